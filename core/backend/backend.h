@@ -1,0 +1,45 @@
+/* core/backend/backend.h - an opened compute backend and an opened codec, with
+ * the core's defaults for their optional hooks. */
+#ifndef FG_BACKEND_BACKEND_H
+#define FG_BACKEND_BACKEND_H
+
+#include <fgcore/codec.h>
+#include <fgcore/compute.h>
+#include "core/plugin/loader.h"
+
+struct fg_backend {
+	struct fg_plugin_handle ph;
+	const struct fg_compute_ops *ops;
+	void *opts; /* owned */
+	void *ctx;
+	struct fg_compute_info info;
+};
+
+/* Takes ownership of *ph and opts. */
+int fg_backend_open(struct fg_backend *b, struct fg_plugin_handle *ph, void *opts);
+void fg_backend_close(struct fg_backend *b);
+
+/* Streams and events: the plugin's, or synchronous no-ops when it has none. */
+int fg_backend_stream_create(struct fg_backend *b, void **stream);
+void fg_backend_stream_destroy(struct fg_backend *b, void *stream);
+int fg_backend_stream_sync(struct fg_backend *b, void *stream);
+int fg_backend_event_create(struct fg_backend *b, void **event);
+void fg_backend_event_destroy(struct fg_backend *b, void *event);
+int fg_backend_event_record(struct fg_backend *b, void *event, void *stream);
+int fg_backend_stream_wait(struct fg_backend *b, void *stream, void *event);
+
+struct fg_codec {
+	struct fg_plugin_handle ph;
+	const struct fg_codec_ops *ops;
+};
+
+int fg_codec_open(struct fg_codec *c, struct fg_plugin_handle *ph);
+void fg_codec_close(struct fg_codec *c);
+uint64_t fg_codec_encoded_size(const struct fg_codec *c, const struct fg_codec_shape *s);
+int fg_codec_encode_f32(const struct fg_codec *c, const struct fg_codec_shape *s, const float *src, void *dst);
+int fg_codec_decode_f32(const struct fg_codec *c, const struct fg_codec_shape *s, const void *src, float *dst);
+/* The plugin's fp16 hooks, or the default through float with fgcore/half.h. */
+int fg_codec_encode_f16(const struct fg_codec *c, const struct fg_codec_shape *s, const uint16_t *src, void *dst);
+int fg_codec_decode_f16(const struct fg_codec *c, const struct fg_codec_shape *s, const void *src, uint16_t *dst);
+
+#endif

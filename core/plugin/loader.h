@@ -1,0 +1,46 @@
+/* core/plugin/loader.h - find, dlopen and validate plugins; fill their option structs. */
+#ifndef FG_PLUGIN_LOADER_H
+#define FG_PLUGIN_LOADER_H
+
+#include <limits.h>
+#include <fgcore/plugin.h>
+
+struct fg_plugin_handle {
+	const struct fg_plugin *plugin;
+	void *dl;
+	char path[PATH_MAX];
+};
+
+/* Open one file and validate it: exported fg_plugin_entry, ABI major equal and
+ * minor <= ours, kind == want_kind (0: any), name == want_name (NULL: the
+ * file's base name without ".so"), every required hook of the kind present.
+ * No plugin code runs before all checks pass.  On failure: -errno and an error
+ * line "<path>: <reason>". */
+int fg_plugin_open_file(const char *path, uint32_t want_kind, const char *want_name,
+			struct fg_plugin_handle *out);
+
+/* Find "<dir>/<name>.so" in the search path (FGCORE_PLUGIN_PATH entries,
+ * colon-separated, then the installed plugin directory) and open it. */
+int fg_plugin_load(const char *name, uint32_t want_kind, struct fg_plugin_handle *out);
+
+void fg_plugin_close(struct fg_plugin_handle *h);
+
+/* Call cb for every "*.so" file in the search path (first occurrence of a
+ * name wins), in directory order then name order.  Stops when cb returns != 0. */
+int fg_plugin_foreach(int (*cb)(const char *path, void *user), void *user);
+
+const char *fg_plugin_kind_name(uint32_t kind); /* "storage", "compute", "codec", "?" */
+
+/* Run the plugin's probe (1 when it has none): >0 usable, 0 unusable. */
+int fg_plugin_probe(const struct fg_plugin_handle *h);
+
+/* Options: a zeroed struct of plugin->opts_size bytes with every default
+ * applied (NULL and an error line on failure); free with free(). */
+void *fg_plugin_opts_new(const struct fg_plugin *p);
+/* Parse and store one option.  `where` prefixes errors ("conf/x.ini:12").
+ * Unknown key, bad type or out-of-range value: -EINVAL with one line
+ * "<where>: <what is wrong>, <what is allowed>". */
+int fg_plugin_opts_set(const struct fg_plugin *p, void *opts, const char *key,
+		       const char *value, const char *where);
+
+#endif

@@ -1,0 +1,107 @@
+/* fgcore/plugin.h - the plugin ABI: the one exported symbol, host services, options.
+ *
+ * A plugin is a shared object exporting exactly one symbol, `fg_plugin_entry`,
+ * a `struct fg_plugin`.  The core checks the ABI version, kind, name and every
+ * required hook before it runs any plugin code (including `probe`).
+ *
+ * Compatibility rules:
+ *  - major must equal the host's FG_ABI_MAJOR; minor must be <= FG_ABI_MINOR.
+ *  - structs in this ABI only grow at the end; a member added in minor n is
+ *    read by the core only when the plugin's abi_version >= FG_ABI(major, n).
+ */
+#ifndef FGCORE_PLUGIN_H
+#define FGCORE_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FG_ABI(major, minor) (((uint32_t)(major) << 16) | (uint32_t)(minor))
+#define FG_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
+#define FG_ABI_MINOR_OF(v) ((uint32_t)(v) & 0xffffu)
+
+#define FG_ABI_MAJOR 1
+#define FG_ABI_MINOR 0
+#define FG_ABI_VERSION FG_ABI(FG_ABI_MAJOR, FG_ABI_MINOR)
+
+/* Name of the one symbol every plugin exports. */
+#define FG_PLUGIN_ENTRY "fg_plugin_entry"
+
+#if defined(__GNUC__)
+#define FG_PLUGIN_EXPORT __attribute__((visibility("default")))
+#define FG_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define FG_PLUGIN_EXPORT
+#define FG_PRINTF(a, b)
+#endif
+
+enum fg_plugin_kind {
+	FG_PLUGIN_STORAGE = 1,
+	FG_PLUGIN_COMPUTE = 2,
+	FG_PLUGIN_CODEC = 3,
+};
+
+enum fg_log_level {
+	FG_LOG_ERROR = 0,
+	FG_LOG_WARN = 1,
+	FG_LOG_INFO = 2,
+	FG_LOG_DEBUG = 3,
+};
+
+/* Services the core lends to plugins.  Plugins never call symbols of the
+ * executable; everything goes through this table. */
+struct fg_host {
+	uint32_t abi_version;
+	/* Record the error text of the failing call (one line, no newline:
+	 * what is wrong and what to do).  The last call wins. */
+	void (*error)(const struct fg_host *host, const char *fmt, ...) FG_PRINTF(2, 3);
+	void (*log)(const struct fg_host *host, int level, const char *fmt, ...) FG_PRINTF(3, 4);
+	/* Number of CUDA devices the core saw (0 on a machine without a GPU or
+	 * in a build without CUDA). */
+	int gpu_count;
+	void *priv; /* core-private */
+};
+
+#define fg_error(host, ...) ((host)->error((host), __VA_ARGS__))
+#define fg_log(host, level, ...) ((host)->log((host), (level), __VA_ARGS__))
+
+/* Plugin options: a table the core fills from the plugin's INI section into
+ * a private struct of `opts_size` bytes before calling the plugin's init/open. */
+enum fg_option_type {
+	FG_OPT_BOOL = 1,   /* int: 0 or 1; accepts true/false/yes/no/on/off/1/0 */
+	FG_OPT_INT = 2,    /* int64_t, within [min, max] */
+	FG_OPT_SIZE = 3,   /* uint64_t bytes; accepts suffixes K M G T (powers of 1024) */
+	FG_OPT_STRING = 4, /* char[FG_OPT_STRING_MAX], NUL-terminated */
+	FG_OPT_DOUBLE = 5, /* double, within [min, max] */
+};
+
+#define FG_OPT_STRING_MAX 256
+
+struct fg_option {
+	const char *key;
+	enum fg_option_type type;
+	const char *def;  /* default, as text; NULL for "" / 0 */
+	const char *help; /* one sentence, shown by `fgcore plugins` and fgcore.ini(5) */
+	size_t offset;    /* offsetof(struct <plugin>_opts, member) */
+	int64_t min, max; /* for INT (and DOUBLE, as integers); ignored when min == max */
+};
+
+struct fg_plugin {
+	uint32_t abi_version;     /* first, always: FG_ABI_VERSION at build time */
+	uint32_t kind;            /* enum fg_plugin_kind */
+	const char *name;         /* must equal the file's base name and the `plugin =` value */
+	const char *description;  /* one line */
+	int (*probe)(const struct fg_host *host); /* optional: 0 unusable here, >0 usable */
+	const void *ops;          /* struct fg_storage_ops / fg_compute_ops / fg_codec_ops */
+	const struct fg_option *options; /* optional: terminated by { .key = NULL } */
+	size_t opts_size;         /* bytes of the options struct (0 when no options) */
+	const char *capabilities; /* optional: comma-separated words, e.g. "async,o_direct" */
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif
