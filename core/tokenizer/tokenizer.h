@@ -1,0 +1,32 @@
+/* core/tokenizer/tokenizer.h - GPT-2 byte-level BPE (the tokenizer OPT ships). */
+#ifndef FG_TOKENIZER_TOKENIZER_H
+#define FG_TOKENIZER_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct fg_tokenizer;
+
+/* Load vocab.json + merges.txt from `dir`, plus the special tokens of
+ * special_tokens_map.json / tokenizer_config.json / added_tokens.json when
+ * present.  Errors name the file (and line or offset). */
+int fg_tokenizer_load_dir(const char *dir, struct fg_tokenizer **out);
+/* The same from explicit file paths (no special-token files). */
+int fg_tokenizer_load(const char *vocab_json, const char *merges_txt, struct fg_tokenizer **out);
+void fg_tokenizer_free(struct fg_tokenizer *t);
+
+/* Encode len bytes of text (any bytes: invalid UTF-8 is encoded byte-wise,
+ * never rejected); special tokens in the text match as single ids.  *ids is
+ * malloc'd.  Thread-safe on a shared tokenizer. */
+int fg_tokenizer_encode(const struct fg_tokenizer *t, const char *text, size_t len,
+			int32_t **ids, size_t *n);
+/* Decode to bytes (*text malloc'd and NUL-terminated); unknown ids: -EINVAL. */
+int fg_tokenizer_decode(const struct fg_tokenizer *t, const int32_t *ids, size_t n, char **text,
+			size_t *len);
+/* Bytes of one token's text (for stop-string matching); NULL if out of range. */
+const char *fg_tokenizer_token_bytes(const struct fg_tokenizer *t, int32_t id, size_t *len);
+size_t fg_tokenizer_vocab_size(const struct fg_tokenizer *t);
+/* Id of a token string such as "</s>", or -1. */
+int32_t fg_tokenizer_lookup(const struct fg_tokenizer *t, const char *token);
+
+#endif
