@@ -1,1 +1,20 @@
-# tests
+# Tests: Check suites, one program per file; every fragment below adds its own.
+# Plugins are found in the build tree; the Hugging Face reference data through
+# FGCORE_TESTDATA (set by .ci/run; tests needing it skip with exit 77 when unset).
+AM_TESTS_ENVIRONMENT = \
+	FGCORE_PLUGIN_PATH='$(abs_top_builddir)/plugins/storage/.libs:$(abs_top_builddir)/plugins/compute/.libs:$(abs_top_builddir)/plugins/codec/.libs'; \
+	export FGCORE_PLUGIN_PATH; \
+	FGCORE_BUILDDIR='$(abs_top_builddir)'; export FGCORE_BUILDDIR; \
+	FGCORE_SRCDIR='$(abs_top_srcdir)'; export FGCORE_SRCDIR; \
+	ASAN_OPTIONS='detect_leaks=1:abort_on_error=1'; export ASAN_OPTIONS; \
+	UBSAN_OPTIONS='print_stacktrace=1:halt_on_error=1'; export UBSAN_OPTIONS;
+
+TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+TEST_LIBS = libfgcore.la $(CHECK_LIBS) -lm
+
+include $(srcdir)/tests/loader.mk
+include $(srcdir)/tests/storage.mk
+include $(srcdir)/tests/compute.mk
+include $(srcdir)/tests/tokenizer.mk
+include $(srcdir)/tests/model.mk
+include $(srcdir)/tests/engine.mk
