@@ -1,1 +1,4 @@
-# bench
+# Benchmark programs (built by `make bench`, never run by `make check`).
+include $(srcdir)/bench/gemm.mk
+include $(srcdir)/bench/tokenizer.mk
+.PHONY: bench

@@ -1,1 +1,9 @@
-# core
+# libfgcore: one fragment per layer.
+include $(srcdir)/core/util/local.mk
+include $(srcdir)/core/plugin/local.mk
+include $(srcdir)/core/config/local.mk
+include $(srcdir)/core/tier/local.mk
+include $(srcdir)/core/backend/local.mk
+include $(srcdir)/core/tokenizer/local.mk
+include $(srcdir)/core/model/local.mk
+include $(srcdir)/core/engine/local.mk
