@@ -25,7 +25,8 @@ struct fg_tier {
 };
 
 /* Open the plugin in `ph` (ownership moves to the tier, as does `opts`) as the
- * tier `role`; cap > 0 limits its capacity to cap bytes. */
+ * tier `role`; cap > 0 limits its capacity to cap bytes.  On failure the
+ * handle is closed and opts freed too (*ph is zeroed either way). */
 int fg_tier_open(struct fg_tier *t, const char *role, struct fg_plugin_handle *ph, void *opts,
 		 uint64_t cap);
 void fg_tier_close(struct fg_tier *t);
@@ -33,6 +34,9 @@ void fg_tier_close(struct fg_tier *t);
 /* Allocation with accounting.  Exceeding the capacity is -ENOSPC with the line
  * "tier <role> (<plugin>): cannot allocate <size>: <used> of <capacity> in use; ..." */
 int fg_tier_alloc(struct fg_tier *t, uint64_t size, struct fg_region *r);
+/* The same; `hint` (may be NULL), e.g. "largest batch that fits: 24", is
+ * appended to the -ENOSPC line after "; ". */
+int fg_tier_alloc_hint(struct fg_tier *t, uint64_t size, struct fg_region *r, const char *hint);
 void fg_tier_free(struct fg_tier *t, struct fg_region *r);
 
 int fg_tier_read(struct fg_tier *t, const struct fg_region *r, uint64_t off, void *dst, size_t len);
