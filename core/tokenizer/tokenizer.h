@@ -29,4 +29,15 @@ size_t fg_tokenizer_vocab_size(const struct fg_tokenizer *t);
 /* Id of a token string such as "</s>", or -1. */
 int32_t fg_tokenizer_lookup(const struct fg_tokenizer *t, const char *token);
 
+/* Ids of the special roles, or -1 when there is none: as the folder's
+ * special_tokens_map.json / tokenizer_config.json name them, else GPT-2's
+ * default <|endoftext|> for bos, eos and unk. */
+int32_t fg_tokenizer_bos_id(const struct fg_tokenizer *t);
+int32_t fg_tokenizer_eos_id(const struct fg_tokenizer *t);
+int32_t fg_tokenizer_unk_id(const struct fg_tokenizer *t);
+int32_t fg_tokenizer_pad_id(const struct fg_tokenizer *t);
+/* 1 when tokenizer_config.json sets add_bos_token (OPT does): the caller
+ * prepends bos; fg_tokenizer_encode never adds it. */
+int fg_tokenizer_add_bos(const struct fg_tokenizer *t);
+
 #endif

@@ -1,0 +1,437 @@
+/* core/tokenizer/special.c - special and added tokens (matched whole before
+ * pre-tokenization) from a Hugging Face tokenizer folder.
+ *
+ * Sources, as transformers reads them:
+ *  - tokenizer_config.json: added_tokens_decoder {"id": {"content": ...}},
+ *    the *_token keys, additional_special_tokens, add_bos_token;
+ *  - special_tokens_map.json: the *_token keys and additional_special_tokens,
+ *    overriding tokenizer_config.json;
+ *  - added_tokens.json: {"token": id}.
+ * A role the files do not name keeps GPT2Tokenizer's default: bos, eos and
+ * unk are <|endoftext|> (when the vocabulary has it).  A named token missing
+ * from the vocabulary gets the next free id, as transformers does.  The
+ * lstrip/rstrip/single_word flags of added tokens are not applied: tokens
+ * match their exact content.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "core/tokenizer/tok_internal.h"
+#include "core/util/error.h"
+
+enum { ROLE_BOS, ROLE_EOS, ROLE_UNK, ROLE_SEP, ROLE_PAD, ROLE_CLS, ROLE_MASK, N_ROLES };
+
+static const char *const role_keys[N_ROLES] = {
+	"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token",
+};
+
+static const char default_special[] = "<|endoftext|>";
+
+struct idlist {
+	int32_t *v;
+	size_t n, cap;
+};
+
+static int idlist_push(struct idlist *l, int32_t id)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		int32_t *v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = id;
+	return 0;
+}
+
+/* Give id the text s: its decoded bytes are the text itself (added tokens
+ * are not byte-level encoded). */
+static int set_token(struct fg_tokenizer *t, int32_t id, const char *s, size_t len)
+{
+	int rc = fg_tok_grow_ids(t, (size_t)id + 1);
+
+	if (!rc)
+		rc = fg_tok_blob_add(t, s, len, &t->text[id].off);
+	if (rc)
+		return rc;
+	t->text[id].len = (uint32_t)len;
+	t->bytes[id] = t->text[id];
+	return fg_strmap_insert(t, id);
+}
+
+static int check_content(const char *path, const char *s, size_t len)
+{
+	char q[96];
+
+	if (len == 0 || len > FG_TOK_MAX_TOKEN_BYTES || memchr(s, '\0', len)) {
+		FG_ERR("%s: token \"%s\": a token must have 1 to %u bytes and no NUL", path,
+		       fg_tok_quote(s, len, q, sizeof(q)), FG_TOK_MAX_TOKEN_BYTES);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* A token with an id fixed by the files. */
+static int add_explicit(struct fg_tokenizer *t, const char *path, json_int_t id, const char *s,
+			size_t len, struct idlist *l)
+{
+	char q[96], q2[96];
+	int32_t have;
+	int rc = check_content(path, s, len);
+
+	if (rc)
+		return rc;
+	fg_tok_quote(s, len, q, sizeof(q));
+	if (id < 0 || (uint64_t)id >= t->n_vocab + FG_TOK_MAX_ADDED) {
+		FG_ERR("%s: token \"%s\": id %lld is out of range 0..%zu", path, q, (long long)id,
+		       t->n_vocab + FG_TOK_MAX_ADDED - 1);
+		return -EINVAL;
+	}
+	have = fg_strmap_find(t, s, len);
+	if ((size_t)id < t->n_ids && t->text[id].len != UINT32_MAX) {
+		if (have == id)
+			return idlist_push(l, (int32_t)id);
+		FG_ERR("%s: token \"%s\" has id %lld, which is already the id of \"%s\"", path, q,
+		       (long long)id, fg_tok_quote(t->blob + t->text[id].off, t->text[id].len,
+						    q2, sizeof(q2)));
+		return -EINVAL;
+	}
+	if (have >= 0) {
+		FG_ERR("%s: token \"%s\" has id %lld but already has id %d", path, q,
+		       (long long)id, have);
+		return -EINVAL;
+	}
+	rc = set_token(t, (int32_t)id, s, len);
+	return rc ? rc : idlist_push(l, (int32_t)id);
+}
+
+/* A token named by content only: its id, or a new one. */
+static int add_named(struct fg_tokenizer *t, const char *path, const char *s, size_t len,
+		     struct idlist *l, int32_t *idp)
+{
+	int32_t id = fg_strmap_find(t, s, len);
+	int rc;
+
+	if (id < 0) {
+		rc = check_content(path, s, len);
+		if (rc)
+			return rc;
+		if (t->n_ids >= t->n_vocab + FG_TOK_MAX_ADDED) {
+			FG_ERR("%s: more than %u added tokens", path, FG_TOK_MAX_ADDED);
+			return -EINVAL;
+		}
+		id = (int32_t)t->n_ids;
+		rc = set_token(t, id, s, len);
+		if (rc)
+			return rc;
+	}
+	if (idp)
+		*idp = id;
+	return idlist_push(l, id);
+}
+
+/* A special-token value: "text", {"content": "text", ...} or null.
+ * Returns 1 (setting *s and *len), 0 for null, or -EINVAL. */
+static int token_value(const char *path, const char *key, json_t *v, const char **s, size_t *len)
+{
+	json_t *c = v;
+
+	if (json_is_null(v))
+		return 0;
+	if (json_is_object(v))
+		c = json_object_get(v, "content");
+	if (!json_is_string(c)) {
+		FG_ERR("%s: \"%s\" must be a string, an object with a string \"content\", or null",
+		       path, key);
+		return -EINVAL;
+	}
+	*s = json_string_value(c);
+	*len = json_string_length(c);
+	return 1;
+}
+
+/* Load dir/name when it exists: *root stays NULL when it does not. */
+static int load_json(const char *dir, const char *name, size_t flags, char *path, size_t pathsz,
+		     json_t **root)
+{
+	json_error_t jerr;
+	char *buf;
+	size_t len;
+	int rc;
+
+	*root = NULL;
+	if ((size_t)snprintf(path, pathsz, "%s/%s", dir, name) >= pathsz) {
+		FG_ERR("%s: path too long", dir);
+		return -ENAMETOOLONG;
+	}
+	rc = fg_tok_read_file(path, &buf, &len, true);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	*root = json_loadb(buf, len, flags, &jerr);
+	free(buf);
+	if (!*root) {
+		FG_ERR("%s:%d:%d: not valid JSON (%s)", path, jerr.line, jerr.column, jerr.text);
+		return -EINVAL;
+	}
+	if (!json_is_object(*root)) {
+		FG_ERR("%s: the top level is not a JSON object", path);
+		json_decref(*root);
+		*root = NULL;
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int cmp_special(const void *a, const void *b)
+{
+	const struct fg_tok_special *x = a, *y = b;
+	if (x->first != y->first)
+		return x->first < y->first ? -1 : 1;
+	if (x->len != y->len)
+		return x->len > y->len ? -1 : 1;	/* longest first */
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int build_match_table(struct fg_tokenizer *t, struct idlist *l)
+{
+	uint8_t *seen = calloc(t->n_ids ? t->n_ids : 1, 1);
+	struct fg_tok_special *sp;
+	size_t n = 0;
+
+	if (!seen)
+		return -ENOMEM;
+	sp = malloc((l->n ? l->n : 1) * sizeof(*sp));
+	if (!sp) {
+		free(seen);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < l->n; i++) {
+		int32_t id = l->v[i];
+
+		if (seen[id])
+			continue;
+		seen[id] = 1;
+		/* Decoding gives a special token's own text. */
+		t->bytes[id] = t->text[id];
+		sp[n++] = (struct fg_tok_special){
+			.off = t->text[id].off,
+			.len = t->text[id].len,
+			.id = id,
+			.first = (unsigned char)t->blob[t->text[id].off],
+		};
+	}
+	free(seen);
+	qsort(sp, n, sizeof(*sp), cmp_special);
+	memset(t->special_start, 0, sizeof(t->special_start));
+	for (size_t i = 0; i < n; i++)
+		t->special_start[sp[i].first + 1]++;
+	for (int c = 0; c < 256; c++)
+		t->special_start[c + 1] += t->special_start[c];
+	t->special = sp;
+	t->n_special = n;
+	return 0;
+}
+
+int fg_tok_load_special(struct fg_tokenizer *t, const char *dir)
+{
+	char cfg_path[PATH_MAX], map_path[PATH_MAX], added_path[PATH_MAX];
+	json_t *cfg = NULL, *map = NULL, *added = NULL, *v, *extra;
+	struct idlist l = { 0 };
+	int32_t role_id[N_ROLES];
+	const char *key, *extra_path = NULL;
+	int rc = 0;
+
+	if (dir) {
+		/* Integers as reals where none is needed: transformers writes
+		 * model_max_length as 1000000000000000019884624838656. */
+		rc = load_json(dir, "tokenizer_config.json", JSON_DECODE_INT_AS_REAL, cfg_path,
+			       sizeof(cfg_path), &cfg);
+		if (!rc)
+			rc = load_json(dir, "special_tokens_map.json", JSON_DECODE_INT_AS_REAL,
+				       map_path, sizeof(map_path), &map);
+		if (!rc)
+			rc = load_json(dir, "added_tokens.json", 0, added_path, sizeof(added_path),
+				       &added);
+		if (rc)
+			goto out;
+	}
+
+	/* Tokens with fixed ids first, so that named ones find them. */
+	v = cfg ? json_object_get(cfg, "added_tokens_decoder") : NULL;
+	if (v && !json_is_object(v)) {
+		FG_ERR("%s: \"added_tokens_decoder\" must be an object {\"id\": {\"content\": ...}}",
+		       cfg_path);
+		rc = -EINVAL;
+		goto out;
+	}
+	if (v && json_object_size(v) > FG_TOK_MAX_ADDED) {
+		FG_ERR("%s: more than %u added tokens", cfg_path, FG_TOK_MAX_ADDED);
+		rc = -EINVAL;
+		goto out;
+	}
+	if (v) {
+		json_t *ent;
+
+		json_object_foreach(v, key, ent) {
+			const char *s;
+			char *end;
+			size_t len;
+			long long id;
+
+			errno = 0;
+			id = strtoll(key, &end, 10);
+			if (!*key || *end || errno || *key == '-' || *key == '+' || *key == ' ') {
+				FG_ERR("%s: added_tokens_decoder: key \"%.40s\" is not a token id",
+				       cfg_path, key);
+				rc = -EINVAL;
+				goto out;
+			}
+			if (!json_is_object(ent) ||
+			    !json_is_string(json_object_get(ent, "content"))) {
+				FG_ERR("%s: added_tokens_decoder: \"%.40s\" must be an object "
+				       "with a string \"content\"", cfg_path, key);
+				rc = -EINVAL;
+				goto out;
+			}
+			token_value(cfg_path, key, ent, &s, &len);
+			rc = add_explicit(t, cfg_path, id, s, len, &l);
+			if (rc)
+				goto out;
+		}
+	}
+	if (added && json_object_size(added) > FG_TOK_MAX_ADDED) {
+		FG_ERR("%s: more than %u added tokens", added_path, FG_TOK_MAX_ADDED);
+		rc = -EINVAL;
+		goto out;
+	}
+	if (added) {
+		json_object_foreach(added, key, v) {
+			char q[96];
+
+			if (!json_is_integer(v)) {
+				FG_ERR("%s: key \"%s\": the id is not an integer", added_path,
+				       fg_tok_quote(key, strlen(key), q, sizeof(q)));
+				rc = -EINVAL;
+				goto out;
+			}
+			rc = add_explicit(t, added_path, json_integer_value(v), key, strlen(key),
+					  &l);
+			if (rc)
+				goto out;
+		}
+	}
+
+	/* Roles: special_tokens_map.json wins over tokenizer_config.json. */
+	for (int r = 0; r < N_ROLES; r++) {
+		const char *path = NULL, *s = default_special;
+		size_t len = sizeof(default_special) - 1;
+		json_t *src = NULL;
+
+		role_id[r] = -1;
+		if (map && (src = json_object_get(map, role_keys[r])))
+			path = map_path;
+		else if (cfg && (src = json_object_get(cfg, role_keys[r])))
+			path = cfg_path;
+		if (src) {
+			rc = token_value(path, role_keys[r], src, &s, &len);
+			if (rc < 0)
+				goto out;
+			if (rc == 0)
+				continue;
+			rc = add_named(t, path, s, len, &l, &role_id[r]);
+			if (rc)
+				goto out;
+		} else if (r <= ROLE_UNK) {
+			int32_t id = fg_strmap_find(t, s, len);
+
+			if (id >= 0) {
+				role_id[r] = id;
+				rc = idlist_push(&l, id);
+				if (rc)
+					goto out;
+			}
+		}
+	}
+	extra = NULL;
+	if (map && (extra = json_object_get(map, "additional_special_tokens")))
+		extra_path = map_path;
+	else if (cfg && (extra = json_object_get(cfg, "additional_special_tokens")))
+		extra_path = cfg_path;
+	if (extra && !json_is_null(extra)) {
+		size_t i;
+
+		if (!json_is_array(extra) || json_array_size(extra) > FG_TOK_MAX_ADDED) {
+			FG_ERR("%s: \"additional_special_tokens\" must be an array of at most %u "
+			       "tokens", extra_path, FG_TOK_MAX_ADDED);
+			rc = -EINVAL;
+			goto out;
+		}
+		json_array_foreach(extra, i, v) {
+			const char *s;
+			size_t len;
+
+			rc = token_value(extra_path, "additional_special_tokens", v, &s, &len);
+			if (rc < 0)
+				goto out;
+			if (rc == 0)
+				continue;
+			rc = add_named(t, extra_path, s, len, &l, NULL);
+			if (rc)
+				goto out;
+		}
+	}
+	v = cfg ? json_object_get(cfg, "add_bos_token") : NULL;
+	if (v && !json_is_boolean(v) && !json_is_null(v)) {
+		FG_ERR("%s: \"add_bos_token\" must be true or false", cfg_path);
+		rc = -EINVAL;
+		goto out;
+	}
+	t->add_bos = v && json_is_true(v);
+	t->bos = role_id[ROLE_BOS];
+	t->eos = role_id[ROLE_EOS];
+	t->unk = role_id[ROLE_UNK];
+	t->pad = role_id[ROLE_PAD];
+	rc = build_match_table(t, &l);
+out:
+	if (rc == -ENOMEM)
+		FG_ERR("%s: out of memory loading special tokens", dir ? dir : "tokenizer");
+	free(l.v);
+	json_decref(cfg);
+	json_decref(map);
+	json_decref(added);
+	return rc;
+}
+
+int fg_tokenizer_load_dir(const char *dir, struct fg_tokenizer **out)
+{
+	char vocab[PATH_MAX], merges[PATH_MAX];
+	int rc;
+
+	if (!dir || !out)
+		return -EINVAL;
+	*out = NULL;
+	if ((size_t)snprintf(vocab, sizeof(vocab), "%s/vocab.json", dir) >= sizeof(vocab) ||
+	    (size_t)snprintf(merges, sizeof(merges), "%s/merges.txt", dir) >= sizeof(merges)) {
+		FG_ERR("%s: path too long", dir);
+		return -ENAMETOOLONG;
+	}
+	rc = fg_tok_load_bpe(vocab, merges, out);
+	if (rc)
+		return rc;
+	rc = fg_tok_load_special(*out, dir);
+	if (rc) {
+		fg_tokenizer_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
