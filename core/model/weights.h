@@ -17,6 +17,7 @@
 #ifndef FG_MODEL_WEIGHTS_H
 #define FG_MODEL_WEIGHTS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/model/opt_config.h"
@@ -38,5 +39,19 @@ int fg_weights_read_f16(struct fg_weights *w, const char *name, uint16_t *dst, i
 			int64_t cols);
 int fg_weights_read_rows_f16(struct fg_weights *w, const char *name, int64_t row0, int64_t nrows,
 			     int64_t cols, uint16_t *dst);
+
+/* The tensors a model with config c needs, in a fixed order: the 4 global
+ * ones (embed_tokens, embed_positions, final_layer_norm weight, bias), then
+ * 16 per layer (q, k, v, out_proj weight/bias, self_attn_layer_norm, fc1,
+ * fc2, final_layer_norm). */
+int64_t fg_weights_tensor_count(const struct fg_opt_config *c);
+/* Canonical name and shape of tensor idx; a 1-D tensor has rank 1, rows 1.
+ * -EINVAL when idx is out of range or name does not fit in len. */
+int fg_weights_tensor_info(const struct fg_opt_config *c, int64_t idx, char *name, size_t len,
+			   int *rank, int64_t *rows, int64_t *cols);
+/* Index of `name` ("decoder.X", "model.decoder.X"; FlexGen's
+ * "decoder.layer_norm.X" for decoder.final_layer_norm.X), or -1 when the
+ * model does not use it (lm_head, unknown names, layers beyond c->layers). */
+int64_t fg_weights_tensor_index(const struct fg_opt_config *c, const char *name);
 
 #endif

@@ -1,0 +1,95 @@
+/* core/model/dummy.c - deterministic generated weights for benchmarks without a checkpoint. */
+#include <pthread.h>
+#include <string.h>
+
+#include <fgcore/half.h>
+
+#include "core/model/dummy.h"
+
+#define DUMMY_TABLE 65536
+#define DUMMY_GOLDEN UINT64_C(0x9e3779b97f4a7c15)
+#define DUMMY_ONE 0x3c00u /* fp16 1.0 */
+
+/* fp16 values uniform on [-a, a]: one table for matrices, one for biases. */
+static uint16_t dummy_matrix[DUMMY_TABLE];
+static uint16_t dummy_bias[DUMMY_TABLE];
+static pthread_once_t dummy_once = PTHREAD_ONCE_INIT;
+
+static void dummy_fill_table(uint16_t *t, float a)
+{
+	/* One exact integer times one constant: a single IEEE rounding, the
+	 * same on every machine. */
+	float step = a / (float)DUMMY_TABLE;
+	int j;
+
+	for (j = 0; j < DUMMY_TABLE; j++)
+		t[j] = fg_float_to_half((float)(2 * j + 1 - DUMMY_TABLE) * step);
+}
+
+static void dummy_init(void)
+{
+	dummy_fill_table(dummy_matrix, 0.0346f); /* std = a / sqrt(3) = 0.02 */
+	dummy_fill_table(dummy_bias, 0.01f);
+}
+
+static inline uint64_t dummy_mix(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+static uint64_t dummy_seed(const char *name)
+{
+	uint64_t h = UINT64_C(0xcbf29ce484222325);
+
+	for (; *name; name++) {
+		h ^= (unsigned char)*name;
+		h *= UINT64_C(0x100000001b3);
+	}
+	return dummy_mix(h);
+}
+
+static int dummy_ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+void fg_dummy_fill(const char *name, uint64_t elem0, uint64_t n, uint16_t *dst)
+{
+	const uint16_t *table;
+	uint64_t seed, i = elem0, end = elem0 + n;
+
+	if (dummy_ends_with(name, "layer_norm.weight")) {
+		for (i = 0; i < n; i++)
+			dst[i] = DUMMY_ONE;
+		return;
+	}
+	pthread_once(&dummy_once, dummy_init);
+	table = dummy_ends_with(name, ".bias") ? dummy_bias : dummy_matrix;
+	seed = dummy_seed(name);
+
+	/* Block k of four values comes from one splitmix64 output. */
+	while (i < end && (i & 3)) {
+		uint64_t z = dummy_mix(seed + ((i >> 2) + 1) * DUMMY_GOLDEN);
+
+		*dst++ = table[(z >> (16 * (i & 3))) & 0xffff];
+		i++;
+	}
+	for (; i + 4 <= end; i += 4) {
+		uint64_t z = dummy_mix(seed + ((i >> 2) + 1) * DUMMY_GOLDEN);
+
+		dst[0] = table[z & 0xffff];
+		dst[1] = table[(z >> 16) & 0xffff];
+		dst[2] = table[(z >> 32) & 0xffff];
+		dst[3] = table[z >> 48];
+		dst += 4;
+	}
+	for (; i < end; i++) {
+		uint64_t z = dummy_mix(seed + ((i >> 2) + 1) * DUMMY_GOLDEN);
+
+		*dst++ = table[(z >> (16 * (i & 3))) & 0xffff];
+	}
+}

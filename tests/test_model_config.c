@@ -1,0 +1,473 @@
+/* tests/test_model_config.c - OPT presets and config.json: valid, refused and malformed. */
+#define _GNU_SOURCE /* nftw */
+#include <check.h>
+#include <ftw.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/model/opt_config.h"
+#include "core/model/weights.h"
+#include "core/util/error.h"
+
+/* Each test's own folder under TMPDIR, removed afterwards. */
+static char tmp_root[256];
+
+static void tmp_setup(void)
+{
+	const char *t = getenv("TMPDIR");
+
+	snprintf(tmp_root, sizeof(tmp_root), "%s/fg_cfg_XXXXXX", t && *t ? t : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(tmp_root));
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void tmp_teardown(void)
+{
+	nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* <tmp>/<folder>/config.json holding `text`. */
+static const char *write_config(const char *folder, const char *text)
+{
+	static char path[512];
+	char dir[400];
+	FILE *f;
+
+	snprintf(dir, sizeof(dir), "%s/%s", tmp_root, folder);
+	mkdir(dir, 0700);
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+/* A Hugging Face OPT config.json without the keys that have defaults; %s
+ * adds keys (HF_OPTIONAL for the full file as save_pretrained writes it). */
+#define CFG_FMT                                                                         \
+	"{\n  \"bos_token_id\": 2, \"eos_token_id\": 2, \"pad_token_id\": 1,\n"              \
+	"  \"ffn_dim\": 256,\n  \"hidden_size\": 64,\n"                                      \
+	"  \"max_position_embeddings\": 2048,\n  \"model_type\": \"opt\",\n"               \
+	"  \"num_attention_heads\": 4,\n  \"num_hidden_layers\": 2,\n"                       \
+	"  \"vocab_size\": 50272%s\n}\n"
+
+#define HF_OPTIONAL                                                                          \
+	",\n  \"_remove_final_layer_norm\": false,\n  \"activation_function\": \"relu\",\n" \
+	"  \"do_layer_norm_before\": true,\n  \"enable_bias\": true,\n"                      \
+	"  \"layer_norm_elementwise_affine\": true,\n  \"tie_word_embeddings\": true,\n"     \
+	"  \"word_embed_proj_dim\": 64,\n  \"dropout\": 0.1,\n  \"architectures\": [\"OPTForCausalLM\"]"
+
+START_TEST(test_presets)
+{
+	struct fg_opt_config c;
+
+	ck_assert_int_eq(fg_opt_preset("opt-1.3b", &c), 0);
+	ck_assert_str_eq(c.name, "opt-1.3b");
+	ck_assert_int_eq(c.hidden, 2048);
+	ck_assert_int_eq(c.layers, 24);
+	ck_assert_int_eq(c.heads, 32);
+	ck_assert_int_eq(c.ffn, 8192);
+	ck_assert_int_eq(c.vocab, 50272);
+	ck_assert_int_eq(c.max_pos, 2048);
+	ck_assert_int_eq(c.pad_id, 1);
+	ck_assert_int_eq(c.bos_id, 2);
+	ck_assert_int_eq(c.eos_id, 2);
+
+	ck_assert_int_eq(fg_opt_preset("facebook/opt-6.7b", &c), 0);
+	ck_assert_str_eq(c.name, "opt-6.7b");
+	ck_assert_int_eq(c.hidden, 4096);
+	ck_assert_int_eq(c.layers, 32);
+	ck_assert_int_eq(c.ffn, 16384);
+
+	ck_assert_int_eq(fg_opt_preset("opt-125m", &c), 0);
+	ck_assert_int_eq(c.hidden, 768);
+	ck_assert_int_eq(c.heads, 12);
+	ck_assert_int_eq(c.layers, 12);
+	ck_assert_int_eq(c.ffn, 3072);
+
+	ck_assert_int_eq(fg_opt_preset("opt-30b", &c), 0);
+	ck_assert_int_eq(c.hidden, 7168);
+	ck_assert_int_eq(c.heads, 56);
+	ck_assert_int_eq(c.layers, 48);
+
+	ck_assert_int_eq(fg_opt_preset("opt-66b", &c), 0);
+	ck_assert_int_eq(c.hidden, 9216);
+	ck_assert_int_eq(c.heads, 72);
+	ck_assert_int_eq(c.layers, 64);
+	ck_assert_int_eq(c.ffn, 36864);
+
+	ck_assert_int_eq(fg_opt_preset("facebook/opt-175b", &c), 0);
+	ck_assert_int_eq(c.hidden, 12288);
+	ck_assert_int_eq(c.heads, 96);
+	ck_assert_int_eq(c.layers, 96);
+	ck_assert_int_eq(c.ffn, 49152);
+
+	/* Hub ids are often typed with a capital B. */
+	ck_assert_int_eq(fg_opt_preset("facebook/OPT-2.7B", &c), 0);
+	ck_assert_str_eq(c.name, "opt-2.7b");
+	ck_assert_int_eq(c.hidden, 2560);
+	ck_assert_int_eq(c.layers, 32);
+	ck_assert_int_eq(c.ffn, 10240);
+
+	ck_assert_int_eq(fg_opt_preset("opt-13b", &c), 0);
+	ck_assert_int_eq(c.hidden, 5120);
+	ck_assert_int_eq(c.heads, 40);
+	ck_assert_int_eq(c.layers, 40);
+}
+END_TEST
+
+START_TEST(test_iml_variants)
+{
+	static const char *pairs[][2] = {
+		{ "opt-iml-1.3b", "opt-1.3b" },
+		{ "opt-iml-max-1.3b", "opt-1.3b" },
+		{ "opt-iml-30b", "opt-30b" },
+		{ "facebook/opt-iml-max-30b", "opt-30b" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		struct fg_opt_config a, b;
+
+		ck_assert_int_eq(fg_opt_preset(pairs[i][0], &a), 0);
+		ck_assert_int_eq(fg_opt_preset(pairs[i][1], &b), 0);
+		ck_assert_int_eq(a.hidden, b.hidden);
+		ck_assert_int_eq(a.heads, b.heads);
+		ck_assert_int_eq(a.layers, b.layers);
+		ck_assert_int_eq(a.ffn, b.ffn);
+		ck_assert_int_eq(a.vocab, b.vocab);
+		ck_assert_str_ne(a.name, b.name);
+	}
+}
+END_TEST
+
+START_TEST(test_preset_unknown)
+{
+	struct fg_opt_config c;
+	const char *e;
+
+	ck_assert_int_eq(fg_opt_preset("opt-7b", &c), -ENOENT);
+	e = fg_last_error();
+	ck_assert_ptr_nonnull(strstr(e, "opt-7b"));
+	ck_assert_ptr_nonnull(strstr(e, "opt-125m"));
+	ck_assert_ptr_nonnull(strstr(e, "opt-1.3b"));
+	ck_assert_ptr_nonnull(strstr(e, "opt-175b"));
+	ck_assert_ptr_nonnull(strstr(e, "opt-iml-max-30b"));
+	ck_assert_int_eq(fg_opt_preset("", &c), -ENOENT);
+	ck_assert_int_eq(fg_opt_preset("facebook/", &c), -ENOENT);
+	ck_assert_int_eq(fg_opt_preset("opt-1.3b ", &c), -ENOENT);
+	ck_assert_int_ne(fg_opt_preset(NULL, &c), 0);
+}
+END_TEST
+
+START_TEST(test_preset_350m_refused)
+{
+	struct fg_opt_config c;
+	const char *e;
+
+	ck_assert_int_eq(fg_opt_preset("facebook/opt-350m", &c), -ENOTSUP);
+	e = fg_last_error();
+	ck_assert_ptr_nonnull(strstr(e, "post-LayerNorm"));
+	ck_assert_ptr_nonnull(strstr(e, "opt-125m")); /* suggests another size */
+}
+END_TEST
+
+/* The tensors of a config add up to fg_opt_param_count. */
+START_TEST(test_param_count)
+{
+	struct fg_opt_config c;
+	char name[128];
+	uint64_t sum = 0;
+	int64_t i, r, cols;
+	int rank;
+
+	ck_assert_int_eq(fg_opt_preset("opt-125m", &c), 0);
+	/* Hugging Face: OPTForCausalLM.from_pretrained("facebook/opt-125m").num_parameters(). */
+	ck_assert_uint_eq(fg_opt_param_count(&c), 125239296u);
+	ck_assert_int_eq(fg_opt_preset("opt-6.7b", &c), 0);
+	for (i = 0; i < fg_weights_tensor_count(&c); i++) {
+		ck_assert_int_eq(fg_weights_tensor_info(&c, i, name, sizeof(name), &rank, &r, &cols),
+				 0);
+		sum += (uint64_t)r * (uint64_t)cols;
+	}
+	ck_assert_uint_eq(sum, fg_opt_param_count(&c));
+	ck_assert_int_eq(fg_weights_tensor_info(&c, i, name, sizeof(name), &rank, &r, &cols),
+			 -EINVAL);
+}
+END_TEST
+
+START_TEST(test_config_written)
+{
+	struct fg_opt_config c;
+	char text[2048];
+	const char *path;
+
+	snprintf(text, sizeof(text), CFG_FMT, HF_OPTIONAL);
+	path = write_config("opt-written-64", text);
+	memset(&c, 0x5a, sizeof(c));
+	ck_assert_int_eq(fg_opt_config_load(path, &c), 0);
+	ck_assert_str_eq(c.name, "opt-written-64");
+	ck_assert_int_eq(c.vocab, 50272);
+	ck_assert_int_eq(c.hidden, 64);
+	ck_assert_int_eq(c.heads, 4);
+	ck_assert_int_eq(c.layers, 2);
+	ck_assert_int_eq(c.ffn, 256);
+	ck_assert_int_eq(c.max_pos, 2048);
+	ck_assert_int_eq(c.pad_id, 1);
+	ck_assert_int_eq(c.bos_id, 2);
+	ck_assert_int_eq(c.eos_id, 2);
+
+	/* Keys with Hugging Face defaults may be absent. */
+	path = write_config("opt-minimal",
+			    "{\"model_type\": \"opt\", \"vocab_size\": 100, \"hidden_size\": 16,"
+			    " \"num_attention_heads\": 2, \"num_hidden_layers\": 1,"
+			    " \"ffn_dim\": 32, \"max_position_embeddings\": 8,"
+			    " \"eos_token_id\": 7}");
+	ck_assert_int_eq(fg_opt_config_load(path, &c), 0);
+	ck_assert_str_eq(c.name, "opt-minimal");
+	ck_assert_int_eq(c.vocab, 100);
+	ck_assert_int_eq(c.max_pos, 8);
+	ck_assert_int_eq(c.pad_id, 1);
+	ck_assert_int_eq(c.eos_id, 7);
+}
+END_TEST
+
+START_TEST(test_config_testdata)
+{
+	const char *td = getenv("FGCORE_TESTDATA");
+	struct fg_opt_config c;
+	char path[1024];
+
+	snprintf(path, sizeof(path), "%s/opt/opt-tiny-64x2/config.json", td);
+	ck_assert_msg(access(path, R_OK) == 0, "FGCORE_TESTDATA is set but %s is missing", path);
+	ck_assert_int_eq(fg_opt_config_load(path, &c), 0);
+	ck_assert_str_eq(c.name, "opt-tiny-64x2");
+	ck_assert_int_eq(c.vocab, 50272);
+	ck_assert_int_eq(c.hidden, 64);
+	ck_assert_int_eq(c.heads, 4);
+	ck_assert_int_eq(c.layers, 2);
+	ck_assert_int_eq(c.ffn, 256);
+	ck_assert_int_eq(c.max_pos, 2048);
+
+	snprintf(path, sizeof(path), "%s/opt/opt-tiny-128x4/config.json", td);
+	ck_assert_int_eq(fg_opt_config_load(path, &c), 0);
+	ck_assert_int_eq(c.hidden, 128);
+	ck_assert_int_eq(c.heads, 8);
+	ck_assert_int_eq(c.layers, 4);
+	ck_assert_int_eq(c.ffn, 512);
+}
+END_TEST
+
+struct bad_case {
+	const char *what;
+	const char *text; /* NULL: CFG_FMT with `extra` appended */
+	const char *extra;
+	int rc;
+	const char *needle; /* must appear in the error line */
+};
+
+static const struct bad_case bad_cases[] = {
+	{ "not JSON", "{ \"model_type\": \"opt\", hidden_size: 64 }", NULL, -EINVAL,
+	  "not valid JSON" },
+	{ "empty file", "", NULL, -EINVAL, "not valid JSON" },
+	{ "array", "[1, 2, 3]", NULL, -EINVAL, "must be a JSON object" },
+	{ "duplicate key", NULL, ", \"hidden_size\": 64", -EINVAL, "duplicate object key" },
+	{ "missing key",
+	  "{\"model_type\": \"opt\", \"vocab_size\": 100, \"hidden_size\": 16,"
+	  " \"num_attention_heads\": 2, \"num_hidden_layers\": 1,"
+	  " \"max_position_embeddings\": 8}",
+	  NULL, -EINVAL, "\"ffn_dim\" is missing" },
+	{ "no model_type", "{\"vocab_size\": 100}", NULL, -EINVAL, "\"model_type\" is missing" },
+	{ "model_type not a string", "{\"model_type\": 7}", NULL, -EINVAL,
+	  "\"model_type\" must be a string" },
+	{ "wrong type",
+	  "{\"model_type\": \"opt\", \"vocab_size\": 100, \"hidden_size\": \"16\","
+	  " \"num_attention_heads\": 2, \"num_hidden_layers\": 1, \"ffn_dim\": 32,"
+	  " \"max_position_embeddings\": 8}",
+	  NULL, -EINVAL, "\"hidden_size\" must be an integer" },
+	{ "real number",
+	  "{\"model_type\": \"opt\", \"vocab_size\": 100.0, \"hidden_size\": 16,"
+	  " \"num_attention_heads\": 2, \"num_hidden_layers\": 1, \"ffn_dim\": 32,"
+	  " \"max_position_embeddings\": 8}",
+	  NULL, -EINVAL, "\"vocab_size\" must be an integer" },
+	{ "negative",
+	  "{\"model_type\": \"opt\", \"vocab_size\": 100, \"hidden_size\": 16,"
+	  " \"num_attention_heads\": 2, \"num_hidden_layers\": -3, \"ffn_dim\": 32,"
+	  " \"max_position_embeddings\": 8}",
+	  NULL, -EINVAL, "\"num_hidden_layers\" is -3" },
+	{ "zero",
+	  "{\"model_type\": \"opt\", \"vocab_size\": 100, \"hidden_size\": 16,"
+	  " \"num_attention_heads\": 0, \"num_hidden_layers\": 1, \"ffn_dim\": 32,"
+	  " \"max_position_embeddings\": 8}",
+	  NULL, -EINVAL, "\"num_attention_heads\" is 0" },
+	{ "huge",
+	  "{\"model_type\": \"opt\", \"vocab_size\": 1000000000000, \"hidden_size\": 16,"
+	  " \"num_attention_heads\": 2, \"num_hidden_layers\": 1, \"ffn_dim\": 32,"
+	  " \"max_position_embeddings\": 8}",
+	  NULL, -EINVAL, "\"vocab_size\" is 1000000000000" },
+	{ "heads do not divide",
+	  "{\"model_type\": \"opt\", \"vocab_size\": 100, \"hidden_size\": 18,"
+	  " \"num_attention_heads\": 4, \"num_hidden_layers\": 1, \"ffn_dim\": 32,"
+	  " \"max_position_embeddings\": 8}",
+	  NULL, -EINVAL, "not a multiple of num_attention_heads" },
+	{ "token id outside vocab",
+	  "{\"model_type\": \"opt\", \"vocab_size\": 100, \"hidden_size\": 16,"
+	  " \"num_attention_heads\": 2, \"num_hidden_layers\": 1, \"ffn_dim\": 32,"
+	  " \"max_position_embeddings\": 8, \"pad_token_id\": 100}",
+	  NULL, -EINVAL, "\"pad_token_id\" is 100, outside the vocabulary" },
+	{ "token id not an int",
+	  "{\"model_type\": \"opt\", \"vocab_size\": 100, \"hidden_size\": 16,"
+	  " \"num_attention_heads\": 2, \"num_hidden_layers\": 1, \"ffn_dim\": 32,"
+	  " \"max_position_embeddings\": 8, \"bos_token_id\": null}",
+	  NULL, -EINVAL, "\"bos_token_id\" must be an integer" },
+	{ "bool as string", NULL, ", \"enable_bias\": \"yes\"", -EINVAL,
+	  "\"enable_bias\" must be true or false" },
+	{ "post-LN", NULL, ", \"do_layer_norm_before\": false", -ENOTSUP,
+	  "post-LayerNorm OPT (opt-350m style) with project_in/out is not supported; use "
+	  "another OPT size" },
+	{ "llama", "{\"model_type\": \"llama\", \"hidden_size\": 4096}", NULL, -ENOTSUP,
+	  "model_type \"llama\" is not supported" },
+	{ "project_in/out", NULL, ", \"word_embed_proj_dim\": 512", -ENOTSUP,
+	  "word_embed_proj_dim 512 differs from hidden_size 64" },
+	{ "gelu", NULL, ", \"activation_function\": \"gelu\"", -ENOTSUP,
+	  "activation_function \"gelu\" is not supported" },
+	{ "no biases", NULL, ", \"enable_bias\": false", -ENOTSUP,
+	  "OPT without biases is not supported" },
+	{ "no final LN", NULL, ", \"_remove_final_layer_norm\": true", -ENOTSUP,
+	  "_remove_final_layer_norm is true" },
+	{ "untied lm_head", NULL, ", \"tie_word_embeddings\": false", -ENOTSUP,
+	  "tie_word_embeddings is false" },
+	{ "LN without affine", NULL, ", \"layer_norm_elementwise_affine\": false", -ENOTSUP,
+	  "layer_norm_elementwise_affine is false" },
+};
+
+#define NBAD (int)(sizeof(bad_cases) / sizeof(bad_cases[0]))
+
+/* Each malformed or refused config gives its own error code and line, and the
+ * output struct is left untouched. */
+START_TEST(test_config_malformed)
+{
+	static char msgs[NBAD][1024];
+	const char *e;
+	int i, j, rc;
+
+	for (i = 0; i < NBAD; i++) {
+		const struct bad_case *b = &bad_cases[i];
+		struct fg_opt_config c, before;
+		char text[2048], folder[32];
+		const char *path;
+
+		if (b->text)
+			snprintf(text, sizeof(text), "%s", b->text);
+		else
+			snprintf(text, sizeof(text), CFG_FMT, b->extra);
+		snprintf(folder, sizeof(folder), "bad%d", i);
+		path = write_config(folder, text);
+		memset(&c, 0x33, sizeof(c));
+		before = c;
+		fg_clear_error();
+		rc = fg_opt_config_load(path, &c);
+		ck_assert_msg(rc == b->rc, "%s: rc %d, error \"%s\"", b->what, rc,
+			      fg_last_error());
+		ck_assert_msg(memcmp(&c, &before, sizeof(c)) == 0, "%s: output modified", b->what);
+		e = fg_last_error();
+		ck_assert_msg(strstr(e, b->needle), "%s: error \"%s\" lacks \"%s\"", b->what, e,
+			      b->needle);
+		ck_assert_msg(strstr(e, path), "%s: error \"%s\" does not name the file", b->what,
+			      e);
+		ck_assert_msg(!strchr(e, '\n'), "%s: error is not one line", b->what);
+		/* Keep what follows the file name: the paths differ anyway. */
+		snprintf(msgs[i], sizeof(msgs[i]), "%s", strstr(e, path) + strlen(path));
+	}
+	/* Same-category cases (e.g. two JSON syntax errors) still differ in the detail. */
+	for (i = 0; i < NBAD; i++)
+		for (j = i + 1; j < NBAD; j++)
+			ck_assert_msg(strcmp(msgs[i], msgs[j]) != 0, "cases %s and %s give the same "
+				      "error", bad_cases[i].what, bad_cases[j].what);
+}
+END_TEST
+
+START_TEST(test_config_missing_file)
+{
+	struct fg_opt_config c;
+	char path[400];
+
+	snprintf(path, sizeof(path), "%s/nowhere/config.json", tmp_root);
+	ck_assert_int_eq(fg_opt_config_load(path, &c), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(fg_last_error(), path));
+	/* A folder is not a config file. */
+	ck_assert_int_eq(fg_opt_config_load(tmp_root, &c), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(fg_last_error(), "not a regular file"));
+}
+END_TEST
+
+START_TEST(test_config_too_large)
+{
+	struct fg_opt_config c;
+	char path[400];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/big.json", tmp_root);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fseek(f, 2 << 20, SEEK_SET), 0);
+	fputc(' ', f);
+	fclose(f);
+	ck_assert_int_eq(fg_opt_config_load(path, &c), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(fg_last_error(), "bytes"));
+}
+END_TEST
+
+static Suite *model_config_suite(void)
+{
+	Suite *s = suite_create("model_config");
+	TCase *tc = tcase_create("presets");
+	const char *td = getenv("FGCORE_TESTDATA");
+
+	tcase_add_test(tc, test_presets);
+	tcase_add_test(tc, test_iml_variants);
+	tcase_add_test(tc, test_preset_unknown);
+	tcase_add_test(tc, test_preset_350m_refused);
+	tcase_add_test(tc, test_param_count);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("config_json");
+	tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
+	tcase_add_test(tc, test_config_written);
+	tcase_add_test(tc, test_config_malformed);
+	tcase_add_test(tc, test_config_missing_file);
+	tcase_add_test(tc, test_config_too_large);
+	suite_add_tcase(s, tc);
+
+	if (td && *td) {
+		tc = tcase_create("testdata");
+		tcase_add_test(tc, test_config_testdata);
+		suite_add_tcase(s, tc);
+	} else {
+		printf("FGCORE_TESTDATA is unset: skipping the reference config.json case\n");
+	}
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(model_config_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
