@@ -2,3 +2,5 @@
 include $(srcdir)/bench/gemm.mk
 include $(srcdir)/bench/tokenizer.mk
 .PHONY: bench
+include $(srcdir)/bench/disk.mk
+include $(srcdir)/bench/gpu.mk

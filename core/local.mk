@@ -7,3 +7,4 @@ include $(srcdir)/core/backend/local.mk
 include $(srcdir)/core/tokenizer/local.mk
 include $(srcdir)/core/model/local.mk
 include $(srcdir)/core/engine/local.mk
+include $(srcdir)/core/optimizer/local.mk

@@ -1,1 +1,12 @@
-# tests/engine.mk
+# Engine tests against the Hugging Face reference outputs.
+check_PROGRAMS += tests/test_golden
+TESTS += tests/test_golden
+tests_test_golden_SOURCES = tests/test_golden.c
+tests_test_golden_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS)
+tests_test_golden_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)
+
+check_PROGRAMS += tests/test_policy
+TESTS += tests/test_policy
+tests_test_policy_SOURCES = tests/test_policy.c
+tests_test_policy_CFLAGS = $(TEST_CFLAGS)
+tests_test_policy_LDADD = $(TEST_LIBS)

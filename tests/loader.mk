@@ -1,1 +1,46 @@
-# tests/loader.mk
+# tests/loader.mk - the plugin loader, the configuration, the CLI, an
+# out-of-tree plugin build against the installed headers, and the skeleton
+# plugins through the conformance suites of their kinds.
+
+# Broken plugins: each is refused by the loader for its own reason.
+check_LTLIBRARIES += tests/plugins/bad_abi_major.la tests/plugins/newer_minor.la \
+	tests/plugins/wrong_kind.la tests/plugins/no_entry.la tests/plugins/missing_hook.la \
+	tests/plugins/name_mismatch.la tests/plugins/bad_option_table.la
+noinst_HEADERS += tests/plugins/codec_ops.h
+
+tests_plugins_bad_abi_major_la_SOURCES = tests/plugins/bad_abi_major.c
+tests_plugins_bad_abi_major_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_bad_abi_major_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+tests_plugins_newer_minor_la_SOURCES = tests/plugins/newer_minor.c
+tests_plugins_newer_minor_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_newer_minor_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+tests_plugins_wrong_kind_la_SOURCES = tests/plugins/wrong_kind.c
+tests_plugins_wrong_kind_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_wrong_kind_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+tests_plugins_no_entry_la_SOURCES = tests/plugins/no_entry.c
+tests_plugins_no_entry_la_CFLAGS = $(PLUGIN_CFLAGS)
+# exports its misspelled entry instead (an empty export list is not a valid
+# version script)
+tests_plugins_no_entry_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere \
+	-export-symbols-regex '^fg_plugin_entyr$$' $(AM_LDFLAGS)
+tests_plugins_missing_hook_la_SOURCES = tests/plugins/missing_hook.c
+tests_plugins_missing_hook_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_missing_hook_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+tests_plugins_name_mismatch_la_SOURCES = tests/plugins/name_mismatch.c
+tests_plugins_name_mismatch_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_name_mismatch_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+tests_plugins_bad_option_table_la_SOURCES = tests/plugins/bad_option_table.c
+tests_plugins_bad_option_table_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_bad_option_table_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+
+check_PROGRAMS += tests/test_loader tests/test_config
+tests_test_loader_SOURCES = tests/test_loader.c
+tests_test_loader_CFLAGS = $(TEST_CFLAGS)
+tests_test_loader_LDADD = $(TEST_LIBS) $(PTHREAD_LIBS)
+tests_test_config_SOURCES = tests/test_config.c
+tests_test_config_CFLAGS = $(TEST_CFLAGS)
+tests_test_config_LDADD = $(TEST_LIBS)
+
+TESTS += tests/test_loader tests/test_config tests/test_cli.sh tests/test_out_of_tree.sh \
+	tests/test_skeleton_conformance.sh
+EXTRA_DIST += tests/test_cli.sh tests/test_out_of_tree.sh tests/test_skeleton_conformance.sh

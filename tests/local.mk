@@ -18,3 +18,6 @@ include $(srcdir)/tests/compute.mk
 include $(srcdir)/tests/tokenizer.mk
 include $(srcdir)/tests/model.mk
 include $(srcdir)/tests/engine.mk
+include $(srcdir)/tests/int4.mk
+include $(srcdir)/tests/nvme.mk
+include $(srcdir)/tests/gpu.mk

@@ -27,6 +27,9 @@ int fg_backend_event_create(struct fg_backend *b, void **event);
 void fg_backend_event_destroy(struct fg_backend *b, void *event);
 int fg_backend_event_record(struct fg_backend *b, void *event, void *stream);
 int fg_backend_stream_wait(struct fg_backend *b, void *stream, void *event);
+int fg_backend_event_sync(struct fg_backend *b, void *event);
+/* The plugin's copy on the stream, or memmove at once. */
+int fg_backend_copy(struct fg_backend *b, void *stream, void *dst, const void *src, size_t len);
 
 struct fg_codec {
 	struct fg_plugin_handle ph;

@@ -1,1 +1,3 @@
 # core/backend
+libfgcore_la_SOURCES += core/backend/backend.c
+noinst_HEADERS += core/backend/backend.h

@@ -43,4 +43,27 @@ void *fg_plugin_opts_new(const struct fg_plugin *p);
 int fg_plugin_opts_set(const struct fg_plugin *p, void *opts, const char *key,
 		       const char *value, const char *where);
 
+/* ---- building blocks of the above, for the configuration layer ---------- */
+
+/* 1 when name is a valid plugin name: [a-z0-9_]+, shorter than 64 bytes. */
+int fg_plugin_name_valid(const char *name);
+
+/* The option `key` of p, or NULL. */
+const struct fg_option *fg_plugin_find_option(const struct fg_plugin *p, const char *key);
+
+/* Parse `value` into o's member of opts.  On failure: -EINVAL and
+ * "<what is wrong>, <what is allowed>" in why[n]; no error line is recorded. */
+int fg_plugin_opt_parse(const struct fg_option *o, void *opts, const char *value, char *why,
+			size_t n);
+
+/* The normalized text of o's member of opts ("true", "64M", "0.5", ...). */
+const char *fg_plugin_opt_format(const struct fg_option *o, const void *opts, char *buf,
+				 size_t n);
+
+/* "bool", "int", "size", "string", "double" ("?" otherwise). */
+const char *fg_option_type_name(enum fg_option_type t);
+
+/* The search path as one colon-separated line, for messages. */
+void fg_plugin_search_path(char *buf, size_t n);
+
 #endif

@@ -1,1 +1,3 @@
 # core/plugin
+libfgcore_la_SOURCES += core/plugin/loader.c
+noinst_HEADERS += core/plugin/loader.h

@@ -13,6 +13,10 @@ void fg_clear_error(void);
 
 /* Log threshold: FG_LOG_ERROR .. FG_LOG_DEBUG (default FG_LOG_WARN). */
 void fg_set_log_level(int level);
+int fg_log_level(void);
+
+/* Number of CUDA devices the core found (fg_host.gpu_count); 0 until set. */
+void fg_core_host_set_gpu_count(int n);
 
 /* Record an error line from core code: FG_ERR("%s:%d: ...", file, line). */
 #define FG_ERR(...) fg_error(fg_core_host(), __VA_ARGS__)

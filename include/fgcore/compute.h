@@ -114,6 +114,12 @@ struct fg_compute_ops {
 	void (*event_destroy)(void *ctx, void *event);
 	int (*event_record)(void *ctx, void *event, void *stream);
 	int (*stream_wait)(void *ctx, void *stream, void *event);
+	/* optional: block the calling thread until the event has happened. */
+	int (*event_sync)(void *ctx, void *event);
+	/* optional: copy len bytes on the stream, where each of dst and src is
+	 * compute-tier memory or host memory (page-locked host memory lets a GPU
+	 * backend overlap the copy with compute).  Default: memcpy at once. */
+	int (*copy)(void *ctx, void *stream, void *dst, const void *src, size_t len);
 };
 
 #ifdef __cplusplus

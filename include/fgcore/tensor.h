@@ -12,11 +12,26 @@ enum fg_dtype {
 	FG_DTYPE_F32 = 0,
 	FG_DTYPE_F16 = 1, /* IEEE binary16, stored as uint16_t */
 	FG_DTYPE_I32 = 2,
+	/* 4-bit groups of 64 (fgcore/q4.h): along dimension 0 (64 rows of one
+	 * column share a scale: weights) or along dimension 1 (64 consecutive
+	 * values of a row: the KV cache, grouped along the head dimension).
+	 * A view of either must cover its whole encoded tensor (ld == cols). */
+	FG_DTYPE_Q4_ROWS = 3,
+	FG_DTYPE_Q4_COLS = 4,
 };
 
+/* Bytes per element of the plain types (0 for the grouped 4-bit ones). */
 static inline unsigned fg_dtype_size(enum fg_dtype t)
 {
-	return t == FG_DTYPE_F16 ? 2u : 4u;
+	switch (t) {
+	case FG_DTYPE_F16:
+		return 2u;
+	case FG_DTYPE_F32:
+	case FG_DTYPE_I32:
+		return 4u;
+	default:
+		return 0u;
+	}
 }
 
 /* A row-major 2-D view.  `data` is an address in the compute tier (a host

@@ -1,0 +1,256 @@
+/* bench/gemm_bench.c - cpu_blas `linear` (fp32 x, fp16 w) against a plain
+ * cblas_sgemm on fp32 operands of the same shape.
+ *
+ *   gemm_bench [-p PLUGIN.so] [-t THREADS] [-o key=value]... [-s SECONDS] [-q]
+ *              [MxNxK ...]
+ *
+ * The plugin is loaded from -p, else by name ("cpu_blas") through
+ * FGCORE_PLUGIN_PATH and the installed plugin directory.  Each shape is timed
+ * in alternating rounds (linear, sgemm), keeping each side's best round, so
+ * both see the same machine load.  GFLOP/s counts 2*m*n*k.  -q: fewer shapes.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cblas.h>
+#include <fgcore/half.h>
+
+#include "core/backend/backend.h"
+#include "core/plugin/loader.h"
+#include "core/util/error.h"
+
+/* OpenBLAS extensions (declared by its cblas.h; repeated for other CBLAS headers). */
+void openblas_set_num_threads(int num_threads);
+char *openblas_get_corename(void);
+char *openblas_get_config(void);
+
+struct shape {
+	int64_t m, n, k;
+	const char *kind;
+};
+
+static const struct shape default_shapes[] = {
+	{ 1, 768, 768, "decode" },      { 1, 3072, 768, "decode" },
+	{ 1, 4096, 4096, "decode" },    { 4, 4096, 4096, "decode" },
+	{ 16, 4096, 4096, "decode" },   { 32, 768, 3072, "decode" },
+	{ 32, 4096, 4096, "decode" },   { 64, 768, 768, "decode" },
+	{ 64, 4096, 4096, "decode" },
+	{ 512, 768, 768, "prefill" },   { 512, 3072, 768, "prefill" },
+	{ 512, 4096, 4096, "prefill" }, { 2048, 768, 768, "prefill" },
+	{ 2048, 768, 3072, "prefill" }, { 2048, 4096, 4096, "prefill" },
+	{ 4096, 4096, 4096, "prefill" },
+};
+
+static const struct shape quick_shapes[] = {
+	{ 1, 4096, 4096, "decode" },  { 16, 4096, 4096, "decode" },
+	{ 64, 4096, 4096, "decode" }, { 512, 768, 768, "prefill" },
+	{ 512, 4096, 4096, "prefill" },
+};
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static float urand(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((*s >> 40) * (2.0 / 16777216.0) - 1.0);
+}
+
+struct bench {
+	struct fg_backend b;
+	double seconds;
+	int threads;
+};
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: gemm_bench [-p PLUGIN.so] [-t THREADS] [-o key=value]... "
+		"[-s SECONDS] [-q] [MxNxK ...]\n");
+}
+
+/* Best seconds per call of linear (which = 0) or sgemm (which = 1). */
+static double time_round(struct bench *B, int which, const struct fg_linear_args *a,
+			 const float *wf, float *c)
+{
+	double t0 = now(), t1;
+	int it = 0;
+	int m = (int)a->x.rows, n = (int)a->w.rows, k = (int)a->x.cols;
+
+	do {
+		if (which == 0) {
+			if (B->b.ops->linear(B->b.ctx, NULL, a) != 0) {
+				fprintf(stderr, "linear failed: %s\n", fg_last_error());
+				exit(1);
+			}
+		} else {
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f,
+				    a->x.data, k, wf, k, 0.0f, c, n);
+		}
+		it++;
+		t1 = now();
+	} while (t1 - t0 < B->seconds);
+	return (t1 - t0) / it;
+}
+
+static int run_shape(struct bench *B, const struct shape *s, double *ratio)
+{
+	int64_t m = s->m, n = s->n, k = s->k;
+	float *x = malloc((size_t)(m * k) * sizeof(float));
+	float *wf = malloc((size_t)(n * k) * sizeof(float));
+	float *out = malloc((size_t)(m * n) * sizeof(float));
+	float *ref = malloc((size_t)(m * n) * sizeof(float));
+	uint16_t *w = malloc((size_t)(n * k) * sizeof(uint16_t));
+	struct fg_linear_args a;
+	double tl = INFINITY, tb = INFINITY, flops = 2.0 * (double)m * (double)n * (double)k;
+	double err = 0;
+	uint64_t seed = 42;
+
+	if (!x || !wf || !out || !ref || !w) {
+		fprintf(stderr, "out of memory for %" PRId64 "x%" PRId64 "x%" PRId64 "\n", m, n, k);
+		return -ENOMEM;
+	}
+	for (int64_t i = 0; i < m * k; i++)
+		x[i] = urand(&seed);
+	for (int64_t i = 0; i < n * k; i++) {
+		w[i] = fg_float_to_half(urand(&seed) / sqrtf((float)k));
+		wf[i] = fg_half_to_float(w[i]);
+	}
+	memset(&a, 0, sizeof(a));
+	a.x = (struct fg_tensor){ x, FG_DTYPE_F32, m, k, k };
+	a.w = (struct fg_tensor){ w, FG_DTYPE_F16, n, k, k };
+	a.out = (struct fg_tensor){ out, FG_DTYPE_F32, m, n, n };
+	/* warm-up, and both results compared */
+	time_round(B, 0, &a, wf, ref);
+	time_round(B, 1, &a, wf, ref);
+	for (int64_t i = 0; i < m * n; i++)
+		err = fmax(err, fabs((double)out[i] - ref[i]) / (1 + fabs((double)ref[i])));
+	for (int r = 0; r < 3; r++) {
+		tl = fmin(tl, time_round(B, 0, &a, wf, out));
+		tb = fmin(tb, time_round(B, 1, &a, wf, ref));
+	}
+	*ratio = tb / tl;
+	printf("%-8s %5" PRId64 " %5" PRId64 " %5" PRId64 "   %8.1f   %8.1f   %5.2f   %.1e\n",
+	       s->kind, m, n, k, flops / tl * 1e-9, flops / tb * 1e-9, *ratio, err);
+	fflush(stdout);
+	free(x), free(wf), free(out), free(ref), free(w);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct bench B = { .seconds = 0.25 };
+	struct fg_plugin_handle ph;
+	const char *plugin = NULL, *okeys[16], *ovals[16];
+	struct shape custom[64];
+	const struct shape *shapes = default_shapes;
+	size_t nshapes = sizeof(default_shapes) / sizeof(default_shapes[0]);
+	int nopts = 0, ncustom = 0, opt, rc;
+	double worst[2] = { INFINITY, INFINITY }, r;
+	void *opts;
+	char tbuf[32];
+
+	while ((opt = getopt(argc, argv, "p:t:o:s:qh")) != -1) {
+		switch (opt) {
+		case 'p':
+			plugin = optarg;
+			break;
+		case 't':
+			B.threads = atoi(optarg);
+			break;
+		case 'o': {
+			char *eq = strchr(optarg, '=');
+
+			if (!eq || nopts == 16) {
+				usage();
+				return 2;
+			}
+			*eq = '\0';
+			okeys[nopts] = optarg;
+			ovals[nopts++] = eq + 1;
+			break;
+		}
+		case 's':
+			B.seconds = atof(optarg);
+			break;
+		case 'q':
+			shapes = quick_shapes;
+			nshapes = sizeof(quick_shapes) / sizeof(quick_shapes[0]);
+			break;
+		default:
+			usage();
+			return 2;
+		}
+	}
+	for (int i = optind; i < argc && ncustom < 64; i++) {
+		long long m, n, k;
+
+		if (sscanf(argv[i], "%lldx%lldx%lld", &m, &n, &k) != 3 || m < 1 || n < 1 || k < 1) {
+			usage();
+			return 2;
+		}
+		custom[ncustom++] = (struct shape){ m, n, k, m <= 64 ? "decode" : "prefill" };
+	}
+	if (ncustom) {
+		shapes = custom;
+		nshapes = (size_t)ncustom;
+	}
+
+	rc = plugin ? fg_plugin_open_file(plugin, FG_PLUGIN_COMPUTE, "cpu_blas", &ph)
+		    : fg_plugin_load("cpu_blas", FG_PLUGIN_COMPUTE, &ph);
+	if (rc) {
+		fprintf(stderr, "gemm_bench: %s\n", fg_last_error());
+		return 1;
+	}
+	opts = fg_plugin_opts_new(ph.plugin);
+	if (!opts) {
+		fprintf(stderr, "gemm_bench: %s\n", fg_last_error());
+		return 1;
+	}
+	if (B.threads > 0) {
+		snprintf(tbuf, sizeof(tbuf), "%d", B.threads);
+		rc = fg_plugin_opts_set(ph.plugin, opts, "threads", tbuf, "-t");
+	}
+	for (int i = 0; rc == 0 && i < nopts; i++)
+		rc = fg_plugin_opts_set(ph.plugin, opts, okeys[i], ovals[i], "-o");
+	if (rc) {
+		fprintf(stderr, "gemm_bench: %s\n", fg_last_error());
+		return 1;
+	}
+	if (fg_backend_open(&B.b, &ph, opts)) {
+		fprintf(stderr, "gemm_bench: %s\n", fg_last_error());
+		return 1;
+	}
+	printf("cpu_blas linear (fp32 x, fp16 w) vs cblas_sgemm (fp32 x, fp32 w)\n");
+	printf("plugin %s; online CPUs %ld; threads %s", B.b.ph.path, sysconf(_SC_NPROCESSORS_ONLN),
+	       B.threads > 0 ? tbuf : "auto (plugin default)");
+	for (int i = 0; i < nopts; i++)
+		printf("; %s=%s", okeys[i], ovals[i]);
+	printf("\nOpenBLAS: %s; core %s\n", openblas_get_config(), openblas_get_corename());
+	printf("%-8s %5s %5s %5s   %8s   %8s   %5s   %s\n", "regime", "m", "n", "k",
+	       "linear", "sgemm", "ratio", "max rel diff");
+	printf("%-8s %5s %5s %5s   %8s   %8s\n", "", "", "", "", "GFLOP/s", "GFLOP/s");
+	for (size_t i = 0; i < nshapes; i++) {
+		int pre = strcmp(shapes[i].kind, "prefill") == 0;
+
+		if (run_shape(&B, &shapes[i], &r))
+			return 1;
+		worst[pre] = fmin(worst[pre], r);
+	}
+	if (isfinite(worst[0]))
+		printf("worst ratio, decode-like: %.2f\n", worst[0]);
+	if (isfinite(worst[1]))
+		printf("worst ratio, prefill-like: %.2f\n", worst[1]);
+	fg_backend_close(&B.b);
+	return 0;
+}

@@ -1,0 +1,26 @@
+/* cli/commands.h - the fgcore commands.  Each takes the loaded configuration
+ * and its own argv (argv[0] is the command's name) and returns the exit code:
+ * 0 success, 1 runtime error, 2 usage or configuration error.  Errors are
+ * printed as one line "fgcore: <message>" on stderr. */
+#ifndef FG_CLI_COMMANDS_H
+#define FG_CLI_COMMANDS_H
+
+#include <fgcore/fgcore.h>
+
+enum {
+	FG_EXIT_OK = 0,
+	FG_EXIT_RUNTIME = 1,
+	FG_EXIT_USAGE = 2,
+};
+
+/* -v on the command line counts up, -q down (0: neither). */
+extern int fg_cli_verbosity;
+
+int fg_cmd_plugins(struct fg_config *cfg, int argc, char **argv);
+int fg_cmd_config(struct fg_config *cfg, int argc, char **argv);
+int fg_cmd_bench(struct fg_config *cfg, int argc, char **argv);
+int fg_cmd_generate(struct fg_config *cfg, int argc, char **argv);
+int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv);
+int fg_cmd_tokenize(struct fg_config *cfg, int argc, char **argv);
+
+#endif

@@ -1,0 +1,15 @@
+/* cli/request.c - request defaults from the configuration. */
+#include <string.h>
+
+#include "cli/request.h"
+#include "core/config/config.h"
+
+void fg_cli_request_defaults(const struct fg_config *cfg, struct fg_request *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->max_new_tokens = (int)fg_config_int(cfg, "generate", "max_new_tokens");
+	r->temperature = (float)fg_config_double(cfg, "generate", "temperature");
+	r->top_k = (int)fg_config_int(cfg, "generate", "top_k");
+	r->top_p = (float)fg_config_double(cfg, "generate", "top_p");
+	r->seed = (uint64_t)fg_config_int(cfg, "generate", "seed");
+}

@@ -1,0 +1,160 @@
+/* core/config/schema.c - the configuration's sections and keys, with defaults,
+ * ranges and the help texts fgcore.ini(5) is made of. */
+#include <stddef.h>
+#include <string.h>
+
+#include <fgcore/plugin.h>
+#include "core/config/schema.h"
+
+const struct fg_cfg_section fg_cfg_sections[] = {
+	{ "fgcore", 0, "The program itself." },
+	{ "model", 0, "The model to run and its tokenizer." },
+	{ "policy", 0, "How the work is batched and where tensors live." },
+	{ "bench", 0, "The synthetic workload of `fgcore bench`." },
+	{ "generate", 0, "Defaults of every generation request (sampling, length)." },
+	{ "compute", FG_PLUGIN_COMPUTE,
+	  "The compute backend: the plugin that runs the model's operations." },
+	{ "tier.compute", FG_PLUGIN_STORAGE,
+	  "The storage tier the compute backend reads its operands from (GPU memory with "
+	  "cublas, host memory with cpu_blas)." },
+	{ "tier.host", FG_PLUGIN_STORAGE, "The host memory tier." },
+	{ "tier.disk", FG_PLUGIN_STORAGE, "The disk tier." },
+	{ NULL, 0, NULL },
+};
+
+#define KEY_INT(s, k, d, lo, hi, h) \
+	{ .section = (s), .key = (k), .type = FG_CFG_INT, .def = (d), .help = (h), \
+	  .min = (lo), .max = (hi) }
+#define KEY_DOUBLE(s, k, d, lo, hi, h) \
+	{ .section = (s), .key = (k), .type = FG_CFG_DOUBLE, .def = (d), .help = (h), \
+	  .dmin = (lo), .dmax = (hi) }
+#define KEY(s, k, t, d, h) \
+	{ .section = (s), .key = (k), .type = (t), .def = (d), .help = (h) }
+#define KEY_ENUM(s, k, d, c, h) \
+	{ .section = (s), .key = (k), .type = FG_CFG_ENUM, .def = (d), .help = (h), \
+	  .choices = (c) }
+
+const struct fg_cfg_key fg_cfg_keys[] = {
+	KEY_ENUM("fgcore", "command", "bench", "bench|generate|run-batch|tokenize|plugins|config",
+		 "The command run when the command line names none."),
+	KEY_ENUM("fgcore", "log_level", "warn", "error|warn|info|debug",
+		 "Messages of this level and more severe ones are printed on stderr "
+		 "(-v and -q on the command line override it)."),
+
+	KEY("model", "path", FG_CFG_STRING, "dummy:opt-125m",
+	    "The model: a Hugging Face folder (config.json and safetensors), a FlexGen -np "
+	    "folder of .npy weights, or dummy:<preset> for random weights of an OPT size "
+	    "(e.g. dummy:opt-1.3b)."),
+	KEY("model", "tokenizer", FG_CFG_STRING, "",
+	    "Folder of the tokenizer files (tokenizer.json or vocab.json and merges.txt); "
+	    "empty: the model folder."),
+
+	KEY_INT("policy", "gpu_batch_size", "4", 1, 65536,
+		"Sequences computed together in one pass over a layer."),
+	KEY_INT("policy", "num_gpu_batches", "1", 1, 4096,
+		"GPU batches that share each layer's weights before the next layer is loaded; "
+		"the effective batch is gpu_batch_size x num_gpu_batches."),
+	KEY("policy", "percent", FG_CFG_STRING, "100 0 100 0 100 0",
+	    "Six integers 0..100, FlexGen's wg wc cg cc hg hc: the percent of the weights, of "
+	    "the KV cache and of the activations on the compute tier and on the host tier; "
+	    "the disk tier takes the rest of each pair."),
+	KEY_ENUM("policy", "placement", "midpoint", "midpoint|exact",
+		 "How weight shares become tensors: midpoint puts each tensor whole on the tier "
+		 "whose cumulative share holds its middle (FlexGen's rule); exact splits matrices "
+		 "by rows so that the byte shares match the percentages."),
+	KEY("policy", "overlap", FG_CFG_BOOL, "true",
+	    "Load the next block's weights and the next GPU batch's cache while the current "
+	    "one computes, and store results behind it (two buffers each)."),
+	KEY("policy", "sep_layer", FG_CFG_BOOL, "true",
+	    "Schedule each layer's attention and MLP as separate blocks (smaller weight "
+	    "buffers, finer overlap)."),
+	KEY("policy", "pin_weight", FG_CFG_BOOL, "true",
+	    "Keep host-tier weights in page-locked memory (fast transfers); false saves "
+	    "page-locked memory."),
+	KEY("policy", "cpu_cache_compute", FG_CFG_BOOL, "false",
+	    "Compute decode attention on the host for the sequences whose KV cache lives on "
+	    "the host tier; only queries and results cross tiers."),
+	KEY_DOUBLE("policy", "attn_sparsity", "1", 0, 1,
+		   "Fraction of attention scores kept in decode attention; 1: dense (only 1 is "
+		   "implemented)."),
+	KEY("policy", "compress_weight", FG_CFG_BOOL, "false",
+	    "Store weights as 4-bit groups of 64 (int4_group64 codec) on every tier."),
+	KEY("policy", "compress_cache", FG_CFG_BOOL, "false",
+	    "Store the KV cache as 4-bit groups of 64 along the head dimension."),
+
+	KEY_INT("bench", "prompt_len", "512", 1, 1048576, "Tokens of each synthetic prompt."),
+	KEY_INT("bench", "gen_len", "32", 1, 1048576, "Tokens generated for each prompt."),
+	KEY_INT("bench", "cut_gen_len", "0", 0, 1048576,
+		"Generate only this many tokens and project the decode time of gen_len from "
+		"them, as FlexGen does; 0: generate all."),
+	KEY("bench", "warmup", FG_CFG_BOOL, "true",
+	    "Run one untimed batch first so that timings exclude start-up costs."),
+
+	KEY_INT("generate", "max_new_tokens", "32", 0, 1048576,
+		"Tokens generated at most per request."),
+	KEY_DOUBLE("generate", "temperature", "0", 0, 100,
+		   "Sampling temperature; 0 picks the most likely token (greedy)."),
+	KEY_INT("generate", "top_k", "0", 0, 1000000,
+		"Sample among the k most likely tokens only; 0: no limit."),
+	KEY_DOUBLE("generate", "top_p", "1", 0, 1,
+		   "Sample among the most likely tokens whose probabilities add up to p; "
+		   "1: no limit."),
+	KEY_INT("generate", "seed", "0", 0, INT64_MAX,
+		"Seed of the random numbers used for sampling."),
+
+	KEY("compute", "plugin", FG_CFG_STRING, "cpu_blas",
+	    "Compute plugin (cpu_blas, cublas, ...); its options go in this section too."),
+
+	KEY("tier.compute", "plugin", FG_CFG_STRING, "pinned_host",
+	    "Storage plugin of the compute tier (cuda_mem with cublas, pinned_host with "
+	    "cpu_blas); its options go in this section too."),
+	KEY("tier.compute", "capacity", FG_CFG_SIZE, "0",
+	    "Bytes the compute tier may use; 0: what the plugin reports."),
+	KEY("tier.host", "plugin", FG_CFG_STRING, "pinned_host",
+	    "Storage plugin of the host tier; its options go in this section too."),
+	KEY("tier.host", "capacity", FG_CFG_SIZE, "0",
+	    "Bytes the host tier may use; 0: what the plugin reports."),
+	KEY("tier.disk", "plugin", FG_CFG_STRING, "posix_file",
+	    "Storage plugin of the disk tier (posix_file, io_uring_nvme, libaio_nvme); its "
+	    "options go in this section too."),
+	KEY("tier.disk", "capacity", FG_CFG_SIZE, "0",
+	    "Bytes the disk tier may use; 0: what the plugin reports."),
+
+	{ .section = NULL },
+};
+
+const struct fg_cfg_section *fg_cfg_find_section(const char *name)
+{
+	for (const struct fg_cfg_section *s = fg_cfg_sections; s->name; s++)
+		if (strcmp(s->name, name) == 0)
+			return s;
+	return NULL;
+}
+
+int fg_cfg_find_key(const char *section, const char *key)
+{
+	for (int i = 0; fg_cfg_keys[i].section; i++)
+		if (strcmp(fg_cfg_keys[i].section, section) == 0 &&
+		    strcmp(fg_cfg_keys[i].key, key) == 0)
+			return i;
+	return -1;
+}
+
+const char *fg_cfg_type_name(enum fg_cfg_type t)
+{
+	switch (t) {
+	case FG_CFG_BOOL:
+		return "bool";
+	case FG_CFG_INT:
+		return "int";
+	case FG_CFG_DOUBLE:
+		return "double";
+	case FG_CFG_SIZE:
+		return "size";
+	case FG_CFG_STRING:
+		return "string";
+	case FG_CFG_ENUM:
+		return "enum";
+	}
+	return "?";
+}

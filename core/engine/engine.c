@@ -1,0 +1,184 @@
+/* core/engine/engine.c - open an engine from a configuration: the compute
+ * backend, the compute tier, the model's weights and its tokenizer. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <fgcore/fgcore.h>
+#include "core/config/config.h"
+#include "core/engine/engine.h"
+#include "core/plugin/loader.h"
+#include "core/util/error.h"
+
+static int open_tier(const struct fg_config *c, const char *role, struct fg_tier *t)
+{
+	struct fg_plugin_handle ph;
+	char section[32];
+	void *opts;
+	int rc;
+
+	snprintf(section, sizeof(section), "tier.%s", role);
+	rc = fg_config_open_plugin(c, section, FG_PLUGIN_STORAGE, &ph, &opts);
+	if (rc)
+		return rc;
+	return fg_tier_open(t, role, &ph, opts, fg_config_size(c, section, "capacity"));
+}
+
+static int is_dir(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int file_exists(const char *dir, const char *name)
+{
+	char p[4096];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return stat(p, &st) == 0;
+}
+
+/* The tokenizer is optional for dummy models and token-id requests: when the
+ * model names none, remember why, and fail only when text must be encoded. */
+static int open_tokenizer(const struct fg_config *c, struct fg_engine *e)
+{
+	const char *dir = fg_config_str(c, "model", "tokenizer");
+	const char *model = fg_config_str(c, "model", "path");
+	int explicit = dir && *dir;
+
+	if (!explicit)
+		dir = model;
+	if (!explicit && (!is_dir(dir) || !file_exists(dir, "vocab.json"))) {
+		snprintf(e->tok_error, sizeof(e->tok_error),
+			 "model %s has no tokenizer (vocab.json, merges.txt): set [model] tokenizer = DIR to a folder holding them",
+			 model);
+		return 0;
+	}
+	return fg_tokenizer_load_dir(dir, &e->tok);
+}
+
+static int need_tier(const struct fg_policy *p, enum fg_role r)
+{
+	return p->weight[r] || p->cache[r] || p->act[r];
+}
+
+void fg_engine_forward_env(struct fg_engine *e, int64_t nb, struct fg_forward_env *env)
+{
+	memset(env, 0, sizeof(*env));
+	env->model = &e->model;
+	env->be = &e->be;
+	env->host_be = e->host_be.ops ? &e->host_be : &e->be;
+	env->q4 = e->q4.ops ? &e->q4 : NULL;
+	env->policy = e->policy;
+	env->policy.num_gpu_batches = nb;
+}
+
+/* Attention delegated to the host needs a host backend when the compute
+ * tier is device memory: cpu_blas, with its defaults. */
+static int open_host_backend(struct fg_engine *e)
+{
+	struct fg_plugin_handle ph;
+	void *opts;
+	int rc = fg_plugin_load("cpu_blas", FG_PLUGIN_COMPUTE, &ph);
+	if (rc)
+		return rc;
+	opts = fg_plugin_opts_new(ph.plugin);
+	if (!opts && ph.plugin->opts_size) {
+		fg_plugin_close(&ph);
+		return -ENOMEM;
+	}
+	return fg_backend_open(&e->host_be, &ph, opts);
+}
+
+int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
+{
+	static const char *const roles[FG_ROLES] = { "disk", "host", "compute" };
+	struct fg_engine *e = calloc(1, sizeof(*e));
+	struct fg_plugin_handle ph;
+	struct fg_opt_config mc;
+	struct fg_weights *w = NULL;
+	struct timespec t0, t1;
+	void *opts;
+	int rc;
+
+	if (!e) {
+		FG_ERR("out of memory");
+		return -ENOMEM;
+	}
+	if ((rc = fg_policy_from_config(c, &e->policy)))
+		goto fail;
+	rc = fg_config_open_plugin(c, "compute", FG_PLUGIN_COMPUTE, &ph, &opts);
+	if (rc)
+		goto fail;
+	rc = fg_backend_open(&e->be, &ph, opts);
+	if (rc)
+		goto fail;
+	for (int r = FG_ROLES - 1; r >= 0; r--) {
+		if (r == FG_ROLE_DISK && !need_tier(&e->policy, r))
+			continue;
+		if ((rc = open_tier(c, roles[r], &e->tiers[r])))
+			goto fail;
+		e->tier[r] = &e->tiers[r];
+	}
+	if (!(e->tiers[FG_ROLE_COMPUTE].info.flags & FG_STORAGE_ADDRESSABLE)) {
+		FG_ERR("[tier.compute] plugin %s is not a memory tier: the compute tier must be addressable by the %s backend",
+		       e->tiers[FG_ROLE_COMPUTE].ph.plugin->name, e->be.ph.plugin->name);
+		rc = -EINVAL;
+		goto fail;
+	}
+	if (!(e->tiers[FG_ROLE_HOST].info.flags & FG_STORAGE_HOST_MEMORY)) {
+		FG_ERR("[tier.host] plugin %s is not host memory: use pinned_host",
+		       e->tiers[FG_ROLE_HOST].ph.plugin->name);
+		rc = -EINVAL;
+		goto fail;
+	}
+	if (e->policy.cpu_cache_compute &&
+	    !(e->tiers[FG_ROLE_COMPUTE].info.flags & FG_STORAGE_HOST_MEMORY) &&
+	    (rc = open_host_backend(e)))
+		goto fail;
+	if (e->policy.compress_weight) {
+		if ((rc = fg_plugin_load("int4_group64", FG_PLUGIN_CODEC, &ph)) ||
+		    (rc = fg_codec_open(&e->q4, &ph)))
+			goto fail;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = fg_weights_open(fg_config_str(c, "model", "path"), &mc, &w);
+	if (rc)
+		goto fail;
+	rc = fg_model_load(&e->model, &mc, w, e->tier, &e->policy, e->q4.ops ? &e->q4 : NULL);
+	fg_weights_close(w);
+	if (rc)
+		goto fail;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	e->load_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	rc = open_tokenizer(c, e);
+	if (rc)
+		goto fail;
+	*out = e;
+	return 0;
+fail:
+	fg_engine_close(e);
+	return rc;
+}
+
+void fg_engine_close(struct fg_engine *e)
+{
+	if (!e)
+		return;
+	fg_tokenizer_free(e->tok);
+	if (e->model.blocks)
+		fg_model_unload(&e->model);
+	if (e->q4.ops)
+		fg_codec_close(&e->q4);
+	for (int r = 0; r < FG_ROLES; r++)
+		if (e->tier[r])
+			fg_tier_close(e->tier[r]);
+	if (e->host_be.ops)
+		fg_backend_close(&e->host_be);
+	if (e->be.ops)
+		fg_backend_close(&e->be);
+	free(e);
+}

@@ -1,0 +1,52 @@
+/* core/engine/forward.h - the OPT forward pass over an effective batch of
+ * num_gpu_batches x gpu_batch_size left-padded sequences, in FlexGen's block
+ * schedule: for each token, for each block of layers, for each GPU batch —
+ * loading the next block's weights and the next GPU batch's cache while the
+ * current one computes, and storing what it produced. */
+#ifndef FG_ENGINE_FORWARD_H
+#define FG_ENGINE_FORWARD_H
+
+#include <stdint.h>
+
+#include "core/backend/backend.h"
+#include "core/engine/model.h"
+#include "core/engine/policy.h"
+
+struct fg_forward;
+
+/* Seconds spent per kind of work (wall time of the issuing thread). */
+struct fg_forward_stats {
+	double compute_s;      /* issuing and finishing ops */
+	double wait_weight_s;  /* waiting for weights to arrive */
+	double wait_cache_s;   /* waiting for KV cache loads and stores */
+	double wait_hidden_s;  /* waiting for activations */
+	double host_attn_s;    /* attention delegated to the host (cpu_cache_compute) */
+	double logits_s;       /* copying logits out */
+	uint64_t weight_bytes, cache_bytes, hidden_bytes; /* moved between tiers */
+};
+
+struct fg_forward_env {
+	struct fg_model *model;
+	struct fg_backend *be;      /* computes on the compute tier */
+	struct fg_backend *host_be; /* attention on the host (cpu_cache_compute); may be be */
+	const struct fg_codec *q4;  /* compress_cache: the int4 codec (unused by ops) */
+	struct fg_policy policy;
+};
+
+int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
+		   int64_t prompt_len, int64_t gen_len);
+void fg_forward_free(struct fg_forward *f);
+
+/* ids: nb*bs rows of prompt_len token ids, left-padded; pad: left pad count of
+ * each row.  Writes the next-token logits of every row to logits [nb*bs, vocab]. */
+int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *pad,
+		       float *logits);
+/* One decode step: ids holds the new token of every row; writes next logits. */
+int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits);
+
+const struct fg_forward_stats *fg_forward_stats(const struct fg_forward *f);
+
+/* Bytes this run holds per tier (cache, activations, buffers), as placed. */
+void fg_forward_bytes(const struct fg_forward *f, uint64_t bytes[FG_ROLES]);
+
+#endif

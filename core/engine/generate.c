@@ -1,0 +1,330 @@
+/* core/engine/generate.c - the generation API: requests to batches, batches
+ * through the forward pass, tokens back to results.
+ *
+ * Requests are sorted by prompt length (so a batch wastes little padding) and
+ * cut into effective batches of gpu_batch_size x num_gpu_batches rows; every
+ * request keeps its own sampling parameters and random stream, so its result
+ * does not depend on which requests share its batch. */
+#define _GNU_SOURCE /* memmem */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fgcore/fgcore.h>
+#include "core/engine/engine.h"
+#include "core/engine/forward.h"
+#include "core/engine/sample.h"
+#include "core/util/error.h"
+
+/* One request's state through its batch. */
+struct job {
+	size_t index;          /* position in the caller's array */
+	const struct fg_request *req;
+	int32_t *prompt;
+	size_t n_prompt;
+	int32_t *out;          /* generated ids */
+	size_t n_out;
+	struct fg_rng rng;
+	int done;
+	enum fg_finish_reason why;
+	size_t cut;            /* stop string: bytes of text to keep; SIZE_MAX: none */
+};
+
+static int job_prompt(struct fg_engine *e, struct job *j)
+{
+	const struct fg_request *r = j->req;
+	const struct fg_opt_config *c = &e->model.cfg;
+
+	if (r->prompt) {
+		int32_t *ids;
+		size_t n;
+		if (!e->tok) {
+			FG_ERR("%s", e->tok_error);
+			return -EINVAL;
+		}
+		int rc = fg_tokenizer_encode(e->tok, r->prompt, strlen(r->prompt), &ids, &n);
+		if (rc)
+			return rc;
+		/* OPT's tokenizer starts every text with </s> (its bos_token_id). */
+		j->prompt = malloc(sizeof(int32_t) * (n + 1));
+		if (!j->prompt) {
+			free(ids);
+			FG_ERR("out of memory");
+			return -ENOMEM;
+		}
+		j->prompt[0] = c->bos_id;
+		memcpy(j->prompt + 1, ids, sizeof(int32_t) * n);
+		j->n_prompt = n + 1;
+		free(ids);
+	} else {
+		if (!r->prompt_ids || r->n_prompt_ids == 0) {
+			FG_ERR("request has neither a prompt text nor prompt token ids");
+			return -EINVAL;
+		}
+		for (size_t i = 0; i < r->n_prompt_ids; i++)
+			if (r->prompt_ids[i] < 0 || r->prompt_ids[i] >= c->vocab) {
+				FG_ERR("prompt token %zu is %d: ids must lie in [0, %lld)", i,
+				       r->prompt_ids[i], (long long)c->vocab);
+				return -EINVAL;
+			}
+		j->prompt = malloc(sizeof(int32_t) * r->n_prompt_ids);
+		if (!j->prompt) {
+			FG_ERR("out of memory");
+			return -ENOMEM;
+		}
+		memcpy(j->prompt, r->prompt_ids, sizeof(int32_t) * r->n_prompt_ids);
+		j->n_prompt = r->n_prompt_ids;
+	}
+	if (r->max_new_tokens < 0) {
+		FG_ERR("max_new_tokens is %d: it must be 0 or more", r->max_new_tokens);
+		return -EINVAL;
+	}
+	if (j->n_prompt + (size_t)r->max_new_tokens > (size_t)c->max_pos) {
+		FG_ERR("prompt of %zu tokens + %d new tokens exceeds %s's %lld positions: shorten the prompt or lower max_new_tokens",
+		       j->n_prompt, r->max_new_tokens, c->name, (long long)c->max_pos);
+		return -EINVAL;
+	}
+	if (r->temperature < 0 || !(r->top_p >= 0 && r->top_p <= 1) || r->top_k < 0) {
+		FG_ERR("sampling parameters out of range: temperature >= 0, top_k >= 0, 0 <= top_p <= 1");
+		return -EINVAL;
+	}
+	j->out = malloc(sizeof(int32_t) * ((size_t)r->max_new_tokens + 1));
+	if (!j->out) {
+		FG_ERR("out of memory");
+		return -ENOMEM;
+	}
+	fg_rng_seed(&j->rng, r->seed);
+	j->cut = SIZE_MAX;
+	j->done = r->max_new_tokens == 0;
+	j->why = FG_FINISH_LENGTH;
+	return 0;
+}
+
+/* Does the text of the generated tokens contain a stop string?  Sets j->cut to
+ * the earliest match. */
+static int check_stop_strings(struct fg_engine *e, struct job *j)
+{
+	const struct fg_request *r = j->req;
+	char *text;
+	size_t len;
+
+	if (!r->n_stop || !e->tok)
+		return 0;
+	if (fg_tokenizer_decode(e->tok, j->out, j->n_out, &text, &len))
+		return -EINVAL;
+	size_t best = SIZE_MAX;
+	for (size_t i = 0; i < r->n_stop; i++) {
+		const char *s = r->stop[i];
+		if (!s || !*s)
+			continue;
+		const char *hit = memmem(text, len, s, strlen(s));
+		if (hit && (size_t)(hit - text) < best)
+			best = (size_t)(hit - text);
+	}
+	free(text);
+	if (best != SIZE_MAX) {
+		j->cut = best;
+		return 1;
+	}
+	return 0;
+}
+
+static void accept(struct fg_engine *e, struct job *j, int32_t tok)
+{
+	const struct fg_request *r = j->req;
+
+	if (j->done)
+		return;
+	j->out[j->n_out++] = tok;
+	for (size_t i = 0; i < r->n_stop_ids; i++)
+		if (r->stop_ids[i] == tok) {
+			j->done = 1;
+			j->why = FG_FINISH_STOP;
+			return;
+		}
+	if (check_stop_strings(e, j) == 1) {
+		j->done = 1;
+		j->why = FG_FINISH_STOP;
+	} else if (j->n_out >= (size_t)r->max_new_tokens) {
+		j->done = 1;
+	}
+}
+
+/* Run one effective batch of jobs (count <= bs * nb). */
+static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
+{
+	const struct fg_opt_config *c = &e->model.cfg;
+	int64_t bs = e->policy.gpu_batch_size, nb = ((int64_t)count + bs - 1) / bs, rows = bs * nb;
+	struct fg_forward_env env;
+	int64_t plen = 0, glen = 0;
+	struct fg_forward *f = NULL;
+	struct fg_sampler *smp = NULL;
+	int32_t *ids = NULL, *pad = NULL, *next = NULL;
+	float *logits = NULL;
+	int rc;
+
+	for (size_t i = 0; i < count; i++) {
+		if ((int64_t)jobs[i]->n_prompt > plen)
+			plen = (int64_t)jobs[i]->n_prompt;
+		if (jobs[i]->req->max_new_tokens > glen)
+			glen = jobs[i]->req->max_new_tokens;
+	}
+	ids = malloc(sizeof(int32_t) * (size_t)(rows * plen));
+	pad = malloc(sizeof(int32_t) * (size_t)rows);
+	next = malloc(sizeof(int32_t) * (size_t)rows);
+	logits = malloc(sizeof(float) * (size_t)(rows * c->vocab));
+	if (!ids || !pad || !next || !logits) {
+		FG_ERR("out of memory for a batch of %lld x %lld tokens", (long long)rows,
+		       (long long)plen);
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* Left-pad every prompt to plen; rows beyond count hold a lone </s>. */
+	for (int64_t r = 0; r < rows; r++) {
+		const int32_t *p = r < (int64_t)count ? jobs[r]->prompt : &c->bos_id;
+		int64_t n = r < (int64_t)count ? (int64_t)jobs[r]->n_prompt : 1;
+		pad[r] = (int32_t)(plen - n);
+		for (int64_t i = 0; i < plen; i++)
+			ids[r * plen + i] = i < pad[r] ? c->pad_id : p[i - pad[r]];
+	}
+	if ((rc = fg_sampler_new(&smp, c->vocab)) ||
+	    (fg_engine_forward_env(e, nb, &env), 0) ||
+	    (rc = fg_forward_new(&f, &env, plen, glen)) ||
+	    (rc = fg_forward_prefill(f, ids, pad, logits)))
+		goto out;
+	for (int64_t t = 0;; t++) {
+		int live = 0;
+		for (int64_t r = 0; r < rows; r++) {
+			next[r] = c->pad_id;
+			if (r >= (int64_t)count || jobs[r]->done)
+				continue;
+			const struct fg_request *q = jobs[r]->req;
+			struct fg_sampling sp = { q->temperature, q->top_k, q->top_p };
+			next[r] = fg_sample(smp, logits + r * c->vocab, &sp, &jobs[r]->rng);
+			accept(e, jobs[r], next[r]);
+			live += !jobs[r]->done;
+		}
+		if (!live || t + 1 >= glen)
+			break;
+		if ((rc = fg_forward_decode(f, next, logits)))
+			goto out;
+	}
+out:
+	fg_forward_free(f);
+	fg_sampler_free(smp);
+	free(ids);
+	free(pad);
+	free(next);
+	free(logits);
+	return rc;
+}
+
+static int by_prompt_len(const void *a, const void *b)
+{
+	const struct job *x = *(struct job *const *)a, *y = *(struct job *const *)b;
+	if (x->n_prompt != y->n_prompt)
+		return x->n_prompt < y->n_prompt ? -1 : 1;
+	return (x->index > y->index) - (x->index < y->index);
+}
+
+static int finish(struct fg_engine *e, struct job *j, struct fg_result *res)
+{
+	size_t keep = j->n_out;
+
+	/* A stop token ends the text but stays in token_ids. */
+	if (j->why == FG_FINISH_STOP && j->cut == SIZE_MAX && keep)
+		keep--;
+	res->n_prompt_tokens = j->n_prompt;
+	res->n_tokens = j->n_out;
+	res->finish_reason = j->why;
+	res->token_ids = j->out;
+	j->out = NULL;
+	if (e->tok) {
+		size_t len;
+		int rc = fg_tokenizer_decode(e->tok, res->token_ids, keep, &res->text, &len);
+		if (rc)
+			return rc;
+		if (j->cut != SIZE_MAX && j->cut < len)
+			res->text[j->cut] = '\0';
+	} else {
+		res->text = strdup("");
+		if (!res->text)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int fg_generate(struct fg_engine *e, const struct fg_request *reqs, size_t n,
+		struct fg_result *results)
+{
+	struct job *jobs = calloc(n ? n : 1, sizeof(*jobs));
+	struct job **order = calloc(n ? n : 1, sizeof(*order));
+	size_t live = 0, eff = (size_t)(e->policy.gpu_batch_size * e->policy.num_gpu_batches);
+	int rc = 0;
+
+	if (!jobs || !order) {
+		free(jobs);
+		free(order);
+		FG_ERR("out of memory for %zu requests", n);
+		return -ENOMEM;
+	}
+	memset(results, 0, sizeof(*results) * n);
+	for (size_t i = 0; i < n; i++) {
+		jobs[i].index = i;
+		jobs[i].req = &reqs[i];
+		if (job_prompt(e, &jobs[i])) {
+			/* A refused request gets its own error; the others still run. */
+			results[i].finish_reason = FG_FINISH_ERROR;
+			results[i].error = strdup(fg_last_error());
+			continue;
+		}
+		order[live++] = &jobs[i];
+	}
+	qsort(order, live, sizeof(*order), by_prompt_len);
+	for (size_t i = 0; i < live && !rc; i += eff) {
+		size_t cnt = live - i < eff ? live - i : eff;
+		int any = 0;
+		for (size_t k = 0; k < cnt; k++)
+			any |= !order[i + k]->done;
+		if (any)
+			rc = run_batch(e, order + i, cnt);
+	}
+	for (size_t i = 0; i < live && !rc; i++)
+		rc = finish(e, order[i], &results[order[i]->index]);
+	for (size_t i = 0; i < n; i++) {
+		free(jobs[i].prompt);
+		free(jobs[i].out);
+		if (rc)
+			fg_result_clear(&results[i]);
+	}
+	free(jobs);
+	free(order);
+	return rc;
+}
+
+void fg_result_clear(struct fg_result *r)
+{
+	free(r->text);
+	free(r->token_ids);
+	free(r->error);
+	memset(r, 0, sizeof(*r));
+}
+
+int fg_tokenize(struct fg_engine *e, const char *text, int32_t **ids, size_t *n)
+{
+	if (!e->tok) {
+		FG_ERR("%s", e->tok_error);
+		return -EINVAL;
+	}
+	return fg_tokenizer_encode(e->tok, text, strlen(text), ids, n);
+}
+
+int fg_detokenize(struct fg_engine *e, const int32_t *ids, size_t n, char **text)
+{
+	size_t len;
+	if (!e->tok) {
+		FG_ERR("%s", e->tok_error);
+		return -EINVAL;
+	}
+	return fg_tokenizer_decode(e->tok, ids, n, text, &len);
+}

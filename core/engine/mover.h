@@ -1,0 +1,71 @@
+/* core/engine/mover.h - copies between tiers, grouped so that a group can be
+ * waited for as one.
+ *
+ * Memory tiers are copied with the backend's `copy` on the load or store
+ * stream (a GPU backend overlaps them with compute); the disk tier is read and
+ * written with the storage plugin's asynchronous requests, directly into
+ * compute-tier memory when that is host memory, else through page-locked
+ * bounce buffers whose second hop is issued once the disk part completed. */
+#ifndef FG_ENGINE_MOVER_H
+#define FG_ENGINE_MOVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/backend/backend.h"
+#include "core/engine/policy.h"
+#include "core/tier/tier.h"
+
+struct fg_mover {
+	struct fg_backend *be;
+	struct fg_tier *tier[FG_ROLES];
+	int device;        /* compute-tier memory is not host memory */
+	void *load_stream, *store_stream;
+};
+
+struct fg_xfer_copy {
+	void *dst;
+	const void *src;
+	size_t len;
+};
+
+/* A group of transfers in flight. */
+struct fg_xfer {
+	struct fg_mover *mv;
+	struct fg_io *ios;       /* cap requests, reused */
+	size_t nios, cap, pending;
+	struct fg_xfer_copy *later; /* device copies to issue once the disk reads completed */
+	size_t nlater;
+	void *event;             /* recorded after the group's stream copies */
+	int has_event;
+	void *bounce_event;      /* recorded after the second hops out of bounce buffers */
+	int bounced;
+	int err;
+	char what[64];           /* for messages: "weights of block 3" */
+};
+
+int fg_mover_init(struct fg_mover *mv, struct fg_backend *be, struct fg_tier *tiers[FG_ROLES]);
+void fg_mover_fini(struct fg_mover *mv);
+
+int fg_xfer_init(struct fg_xfer *x, struct fg_mover *mv, size_t cap);
+void fg_xfer_fini(struct fg_xfer *x);
+/* Start a new use of the group (it must have been waited for). */
+void fg_xfer_reset(struct fg_xfer *x, const char *what);
+
+/* Load: compute-tier memory dst <- len bytes at off of region r on `role`'s
+ * tier.  bounce: page-locked host memory of len bytes for a disk source when
+ * the compute tier is device memory (else unused). */
+int fg_xfer_load(struct fg_xfer *x, void *dst, enum fg_role role, const struct fg_region *r,
+		 uint64_t off, size_t len, void *bounce);
+/* Store: len bytes of compute-tier memory src -> region r at off on `role`'s
+ * tier, after everything issued so far on the compute stream.  src must stay
+ * unchanged until the group is waited for. */
+int fg_xfer_store(struct fg_xfer *x, enum fg_role role, const struct fg_region *r, uint64_t off,
+		  const void *src, size_t len, void *bounce);
+
+/* Wait for the group's disk requests, issue its second hops, and make
+ * `stream` (NULL: the compute stream) wait for its copies.  Returns the first
+ * error of the group, with an error line naming the transfer. */
+int fg_xfer_wait(struct fg_xfer *x, void *stream);
+
+#endif

@@ -1,0 +1,105 @@
+/* core/engine/policy.c - the [policy] section as a struct, and FlexGen's rules
+ * for turning percentages into tiers. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config/config.h"
+#include "core/engine/policy.h"
+#include "core/util/error.h"
+
+const char *fg_role_name(enum fg_role r)
+{
+	static const char *const names[] = { "disk", "host", "compute" };
+	return r < FG_ROLES ? names[r] : "?";
+}
+
+int fg_policy_parse_percent(const char *text, struct fg_policy *p)
+{
+	long v[6];
+	int n = 0;
+	const char *s = text;
+	char *end;
+
+	while (n < 6) {
+		while (*s == ' ' || *s == '\t' || *s == ',')
+			s++;
+		if (!*s)
+			break;
+		errno = 0;
+		v[n] = strtol(s, &end, 10);
+		if (end == s || errno || v[n] < 0 || v[n] > 100) {
+			FG_ERR("percent \"%s\": expected six integers 0..100 (wg wc cg cc hg hc)", text);
+			return -EINVAL;
+		}
+		s = end;
+		n++;
+	}
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (n != 6 || *s) {
+		FG_ERR("percent \"%s\": expected six integers 0..100 (wg wc cg cc hg hc)", text);
+		return -EINVAL;
+	}
+	static const char *const what[] = { "weights", "cache", "activations" };
+	int *dst[] = { p->weight, p->cache, p->act };
+	for (int i = 0; i < 3; i++) {
+		if (v[2 * i] + v[2 * i + 1] > 100) {
+			FG_ERR("percent \"%s\": the %s shares %ld + %ld exceed 100 (disk takes the remainder)",
+			       text, what[i], v[2 * i], v[2 * i + 1]);
+			return -EINVAL;
+		}
+		dst[i][FG_ROLE_COMPUTE] = (int)v[2 * i];
+		dst[i][FG_ROLE_HOST] = (int)v[2 * i + 1];
+		dst[i][FG_ROLE_DISK] = 100 - (int)(v[2 * i] + v[2 * i + 1]);
+	}
+	return 0;
+}
+
+int fg_policy_from_config(const struct fg_config *c, struct fg_policy *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->gpu_batch_size = fg_config_int(c, "policy", "gpu_batch_size");
+	p->num_gpu_batches = fg_config_int(c, "policy", "num_gpu_batches");
+	p->overlap = fg_config_bool(c, "policy", "overlap");
+	p->sep_layer = fg_config_bool(c, "policy", "sep_layer");
+	p->pin_weight = fg_config_bool(c, "policy", "pin_weight");
+	p->cpu_cache_compute = fg_config_bool(c, "policy", "cpu_cache_compute");
+	p->attn_sparsity = fg_config_double(c, "policy", "attn_sparsity");
+	p->compress_weight = fg_config_bool(c, "policy", "compress_weight");
+	p->compress_cache = fg_config_bool(c, "policy", "compress_cache");
+	p->exact = !strcmp(fg_config_str(c, "policy", "placement"), "exact");
+	if (p->attn_sparsity < 1) {
+		FG_ERR("[policy] attn_sparsity = %g: sparse attention is not implemented yet; use 1",
+		       p->attn_sparsity);
+		return -ENOTSUP;
+	}
+	return fg_policy_parse_percent(fg_config_str(c, "policy", "percent"), p);
+}
+
+enum fg_role fg_policy_choice(const int percent[FG_ROLES], double cur)
+{
+	double cum = 0;
+	for (int r = 0; r < FG_ROLES; r++) {
+		cum += percent[r];
+		if (cur < cum)
+			return (enum fg_role)r;
+	}
+	return FG_ROLE_COMPUTE;
+}
+
+void fg_policy_split(const int percent[FG_ROLES], int64_t n, int64_t first[FG_ROLES],
+		     int64_t count[FG_ROLES])
+{
+	int64_t c = (int64_t)llround((double)n * percent[FG_ROLE_COMPUTE] / 100.0);
+	int64_t ch = (int64_t)llround((double)n *
+				      (percent[FG_ROLE_COMPUTE] + percent[FG_ROLE_HOST]) / 100.0);
+	first[FG_ROLE_COMPUTE] = 0;
+	count[FG_ROLE_COMPUTE] = c;
+	first[FG_ROLE_HOST] = c;
+	count[FG_ROLE_HOST] = ch - c;
+	first[FG_ROLE_DISK] = ch;
+	count[FG_ROLE_DISK] = n - ch;
+}

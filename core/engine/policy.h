@@ -1,0 +1,49 @@
+/* core/engine/policy.h - where tensors live and how the work is batched
+ * (FlexGen's policy), read from [policy]. */
+#ifndef FG_ENGINE_POLICY_H
+#define FG_ENGINE_POLICY_H
+
+#include <stdint.h>
+
+struct fg_config;
+
+/* Tier roles, in the order FlexGen's placement rule fills them. */
+enum fg_role {
+	FG_ROLE_DISK = 0,
+	FG_ROLE_HOST = 1,
+	FG_ROLE_COMPUTE = 2,
+	FG_ROLES = 3,
+};
+
+struct fg_policy {
+	int64_t gpu_batch_size, num_gpu_batches;
+	int weight[FG_ROLES];   /* percent of the weights on each tier (disk: the remainder) */
+	int cache[FG_ROLES];    /* percent of the KV cache */
+	int act[FG_ROLES];      /* percent of the activations */
+	int overlap;            /* prefetch the next block while computing this one */
+	int sep_layer;          /* attention and MLP are scheduled as separate blocks */
+	int pin_weight;         /* weights on the host tier in page-locked memory */
+	int cpu_cache_compute;  /* decode attention of host-resident cache runs on the host */
+	double attn_sparsity;   /* 1: dense attention */
+	int compress_weight, compress_cache;
+	int exact;              /* placement = exact: split tensors by rows */
+};
+
+/* Read and check [policy] (percent pairs summing to at most 100, ...). */
+int fg_policy_from_config(const struct fg_config *c, struct fg_policy *p);
+
+/* Parse FlexGen's "wg wc cg cc hg hc" (six integers 0..100). */
+int fg_policy_parse_percent(const char *text, struct fg_policy *p);
+
+const char *fg_role_name(enum fg_role r); /* "disk", "host", "compute" */
+
+/* FlexGen's get_choice: the role whose cumulative share (disk, host, compute
+ * in that order) first exceeds cur (0..100); the last one otherwise. */
+enum fg_role fg_policy_choice(const int percent[FG_ROLES], double cur);
+
+/* Split n items by the shares: first[r] .. first[r] + count[r] go to role r,
+ * compute first, then host, then disk (cumulative rounding). */
+void fg_policy_split(const int percent[FG_ROLES], int64_t n, int64_t first[FG_ROLES],
+		     int64_t count[FG_ROLES]);
+
+#endif

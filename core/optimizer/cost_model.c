@@ -1,0 +1,373 @@
+/* core/optimizer/cost_model.c - link times and memory of a policy as linear
+ * functions of its placement shares (doc/COST_MODEL.md). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <fgcore/q4.h>
+#include "core/optimizer/cost_model.h"
+#include "core/util/error.h"
+
+#define GBPS 1e9
+#define TFLOPS 1e12
+
+double fg_lin_eval(const struct fg_lin *l, const double x[FG_X_N])
+{
+	double v = l->c;
+	for (int i = 0; i < FG_X_N; i++)
+		v += l->a[i] * x[i];
+	return v;
+}
+
+/* Everything the term builder needs, in doubles. */
+struct ctx {
+	const struct fg_hardware *hw;
+	double h, f, V, l, s, n, gbs, nb, a, e;
+	int dev, cpu, cw, cq, sep;
+	double ctog_w, ctog, gtoc, dtoc, ctod; /* bytes per second */
+};
+
+/* Seconds of a linear layer of m rows, K inputs and N outputs. */
+static double t_lin(const struct ctx *x, double m, double K, double N)
+{
+	const struct fg_hardware *hw = x->hw;
+	double rate = hw->mm_flops_decode * TFLOPS * m / FG_HW_DECODE_ROWS;
+	double peak = hw->mm_flops_prefill * TFLOPS;
+	double t = 2 * m * K * N / (rate < peak ? rate : peak);
+	if (x->cw) {
+		/* the int4 kernel reads packed weights: at least their time, and the fp16 one */
+		double packed = (double)fg_q4_bytes((uint64_t)N, (uint64_t)K, 0) / (hw->q4_decode_bdw * GBPS);
+		t = t > packed ? t : packed;
+	}
+	return t;
+}
+
+/* Bytes moved into compute memory from the host (share host_i) or the disk
+ * (share disk_i; -1: none), waited for at once (in comp) or as link traffic.
+ * Disk data crosses the host first when the compute tier is device memory. */
+static void load(const struct ctx *x, struct fg_lin *L, int host_i, int disk_i, double bytes,
+		 double host_bw, int sync)
+{
+	if (sync) {
+		if (host_i >= 0)
+			L[FG_LINK_COMP].a[host_i] += bytes / host_bw;
+		L[FG_LINK_COMP].a[disk_i] += bytes / x->dtoc + (x->dev ? bytes / x->ctog : 0);
+		return;
+	}
+	if (host_i >= 0)
+		L[FG_LINK_CTOG].a[host_i] += bytes / host_bw;
+	L[FG_LINK_DTOC].a[disk_i] += bytes / x->dtoc;
+	if (x->dev)
+		L[FG_LINK_CTOG].a[disk_i] += bytes / x->ctog;
+}
+
+/* The reverse way, behind the computation. */
+static void store(const struct ctx *x, struct fg_lin *L, int host_i, int disk_i, double bytes)
+{
+	if (host_i >= 0)
+		L[FG_LINK_GTOC].a[host_i] += bytes / x->gtoc;
+	L[FG_LINK_CTOD].a[disk_i] += bytes / x->ctod;
+	if (x->dev)
+		L[FG_LINK_GTOC].a[disk_i] += bytes / x->gtoc;
+}
+
+/* One layer (attention + MLP) of a step with `tok` new tokens per sequence;
+ * `len` cache rows are loaded and `len + tok` attended to in decode. */
+static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int decode)
+{
+	double tok = decode ? 1 : x->s, m = x->gbs * tok, h = x->h, f = x->f;
+	double kvrow = 2 * h * x->e, seqs = x->gbs * x->nb;
+	double load_len = x->s + x->n / 2 - 1, attn_len = x->s + x->n / 2;
+	double hid = x->gbs * tok * h * x->a * x->nb; /* every GPU batch's activations */
+	double units = x->sep ? 2 : 1;
+
+	/* Weights: once per layer and step, shared by the GPU batches. */
+	load(x, L, FG_X_WC, FG_X_WN, W, x->ctog_w, 0);
+
+	/* Linear layers of every GPU batch. */
+	L[FG_LINK_COMP].c += x->nb * (4 * t_lin(x, m, h, h) + t_lin(x, m, h, f) + t_lin(x, m, f, h));
+
+	/* Activations off the compute tier: loaded before each unit (waited for at
+	 * once, so in comp) and stored after it. */
+	load(x, L, FG_X_HC, FG_X_HN, units * hid, x->ctog, 1);
+	store(x, L, FG_X_HC, FG_X_HN, units * hid);
+
+	double cache_tok = seqs * tok * kvrow; /* new K, V rows */
+	if (!decode) {
+		L[FG_LINK_COMP].c += x->nb * 4 * x->gbs * x->s * x->s * h / (x->hw->attn_flops * TFLOPS);
+		/* New rows of slot-held sequences go home from the slot. */
+		store(x, L, x->cpu ? -1 : FG_X_CC, FG_X_CN, cache_tok);
+		/* Delegated sequences: q, k, v copied to the host, synchronously. */
+		if (x->cpu && x->dev)
+			L[FG_LINK_COMP].a[FG_X_CC] += seqs * tok * 3 * h * x->a / x->gtoc;
+		return;
+	}
+	double attn_bdw = (x->cq ? x->hw->q4_decode_bdw : x->hw->attn_decode_bdw) * GBPS;
+	double attn = seqs * attn_len * kvrow;
+	L[FG_LINK_COMP].a[FG_X_CG] += attn / attn_bdw;
+	L[FG_LINK_COMP].a[FG_X_CN] += attn / attn_bdw;
+	if (x->cpu) {
+		L[FG_LINK_COMP].a[FG_X_CC] += attn / (x->hw->cpu_attn_bdw * GBPS);
+		if (x->dev) /* q, k, v out and the result back, synchronously */
+			L[FG_LINK_COMP].a[FG_X_CC] += seqs * 3 * h * x->a / x->gtoc +
+						      seqs * h * x->a / x->ctog;
+	} else {
+		L[FG_LINK_COMP].a[FG_X_CC] += attn / attn_bdw;
+	}
+	/* Slot-held sequences: the whole cache so far in, the new row out. */
+	load(x, L, x->cpu ? -1 : FG_X_CC, FG_X_CN, seqs * load_len * kvrow, x->ctog, 0);
+	store(x, L, x->cpu ? -1 : FG_X_CC, FG_X_CN, cache_tok);
+}
+
+/* The input block (embedding) and the output block (final norm, logits). */
+static void io_terms(const struct ctx *x, struct fg_lin *L, double W, int decode)
+{
+	double tok = decode ? 1 : x->s;
+	double hid = x->gbs * tok * x->h * x->a * x->nb;
+
+	load(x, L, FG_X_IC, FG_X_IN, W, x->ctog_w, 0);
+	/* logits of each sequence's last position, copied to the host at once */
+	L[FG_LINK_COMP].c += x->nb * (t_lin(x, x->gbs, x->h, x->V) +
+				      x->gbs * x->V * x->a / x->gtoc);
+	load(x, L, FG_X_HC, FG_X_HN, hid, x->ctog, 1); /* output block */
+	store(x, L, FG_X_HC, FG_X_HN, hid);            /* input block */
+}
+
+static int rates_ok(const struct fg_hardware *hw, const struct fg_policy *p)
+{
+	int rc = fg_hardware_check(hw);
+	if (rc)
+		return rc;
+	if (p->cpu_cache_compute && !(hw->cpu_attn_bdw > 0)) {
+		FG_ERR("cost model: cpu_cache_compute needs [hardware] cpu_attn_bdw (host attention rate); run fgcore profile");
+		return -EINVAL;
+	}
+	if ((p->compress_weight || p->compress_cache) && !(hw->q4_decode_bdw > 0)) {
+		FG_ERR("cost model: compressed weights or cache need [hardware] q4_decode_bdw (the backend's int4 rate); run fgcore profile with a backend that reads int4");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
+		  struct fg_cost_terms *t)
+{
+	const struct fg_opt_config *c = &cc->model;
+	const struct fg_hardware *hw = &cc->hw;
+	uint64_t blk[FG_LAYOUT_KINDS][FG_ROLES];
+	struct fg_policy whole = *p;
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	if ((rc = rates_ok(hw, p)))
+		return rc;
+	if (p->gpu_batch_size < 1 || p->num_gpu_batches < 1 || cc->prompt_len < 1 ||
+	    cc->gen_len < 1 || c->hidden < 1 || c->layers < 0) {
+		FG_ERR("cost model: batch %lld x %lld, prompt %lld, gen %lld: every size must be positive",
+		       (long long)p->num_gpu_batches, (long long)p->gpu_batch_size,
+		       (long long)cc->prompt_len, (long long)cc->gen_len);
+		return -EINVAL;
+	}
+	/* Block sizes with everything on one tier: the bytes each block has. */
+	whole.weight[FG_ROLE_COMPUTE] = 100;
+	whole.weight[FG_ROLE_HOST] = whole.weight[FG_ROLE_DISK] = 0;
+	fg_layout_blocks(c, &whole, blk);
+	double Wa = (double)blk[FG_LAYOUT_ATTN][FG_ROLE_COMPUTE];
+	double Wm = (double)blk[FG_LAYOUT_MLP][FG_ROLE_COMPUTE];
+	double Wi = (double)blk[FG_LAYOUT_INPUT][FG_ROLE_COMPUTE];
+	double Wo = (double)blk[FG_LAYOUT_OUTPUT][FG_ROLE_COMPUTE];
+
+	struct ctx x = {
+		.hw = hw, .h = (double)c->hidden, .f = (double)c->ffn, .V = (double)c->vocab,
+		.l = (double)c->layers, .s = (double)cc->prompt_len, .n = (double)cc->gen_len,
+		.gbs = (double)p->gpu_batch_size, .nb = (double)p->num_gpu_batches,
+		.a = hw->act_bytes,
+		.dev = !hw->compute_host_memory, .cpu = p->cpu_cache_compute,
+		.cw = p->compress_weight, .cq = p->compress_cache, .sep = p->sep_layer,
+		.ctog = hw->ctog_bdw * GBPS, .gtoc = hw->gtoc_bdw * GBPS,
+		/* no disk tier: a rate that makes it useless but keeps the LP finite */
+		.dtoc = (hw->dtoc_bdw > 0 ? hw->dtoc_bdw : 1e-3) * GBPS,
+		.ctod = (hw->ctod_bdw > 0 ? hw->ctod_bdw : 1e-3) * GBPS,
+	};
+	x.e = p->compress_cache ? 0.5 + 4.0 / FG_Q4_GROUP : x.a;
+	x.ctog_w = !p->pin_weight && hw->ctog_bdw_pageable > 0 ? hw->ctog_bdw_pageable * GBPS : x.ctog;
+
+	for (int st = 0; st < FG_STAGES; st++) {
+		layer_terms(&x, t->t[st][FG_PART_LAYER], Wa + Wm, st == FG_STAGE_DECODE);
+		io_terms(&x, t->t[st][FG_PART_IO], Wi + Wo, st == FG_STAGE_DECODE);
+	}
+	t->serial = !p->overlap || hw->compute_host_memory;
+	t->layers = c->layers;
+	t->decode_steps = cc->gen_len - 1;
+	t->tokens = x.gbs * x.nb * x.n;
+
+	/* Memory, linear in the shares (exact for a concrete policy: layout.c). */
+	double T = x.s + x.n, kvs = T * x.h * x.e; /* one K (or V) of one sequence */
+	double hsz = x.gbs * x.s * x.h * x.a, nb = x.nb, gbs = x.gbs, l = x.l;
+	double scratch = 5 * hsz + x.gbs * x.s * x.f * x.a + x.gbs * x.V * x.a;
+	double nslots = p->overlap ? 2 : 1;
+	int act_off = p->act[FG_ROLE_COMPUTE] < 100, act_disk = p->act[FG_ROLE_DISK] > 0;
+	int disk_w = p->weight[FG_ROLE_DISK] > 0, disk_c = p->cache[FG_ROLE_DISK] > 0;
+	struct fg_lin *m = t->mem;
+	double off_seq_cc = x.cpu ? 0 : 1; /* host sequences held in the slots */
+
+	m[FG_ROLE_COMPUTE].c = scratch + (act_off ? 2 * hsz : 0);
+	m[FG_ROLE_COMPUTE].a[FG_X_WG] = l * (Wa + Wm);
+	m[FG_ROLE_COMPUTE].a[FG_X_IG] = Wi + Wo;
+	m[FG_ROLE_COMPUTE].a[FG_X_HG] = nb * hsz;
+	m[FG_ROLE_COMPUTE].a[FG_X_CG] = nb * l * 2 * gbs * kvs;
+	m[FG_ROLE_COMPUTE].a[FG_X_CN] = 4 * gbs * kvs;
+	m[FG_ROLE_COMPUTE].a[FG_X_CC] = 4 * gbs * kvs * off_seq_cc;
+	t->slot[FG_ROLE_COMPUTE] = nslots;
+
+	m[FG_ROLE_HOST].a[FG_X_WC] = l * (Wa + Wm);
+	m[FG_ROLE_HOST].a[FG_X_IC] = Wi + Wo;
+	m[FG_ROLE_HOST].a[FG_X_HC] = nb * hsz;
+	m[FG_ROLE_HOST].a[FG_X_CC] = nb * l * 2 * gbs * kvs;
+	if (x.dev) {
+		if (disk_c) {
+			m[FG_ROLE_HOST].a[FG_X_CN] += 4 * gbs * kvs;
+			m[FG_ROLE_HOST].a[FG_X_CC] += 4 * gbs * kvs * off_seq_cc;
+		}
+		m[FG_ROLE_HOST].c += (act_disk ? 2 * hsz : 0) + (x.cpu ? 4 * hsz : 0);
+		t->slot[FG_ROLE_HOST] = disk_w ? nslots : 0;
+	}
+	m[FG_ROLE_DISK].a[FG_X_WN] = l * (Wa + Wm);
+	m[FG_ROLE_DISK].a[FG_X_IN] = Wi + Wo;
+	m[FG_ROLE_DISK].a[FG_X_HN] = nb * hsz;
+	m[FG_ROLE_DISK].a[FG_X_CN] = nb * l * 2 * gbs * kvs;
+
+	/* Units staged through the weight slots: their host and disk bytes. */
+	int u = 0;
+	t->unit[u].a[FG_X_IC] = t->unit[u].a[FG_X_IN] = Wi, u++;
+	t->unit[u].a[FG_X_IC] = t->unit[u].a[FG_X_IN] = Wo, u++;
+	if (c->layers && x.sep) {
+		t->unit[u].a[FG_X_WC] = t->unit[u].a[FG_X_WN] = Wa, u++;
+		t->unit[u].a[FG_X_WC] = t->unit[u].a[FG_X_WN] = Wm, u++;
+	} else if (c->layers) {
+		t->unit[u].a[FG_X_WC] = t->unit[u].a[FG_X_WN] = Wa + Wm, u++;
+	}
+	t->nunits = u;
+	return 0;
+}
+
+double fg_cost_combine(const struct fg_cost_terms *t, int stage, const double k[FG_LINKS])
+{
+	double v;
+	if (t->serial)
+		return k[FG_LINK_CTOG] + k[FG_LINK_GTOC] + k[FG_LINK_DTOC] + k[FG_LINK_CTOD] +
+		       k[FG_LINK_COMP];
+	if (stage == FG_STAGE_PREFILL) {
+		v = k[FG_LINK_CTOG] + k[FG_LINK_DTOC];
+		v = fmax(v, k[FG_LINK_GTOC] + k[FG_LINK_CTOD]);
+		return fmax(v, k[FG_LINK_COMP]);
+	}
+	/* Decode: FlexGen's fitted rule, host->compute traffic not hidden. */
+	v = fmax(k[FG_LINK_DTOC], k[FG_LINK_GTOC]);
+	v = fmax(v, fmax(k[FG_LINK_CTOD], k[FG_LINK_COMP]));
+	return k[FG_LINK_CTOG] + v;
+}
+
+void fg_cost_shares(const struct fg_cost_case *cc, const struct fg_policy *p, double x[FG_X_N])
+{
+	const struct fg_opt_config *c = &cc->model;
+	uint64_t b[FG_LAYOUT_KINDS][FG_ROLES];
+	int64_t first[FG_ROLES], cnt[FG_ROLES];
+	static const int wi[FG_ROLES] = { FG_X_WN, FG_X_WC, FG_X_WG };
+	static const int ii[FG_ROLES] = { FG_X_IN, FG_X_IC, FG_X_IG };
+	static const int ci[FG_ROLES] = { FG_X_CN, FG_X_CC, FG_X_CG };
+	static const int hi[FG_ROLES] = { FG_X_HN, FG_X_HC, FG_X_HG };
+	double lw = 0, iw = 0;
+
+	fg_layout_blocks(c, p, b);
+	for (int r = 0; r < FG_ROLES; r++) {
+		lw += (double)(b[FG_LAYOUT_ATTN][r] + b[FG_LAYOUT_MLP][r]);
+		iw += (double)(b[FG_LAYOUT_INPUT][r] + b[FG_LAYOUT_OUTPUT][r]);
+	}
+	for (int r = 0; r < FG_ROLES; r++) {
+		x[wi[r]] = lw > 0 ? (double)(b[FG_LAYOUT_ATTN][r] + b[FG_LAYOUT_MLP][r]) / lw : 0;
+		x[ii[r]] = iw > 0 ? (double)(b[FG_LAYOUT_INPUT][r] + b[FG_LAYOUT_OUTPUT][r]) / iw : 0;
+	}
+	fg_policy_split(p->cache, p->gpu_batch_size, first, cnt);
+	for (int r = 0; r < FG_ROLES; r++)
+		x[ci[r]] = (double)cnt[r] / (double)p->gpu_batch_size;
+	fg_policy_split(p->act, p->num_gpu_batches, first, cnt);
+	for (int r = 0; r < FG_ROLES; r++)
+		x[hi[r]] = (double)cnt[r] / (double)p->num_gpu_batches;
+}
+
+int fg_cost_predict(const struct fg_cost_case *cc, const struct fg_policy *p,
+		    struct fg_cost_prediction *o)
+{
+	struct fg_cost_terms t;
+	struct fg_layout_env env = { (unsigned)cc->hw.act_bytes, !cc->hw.compute_host_memory };
+	double x[FG_X_N];
+	int rc;
+
+	memset(o, 0, sizeof(*o));
+	if ((rc = fg_cost_terms(cc, p, &t)) ||
+	    (rc = fg_layout_total(&cc->model, p, &env, cc->prompt_len, cc->gen_len, &o->mem)))
+		return rc;
+	fg_cost_shares(cc, p, x);
+	double stage_s[FG_STAGES];
+	for (int st = 0; st < FG_STAGES; st++) {
+		double k[FG_PARTS][FG_LINKS];
+		double mult = st == FG_STAGE_DECODE ? (double)t.decode_steps : 1;
+		for (int part = 0; part < FG_PARTS; part++)
+			for (int i = 0; i < FG_LINKS; i++) {
+				k[part][i] = fg_lin_eval(&t.t[st][part][i], x);
+				o->link[st][i] += mult * k[part][i] *
+						  (part == FG_PART_LAYER ? (double)t.layers : 1);
+			}
+		stage_s[st] = mult * ((double)t.layers * fg_cost_combine(&t, st, k[FG_PART_LAYER]) +
+				      fg_cost_combine(&t, st, k[FG_PART_IO]));
+	}
+	double rows = (double)(p->gpu_batch_size * p->num_gpu_batches);
+	o->prefill_s = stage_s[FG_STAGE_PREFILL];
+	o->decode_s = stage_s[FG_STAGE_DECODE];
+	o->prefill_tps = rows * (double)cc->prompt_len / o->prefill_s;
+	o->decode_tps = cc->gen_len > 1 ? rows * (double)(cc->gen_len - 1) / o->decode_s : 0;
+	o->total_tps = t.tokens / (o->prefill_s + o->decode_s);
+	o->capacity[FG_ROLE_COMPUTE] = cc->hw.gpu_mem;
+	o->capacity[FG_ROLE_HOST] = cc->hw.cpu_mem;
+	o->capacity[FG_ROLE_DISK] = cc->hw.disk_mem;
+	o->fits = 1;
+	for (int r = 0; r < FG_ROLES; r++)
+		if (o->mem.total[r] > o->capacity[r])
+			o->fits = 0;
+	return 0;
+}
+
+void fg_cost_print_prediction(FILE *out, const struct fg_cost_prediction *pred,
+			      const struct fg_cost_measured *m)
+{
+	static const double GB = 1073741824.0;
+	static const char *const what[3] = { "prefill throughput", "decode throughput",
+					     "total throughput" };
+	double pv[3] = { pred->prefill_tps, pred->decode_tps, pred->total_tps };
+	double mv[3] = { 0 };
+
+	if (m)
+		mv[0] = m->prefill_tps, mv[1] = m->decode_tps, mv[2] = m->total_tps;
+	for (int i = 0; i < 3; i++) {
+		fprintf(out, "predicted %s: %.3f token/s", what[i], pv[i]);
+		if (m && mv[i] > 0)
+			fprintf(out, "\tmeasured %.3f token/s\t(measured/predicted %.2f)", mv[i],
+				mv[i] / pv[i]);
+		fprintf(out, "\n");
+	}
+	fprintf(out, "predicted time: prefill %.3f s, decode %.3f s; links (s) prefill ctog %.3f gtoc %.3f dtoc %.3f ctod %.3f comp %.3f, decode ctog %.3f gtoc %.3f dtoc %.3f ctod %.3f comp %.3f\n",
+		pred->prefill_s, pred->decode_s,
+		pred->link[0][FG_LINK_CTOG], pred->link[0][FG_LINK_GTOC], pred->link[0][FG_LINK_DTOC],
+		pred->link[0][FG_LINK_CTOD], pred->link[0][FG_LINK_COMP],
+		pred->link[1][FG_LINK_CTOG], pred->link[1][FG_LINK_GTOC], pred->link[1][FG_LINK_DTOC],
+		pred->link[1][FG_LINK_CTOD], pred->link[1][FG_LINK_COMP]);
+	fprintf(out, "predicted memory:");
+	for (int r = FG_ROLES - 1; r >= 0; r--) {
+		fprintf(out, "\t%s %.3f GB", fg_role_name(r), (double)pred->mem.total[r] / GB);
+		if (m)
+			fprintf(out, " (measured peak %.3f GB)", (double)m->peak[r] / GB);
+	}
+	fprintf(out, "\n");
+}

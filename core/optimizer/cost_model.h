@@ -1,0 +1,106 @@
+/* core/optimizer/cost_model.h - predicted time and memory of a policy
+ * (doc/COST_MODEL.md).
+ *
+ * FlexGen's model: the time of one layer in prefill and in a decode step is
+ * the slowest of the links it uses (host->compute, compute->host,
+ * disk->host, host->disk) and of its computation, with FlexGen's rule for
+ * which of them overlap; the run is prefill + (gen_len - 1) decode steps at
+ * the average cache length.  Extended with host attention (cpu_cache_compute),
+ * 4-bit weights and cache, the input and output blocks, activations off the
+ * compute tier, and this engine's exact buffers (core/optimizer/layout.h).
+ *
+ * Every link time is a linear function of the nine placement shares once the
+ * discrete choices (batch shape, delegation, compression, ...) are fixed;
+ * the optimizer's linear program and the prediction of a given policy both
+ * use the same fg_cost_terms. */
+#ifndef FG_OPTIMIZER_COST_MODEL_H
+#define FG_OPTIMIZER_COST_MODEL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/engine/policy.h"
+#include "core/model/opt_config.h"
+#include "core/optimizer/hardware.h"
+#include "core/optimizer/layout.h"
+
+/* The placement shares, fractions of each kind of data per tier.  The weights
+ * of the layers (W*) and of the input/output blocks (I*) are separate because
+ * the engine places the input block by FlexGen's midpoint rule only. */
+enum fg_share {
+	FG_X_WG, FG_X_WC, FG_X_WN, /* layer weights: compute, host, disk */
+	FG_X_IG, FG_X_IC, FG_X_IN, /* input and output block weights */
+	FG_X_CG, FG_X_CC, FG_X_CN, /* KV cache (sequences of each GPU batch) */
+	FG_X_HG, FG_X_HC, FG_X_HN, /* activations (GPU batches) */
+	FG_X_N,
+};
+
+/* c + sum a[i] * x[i] */
+struct fg_lin {
+	double c;
+	double a[FG_X_N];
+};
+
+double fg_lin_eval(const struct fg_lin *l, const double x[FG_X_N]);
+
+/* What runs: the model and the workload. */
+struct fg_cost_case {
+	struct fg_opt_config model;
+	int64_t prompt_len, gen_len;
+	struct fg_hardware hw;
+};
+
+enum fg_link { FG_LINK_CTOG, FG_LINK_GTOC, FG_LINK_DTOC, FG_LINK_CTOD, FG_LINK_COMP, FG_LINKS };
+enum { FG_STAGE_PREFILL, FG_STAGE_DECODE, FG_STAGES };
+enum { FG_PART_LAYER, FG_PART_IO, FG_PARTS }; /* one layer; the input + output blocks */
+
+/* Link times and memory of one choice of the discrete parts of a policy
+ * (gpu_batch_size, num_gpu_batches, overlap, sep_layer, cpu_cache_compute,
+ * compress_*: read from the policy; its percentages are ignored). */
+struct fg_cost_terms {
+	struct fg_lin t[FG_STAGES][FG_PARTS][FG_LINKS]; /* seconds */
+	int serial;             /* links run one after another (no overlap) */
+	int64_t layers, decode_steps;
+	/* bytes per tier = mem[r] + slot[r] * S, S >= unit[u] for every unit u */
+	struct fg_lin mem[FG_ROLES];
+	double slot[FG_ROLES];
+	struct fg_lin unit[4];
+	int nunits;
+	double tokens;          /* generated tokens of a run: batch * gen_len */
+};
+
+/* 0, or -EINVAL (with a line) for hardware or a case the model cannot price. */
+int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
+		  struct fg_cost_terms *t);
+
+/* Seconds of a stage's part from its link times: FlexGen's overlap rule. */
+double fg_cost_combine(const struct fg_cost_terms *t, int stage, const double link[FG_LINKS]);
+
+/* The shares a concrete policy realizes in the engine (byte shares of the
+ * placed weights, sequence and batch counts of the splits). */
+void fg_cost_shares(const struct fg_cost_case *cc, const struct fg_policy *p, double x[FG_X_N]);
+
+struct fg_cost_prediction {
+	double prefill_s, decode_s;          /* whole run */
+	double prefill_tps, decode_tps, total_tps; /* as `fgcore bench` counts them */
+	double link[FG_STAGES][FG_LINKS];    /* seconds per run on each link */
+	struct fg_layout_total mem;          /* bytes per tier, exact */
+	uint64_t capacity[FG_ROLES];
+	int fits;                            /* every tier within its capacity */
+};
+
+/* Predict a policy on a case: time from the cost model, memory exact. */
+int fg_cost_predict(const struct fg_cost_case *cc, const struct fg_policy *p,
+		    struct fg_cost_prediction *out);
+
+/* Print the prediction of `p` beside a measurement (either may be NULL):
+ * prefill, decode and total throughput and per-tier memory, one line each.
+ * meas_* < 0 means not measured. */
+struct fg_cost_measured {
+	double prefill_s, decode_s, prefill_tps, decode_tps, total_tps;
+	uint64_t peak[FG_ROLES];
+};
+void fg_cost_print_prediction(FILE *out, const struct fg_cost_prediction *pred,
+			      const struct fg_cost_measured *meas);
+
+#endif

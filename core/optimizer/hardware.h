@@ -1,0 +1,46 @@
+/* core/optimizer/hardware.h - the machine as the cost model sees it: tier
+ * capacities, link bandwidths and compute rates, measured by `fgcore
+ * profile` and kept in the configuration's [hardware] section.
+ *
+ * Units: capacities in bytes; bandwidths in GB/s (10^9 bytes per second);
+ * compute rates in TFLOP/s (10^12).  0 means unknown. */
+#ifndef FG_OPTIMIZER_HARDWARE_H
+#define FG_OPTIMIZER_HARDWARE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct fg_config;
+
+/* Rows of the decode-shaped matrix product behind mm_flops_decode: the cost
+ * model scales the rate of a product with m rows as min(prefill rate,
+ * decode rate * m / FG_HW_DECODE_ROWS) (memory-bound below, compute-bound above). */
+#define FG_HW_DECODE_ROWS 64
+
+struct fg_hardware {
+	uint64_t gpu_mem, cpu_mem, disk_mem; /* compute, host, disk tier capacities */
+	double ctog_bdw, gtoc_bdw;           /* host -> compute, compute -> host (page-locked) */
+	double ctog_bdw_pageable;            /* host -> compute from ordinary memory */
+	double dtoc_bdw, ctod_bdw;           /* disk -> host, host -> disk */
+	double mm_flops_prefill;             /* fp16-weight linear, >= 512 rows */
+	double mm_flops_decode;              /* fp16-weight linear, FG_HW_DECODE_ROWS rows */
+	double attn_flops;                   /* prefill attention (4 * batch * seq^2 * hidden flops) */
+	double attn_decode_bdw;              /* decode attention on the compute backend, GB/s of cache read */
+	double cpu_attn_bdw;                 /* decode attention on the host, GB/s of cache read */
+	double q4_decode_bdw;                /* int4 weight GEMV, GB/s of packed weights; 0: no int4 */
+	int act_bytes;                       /* the backend's activation size (2 or 4); 0: unknown */
+	int compute_host_memory;             /* 1: the compute tier is host memory (CPU run) */
+};
+
+/* Check that every rate the cost model divides by is positive and the
+ * capacities are set; -EINVAL with a line naming the first missing key. */
+int fg_hardware_check(const struct fg_hardware *hw);
+
+/* Read [hardware] from a configuration; -ENOTSUP when this build's schema has
+ * no [hardware] section yet. */
+int fg_hardware_from_config(const struct fg_config *c, struct fg_hardware *hw);
+
+/* Write hw as an INI [hardware] section (with a comment line per key). */
+int fg_hardware_write(FILE *out, const struct fg_hardware *hw, const char *origin);
+
+#endif

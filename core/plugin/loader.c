@@ -1,0 +1,808 @@
+/* core/plugin/loader.c - find plugins in the search path, dlopen them and
+ * validate everything they declare before any of their code runs. */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdalign.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fgcore/codec.h>
+#include <fgcore/compute.h>
+#include <fgcore/storage.h>
+#include "core/plugin/loader.h"
+#include "core/util/error.h"
+#include "core/util/parse.h"
+
+#ifndef FG_PLUGIN_DIR
+#define FG_PLUGIN_DIR "/usr/local/lib/fgcore"
+#endif
+
+#define FG_PLUGIN_NAME_MAX 64
+#define FG_OPTIONS_MAX 256		/* entries of an options table, a sanity bound */
+#define FG_OPTS_SIZE_MAX (1u << 20)	/* bytes of an options struct, a sanity bound */
+
+const char *fg_plugin_kind_name(uint32_t kind)
+{
+	switch (kind) {
+	case FG_PLUGIN_STORAGE:
+		return "storage";
+	case FG_PLUGIN_COMPUTE:
+		return "compute";
+	case FG_PLUGIN_CODEC:
+		return "codec";
+	default:
+		return "?";
+	}
+}
+
+const char *fg_option_type_name(enum fg_option_type t)
+{
+	switch (t) {
+	case FG_OPT_BOOL:
+		return "bool";
+	case FG_OPT_INT:
+		return "int";
+	case FG_OPT_SIZE:
+		return "size";
+	case FG_OPT_STRING:
+		return "string";
+	case FG_OPT_DOUBLE:
+		return "double";
+	default:
+		return "?";
+	}
+}
+
+static int fg_key_valid(const char *s, size_t max)
+{
+	size_t n = 0;
+
+	if (s == NULL || *s == '\0')
+		return 0;
+	for (; s[n]; n++) {
+		char ch = s[n];
+
+		if (n + 1 >= max)
+			return 0;
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_'))
+			return 0;
+	}
+	return 1;
+}
+
+int fg_plugin_name_valid(const char *name)
+{
+	return fg_key_valid(name, FG_PLUGIN_NAME_MAX);
+}
+
+/* ---- search path --------------------------------------------------------- */
+
+/* Call cb for every directory of the search path; stops at cb != 0. */
+static int fg_each_dir(int (*cb)(const char *dir, void *user), void *user)
+{
+	const char *env = getenv("FGCORE_PLUGIN_PATH");
+	int r = 0;
+
+	if (env != NULL && *env != '\0') {
+		char *copy = strdup(env);
+		char *save = NULL;
+
+		if (copy == NULL) {
+			FG_ERR("FGCORE_PLUGIN_PATH: out of memory");
+			return -ENOMEM;
+		}
+		/* strtok_r skips empty entries ("a::b", a trailing ':'). */
+		for (char *d = strtok_r(copy, ":", &save); d && r == 0; d = strtok_r(NULL, ":", &save))
+			r = cb(d, user);
+		free(copy);
+		if (r != 0)
+			return r;
+	}
+	return cb(FG_PLUGIN_DIR, user);
+}
+
+struct fg_path_buf {
+	char *buf;
+	size_t n, len;
+};
+
+static int fg_path_append(const char *dir, void *user)
+{
+	struct fg_path_buf *b = user;
+	int w;
+
+	if (b->len >= b->n)
+		return 0;
+	w = snprintf(b->buf + b->len, b->n - b->len, "%s%s", b->len ? ":" : "", dir);
+	if (w > 0)
+		b->len += (size_t)w;
+	return 0;
+}
+
+void fg_plugin_search_path(char *buf, size_t n)
+{
+	struct fg_path_buf b = { buf, n, 0 };
+
+	if (n == 0)
+		return;
+	buf[0] = '\0';
+	fg_each_dir(fg_path_append, &b);
+}
+
+/* ---- validation ---------------------------------------------------------- */
+
+/* Name of the first required hook that is NULL, or NULL when all are there. */
+static const char *fg_storage_missing(const struct fg_storage_ops *o, uint32_t abi)
+{
+	(void)abi; /* every member is from ABI 1.0 */
+	if (!o->open)
+		return "open";
+	if (!o->close)
+		return "close";
+	if (!o->alloc)
+		return "alloc";
+	if (!o->free)
+		return "free";
+	if (!o->read)
+		return "read";
+	if (!o->write)
+		return "write";
+	if (o->submit && !o->reap)
+		return "reap";
+	return NULL;
+}
+
+static const char *fg_compute_missing(const struct fg_compute_ops *o, uint32_t abi)
+{
+	(void)abi;
+	if (!o->init)
+		return "init";
+	if (!o->fini)
+		return "fini";
+	if (!o->info)
+		return "info";
+	if (!o->embed)
+		return "embed";
+	if (!o->layer_norm)
+		return "layer_norm";
+	if (!o->linear)
+		return "linear";
+	if (!o->attention_prefill)
+		return "attention_prefill";
+	if (!o->attention_decode)
+		return "attention_decode";
+	if (!o->kv_append)
+		return "kv_append";
+	return NULL;
+}
+
+static const char *fg_codec_missing(const struct fg_codec_ops *o, uint32_t abi)
+{
+	(void)abi;
+	if (!o->encoded_size)
+		return "encoded_size";
+	if (!o->encode_f32)
+		return "encode_f32";
+	if (!o->decode_f32)
+		return "decode_f32";
+	return NULL;
+}
+
+static size_t fg_option_size(enum fg_option_type t, size_t *align)
+{
+	switch (t) {
+	case FG_OPT_BOOL:
+		*align = alignof(int);
+		return sizeof(int);
+	case FG_OPT_INT:
+		*align = alignof(int64_t);
+		return sizeof(int64_t);
+	case FG_OPT_SIZE:
+		*align = alignof(uint64_t);
+		return sizeof(uint64_t);
+	case FG_OPT_STRING:
+		*align = 1;
+		return FG_OPT_STRING_MAX;
+	case FG_OPT_DOUBLE:
+		*align = alignof(double);
+		return sizeof(double);
+	default:
+		*align = 1;
+		return 0;
+	}
+}
+
+/* The options table, read as data only: keys, types, member bounds, defaults. */
+static int fg_check_options(const char *path, const struct fg_plugin *p)
+{
+	const struct fg_option *opt = p->options;
+	size_t i;
+
+	if (p->opts_size > FG_OPTS_SIZE_MAX) {
+		FG_ERR("%s: options struct of %zu bytes (opts_size) is larger than the %u allowed: "
+		       "fix the plugin's opts_size", path, p->opts_size, FG_OPTS_SIZE_MAX);
+		return -EINVAL;
+	}
+	if (opt == NULL)
+		return 0;
+	for (i = 0; i < FG_OPTIONS_MAX && opt[i].key != NULL; i++) {
+		const struct fg_option *o = &opt[i];
+		size_t align, size = fg_option_size(o->type, &align);
+		char why[256];
+
+		if (!fg_key_valid(o->key, FG_PLUGIN_NAME_MAX)) {
+			FG_ERR("%s: option %zu has the key '%.64s': option keys use only a-z, 0-9 "
+			       "and _ (at most %d characters)", path, i, o->key,
+			       FG_PLUGIN_NAME_MAX - 1);
+			return -EINVAL;
+		}
+		if (strcmp(o->key, "plugin") == 0 ||
+		    (p->kind == FG_PLUGIN_STORAGE && strcmp(o->key, "capacity") == 0)) {
+			FG_ERR("%s: option '%s' clashes with the core's key of the same name in "
+			       "the plugin's section: rename the option", path, o->key);
+			return -EINVAL;
+		}
+		for (size_t j = 0; j < i; j++) {
+			if (strcmp(opt[j].key, o->key) == 0) {
+				FG_ERR("%s: option '%s' is declared twice in the options table: "
+				       "keep one", path, o->key);
+				return -EINVAL;
+			}
+		}
+		if (size == 0) {
+			FG_ERR("%s: option '%s' has the unknown type %d: use FG_OPT_BOOL, INT, SIZE, "
+			       "STRING or DOUBLE", path, o->key, (int)o->type);
+			return -EINVAL;
+		}
+		if (o->offset > p->opts_size || size > p->opts_size - o->offset) {
+			FG_ERR("%s: option '%s' (%s, %zu bytes at offset %zu) lies outside the "
+			       "%zu-byte options struct (opts_size): fix the table's offset or "
+			       "opts_size", path, o->key, fg_option_type_name(o->type), size,
+			       o->offset, p->opts_size);
+			return -EINVAL;
+		}
+		if (o->offset % align != 0) {
+			FG_ERR("%s: option '%s' (%s) at offset %zu is not aligned to %zu bytes: use "
+			       "offsetof() of a member of the right type", path, o->key,
+			       fg_option_type_name(o->type), o->offset, align);
+			return -EINVAL;
+		}
+		if ((o->type == FG_OPT_INT || o->type == FG_OPT_DOUBLE) && o->min > o->max) {
+			FG_ERR("%s: option '%s' has min %" PRId64 " > max %" PRId64 ": fix the "
+			       "range", path, o->key, o->min, o->max);
+			return -EINVAL;
+		}
+		if (o->def != NULL) {
+			union {
+				int b;
+				int64_t i;
+				uint64_t s;
+				double d;
+				char str[FG_OPT_STRING_MAX];
+			} scratch;
+			struct fg_option at0 = *o;
+
+			at0.offset = 0;
+			if (fg_plugin_opt_parse(&at0, &scratch, o->def, why, sizeof(why)) != 0) {
+				FG_ERR("%s: option '%s' has the default '%.64s': %s", path, o->key,
+				       o->def, why);
+				return -EINVAL;
+			}
+		}
+	}
+	if (i == FG_OPTIONS_MAX) {
+		FG_ERR("%s: the options table has more than %d entries or lacks its terminating "
+		       "{ .key = NULL } entry", path, FG_OPTIONS_MAX - 1);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int fg_check_plugin(const char *path, const struct fg_plugin *p, uint32_t want_kind,
+			   const char *want_name)
+{
+	uint32_t major = FG_ABI_MAJOR_OF(p->abi_version);
+	uint32_t minor = FG_ABI_MINOR_OF(p->abi_version);
+	const char *base, *missing = NULL;
+	size_t base_len;
+
+	if (major != FG_ABI_MAJOR) {
+		FG_ERR("%s: built for ABI %u.%u, this fgcore speaks %u.%u: rebuild the plugin "
+		       "against this fgcore's headers", path, major, minor, FG_ABI_MAJOR,
+		       FG_ABI_MINOR);
+		return -ENOTSUP;
+	}
+	if (minor > FG_ABI_MINOR) {
+		FG_ERR("%s: built for ABI %u.%u, newer than this fgcore's %u.%u: upgrade fgcore "
+		       "or rebuild the plugin against this fgcore's headers", path, major, minor,
+		       FG_ABI_MAJOR, FG_ABI_MINOR);
+		return -ENOTSUP;
+	}
+	if (p->kind != FG_PLUGIN_STORAGE && p->kind != FG_PLUGIN_COMPUTE &&
+	    p->kind != FG_PLUGIN_CODEC) {
+		FG_ERR("%s: unknown plugin kind %u: a plugin is of kind %d (storage), %d (compute) "
+		       "or %d (codec)", path, p->kind, FG_PLUGIN_STORAGE, FG_PLUGIN_COMPUTE,
+		       FG_PLUGIN_CODEC);
+		return -ENOTSUP;
+	}
+	if (want_kind != 0 && p->kind != want_kind) {
+		FG_ERR("%s: is a %s plugin, but a %s plugin is needed here: name a %s plugin "
+		       "(`fgcore plugins` lists them)", path, fg_plugin_kind_name(p->kind),
+		       fg_plugin_kind_name(want_kind), fg_plugin_kind_name(want_kind));
+		return -EINVAL;
+	}
+	if (p->name == NULL) {
+		FG_ERR("%s: the plugin has no name (fg_plugin_entry.name is NULL): set it to the "
+		       "file's base name", path);
+		return -EINVAL;
+	}
+	if (!fg_plugin_name_valid(p->name)) {
+		FG_ERR("%s: plugin name '%.64s' is not valid: names use only a-z, 0-9 and _ (at "
+		       "most %d characters)", path, p->name, FG_PLUGIN_NAME_MAX - 1);
+		return -EINVAL;
+	}
+	if (want_name != NULL) {
+		if (strcmp(p->name, want_name) != 0) {
+			FG_ERR("%s: the plugin calls itself '%s' but was asked for as '%s': the "
+			       "name in fg_plugin_entry must equal the file's base name", path,
+			       p->name, want_name);
+			return -EINVAL;
+		}
+	} else {
+		base = strrchr(path, '/');
+		base = base ? base + 1 : path;
+		base_len = strlen(base);
+		if (base_len > 3 && strcmp(base + base_len - 3, ".so") == 0)
+			base_len -= 3;
+		if (strlen(p->name) != base_len || strncmp(p->name, base, base_len) != 0) {
+			FG_ERR("%s: the plugin calls itself '%s' but its file is '%s': name the file "
+			       "%s.so or fix the name in fg_plugin_entry", path, p->name, base,
+			       p->name);
+			return -EINVAL;
+		}
+	}
+	if (p->ops == NULL) {
+		FG_ERR("%s: the plugin has no ops table (fg_plugin_entry.ops is NULL)", path);
+		return -EINVAL;
+	}
+	switch (p->kind) {
+	case FG_PLUGIN_STORAGE: {
+		const struct fg_storage_ops *o = p->ops;
+
+		missing = fg_storage_missing(o, p->abi_version);
+		if (missing && strcmp(missing, "reap") == 0) {
+			FG_ERR("%s: storage plugin has the optional hook 'submit' but not 'reap': "
+			       "provide both or neither", path);
+			return -EINVAL;
+		}
+		break;
+	}
+	case FG_PLUGIN_COMPUTE:
+		missing = fg_compute_missing(p->ops, p->abi_version);
+		break;
+	case FG_PLUGIN_CODEC:
+		missing = fg_codec_missing(p->ops, p->abi_version);
+		break;
+	}
+	if (missing) {
+		FG_ERR("%s: %s plugin lacks the required hook '%s' (struct fg_%s_ops): implement "
+		       "it", path, fg_plugin_kind_name(p->kind), missing,
+		       fg_plugin_kind_name(p->kind));
+		return -EINVAL;
+	}
+	return fg_check_options(path, p);
+}
+
+/* ---- opening --------------------------------------------------------------- */
+
+int fg_plugin_open_file(const char *path, uint32_t want_kind, const char *want_name,
+			struct fg_plugin_handle *out)
+{
+	char dlpath[PATH_MAX + 2];
+	const struct fg_plugin *p;
+	struct stat st;
+	void *dl;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	if (path == NULL || *path == '\0') {
+		FG_ERR("plugin path is empty: name a file <dir>/<name>.so");
+		return -EINVAL;
+	}
+	if (strlen(path) >= PATH_MAX) {
+		FG_ERR("%.64s...: plugin path longer than %d bytes", path, PATH_MAX - 1);
+		return -ENAMETOOLONG;
+	}
+	if (stat(path, &st) != 0) {
+		r = -errno;
+		FG_ERR("%s: cannot open the plugin: %s", path, strerror(errno));
+		return r;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		FG_ERR("%s: not a regular file, so not a plugin (a plugin is a shared object "
+		       "<name>.so)", path);
+		return -ENOEXEC;
+	}
+	/* Without a '/', dlopen would search the library path instead of the file.
+	 * RTLD_NODELETE: a plugin's code stays mapped after dlclose, because the
+	 * runtimes plugins bring (CUDA, libstdc++) leave atexit handlers, thread
+	 * destructors and allocations behind that point into it. */
+	snprintf(dlpath, sizeof(dlpath), "%s%s", strchr(path, '/') ? "" : "./", path);
+	dlerror();
+	dl = dlopen(dlpath, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	if (dl == NULL) {
+		const char *why = dlerror();
+
+		FG_ERR("%s: not loadable as a plugin (not a shared object for this machine, or a "
+		       "library it needs is missing): %s", path, why ? why : "dlopen failed");
+		return -ENOEXEC;
+	}
+	dlerror();
+	p = dlsym(dl, FG_PLUGIN_ENTRY);
+	if (p == NULL) {
+		FG_ERR("%s: no %s symbol, so not an fgcore plugin: a plugin exports "
+		       "`const struct fg_plugin %s` (see fgcore/plugin.h)", path, FG_PLUGIN_ENTRY,
+		       FG_PLUGIN_ENTRY);
+		dlclose(dl);
+		return -ENOEXEC;
+	}
+	r = fg_check_plugin(path, p, want_kind, want_name);
+	if (r != 0) {
+		dlclose(dl);
+		return r;
+	}
+	out->plugin = p;
+	out->dl = dl;
+	memcpy(out->path, path, strlen(path) + 1);
+	return 0;
+}
+
+struct fg_find {
+	const char *name;
+	char path[PATH_MAX];
+	int found;
+};
+
+static int fg_find_in_dir(const char *dir, void *user)
+{
+	struct fg_find *f = user;
+	struct stat st;
+	int w;
+
+	w = snprintf(f->path, sizeof(f->path), "%s/%s.so", dir, f->name);
+	if (w < 0 || (size_t)w >= sizeof(f->path))
+		return 0;
+	if (stat(f->path, &st) == 0) {
+		f->found = 1;
+		return 1;
+	}
+	return 0;
+}
+
+int fg_plugin_load(const char *name, uint32_t want_kind, struct fg_plugin_handle *out)
+{
+	struct fg_find f = { .name = name };
+	char search[1024];
+
+	memset(out, 0, sizeof(*out));
+	if (name == NULL || *name == '\0') {
+		FG_ERR("plugin name is empty: name a plugin (`fgcore plugins` lists them)");
+		return -EINVAL;
+	}
+	if (!fg_plugin_name_valid(name)) {
+		FG_ERR("plugin name '%.64s' is not valid: names use only a-z, 0-9 and _ (the "
+		       "plugin is the file <name>.so in the plugin path)", name);
+		return -EINVAL;
+	}
+	if (fg_each_dir(fg_find_in_dir, &f) < 0)
+		return -ENOMEM;
+	if (!f.found) {
+		fg_plugin_search_path(search, sizeof(search));
+		FG_ERR("plugin '%s' not found: no %s.so in %s: install it there or add its "
+		       "directory to FGCORE_PLUGIN_PATH (`fgcore plugins` lists the plugins found)",
+		       name, name, search);
+		return -ENOENT;
+	}
+	return fg_plugin_open_file(f.path, want_kind, name, out);
+}
+
+void fg_plugin_close(struct fg_plugin_handle *h)
+{
+	if (h == NULL)
+		return;
+	if (h->dl != NULL)
+		dlclose(h->dl);
+	memset(h, 0, sizeof(*h));
+}
+
+int fg_plugin_probe(const struct fg_plugin_handle *h)
+{
+	int r;
+
+	if (h->plugin->probe == NULL)
+		return 1;
+	r = h->plugin->probe(fg_core_host());
+	return r > 0 ? r : 0;
+}
+
+/* ---- enumeration ----------------------------------------------------------- */
+
+struct fg_each {
+	int (*cb)(const char *path, void *user);
+	void *user;
+	char **seen;
+	size_t n_seen, cap_seen;
+};
+
+static int fg_name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int fg_seen_add(struct fg_each *e, const char *name)
+{
+	for (size_t i = 0; i < e->n_seen; i++)
+		if (strcmp(e->seen[i], name) == 0)
+			return 1;
+	if (e->n_seen == e->cap_seen) {
+		size_t cap = e->cap_seen ? 2 * e->cap_seen : 16;
+		char **s = realloc(e->seen, cap * sizeof(*s));
+
+		if (s == NULL)
+			return -ENOMEM;
+		e->seen = s;
+		e->cap_seen = cap;
+	}
+	e->seen[e->n_seen] = strdup(name);
+	if (e->seen[e->n_seen] == NULL)
+		return -ENOMEM;
+	e->n_seen++;
+	return 0;
+}
+
+static int fg_each_in_dir(const char *dir, void *user)
+{
+	struct fg_each *e = user;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *d;
+	DIR *dp;
+	int r = 0;
+
+	dp = opendir(dir);
+	if (dp == NULL)
+		return 0; /* a missing directory in the path is not an error */
+	while ((d = readdir(dp)) != NULL) {
+		size_t len = strlen(d->d_name);
+
+		if (d->d_name[0] == '.' || len <= 3 || strcmp(d->d_name + len - 3, ".so") != 0)
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 16;
+			char **s = realloc(names, ncap * sizeof(*s));
+
+			if (s == NULL) {
+				r = -ENOMEM;
+				break;
+			}
+			names = s;
+			cap = ncap;
+		}
+		names[n] = strdup(d->d_name);
+		if (names[n] == NULL) {
+			r = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	closedir(dp);
+	if (r == 0 && n > 0)
+		qsort(names, n, sizeof(*names), fg_name_cmp);
+	for (size_t i = 0; i < n && r == 0; i++) {
+		char path[PATH_MAX];
+		struct stat st;
+		int w, s;
+
+		w = snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		if (w < 0 || (size_t)w >= sizeof(path))
+			continue;
+		if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+			continue;
+		s = fg_seen_add(e, names[i]);
+		if (s < 0)
+			r = s;
+		else if (s == 0)
+			r = e->cb(path, e->user);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	if (r == -ENOMEM)
+		FG_ERR("%s: out of memory while listing plugins", dir);
+	return r;
+}
+
+int fg_plugin_foreach(int (*cb)(const char *path, void *user), void *user)
+{
+	struct fg_each e = { .cb = cb, .user = user };
+	int r;
+
+	r = fg_each_dir(fg_each_in_dir, &e);
+	for (size_t i = 0; i < e.n_seen; i++)
+		free(e.seen[i]);
+	free(e.seen);
+	return r;
+}
+
+/* ---- options --------------------------------------------------------------- */
+
+const struct fg_option *fg_plugin_find_option(const struct fg_plugin *p, const char *key)
+{
+	if (p->options == NULL || key == NULL)
+		return NULL;
+	for (const struct fg_option *o = p->options; o->key != NULL; o++)
+		if (strcmp(o->key, key) == 0)
+			return o;
+	return NULL;
+}
+
+int fg_plugin_opt_parse(const struct fg_option *o, void *opts, const char *value, char *why,
+			size_t n)
+{
+	char *dst = (char *)opts + o->offset;
+	int r = -EINVAL;
+
+	switch (o->type) {
+	case FG_OPT_BOOL: {
+		int v;
+
+		r = fg_parse_bool(value, &v, why, n);
+		if (r == 0)
+			memcpy(dst, &v, sizeof(v));
+		break;
+	}
+	case FG_OPT_INT: {
+		int64_t v;
+
+		r = fg_parse_int(value, o->min, o->max, &v, why, n);
+		if (r == 0)
+			memcpy(dst, &v, sizeof(v));
+		break;
+	}
+	case FG_OPT_SIZE: {
+		uint64_t v;
+
+		r = fg_parse_size(value, &v, why, n);
+		if (r == 0)
+			memcpy(dst, &v, sizeof(v));
+		break;
+	}
+	case FG_OPT_STRING:
+		r = fg_parse_string(value, FG_OPT_STRING_MAX, why, n);
+		if (r == 0) {
+			memset(dst, 0, FG_OPT_STRING_MAX);
+			memcpy(dst, value, strlen(value));
+		}
+		break;
+	case FG_OPT_DOUBLE: {
+		double v;
+
+		r = fg_parse_double(value, o->min != o->max, (double)o->min, (double)o->max, &v,
+				    why, n);
+		if (r == 0)
+			memcpy(dst, &v, sizeof(v));
+		break;
+	}
+	default:
+		snprintf(why, n, "the option has the unknown type %d", (int)o->type);
+		break;
+	}
+	return r;
+}
+
+const char *fg_plugin_opt_format(const struct fg_option *o, const void *opts, char *buf, size_t n)
+{
+	const char *src = (const char *)opts + o->offset;
+
+	switch (o->type) {
+	case FG_OPT_BOOL: {
+		int v;
+
+		memcpy(&v, src, sizeof(v));
+		snprintf(buf, n, "%s", v ? "true" : "false");
+		break;
+	}
+	case FG_OPT_INT: {
+		int64_t v;
+
+		memcpy(&v, src, sizeof(v));
+		snprintf(buf, n, "%" PRId64, v);
+		break;
+	}
+	case FG_OPT_SIZE: {
+		uint64_t v;
+
+		memcpy(&v, src, sizeof(v));
+		fg_format_size(v, buf, n);
+		break;
+	}
+	case FG_OPT_STRING:
+		snprintf(buf, n, "%.*s", FG_OPT_STRING_MAX - 1, src);
+		break;
+	case FG_OPT_DOUBLE: {
+		double v;
+
+		memcpy(&v, src, sizeof(v));
+		fg_format_double(v, buf, n);
+		break;
+	}
+	default:
+		snprintf(buf, n, "?");
+		break;
+	}
+	return buf;
+}
+
+void *fg_plugin_opts_new(const struct fg_plugin *p)
+{
+	void *opts = calloc(1, p->opts_size ? p->opts_size : 1);
+	char why[256];
+
+	if (opts == NULL) {
+		FG_ERR("plugin %s: out of memory for its %zu-byte options", p->name, p->opts_size);
+		return NULL;
+	}
+	if (p->options == NULL)
+		return opts;
+	for (const struct fg_option *o = p->options; o->key != NULL; o++) {
+		if (o->def == NULL)
+			continue;
+		if (fg_plugin_opt_parse(o, opts, o->def, why, sizeof(why)) != 0) {
+			FG_ERR("plugin %s: option '%s' has the default '%.64s': %s", p->name, o->key,
+			       o->def, why);
+			free(opts);
+			return NULL;
+		}
+	}
+	return opts;
+}
+
+int fg_plugin_opts_set(const struct fg_plugin *p, void *opts, const char *key,
+		       const char *value, const char *where)
+{
+	const struct fg_option *o = fg_plugin_find_option(p, key);
+	char why[384];
+
+	if (where == NULL)
+		where = p->name;
+	if (o == NULL) {
+		char known[512] = "";
+		size_t len = 0;
+
+		for (const struct fg_option *k = p->options; k && k->key && len < sizeof(known);
+		     k++) {
+			int w = snprintf(known + len, sizeof(known) - len, "%s%s", len ? ", " : "",
+					 k->key);
+			if (w > 0)
+				len += (size_t)w;
+		}
+		if (len == 0)
+			FG_ERR("%s: unknown key '%.64s': plugin %s has no options", where, key,
+			       p->name);
+		else
+			FG_ERR("%s: unknown key '%.64s' for plugin %s, its options are: %s", where,
+			       key, p->name, known);
+		return -EINVAL;
+	}
+	if (fg_plugin_opt_parse(o, opts, value, why, sizeof(why)) != 0) {
+		FG_ERR("%s: %s = '%.200s' (option of plugin %s): %s", where, key, value, p->name,
+		       why);
+		return -EINVAL;
+	}
+	return 0;
+}

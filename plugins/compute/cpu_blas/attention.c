@@ -1,0 +1,244 @@
+/* plugins/compute/cpu_blas/attention.c - multi-head attention, prefill and decode.
+ *
+ * One task per (batch, head, query): a row of scores in per-thread scratch,
+ * a softmax in fp32 with the maximum subtracted, then the weighted sum of v.
+ * Nothing of size [seq, seq] is ever allocated.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "plugins/compute/cpu_blas/cpu_blas.h"
+#include "plugins/codec/fp16_simd.h"
+
+struct cb_attn {
+	struct cpu_blas_ctx *c;
+	const struct fg_attention_args *a;
+	int decode;
+};
+
+/* ---- vector helpers: AVX2+FMA where available, plain C otherwise --------------------- */
+
+static float cb_dot_c(const float *a, const float *b, int64_t n)
+{
+	float s[4] = { 0, 0, 0, 0 };
+	int64_t i = 0;
+
+	for (; i + 4 <= n; i += 4)
+		for (int l = 0; l < 4; l++)
+			s[l] += a[i + l] * b[i + l];
+	for (; i < n; i++)
+		s[0] += a[i] * b[i];
+	return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+static void cb_axpy_c(float *y, float alpha, const float *x, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		y[i] += alpha * x[i];
+}
+
+#if FP16_SIMD_X86
+__attribute__((target("avx2,fma")))
+static float cb_dot_avx2(const float *a, const float *b, int64_t n)
+{
+	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+	int64_t i = 0;
+	float t = 0;
+	__m128 h;
+
+	for (; i + 16 <= n; i += 16) {
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+	}
+	for (; i + 8 <= n; i += 8)
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+	for (; i < n; i++)
+		t += a[i] * b[i];
+	s0 = _mm256_add_ps(s0, s1);
+	h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 0x55));
+	return _mm_cvtss_f32(h) + t;
+}
+
+__attribute__((target("avx2,fma")))
+static void cb_axpy_avx2(float *y, float alpha, const float *x, int64_t n)
+{
+	__m256 av = _mm256_set1_ps(alpha);
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i),
+							 _mm256_loadu_ps(y + i)));
+	for (; i < n; i++)
+		y[i] += alpha * x[i];
+}
+#endif
+
+/* out = softmax(scale * q · k[j]) · v[j] over key rows j in [lo, hi]; rows are
+ * ld floats apart.  sc: hi - lo + 1 floats; acc: hd floats. */
+static void cb_attend(const struct cpu_blas_ctx *c, const float *q, const float *k, int64_t ldk,
+		      const float *v, int64_t ldv, int64_t lo, int64_t hi, int64_t hd,
+		      float scale, float *sc, float *acc, float *out)
+{
+	float (*dot)(const float *, const float *, int64_t) = cb_dot_c;
+	void (*axpy)(float *, float, const float *, int64_t) = cb_axpy_c;
+	float mx = -INFINITY, sum = 0, inv;
+	int64_t j;
+
+#if FP16_SIMD_X86
+	if (c->isa != CPU_BLAS_ISA_NONE) {
+		dot = cb_dot_avx2;
+		axpy = cb_axpy_avx2;
+	}
+#else
+	(void)c;
+#endif
+	if (lo > hi) {
+		memset(out, 0, (size_t)hd * sizeof(float));
+		return;
+	}
+	for (j = lo; j <= hi; j++) {
+		float s = scale * dot(q, k + j * ldk, hd);
+
+		sc[j - lo] = s;
+		if (s > mx)
+			mx = s;
+	}
+	for (j = lo; j <= hi; j++) {
+		float e = expf(sc[j - lo] - mx);
+
+		sc[j - lo] = e;
+		sum += e;
+	}
+	memset(acc, 0, (size_t)hd * sizeof(float));
+	for (j = lo; j <= hi; j++)
+		axpy(acc, sc[j - lo], v + j * ldv, hd);
+	inv = 1.0f / sum;
+	for (j = 0; j < hd; j++)
+		out[j] = acc[j] * inv;
+}
+
+static void cb_attn_rows(void *arg, int64_t b0, int64_t e0, int tid)
+{
+	struct cb_attn *A = arg;
+	const struct fg_attention_args *a = A->a;
+	int64_t seq = A->decode ? 1 : a->seq, hd = a->head_dim;
+	float *sc = A->c->scratch[tid], *acc;
+
+	acc = sc + (A->decode ? a->len : a->seq);
+	acc += (-(uintptr_t)acc / sizeof(float)) & 15; /* keep acc 64-byte aligned */
+	for (int64_t t = b0; t < e0; t++) {
+		int64_t b = t / (a->heads * seq), h = (t / seq) % a->heads, i = t % seq;
+		int64_t row = b * seq + i, krow, lo, hi;
+		const float *q = (const float *)a->q.data + row * a->q.ld + h * hd;
+		float *o = (float *)a->out.data + row * a->out.ld + h * hd;
+
+		if (A->decode) {
+			krow = b * a->cache_stride;
+			lo = a->pad[b];
+			hi = a->len - 1;
+		} else {
+			krow = b * a->seq;
+			lo = a->pad[b];
+			hi = i; /* i < pad[b] gives an empty range: zeros */
+		}
+		cb_attend(A->c, q, (const float *)a->k.data + krow * a->k.ld + h * hd, a->k.ld,
+			  (const float *)a->v.data + krow * a->v.ld + h * hd, a->v.ld, lo, hi, hd,
+			  a->scale, sc, acc, o);
+	}
+}
+
+static int cb_attention(struct cpu_blas_ctx *c, const struct fg_attention_args *a, int decode)
+{
+	const char *op = decode ? "attention_decode" : "attention_prefill";
+	struct cb_attn A = { .c = c, .a = a, .decode = decode };
+	int64_t hcols, qrows, kvrows, keys;
+	int rc;
+
+	if (!a) {
+		fg_error(c->host, "cpu_blas: %s: NULL arguments", op);
+		return -EINVAL;
+	}
+	if (a->batch < 0 || a->seq < 0 || a->heads < 0 || a->head_dim < 0 ||
+	    (a->heads && a->head_dim > INT64_MAX / a->heads)) {
+		fg_error(c->host, "cpu_blas: %s: batch %" PRId64 ", seq %" PRId64 ", heads %" PRId64
+			 ", head_dim %" PRId64 ": need non-negative sizes", op, a->batch, a->seq,
+			 a->heads, a->head_dim);
+		return -EINVAL;
+	}
+	hcols = a->heads * a->head_dim;
+	if (decode) {
+		if (a->seq != 1 || a->len < 1 || a->cache_stride < a->len ||
+		    (a->batch && a->cache_stride > INT64_MAX / a->batch)) {
+			fg_error(c->host, "cpu_blas: %s: seq %" PRId64 ", len %" PRId64
+				 ", cache_stride %" PRId64 ": need seq == 1 and "
+				 "1 <= len <= cache_stride", op, a->seq, a->len, a->cache_stride);
+			return -EINVAL;
+		}
+		qrows = a->batch;
+		kvrows = a->batch * a->cache_stride;
+		keys = a->len;
+	} else {
+		if (a->batch && a->seq > INT64_MAX / a->batch) {
+			fg_error(c->host, "cpu_blas: %s: batch * seq overflows", op);
+			return -EINVAL;
+		}
+		qrows = kvrows = a->batch * a->seq;
+		keys = a->seq;
+	}
+	if ((rc = cpu_blas_check_tensor(c, op, "q", &a->q, FG_DTYPE_F32, qrows, hcols)) ||
+	    (rc = cpu_blas_check_tensor(c, op, "out", &a->out, FG_DTYPE_F32, qrows, hcols)) ||
+	    (rc = cpu_blas_check_tensor(c, op, "k", &a->k, FG_DTYPE_F32, -1, hcols)) ||
+	    (rc = cpu_blas_check_tensor(c, op, "v", &a->v, FG_DTYPE_F32, -1, hcols)))
+		return rc;
+	if (a->k.rows < kvrows || a->v.rows < kvrows) {
+		fg_error(c->host, "cpu_blas: %s: k has %" PRId64 " and v %" PRId64 " rows, need %"
+			 PRId64 "%s", op, a->k.rows, a->v.rows, kvrows,
+			 decode ? " (batch * cache_stride)" : " (batch * seq)");
+		return -EINVAL;
+	}
+	if (!isfinite(a->scale)) {
+		fg_error(c->host, "cpu_blas: %s: scale is not finite", op);
+		return -EINVAL;
+	}
+	if (qrows == 0 || hcols == 0)
+		return 0;
+	if (!a->pad) {
+		fg_error(c->host, "cpu_blas: %s: pad is NULL, pass batch left-pad counts", op);
+		return -EINVAL;
+	}
+	for (int64_t b = 0; b < a->batch; b++) {
+		if (a->pad[b] < 0 || a->pad[b] > keys) {
+			fg_error(c->host, "cpu_blas: %s: pad[%" PRId64 "] = %" PRId32
+				 " is outside [0, %" PRId64 "]", op, b, a->pad[b], keys);
+			return -EINVAL;
+		}
+	}
+	if ((cpu_blas_overlap(&a->out, &a->q) && !cpu_blas_same(&a->out, &a->q)) ||
+	    cpu_blas_overlap(&a->out, &a->k) || cpu_blas_overlap(&a->out, &a->v)) {
+		fg_error(c->host, "cpu_blas: %s: out overlaps k or v (or part of q); use a "
+			 "separate buffer", op);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&c->lock);
+	rc = cpu_blas_scratch(c, (size_t)(keys + 16 + a->head_dim));
+	if (!rc)
+		cpu_blas_pool_run(c->pool, qrows * a->heads, decode ? 1 : 4, cb_attn_rows, &A);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int cpu_blas_attention_prefill(void *ctx, void *stream, const struct fg_attention_args *a)
+{
+	(void)stream;
+	return cb_attention(ctx, a, 0);
+}
+
+int cpu_blas_attention_decode(void *ctx, void *stream, const struct fg_attention_args *a)
+{
+	(void)stream;
+	return cb_attention(ctx, a, 1);
+}

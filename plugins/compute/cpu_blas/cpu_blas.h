@@ -1,0 +1,104 @@
+/* plugins/compute/cpu_blas/cpu_blas.h - internals shared by the cpu_blas files. */
+#ifndef FG_CPU_BLAS_H
+#define FG_CPU_BLAS_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <fgcore/compute.h>
+#include <fgcore/plugin.h>
+
+/* ---- thread pool (pool.c) --------------------------------------------------- */
+
+struct cpu_blas_pool;
+
+/* fn handles indices [begin, end) on thread tid (0 = the caller). */
+typedef void (*cpu_blas_task_fn)(void *arg, int64_t begin, int64_t end, int tid);
+
+/* threads counts the caller: threads - 1 workers are started. */
+int cpu_blas_pool_create(struct cpu_blas_pool **pool, int threads);
+void cpu_blas_pool_destroy(struct cpu_blas_pool *pool);
+/* Run fn over [0, n) in chunks of `grain` indices; returns when all are done. */
+void cpu_blas_pool_run(struct cpu_blas_pool *pool, int64_t n, int64_t grain,
+		       cpu_blas_task_fn fn, void *arg);
+
+/* ---- context (plugin.c) ------------------------------------------------------ */
+
+struct cpu_blas_opts {
+	int64_t threads;
+	int64_t fused_max_m;
+	char isa[FG_OPT_STRING_MAX];
+};
+
+/* Vector kernels (fused.c, attention.c); NONE: OpenBLAS and plain C only. */
+enum { CPU_BLAS_ISA_NONE = 0, CPU_BLAS_ISA_AVX2 = 1, CPU_BLAS_ISA_AVX512 = 2 };
+
+struct cpu_blas_ctx {
+	const struct fg_host *host;
+	int threads;
+	int64_t fused_max_m;      /* linear: m <= fused_max_m uses the fused kernel */
+	int isa;              /* CPU_BLAS_ISA_* in use */
+	struct cpu_blas_pool *pool;
+	pthread_mutex_t lock; /* one op at a time: the pool and scratch are shared */
+	float **scratch;      /* per pool thread */
+	size_t scratch_len;   /* floats in each scratch[t] */
+	float *tile;          /* linear: fp32 copy of a block of w rows (BLAS path) */
+	size_t tile_len;
+	float *ctile;         /* linear: product tile when out aliases residual */
+	size_t ctile_len;
+	float *xpack;         /* linear, fused path: x with aligned rows */
+	size_t xpack_len;
+};
+
+/* Grow every thread's scratch to at least n floats (64-byte aligned). */
+int cpu_blas_scratch(struct cpu_blas_ctx *c, size_t n);
+/* Grow *buf (64-byte aligned) to at least n floats. */
+int cpu_blas_buffer(struct cpu_blas_ctx *c, float **buf, size_t *len, size_t n, const char *what);
+
+/* ---- fused fp32 x fp16 dot products (fused.c) ------------------------------------ */
+
+/* 1 when this CPU runs the kernels of `isa`. */
+int cpu_blas_isa_supported(int isa);
+/* Rows of x one cpu_blas_fused_dot call handles: 4 (AVX2) or 8 (AVX-512). */
+int cpu_blas_fused_rows(int isa);
+/* Floats per accumulator: 8 (AVX2) or 16 (AVX-512). */
+int cpu_blas_fused_lanes(int isa);
+
+#define CPU_BLAS_DOT_FIRST 1 /* start from zero (else resume from state) */
+#define CPU_BLAS_DOT_LAST 2  /* finish into acc (else park in state) */
+
+/* acc[i][j] += x[i,:k] . w[j,:k] for i < im <= cpu_blas_fused_rows(isa),
+ * j < jn <= 3; x rows are ldx floats apart, w rows (fp16) ldw apart.  A dot
+ * product split over several calls (k a multiple of the lane count in all
+ * but the last) parks its accumulators in state (3 * rows * lanes floats). */
+void cpu_blas_fused_dot(int isa, int im, int jn, const float *x, int64_t ldx,
+			const uint16_t *w, int64_t ldw, int64_t k, int flags, float *state,
+			float acc[8][3]);
+
+/* ---- argument checks (check.c) ---------------------------------------------- */
+
+/* Check one tensor view: dtype, shape (rows/cols < 0: any), ld >= cols, a
+ * non-NULL pointer and an addressable extent.  -EINVAL and an error line
+ * "cpu_blas: <op>: <name> ..." on failure. */
+int cpu_blas_check_tensor(struct cpu_blas_ctx *c, const char *op, const char *name,
+			  const struct fg_tensor *t, enum fg_dtype dtype, int64_t rows, int64_t cols);
+/* Byte extent of a checked view (0 for an empty one). */
+size_t cpu_blas_extent(const struct fg_tensor *t);
+/* 1 when the two checked views share any byte. */
+int cpu_blas_overlap(const struct fg_tensor *a, const struct fg_tensor *b);
+/* 1 when the two views are the same memory with the same layout. */
+int cpu_blas_same(const struct fg_tensor *a, const struct fg_tensor *b);
+/* Name of a dtype for messages. */
+const char *cpu_blas_dtype_name(enum fg_dtype t);
+
+/* ---- ops ---------------------------------------------------------------------- */
+
+int cpu_blas_embed(void *ctx, void *stream, const struct fg_embed_args *a);
+int cpu_blas_layer_norm(void *ctx, void *stream, const struct fg_layer_norm_args *a);
+int cpu_blas_kv_append(void *ctx, void *stream, const struct fg_kv_append_args *a);
+int cpu_blas_linear(void *ctx, void *stream, const struct fg_linear_args *a);
+int cpu_blas_attention_prefill(void *ctx, void *stream, const struct fg_attention_args *a);
+int cpu_blas_attention_decode(void *ctx, void *stream, const struct fg_attention_args *a);
+
+#endif

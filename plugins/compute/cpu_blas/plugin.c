@@ -1,0 +1,200 @@
+/* plugins/compute/cpu_blas/plugin.c - the "cpu_blas" compute backend: entry
+ * point, options, context.  fp32 activations on the host; fp16 weights are
+ * widened on the fly (see linear.c).  Ops run synchronously (no streams). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+#include "plugins/compute/cpu_blas/cpu_blas.h"
+
+/* Declared by OpenBLAS's cblas.h; repeated so other CBLAS headers work too. */
+void openblas_set_num_threads(int num_threads);
+
+#define CPU_BLAS_MAX_THREADS 1024
+
+static const struct fg_option cpu_blas_options[] = {
+	{ .key = "threads", .type = FG_OPT_INT, .def = "0",
+	  .help = "Threads for OpenBLAS and for the backend's own pool; 0 = one per online CPU.",
+	  .offset = offsetof(struct cpu_blas_opts, threads), .min = 0,
+	  .max = CPU_BLAS_MAX_THREADS },
+	{ .key = "fused_max_m", .type = FG_OPT_INT, .def = "64",
+	  .help = "linear with at most this many rows uses the fused fp16 kernel (x86-64 with "
+		  "AVX2) instead of OpenBLAS; 0 = always OpenBLAS, a huge value = always fused "
+		  "(results then never depend on the batch size).",
+	  .offset = offsetof(struct cpu_blas_opts, fused_max_m), .min = 0,
+	  .max = INT64_MAX },
+	{ .key = "isa", .type = FG_OPT_STRING, .def = "auto",
+	  .help = "Vector kernels: auto (the best this CPU has), avx512, avx2 or none "
+		  "(OpenBLAS and plain C only).",
+	  .offset = offsetof(struct cpu_blas_opts, isa) },
+	{ .key = NULL },
+};
+
+static const char *const cpu_blas_isa_names[] = { "none", "avx2", "avx512" };
+
+/* "auto": the best this CPU runs; a named one must be supported. */
+static int cpu_blas_pick_isa(const struct fg_host *host, const char *want, int *isa)
+{
+	if (!want || !*want || strcmp(want, "auto") == 0) {
+		*isa = cpu_blas_isa_supported(CPU_BLAS_ISA_AVX512) ? CPU_BLAS_ISA_AVX512 :
+		       cpu_blas_isa_supported(CPU_BLAS_ISA_AVX2) ? CPU_BLAS_ISA_AVX2 :
+		       CPU_BLAS_ISA_NONE;
+		return 0;
+	}
+	for (int i = 0; i < 3; i++) {
+		if (strcmp(want, cpu_blas_isa_names[i]) != 0)
+			continue;
+		if (!cpu_blas_isa_supported(i)) {
+			fg_error(host, "cpu_blas: isa = %s: this CPU cannot run those kernels, "
+				 "use isa = auto", want);
+			return -ENOTSUP;
+		}
+		*isa = i;
+		return 0;
+	}
+	fg_error(host, "cpu_blas: isa = '%s' is unknown, use auto, avx512, avx2 or none", want);
+	return -EINVAL;
+}
+
+int cpu_blas_buffer(struct cpu_blas_ctx *c, float **buf, size_t *len, size_t n, const char *what)
+{
+	void *p;
+
+	if (n <= *len)
+		return 0;
+	if (n > SIZE_MAX / sizeof(float) - 16) {
+		fg_error(c->host, "cpu_blas: %s buffer of %zu floats is too large", what, n);
+		return -ENOMEM;
+	}
+	/* Round up to a whole cache line. */
+	n = (n + 15) & ~(size_t)15;
+	if (posix_memalign(&p, 64, n * sizeof(float))) {
+		fg_error(c->host, "cpu_blas: out of memory for a %zu-byte %s buffer",
+			 n * sizeof(float), what);
+		return -ENOMEM;
+	}
+	free(*buf);
+	*buf = p;
+	*len = n;
+	return 0;
+}
+
+int cpu_blas_scratch(struct cpu_blas_ctx *c, size_t n)
+{
+	size_t len = c->scratch_len;
+
+	if (n <= c->scratch_len)
+		return 0;
+	for (int t = 0; t < c->threads; t++) {
+		len = c->scratch_len;
+		if (cpu_blas_buffer(c, &c->scratch[t], &len, n, "scratch"))
+			return -ENOMEM;
+	}
+	c->scratch_len = len;
+	return 0;
+}
+
+static void cpu_blas_fini(void *ctx)
+{
+	struct cpu_blas_ctx *c = ctx;
+
+	if (!c)
+		return;
+	cpu_blas_pool_destroy(c->pool);
+	if (c->scratch)
+		for (int t = 0; t < c->threads; t++)
+			free(c->scratch[t]);
+	free(c->scratch);
+	free(c->tile);
+	free(c->ctile);
+	free(c->xpack);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+static int cpu_blas_init(const struct fg_host *host, const void *opts, void **ctx)
+{
+	const struct cpu_blas_opts *o = opts;
+	struct cpu_blas_ctx *c;
+	int64_t threads = o ? o->threads : 0;
+	int rc;
+
+	*ctx = NULL;
+	if (threads < 0 || threads > CPU_BLAS_MAX_THREADS) {
+		fg_error(host, "cpu_blas: threads = %lld is out of range, use 0..%d",
+			 (long long)threads, CPU_BLAS_MAX_THREADS);
+		return -EINVAL;
+	}
+	if (threads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		threads = n < 1 ? 1 : n > CPU_BLAS_MAX_THREADS ? CPU_BLAS_MAX_THREADS : n;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		fg_error(host, "cpu_blas: out of memory for the context");
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	c->host = host;
+	c->threads = (int)threads;
+	c->fused_max_m = o ? o->fused_max_m : 64;
+	rc = cpu_blas_pick_isa(host, o ? o->isa : NULL, &c->isa);
+	if (rc < 0) {
+		cpu_blas_fini(c);
+		return rc;
+	}
+	c->scratch = calloc((size_t)threads, sizeof(*c->scratch));
+	if (!c->scratch) {
+		fg_error(host, "cpu_blas: out of memory for the context");
+		cpu_blas_fini(c);
+		return -ENOMEM;
+	}
+	rc = cpu_blas_pool_create(&c->pool, c->threads);
+	if (rc < 0) {
+		fg_error(host, "cpu_blas: cannot start %d threads: %s; lower `threads`",
+			 c->threads, strerror(-rc));
+		cpu_blas_fini(c);
+		return rc;
+	}
+	/* Process-wide in OpenBLAS: the last context initialised wins. */
+	openblas_set_num_threads(c->threads);
+	fg_log(host, FG_LOG_DEBUG, "cpu_blas: %d threads, %s kernels, fused linear up to m = %lld",
+	       c->threads, cpu_blas_isa_names[c->isa], (long long)c->fused_max_m);
+	*ctx = c;
+	return 0;
+}
+
+static void cpu_blas_info(void *ctx, struct fg_compute_info *info)
+{
+	(void)ctx;
+	info->act_dtype = FG_DTYPE_F32;
+	info->native_codecs = "fp16";
+}
+
+static const struct fg_compute_ops cpu_blas_ops = {
+	.init			= cpu_blas_init,
+	.fini			= cpu_blas_fini,
+	.info			= cpu_blas_info,
+	.embed			= cpu_blas_embed,
+	.layer_norm		= cpu_blas_layer_norm,
+	.linear			= cpu_blas_linear,
+	.attention_prefill	= cpu_blas_attention_prefill,
+	.attention_decode	= cpu_blas_attention_decode,
+	.kv_append		= cpu_blas_kv_append,
+};
+
+FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
+	.abi_version	= FG_ABI_VERSION,
+	.kind		= FG_PLUGIN_COMPUTE,
+	.name		= "cpu_blas",
+	.description	= "CPU backend: OpenBLAS sgemm on fp32 activations, fp16 weights widened on the fly",
+	.probe		= NULL,
+	.ops		= &cpu_blas_ops,
+	.options	= cpu_blas_options,
+	.opts_size	= sizeof(struct cpu_blas_opts),
+	.capabilities	= NULL,
+};

@@ -1,0 +1,133 @@
+/* plugins/compute/cublas/cublas_int.h - internals shared by the host-side
+ * files of the cublas backend. */
+#ifndef FG_CUBLAS_INT_H
+#define FG_CUBLAS_INT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <fgcore/compute.h>
+#include <fgcore/plugin.h>
+
+struct cublas_opts {
+	int64_t device;
+	uint64_t workspace;    /* cuBLASLt workspace per stream */
+	uint64_t scratch;      /* per stream: 4-bit dequant tiles, split-K partials, ... */
+	int64_t q4_fused_max_m;
+};
+
+/* A compute stream: the CUDA stream plus the memory ops on it may use.
+ * Work on one stream is ordered, so its buffers need no other protection. */
+struct cublas_stream {
+	cudaStream_t s;
+	void *ws;          /* cuBLASLt workspace, ctx->ws_bytes */
+	void *scratch;     /* ctx->scratch_bytes */
+};
+
+/* Small host arrays (ids, positions, pads) go to the device through a ring
+ * of page-locked memory mirrored on the device.  Each use is tagged with an
+ * event recorded after the kernels that read it, so a slot is reused only
+ * once those finished; no global synchronisation. */
+#define CUBLAS_STAGE_SLOTS 64
+struct cublas_stage_use {
+	size_t off, len;
+	cudaEvent_t ev;
+};
+struct cublas_staging {
+	uint8_t *host;     /* cudaHostAlloc */
+	uint8_t *dev;      /* cudaMalloc */
+	size_t cap, head;
+	struct cublas_stage_use use[CUBLAS_STAGE_SLOTS];
+	unsigned first, count; /* FIFO of uses still possibly in flight */
+	cudaEvent_t evs[CUBLAS_STAGE_SLOTS]; /* idle events */
+	unsigned nev;
+};
+
+/* cuBLASLt plans, kept per shape so repeated decode steps skip the heuristic. */
+#define CUBLAS_PLANS 48
+struct cublas_plan_key {
+	int64_t m, n, k, lda, ldb, ldc, ldd;
+	int epilogue;     /* cublasLtEpilogue_t */
+	int beta;         /* C is read */
+	int align[4];     /* A, B, C, D alignment in bytes (<= 256) */
+};
+struct cublas_plan {
+	struct cublas_plan_key key;
+	int valid;
+	int found;        /* 0: the heuristic had no algorithm for this key */
+	uint64_t used;    /* LRU tick */
+	cublasLtMatmulDesc_t op;
+	cublasLtMatrixLayout_t a, b, c, d;
+	cublasLtMatmulAlgo_t algo;
+};
+
+struct cublas_ctx {
+	const struct fg_host *host;
+	int device;
+	int sms;
+	int cc;               /* compute capability, major * 10 + minor */
+	size_t ws_bytes, scratch_bytes;
+	int64_t q4_fused_max_m;
+	cublasLtHandle_t lt;
+	cublasHandle_t blas;  /* fallback when cuBLASLt has no algorithm */
+	struct cublas_stream def;
+	pthread_mutex_t lock; /* host-side state: staging, plans, handles */
+	struct cublas_staging st;
+	struct cublas_plan plans[CUBLAS_PLANS];
+	uint64_t tick;
+};
+
+/* ---- plugin.c ------------------------------------------------------------------- */
+
+/* The stream an op runs on (NULL: the backend's default stream). */
+static inline struct cublas_stream *cublas_stream_of(struct cublas_ctx *c, void *stream)
+{
+	return stream ? (struct cublas_stream *)stream : &c->def;
+}
+
+/* -EIO and an error line "cublas: <op>: <what>: <CUDA error>" (clears the
+ * error state when it is not sticky). */
+int cublas_cuda_fail(struct cublas_ctx *c, const char *op, const char *what, cudaError_t e);
+int cublas_blas_fail(struct cublas_ctx *c, const char *op, const char *what,
+		     cublasStatus_t st);
+/* Make the backend's device current on this thread. */
+int cublas_enter(struct cublas_ctx *c, const char *op);
+
+/* Copy one or two host arrays (len1 may be 0) to the device in stream order;
+ * *dev0 and *dev1 receive their device addresses.  Call cublas_stage_done,
+ * even on failure, once the kernels that read them are enqueued.  Called
+ * with c->lock held, at most once per op. */
+int cublas_stage(struct cublas_ctx *c, struct cublas_stream *s, const char *op,
+		 const void *src0, size_t len0, const void *src1, size_t len1, void **dev0,
+		 void **dev1);
+int cublas_stage_done(struct cublas_ctx *c, struct cublas_stream *s, const char *op);
+
+/* ---- check.c ------------------------------------------------------------------- */
+
+int cublas_check_tensor(struct cublas_ctx *c, const char *op, const char *name,
+			const struct fg_tensor *t, enum fg_dtype dtype, int64_t rows, int64_t cols);
+/* A Q4_ROWS / Q4_COLS tensor: shape, ld == cols, non-NULL data when not empty. */
+int cublas_check_q4(struct cublas_ctx *c, const char *op, const char *name,
+		    const struct fg_tensor *t, enum fg_dtype dtype, int64_t rows, int64_t cols);
+/* Bytes spanned by a checked view (0 when empty). */
+uint64_t cublas_extent(const struct fg_tensor *t);
+int cublas_overlap(const struct fg_tensor *a, const struct fg_tensor *b);
+int cublas_same(const struct fg_tensor *a, const struct fg_tensor *b);
+const char *cublas_dtype_name(enum fg_dtype t);
+
+/* ---- ops ------------------------------------------------------------------------- */
+
+int cublas_linear(void *ctx, void *stream, const struct fg_linear_args *a);
+void cublas_plans_clear(struct cublas_ctx *c);
+int cublas_embed(void *ctx, void *stream, const struct fg_embed_args *a);
+int cublas_layer_norm(void *ctx, void *stream, const struct fg_layer_norm_args *a);
+int cublas_kv_append(void *ctx, void *stream, const struct fg_kv_append_args *a);
+int cublas_attention_prefill(void *ctx, void *stream, const struct fg_attention_args *a);
+int cublas_attention_decode(void *ctx, void *stream, const struct fg_attention_args *a);
+
+#endif

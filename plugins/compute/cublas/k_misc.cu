@@ -1,0 +1,350 @@
+/* plugins/compute/cublas/k_misc.cu - layer norm, embedding gather and KV
+ * cache append (fp16, or encoded to 4-bit groups along the row).
+ *
+ * Each kernel has a vector path (8 halves per 16-byte access, taken when
+ * widths, leading dimensions and addresses allow) and a scalar path for
+ * any other layout.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include <fgcore/q4.h>
+
+#include "plugins/compute/cublas/common.cuh"
+#include "plugins/compute/cublas/kernels.h"
+
+#define CB_ROWS_CAP (1 << 20) /* grid cap for row-per-block kernels (they loop) */
+
+static bool cb_vec8(int64_t cols, const void *p, int64_t ld)
+{
+	return cols % 8 == 0 && ld % 8 == 0 && ((uintptr_t)p & 15) == 0;
+}
+
+CB_DEV void cb_load8(const uint16_t *p, float v[8])
+{
+	uint4 u = *(const uint4 *)p;
+	float2 a = cb_unpack2(u.x), b = cb_unpack2(u.y), c = cb_unpack2(u.z), d = cb_unpack2(u.w);
+
+	v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
+	v[4] = c.x, v[5] = c.y, v[6] = d.x, v[7] = d.y;
+}
+
+CB_DEV void cb_store8(uint16_t *p, const float v[8])
+{
+	*(uint4 *)p = make_uint4(cb_pack2(v[0], v[1]), cb_pack2(v[2], v[3]), cb_pack2(v[4], v[5]),
+				 cb_pack2(v[6], v[7]));
+}
+
+/* Sum over the block; red holds 32 floats.  Every thread gets the total. */
+CB_DEV float cb_block_sum(float v, float *red)
+{
+	int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = (blockDim.x + 31) / 32;
+
+	v = cb_sum_xor(v, 32);
+	__syncthreads(); /* red may still be read from a previous call */
+	if (lane == 0)
+		red[warp] = v;
+	__syncthreads();
+	v = lane < nw ? red[lane] : 0.0f;
+	return cb_sum_xor(v, 32);
+}
+
+/* ---- layer norm ----------------------------------------------------------------------- */
+
+template <bool VEC>
+__global__ void cb_layer_norm_kernel(int64_t n, int64_t h, const uint16_t *x, int64_t ldx,
+				     const uint16_t *gamma, const uint16_t *beta, float eps,
+				     uint16_t *out, int64_t ldo)
+{
+	__shared__ float red[32];
+	int64_t step = VEC ? 8 : 1;
+
+	for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
+		const uint16_t *xr = x + row * ldx;
+		uint16_t *orow = out + row * ldo;
+		float s = 0.0f, mean, var, rstd;
+
+		for (int64_t j = threadIdx.x * step; j < h; j += blockDim.x * step) {
+			if (VEC) {
+				float v[8];
+
+				cb_load8(xr + j, v);
+				for (int e = 0; e < 8; e++)
+					s += v[e];
+			} else {
+				s += cb_h2f(xr[j]);
+			}
+		}
+		mean = cb_block_sum(s, red) / (float)h;
+		s = 0.0f;
+		for (int64_t j = threadIdx.x * step; j < h; j += blockDim.x * step) {
+			if (VEC) {
+				float v[8];
+
+				cb_load8(xr + j, v);
+				for (int e = 0; e < 8; e++)
+					s += (v[e] - mean) * (v[e] - mean);
+			} else {
+				float d = cb_h2f(xr[j]) - mean;
+
+				s += d * d;
+			}
+		}
+		var = cb_block_sum(s, red) / (float)h;
+		rstd = 1.0f / sqrtf(var + eps);
+		/* Every read of x above happened before the barrier in cb_block_sum, and
+		 * below each thread reads an element before it writes it: out may be x. */
+		for (int64_t j = threadIdx.x * step; j < h; j += blockDim.x * step) {
+			if (VEC) {
+				float v[8], gm[8], bt[8];
+
+				cb_load8(xr + j, v);
+				cb_load8(gamma + j, gm);
+				cb_load8(beta + j, bt);
+				for (int e = 0; e < 8; e++)
+					v[e] = (v[e] - mean) * rstd * gm[e] + bt[e];
+				cb_store8(orow + j, v);
+			} else {
+				float v = (cb_h2f(xr[j]) - mean) * rstd;
+
+				orow[j] = cb_f2h(v * cb_h2f(gamma[j]) + cb_h2f(beta[j]));
+			}
+		}
+		__syncthreads(); /* red is reused by the next row */
+	}
+}
+
+extern "C" cudaError_t cublas_k_layer_norm(cudaStream_t s, int64_t n, int64_t h,
+					   const uint16_t *x, int64_t ldx, const uint16_t *gamma,
+					   const uint16_t *beta, float eps, uint16_t *out,
+					   int64_t ldo)
+{
+	unsigned blocks = cb_blocks(n, 1, CB_ROWS_CAP), threads = h > 2048 ? 256 : 128;
+
+	if (cb_vec8(h, x, ldx) && cb_vec8(h, out, ldo) && cb_vec8(h, gamma, h) &&
+	    cb_vec8(h, beta, h))
+		cb_layer_norm_kernel<true><<<blocks, threads, 0, s>>>(n, h, x, ldx, gamma, beta,
+								     eps, out, ldo);
+	else
+		cb_layer_norm_kernel<false><<<blocks, threads, 0, s>>>(n, h, x, ldx, gamma, beta,
+								      eps, out, ldo);
+	return cudaGetLastError();
+}
+
+/* ---- embedding ------------------------------------------------------------------------ */
+
+template <bool VEC>
+__global__ void cb_embed_kernel(int64_t n, int64_t h, const int32_t *ids,
+				const int32_t *positions, const uint16_t *tok, int64_t ldt,
+				const uint16_t *pos, int64_t ldp, uint16_t *out, int64_t ldo)
+{
+	int64_t step = VEC ? 8 : 1;
+
+	for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
+		const uint16_t *a = tok + (int64_t)ids[row] * ldt;
+		const uint16_t *b = pos + (int64_t)positions[row] * ldp;
+		uint16_t *o = out + row * ldo;
+
+		for (int64_t j = threadIdx.x * step; j < h; j += blockDim.x * step) {
+			if (VEC) {
+				float u[8], v[8];
+
+				cb_load8(a + j, u);
+				cb_load8(b + j, v);
+				for (int e = 0; e < 8; e++)
+					u[e] += v[e];
+				cb_store8(o + j, u);
+			} else {
+				o[j] = cb_f2h(cb_h2f(a[j]) + cb_h2f(b[j]));
+			}
+		}
+	}
+}
+
+extern "C" cudaError_t cublas_k_embed(cudaStream_t s, int64_t n, int64_t h, const int32_t *ids,
+				      const int32_t *positions, const uint16_t *tok, int64_t ldt,
+				      const uint16_t *pos, int64_t ldp, uint16_t *out,
+				      int64_t ldo)
+{
+	unsigned blocks = cb_blocks(n, 1, CB_ROWS_CAP);
+
+	if (cb_vec8(h, tok, ldt) && cb_vec8(h, pos, ldp) && cb_vec8(h, out, ldo))
+		cb_embed_kernel<true><<<blocks, 128, 0, s>>>(n, h, ids, positions, tok, ldt, pos,
+							    ldp, out, ldo);
+	else
+		cb_embed_kernel<false><<<blocks, 128, 0, s>>>(n, h, ids, positions, tok, ldt, pos,
+							     ldp, out, ldo);
+	return cudaGetLastError();
+}
+
+/* ---- KV append, fp16 ----------------------------------------------------------------- */
+
+template <bool VEC>
+__global__ void cb_kv_append_kernel(int64_t rows, int64_t n, int64_t start, int64_t stride,
+				    int64_t h, const uint16_t *src, int64_t lds,
+				    uint16_t *cache, int64_t ldc)
+{
+	int64_t step = VEC ? 8 : 1;
+
+	for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
+		const uint16_t *a = src + i * lds;
+		uint16_t *o = cache + ((i / n) * stride + start + i % n) * ldc;
+
+		for (int64_t j = threadIdx.x * step; j < h; j += blockDim.x * step) {
+			if (VEC)
+				*(uint4 *)(o + j) = *(const uint4 *)(a + j);
+			else
+				o[j] = a[j];
+		}
+	}
+}
+
+extern "C" cudaError_t cublas_k_kv_append(cudaStream_t s, int64_t batch, int64_t n,
+					  int64_t start, int64_t stride, int64_t h,
+					  const uint16_t *src, int64_t lds, uint16_t *cache,
+					  int64_t ldc)
+{
+	int64_t rows = batch * n;
+	unsigned blocks = cb_blocks(rows, 1, CB_ROWS_CAP);
+
+	if (cb_vec8(h, src, lds) && cb_vec8(h, cache, ldc))
+		cb_kv_append_kernel<true><<<blocks, 128, 0, s>>>(rows, n, start, stride, h, src,
+								lds, cache, ldc);
+	else
+		cb_kv_append_kernel<false><<<blocks, 128, 0, s>>>(rows, n, start, stride, h, src,
+								 lds, cache, ldc);
+	return cudaGetLastError();
+}
+
+/* ---- KV append, 4-bit ------------------------------------------------------------------ */
+
+/* The parameters of a group whose non-NaN values span [lo, hi] (lo > hi: none),
+ * by the rules of the int4_group64 codec, so that a cache encoded here has the
+ * codec's exact bytes: mn is the largest fp16 <= lo, scale the smallest fp16
+ * with mn + 15 * scale >= hi (compared exactly, in double), and codes are
+ * computed against these stored values with 1 / scale in fp32. */
+CB_DEV void cb_q4_params(float lo, float hi, uint16_t *sh, uint16_t *mh, float *inv, float *mf)
+{
+	uint16_t hm, hs;
+	double m;
+
+	if (!(lo <= hi))
+		lo = hi = 0.0f;
+	lo = fminf(fmaxf(lo, -65504.0f), 65504.0f) + 0.0f; /* + 0: -0 becomes +0 */
+	hi = fminf(fmaxf(hi, -65504.0f), 65504.0f) + 0.0f;
+	hm = cb_f2h(lo);
+	if (cb_h2f(hm) > lo)
+		hm = (hm & 0x8000u) ? (uint16_t)(hm + 1) : hm ? (uint16_t)(hm - 1) : 0x8001u;
+	m = (double)cb_h2f(hm);
+	hs = cb_f2h((float)(((double)hi - m) / 15.0));
+	while (hs < 0x7bffu && !(m + 15.0 * (double)cb_h2f(hs) >= (double)hi))
+		hs++;
+	while (hs > 0 && m + 15.0 * (double)cb_h2f((uint16_t)(hs - 1)) >= (double)hi)
+		hs--;
+	*sh = hs;
+	*mh = hm;
+	*mf = cb_h2f(hm);
+	*inv = cb_h2f(hs) > 0.0f ? 1.0f / cb_h2f(hs) : 0.0f;
+}
+
+/* round-to-nearest-even of (v - mn) / scale clamped to [0, 15]; NaN gives 0. */
+CB_DEV unsigned cb_q4_code(float v, float inv, float mf)
+{
+	float t = (v - mf) * inv;
+
+	t = t > 0.0f ? t : 0.0f;
+	t = t < 15.0f ? t : 15.0f;
+	return (unsigned)__float2int_rn(t);
+}
+
+/* Vector path: 8 lanes per group of 64 columns, each lane 8 columns (h % 8 == 0,
+ * src 16-byte aligned with lds % 8 == 0, q4 4-byte aligned).  Whole warps run
+ * every iteration so that the shuffles always see all their lanes. */
+__global__ void cb_kv_append_q4_vec(int64_t items, int64_t n, int64_t start, int64_t stride,
+				    int64_t h, int64_t groups, const uint16_t *src, int64_t lds,
+				    uint8_t *q4, uint8_t *prm)
+{
+	int64_t lanes = (items * 8 + 31) / 32 * 32;
+
+	for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < lanes;
+	     e += (int64_t)gridDim.x * blockDim.x) {
+		int64_t item = e / 8, i = item / groups, g = item - i * groups;
+		int64_t col = g * FG_Q4_GROUP + (e % 8) * 8;
+		bool on = item < items && col < h;
+		float v[8], mn = INFINITY, mx = -INFINITY, inv, mf;
+		uint16_t sh, mh;
+		uint32_t word = 0;
+
+		if (on) {
+			cb_load8(src + i * lds + col, v);
+			for (int j = 0; j < 8; j++) {
+				mn = fminf(mn, v[j]); /* fminf/fmaxf skip NaN */
+				mx = fmaxf(mx, v[j]);
+			}
+		}
+		mn = -cb_max_xor(-mn, 8);
+		mx = cb_max_xor(mx, 8);
+		if (!on)
+			continue;
+		cb_q4_params(mn, mx, &sh, &mh, &inv, &mf);
+		for (int j = 0; j < 4; j++)
+			word |= ((cb_q4_code(v[2 * j], inv, mf) << 4) |
+				 cb_q4_code(v[2 * j + 1], inv, mf)) << (8 * j);
+		int64_t r = (i / n) * stride + start + i % n;
+		*(uint32_t *)(q4 + ((r * h + col) >> 1)) = word;
+		if (e % 8 == 0)
+			*(uint32_t *)(prm + (r * groups + g) * 4) = (uint32_t)sh | ((uint32_t)mh << 16);
+	}
+}
+
+/* Scalar path: one thread per group, any width; nibbles are merged into their
+ * 32-bit words atomically because with an odd h two rows share a byte. */
+__global__ void cb_kv_append_q4_scalar(int64_t items, int64_t n, int64_t start,
+				       int64_t stride, int64_t h, int64_t groups,
+				       const uint16_t *src, int64_t lds, uint8_t *q4,
+				       uint8_t *prm)
+{
+	for (int64_t item = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; item < items;
+	     item += (int64_t)gridDim.x * blockDim.x) {
+		int64_t i = item / groups, g = item - i * groups;
+		int64_t c0 = g * FG_Q4_GROUP, c1 = min(h, c0 + FG_Q4_GROUP);
+		int64_t r = (i / n) * stride + start + i % n;
+		const uint16_t *a = src + i * lds;
+		float mn = INFINITY, mx = -INFINITY, inv, mf;
+		uint16_t sh, mh;
+
+		for (int64_t c = c0; c < c1; c++) {
+			float v = cb_h2f(a[c]);
+
+			mn = fminf(mn, v);
+			mx = fmaxf(mx, v);
+		}
+		cb_q4_params(mn, mx, &sh, &mh, &inv, &mf);
+		for (int64_t c = c0; c < c1; c++) {
+			int64_t el = r * h + c, byte = el >> 1;
+			unsigned shift = 8 * (unsigned)(byte & 3) + ((el & 1) ? 0 : 4);
+			unsigned *w = (unsigned *)(q4 + (byte & ~(int64_t)3));
+
+			atomicAnd(w, ~(15u << shift));
+			atomicOr(w, cb_q4_code(cb_h2f(a[c]), inv, mf) << shift);
+		}
+		*(uint32_t *)(prm + (r * groups + g) * 4) = (uint32_t)sh | ((uint32_t)mh << 16);
+	}
+}
+
+extern "C" cudaError_t cublas_k_kv_append_q4(cudaStream_t s, int64_t batch, int64_t n,
+					     int64_t start, int64_t stride, int64_t h,
+					     const uint16_t *src, int64_t lds, void *q4,
+					     int64_t rows)
+{
+	int64_t groups = (h + FG_Q4_GROUP - 1) / FG_Q4_GROUP, items = batch * n * groups;
+	uint8_t *data = (uint8_t *)q4, *prm = data + cb_q4_data_bytes(rows, h);
+
+	if (cb_vec8(h, src, lds))
+		cb_kv_append_q4_vec<<<cb_blocks(items * 8, 256, CB_ROWS_CAP), 256, 0, s>>>(
+			items, n, start, stride, h, groups, src, lds, data, prm);
+	else
+		cb_kv_append_q4_scalar<<<cb_blocks(items, 128, CB_ROWS_CAP), 128, 0, s>>>(
+			items, n, start, stride, h, groups, src, lds, data, prm);
+	return cudaGetLastError();
+}

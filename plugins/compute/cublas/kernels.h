@@ -1,0 +1,96 @@
+/* plugins/compute/cublas/kernels.h - launchers of the CUDA kernels (the .cu
+ * files), callable from the C side.  Every launcher only enqueues work on
+ * `s` and returns the launch status (cudaGetLastError()); shapes were
+ * validated by the caller.  Tensors are fp16 (uint16_t bit patterns here). */
+#ifndef FG_CUBLAS_KERNELS_H
+#define FG_CUBLAS_KERNELS_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- k_linear.cu ---------------------------------------------------------------- */
+
+/* out[i, j] = act(src[i, j] + bias[j]) + res[i, j] for i < m, j < n.  src may be
+ * NULL (treated as 0) and may equal out; res may be NULL or equal out; bias may
+ * be NULL.  All fp16. */
+cudaError_t cublas_k_epilogue(cudaStream_t s, int64_t m, int64_t n, const uint16_t *src,
+			      int64_t lds, const uint16_t *bias, int relu, const uint16_t *res,
+			      int64_t ldr, uint16_t *out, int64_t ldo);
+
+/* Dequantize rows [r0, r0 + nr) of a Q4_ROWS weight [rows, cols] (the whole
+ * encoded tensor starts at q4) into dst [nr, cols] fp16 with ld = cols. */
+cudaError_t cublas_k_q4_dequant(cudaStream_t s, const void *q4, int64_t rows, int64_t cols,
+				int64_t r0, int64_t nr, uint16_t *dst);
+
+/* The fused 4-bit linear for small m: out = act(x · Wᵀ + bias) + res with W a
+ * Q4_ROWS [n, k].  Needs k % 32 == 0, q4 16-byte aligned, x 16-byte aligned
+ * with ldx % 8 == 0 (cublas_q4_fused_ok).  With ksplit > 1, partial sums go to
+ * part (ksplit * m * n floats) and a second kernel finishes. */
+int cublas_q4_fused_ok(const void *q4, int64_t k, const void *x, int64_t ldx);
+/* ksplit and the partial-sum floats it needs, for a grid that fills `sms` SMs. */
+int cublas_q4_fused_split(int64_t m, int64_t n, int64_t k, int sms, size_t max_part_floats);
+cudaError_t cublas_k_q4_linear(cudaStream_t s, int64_t m, int64_t n, int64_t k,
+			       const uint16_t *x, int64_t ldx, const void *q4,
+			       const uint16_t *bias, int relu, const uint16_t *res, int64_t ldr,
+			       uint16_t *out, int64_t ldo, int ksplit, float *part);
+/* Opt the fused kernels into the dynamic shared memory they use. */
+cudaError_t cublas_k_linear_setup(void);
+
+/* ---- k_misc.cu ------------------------------------------------------------------ */
+
+cudaError_t cublas_k_layer_norm(cudaStream_t s, int64_t n, int64_t h, const uint16_t *x,
+				int64_t ldx, const uint16_t *gamma, const uint16_t *beta,
+				float eps, uint16_t *out, int64_t ldo);
+
+/* out[i, :] = tok[ids[i], :] + pos[positions[i], :]; ids/positions on the device. */
+cudaError_t cublas_k_embed(cudaStream_t s, int64_t n, int64_t h, const int32_t *ids,
+			   const int32_t *positions, const uint16_t *tok, int64_t ldt,
+			   const uint16_t *pos, int64_t ldp, uint16_t *out, int64_t ldo);
+
+/* cache[b * stride + start + i, :] = src[b * n + i, :] (fp16 cache). */
+cudaError_t cublas_k_kv_append(cudaStream_t s, int64_t batch, int64_t n, int64_t start,
+			       int64_t stride, int64_t h, const uint16_t *src, int64_t lds,
+			       uint16_t *cache, int64_t ldc);
+
+/* The same into a Q4_COLS cache [rows, h] (groups of 64 along a row), the
+ * whole encoded tensor starting at q4 (4-byte aligned). */
+cudaError_t cublas_k_kv_append_q4(cudaStream_t s, int64_t batch, int64_t n, int64_t start,
+				  int64_t stride, int64_t h, const uint16_t *src, int64_t lds,
+				  void *q4, int64_t rows);
+
+/* ---- k_prefill.cu / k_decode.cu --------------------------------------------------- */
+
+struct cublas_attn {
+	const uint16_t *q;
+	const void *k, *v;  /* fp16, or Q4_COLS encoded tensors (decode) */
+	uint16_t *out;
+	int64_t ldq, ldk, ldv, ldo;
+	int64_t kv_rows;    /* Q4_COLS: rows of the encoded k and v tensors */
+	int64_t batch, seq, len, stride, heads, head_dim;
+	float scale;
+	const int32_t *pad; /* device, batch entries */
+	int q4;             /* decode: k and v are Q4_COLS */
+};
+
+/* head_dim <= CUBLAS_PREFILL_MAX_D. */
+#define CUBLAS_PREFILL_MAX_D 128
+#define CUBLAS_DECODE_MAX_D 256
+cudaError_t cublas_k_attention_prefill(cudaStream_t s, const struct cublas_attn *a);
+cudaError_t cublas_k_prefill_setup(void);
+
+/* Splits of the key range and the scratch floats they need. */
+int cublas_decode_splits(const struct cublas_attn *a, int sms, size_t max_floats,
+			 size_t *floats);
+cudaError_t cublas_k_attention_decode(cudaStream_t s, const struct cublas_attn *a, int splits,
+				      float *part);
+cudaError_t cublas_k_decode_setup(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,506 @@
+/* plugins/compute/cublas/plugin.c - the "cublas" compute backend: entry point,
+ * options, context, streams and events, and the staging ring that carries
+ * small host arrays to the device.
+ *
+ * fp16 activations in device memory (the cuda_mem tier); fp16 weights go
+ * through cuBLASLt, 4-bit weights (Q4_ROWS) through the backend's own
+ * kernels.  Every op is asynchronous on its stream; NULL names the backend's
+ * default stream, created at init (a blocking stream, so the synchronous
+ * cudaMemcpy of the storage tiers stays ordered with the work on it).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugins/compute/cublas/cublas_int.h"
+#include "plugins/compute/cublas/kernels.h"
+
+#define MiB (1024ull * 1024ull)
+
+static const struct fg_option cublas_options[] = {
+	{ .key = "device", .type = FG_OPT_INT, .def = "0",
+	  .help = "CUDA device index the backend runs on.",
+	  .offset = offsetof(struct cublas_opts, device), .min = 0, .max = 1023 },
+	{ .key = "workspace", .type = FG_OPT_SIZE, .def = "64M",
+	  .help = "cuBLASLt workspace per stream (device memory, allocated at init).",
+	  .offset = offsetof(struct cublas_opts, workspace) },
+	{ .key = "scratch", .type = FG_OPT_SIZE, .def = "64M",
+	  .help = "Device scratch per stream for 4-bit dequantization tiles, split-K partial "
+		  "sums and split attention (allocated at init; at least 4M).",
+	  .offset = offsetof(struct cublas_opts, scratch) },
+	{ .key = "q4_fused_max_m", .type = FG_OPT_INT, .def = "64",
+	  .help = "linear with 4-bit weights and at most this many rows uses the fused "
+		  "dequantize-GEMM kernel; more rows dequantize to fp16 and use cuBLASLt.",
+	  .offset = offsetof(struct cublas_opts, q4_fused_max_m), .min = 0, .max = 65536 },
+	{ .key = NULL },
+};
+
+int cublas_cuda_fail(struct cublas_ctx *c, const char *op, const char *what, cudaError_t e)
+{
+	fg_error(c->host, "cublas: %s: %s failed: %s (%s)", op, what, cudaGetErrorString(e),
+		 cudaGetErrorName(e));
+	(void)cudaGetLastError(); /* clears the error unless it is sticky */
+	return -EIO;
+}
+
+int cublas_blas_fail(struct cublas_ctx *c, const char *op, const char *what,
+		     cublasStatus_t st)
+{
+	fg_error(c->host, "cublas: %s: %s failed: %s (%d)", op, what, cublasGetStatusString(st),
+		 (int)st);
+	return st == CUBLAS_STATUS_ALLOC_FAILED ? -ENOMEM : -EIO;
+}
+
+int cublas_enter(struct cublas_ctx *c, const char *op)
+{
+	cudaError_t e = cudaSetDevice(c->device);
+
+	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, op, "cudaSetDevice", e);
+}
+
+/* ---- staging ring ---------------------------------------------------------------- */
+
+static int cublas_stage_retire_one(struct cublas_ctx *c, const char *op)
+{
+	struct cublas_staging *st = &c->st;
+	struct cublas_stage_use *u = &st->use[st->first];
+	cudaError_t e;
+
+	if (!u->ev) { /* staged by an op that failed before cublas_stage_done */
+		e = cudaStreamSynchronize(NULL);
+	} else {
+		e = cudaEventSynchronize(u->ev);
+		st->evs[st->nev++] = u->ev;
+	}
+	st->first = (st->first + 1) % CUBLAS_STAGE_SLOTS;
+	st->count--;
+	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, op, "waiting for a staging copy", e);
+}
+
+static int cublas_stage_grow(struct cublas_ctx *c, const char *op, size_t need)
+{
+	struct cublas_staging *st = &c->st;
+	size_t cap = st->cap ? st->cap : 1 << 20;
+	cudaError_t e;
+	int rc;
+
+	while (st->count)
+		if ((rc = cublas_stage_retire_one(c, op)))
+			return rc;
+	while (cap < need)
+		cap *= 2;
+	if (st->host)
+		cudaFreeHost(st->host);
+	if (st->dev)
+		cudaFree(st->dev);
+	st->host = NULL;
+	st->dev = NULL;
+	st->cap = 0;
+	st->head = 0;
+	e = cudaHostAlloc((void **)&st->host, cap, cudaHostAllocDefault);
+	if (e != cudaSuccess)
+		return cublas_cuda_fail(c, op, "cudaHostAlloc of the staging ring", e);
+	e = cudaMalloc((void **)&st->dev, cap);
+	if (e != cudaSuccess)
+		return cublas_cuda_fail(c, op, "cudaMalloc of the staging ring", e);
+	st->cap = cap;
+	return 0;
+}
+
+int cublas_stage(struct cublas_ctx *c, struct cublas_stream *s, const char *op,
+		 const void *src0, size_t len0, const void *src1, size_t len1, void **dev0,
+		 void **dev1)
+{
+	struct cublas_staging *st = &c->st;
+	size_t at1 = (len0 + 255) & ~(size_t)255, len = at1 + len1;
+	size_t need = (len + 255) & ~(size_t)255, off;
+	struct cublas_stage_use *u;
+	cudaError_t e;
+	int rc;
+
+	if (need == 0)
+		need = 256;
+	if (need > st->cap && (rc = cublas_stage_grow(c, op, need)))
+		return rc;
+	off = st->head + need <= st->cap ? st->head : 0;
+	/* Retire, oldest first, until nothing in flight overlaps [off, off + need). */
+	for (;;) {
+		int busy = st->count == CUBLAS_STAGE_SLOTS || st->nev == 0;
+
+		for (unsigned i = 0; !busy && i < st->count; i++) {
+			u = &st->use[(st->first + i) % CUBLAS_STAGE_SLOTS];
+			busy = u->off < off + need && off < u->off + u->len;
+		}
+		if (!busy)
+			break;
+		if ((rc = cublas_stage_retire_one(c, op)))
+			return rc;
+	}
+	memcpy(st->host + off, src0, len0);
+	if (len1)
+		memcpy(st->host + off + at1, src1, len1);
+	e = cudaMemcpyAsync(st->dev + off, st->host + off, len, cudaMemcpyHostToDevice, s->s);
+	if (e != cudaSuccess)
+		return cublas_cuda_fail(c, op, "cudaMemcpyAsync to the staging ring", e);
+	u = &st->use[(st->first + st->count) % CUBLAS_STAGE_SLOTS];
+	u->off = off;
+	u->len = need;
+	u->ev = NULL; /* recorded by cublas_stage_done */
+	st->count++;
+	st->head = off + need;
+	*dev0 = st->dev + off;
+	if (dev1)
+		*dev1 = st->dev + off + at1;
+	return 0;
+}
+
+int cublas_stage_done(struct cublas_ctx *c, struct cublas_stream *s, const char *op)
+{
+	struct cublas_staging *st = &c->st;
+	cudaError_t e = cudaSuccess;
+
+	for (unsigned i = 0; i < st->count; i++) {
+		struct cublas_stage_use *u = &st->use[(st->first + i) % CUBLAS_STAGE_SLOTS];
+
+		if (u->ev)
+			continue;
+		u->ev = st->evs[--st->nev]; /* cublas_stage kept one per use */
+		if (e == cudaSuccess)
+			e = cudaEventRecord(u->ev, s->s);
+		else
+			(void)cudaEventRecord(u->ev, s->s);
+	}
+	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, op, "cudaEventRecord", e);
+}
+
+static void cublas_stage_free(struct cublas_ctx *c)
+{
+	struct cublas_staging *st = &c->st;
+
+	while (st->count) {
+		struct cublas_stage_use *u = &st->use[st->first];
+
+		if (u->ev) {
+			(void)cudaEventSynchronize(u->ev);
+			st->evs[st->nev++] = u->ev;
+		}
+		st->first = (st->first + 1) % CUBLAS_STAGE_SLOTS;
+		st->count--;
+	}
+	for (unsigned i = 0; i < st->nev; i++)
+		cudaEventDestroy(st->evs[i]);
+	st->nev = 0;
+	if (st->host)
+		cudaFreeHost(st->host);
+	if (st->dev)
+		cudaFree(st->dev);
+	st->host = NULL;
+	st->dev = NULL;
+}
+
+/* ---- streams ------------------------------------------------------------------------ */
+
+static int cublas_stream_init(struct cublas_ctx *c, struct cublas_stream *s, const char *op)
+{
+	cudaError_t e;
+
+	memset(s, 0, sizeof(*s));
+	e = cudaStreamCreateWithFlags(&s->s, cudaStreamDefault);
+	if (e != cudaSuccess)
+		return cublas_cuda_fail(c, op, "cudaStreamCreate", e);
+	e = cudaMalloc(&s->ws, c->ws_bytes);
+	if (e == cudaSuccess)
+		e = cudaMalloc(&s->scratch, c->scratch_bytes);
+	if (e != cudaSuccess) {
+		fg_error(c->host, "cublas: %s: cannot allocate %zu MiB of workspace and scratch on "
+			 "device %d: %s; lower `workspace`/`scratch` or raise the reserve of the "
+			 "cuda_mem tier", op, (size_t)((c->ws_bytes + c->scratch_bytes) / MiB), c->device,
+			 cudaGetErrorString(e));
+		(void)cudaGetLastError();
+		if (s->ws)
+			cudaFree(s->ws);
+		cudaStreamDestroy(s->s);
+		memset(s, 0, sizeof(*s));
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void cublas_stream_fini(struct cublas_stream *s)
+{
+	if (!s->s)
+		return;
+	(void)cudaStreamSynchronize(s->s);
+	cudaFree(s->ws);
+	cudaFree(s->scratch);
+	cudaStreamDestroy(s->s);
+	memset(s, 0, sizeof(*s));
+}
+
+static int cublas_stream_create(void *ctx, void **stream)
+{
+	struct cublas_ctx *c = ctx;
+	struct cublas_stream *s;
+	int rc;
+
+	*stream = NULL;
+	if ((rc = cublas_enter(c, "stream_create")))
+		return rc;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		fg_error(c->host, "cublas: stream_create: out of host memory");
+		return -ENOMEM;
+	}
+	if ((rc = cublas_stream_init(c, s, "stream_create"))) {
+		free(s);
+		return rc;
+	}
+	*stream = s;
+	return 0;
+}
+
+static void cublas_stream_destroy(void *ctx, void *stream)
+{
+	struct cublas_ctx *c = ctx;
+
+	if (!stream || stream == &c->def)
+		return;
+	(void)cudaSetDevice(c->device);
+	pthread_mutex_lock(&c->lock);
+	cublas_stream_fini(stream); /* synchronises first: staging events may point at it */
+	pthread_mutex_unlock(&c->lock);
+	free(stream);
+}
+
+static int cublas_stream_sync(void *ctx, void *stream)
+{
+	struct cublas_ctx *c = ctx;
+	cudaError_t e;
+	int rc;
+
+	if ((rc = cublas_enter(c, "stream_sync")))
+		return rc;
+	e = cudaStreamSynchronize(cublas_stream_of(c, stream)->s);
+	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "stream_sync", "cudaStreamSynchronize", e);
+}
+
+static int cublas_event_create(void *ctx, void **event)
+{
+	struct cublas_ctx *c = ctx;
+	cudaEvent_t ev;
+	cudaError_t e;
+	int rc;
+
+	*event = NULL;
+	if ((rc = cublas_enter(c, "event_create")))
+		return rc;
+	e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+	if (e != cudaSuccess)
+		return cublas_cuda_fail(c, "event_create", "cudaEventCreate", e);
+	*event = ev;
+	return 0;
+}
+
+static void cublas_event_destroy(void *ctx, void *event)
+{
+	struct cublas_ctx *c = ctx;
+
+	if (!event)
+		return;
+	(void)cudaSetDevice(c->device);
+	cudaEventDestroy((cudaEvent_t)event);
+}
+
+static int cublas_event_record(void *ctx, void *event, void *stream)
+{
+	struct cublas_ctx *c = ctx;
+	cudaError_t e;
+	int rc;
+
+	if (!event) {
+		fg_error(c->host, "cublas: event_record: NULL event");
+		return -EINVAL;
+	}
+	if ((rc = cublas_enter(c, "event_record")))
+		return rc;
+	e = cudaEventRecord((cudaEvent_t)event, cublas_stream_of(c, stream)->s);
+	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "event_record", "cudaEventRecord", e);
+}
+
+static int cublas_stream_wait(void *ctx, void *stream, void *event)
+{
+	struct cublas_ctx *c = ctx;
+	cudaError_t e;
+	int rc;
+
+	if (!event) {
+		fg_error(c->host, "cublas: stream_wait: NULL event");
+		return -EINVAL;
+	}
+	if ((rc = cublas_enter(c, "stream_wait")))
+		return rc;
+	e = cudaStreamWaitEvent(cublas_stream_of(c, stream)->s, (cudaEvent_t)event, 0);
+	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "stream_wait", "cudaStreamWaitEvent", e);
+}
+
+/* ---- context --------------------------------------------------------------------------- */
+
+static void cublas_fini(void *ctx)
+{
+	struct cublas_ctx *c = ctx;
+
+	if (!c)
+		return;
+	(void)cudaSetDevice(c->device);
+	cublas_stage_free(c);
+	cublas_stream_fini(&c->def);
+	cublas_plans_clear(c);
+	if (c->lt)
+		cublasLtDestroy(c->lt);
+	if (c->blas)
+		cublasDestroy(c->blas);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+static int cublas_init(const struct fg_host *host, const void *opts, void **ctx)
+{
+	static const struct cublas_opts defaults = {
+		.device = 0, .workspace = 64 * MiB, .scratch = 64 * MiB, .q4_fused_max_m = 64,
+	};
+	const struct cublas_opts *o = opts ? opts : &defaults;
+	struct cudaDeviceProp prop;
+	struct cublas_ctx *c;
+	cublasStatus_t bs;
+	cudaError_t e;
+	int n = 0, rc;
+
+	*ctx = NULL;
+	if (o->workspace > 16384 * MiB || o->scratch > 16384 * MiB || o->scratch < 4 * MiB) {
+		fg_error(host, "cublas: workspace = %llu and scratch = %llu bytes: use up to 16G "
+			 "each, and at least 4M of scratch", (unsigned long long)o->workspace,
+			 (unsigned long long)o->scratch);
+		return -EINVAL;
+	}
+	e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess || n < 1) {
+		(void)cudaGetLastError();
+		fg_error(host, "cublas: no usable CUDA device (%s); use the cpu_blas backend on "
+			 "this machine", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+		return -ENODEV;
+	}
+	if (o->device < 0 || o->device >= n) {
+		fg_error(host, "cublas: device = %lld, but this machine has %d CUDA device%s "
+			 "(0..%d)", (long long)o->device, n, n == 1 ? "" : "s", n - 1);
+		return -EINVAL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		fg_error(host, "cublas: out of host memory for the context");
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	c->host = host;
+	c->device = (int)o->device;
+	c->ws_bytes = (size_t)o->workspace;
+	c->scratch_bytes = (size_t)o->scratch;
+	c->q4_fused_max_m = o->q4_fused_max_m;
+	if ((rc = cublas_enter(c, "init")))
+		goto fail;
+	e = cudaGetDeviceProperties(&prop, c->device);
+	if (e != cudaSuccess) {
+		rc = cublas_cuda_fail(c, "init", "cudaGetDeviceProperties", e);
+		goto fail;
+	}
+	c->sms = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+	c->cc = prop.major * 10 + prop.minor;
+	if (c->cc < 75) {
+		fg_error(host, "cublas: device %d (%s) has compute capability %d.%d; this build "
+			 "needs 7.5 or newer", c->device, prop.name, prop.major, prop.minor);
+		rc = -ENOTSUP;
+		goto fail;
+	}
+	if ((bs = cublasLtCreate(&c->lt)) != CUBLAS_STATUS_SUCCESS) {
+		rc = cublas_blas_fail(c, "init", "cublasLtCreate", bs);
+		goto fail;
+	}
+	if ((bs = cublasCreate(&c->blas)) != CUBLAS_STATUS_SUCCESS) {
+		rc = cublas_blas_fail(c, "init", "cublasCreate", bs);
+		goto fail;
+	}
+	if ((rc = cublas_stream_init(c, &c->def, "init")))
+		goto fail;
+	for (c->st.nev = 0; c->st.nev < CUBLAS_STAGE_SLOTS; c->st.nev++) {
+		e = cudaEventCreateWithFlags(&c->st.evs[c->st.nev], cudaEventDisableTiming);
+		if (e != cudaSuccess) {
+			rc = cublas_cuda_fail(c, "init", "cudaEventCreate", e);
+			goto fail;
+		}
+	}
+	if ((rc = cublas_stage_grow(c, "init", 1 << 20)))
+		goto fail;
+	if ((e = cublas_k_linear_setup()) != cudaSuccess ||
+	    (e = cublas_k_prefill_setup()) != cudaSuccess ||
+	    (e = cublas_k_decode_setup()) != cudaSuccess) {
+		rc = cublas_cuda_fail(c, "init", "configuring the kernels' shared memory", e);
+		goto fail;
+	}
+	fg_log(host, FG_LOG_DEBUG, "cublas: device %d (%s), %d SMs, compute capability %d.%d",
+	       c->device, prop.name, c->sms, prop.major, prop.minor);
+	*ctx = c;
+	return 0;
+fail:
+	cublas_fini(c);
+	return rc;
+}
+
+static void cublas_info(void *ctx, struct fg_compute_info *info)
+{
+	(void)ctx;
+	info->act_dtype = FG_DTYPE_F16;
+	info->native_codecs = "fp16,int4_group64";
+}
+
+static int cublas_probe(const struct fg_host *host)
+{
+	int n = 0;
+
+	(void)host;
+	if (cudaGetDeviceCount(&n) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return n > 0 ? 1 : 0;
+}
+
+static const struct fg_compute_ops cublas_ops = {
+	.init			= cublas_init,
+	.fini			= cublas_fini,
+	.info			= cublas_info,
+	.embed			= cublas_embed,
+	.layer_norm		= cublas_layer_norm,
+	.linear			= cublas_linear,
+	.attention_prefill	= cublas_attention_prefill,
+	.attention_decode	= cublas_attention_decode,
+	.kv_append		= cublas_kv_append,
+	.stream_create		= cublas_stream_create,
+	.stream_destroy		= cublas_stream_destroy,
+	.stream_sync		= cublas_stream_sync,
+	.event_create		= cublas_event_create,
+	.event_destroy		= cublas_event_destroy,
+	.event_record		= cublas_event_record,
+	.stream_wait		= cublas_stream_wait,
+};
+
+FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
+	.abi_version	= FG_ABI_VERSION,
+	.kind		= FG_PLUGIN_COMPUTE,
+	.name		= "cublas",
+	.description	= "NVIDIA GPU backend: cuBLASLt fp16 GEMMs, fused 4-bit linear and "
+			  "flash attention kernels",
+	.probe		= cublas_probe,
+	.ops		= &cublas_ops,
+	.options	= cublas_options,
+	.opts_size	= sizeof(struct cublas_opts),
+	.capabilities	= "streams,events,fp16,int4_group64",
+};

@@ -1,0 +1,1129 @@
+/* tests/test_compute_conformance.c - every compute plugin in FGCORE_PLUGIN_PATH
+ * against naive double-precision references written here.
+ *
+ * Tolerances (max over all outputs of |got - ref| / (1 + |ref|)):
+ *   fp32-activation backends: 1e-4   (fp32 accumulation over k <= 1024 of
+ *                                     values in [-1, 1] stays near 1e-6; the
+ *                                     margin covers any summation order)
+ *   fp16-activation backends: 2e-2   (inputs and outputs rounded to fp16:
+ *                                     2^-11 relative each, a few roundings
+ *                                     per op, plus fp16 accumulation slack)
+ * Rows an op must leave alone (padding columns between cols and ld, cache
+ * rows outside the append, attention rows in the left padding: exact zeros)
+ * are checked exactly.
+ *
+ * Each op runs on random inputs over several shapes (odd sizes, ld > cols,
+ * m = 1 decode shapes, k = 0), with every linear variant (bias, ReLU,
+ * residual: none / separate / the same buffer as out), attention with pads
+ * 0, random, all-but-one and all, batch > 1, heads > 1, cache_stride > len;
+ * invalid arguments must be refused with -EINVAL and an error line, never
+ * a crash.  cpu_blas also runs with its linear paths forced (OpenBLAS only,
+ * the fused kernel only) and thread counts 1 and 3.
+ *
+ * Memory: tensors come from malloc, which is right for host backends with
+ * fp32 activations.  A backend with fp16 activations or device memory (a
+ * future cublas) is skipped with a message: SKIP-DEVICE below marks where the
+ * GPU issue adds tensors in the cuda_mem tier.  When no backend at all can
+ * run the program exits 77; cpu_blas missing is a failure.
+ *
+ * Plugins are surveyed (probe, init, info) in a forked child so that no
+ * plugin state (a CUDA context) is inherited by the test processes.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fgcore/half.h>
+
+#include "core/backend/backend.h"
+#include "core/plugin/loader.h"
+#include "core/util/error.h"
+
+/* Check's ck_assert* report every passing check to the parent process (one
+ * write each), far too slow for millions of values: test with these. */
+#define EXPECT(cond, ...)                            \
+	do {                                         \
+		if (!(cond))                         \
+			ck_abort_msg(__VA_ARGS__);   \
+	} while (0)
+#define EXPECT_TRUE(cond) EXPECT(cond, "%s:%d: %s", __FILE__, __LINE__, #cond)
+
+#define TOL_F32 1e-4
+#define TOL_F16 2e-2 /* for an fp16-activation backend, once tested (SKIP-DEVICE) */
+
+#define MAX_CONFS 16
+
+struct conf {
+	char label[128];
+	char path[PATH_MAX];
+	char name[64];
+	const char *keys[2], *vals[2];
+	int nopts;
+};
+
+static struct conf confs[MAX_CONFS];
+static int nconfs;
+static bool have_cpu_blas;
+
+/* ---- PRNG and buffers ---------------------------------------------------------------- */
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+	uint64_t x = rng_state;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	rng_state = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+static float urand(void) /* [-1, 1) */
+{
+	return (float)((rnd() >> 40) * (2.0 / 16777216.0) - 1.0);
+}
+
+static int64_t irand(int64_t n) /* [0, n) */
+{
+	return n > 0 ? (int64_t)(rnd() % (uint64_t)n) : 0;
+}
+
+#define SENTINEL 1234.5f
+
+/* An f32 [rows, ld] buffer of random values (padding columns: SENTINEL). */
+static float *f32_new(int64_t rows, int64_t cols, int64_t ld, bool random)
+{
+	size_t n = (size_t)(rows * ld) + 1;
+	float *p = malloc(n * sizeof(*p));
+
+	EXPECT_TRUE(p);
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < ld; c++)
+			p[r * ld + c] = c < cols ? (random ? urand() : 0.0f) : SENTINEL;
+	return p;
+}
+
+static uint16_t *f16_new(int64_t rows, int64_t cols, int64_t ld, float scale)
+{
+	size_t n = (size_t)(rows * ld) + 1;
+	uint16_t *p = malloc(n * sizeof(*p));
+
+	EXPECT_TRUE(p);
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < ld; c++)
+			p[r * ld + c] = c < cols ? fg_float_to_half(urand() * scale) : 0x7e00;
+	return p;
+}
+
+static struct fg_tensor tview(void *data, enum fg_dtype t, int64_t rows, int64_t cols, int64_t ld)
+{
+	struct fg_tensor v = { .data = data, .dtype = t, .rows = rows, .cols = cols, .ld = ld };
+
+	return v;
+}
+
+static double h2d(uint16_t h)
+{
+	return fg_half_to_float(h);
+}
+
+/* Compare got (an f32 view) with ref ([rows, cols], dense); padding columns
+ * must still hold SENTINEL. */
+static void expect_close(const char *what, const float *got, int64_t ld, const double *ref,
+			 int64_t rows, int64_t cols, double tol)
+{
+	double worst = 0;
+	int64_t wr = 0, wc = 0;
+
+	for (int64_t r = 0; r < rows; r++) {
+		for (int64_t c = 0; c < ld; c++) {
+			float g = got[r * ld + c];
+			double e;
+
+			if (c >= cols) {
+				EXPECT(g == SENTINEL, "%s: padding [%lld, %lld] overwritten",
+					      what, (long long)r, (long long)c);
+				continue;
+			}
+			EXPECT(isfinite(g), "%s: [%lld, %lld] = %f", what, (long long)r,
+				      (long long)c, (double)g);
+			e = fabs(g - ref[r * cols + c]) / (1 + fabs(ref[r * cols + c]));
+			if (e > worst) {
+				worst = e;
+				wr = r;
+				wc = c;
+			}
+		}
+	}
+	EXPECT(worst <= tol, "%s: error %.3g > %.3g at [%lld, %lld]: got %.9g, want %.9g",
+		      what, worst, tol, (long long)wr, (long long)wc,
+		      (double)got[wr * ld + wc], ref[wr * cols + wc]);
+}
+
+/* ---- the backend under test ---------------------------------------------------------- */
+
+struct env {
+	struct fg_backend b;
+	double tol;
+	const char *label;
+};
+
+static void env_open(struct env *e, int ci)
+{
+	const struct conf *c = &confs[ci];
+	struct fg_plugin_handle ph;
+	void *opts;
+	int rc;
+
+	rng_state = 0x243f6a8885a308d3ull ^ (uint64_t)ci;
+	rc = fg_plugin_open_file(c->path, FG_PLUGIN_COMPUTE, NULL, &ph);
+	EXPECT(rc == 0, "%s", fg_last_error());
+	opts = fg_plugin_opts_new(ph.plugin);
+	EXPECT(opts, "%s", fg_last_error());
+	for (int i = 0; i < c->nopts; i++)
+		EXPECT(fg_plugin_opts_set(ph.plugin, opts, c->keys[i], c->vals[i], "test") == 0,
+			      "%s", fg_last_error());
+	rc = fg_backend_open(&e->b, &ph, opts);
+	EXPECT(rc == 0, "%s: %s", c->label, fg_last_error());
+	ck_assert_int_eq(e->b.info.act_dtype, FG_DTYPE_F32); /* others are skipped in main */
+	e->tol = TOL_F32;
+	e->label = c->label;
+}
+
+static void env_close(struct env *e)
+{
+	fg_backend_close(&e->b);
+}
+
+/* Expect a refusal: -EINVAL and an error line naming the problem. */
+#define EXPECT_EINVAL(e, call, what)                                                        \
+	do {                                                                                \
+		int rc_;                                                                    \
+		fg_clear_error();                                                           \
+		rc_ = (call);                                                               \
+		EXPECT(rc_ == -EINVAL, "%s: %s: got %d, expected -EINVAL", (e)->label, \
+			      what, rc_);                                                   \
+		EXPECT(fg_last_error()[0] != '\0', "%s: %s: no error line",          \
+			      (e)->label, what);                                            \
+	} while (0)
+
+/* ---- linear -------------------------------------------------------------------------- */
+
+enum { RES_NONE, RES_SEPARATE, RES_ALIAS };
+
+static void linear_case(struct env *e, int64_t m, int64_t n, int64_t k, int64_t pad, bool bias,
+			bool relu, int res)
+{
+	int64_t ldx = k + pad, ldw = k + pad, ldo = n + pad;
+	float *x = f32_new(m, k, ldx, true), *out = f32_new(m, n, ldo, false);
+	float *resb = res == RES_SEPARATE ? f32_new(m, n, ldo + 1, true) : NULL;
+	uint16_t *w = f16_new(n, k, ldw, 1.0f), *b = bias ? f16_new(1, n, n, 1.0f) : NULL;
+	double *ref = malloc((size_t)(m * n + 1) * sizeof(*ref));
+	struct fg_linear_args a;
+	char what[160];
+
+	EXPECT_TRUE(ref);
+	if (res == RES_ALIAS) /* out holds the residual on entry */
+		for (int64_t i = 0; i < m; i++)
+			for (int64_t j = 0; j < n; j++)
+				out[i * ldo + j] = urand();
+	for (int64_t i = 0; i < m; i++) {
+		for (int64_t j = 0; j < n; j++) {
+			double s = 0;
+
+			for (int64_t q = 0; q < k; q++)
+				s += (double)x[i * ldx + q] * h2d(w[j * ldw + q]);
+			if (b)
+				s += h2d(b[j]);
+			if (relu && s < 0)
+				s = 0;
+			if (res == RES_SEPARATE)
+				s += resb[i * (ldo + 1) + j];
+			else if (res == RES_ALIAS)
+				s += out[i * ldo + j];
+			ref[i * n + j] = s;
+		}
+	}
+	memset(&a, 0, sizeof(a));
+	a.x = tview(x, FG_DTYPE_F32, m, k, ldx);
+	a.w = tview(w, FG_DTYPE_F16, n, k, ldw);
+	a.bias = tview(b, FG_DTYPE_F16, 1, n, n);
+	a.act = relu ? FG_ACT_RELU : FG_ACT_NONE;
+	a.out = tview(out, FG_DTYPE_F32, m, n, ldo);
+	if (res == RES_SEPARATE)
+		a.residual = tview(resb, FG_DTYPE_F32, m, n, ldo + 1);
+	else if (res == RES_ALIAS)
+		a.residual = a.out;
+	snprintf(what, sizeof(what), "%s: linear m=%lld n=%lld k=%lld pad=%lld bias=%d relu=%d "
+		 "res=%d", e->label, (long long)m, (long long)n, (long long)k, (long long)pad,
+		 bias, relu, res);
+	EXPECT(e->b.ops->linear(e->b.ctx, NULL, &a) == 0, "%s: %s", what, fg_last_error());
+	expect_close(what, out, ldo, ref, m, n, e->tol);
+	free(x), free(out), free(resb), free(w), free(b), free(ref);
+}
+
+static const int64_t linear_shapes[][3] = {
+	{ 1, 1, 1 }, { 1, 7, 13 }, { 2, 3, 8 }, { 3, 5, 17 }, { 4, 24, 64 }, { 5, 25, 33 },
+	{ 7, 49, 100 }, { 1, 130, 257 }, { 33, 70, 96 }, { 64, 96, 128 }, { 100, 65, 31 },
+	{ 1, 300, 1024 }, { 130, 67, 200 }, { 20, 40, 2500 },
+};
+
+START_TEST(test_linear)
+{
+	struct env e;
+
+	env_open(&e, _i);
+	for (size_t s = 0; s < sizeof(linear_shapes) / sizeof(linear_shapes[0]); s++)
+		for (int v = 0; v < 24; v++)
+			linear_case(&e, linear_shapes[s][0], linear_shapes[s][1], linear_shapes[s][2],
+				    (v & 1) ? 3 : 0, v & 2, v & 4, (v >> 3) % 3);
+	env_close(&e);
+}
+END_TEST
+
+/* Shapes around the fused / BLAS boundaries, and k = 0 (out = act(bias) + residual). */
+START_TEST(test_linear_edges)
+{
+	struct env e;
+
+	env_open(&e, _i);
+	for (int64_t m = 1; m <= 40; m += 3)
+		linear_case(&e, m, 29, 71, 1, true, m & 1, m % 3);
+	linear_case(&e, 3, 5, 0, 0, true, true, RES_SEPARATE);
+	linear_case(&e, 3, 5, 0, 2, false, false, RES_ALIAS);
+	linear_case(&e, 3, 600, 8192, 0, true, false, RES_SEPARATE); /* cpu_blas: 3 w tiles */
+	linear_case(&e, 40, 70000, 1, 0, true, false, RES_ALIAS);    /* cpu_blas: row blocks */
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_linear_empty)
+{
+	struct env e;
+	float x[4], out[4] = { 7, 7, 7, 7 };
+	uint16_t w[4] = { 0 };
+	struct fg_linear_args a;
+
+	env_open(&e, _i);
+	memset(&a, 0, sizeof(a));
+	a.x = tview(x, FG_DTYPE_F32, 0, 2, 2);
+	a.w = tview(w, FG_DTYPE_F16, 2, 2, 2);
+	a.out = tview(out, FG_DTYPE_F32, 0, 2, 2);
+	ck_assert_int_eq(e.b.ops->linear(e.b.ctx, NULL, &a), 0);
+	a.x.rows = a.out.rows = 2;
+	a.w.rows = a.out.cols = 0;
+	ck_assert_int_eq(e.b.ops->linear(e.b.ctx, NULL, &a), 0);
+	for (int i = 0; i < 4; i++)
+		EXPECT_TRUE(out[i] == 7);
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_linear_invalid)
+{
+	struct env e;
+	float x[64], out[64], out2[64];
+	uint16_t w[64], bias[8];
+	struct fg_linear_args a, g;
+
+	memset(x, 0, sizeof(x));
+	memset(w, 0, sizeof(w));
+	memset(bias, 0, sizeof(bias));
+	env_open(&e, _i);
+	memset(&g, 0, sizeof(g));
+	g.x = tview(x, FG_DTYPE_F32, 4, 8, 8);
+	g.w = tview(w, FG_DTYPE_F16, 6, 8, 8);
+	g.out = tview(out, FG_DTYPE_F32, 4, 6, 6);
+	g.bias = tview(bias, FG_DTYPE_F16, 1, 6, 6);
+	EXPECT(e.b.ops->linear(e.b.ctx, NULL, &g) == 0, "%s", fg_last_error());
+
+	a = g, a.w.dtype = FG_DTYPE_F32;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "w f32");
+	a = g, a.x.dtype = FG_DTYPE_F16;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "x f16");
+	a = g, a.out.dtype = FG_DTYPE_I32;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "out i32");
+	a = g, a.x.dtype = (enum fg_dtype)77;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "x dtype 77");
+	a = g, a.w.cols = 7, a.w.ld = 7;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "k mismatch");
+	a = g, a.out.cols = 5;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "n mismatch");
+	a = g, a.out.rows = 3;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "m mismatch");
+	a = g, a.x.ld = 7;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "ld < cols");
+	a = g, a.x.rows = -1, a.out.rows = -1;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "negative rows");
+	a = g, a.bias.cols = 5;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "bias shape");
+	a = g, a.bias.dtype = FG_DTYPE_F32;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "bias f32");
+	a = g, a.residual = tview(out2, FG_DTYPE_F32, 4, 5, 6);
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "residual shape");
+	a = g, a.act = (enum fg_activation)9;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "unknown activation");
+	a = g, a.out = tview(x, FG_DTYPE_F32, 4, 6, 6);
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "out aliases x");
+	a = g, a.residual = tview(out + 1, FG_DTYPE_F32, 4, 6, 6);
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "residual partly overlaps out");
+	a = g, a.x.data = NULL;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "x NULL");
+	a = g, a.x.ld = INT64_MAX / 2, a.x.rows = 4;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "x larger than memory");
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, NULL), "NULL args");
+	env_close(&e);
+}
+END_TEST
+
+/* cpu_blas: with the fused kernel forced, a row's result is bit-identical
+ * whatever m (hence the k blocking) and the thread count: policy equivalence
+ * across batch splits relies on it. */
+START_TEST(test_linear_batch_invariance)
+{
+	struct env e;
+	int64_t n = 45, k = 2100, M = 19; /* k > 1024: cpu_blas blocks k when m > 8 */
+	float *x = f32_new(M, k, k, true), *full = f32_new(M, n, n, false);
+	float *part = f32_new(M, n, n, false);
+	uint16_t *w = f16_new(n, k, k, 1.0f), *b = f16_new(1, n, n, 1.0f);
+	struct fg_linear_args a;
+
+	env_open(&e, _i);
+	memset(&a, 0, sizeof(a));
+	a.w = tview(w, FG_DTYPE_F16, n, k, k);
+	a.bias = tview(b, FG_DTYPE_F16, 1, n, n);
+	a.x = tview(x, FG_DTYPE_F32, M, k, k);
+	a.out = tview(full, FG_DTYPE_F32, M, n, n);
+	ck_assert_int_eq(e.b.ops->linear(e.b.ctx, NULL, &a), 0);
+	for (int64_t m = 1; m <= 7; m += 2) {
+		for (int64_t i0 = 0; i0 + m <= M; i0 += m) {
+			a.x = tview(x + i0 * k, FG_DTYPE_F32, m, k, k);
+			a.out = tview(part + i0 * n, FG_DTYPE_F32, m, n, n);
+			ck_assert_int_eq(e.b.ops->linear(e.b.ctx, NULL, &a), 0);
+		}
+		for (int64_t i = 0; i < (M / m) * m * n; i++)
+			EXPECT(memcmp(&part[i], &full[i], sizeof(float)) == 0,
+				      "m=%lld: element %lld differs: %a vs %a", (long long)m,
+				      (long long)i, (double)part[i], (double)full[i]);
+	}
+	env_close(&e);
+	free(x), free(full), free(part), free(w), free(b);
+}
+END_TEST
+
+/* ---- embed --------------------------------------------------------------------------- */
+
+START_TEST(test_embed)
+{
+	static const int64_t shapes[][4] = { /* vocab, positions, hidden, n */
+		{ 1, 1, 1, 1 }, { 50, 20, 33, 17 }, { 7, 9, 64, 5 }, { 300, 40, 128, 61 },
+	};
+	struct env e;
+
+	env_open(&e, _i);
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		int64_t V = shapes[s][0], P = shapes[s][1], H = shapes[s][2], n = shapes[s][3];
+		int64_t ldt = H + 2, ldp = H + 1, ldo = H + 3;
+		uint16_t *tok = f16_new(V, H, ldt, 2.0f), *pos = f16_new(P, H, ldp, 2.0f);
+		float *out = f32_new(n, H, ldo, false);
+		int32_t *ids = malloc((size_t)n * sizeof(*ids)), *positions = malloc((size_t)n * 4);
+		double *ref = malloc((size_t)(n * H) * sizeof(*ref));
+		struct fg_embed_args a;
+
+		EXPECT_TRUE(ids && positions && ref);
+		for (int64_t i = 0; i < n; i++) {
+			ids[i] = (int32_t)(i == 0 ? V - 1 : irand(V));
+			positions[i] = (int32_t)(i == 1 ? P - 1 : irand(P));
+			for (int64_t j = 0; j < H; j++)
+				ref[i * H + j] = h2d(tok[ids[i] * ldt + j]) + h2d(pos[positions[i] * ldp + j]);
+		}
+		a.ids = ids;
+		a.positions = positions;
+		a.n = n;
+		a.tok = tview(tok, FG_DTYPE_F16, V, H, ldt);
+		a.pos = tview(pos, FG_DTYPE_F16, P, H, ldp);
+		a.out = tview(out, FG_DTYPE_F32, n, H, ldo);
+		EXPECT(e.b.ops->embed(e.b.ctx, NULL, &a) == 0, "%s", fg_last_error());
+		expect_close("embed", out, ldo, ref, n, H, e.tol);
+		free(tok), free(pos), free(out), free(ids), free(positions), free(ref);
+	}
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_embed_invalid)
+{
+	struct env e;
+	uint16_t tok[40], pos[40];
+	float out[40];
+	int32_t ids[3] = { 0, 1, 2 }, positions[3] = { 0, 1, 2 };
+	struct fg_embed_args a, g;
+
+	memset(tok, 0, sizeof(tok));
+	memset(pos, 0, sizeof(pos));
+	env_open(&e, _i);
+	g.ids = ids;
+	g.positions = positions;
+	g.n = 3;
+	g.tok = tview(tok, FG_DTYPE_F16, 5, 4, 4);
+	g.pos = tview(pos, FG_DTYPE_F16, 3, 4, 4);
+	g.out = tview(out, FG_DTYPE_F32, 3, 4, 4);
+	EXPECT(e.b.ops->embed(e.b.ctx, NULL, &g) == 0, "%s", fg_last_error());
+
+	ids[1] = 5;
+	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &g), "id == vocab");
+	ids[1] = -1;
+	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &g), "negative id");
+	ids[1] = 1;
+	positions[2] = 3;
+	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &g), "position out of range");
+	positions[2] = 2;
+	a = g, a.tok.dtype = FG_DTYPE_F32;
+	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &a), "tok f32");
+	a = g, a.out.dtype = FG_DTYPE_F16;
+	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &a), "out f16");
+	a = g, a.pos.cols = 3;
+	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &a), "hidden mismatch");
+	a = g, a.out.rows = 2;
+	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &a), "n mismatch");
+	a = g, a.ids = NULL;
+	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &a), "ids NULL");
+	a = g, a.n = -2;
+	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &a), "negative n");
+	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, NULL), "NULL args");
+	env_close(&e);
+}
+END_TEST
+
+/* ---- layer norm ---------------------------------------------------------------------- */
+
+START_TEST(test_layer_norm)
+{
+	static const int64_t shapes[][2] = { { 1, 1 }, { 7, 65 }, { 3, 768 }, { 20, 33 } };
+	struct env e;
+
+	env_open(&e, _i);
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		for (int inplace = 0; inplace < 2; inplace++) {
+			int64_t n = shapes[s][0], h = shapes[s][1], ldx = h + 2;
+			int64_t ldo = inplace ? ldx : h + 1;
+			float *x = f32_new(n, h, ldx, true), *out = inplace ? x : f32_new(n, h, ldo, false);
+			uint16_t *g = f16_new(1, h, h, 2.0f), *b = f16_new(1, h, h, 1.0f);
+			double *ref = malloc((size_t)(n * h) * sizeof(*ref));
+			struct fg_layer_norm_args a;
+
+			EXPECT_TRUE(ref);
+			for (int64_t i = 0; i < n; i++) {
+				double mean = 0, var = 0;
+
+				/* an offset makes the variance computation matter */
+				for (int64_t j = 0; j < h; j++)
+					x[i * ldx + j] += 3.0f;
+				for (int64_t j = 0; j < h; j++)
+					mean += x[i * ldx + j];
+				mean /= (double)h;
+				for (int64_t j = 0; j < h; j++)
+					var += (x[i * ldx + j] - mean) * (x[i * ldx + j] - mean);
+				var /= (double)h;
+				for (int64_t j = 0; j < h; j++)
+					ref[i * h + j] = (x[i * ldx + j] - mean) / sqrt(var + 1e-5) *
+							 h2d(g[j]) + h2d(b[j]);
+			}
+			a.x = tview(x, FG_DTYPE_F32, n, h, ldx);
+			a.gamma = tview(g, FG_DTYPE_F16, 1, h, h);
+			a.beta = tview(b, FG_DTYPE_F16, 1, h, h);
+			a.eps = 1e-5f;
+			a.out = tview(out, FG_DTYPE_F32, n, h, ldo);
+			EXPECT(e.b.ops->layer_norm(e.b.ctx, NULL, &a) == 0, "%s",
+				      fg_last_error());
+			expect_close(inplace ? "layer_norm in place" : "layer_norm", out, ldo, ref,
+				     n, h, e.tol);
+			if (!inplace)
+				free(out);
+			free(x), free(g), free(b), free(ref);
+		}
+	}
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_layer_norm_invalid)
+{
+	struct env e;
+	float x[32], out[32];
+	uint16_t g[8], b[8];
+	struct fg_layer_norm_args a, v;
+
+	memset(x, 0, sizeof(x));
+	memset(g, 0, sizeof(g));
+	memset(b, 0, sizeof(b));
+	env_open(&e, _i);
+	v.x = tview(x, FG_DTYPE_F32, 4, 8, 8);
+	v.gamma = tview(g, FG_DTYPE_F16, 1, 8, 8);
+	v.beta = tview(b, FG_DTYPE_F16, 1, 8, 8);
+	v.eps = 1e-5f;
+	v.out = tview(out, FG_DTYPE_F32, 4, 8, 8);
+	EXPECT(e.b.ops->layer_norm(e.b.ctx, NULL, &v) == 0, "%s", fg_last_error());
+	a = v, a.gamma.cols = 7;
+	EXPECT_EINVAL(&e, e.b.ops->layer_norm(e.b.ctx, NULL, &a), "gamma shape");
+	a = v, a.beta.dtype = FG_DTYPE_F32;
+	EXPECT_EINVAL(&e, e.b.ops->layer_norm(e.b.ctx, NULL, &a), "beta f32");
+	a = v, a.eps = -1;
+	EXPECT_EINVAL(&e, e.b.ops->layer_norm(e.b.ctx, NULL, &a), "negative eps");
+	a = v, a.eps = NAN;
+	EXPECT_EINVAL(&e, e.b.ops->layer_norm(e.b.ctx, NULL, &a), "NaN eps");
+	a = v, a.out = tview(x + 1, FG_DTYPE_F32, 4, 8, 8);
+	EXPECT_EINVAL(&e, e.b.ops->layer_norm(e.b.ctx, NULL, &a), "out partly overlaps x");
+	a = v, a.out.rows = 5;
+	EXPECT_EINVAL(&e, e.b.ops->layer_norm(e.b.ctx, NULL, &a), "out rows");
+	EXPECT_EINVAL(&e, e.b.ops->layer_norm(e.b.ctx, NULL, NULL), "NULL args");
+	env_close(&e);
+}
+END_TEST
+
+/* ---- attention ----------------------------------------------------------------------- */
+
+/* Reference for one query: softmax(scale q·k_j) v_j over j in [lo, hi]. */
+static void attend_ref(const float *q, const float *k, int64_t ldk, const float *v, int64_t ldv,
+		       int64_t lo, int64_t hi, int64_t hd, double scale, double *out)
+{
+	double mx = -INFINITY, sum = 0, *s;
+
+	for (int64_t d = 0; d < hd; d++)
+		out[d] = 0;
+	if (lo > hi)
+		return;
+	s = malloc((size_t)(hi - lo + 1) * sizeof(*s));
+	EXPECT_TRUE(s);
+	for (int64_t j = lo; j <= hi; j++) {
+		double t = 0;
+
+		for (int64_t d = 0; d < hd; d++)
+			t += (double)q[d] * k[j * ldk + d];
+		s[j - lo] = t * scale;
+		mx = fmax(mx, s[j - lo]);
+	}
+	for (int64_t j = lo; j <= hi; j++) {
+		s[j - lo] = exp(s[j - lo] - mx);
+		sum += s[j - lo];
+	}
+	for (int64_t j = lo; j <= hi; j++)
+		for (int64_t d = 0; d < hd; d++)
+			out[d] += s[j - lo] / sum * v[j * ldv + d];
+	free(s);
+}
+
+enum { PAD_ZERO, PAD_RANDOM, PAD_ALL_BUT_ONE, PAD_ALL, PAD_KINDS };
+
+static void prefill_case(struct env *e, int64_t B, int64_t S, int64_t H, int64_t hd, int padkind,
+			 int64_t ldpad, bool out_is_q)
+{
+	int64_t C = H * hd, R = B * S, ld = C + ldpad;
+	float *q = f32_new(R, C, ld, true), *k = f32_new(R, C, ld + 1, true);
+	float *v = f32_new(R, C, ld + 2, true), *out = out_is_q ? q : f32_new(R, C, ld + 3, false);
+	int64_t ldo = out_is_q ? ld : ld + 3;
+	double *ref = malloc((size_t)(R * C) * sizeof(*ref));
+	int32_t *pad = malloc((size_t)B * sizeof(*pad));
+	struct fg_attention_args a;
+	double scale = 1.0 / sqrt((double)hd);
+	char what[160];
+
+	EXPECT_TRUE(ref && pad);
+	for (int64_t b = 0; b < B; b++)
+		pad[b] = (int32_t)(padkind == PAD_ZERO ? 0 : padkind == PAD_RANDOM ? irand(S) :
+				   padkind == PAD_ALL_BUT_ONE ? S - 1 : S);
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t h = 0; h < H; h++)
+			for (int64_t i = 0; i < S; i++)
+				attend_ref(q + (b * S + i) * ld + h * hd, k + b * S * (ld + 1) + h * hd,
+					   ld + 1, v + b * S * (ld + 2) + h * hd, ld + 2, pad[b], i,
+					   hd, (float)scale, ref + (b * S + i) * C + h * hd);
+	memset(&a, 0, sizeof(a));
+	a.q = tview(q, FG_DTYPE_F32, R, C, ld);
+	a.k = tview(k, FG_DTYPE_F32, R, C, ld + 1);
+	a.v = tview(v, FG_DTYPE_F32, R, C, ld + 2);
+	a.out = tview(out, FG_DTYPE_F32, R, C, ldo);
+	a.batch = B;
+	a.seq = S;
+	a.heads = H;
+	a.head_dim = hd;
+	a.scale = (float)scale;
+	a.pad = pad;
+	snprintf(what, sizeof(what), "%s: attention_prefill B=%lld S=%lld H=%lld hd=%lld pad=%d%s",
+		 e->label, (long long)B, (long long)S, (long long)H, (long long)hd, padkind,
+		 out_is_q ? " out=q" : "");
+	EXPECT(e->b.ops->attention_prefill(e->b.ctx, NULL, &a) == 0, "%s: %s", what,
+		      fg_last_error());
+	expect_close(what, out, ldo, ref, R, C, e->tol);
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t i = 0; i < pad[b]; i++)
+			for (int64_t c = 0; c < C; c++)
+				EXPECT(out[(b * S + i) * ldo + c] == 0.0f,
+					      "%s: padded row %lld of batch %lld is not zero", what,
+					      (long long)i, (long long)b);
+	if (!out_is_q)
+		free(out);
+	free(q), free(k), free(v), free(ref), free(pad);
+}
+
+START_TEST(test_attention_prefill)
+{
+	static const int64_t shapes[][4] = { /* batch, seq, heads, head_dim */
+		{ 1, 1, 1, 1 }, { 1, 5, 2, 4 }, { 2, 7, 3, 8 }, { 3, 9, 2, 16 }, { 2, 33, 2, 64 },
+		{ 1, 70, 1, 12 },
+	};
+	struct env e;
+
+	env_open(&e, _i);
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (int p = 0; p < PAD_KINDS; p++)
+			prefill_case(&e, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], p,
+				     (int64_t)(s % 3), false);
+	prefill_case(&e, 2, 6, 2, 8, PAD_RANDOM, 1, true);
+	env_close(&e);
+}
+END_TEST
+
+static void decode_case(struct env *e, int64_t B, int64_t H, int64_t hd, int64_t len,
+			int64_t stride, int padkind, bool out_is_q)
+{
+	int64_t C = H * hd, ld = C + 1;
+	float *q = f32_new(B, C, ld, true), *k = f32_new(B * stride, C, ld + 2, true);
+	float *v = f32_new(B * stride, C, ld + 3, true);
+	float *out = out_is_q ? q : f32_new(B, C, ld + 1, false);
+	int64_t ldo = out_is_q ? ld : ld + 1;
+	double *ref = malloc((size_t)(B * C) * sizeof(*ref));
+	int32_t *pad = malloc((size_t)B * sizeof(*pad));
+	struct fg_attention_args a;
+	double scale = 0.7 / sqrt((double)hd);
+	char what[160];
+
+	EXPECT_TRUE(ref && pad);
+	for (int64_t b = 0; b < B; b++)
+		pad[b] = (int32_t)(padkind == PAD_ZERO ? 0 : padkind == PAD_RANDOM ? irand(len) :
+				   len - 1);
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t h = 0; h < H; h++)
+			attend_ref(q + b * ld + h * hd, k + b * stride * (ld + 2) + h * hd, ld + 2,
+				   v + b * stride * (ld + 3) + h * hd, ld + 3, pad[b], len - 1, hd,
+				   (float)scale, ref + b * C + h * hd);
+	memset(&a, 0, sizeof(a));
+	a.q = tview(q, FG_DTYPE_F32, B, C, ld);
+	a.k = tview(k, FG_DTYPE_F32, B * stride, C, ld + 2);
+	a.v = tview(v, FG_DTYPE_F32, B * stride, C, ld + 3);
+	a.out = tview(out, FG_DTYPE_F32, B, C, ldo);
+	a.batch = B;
+	a.seq = 1;
+	a.len = len;
+	a.cache_stride = stride;
+	a.heads = H;
+	a.head_dim = hd;
+	a.scale = (float)scale;
+	a.pad = pad;
+	snprintf(what, sizeof(what), "%s: attention_decode B=%lld H=%lld hd=%lld len=%lld "
+		 "stride=%lld pad=%d%s", e->label, (long long)B, (long long)H, (long long)hd,
+		 (long long)len, (long long)stride, padkind, out_is_q ? " out=q" : "");
+	EXPECT(e->b.ops->attention_decode(e->b.ctx, NULL, &a) == 0, "%s: %s", what,
+		      fg_last_error());
+	expect_close(what, out, ldo, ref, B, C, e->tol);
+	if (!out_is_q)
+		free(out);
+	free(q), free(k), free(v), free(ref), free(pad);
+}
+
+START_TEST(test_attention_decode)
+{
+	static const int64_t shapes[][5] = { /* batch, heads, head_dim, len, cache_stride */
+		{ 1, 1, 1, 1, 1 }, { 2, 3, 8, 5, 9 }, { 3, 2, 16, 17, 20 }, { 4, 4, 64, 33, 40 },
+		{ 1, 2, 64, 130, 130 }, { 5, 1, 7, 2, 3 },
+	};
+	struct env e;
+
+	env_open(&e, _i);
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (int p = 0; p <= PAD_ALL_BUT_ONE; p++)
+			decode_case(&e, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3],
+				    shapes[s][4], p, false);
+	decode_case(&e, 3, 2, 8, 6, 8, PAD_RANDOM, true);
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_attention_invalid)
+{
+	struct env e;
+	float q[256], k[512], v[512], out[256];
+	int32_t pad[2] = { 0, 1 };
+	struct fg_attention_args a, p, d;
+
+	memset(q, 0, sizeof(q));
+	memset(k, 0, sizeof(k));
+	memset(v, 0, sizeof(v));
+	env_open(&e, _i);
+	/* prefill: batch 2, seq 4, heads 2, head_dim 4 */
+	memset(&p, 0, sizeof(p));
+	p.q = tview(q, FG_DTYPE_F32, 8, 8, 8);
+	p.k = tview(k, FG_DTYPE_F32, 8, 8, 8);
+	p.v = tview(v, FG_DTYPE_F32, 8, 8, 8);
+	p.out = tview(out, FG_DTYPE_F32, 8, 8, 8);
+	p.batch = 2, p.seq = 4, p.heads = 2, p.head_dim = 4, p.scale = 0.5f, p.pad = pad;
+	EXPECT(e.b.ops->attention_prefill(e.b.ctx, NULL, &p) == 0, "%s", fg_last_error());
+	pad[1] = 5;
+	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &p), "pad > seq");
+	pad[1] = -1;
+	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &p), "negative pad");
+	pad[1] = 1;
+	a = p, a.pad = NULL;
+	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "pad NULL");
+	a = p, a.heads = 3;
+	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "heads * head_dim");
+	a = p, a.seq = 5;
+	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "batch * seq");
+	a = p, a.k.dtype = FG_DTYPE_F16;
+	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "k f16");
+	a = p, a.out = a.k;
+	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "out aliases k");
+	a = p, a.scale = INFINITY;
+	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "scale inf");
+	a = p, a.batch = -1;
+	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "negative batch");
+	a = p, a.heads = INT64_MAX / 2, a.head_dim = 4;
+	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "heads overflow");
+	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, NULL), "NULL args");
+	/* decode: batch 2, len 3, cache_stride 5 */
+	memset(&d, 0, sizeof(d));
+	d.q = tview(q, FG_DTYPE_F32, 2, 8, 8);
+	d.k = tview(k, FG_DTYPE_F32, 10, 8, 8);
+	d.v = tview(v, FG_DTYPE_F32, 10, 8, 8);
+	d.out = tview(out, FG_DTYPE_F32, 2, 8, 8);
+	d.batch = 2, d.seq = 1, d.len = 3, d.cache_stride = 5;
+	d.heads = 2, d.head_dim = 4, d.scale = 0.5f, d.pad = pad;
+	EXPECT(e.b.ops->attention_decode(e.b.ctx, NULL, &d) == 0, "%s", fg_last_error());
+	a = d, a.len = 6;
+	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "len > cache_stride");
+	a = d, a.len = 0;
+	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "len 0");
+	a = d, a.k.rows = 9;
+	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "cache too short");
+	a = d, a.seq = 2;
+	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "seq != 1");
+	pad[0] = 4;
+	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &d), "pad > len");
+	pad[0] = 0;
+	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, NULL), "NULL args");
+	env_close(&e);
+}
+END_TEST
+
+/* ---- KV append ----------------------------------------------------------------------- */
+
+START_TEST(test_kv_append)
+{
+	static const int64_t shapes[][5] = { /* batch, n, start, cache_stride, cols */
+		{ 1, 1, 0, 1, 1 }, { 3, 2, 4, 9, 12 }, { 2, 5, 0, 5, 64 }, { 4, 1, 7, 8, 33 },
+		{ 2, 0, 3, 4, 8 },
+	};
+	struct env e;
+
+	env_open(&e, _i);
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		int64_t B = shapes[s][0], n = shapes[s][1], start = shapes[s][2];
+		int64_t stride = shapes[s][3], C = shapes[s][4];
+		float *src = f32_new(B * n, C, C + 1, true), *cache = f32_new(B * stride, C, C + 2, true);
+		float *orig = malloc((size_t)(B * stride * (C + 2) + 1) * sizeof(*orig));
+		struct fg_kv_append_args a;
+
+		EXPECT_TRUE(orig);
+		memcpy(orig, cache, (size_t)(B * stride * (C + 2)) * sizeof(*orig));
+		a.src = tview(src, FG_DTYPE_F32, B * n, C, C + 1);
+		a.cache = tview(cache, FG_DTYPE_F32, B * stride, C, C + 2);
+		a.batch = B;
+		a.n = n;
+		a.start = start;
+		a.cache_stride = stride;
+		EXPECT(e.b.ops->kv_append(e.b.ctx, NULL, &a) == 0, "%s", fg_last_error());
+		for (int64_t b = 0; b < B; b++) {
+			for (int64_t t = 0; t < stride; t++) {
+				const float *got = cache + (b * stride + t) * (C + 2);
+				bool in = t >= start && t < start + n;
+				const float *want = in ? src + (b * n + t - start) * (C + 1)
+						       : orig + (b * stride + t) * (C + 2);
+
+				EXPECT(memcmp(got, want, (size_t)C * sizeof(float)) == 0,
+					      "kv_append: cache row %lld of batch %lld is wrong",
+					      (long long)t, (long long)b);
+				EXPECT_TRUE(got[C] == SENTINEL && got[C + 1] == SENTINEL);
+			}
+		}
+		free(src), free(cache), free(orig);
+	}
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_kv_append_invalid)
+{
+	struct env e;
+	float src[64], cache[256];
+	struct fg_kv_append_args a, g;
+
+	memset(src, 0, sizeof(src));
+	env_open(&e, _i);
+	g.src = tview(src, FG_DTYPE_F32, 4, 8, 8);
+	g.cache = tview(cache, FG_DTYPE_F32, 12, 8, 8);
+	g.batch = 2, g.n = 2, g.start = 3, g.cache_stride = 6;
+	EXPECT(e.b.ops->kv_append(e.b.ctx, NULL, &g) == 0, "%s", fg_last_error());
+	a = g, a.start = 5;
+	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &a), "start + n > cache_stride");
+	a = g, a.start = -1;
+	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &a), "negative start");
+	a = g, a.cache.rows = 11;
+	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &a), "cache too short");
+	a = g, a.cache.cols = 7;
+	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &a), "cols mismatch");
+	a = g, a.src.rows = 3;
+	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &a), "src rows");
+	a = g, a.cache.dtype = FG_DTYPE_I32;
+	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &a), "cache i32");
+	a = g, a.batch = INT64_MAX / 3, a.cache_stride = 6;
+	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &a), "batch overflow");
+	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, NULL), "NULL args");
+	env_close(&e);
+}
+END_TEST
+
+/* The core's defaults for backends without streams: synchronous no-ops. */
+START_TEST(test_streams)
+{
+	struct env e;
+	void *s = NULL, *ev = NULL;
+
+	env_open(&e, _i);
+	ck_assert_int_eq(fg_backend_stream_create(&e.b, &s), 0);
+	ck_assert_int_eq(fg_backend_event_create(&e.b, &ev), 0);
+	ck_assert_ptr_nonnull(ev);
+	ck_assert_int_eq(fg_backend_event_record(&e.b, ev, s), 0);
+	ck_assert_int_eq(fg_backend_stream_wait(&e.b, NULL, ev), 0);
+	ck_assert_int_eq(fg_backend_stream_sync(&e.b, s), 0);
+	ck_assert_int_eq(fg_backend_stream_sync(&e.b, NULL), 0);
+	fg_backend_event_destroy(&e.b, ev);
+	fg_backend_stream_destroy(&e.b, s);
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_cpu_blas_present)
+{
+	EXPECT(have_cpu_blas, "the reference compute plugin cpu_blas is missing from "
+		      "FGCORE_PLUGIN_PATH");
+}
+END_TEST
+
+/* ---- survey and suite ---------------------------------------------------------------- */
+
+enum { SURVEY_OK = 0, SURVEY_UNUSABLE = 2, SURVEY_F16 = 3, SURVEY_FAILED = 4 };
+
+/* Probe, init and info in a child: no plugin state reaches the test processes. */
+static int survey(const char *path)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid < 0)
+		return SURVEY_FAILED;
+	if (pid == 0) {
+		struct fg_plugin_handle ph;
+		struct fg_backend b;
+
+		if (fg_plugin_open_file(path, FG_PLUGIN_COMPUTE, NULL, &ph) != 0) {
+			printf("  %s\n", fg_last_error());
+			_exit(SURVEY_FAILED);
+		}
+		if (fg_plugin_probe(&ph) <= 0)
+			_exit(SURVEY_UNUSABLE);
+		if (fg_backend_open(&b, &ph, fg_plugin_opts_new(ph.plugin)) != 0) {
+			printf("  %s\n", fg_last_error());
+			_exit(SURVEY_FAILED);
+		}
+		status = b.info.act_dtype == FG_DTYPE_F32 ? SURVEY_OK : SURVEY_F16;
+		fg_backend_close(&b);
+		fflush(stdout);
+		_exit(status);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return SURVEY_FAILED;
+	return WEXITSTATUS(status);
+}
+
+static bool cpu_has_avx2(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+	       __builtin_cpu_supports("f16c");
+#else
+	return false;
+#endif
+}
+
+/* Backends whose tensors live in device memory (SKIP-DEVICE). */
+static bool device_memory_backend(const char *name)
+{
+	return strcmp(name, "cublas") == 0;
+}
+
+static void add_conf(const char *path, const char *name, const char *k0, const char *v0,
+		     const char *k1, const char *v1)
+{
+	struct conf *c;
+
+	if (nconfs == MAX_CONFS)
+		return;
+	c = &confs[nconfs++];
+	snprintf(c->path, sizeof(c->path), "%s", path);
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	if (k0) {
+		c->keys[c->nopts] = k0;
+		c->vals[c->nopts++] = v0;
+	}
+	if (k1) {
+		c->keys[c->nopts] = k1;
+		c->vals[c->nopts++] = v1;
+	}
+	if (c->nopts == 0)
+		snprintf(c->label, sizeof(c->label), "%s", name);
+	else if (c->nopts == 1)
+		snprintf(c->label, sizeof(c->label), "%s[%s=%s]", name, k0, v0);
+	else
+		snprintf(c->label, sizeof(c->label), "%s[%s=%s,%s=%s]", name, k0, v0, k1, v1);
+}
+
+static int collect(const char *path, void *user)
+{
+	struct fg_plugin_handle ph;
+	char name[64];
+	int s;
+
+	(void)user;
+	if (fg_plugin_open_file(path, 0, NULL, &ph) != 0) {
+		printf("not a plugin: %s\n", fg_last_error());
+		return 0;
+	}
+	if (ph.plugin->kind != FG_PLUGIN_COMPUTE) {
+		fg_plugin_close(&ph);
+		return 0;
+	}
+	snprintf(name, sizeof(name), "%s", ph.plugin->name);
+	if (strcmp(name, "cpu_blas") == 0)
+		have_cpu_blas = true;
+	fg_plugin_close(&ph);
+	if (device_memory_backend(name)) {
+		/* SKIP-DEVICE: the GPU issue allocates tensors in the cuda_mem tier here. */
+		printf("SKIP %s: its tensors live in device memory; this suite allocates host "
+		       "memory only (exit-77 path for this plugin)\n", name);
+		return 0;
+	}
+	s = survey(path);
+	switch (s) {
+	case SURVEY_OK:
+		break;
+	case SURVEY_UNUSABLE:
+		printf("SKIP %s: its probe says it is unusable on this machine\n", name);
+		return 0;
+	case SURVEY_F16:
+		/* SKIP-DEVICE: fp16 activations need f16 tensors and TOL_F16. */
+		printf("SKIP %s: fp16 activations are not covered yet (exit-77 path for this "
+		       "plugin)\n", name);
+		return 0;
+	default:
+		printf("FAIL %s: cannot be initialised (see above)\n", name);
+		add_conf(path, name, NULL, NULL, NULL, NULL); /* its tests will fail loudly */
+		return 0;
+	}
+	add_conf(path, name, NULL, NULL, NULL, NULL);
+	if (strcmp(name, "cpu_blas") == 0) {
+		add_conf(path, name, "threads", "1", "fused_max_m", "0");      /* OpenBLAS only */
+		add_conf(path, name, "threads", "3", "fused_max_m", "1000000"); /* fused only */
+		add_conf(path, name, "isa", "none", NULL, NULL);               /* plain C helpers */
+#if defined(__x86_64__) && defined(__GNUC__)
+		/* the AVX2 kernels too, where AVX-512 would be picked */
+		if (cpu_has_avx2() && __builtin_cpu_supports("avx512f"))
+			add_conf(path, name, "isa", "avx2", "fused_max_m", "1000000");
+#endif
+	}
+	return 0;
+}
+
+static Suite *compute_conformance_suite(void)
+{
+	Suite *s = suite_create("compute_conformance");
+	TCase *tc = tcase_create("present");
+
+	tcase_add_test(tc, test_cpu_blas_present);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("ops");
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, test_linear, 0, nconfs);
+	tcase_add_loop_test(tc, test_linear_edges, 0, nconfs);
+	tcase_add_loop_test(tc, test_linear_empty, 0, nconfs);
+	tcase_add_loop_test(tc, test_embed, 0, nconfs);
+	tcase_add_loop_test(tc, test_layer_norm, 0, nconfs);
+	tcase_add_loop_test(tc, test_attention_prefill, 0, nconfs);
+	tcase_add_loop_test(tc, test_attention_decode, 0, nconfs);
+	tcase_add_loop_test(tc, test_kv_append, 0, nconfs);
+	tcase_add_loop_test(tc, test_streams, 0, nconfs);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("invalid");
+	tcase_add_loop_test(tc, test_linear_invalid, 0, nconfs);
+	tcase_add_loop_test(tc, test_embed_invalid, 0, nconfs);
+	tcase_add_loop_test(tc, test_layer_norm_invalid, 0, nconfs);
+	tcase_add_loop_test(tc, test_attention_invalid, 0, nconfs);
+	tcase_add_loop_test(tc, test_kv_append_invalid, 0, nconfs);
+	suite_add_tcase(s, tc);
+
+	/* The fused kernel exists on x86-64 with AVX2, FMA and F16C only. */
+	tc = tcase_create("cpu_blas");
+	tcase_set_timeout(tc, 60);
+	for (int i = 0; i < nconfs && cpu_has_avx2(); i++)
+		if (strstr(confs[i].label, "fused_max_m=1000000"))
+			tcase_add_loop_test(tc, test_linear_batch_invariance, i, i + 1);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr;
+	int failed;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (fg_plugin_foreach(collect, NULL) < 0) {
+		fprintf(stderr, "cannot list plugins: %s\n", fg_last_error());
+		return 1;
+	}
+	printf("compute configurations:");
+	for (int i = 0; i < nconfs; i++)
+		printf(" %s", confs[i].label);
+	printf("\n");
+	if (nconfs == 0 && have_cpu_blas) {
+		printf("SKIP: no compute backend runs on this machine with host memory\n");
+		return 77;
+	}
+	sr = srunner_create(compute_conformance_suite());
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,1137 @@
+/* tests/test_cublas.c - the cublas backend (fp16 activations, tensors in the
+ * cuda_mem tier) against cpu_blas (fp32 activations, host memory) on random
+ * inputs: every op over several shapes - m = 1 decode, odd n and k, ld > cols,
+ * out aliasing the residual, left pads, batch and heads > 1, head_dim
+ * 20/64/72/80/96/112/128, cache_stride > len - and 4-bit weights and caches
+ * encoded by a reference encoder written here from fgcore/q4.h and the
+ * int4_group64 codec's rules (and checked byte for byte against that codec
+ * when it is built).  Both backends get the same fp16-rounded inputs.
+ *
+ * Tolerances, on max over outputs of |gpu - ref| / (1 + |ref|):
+ *   linear 5e-3      fp16 output rounding (2^-11 relative) twice at most
+ *                    (product, then residual) plus fp32 summation order; a
+ *                    4-bit weight rounds to fp16 identically on both sides
+ *                    up to one ulp on rare ties
+ *   layer_norm 2e-3  fp16 output rounding; fp32 vs double statistics
+ *   embed 1e-3       one fp16 rounding of an exact fp32 sum
+ *   attention 4e-3   probabilities rounded to fp16 for the P·V product, the
+ *                    output rounded to fp16
+ * kv_append is exact: fp16 rows are copied; 4-bit rows must equal the
+ * reference encoder's bytes.  Columns between cols and ld, cache rows outside
+ * the append and rows before a left pad (zeros) are checked exactly.
+ * The worst error of each op is printed.  Exits 77 without a GPU.
+ */
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fgcore/half.h>
+#include <fgcore/q4.h>
+
+#include "core/backend/backend.h"
+#include "core/tier/tier.h"
+#include "tests/gpu_common.h"
+
+#define TOL_LINEAR 5e-3
+#define TOL_LN 2e-3
+#define TOL_EMBED 1e-3
+#define TOL_ATTN 4e-3
+
+#define SENTINEL 0x7e55u /* a NaN pattern no op produces */
+
+static struct fg_tier dev;                    /* cuda_mem, 2 GiB pool */
+static struct fg_backend gpu, cpu;
+
+/* ---- setup ------------------------------------------------------------------------- */
+
+static void open_backend(struct fg_backend *b, const char *name, const char *key,
+			 const char *val)
+{
+	struct fg_plugin_handle ph;
+	void *opts;
+
+	ck_assert_msg(fg_plugin_load(name, FG_PLUGIN_COMPUTE, &ph) == 0, "%s", fg_last_error());
+	opts = fg_plugin_opts_new(ph.plugin);
+	ck_assert_ptr_nonnull(opts);
+	if (key)
+		ck_assert_msg(fg_plugin_opts_set(ph.plugin, opts, key, val, "test") == 0, "%s",
+			      fg_last_error());
+	ck_assert_msg(fg_backend_open(b, &ph, opts) == 0, "%s: %s", name, fg_last_error());
+}
+
+static void setup(void)
+{
+	struct fg_plugin_handle ph;
+	void *opts;
+
+	ck_assert_msg(fg_plugin_load("cuda_mem", FG_PLUGIN_STORAGE, &ph) == 0, "%s",
+		      fg_last_error());
+	opts = fg_plugin_opts_new(ph.plugin);
+	ck_assert_int_eq(fg_plugin_opts_set(ph.plugin, opts, "pool", "2G", "test"), 0);
+	ck_assert_msg(fg_tier_open(&dev, "compute", &ph, opts, 0) == 0, "%s", fg_last_error());
+	open_backend(&gpu, "cublas", NULL, NULL);
+	ck_assert_int_eq(gpu.info.act_dtype, FG_DTYPE_F16);
+	open_backend(&cpu, "cpu_blas", "threads", "4");
+	ck_assert_int_eq(cpu.info.act_dtype, FG_DTYPE_F32);
+}
+
+static void teardown(void)
+{
+	fg_backend_close(&gpu);
+	fg_backend_close(&cpu);
+	fg_tier_close(&dev);
+}
+
+/* ---- host and device buffers --------------------------------------------------------- */
+
+/* Zeroed, so that no reader ever sees indeterminate bytes. */
+static void *xmalloc(size_t n)
+{
+	void *p = calloc(1, n ? n : 1);
+
+	ck_assert_ptr_nonnull(p);
+	return p;
+}
+
+static uint16_t *rand_h(size_t n, float lo, float hi)
+{
+	uint16_t *h = xmalloc(n * sizeof(*h));
+
+	for (size_t i = 0; i < n; i++)
+		h[i] = fg_float_to_half(gpu_uniform(lo, hi));
+	return h;
+}
+
+static float *to_f32(const uint16_t *h, size_t n)
+{
+	float *f = xmalloc(n * sizeof(*f));
+
+	for (size_t i = 0; i < n; i++)
+		f[i] = fg_half_to_float(h[i]);
+	return f;
+}
+
+struct dbuf {
+	struct fg_region r;
+	size_t bytes;
+};
+
+static void *dput(struct dbuf *d, const void *src, size_t bytes)
+{
+	d->bytes = bytes;
+	ck_assert_msg(fg_tier_alloc(&dev, bytes ? bytes : 1, &d->r) == 0, "%s", fg_last_error());
+	if (bytes && src)
+		ck_assert_msg(fg_tier_write(&dev, &d->r, 0, src, bytes) == 0, "%s", fg_last_error());
+	return d->r.addr;
+}
+
+static void dget(struct dbuf *d, void *dst)
+{
+	ck_assert_msg(fg_backend_stream_sync(&gpu, NULL) == 0, "%s", fg_last_error());
+	if (d->bytes)
+		ck_assert_msg(fg_tier_read(&dev, &d->r, 0, dst, d->bytes) == 0, "%s",
+			      fg_last_error());
+}
+
+static void dfree(struct dbuf *d)
+{
+	fg_tier_free(&dev, &d->r);
+}
+
+static struct fg_tensor tens(void *data, enum fg_dtype t, int64_t rows, int64_t cols,
+			     int64_t ld)
+{
+	struct fg_tensor x = { .data = data, .dtype = t, .rows = rows, .cols = cols, .ld = ld };
+
+	return x;
+}
+
+/* ---- comparison ---------------------------------------------------------------------- */
+
+struct worst {
+	double err;
+	char where[200];
+};
+
+/* max |got - ref| / (1 + |ref|) over [rows, cols]; NaN counts as infinite. */
+static double compare(struct worst *w, const char *label, const float *ref, int64_t ldr,
+		      const uint16_t *got, int64_t ldg, int64_t rows, int64_t cols)
+{
+	double mx = 0;
+	int64_t wi = -1, wj = -1;
+
+	for (int64_t i = 0; i < rows; i++)
+		for (int64_t j = 0; j < cols; j++) {
+			double r = ref[i * ldr + j], g = fg_half_to_float(got[i * ldg + j]);
+			double e = fabs(g - r) / (1 + fabs(r));
+
+			if (isnan(e) || isnan(g) != isnan(r))
+				e = INFINITY;
+			if (e > mx || wi < 0) {
+				if (e > mx)
+					mx = e;
+				wi = i;
+				wj = j;
+			}
+		}
+	if (mx >= w->err) {
+		w->err = mx;
+		if (wi >= 0)
+			snprintf(w->where, sizeof(w->where), "%s at [%" PRId64 ", %" PRId64
+				 "]: gpu %.6g ref %.6g", label, wi, wj,
+				 fg_half_to_float(got[wi * ldg + wj]), ref[wi * ldr + wj]);
+	}
+	return mx;
+}
+
+/* Elements [cols, ld) of every row still hold the sentinel. */
+static void check_padding(const char *label, const uint16_t *got, int64_t rows, int64_t cols,
+			  int64_t ld)
+{
+	for (int64_t i = 0; i < rows; i++)
+		for (int64_t j = cols; j < ld; j++)
+			ck_assert_msg(got[i * ld + j] == SENTINEL, "%s: padding [%" PRId64 ", %"
+				      PRId64 "] was overwritten (0x%04x)", label, i, j,
+				      got[i * ld + j]);
+}
+
+static void report(const char *op, const struct worst *w, double tol)
+{
+	printf("%-22s worst |gpu-ref|/(1+|ref|) = %.3g (tolerance %.3g)  %s\n", op, w->err, tol,
+	       w->where);
+	fflush(stdout);
+}
+
+/* ---- 4-bit reference encoder (fgcore/q4.h + the int4_group64 codec's rules) ------------- */
+
+struct q4p {
+	uint16_t hs, hm;
+	float m, inv;
+};
+
+static struct q4p ref_q4_params(float lo, float hi)
+{
+	struct q4p p = { 0, 0, 0.0f, 0.0f };
+	double m;
+	uint16_t hs;
+
+	if (!(lo <= hi))
+		lo = hi = 0.0f;
+	lo = lo < -65504.0f ? -65504.0f : lo > 65504.0f ? 65504.0f : lo;
+	hi = hi < -65504.0f ? -65504.0f : hi > 65504.0f ? 65504.0f : hi;
+	lo += 0.0f;
+	hi += 0.0f;
+	/* mn: the largest fp16 <= lo */
+	p.hm = fg_float_to_half(lo);
+	if (fg_half_to_float(p.hm) > lo)
+		p.hm = (p.hm & 0x8000u) ? (uint16_t)(p.hm + 1) : p.hm ? (uint16_t)(p.hm - 1)
+								 : 0x8001u;
+	m = fg_half_to_float(p.hm);
+	/* scale: the smallest fp16 with mn + 15 * scale >= hi */
+	hs = fg_float_to_half((float)(((double)hi - m) / 15.0));
+	while (hs < 0x7bffu && !(m + 15.0 * fg_half_to_float(hs) >= (double)hi))
+		hs++;
+	while (hs > 0 && m + 15.0 * fg_half_to_float((uint16_t)(hs - 1)) >= (double)hi)
+		hs--;
+	p.hs = hs;
+	p.m = fg_half_to_float(p.hm);
+	p.inv = fg_half_to_float(hs) > 0.0f ? 1.0f / fg_half_to_float(hs) : 0.0f;
+	return p;
+}
+
+static unsigned ref_q4_code(float x, const struct q4p *p)
+{
+	float t = (x - p->m) * p->inv;
+
+	t = t > 0.0f ? t : 0.0f;
+	t = t < 15.0f ? t : 15.0f;
+	return (unsigned)lrintf(t); /* ties to even, the default rounding mode */
+}
+
+static void set_nibble(uint8_t *data, uint64_t e, unsigned q)
+{
+	uint8_t *b = data + e / 2;
+
+	*b = (e & 1) ? (uint8_t)((*b & 0xf0u) | q) : (uint8_t)((*b & 0x0fu) | (q << 4));
+}
+
+static unsigned get_nibble(const uint8_t *data, uint64_t e)
+{
+	return (e & 1) ? data[e / 2] & 15u : data[e / 2] >> 4;
+}
+
+/* Encode rows [r0, r1) of a [rows, cols] tensor v (row-major, ld = cols) into
+ * out (the whole encoded tensor, other rows untouched) along group_dim.  With
+ * group_dim 0, r0 and r1 must be multiples of 64 (or r1 = rows). */
+static void ref_q4_encode_rows(const float *v, uint64_t rows, uint64_t cols, int gd,
+			       uint64_t r0, uint64_t r1, uint8_t *out)
+{
+	uint8_t *prm = out + fg_q4_data_bytes(rows, cols);
+	uint64_t gcols = fg_q4_grid_cols(cols, gd);
+
+	if (gd == 1) {
+		for (uint64_t r = r0; r < r1; r++)
+			for (uint64_t g = 0; g < gcols; g++) {
+				uint64_t c0 = g * 64, c1 = c0 + 64 < cols ? c0 + 64 : cols;
+				float lo = INFINITY, hi = -INFINITY;
+
+				for (uint64_t c = c0; c < c1; c++) {
+					float x = v[r * cols + c];
+
+					lo = x < lo ? x : lo;
+					hi = x > hi ? x : hi;
+				}
+				struct q4p p = ref_q4_params(lo, hi);
+				for (uint64_t c = c0; c < c1; c++)
+					set_nibble(out, r * cols + c, ref_q4_code(v[r * cols + c], &p));
+				uint8_t *b = prm + 4 * (r * gcols + g);
+				b[0] = (uint8_t)p.hs, b[1] = (uint8_t)(p.hs >> 8);
+				b[2] = (uint8_t)p.hm, b[3] = (uint8_t)(p.hm >> 8);
+			}
+		return;
+	}
+	for (uint64_t g0 = r0; g0 < r1; g0 += 64)
+		for (uint64_t c = 0; c < cols; c++) {
+			uint64_t e1 = g0 + 64 < rows ? g0 + 64 : rows;
+			float lo = INFINITY, hi = -INFINITY;
+
+			for (uint64_t r = g0; r < e1; r++) {
+				float x = v[r * cols + c];
+
+				lo = x < lo ? x : lo;
+				hi = x > hi ? x : hi;
+			}
+			struct q4p p = ref_q4_params(lo, hi);
+			for (uint64_t r = g0; r < e1; r++)
+				set_nibble(out, r * cols + c, ref_q4_code(v[r * cols + c], &p));
+			uint8_t *b = prm + 4 * ((g0 / 64) * cols + c);
+			b[0] = (uint8_t)p.hs, b[1] = (uint8_t)(p.hs >> 8);
+			b[2] = (uint8_t)p.hm, b[3] = (uint8_t)(p.hm >> 8);
+		}
+}
+
+static uint8_t *ref_q4_encode(const float *v, uint64_t rows, uint64_t cols, int gd)
+{
+	uint64_t n = fg_q4_bytes(rows, cols, gd);
+	uint8_t *out = xmalloc((size_t)n);
+
+	memset(out, 0, (size_t)n);
+	ref_q4_encode_rows(v, rows, cols, gd, 0, rows, out);
+	return out;
+}
+
+/* Decode to fp32: q * scale + min. */
+static float *ref_q4_decode(const uint8_t *in, uint64_t rows, uint64_t cols, int gd)
+{
+	const uint8_t *prm = in + fg_q4_data_bytes(rows, cols);
+	uint64_t gcols = fg_q4_grid_cols(cols, gd);
+	float *v = xmalloc((size_t)(rows * cols) * sizeof(float));
+
+	for (uint64_t r = 0; r < rows; r++)
+		for (uint64_t c = 0; c < cols; c++) {
+			uint64_t g = gd == 0 ? (r / 64) * cols + c : r * gcols + c / 64;
+			const uint8_t *b = prm + 4 * g;
+			float s = fg_half_to_float((uint16_t)(b[0] | b[1] << 8));
+			float m = fg_half_to_float((uint16_t)(b[2] | b[3] << 8));
+
+			v[r * cols + c] = (float)get_nibble(in, r * cols + c) * s + m;
+		}
+	return v;
+}
+
+/* ---- linear ------------------------------------------------------------------------------ */
+
+struct lin_case {
+	int64_t m, n, k;
+	int xpad, opad;
+	int bias, relu;
+	int res; /* 0 none, 1 separate buffer, 2 the same view as out */
+	int q4;
+};
+
+static const struct lin_case lin_cases[] = {
+	{ 1, 64, 64, 0, 0, 1, 0, 0, 0 },
+	{ 1, 100, 37, 3, 5, 1, 1, 1, 0 },
+	{ 3, 130, 70, 8, 0, 0, 1, 2, 0 },
+	{ 17, 257, 96, 0, 3, 1, 0, 2, 0 },
+	{ 32, 512, 256, 0, 0, 1, 1, 0, 0 },
+	{ 200, 192, 320, 8, 8, 1, 0, 2, 0 },
+	{ 513, 1024, 1024, 0, 0, 1, 1, 0, 0 },
+	{ 5, 77, 0, 0, 0, 1, 1, 1, 0 },
+	{ 4, 50, 64, 1, 1, 1, 1, 2, 0 },
+	{ 1, 64, 64, 0, 0, 1, 0, 0, 1 },
+	{ 1, 100, 96, 0, 0, 1, 1, 0, 1 },
+	{ 7, 300, 128, 8, 2, 1, 1, 1, 1 },
+	{ 16, 256, 512, 0, 0, 1, 0, 2, 1 },
+	{ 33, 192, 256, 0, 0, 1, 1, 2, 1 },
+	{ 1, 4096, 4096, 0, 0, 1, 0, 2, 1 },
+	{ 8, 512, 4096, 0, 0, 0, 0, 0, 1 },
+	{ 64, 1000, 1024, 0, 8, 1, 1, 0, 1 },
+	{ 65, 128, 256, 0, 0, 1, 0, 1, 1 },
+	{ 300, 640, 384, 8, 0, 1, 1, 2, 1 },
+	{ 3, 90, 70, 0, 0, 1, 0, 0, 1 },
+	{ 2, 50, 33, 1, 0, 1, 1, 1, 1 },
+};
+
+static void run_linear(struct fg_backend *g, const char *gname, const struct lin_case *c,
+		       struct worst *w)
+{
+	int64_t m = c->m, n = c->n, k = c->k, ldx = k + c->xpad, ldo = n + c->opad;
+	uint16_t *xh = rand_h((size_t)(m * ldx), -1, 1);
+	float *wf = xmalloc((size_t)(n * k + 1) * sizeof(float));
+	uint16_t *wh = xmalloc((size_t)(n * k + 1) * sizeof(uint16_t));
+	uint16_t *bh = rand_h((size_t)n, -0.5f, 0.5f), *rh = rand_h((size_t)(m * ldo), -1, 1);
+	uint16_t *oh = xmalloc((size_t)(m * ldo) * sizeof(uint16_t));
+	float *xf = to_f32(xh, (size_t)(m * ldx)), *rf = to_f32(rh, (size_t)(m * ldo));
+	float *of = xmalloc((size_t)(m * ldo) * sizeof(float));
+	uint8_t *q4 = NULL;
+	struct dbuf dx, dw, db, dr, dout;
+	struct fg_linear_args ga, ca;
+	char label[160];
+	float ws = 1.0f / sqrtf((float)(k ? k : 1));
+
+	for (int64_t i = 0; i < n * k; i++)
+		wf[i] = gpu_uniform(-ws, ws);
+	if (c->q4) {
+		float *dec;
+
+		q4 = ref_q4_encode(wf, (uint64_t)n, (uint64_t)k, 0);
+		dec = ref_q4_decode(q4, (uint64_t)n, (uint64_t)k, 0);
+		for (int64_t i = 0; i < n * k; i++)
+			wh[i] = fg_float_to_half(dec[i]);
+		free(dec);
+	} else {
+		for (int64_t i = 0; i < n * k; i++)
+			wh[i] = fg_float_to_half(wf[i]);
+	}
+	/* out starts as the residual (aliased) or as the sentinel */
+	for (int64_t i = 0; i < m * ldo; i++) {
+		int pad = i % ldo >= n;
+
+		oh[i] = c->res == 2 && !pad ? rh[i] : SENTINEL;
+		of[i] = c->res == 2 ? rf[i] : NAN;
+	}
+
+	memset(&ga, 0, sizeof(ga));
+	ga.x = tens(dput(&dx, xh, (size_t)(m * ldx) * 2), FG_DTYPE_F16, m, k, ldx);
+	if (c->q4)
+		ga.w = tens(dput(&dw, q4, (size_t)fg_q4_bytes((uint64_t)n, (uint64_t)k, 0)),
+			    FG_DTYPE_Q4_ROWS, n, k, k);
+	else
+		ga.w = tens(dput(&dw, wh, (size_t)(n * k) * 2), FG_DTYPE_F16, n, k, k);
+	if (c->bias)
+		ga.bias = tens(dput(&db, bh, (size_t)n * 2), FG_DTYPE_F16, 1, n, n);
+	ga.act = c->relu ? FG_ACT_RELU : FG_ACT_NONE;
+	ga.out = tens(dput(&dout, oh, (size_t)(m * ldo) * 2), FG_DTYPE_F16, m, n, ldo);
+	if (c->res == 1)
+		ga.residual = tens(dput(&dr, rh, (size_t)(m * ldo) * 2), FG_DTYPE_F16, m, n, ldo);
+	else if (c->res == 2)
+		ga.residual = ga.out;
+
+	ca = ga;
+	ca.x = tens(xf, FG_DTYPE_F32, m, k, ldx);
+	ca.w = tens(wh, FG_DTYPE_F16, n, k, k);
+	ca.bias = c->bias ? tens(bh, FG_DTYPE_F16, 1, n, n) : (struct fg_tensor){ 0 };
+	ca.out = tens(of, FG_DTYPE_F32, m, n, ldo);
+	if (c->res == 1)
+		ca.residual = tens(rf, FG_DTYPE_F32, m, n, ldo);
+	else if (c->res == 2)
+		ca.residual = ca.out;
+
+	ck_assert_msg(cpu.ops->linear(cpu.ctx, NULL, &ca) == 0, "cpu_blas: %s", fg_last_error());
+	ck_assert_msg(g->ops->linear(g->ctx, NULL, &ga) == 0, "%s: %s", gname, fg_last_error());
+	dget(&dout, oh);
+	snprintf(label, sizeof(label), "%s m=%" PRId64 " n=%" PRId64 " k=%" PRId64 "%s%s%s%s",
+		 gname, m, n, k, c->q4 ? " q4" : "", c->bias ? " bias" : "",
+		 c->relu ? " relu" : "", c->res == 2 ? " res=out" : c->res ? " res" : "");
+	check_padding(label, oh, m, n, ldo);
+	double e = compare(w, label, of, ldo, oh, ldo, m, n);
+	ck_assert_msg(e <= TOL_LINEAR, "linear %s: error %.3g > %.3g (%s)", label, e, TOL_LINEAR,
+		      w->where);
+
+	dfree(&dx);
+	dfree(&dw);
+	if (c->bias)
+		dfree(&db);
+	if (c->res == 1)
+		dfree(&dr);
+	dfree(&dout);
+	free(xh), free(wf), free(wh), free(bh), free(rh), free(oh), free(xf), free(rf), free(of);
+	free(q4);
+}
+
+START_TEST(test_linear)
+{
+	struct fg_backend fused, deq;
+	struct worst w = { 0, "" }, wq = { 0, "" };
+
+	gpu_seed(101);
+	/* 4-bit weights run three ways: the default split at q4_fused_max_m = 64, every
+	 * m through the fused kernel, every m through dequantization + cuBLASLt. */
+	open_backend(&fused, "cublas", "q4_fused_max_m", "4096");
+	open_backend(&deq, "cublas", "q4_fused_max_m", "0");
+	for (size_t i = 0; i < sizeof(lin_cases) / sizeof(lin_cases[0]); i++) {
+		const struct lin_case *c = &lin_cases[i];
+
+		run_linear(&gpu, "cublas", c, c->q4 ? &wq : &w);
+		if (c->q4) {
+			run_linear(&fused, "cublas[fused]", c, &wq);
+			run_linear(&deq, "cublas[dequant]", c, &wq);
+		}
+	}
+	report("linear fp16", &w, TOL_LINEAR);
+	report("linear q4", &wq, TOL_LINEAR);
+	fg_backend_close(&fused);
+	fg_backend_close(&deq);
+}
+END_TEST
+
+/* ---- layer norm ----------------------------------------------------------------------- */
+
+START_TEST(test_layer_norm)
+{
+	static const struct { int64_t n, h, ldx, ldo; int alias; } cases[] = {
+		{ 1, 1, 1, 1, 0 },     { 3, 7, 8, 9, 0 },          { 5, 64, 64, 64, 1 },
+		{ 17, 768, 776, 776, 0 }, { 4, 1000, 1003, 1000, 0 }, { 64, 4096, 4096, 4096, 1 },
+		{ 2, 12288, 12288, 12288, 0 }, { 4, 256, 768, 256, 0 },
+	};
+	struct worst w = { 0, "" };
+
+	gpu_seed(202);
+	for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+		int64_t n = cases[ci].n, h = cases[ci].h, ldx = cases[ci].ldx;
+		int64_t ldo = cases[ci].alias ? ldx : cases[ci].ldo;
+		uint16_t *xh = rand_h((size_t)(n * ldx), -2, 3), *gh = rand_h((size_t)h, 0.5f, 1.5f);
+		uint16_t *bh = rand_h((size_t)h, -0.5f, 0.5f);
+		uint16_t *oh = xmalloc((size_t)(n * ldo) * 2);
+		float *xf = to_f32(xh, (size_t)(n * ldx)), *of = xmalloc((size_t)(n * ldo) * 4);
+		struct dbuf dx, dg, db, dout;
+		struct fg_layer_norm_args ga, ca;
+		char label[96];
+
+		for (int64_t i = 0; i < n * ldo; i++)
+			oh[i] = SENTINEL;
+		ga.x = tens(dput(&dx, xh, (size_t)(n * ldx) * 2), FG_DTYPE_F16, n, h, ldx);
+		ga.gamma = tens(dput(&dg, gh, (size_t)h * 2), FG_DTYPE_F16, 1, h, h);
+		ga.beta = tens(dput(&db, bh, (size_t)h * 2), FG_DTYPE_F16, 1, h, h);
+		ga.eps = 1e-5f;
+		if (cases[ci].alias) {
+			ga.out = ga.x;
+		} else {
+			ga.out = tens(dput(&dout, oh, (size_t)(n * ldo) * 2), FG_DTYPE_F16, n, h, ldo);
+		}
+		ca = ga;
+		ca.x = tens(xf, FG_DTYPE_F32, n, h, ldx);
+		ca.gamma = tens(gh, FG_DTYPE_F16, 1, h, h);
+		ca.beta = tens(bh, FG_DTYPE_F16, 1, h, h);
+		ca.out = tens(of, FG_DTYPE_F32, n, h, ldo);
+		ck_assert_msg(cpu.ops->layer_norm(cpu.ctx, NULL, &ca) == 0, "%s", fg_last_error());
+		ck_assert_msg(gpu.ops->layer_norm(gpu.ctx, NULL, &ga) == 0, "%s", fg_last_error());
+		snprintf(label, sizeof(label), "n=%" PRId64 " h=%" PRId64 "%s", n, h,
+			 cases[ci].alias ? " out=x" : "");
+		if (cases[ci].alias) {
+			dget(&dx, oh);
+		} else {
+			dget(&dout, oh);
+			check_padding(label, oh, n, h, ldo);
+			dfree(&dout);
+		}
+		double e = compare(&w, label, of, ldo, oh, ldo, n, h);
+		ck_assert_msg(e <= TOL_LN, "layer_norm %s: error %.3g > %.3g (%s)", label, e, TOL_LN,
+			      w.where);
+		dfree(&dx), dfree(&dg), dfree(&db);
+		free(xh), free(gh), free(bh), free(oh), free(xf), free(of);
+	}
+	report("layer_norm", &w, TOL_LN);
+}
+END_TEST
+
+/* ---- embed ------------------------------------------------------------------------------- */
+
+START_TEST(test_embed)
+{
+	static const struct { int64_t n, h, ldo; } cases[] = {
+		{ 1, 64, 64 }, { 37, 100, 103 }, { 300, 768, 768 }, { 5, 4096, 4104 },
+	};
+	const int64_t vocab = 1000, npos = 600;
+	struct worst w = { 0, "" };
+
+	gpu_seed(303);
+	for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+		int64_t n = cases[ci].n, h = cases[ci].h, ldo = cases[ci].ldo;
+		uint16_t *tok = rand_h((size_t)(vocab * h), -1, 1), *pos = rand_h((size_t)(npos * h), -1, 1);
+		uint16_t *oh = xmalloc((size_t)(n * ldo) * 2);
+		float *of = xmalloc((size_t)(n * ldo) * 4);
+		int32_t *ids = xmalloc((size_t)n * 4), *pp = xmalloc((size_t)n * 4);
+		struct dbuf dt, dp, dout;
+		struct fg_embed_args ga, ca;
+		char label[64];
+
+		for (int64_t i = 0; i < n; i++) {
+			ids[i] = (int32_t)(gpu_next() % (uint64_t)vocab);
+			pp[i] = (int32_t)(gpu_next() % (uint64_t)npos);
+		}
+		ids[0] = (int32_t)vocab - 1; /* the last rows of both tables */
+		pp[0] = (int32_t)npos - 1;
+		for (int64_t i = 0; i < n * ldo; i++)
+			oh[i] = SENTINEL;
+		ga.ids = ids;
+		ga.positions = pp;
+		ga.n = n;
+		ga.tok = tens(dput(&dt, tok, (size_t)(vocab * h) * 2), FG_DTYPE_F16, vocab, h, h);
+		ga.pos = tens(dput(&dp, pos, (size_t)(npos * h) * 2), FG_DTYPE_F16, npos, h, h);
+		ga.out = tens(dput(&dout, oh, (size_t)(n * ldo) * 2), FG_DTYPE_F16, n, h, ldo);
+		ca = ga;
+		ca.tok = tens(tok, FG_DTYPE_F16, vocab, h, h);
+		ca.pos = tens(pos, FG_DTYPE_F16, npos, h, h);
+		ca.out = tens(of, FG_DTYPE_F32, n, h, ldo);
+		ck_assert_msg(cpu.ops->embed(cpu.ctx, NULL, &ca) == 0, "%s", fg_last_error());
+		ck_assert_msg(gpu.ops->embed(gpu.ctx, NULL, &ga) == 0, "%s", fg_last_error());
+		/* The host arrays are the caller's again as soon as embed returns. */
+		memset(ids, 0xff, (size_t)n * 4);
+		dget(&dout, oh);
+		snprintf(label, sizeof(label), "n=%" PRId64 " h=%" PRId64, n, h);
+		check_padding(label, oh, n, h, ldo);
+		double e = compare(&w, label, of, ldo, oh, ldo, n, h);
+		ck_assert_msg(e <= TOL_EMBED, "embed %s: error %.3g (%s)", label, e, w.where);
+		dfree(&dt), dfree(&dp), dfree(&dout);
+		free(tok), free(pos), free(oh), free(of), free(ids), free(pp);
+	}
+	report("embed", &w, TOL_EMBED);
+}
+END_TEST
+
+/* ---- kv_append ---------------------------------------------------------------------------- */
+
+static const struct kv_case {
+	int64_t batch, n, start, stride, h, ldsrc;
+} kv_cases[] = {
+	{ 3, 1, 5, 9, 128, 128 }, { 2, 7, 0, 7, 64, 72 }, { 2, 3, 4, 10, 80, 80 },
+	{ 3, 2, 1, 5, 75, 77 },   { 1, 5, 2, 9, 2560, 2560 }, { 4, 1, 31, 32, 4096, 4096 },
+	{ 2, 64, 0, 70, 256, 256 }, { 2, 3, 1, 6, 7, 7 },
+};
+
+START_TEST(test_kv_append_f16)
+{
+	gpu_seed(404);
+	for (size_t ci = 0; ci < sizeof(kv_cases) / sizeof(kv_cases[0]); ci++) {
+		const struct kv_case *c = &kv_cases[ci];
+		int64_t rows = c->batch * c->stride, ldc = c->h + 3, srows = c->batch * c->n;
+		uint16_t *src = rand_h((size_t)(srows * c->ldsrc), -4, 4);
+		uint16_t *cache = rand_h((size_t)(rows * ldc), -4, 4);
+		uint16_t *want = xmalloc((size_t)(rows * ldc) * 2), *got = xmalloc((size_t)(rows * ldc) * 2);
+		struct dbuf ds, dc;
+		struct fg_kv_append_args a;
+
+		memcpy(want, cache, (size_t)(rows * ldc) * 2);
+		for (int64_t b = 0; b < c->batch; b++)
+			for (int64_t i = 0; i < c->n; i++)
+				memcpy(want + (b * c->stride + c->start + i) * ldc,
+				       src + (b * c->n + i) * c->ldsrc, (size_t)c->h * 2);
+		a.src = tens(dput(&ds, src, (size_t)(srows * c->ldsrc) * 2), FG_DTYPE_F16, srows, c->h,
+			     c->ldsrc);
+		a.cache = tens(dput(&dc, cache, (size_t)(rows * ldc) * 2), FG_DTYPE_F16, rows, c->h, ldc);
+		a.batch = c->batch;
+		a.n = c->n;
+		a.start = c->start;
+		a.cache_stride = c->stride;
+		ck_assert_msg(gpu.ops->kv_append(gpu.ctx, NULL, &a) == 0, "%s", fg_last_error());
+		dget(&dc, got);
+		for (int64_t i = 0; i < rows * ldc; i++)
+			ck_assert_msg(got[i] == want[i], "kv_append f16 case %zu: element %" PRId64
+				      " (row %" PRId64 ") is 0x%04x, expected 0x%04x", ci, i, i / ldc,
+				      got[i], want[i]);
+		dfree(&ds), dfree(&dc);
+		free(src), free(cache), free(want), free(got);
+	}
+	printf("kv_append f16          exact on %zu cases\n", sizeof(kv_cases) / sizeof(kv_cases[0]));
+}
+END_TEST
+
+START_TEST(test_kv_append_q4)
+{
+	gpu_seed(505);
+	for (size_t ci = 0; ci < sizeof(kv_cases) / sizeof(kv_cases[0]); ci++) {
+		const struct kv_case *c = &kv_cases[ci];
+		int64_t rows = c->batch * c->stride, srows = c->batch * c->n;
+		uint64_t bytes = fg_q4_bytes((uint64_t)rows, (uint64_t)c->h, 1);
+		uint16_t *src = rand_h((size_t)(srows * c->ldsrc), -4, 4);
+		uint8_t *cache = xmalloc((size_t)bytes), *want, *got = xmalloc((size_t)bytes);
+		float *full = xmalloc((size_t)(rows * c->h) * 4);
+		struct dbuf ds, dc;
+		struct fg_kv_append_args a;
+
+		/* special values the encoder must handle */
+		src[0] = 0x7e00;                /* NaN */
+		src[1 % (srows * c->ldsrc)] = 0x7c00; /* +inf */
+		if (c->h > 3)
+			src[3] = 0x8000;        /* -0 */
+		for (uint64_t i = 0; i < bytes; i++)
+			cache[i] = (uint8_t)gpu_next();
+		want = xmalloc((size_t)bytes);
+		memcpy(want, cache, (size_t)bytes);
+		/* expected: the reference encoding of each appended row, nothing else */
+		for (int64_t b = 0; b < c->batch; b++)
+			for (int64_t i = 0; i < c->n; i++) {
+				int64_t r = b * c->stride + c->start + i;
+
+				for (int64_t j = 0; j < c->h; j++)
+					full[r * c->h + j] = fg_half_to_float(src[(b * c->n + i) * c->ldsrc + j]);
+				ref_q4_encode_rows(full, (uint64_t)rows, (uint64_t)c->h, 1, (uint64_t)r,
+						   (uint64_t)r + 1, want);
+			}
+		a.src = tens(dput(&ds, src, (size_t)(srows * c->ldsrc) * 2), FG_DTYPE_F16, srows, c->h,
+			     c->ldsrc);
+		a.cache = tens(dput(&dc, cache, (size_t)bytes), FG_DTYPE_Q4_COLS, rows, c->h, c->h);
+		a.batch = c->batch;
+		a.n = c->n;
+		a.start = c->start;
+		a.cache_stride = c->stride;
+		ck_assert_msg(gpu.ops->kv_append(gpu.ctx, NULL, &a) == 0, "%s", fg_last_error());
+		dget(&dc, got);
+		for (uint64_t i = 0; i < bytes; i++)
+			ck_assert_msg(got[i] == want[i], "kv_append q4 case %zu (h %" PRId64 "): byte %"
+				      PRIu64 " of %" PRIu64 " (%s) is 0x%02x, expected 0x%02x", ci, c->h,
+				      i, bytes, i < fg_q4_data_bytes((uint64_t)rows, (uint64_t)c->h)
+				      ? "codes" : "params", got[i], want[i]);
+		dfree(&ds), dfree(&dc);
+		free(src), free(cache), free(want), free(got), free(full);
+	}
+	printf("kv_append q4           byte-exact on %zu cases\n",
+	       sizeof(kv_cases) / sizeof(kv_cases[0]));
+}
+END_TEST
+
+/* The reference encoder above against the int4_group64 codec, when it is built. */
+START_TEST(test_q4_reference_vs_codec)
+{
+	struct fg_plugin_handle ph;
+	struct fg_codec codec;
+	static const uint64_t shapes[][2] = { { 64, 64 }, { 130, 75 }, { 3, 200 }, { 1, 1 } };
+
+	if (fg_plugin_load("int4_group64", FG_PLUGIN_CODEC, &ph) != 0) {
+		printf("int4_group64 codec not built: reference encoder not cross-checked\n");
+		return;
+	}
+	ck_assert_int_eq(fg_codec_open(&codec, &ph), 0);
+	gpu_seed(606);
+	for (size_t si = 0; si < 4; si++)
+		for (int gd = 0; gd < 2; gd++) {
+			uint64_t r = shapes[si][0], c = shapes[si][1], n = fg_q4_bytes(r, c, gd);
+			struct fg_codec_shape s = { r, c, gd };
+			float *v = xmalloc((size_t)(r * c) * 4);
+			uint8_t *mine, *theirs = xmalloc((size_t)n);
+
+			for (uint64_t i = 0; i < r * c; i++) /* fp16 values, as activations are */
+				v[i] = fg_half_to_float(fg_float_to_half(gpu_uniform(-3, 5)));
+			v[0] = NAN;
+			mine = ref_q4_encode(v, r, c, gd);
+			ck_assert_uint_eq(fg_codec_encoded_size(&codec, &s), n);
+			ck_assert_int_eq(fg_codec_encode_f32(&codec, &s, v, theirs), 0);
+			ck_assert_msg(memcmp(mine, theirs, (size_t)n) == 0,
+				      "reference q4 encoder differs from int4_group64 for [%" PRIu64
+				      ", %" PRIu64 "] group_dim %d", r, c, gd);
+			free(v), free(mine), free(theirs);
+		}
+	fg_codec_close(&codec);
+	printf("q4 reference encoder   matches the int4_group64 codec byte for byte\n");
+}
+END_TEST
+
+/* ---- attention ---------------------------------------------------------------------------- */
+
+static void make_pads(int32_t *pad, int64_t batch, int64_t keys, int mode)
+{
+	for (int64_t b = 0; b < batch; b++) {
+		switch (mode) {
+		case 0:
+			pad[b] = 0;
+			break;
+		case 1:
+			pad[b] = (int32_t)(gpu_next() % (uint64_t)keys);
+			break;
+		default: /* none, all but one, half, all (a row of zeros) */
+			pad[b] = (int32_t)(b % 4 == 0 ? 0 : b % 4 == 1 ? keys - 1 : b % 4 == 2 ? keys / 2
+											   : keys);
+			break;
+		}
+	}
+}
+
+static const struct pf_case {
+	int64_t batch, seq, heads, hd;
+	int ldpad, pads, alias_q;
+} pf_cases[] = {
+	{ 1, 1, 1, 64, 0, 0, 0 },    { 2, 17, 3, 64, 0, 1, 0 },  { 4, 130, 2, 128, 0, 2, 0 },
+	{ 2, 70, 4, 80, 8, 1, 0 },   { 1, 200, 2, 32, 0, 1, 0 }, { 2, 33, 2, 72, 0, 1, 0 },
+	{ 1, 16, 1, 20, 3, 0, 0 },   { 2, 64, 2, 96, 0, 2, 1 },  { 1, 129, 1, 128, 0, 0, 1 },
+	{ 4, 512, 4, 64, 0, 1, 0 },  { 1, 300, 2, 112, 0, 1, 0 }, { 1, 40, 3, 8, 0, 2, 0 },
+	{ 3, 96, 2, 80, 1, 2, 0 },
+};
+
+START_TEST(test_attention_prefill)
+{
+	struct worst w = { 0, "" };
+
+	gpu_seed(707);
+	for (size_t ci = 0; ci < sizeof(pf_cases) / sizeof(pf_cases[0]); ci++) {
+		const struct pf_case *c = &pf_cases[ci];
+		int64_t rows = c->batch * c->seq, hc = c->heads * c->hd, ld = hc + c->ldpad;
+		size_t ne = (size_t)(rows * ld);
+		uint16_t *qh = rand_h(ne, -2, 2), *kh = rand_h(ne, -2, 2), *vh = rand_h(ne, -1, 1);
+		uint16_t *oh = xmalloc(ne * 2);
+		float *qf = to_f32(qh, ne), *kf = to_f32(kh, ne), *vf = to_f32(vh, ne);
+		float *of = xmalloc(ne * 4);
+		int32_t *pad = xmalloc((size_t)c->batch * 4);
+		struct dbuf dq, dk, dv, dout;
+		struct fg_attention_args ga, ca;
+		char label[128];
+
+		make_pads(pad, c->batch, c->seq, c->pads);
+		for (size_t i = 0; i < ne; i++)
+			oh[i] = SENTINEL;
+		memset(&ga, 0, sizeof(ga));
+		ga.q = tens(dput(&dq, qh, ne * 2), FG_DTYPE_F16, rows, hc, ld);
+		ga.k = tens(dput(&dk, kh, ne * 2), FG_DTYPE_F16, rows, hc, ld);
+		ga.v = tens(dput(&dv, vh, ne * 2), FG_DTYPE_F16, rows, hc, ld);
+		ga.out = c->alias_q ? ga.q : tens(dput(&dout, oh, ne * 2), FG_DTYPE_F16, rows, hc, ld);
+		ga.batch = c->batch;
+		ga.seq = c->seq;
+		ga.heads = c->heads;
+		ga.head_dim = c->hd;
+		ga.scale = 1.0f / sqrtf((float)c->hd);
+		ga.pad = pad;
+		ca = ga;
+		ca.q = tens(qf, FG_DTYPE_F32, rows, hc, ld);
+		ca.k = tens(kf, FG_DTYPE_F32, rows, hc, ld);
+		ca.v = tens(vf, FG_DTYPE_F32, rows, hc, ld);
+		ca.out = c->alias_q ? ca.q : tens(of, FG_DTYPE_F32, rows, hc, ld);
+		ck_assert_msg(cpu.ops->attention_prefill(cpu.ctx, NULL, &ca) == 0, "%s", fg_last_error());
+		ck_assert_msg(gpu.ops->attention_prefill(gpu.ctx, NULL, &ga) == 0, "%s",
+			      fg_last_error());
+		dget(c->alias_q ? &dq : &dout, oh);
+		snprintf(label, sizeof(label), "b=%" PRId64 " seq=%" PRId64 " heads=%" PRId64
+			 " hd=%" PRId64 "%s%s", c->batch, c->seq, c->heads, c->hd,
+			 c->ldpad ? " ld>cols" : "", c->alias_q ? " out=q" : "");
+		if (!c->alias_q)
+			check_padding(label, oh, rows, hc, ld);
+		for (int64_t b = 0; b < c->batch; b++) /* rows before the pad: exact zeros */
+			for (int64_t i = 0; i < pad[b] && i < c->seq; i++)
+				for (int64_t j = 0; j < hc; j++)
+					ck_assert_msg(oh[(b * c->seq + i) * ld + j] == 0, "%s: padded row "
+						      "%" PRId64 " of sequence %" PRId64 " is not zero",
+						      label, i, b);
+		double e = compare(&w, label, c->alias_q ? qf : of, ld, oh, ld, rows, hc);
+		ck_assert_msg(e <= TOL_ATTN, "attention_prefill %s: error %.3g (%s)", label, e, w.where);
+		dfree(&dq), dfree(&dk), dfree(&dv);
+		if (!c->alias_q)
+			dfree(&dout);
+		free(qh), free(kh), free(vh), free(oh), free(qf), free(kf), free(vf), free(of), free(pad);
+	}
+	report("attention_prefill", &w, TOL_ATTN);
+}
+END_TEST
+
+static const struct dc_case {
+	int64_t batch, heads, hd, len, stride;
+	int pads, ldpad;
+} dc_cases[] = {
+	{ 1, 1, 64, 1, 1, 0, 0 },       { 4, 2, 64, 100, 130, 2, 0 }, { 2, 32, 128, 1000, 1100, 1, 0 },
+	{ 64, 12, 64, 300, 320, 1, 0 }, { 3, 4, 80, 77, 80, 2, 8 },   { 2, 2, 72, 50, 64, 1, 0 },
+	{ 1, 3, 20, 33, 40, 1, 3 },     { 1, 8, 128, 5000, 5000, 0, 0 }, { 2, 2, 256, 40, 40, 1, 0 },
+	{ 8, 32, 128, 544, 544, 1, 0 },
+};
+
+static void run_decode(const struct dc_case *c, int q4, struct worst *w)
+{
+	int64_t hc = c->heads * c->hd, ld = hc + c->ldpad, krows = c->batch * c->stride;
+	size_t nq = (size_t)(c->batch * ld), nk = (size_t)(krows * ld);
+	uint16_t *qh = rand_h(nq, -2, 2), *kh = rand_h(nk, -2, 2), *vh = rand_h(nk, -1, 1);
+	uint16_t *oh = xmalloc(nq * 2);
+	float *qf = to_f32(qh, nq), *kf, *vf, *of = xmalloc(nq * 4);
+	uint8_t *kq = NULL, *vq = NULL;
+	int32_t *pad = xmalloc((size_t)c->batch * 4);
+	struct dbuf dq, dk, dv, dout;
+	struct fg_attention_args ga, ca;
+	char label[128];
+	int64_t kld = ld;
+
+	make_pads(pad, c->batch, c->len, c->pads);
+	for (size_t i = 0; i < nq; i++)
+		oh[i] = SENTINEL;
+	memset(&ga, 0, sizeof(ga));
+	ga.q = tens(dput(&dq, qh, nq * 2), FG_DTYPE_F16, c->batch, hc, ld);
+	if (q4) {
+		/* the cache as 4-bit rows of hc values; the reference sees it decoded */
+		uint64_t bytes = fg_q4_bytes((uint64_t)krows, (uint64_t)hc, 1);
+		float *kv = xmalloc((size_t)(krows * hc) * 4), *vv = xmalloc((size_t)(krows * hc) * 4);
+
+		for (int64_t r = 0; r < krows; r++)
+			for (int64_t j = 0; j < hc; j++) {
+				kv[r * hc + j] = fg_half_to_float(kh[r * ld + j]);
+				vv[r * hc + j] = fg_half_to_float(vh[r * ld + j]);
+			}
+		kq = ref_q4_encode(kv, (uint64_t)krows, (uint64_t)hc, 1);
+		vq = ref_q4_encode(vv, (uint64_t)krows, (uint64_t)hc, 1);
+		kf = ref_q4_decode(kq, (uint64_t)krows, (uint64_t)hc, 1);
+		vf = ref_q4_decode(vq, (uint64_t)krows, (uint64_t)hc, 1);
+		kld = hc;
+		ga.k = tens(dput(&dk, kq, (size_t)bytes), FG_DTYPE_Q4_COLS, krows, hc, hc);
+		ga.v = tens(dput(&dv, vq, (size_t)bytes), FG_DTYPE_Q4_COLS, krows, hc, hc);
+		free(kv), free(vv);
+	} else {
+		kf = to_f32(kh, nk);
+		vf = to_f32(vh, nk);
+		ga.k = tens(dput(&dk, kh, nk * 2), FG_DTYPE_F16, krows, hc, ld);
+		ga.v = tens(dput(&dv, vh, nk * 2), FG_DTYPE_F16, krows, hc, ld);
+	}
+	ga.out = tens(dput(&dout, oh, nq * 2), FG_DTYPE_F16, c->batch, hc, ld);
+	ga.batch = c->batch;
+	ga.seq = 1;
+	ga.len = c->len;
+	ga.cache_stride = c->stride;
+	ga.heads = c->heads;
+	ga.head_dim = c->hd;
+	ga.scale = 1.0f / sqrtf((float)c->hd);
+	ga.pad = pad;
+	ca = ga;
+	ca.q = tens(qf, FG_DTYPE_F32, c->batch, hc, ld);
+	ca.k = tens(kf, FG_DTYPE_F32, krows, hc, kld);
+	ca.v = tens(vf, FG_DTYPE_F32, krows, hc, kld);
+	ca.out = tens(of, FG_DTYPE_F32, c->batch, hc, ld);
+	ck_assert_msg(cpu.ops->attention_decode(cpu.ctx, NULL, &ca) == 0, "%s", fg_last_error());
+	ck_assert_msg(gpu.ops->attention_decode(gpu.ctx, NULL, &ga) == 0, "%s", fg_last_error());
+	dget(&dout, oh);
+	snprintf(label, sizeof(label), "%s b=%" PRId64 " heads=%" PRId64 " hd=%" PRId64 " len=%"
+		 PRId64 " stride=%" PRId64, q4 ? "q4" : "f16", c->batch, c->heads, c->hd, c->len,
+		 c->stride);
+	check_padding(label, oh, c->batch, hc, ld);
+	for (int64_t b = 0; b < c->batch; b++)
+		if (pad[b] >= c->len)
+			for (int64_t j = 0; j < hc; j++)
+				ck_assert_msg(oh[b * ld + j] == 0, "%s: fully padded row %" PRId64
+					      " is not zero", label, b);
+	double e = compare(w, label, of, ld, oh, ld, c->batch, hc);
+	ck_assert_msg(e <= TOL_ATTN, "attention_decode %s: error %.3g (%s)", label, e, w->where);
+	dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout);
+	free(qh), free(kh), free(vh), free(oh), free(qf), free(kf), free(vf), free(of), free(pad);
+	free(kq), free(vq);
+}
+
+START_TEST(test_attention_decode)
+{
+	struct worst w = { 0, "" }, wq = { 0, "" };
+
+	gpu_seed(808);
+	for (size_t ci = 0; ci < sizeof(dc_cases) / sizeof(dc_cases[0]); ci++) {
+		run_decode(&dc_cases[ci], 0, &w);
+		run_decode(&dc_cases[ci], 1, &wq);
+	}
+	report("attention_decode f16", &w, TOL_ATTN);
+	report("attention_decode q4", &wq, TOL_ATTN);
+}
+END_TEST
+
+/* ---- streams and events ---------------------------------------------------------------- */
+
+/* A long product on stream 1, an event, stream 2 waiting on it and reading its
+ * output: without a real wait the second product would read stale data. */
+START_TEST(test_streams_events)
+{
+	const int64_t m = 2048, k = 2048, n = 2048;
+	void *s1, *s2, *ev;
+	uint16_t *xh = rand_h((size_t)(m * k), -1, 1), *w1 = rand_h((size_t)(n * k), -0.03f, 0.03f);
+	uint16_t *w2 = rand_h((size_t)(n * n), -0.03f, 0.03f), *oh = xmalloc((size_t)(m * n) * 2);
+	uint16_t *zero = xmalloc((size_t)(m * n) * 2);
+	float *xf = to_f32(xh, (size_t)(m * k)), *y1 = xmalloc((size_t)(m * n) * 4);
+	float *y2 = xmalloc((size_t)(m * n) * 4);
+	struct dbuf dx, dw1, dw2, dy1, dy2;
+	struct fg_linear_args a1, a2, c1, c2;
+	struct worst w = { 0, "" };
+
+	gpu_seed(909);
+	memset(zero, 0, (size_t)(m * n) * 2);
+	memset(&a1, 0, sizeof(a1));
+	a1.x = tens(dput(&dx, xh, (size_t)(m * k) * 2), FG_DTYPE_F16, m, k, k);
+	a1.w = tens(dput(&dw1, w1, (size_t)(n * k) * 2), FG_DTYPE_F16, n, k, k);
+	a1.out = tens(dput(&dy1, zero, (size_t)(m * n) * 2), FG_DTYPE_F16, m, n, n);
+	a2 = a1;
+	a2.x = a1.out;
+	a2.w = tens(dput(&dw2, w2, (size_t)(n * n) * 2), FG_DTYPE_F16, n, n, n);
+	a2.out = tens(dput(&dy2, zero, (size_t)(m * n) * 2), FG_DTYPE_F16, m, n, n);
+	ck_assert_int_eq(fg_backend_stream_create(&gpu, &s1), 0);
+	ck_assert_int_eq(fg_backend_stream_create(&gpu, &s2), 0);
+	ck_assert_ptr_nonnull(s1);
+	ck_assert_ptr_ne(s1, s2);
+	ck_assert_int_eq(fg_backend_event_create(&gpu, &ev), 0);
+	for (int rep = 0; rep < 16; rep++) /* keep stream 1 busy for a while */
+		ck_assert_int_eq(gpu.ops->linear(gpu.ctx, s1, &a1), 0);
+	ck_assert_int_eq(fg_backend_event_record(&gpu, ev, s1), 0);
+	ck_assert_int_eq(fg_backend_stream_wait(&gpu, s2, ev), 0);
+	ck_assert_int_eq(gpu.ops->linear(gpu.ctx, s2, &a2), 0);
+	ck_assert_int_eq(fg_backend_stream_sync(&gpu, s2), 0);
+	ck_assert_int_eq(fg_tier_read(&dev, &dy2.r, 0, oh, (size_t)(m * n) * 2), 0);
+
+	/* reference: y1 rounded to fp16 as the GPU stores it, then the second product */
+	c1 = a1;
+	c1.x = tens(xf, FG_DTYPE_F32, m, k, k);
+	c1.w = tens(w1, FG_DTYPE_F16, n, k, k);
+	c1.out = tens(y1, FG_DTYPE_F32, m, n, n);
+	ck_assert_int_eq(cpu.ops->linear(cpu.ctx, NULL, &c1), 0);
+	for (int64_t i = 0; i < m * n; i++)
+		y1[i] = fg_half_to_float(fg_float_to_half(y1[i]));
+	c2 = c1;
+	c2.x = tens(y1, FG_DTYPE_F32, m, n, n);
+	c2.w = tens(w2, FG_DTYPE_F16, n, n, n);
+	c2.out = tens(y2, FG_DTYPE_F32, m, n, n);
+	ck_assert_int_eq(cpu.ops->linear(cpu.ctx, NULL, &c2), 0);
+	double e = compare(&w, "two streams", y2, n, oh, n, m, n);
+	ck_assert_msg(e <= TOL_LINEAR, "stream 2 did not wait for stream 1: error %.3g (%s)", e,
+		      w.where);
+	fg_backend_event_destroy(&gpu, ev);
+	fg_backend_stream_destroy(&gpu, s1);
+	fg_backend_stream_destroy(&gpu, s2);
+	report("streams/events", &w, TOL_LINEAR);
+	dfree(&dx), dfree(&dw1), dfree(&dw2), dfree(&dy1), dfree(&dy2);
+	free(xh), free(w1), free(w2), free(oh), free(zero), free(xf), free(y1), free(y2);
+}
+END_TEST
+
+/* ---- invalid arguments ------------------------------------------------------------------ */
+
+static void expect_refused(int rc, int want, const char *what)
+{
+	ck_assert_msg(rc == want, "%s: returned %d, expected %d", what, rc, want);
+	ck_assert_msg(strstr(fg_last_error(), "cublas:") != NULL, "%s: no error line (\"%s\")",
+		      what, fg_last_error());
+	printf("refused as expected: %s\n", fg_last_error());
+	fg_clear_error();
+}
+
+START_TEST(test_invalid)
+{
+	struct dbuf d;
+	void *p = dput(&d, NULL, 1 << 20);
+	struct fg_linear_args la;
+	struct fg_embed_args ea;
+	struct fg_attention_args aa;
+	struct fg_kv_append_args ka;
+	int32_t ids[2] = { 0, 5 }, pos[2] = { 0, 0 }, pad[2] = { 0, 9 };
+	const struct fg_compute_ops *o = gpu.ops;
+	void *c = gpu.ctx;
+
+	memset(&la, 0, sizeof(la));
+	la.x = tens(p, FG_DTYPE_F16, 4, 8, 8);
+	la.w = tens((char *)p + 4096, FG_DTYPE_F32, 16, 8, 8);
+	la.out = tens((char *)p + 8192, FG_DTYPE_F16, 4, 16, 16);
+	expect_refused(o->linear(c, NULL, &la), -EINVAL, "linear with f32 weights");
+	la.w.dtype = FG_DTYPE_F16;
+	la.out.cols = 15;
+	expect_refused(o->linear(c, NULL, &la), -EINVAL, "linear with a wrong out shape");
+	la.out.cols = 16;
+	la.x.data = NULL;
+	expect_refused(o->linear(c, NULL, &la), -EINVAL, "linear with NULL x");
+	la.x.data = p;
+	la.w = tens((char *)p + 4096, FG_DTYPE_Q4_ROWS, 16, 8, 9);
+	expect_refused(o->linear(c, NULL, &la), -EINVAL, "linear with a 4-bit view, ld != cols");
+	la.w = tens((char *)p + 4096, FG_DTYPE_F16, 16, 8, 8);
+	la.out = tens((char *)p + 4096, FG_DTYPE_F16, 4, 16, 16);
+	expect_refused(o->linear(c, NULL, &la), -EINVAL, "linear with out overlapping w");
+	la.out = tens((char *)p + 8192, FG_DTYPE_F16, 4, 16, 16);
+	la.act = (enum fg_activation)7;
+	expect_refused(o->linear(c, NULL, &la), -EINVAL, "linear with an unknown activation");
+
+	memset(&ea, 0, sizeof(ea));
+	ea.ids = ids;
+	ea.positions = pos;
+	ea.n = 2;
+	ea.tok = tens(p, FG_DTYPE_F16, 5, 8, 8);
+	ea.pos = tens((char *)p + 4096, FG_DTYPE_F16, 3, 8, 8);
+	ea.out = tens((char *)p + 8192, FG_DTYPE_F16, 2, 8, 8);
+	expect_refused(o->embed(c, NULL, &ea), -EINVAL, "embed with an id past the vocabulary");
+
+	memset(&aa, 0, sizeof(aa));
+	aa.q = tens(p, FG_DTYPE_F16, 2, 64, 64);
+	aa.k = tens((char *)p + 65536, FG_DTYPE_F16, 16, 64, 64);
+	aa.v = tens((char *)p + 131072, FG_DTYPE_F16, 16, 64, 64);
+	aa.out = tens((char *)p + 196608, FG_DTYPE_F16, 2, 64, 64);
+	aa.batch = 2;
+	aa.seq = 1;
+	aa.len = 8;
+	aa.cache_stride = 8;
+	aa.heads = 1;
+	aa.head_dim = 64;
+	aa.scale = 0.125f;
+	aa.pad = pad;
+	expect_refused(o->attention_decode(c, NULL, &aa), -EINVAL, "decode with pad > len");
+	pad[1] = 0;
+	aa.len = 9;
+	expect_refused(o->attention_decode(c, NULL, &aa), -EINVAL, "decode with len > stride");
+	aa.len = 8;
+	aa.pad = NULL;
+	expect_refused(o->attention_decode(c, NULL, &aa), -EINVAL, "decode without pads");
+	aa.pad = pad;
+	aa.q = tens(p, FG_DTYPE_F16, 16, 136, 136);
+	aa.k = tens((char *)p + 65536, FG_DTYPE_F16, 16, 136, 136);
+	aa.v = tens((char *)p + 262144, FG_DTYPE_F16, 16, 136, 136);
+	aa.out = tens((char *)p + 524288, FG_DTYPE_F16, 16, 136, 136);
+	aa.seq = 8;
+	aa.head_dim = 136;
+	expect_refused(o->attention_prefill(c, NULL, &aa), -ENOTSUP, "prefill with head_dim 136");
+
+	memset(&ka, 0, sizeof(ka));
+	ka.src = tens(p, FG_DTYPE_F16, 2, 64, 64);
+	ka.cache = tens((char *)p + 65536, FG_DTYPE_F16, 8, 64, 64);
+	ka.batch = 2;
+	ka.n = 1;
+	ka.start = 4;
+	ka.cache_stride = 4;
+	expect_refused(o->kv_append(c, NULL, &ka), -EINVAL, "kv_append past cache_stride");
+	ka.start = 1;
+	ka.cache = tens((char *)p + 65537, FG_DTYPE_Q4_COLS, 8, 64, 64);
+	expect_refused(o->kv_append(c, NULL, &ka), -EINVAL, "kv_append to a misaligned 4-bit cache");
+	dfree(&d);
+}
+END_TEST
+
+static Suite *cublas_suite(void)
+{
+	Suite *s = suite_create("cublas");
+	TCase *tc = tcase_create("ops");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_q4_reference_vs_codec);
+	tcase_add_test(tc, test_linear);
+	tcase_add_test(tc, test_layer_norm);
+	tcase_add_test(tc, test_embed);
+	tcase_add_test(tc, test_kv_append_f16);
+	tcase_add_test(tc, test_kv_append_q4);
+	tcase_add_test(tc, test_attention_prefill);
+	tcase_add_test(tc, test_attention_decode);
+	tcase_add_test(tc, test_streams_events);
+	tcase_add_test(tc, test_invalid);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	static const char *const names[] = { "cuda_mem", "cublas", "cpu_blas" };
+	static const uint32_t kinds[] = { FG_PLUGIN_STORAGE, FG_PLUGIN_COMPUTE, FG_PLUGIN_COMPUTE };
+	SRunner *sr;
+	int failed, rc = gpu_plugins_usable(names, kinds, 3);
+
+	if (rc)
+		return rc;
+	sr = srunner_create(cublas_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,376 @@
+/* tests/test_golden.c - the engine against Hugging Face's reference outputs
+ * ($FGCORE_TESTDATA/opt/<model>/golden.json, computed by transformers in fp32
+ * from the checkpoint's fp16 weights).  Comparison rules from the data's
+ * README, for an fp32 compute path:
+ *   - prefill logits: max |engine - reference| <= 1e-3;
+ *   - greedy tokens equal at every step up to the first whose top1-top2
+ *     margin is below 1e-3 (from there on a correct engine may diverge);
+ *   - teacher forcing with the reference tokens: the logits at the five
+ *     listed ids match within 1e-3 at every step. */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include <fgcore/fgcore.h>
+#include "core/engine/engine.h"
+#include "core/engine/forward.h"
+#include "core/engine/sample.h"
+
+#define TOL 1e-3
+#define ROWS 4
+#define PLEN 8
+#define GEN 32
+
+static const char *models[] = { "opt-tiny-64x2", "opt-tiny-128x4" };
+
+struct golden {
+	int32_t ids[ROWS][PLEN];
+	int32_t pad[ROWS];
+	int32_t greedy[ROWS][GEN];
+	double margin[ROWS][GEN];
+	int32_t top_id[ROWS][GEN][5];
+	double top_logit[ROWS][GEN][5];
+	float *prefill; /* [ROWS, vocab] */
+};
+
+static char dir[4096];
+
+static int load_golden(const char *model, struct golden *g, int64_t vocab)
+{
+	char path[4200];
+	json_error_t err;
+
+	snprintf(dir, sizeof(dir), "%s/opt/%s", getenv("FGCORE_TESTDATA"), model);
+	snprintf(path, sizeof(path), "%s/golden.json", dir);
+	json_t *root = json_load_file(path, 0, &err);
+	ck_assert_msg(root, "%s: %s", path, err.text);
+	json_t *ids = json_object_get(root, "input_ids"), *mask = json_object_get(root, "attention_mask");
+	json_t *greedy = json_object_get(root, "greedy_new_tokens");
+	json_t *margin = json_object_get(root, "greedy_top1_top2_margin");
+	json_t *top5 = json_object_get(json_object_get(root, "greedy_step_top5"), "rows");
+	ck_assert(json_array_size(ids) == ROWS && json_array_size(greedy) == ROWS);
+	for (int r = 0; r < ROWS; r++) {
+		g->pad[r] = 0;
+		ck_assert(json_array_size(json_array_get(ids, r)) == PLEN);
+		for (int i = 0; i < PLEN; i++) {
+			g->ids[r][i] = (int32_t)json_integer_value(json_array_get(json_array_get(ids, r), i));
+			g->pad[r] += !json_integer_value(json_array_get(json_array_get(mask, r), i));
+		}
+		for (int t = 0; t < GEN; t++) {
+			g->greedy[r][t] = (int32_t)json_integer_value(json_array_get(json_array_get(greedy, r), t));
+			g->margin[r][t] = json_number_value(json_array_get(json_array_get(margin, r), t));
+			json_t *step = json_array_get(json_array_get(top5, r), t);
+			for (int k = 0; k < 5; k++) {
+				json_t *pair = json_array_get(step, k);
+				g->top_id[r][t][k] = (int32_t)json_integer_value(json_array_get(pair, 0));
+				g->top_logit[r][t][k] = json_number_value(json_array_get(pair, 1));
+			}
+		}
+	}
+	json_decref(root);
+
+	snprintf(path, sizeof(path), "%s/golden_prefill_last_logits.f32", dir);
+	FILE *f = fopen(path, "rb");
+	ck_assert_msg(f, "%s: %s", path, strerror(errno));
+	g->prefill = malloc(sizeof(float) * ROWS * (size_t)vocab);
+	ck_assert(fread(g->prefill, sizeof(float), ROWS * (size_t)vocab, f) == ROWS * (size_t)vocab);
+	fclose(f);
+	return 0;
+}
+
+static struct fg_engine *open_engine(const char *model, int bs, int nb)
+{
+	struct fg_config *c;
+	struct fg_engine *e;
+	char kv[4300];
+
+	ck_assert_int_eq(fg_config_new(&c), 0);
+	snprintf(kv, sizeof(kv), "model.path=%s/opt/%s", getenv("FGCORE_TESTDATA"), model);
+	ck_assert_msg(fg_config_set(c, kv, "test") == 0, "%s", fg_last_error_text());
+	snprintf(kv, sizeof(kv), "policy.gpu_batch_size=%d", bs);
+	ck_assert_int_eq(fg_config_set(c, kv, "test"), 0);
+	snprintf(kv, sizeof(kv), "policy.num_gpu_batches=%d", nb);
+	ck_assert_int_eq(fg_config_set(c, kv, "test"), 0);
+	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
+	fg_config_free(c);
+	return e;
+}
+
+static int32_t argmax(const float *x, int64_t n)
+{
+	int64_t b = 0;
+	for (int64_t i = 1; i < n; i++)
+		if (x[i] > x[b])
+			b = i;
+	return (int32_t)b;
+}
+
+/* Steps up to (excluding) the first low-margin one must agree. */
+static void check_greedy(const struct golden *g, int r, const int32_t *got, const char *what)
+{
+	for (int t = 0; t < GEN; t++) {
+		if (g->margin[r][t] < TOL)
+			break;
+		ck_assert_msg(got[t] == g->greedy[r][t], "%s: row %d step %d: token %d, reference %d",
+			      what, r, t, got[t], g->greedy[r][t]);
+	}
+}
+
+/* Prefill logits, free-running greedy and teacher-forced top-5 logits. */
+START_TEST(test_reference)
+{
+	struct fg_engine *e = open_engine(models[_i], ROWS, 1);
+	int64_t V = e->model.cfg.vocab;
+	struct golden *g = calloc(1, sizeof(*g));
+	float *logits = malloc(sizeof(float) * ROWS * (size_t)V);
+	int32_t next[ROWS], got[ROWS][GEN];
+	struct fg_forward *f;
+	struct fg_forward_env env;
+	double worst = 0;
+
+	load_golden(models[_i], g, V);
+	fg_engine_forward_env(e, 1, &env);
+	/* free-running greedy */
+	ck_assert_int_eq(fg_forward_new(&f, &env, PLEN, GEN), 0);
+	ck_assert_int_eq(fg_forward_prefill(f, &g->ids[0][0], g->pad, logits), 0);
+	for (int64_t i = 0; i < ROWS * V; i++)
+		worst = fmax(worst, fabs((double)logits[i] - g->prefill[i]));
+	printf("%s: prefill logits max |error| %.3g (limit %.0e)\n", models[_i], worst, TOL);
+	ck_assert_msg(worst <= TOL, "prefill logits differ by %g", worst);
+	for (int t = 0; t < GEN; t++) {
+		for (int r = 0; r < ROWS; r++)
+			got[r][t] = next[r] = argmax(logits + r * V, V);
+		if (t + 1 < GEN)
+			ck_assert_int_eq(fg_forward_decode(f, next, logits), 0);
+	}
+	for (int r = 0; r < ROWS; r++)
+		check_greedy(g, r, got[r], models[_i]);
+	fg_forward_free(f);
+
+	/* teacher forcing */
+	worst = 0;
+	ck_assert_int_eq(fg_forward_new(&f, &env, PLEN, GEN), 0);
+	ck_assert_int_eq(fg_forward_prefill(f, &g->ids[0][0], g->pad, logits), 0);
+	for (int t = 0; t < GEN; t++) {
+		for (int r = 0; r < ROWS; r++) {
+			for (int k = 0; k < 5; k++) {
+				double d = fabs(logits[r * V + g->top_id[r][t][k]] - g->top_logit[r][t][k]);
+				worst = fmax(worst, d);
+				ck_assert_msg(d <= TOL + 1e-5, "%s: row %d step %d id %d: logit %g, reference %g",
+					      models[_i], r, t, g->top_id[r][t][k],
+					      logits[r * V + g->top_id[r][t][k]], g->top_logit[r][t][k]);
+			}
+			next[r] = g->greedy[r][t];
+		}
+		if (t + 1 < GEN)
+			ck_assert_int_eq(fg_forward_decode(f, next, logits), 0);
+	}
+	/* the reference prints logits with 5 decimals, hence the 1e-5 above */
+	printf("%s: teacher-forced top-5 logits max |error| %.3g over %d steps\n", models[_i], worst, GEN);
+	fg_forward_free(f);
+	free(logits);
+	free(g->prefill);
+	free(g);
+	fg_engine_close(e);
+}
+END_TEST
+
+/* fg_generate: each prompt alone, all four together, and split over GPU
+ * batches all give the same tokens, which match the reference. */
+START_TEST(test_batch_independence)
+{
+	struct golden *g = calloc(1, sizeof(*g));
+	struct fg_request req[ROWS];
+	struct fg_result together[ROWS], split[ROWS], alone;
+	struct fg_engine *e4 = open_engine(models[_i], ROWS, 1);
+	struct fg_engine *e1 = open_engine(models[_i], 1, 1);
+	struct fg_engine *e22 = open_engine(models[_i], 2, 2);
+
+	load_golden(models[_i], g, e4->model.cfg.vocab);
+	memset(req, 0, sizeof(req));
+	for (int r = 0; r < ROWS; r++) {
+		req[r].prompt_ids = &g->ids[r][g->pad[r]];
+		req[r].n_prompt_ids = (size_t)(PLEN - g->pad[r]);
+		req[r].max_new_tokens = GEN;
+	}
+	ck_assert_int_eq(fg_generate(e4, req, ROWS, together), 0);
+	ck_assert_int_eq(fg_generate(e22, req, ROWS, split), 0);
+	for (int r = 0; r < ROWS; r++) {
+		ck_assert_int_eq(fg_generate(e1, &req[r], 1, &alone), 0);
+		ck_assert_int_eq(together[r].n_tokens, GEN);
+		ck_assert_int_eq(together[r].n_prompt_tokens, PLEN - g->pad[r]);
+		ck_assert_int_eq(together[r].finish_reason, FG_FINISH_LENGTH);
+		ck_assert_mem_eq(alone.token_ids, together[r].token_ids, GEN * sizeof(int32_t));
+		ck_assert_mem_eq(split[r].token_ids, together[r].token_ids, GEN * sizeof(int32_t));
+		check_greedy(g, r, together[r].token_ids, "fg_generate");
+		fg_result_clear(&alone);
+		fg_result_clear(&together[r]);
+		fg_result_clear(&split[r]);
+	}
+	free(g->prefill);
+	free(g);
+	fg_engine_close(e4);
+	fg_engine_close(e1);
+	fg_engine_close(e22);
+}
+END_TEST
+
+/* Same seed, same tokens, whatever the batch; other seeds, other tokens. */
+START_TEST(test_seeded_sampling)
+{
+	struct fg_engine *e = open_engine(models[0], 2, 1);
+	int32_t p1[] = { 2, 100, 200, 300 }, p2[] = { 2, 9, 8 };
+	struct fg_request req[3] = {
+		{ .prompt_ids = p1, .n_prompt_ids = 4, .max_new_tokens = 24, .temperature = 1.0f,
+		  .top_k = 50, .top_p = 0.9f, .seed = 7 },
+		{ .prompt_ids = p2, .n_prompt_ids = 3, .max_new_tokens = 24, .temperature = 1.0f,
+		  .seed = 7 },
+		{ .prompt_ids = p1, .n_prompt_ids = 4, .max_new_tokens = 24, .temperature = 1.0f,
+		  .top_k = 50, .top_p = 0.9f, .seed = 8 },
+	};
+	struct fg_result a[3], b;
+
+	ck_assert_int_eq(fg_generate(e, req, 3, a), 0);
+	ck_assert_int_eq(fg_generate(e, &req[0], 1, &b), 0);
+	ck_assert_mem_eq(a[0].token_ids, b.token_ids, 24 * sizeof(int32_t));
+	ck_assert_msg(memcmp(a[0].token_ids, a[2].token_ids, 24 * sizeof(int32_t)),
+		      "seeds 7 and 8 sampled the same 24 tokens");
+	fg_result_clear(&b);
+	/* top_k = 1 is greedy */
+	struct fg_request gk = req[0], gg = req[0];
+	gk.top_k = 1;
+	gg.temperature = 0;
+	ck_assert_int_eq(fg_generate(e, &gk, 1, &b), 0);
+	ck_assert_int_eq(fg_generate(e, &gg, 1, &a[1]), 0);
+	ck_assert_mem_eq(a[1].token_ids, b.token_ids, 24 * sizeof(int32_t));
+	for (int i = 0; i < 3; i++)
+		fg_result_clear(&a[i]);
+	fg_result_clear(&b);
+	fg_engine_close(e);
+}
+END_TEST
+
+/* Stop ids end generation with "stop"; stop strings cut the text exactly. */
+START_TEST(test_stops)
+{
+	struct fg_config *c;
+	struct fg_engine *e;
+	char kv[4300];
+	struct golden *g = calloc(1, sizeof(*g));
+
+	ck_assert_int_eq(fg_config_new(&c), 0);
+	snprintf(kv, sizeof(kv), "model.path=%s/opt/%s", getenv("FGCORE_TESTDATA"), models[0]);
+	ck_assert_int_eq(fg_config_set(c, kv, "test"), 0);
+	/* the tiny models ship no tokenizer; GPT-2's covers the ids they produce here */
+	snprintf(kv, sizeof(kv), "model.tokenizer=%s/tokenizer/gpt2", getenv("FGCORE_TESTDATA"));
+	ck_assert_int_eq(fg_config_set(c, kv, "test"), 0);
+	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
+	fg_config_free(c);
+	load_golden(models[0], g, e->model.cfg.vocab);
+
+	struct fg_request r = { .prompt_ids = g->ids[0], .n_prompt_ids = PLEN, .max_new_tokens = GEN };
+	struct fg_result full, cut;
+	ck_assert_int_eq(fg_generate(e, &r, 1, &full), 0);
+	ck_assert_int_gt(strlen(full.text), 8);
+
+	/* stop at the 6th generated token's id */
+	int32_t stop_id = full.token_ids[5];
+	int first = 0;
+	while (full.token_ids[first] != stop_id)
+		first++;
+	r.stop_ids = &stop_id;
+	r.n_stop_ids = 1;
+	ck_assert_int_eq(fg_generate(e, &r, 1, &cut), 0);
+	ck_assert_int_eq(cut.finish_reason, FG_FINISH_STOP);
+	ck_assert_int_eq(cut.n_tokens, first + 1);
+	ck_assert_mem_eq(cut.token_ids, full.token_ids, (size_t)(first + 1) * sizeof(int32_t));
+	fg_result_clear(&cut);
+
+	/* a stop string from the middle of the text: the text ends right before it */
+	size_t len = strlen(full.text);
+	char stop[8];
+	memcpy(stop, full.text + len / 2, 3);
+	stop[3] = '\0';
+	const char *hit = strstr(full.text, stop);
+	const char *stops[] = { stop };
+	r.stop_ids = NULL;
+	r.n_stop_ids = 0;
+	r.stop = stops;
+	r.n_stop = 1;
+	ck_assert_int_eq(fg_generate(e, &r, 1, &cut), 0);
+	ck_assert_int_eq(cut.finish_reason, FG_FINISH_STOP);
+	ck_assert_uint_eq(strlen(cut.text), (size_t)(hit - full.text));
+	ck_assert(!strncmp(cut.text, full.text, (size_t)(hit - full.text)));
+	ck_assert_int_le(cut.n_tokens, full.n_tokens);
+	fg_result_clear(&cut);
+	fg_result_clear(&full);
+	free(g->prefill);
+	free(g);
+	fg_engine_close(e);
+}
+END_TEST
+
+/* Requests the model cannot run get an error of their own; the rest run. */
+START_TEST(test_refused_requests)
+{
+	struct fg_engine *e = open_engine(models[0], 2, 1);
+	int32_t ok[] = { 2, 5, 6 }, bad[] = { 2, 99999999 };
+	struct fg_request req[3] = {
+		{ .prompt_ids = ok, .n_prompt_ids = 3, .max_new_tokens = 4 },
+		{ .prompt_ids = bad, .n_prompt_ids = 2, .max_new_tokens = 4 },
+		{ .prompt_ids = ok, .n_prompt_ids = 3, .max_new_tokens = 4000 },
+	};
+	struct fg_result res[3];
+
+	ck_assert_int_eq(fg_generate(e, req, 3, res), 0);
+	ck_assert_int_eq(res[0].finish_reason, FG_FINISH_LENGTH);
+	ck_assert_int_eq(res[0].n_tokens, 4);
+	ck_assert_int_eq(res[1].finish_reason, FG_FINISH_ERROR);
+	ck_assert_ptr_nonnull(strstr(res[1].error, "99999999"));
+	ck_assert_int_eq(res[2].finish_reason, FG_FINISH_ERROR);
+	ck_assert_ptr_nonnull(strstr(res[2].error, "positions"));
+	/* a text prompt without a tokenizer is refused, not crashed on */
+	struct fg_request text = { .prompt = "hello", .max_new_tokens = 2 };
+	struct fg_result tr;
+	ck_assert_int_eq(fg_generate(e, &text, 1, &tr), 0);
+	ck_assert_int_eq(tr.finish_reason, FG_FINISH_ERROR);
+	ck_assert_ptr_nonnull(strstr(tr.error, "tokenizer"));
+	fg_result_clear(&tr);
+	for (int i = 0; i < 3; i++)
+		fg_result_clear(&res[i]);
+	fg_engine_close(e);
+}
+END_TEST
+
+static Suite *golden_suite(void)
+{
+	Suite *s = suite_create("golden");
+	TCase *tc = tcase_create("hf");
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, test_reference, 0, 2);
+	tcase_add_loop_test(tc, test_batch_independence, 0, 2);
+	tcase_add_test(tc, test_seeded_sampling);
+	tcase_add_test(tc, test_stops);
+	tcase_add_test(tc, test_refused_requests);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	const char *td = getenv("FGCORE_TESTDATA");
+	if (!td || !*td) {
+		printf("FGCORE_TESTDATA is not set: skipping the Hugging Face golden tests\n");
+		return 77;
+	}
+	SRunner *sr = srunner_create(golden_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,274 @@
+/* tests/test_policy.c - policy equivalence: every placement, schedule and
+ * batch split gives exactly the logits and tokens of the run with everything
+ * on the compute tier (cpu_blas: bit-identical).  Also: the per-tier memory
+ * that bench reports matches what the placement predicts, and a tier with a
+ * capacity refuses clearly. */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <fgcore/fgcore.h>
+#include "core/engine/bench.h"
+#include "core/engine/engine.h"
+#include "core/engine/forward.h"
+
+#define NPROMPT 8
+#define NEW 6
+
+/* One policy of the matrix: overrides on top of the base configuration.
+ * Tokens must always be identical.  Logits are bit-identical unless the
+ * variant changes the shapes of the matrix products (other GPU batch sizes,
+ * weights split by rows): BLAS may then sum in another order, so they agree
+ * within LOGIT_TOL instead. */
+struct variant {
+	const char *name;
+	const char *set[8];
+};
+
+#define LOGIT_TOL 1e-5
+
+static int reshapes(const struct variant *v)
+{
+	for (int i = 0; i < 8 && v->set[i]; i++)
+		if (strstr(v->set[i], "gpu_batch_size") || strstr(v->set[i], "exact"))
+			return 1;
+	return 0;
+}
+
+static const struct variant variants[] = {
+	{ "weights on host", { "policy.percent=0 100 100 0 100 0" } },
+	{ "weights on disk", { "policy.percent=0 0 100 0 100 0" } },
+	{ "weights 30/50/20", { "policy.percent=30 50 100 0 100 0" } },
+	{ "weights 30/50/20 exact", { "policy.percent=30 50 100 0 100 0", "policy.placement=exact" } },
+	{ "cache on host", { "policy.percent=100 0 0 100 100 0" } },
+	{ "cache on disk", { "policy.percent=100 0 0 0 100 0" } },
+	{ "cache 30/50/20", { "policy.percent=100 0 30 50 100 0" } },
+	{ "cache on host, cpu attention", { "policy.percent=100 0 0 100 100 0", "policy.cpu_cache_compute=true" } },
+	{ "cache 30/50/20, cpu attention", { "policy.percent=100 0 30 50 100 0", "policy.cpu_cache_compute=true" } },
+	{ "activations on host", { "policy.percent=100 0 100 0 0 100" } },
+	{ "activations on disk", { "policy.percent=100 0 100 0 0 0" } },
+	{ "activations 30/50/20, 4 batches", { "policy.percent=100 0 100 0 30 50", "policy.gpu_batch_size=2", "policy.num_gpu_batches=4" } },
+	{ "all mixed 30/50/20 exact", { "policy.percent=30 50 30 50 30 50", "policy.placement=exact", "policy.gpu_batch_size=2", "policy.num_gpu_batches=4" } },
+	{ "2 GPU batches", { "policy.gpu_batch_size=4", "policy.num_gpu_batches=2" } },
+	{ "3 GPU batches", { "policy.gpu_batch_size=3", "policy.num_gpu_batches=3" } },
+	{ "4 GPU batches, all offloaded", { "policy.percent=0 50 0 50 0 100", "policy.gpu_batch_size=2", "policy.num_gpu_batches=4" } },
+	{ "no overlap, all offloaded", { "policy.percent=0 50 0 50 0 100", "policy.overlap=false" } },
+	{ "no sep_layer, all offloaded", { "policy.percent=0 50 0 50 0 100", "policy.sep_layer=false" } },
+	{ "no overlap, no sep_layer, 2 batches", { "policy.percent=20 30 20 30 100 0", "policy.overlap=false", "policy.sep_layer=false", "policy.gpu_batch_size=4", "policy.num_gpu_batches=2" } },
+	{ "disk posix_file O_DIRECT", { "policy.percent=0 0 0 0 0 0", "tier.disk.o_direct=true" } },
+	{ "disk io_uring_nvme", { "policy.percent=0 0 0 0 0 0", "tier.disk.plugin=io_uring_nvme" } },
+	{ "disk libaio_nvme", { "policy.percent=0 0 0 0 0 0", "tier.disk.plugin=libaio_nvme" } },
+};
+#define NVARIANTS (int)(sizeof(variants) / sizeof(variants[0]))
+
+static char model[4200];
+static char tmpdir[256];
+
+static void set(struct fg_config *c, const char *kv)
+{
+	ck_assert_msg(fg_config_set(c, kv, "test") == 0, "%s: %s", kv, fg_last_error_text());
+}
+
+static struct fg_config *base_config(void)
+{
+	struct fg_config *c;
+	char kv[4400];
+	ck_assert_int_eq(fg_config_new(&c), 0);
+	snprintf(kv, sizeof(kv), "model.path=%s", model);
+	set(c, kv);
+	set(c, "policy.gpu_batch_size=8");
+	set(c, "policy.num_gpu_batches=1");
+	set(c, "policy.percent=100 0 100 0 100 0");
+	snprintf(kv, sizeof(kv), "tier.disk.dir=%s", tmpdir);
+	set(c, kv);
+	return c;
+}
+
+static int plugin_built(const char *name)
+{
+	const char *path = getenv("FGCORE_PLUGIN_PATH");
+	char buf[8192], file[8300];
+	if (!path)
+		return 0;
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *dir = strtok(buf, ":"); dir; dir = strtok(NULL, ":")) {
+		snprintf(file, sizeof(file), "%s/%s.so", dir, name);
+		if (access(file, R_OK) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Prompts of different lengths (left padding), greedy, NEW tokens each;
+ * tokens into out[NPROMPT][NEW]; prefill logits of an 8-row batch into lg. */
+static void run(struct fg_config *c, int32_t out[NPROMPT][NEW], float **lg)
+{
+	struct fg_engine *e;
+	struct fg_request req[NPROMPT];
+	struct fg_result res[NPROMPT];
+	int32_t ids[NPROMPT][12];
+
+	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
+	memset(req, 0, sizeof(req));
+	for (int r = 0; r < NPROMPT; r++) {
+		for (int i = 0; i < 12; i++)
+			ids[r][i] = i == 0 ? 2 : 100 + 37 * r + 11 * i;
+		req[r].prompt_ids = ids[r];
+		req[r].n_prompt_ids = (size_t)(3 + r);
+		req[r].max_new_tokens = NEW;
+	}
+	ck_assert_msg(fg_generate(e, req, NPROMPT, res) == 0, "%s", fg_last_error_text());
+	for (int r = 0; r < NPROMPT; r++) {
+		ck_assert_int_eq(res[r].n_tokens, NEW);
+		memcpy(out[r], res[r].token_ids, sizeof(int32_t) * NEW);
+		fg_result_clear(&res[r]);
+	}
+	/* Logits of a full prefill and two decode steps, for a bitwise comparison. */
+	struct fg_forward_env env;
+	struct fg_forward *f;
+	int64_t rows = e->policy.gpu_batch_size * e->policy.num_gpu_batches, V = e->model.cfg.vocab;
+	int32_t *pids = calloc((size_t)rows * 12, sizeof(int32_t)), *pad = calloc((size_t)rows, 4);
+	int32_t *next = calloc((size_t)rows, 4);
+	float *l = malloc(sizeof(float) * (size_t)(rows * V));
+	*lg = malloc(sizeof(float) * (size_t)(NPROMPT * V) * 3);
+	for (int64_t r = 0; r < rows; r++) {
+		pad[r] = (int32_t)(r % NPROMPT);
+		for (int i = 0; i < 12; i++)
+			pids[r * 12 + i] = i < pad[r] ? 1 : ids[r % NPROMPT][i - pad[r]];
+		next[r] = 1000 + (int32_t)r % NPROMPT;
+	}
+	fg_engine_forward_env(e, e->policy.num_gpu_batches, &env);
+	ck_assert_msg(fg_forward_new(&f, &env, 12, 4) == 0, "%s", fg_last_error_text());
+	for (int s = 0; s < 3; s++) {
+		int rc = s == 0 ? fg_forward_prefill(f, pids, pad, l) : fg_forward_decode(f, next, l);
+		ck_assert_msg(rc == 0, "%s", fg_last_error_text());
+		memcpy(*lg + (size_t)s * NPROMPT * V, l, sizeof(float) * (size_t)(NPROMPT * V));
+	}
+	fg_forward_free(f);
+	free(pids);
+	free(pad);
+	free(next);
+	free(l);
+	fg_engine_close(e);
+}
+
+static void setup(void)
+{
+	const char *td = getenv("FGCORE_TESTDATA");
+	snprintf(tmpdir, sizeof(tmpdir), "/var/tmp/fgcore-policy-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	/* the golden checkpoint when there is one, else a generated OPT-125M */
+	if (td && *td)
+		snprintf(model, sizeof(model), "%s/opt/opt-tiny-128x4", td);
+	else
+		snprintf(model, sizeof(model), "dummy:opt-125m");
+}
+
+static void teardown(void)
+{
+	rmdir(tmpdir);
+}
+
+START_TEST(test_equivalence)
+{
+	const struct variant *v = &variants[_i];
+	int32_t want[NPROMPT][NEW], got[NPROMPT][NEW];
+	float *lw, *lg;
+	struct fg_config *c;
+
+	if (strstr(v->name, "io_uring") && !plugin_built("io_uring_nvme"))
+		return;
+	if (strstr(v->name, "libaio") && !plugin_built("libaio_nvme"))
+		return;
+	c = base_config();
+	run(c, want, &lw);
+	for (int i = 0; i < 8 && v->set[i]; i++)
+		set(c, v->set[i]);
+	run(c, got, &lg);
+	printf("%s: %s\n", v->name, memcmp(want, got, sizeof(want)) ? "DIFFERENT" : "same tokens");
+	ck_assert_msg(!memcmp(want, got, sizeof(want)), "%s: tokens differ from the all-compute run",
+		      v->name);
+	struct fg_engine *e;
+	ck_assert_int_eq(fg_engine_open(c, &e), 0);
+	size_t n = (size_t)(NPROMPT * e->model.cfg.vocab) * 3;
+	fg_engine_close(e);
+	if (!reshapes(v)) {
+		ck_assert_msg(!memcmp(lw, lg, n * sizeof(float)),
+			      "%s: logits differ from the all-compute run", v->name);
+	} else {
+		double worst = 0;
+		for (size_t i = 0; i < n; i++)
+			worst = fmax(worst, fabs((double)lw[i] - lg[i]) / (1 + fabs((double)lw[i])));
+		printf("%s: logits within %.2g of the all-compute run\n", v->name, worst);
+		ck_assert_msg(worst <= LOGIT_TOL, "%s: logits differ by %g", v->name, worst);
+	}
+	free(lw);
+	free(lg);
+	fg_config_free(c);
+}
+END_TEST
+
+/* bench's per-tier peaks equal the bytes the placement and the run's buffers add up to. */
+START_TEST(test_memory_accounting)
+{
+	static const char *percents[] = { "100 0 100 0 100 0", "0 100 0 100 100 0",
+					  "30 50 30 50 0 100", "0 0 0 0 0 0" };
+	for (int i = 0; i < 4; i++) {
+		struct fg_config *c = base_config();
+		struct fg_engine *e;
+		struct fg_bench_result r;
+		struct fg_bench_params p = { .prompt_len = 16, .gen_len = 4, .warmup = 1 };
+		char kv[64];
+		snprintf(kv, sizeof(kv), "policy.percent=%s", percents[i]);
+		set(c, kv);
+		ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
+		ck_assert_msg(fg_bench_run(e, &p, &r) == 0, "%s", fg_last_error_text());
+		for (int t = 0; t < FG_ROLES; t++) {
+			printf("percent %s: %s tier peak %llu, placed %llu\n", percents[i],
+			       fg_role_name(t), (unsigned long long)r.peak[t],
+			       (unsigned long long)r.placed[t]);
+			ck_assert_msg(r.peak[t] == r.placed[t], "%s tier: peak %llu != placed %llu",
+				      fg_role_name(t), (unsigned long long)r.peak[t],
+				      (unsigned long long)r.placed[t]);
+		}
+		fg_engine_close(e);
+		fg_config_free(c);
+	}
+}
+END_TEST
+
+/* A capped tier names itself, the bytes asked and what would fit. */
+START_TEST(test_capacity_refusal)
+{
+	struct fg_config *c = base_config();
+	struct fg_engine *e;
+	set(c, "tier.compute.capacity=1M");
+	ck_assert_int_ne(fg_engine_open(c, &e), 0);
+	const char *msg = fg_last_error_text();
+	printf("capacity refusal: %s\n", msg);
+	ck_assert_ptr_nonnull(strstr(msg, "compute"));
+	ck_assert_ptr_nonnull(strstr(msg, "percent"));
+	fg_config_free(c);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("policy");
+	TCase *tc = tcase_create("equivalence");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 900);
+	tcase_add_loop_test(tc, test_equivalence, 0, NVARIANTS);
+	tcase_add_test(tc, test_memory_accounting);
+	tcase_add_test(tc, test_capacity_refusal);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
