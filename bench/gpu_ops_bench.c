@@ -10,7 +10,8 @@
  *   attention decode over fp16 and 4-bit caches in GB/s of cache read;
  *   layer norm and KV append in GB/s.
  *
- * Usage: gpu_ops_bench [quick]   ("quick": fewer and smaller shapes)
+ * Usage: gpu_ops_bench [quick|q4]   ("quick": fewer and smaller shapes; "q4": only
+ * the 4-bit linear at decode shapes)
  * Ops run on the backend's default stream, which is a blocking stream, so
  * events recorded on the legacy stream bracket them.  Inputs are random fp16
  * (4-bit weights: random codes with a sane scale and min).
@@ -32,7 +33,7 @@
 #include "core/util/error.h"
 
 static struct fg_tier dev;
-static int quick;
+static int quick, only_q4;
 
 static int open_backend(struct fg_backend *b, const char *key, const char *val)
 {
@@ -337,6 +338,7 @@ int main(int argc, char **argv)
 	int n = 0;
 
 	quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+	only_q4 = argc > 1 && strcmp(argv[1], "q4") == 0;
 	if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
 		printf("gpu_ops_bench: no CUDA device, nothing to measure\n");
 		return 77;
@@ -372,6 +374,8 @@ int main(int argc, char **argv)
 	static const char *const tags67[] = { "6.7b-proj", "6.7b-fc1", "6.7b-fc2" };
 	static const char *const tags30[] = { "30b-proj", "30b-fc1", "30b-fc2" };
 
+	if (only_q4)
+		goto q4;
 	printf("## linear fp16, prefill\n");
 	for (int s = 0; s < 3; s++)
 		for (int i = 0; i < (quick ? 1 : 3); i++)
@@ -389,6 +393,7 @@ int main(int argc, char **argv)
 			bench_linear(&be, tags67[s], decode_m[i], shapes67[s][0], shapes67[s][1], 0,
 				     shapes67[s][2] == 1, shapes67[s][2] == 2);
 
+q4:
 	printf("## linear q4, decode: default (fused up to m = 64), fused forced, dequant forced\n");
 	for (int s = 0; s < 3; s++)
 		for (int i = 0; i < 6; i++) {
@@ -401,6 +406,8 @@ int main(int argc, char **argv)
 		}
 	for (int i = 0; i < 6 && !quick; i++)
 		bench_linear(&be, tags30[1], decode_m[i], shapes30[1][0], shapes30[1][1], 1, 1, 0);
+	if (only_q4)
+		goto done;
 	printf("## linear q4, prefill (dequantize + cuBLASLt)\n");
 	bench_linear(&be, tags67[1], 8192, 16384, 4096, 1, 1, 0);
 	bench_linear(&be, tags67[0], 32768, 4096, 4096, 1, 0, 1);
@@ -427,7 +434,7 @@ int main(int argc, char **argv)
 	bench_kv(&be, 256, 512, 4096, 0);
 	bench_kv(&be, 256, 512, 4096, 1);
 	bench_kv(&be, 256, 1, 4096, 1);
-
+done:
 	fg_backend_close(&deq);
 	fg_backend_close(&fused);
 	fg_backend_close(&be);

@@ -137,7 +137,10 @@ START_TEST(test_reference)
 	fg_engine_forward_env(e, 1, &env);
 	/* free-running greedy */
 	ck_assert_int_eq(fg_forward_new(&f, &env, PLEN, GEN), 0);
-	ck_assert_int_eq(fg_forward_prefill(f, &g->ids[0][0], g->pad, logits), 0);
+	int32_t top[ROWS];
+	ck_assert_int_eq(fg_forward_prefill(f, &g->ids[0][0], g->pad, logits, top), 0);
+	for (int r = 0; r < ROWS; r++) /* the greedy path picks what the logits say */
+		ck_assert_int_eq(top[r], argmax(logits + r * V, V));
 	for (int64_t i = 0; i < ROWS * V; i++)
 		worst = fmax(worst, fabs((double)logits[i] - g->prefill[i]));
 	printf("%s: prefill logits max |error| %.3g (limit %.0e)\n", models[_i], worst, TOL);
@@ -146,7 +149,7 @@ START_TEST(test_reference)
 		for (int r = 0; r < ROWS; r++)
 			got[r][t] = next[r] = argmax(logits + r * V, V);
 		if (t + 1 < GEN)
-			ck_assert_int_eq(fg_forward_decode(f, next, logits), 0);
+			ck_assert_int_eq(fg_forward_decode(f, next, logits, NULL), 0);
 	}
 	for (int r = 0; r < ROWS; r++)
 		check_greedy(g, r, got[r], models[_i]);
@@ -155,7 +158,7 @@ START_TEST(test_reference)
 	/* teacher forcing */
 	worst = 0;
 	ck_assert_int_eq(fg_forward_new(&f, &env, PLEN, GEN), 0);
-	ck_assert_int_eq(fg_forward_prefill(f, &g->ids[0][0], g->pad, logits), 0);
+	ck_assert_int_eq(fg_forward_prefill(f, &g->ids[0][0], g->pad, logits, NULL), 0);
 	for (int t = 0; t < GEN; t++) {
 		for (int r = 0; r < ROWS; r++) {
 			for (int k = 0; k < 5; k++) {
@@ -168,7 +171,7 @@ START_TEST(test_reference)
 			next[r] = g->greedy[r][t];
 		}
 		if (t + 1 < GEN)
-			ck_assert_int_eq(fg_forward_decode(f, next, logits), 0);
+			ck_assert_int_eq(fg_forward_decode(f, next, logits, NULL), 0);
 	}
 	/* the reference prints logits with 5 decimals, hence the 1e-5 above */
 	printf("%s: teacher-forced top-5 logits max |error| %.3g over %d steps\n", models[_i], worst, GEN);

@@ -144,7 +144,7 @@ static void run(struct fg_config *c, int32_t out[NPROMPT][NEW], float **lg)
 	fg_engine_forward_env(e, e->policy.num_gpu_batches, &env);
 	ck_assert_msg(fg_forward_new(&f, &env, 12, 4) == 0, "%s", fg_last_error_text());
 	for (int s = 0; s < 3; s++) {
-		int rc = s == 0 ? fg_forward_prefill(f, pids, pad, l) : fg_forward_decode(f, next, l);
+		int rc = s == 0 ? fg_forward_prefill(f, pids, pad, l, NULL) : fg_forward_decode(f, next, l, NULL);
 		ck_assert_msg(rc == 0, "%s", fg_last_error_text());
 		memcpy(*lg + (size_t)s * NPROMPT * V, l, sizeof(float) * (size_t)(NPROMPT * V));
 	}

@@ -52,17 +52,14 @@ static int bench_once(struct fg_engine *e, int64_t plen, int64_t gen, int64_t ru
 	int64_t bs = e->policy.gpu_batch_size, nb = e->policy.num_gpu_batches, rows = bs * nb;
 	struct fg_forward_env env;
 	struct fg_forward *f = NULL;
-	struct fg_sampler *smp = NULL;
-	struct fg_sampling greedy = { 0, 0, 1 };
 	int32_t *ids = malloc(sizeof(int32_t) * (size_t)(rows * plen));
 	int32_t *pad = calloc((size_t)rows, sizeof(int32_t));
 	int32_t *next = malloc(sizeof(int32_t) * (size_t)rows);
-	float *logits = malloc(sizeof(float) * (size_t)(rows * c->vocab));
 	double *cost = malloc(sizeof(double) * (size_t)(run + 1));
 	struct fg_rng rng;
 	int rc;
 
-	if (!ids || !pad || !next || !logits || !cost) {
+	if (!ids || !pad || !next || !cost) {
 		FG_ERR("bench: out of host memory for a batch of %lld x %lld tokens", (long long)rows,
 		       (long long)plen);
 		rc = -ENOMEM;
@@ -73,24 +70,21 @@ static int bench_once(struct fg_engine *e, int64_t plen, int64_t gen, int64_t ru
 	for (int64_t i = 0; i < rows * plen; i++)
 		ids[i] = 4 + (int32_t)(fg_rng_uniform(&rng) * (double)(c->vocab - 4));
 	fg_engine_forward_env(e, nb, &env);
-	if ((rc = fg_sampler_new(&smp, c->vocab)) || (rc = fg_forward_new(&f, &env, plen, gen)))
+	if ((rc = fg_forward_new(&f, &env, plen, gen)))
 		goto out;
 	uint64_t placed[FG_ROLES];
 	fg_forward_bytes(f, placed);
 	for (int i = 0; i < FG_ROLES; i++)
 		r->placed[i] = e->model.bytes[i] + placed[i];
 	double t0 = now();
-	if ((rc = fg_forward_prefill(f, ids, pad, logits)))
+	/* Greedy decoding, as FlexGen's benchmark does. */
+	if ((rc = fg_forward_prefill(f, ids, pad, NULL, next)))
 		goto out;
-	for (int64_t s = 0; s < rows; s++)
-		next[s] = fg_sample(smp, logits + s * c->vocab, &greedy, &rng);
 	double t1 = now();
 	for (int64_t t = 1; t < run; t++) {
 		double ts = now();
-		if ((rc = fg_forward_decode(f, next, logits)))
+		if ((rc = fg_forward_decode(f, next, NULL, next)))
 			goto out;
-		for (int64_t s = 0; s < rows; s++)
-			next[s] = fg_sample(smp, logits + s * c->vocab, &greedy, &rng);
 		cost[t - 1] = now() - ts;
 	}
 	r->prefill_s = t1 - t0;
@@ -99,11 +93,9 @@ static int bench_once(struct fg_engine *e, int64_t plen, int64_t gen, int64_t ru
 	r->stats = *fg_forward_stats(f);
 out:
 	fg_forward_free(f);
-	fg_sampler_free(smp);
 	free(ids);
 	free(pad);
 	free(next);
-	free(logits);
 	free(cost);
 	return rc;
 }

@@ -61,7 +61,8 @@ struct fg_forward {
 	struct fg_region scratch;
 	struct fg_tensor x, q, k, v, a, ffn, logits;
 	int32_t *pos;
-	void *host_logits;
+	void *host_logits;  /* bs rows of logits in the activation type */
+	float *host_argmax; /* bs rows of float logits for the host's argmax */
 	int xfer_ready;
 	struct fg_forward_stats stats;
 };
@@ -420,12 +421,51 @@ static int block_mlp(struct fg_forward *f, int64_t bi, int ws, int64_t n, void *
 	return lin(f, bi, ws, FG_WT_FC2, FG_WT_FC2B, ffn, FG_ACT_NONE, h, h);
 }
 
-/* Final norm on each sequence's last row, output projection, logits to host floats. */
-static int block_output(struct fg_forward *f, int64_t bi, int ws, int64_t n, void *hp, float *out)
+/* Rows of logits in the compute tier to host floats. */
+static int logits_to_host(struct fg_forward *f, float *out)
+{
+	int64_t cnt = f->bs * f->m->cfg.vocab;
+	void *dst = f->act == FG_DTYPE_F32 ? (void *)out : f->host_logits;
+	int rc;
+
+	if ((rc = fg_backend_copy(f->be, NULL, dst, f->logits.data, (size_t)cnt * f->asz)) ||
+	    (rc = fg_backend_stream_sync(f->be, NULL)))
+		return rc;
+	if (f->act == FG_DTYPE_F16) {
+		const uint16_t *src = f->host_logits;
+		for (int64_t i = 0; i < cnt; i++)
+			out[i] = fg_half_to_float(src[i]);
+	}
+	return 0;
+}
+
+/* Greedy tokens: the backend's argmax, or the host's over copied logits. */
+static int logits_argmax(struct fg_forward *f, int32_t *top)
+{
+	int64_t V = f->m->cfg.vocab;
+	int rc;
+
+	if (f->be->ops->argmax)
+		return f->be->ops->argmax(f->be->ctx, NULL, &f->logits, top);
+	if ((rc = logits_to_host(f, f->host_argmax)))
+		return rc;
+	for (int64_t r = 0; r < f->bs; r++) {
+		const float *x = f->host_argmax + r * V;
+		int64_t best = 0;
+		for (int64_t i = 1; i < V; i++)
+			if (x[i] > x[best])
+				best = i;
+		top[r] = (int32_t)best;
+	}
+	return 0;
+}
+
+/* Final norm on each sequence's last row, output projection, logits out. */
+static int block_output(struct fg_forward *f, int64_t bi, int ws, int64_t n, void *hp, float *out,
+			int32_t *top)
 {
 	const struct fg_opt_config *c = &f->m->cfg;
 	struct fg_tensor last = view(hp, f->act, f->bs, c->hidden), x = rows_of(f->x, 0, f->bs);
-	int64_t cnt = f->bs * c->vocab;
 	static const struct fg_tensor none;
 	int rc;
 
@@ -437,15 +477,10 @@ static int block_output(struct fg_forward *f, int64_t bi, int ws, int64_t n, voi
 	    (rc = lin(f, bi, ws, FG_WT_OUT, -1, x, FG_ACT_NONE, none, f->logits)))
 		return rc;
 	double t0 = now();
-	void *dst = f->act == FG_DTYPE_F32 ? (void *)out : f->host_logits;
-	if ((rc = fg_backend_copy(f->be, NULL, dst, f->logits.data, (size_t)cnt * f->asz)) ||
-	    (rc = fg_backend_stream_sync(f->be, NULL)))
+	if (out && (rc = logits_to_host(f, out)))
 		return rc;
-	if (f->act == FG_DTYPE_F16) {
-		const uint16_t *src = f->host_logits;
-		for (int64_t i = 0; i < cnt; i++)
-			out[i] = fg_half_to_float(src[i]);
-	}
+	if (top && (rc = logits_argmax(f, top)))
+		return rc;
 	f->stats.logits_s += now() - t0;
 	return 0;
 }
@@ -487,7 +522,7 @@ static int cache_prefetch(struct fg_forward *f, const struct item *it)
 }
 
 static int run_item(struct fg_forward *f, const struct item *it, const int32_t *ids, int64_t n,
-		    float *logits)
+		    float *logits, int32_t *top)
 {
 	int ws = (int)(it->u % f->nslots), cs = (int)(it->t % SLOTS);
 	struct gpu_batch *g = &f->gb[it->k];
@@ -541,7 +576,9 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 			rc = block_mlp(f, bi, ws, n, h);
 			break;
 		case FG_BLOCK_OUTPUT:
-			rc = block_output(f, bi, ws, n, h, logits + it->k * f->bs * f->m->cfg.vocab);
+			rc = block_output(f, bi, ws, n, h,
+					  logits ? logits + it->k * f->bs * f->m->cfg.vocab : NULL,
+					  top ? top + it->k * f->bs : NULL);
 			break;
 		}
 	}
@@ -606,7 +643,7 @@ static int drain(struct fg_forward *f)
 	return rc;
 }
 
-static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logits)
+static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logits, int32_t *top)
 {
 	const struct fg_opt_config *c = &f->m->cfg;
 	int overlap = f->env.policy.overlap;
@@ -643,7 +680,7 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 			struct item next = { k + 1 < f->nb ? u : u + 1, k + 1 < f->nb ? k + 1 : 0, t + 1 };
 			if (overlap && next.u < f->nunits && (rc = cache_prefetch(f, &next)))
 				goto out;
-			if ((rc = run_item(f, &it, ids, n, logits)))
+			if ((rc = run_item(f, &it, ids, n, logits, top)))
 				goto out;
 			if (k == f->nb - 1 &&
 			    (rc = fg_backend_event_record(f->be, f->wdone[ws], NULL)))
@@ -665,7 +702,7 @@ out:
 }
 
 int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *pad,
-		       float *logits)
+		       float *logits, int32_t *top)
 {
 	for (int64_t b = 0; b < f->nb; b++)
 		for (int64_t s = 0; s < f->bs; s++) {
@@ -678,17 +715,17 @@ int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *
 			f->gb[b].pad[s] = p;
 		}
 	f->step = 0;
-	return step(f, ids, f->plen, logits);
+	return step(f, ids, f->plen, logits, top);
 }
 
-int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits)
+int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, int32_t *top)
 {
 	if (f->step == 0 || f->step >= f->total) {
 		FG_ERR("decode: no room: %lld of %lld positions used", (long long)f->step,
 		       (long long)f->total);
 		return -EINVAL;
 	}
-	return step(f, ids, 1, logits);
+	return step(f, ids, 1, logits, top);
 }
 
 const struct fg_forward_stats *fg_forward_stats(const struct fg_forward *f)
@@ -832,7 +869,8 @@ int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 	f->gb = calloc((size_t)nb, sizeof(*f->gb));
 	f->pos = malloc(sizeof(int32_t) * (size_t)(bs * prompt_len));
 	f->host_logits = malloc((size_t)(bs * c->vocab) * f->asz);
-	if (!f->gb || !f->pos || !f->host_logits) {
+	f->host_argmax = malloc((size_t)(bs * c->vocab) * sizeof(float));
+	if (!f->gb || !f->pos || !f->host_logits || !f->host_argmax) {
 		FG_ERR("forward: out of host memory for a %lld x %lld batch", (long long)nb,
 		       (long long)bs);
 		rc = -ENOMEM;
@@ -961,6 +999,7 @@ void fg_forward_free(struct fg_forward *f)
 	free(f->ustage);
 	free(f->pos);
 	free(f->host_logits);
+	free(f->host_argmax);
 	free(f);
 }
 

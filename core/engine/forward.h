@@ -38,11 +38,12 @@ int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 void fg_forward_free(struct fg_forward *f);
 
 /* ids: nb*bs rows of prompt_len token ids, left-padded; pad: left pad count of
- * each row.  Writes the next-token logits of every row to logits [nb*bs, vocab]. */
+ * each row.  Writes the next-token logits of every row to logits [nb*bs, vocab]
+ * and/or (when top is not NULL) each row's most likely next token to top[nb*bs]. */
 int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *pad,
-		       float *logits);
-/* One decode step: ids holds the new token of every row; writes next logits. */
-int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits);
+		       float *logits, int32_t *top);
+/* One decode step: ids holds the new token of every row; outputs as above. */
+int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, int32_t *top);
 
 const struct fg_forward_stats *fg_forward_stats(const struct fg_forward *f);
 

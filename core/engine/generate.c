@@ -159,7 +159,8 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	int64_t plen = 0, glen = 0;
 	struct fg_forward *f = NULL;
 	struct fg_sampler *smp = NULL;
-	int32_t *ids = NULL, *pad = NULL, *next = NULL;
+	int32_t *ids = NULL, *pad = NULL, *next = NULL, *top = NULL;
+	int greedy = 1;
 	float *logits = NULL;
 	int rc;
 
@@ -172,8 +173,12 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	ids = malloc(sizeof(int32_t) * (size_t)(rows * plen));
 	pad = malloc(sizeof(int32_t) * (size_t)rows);
 	next = malloc(sizeof(int32_t) * (size_t)rows);
+	top = malloc(sizeof(int32_t) * (size_t)rows);
 	logits = malloc(sizeof(float) * (size_t)(rows * c->vocab));
-	if (!ids || !pad || !next || !logits) {
+	/* All-greedy batches only need each row's top token, not its logits. */
+	for (size_t i = 0; i < count; i++)
+		greedy &= jobs[i]->req->temperature <= 0;
+	if (!ids || !pad || !next || !top || !logits) {
 		FG_ERR("out of memory for a batch of %lld x %lld tokens", (long long)rows,
 		       (long long)plen);
 		rc = -ENOMEM;
@@ -190,7 +195,7 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	if ((rc = fg_sampler_new(&smp, c->vocab)) ||
 	    (fg_engine_forward_env(e, nb, &env), 0) ||
 	    (rc = fg_forward_new(&f, &env, plen, glen)) ||
-	    (rc = fg_forward_prefill(f, ids, pad, logits)))
+	    (rc = fg_forward_prefill(f, ids, pad, greedy ? NULL : logits, top)))
 		goto out;
 	for (int64_t t = 0;; t++) {
 		int live = 0;
@@ -200,13 +205,14 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 				continue;
 			const struct fg_request *q = jobs[r]->req;
 			struct fg_sampling sp = { q->temperature, q->top_k, q->top_p };
-			next[r] = fg_sample(smp, logits + r * c->vocab, &sp, &jobs[r]->rng);
+			next[r] = q->temperature > 0 ? fg_sample(smp, logits + r * c->vocab, &sp, &jobs[r]->rng)
+						     : top[r];
 			accept(e, jobs[r], next[r]);
 			live += !jobs[r]->done;
 		}
 		if (!live || t + 1 >= glen)
 			break;
-		if ((rc = fg_forward_decode(f, next, logits)))
+		if ((rc = fg_forward_decode(f, next, greedy ? NULL : logits, top)))
 			goto out;
 	}
 out:
@@ -215,6 +221,7 @@ out:
 	free(ids);
 	free(pad);
 	free(next);
+	free(top);
 	free(logits);
 	return rc;
 }

@@ -90,7 +90,7 @@ int fg_optimize(const struct fg_optimize_params *p, struct fg_optimize_out *out)
 
 /* The discrete part of a policy. */
 struct choice {
-	int cpu, cw, cq, sep, act_off, dw, dc;
+	int cpu, cw, cq, sep, act_off, dw, dc, overlap;
 };
 
 /* LP columns (1-based, as GLPK numbers them). */
@@ -118,7 +118,7 @@ static void mode_policy(struct fg_policy *p, int64_t gbs, int64_t nb, const stru
 	memset(p, 0, sizeof(*p));
 	p->gpu_batch_size = gbs;
 	p->num_gpu_batches = nb;
-	p->overlap = 1;
+	p->overlap = ch->overlap;
 	p->sep_layer = ch->sep;
 	p->pin_weight = 1;
 	p->cpu_cache_compute = ch->cpu;
@@ -506,18 +506,18 @@ static int64_t largest_nb(struct search *s, int64_t gbs, int64_t cap, const stru
 	return lo;
 }
 
-static int next_size(int64_t v)
+static int64_t next_size(int64_t v)
 {
 	/* 1 2 3 4 6 8 12 16 24 32 48 64 ... */
 	if (v < 4)
-		return (int)v + 1;
+		return v + 1;
 	int64_t p = 4;
 	while (p * 2 <= v)
 		p *= 2;
-	return (int)(v == p ? p + p / 2 : 2 * p);
+	return v == p ? p + p / 2 : 2 * p;
 }
 
-static int nchoices(const struct search *s, int any_disk, struct choice *out)
+static int nchoices(const struct search *s, int any_disk, int overlap, struct choice *out)
 {
 	const struct fg_hardware *hw = &s->cc->hw;
 	int q4 = hw->q4_decode_bdw > 0 && !s->prm->no_compress;
@@ -532,15 +532,16 @@ static int nchoices(const struct search *s, int any_disk, struct choice *out)
 					for (int act = 0; act <= 1; act++)
 						for (int dw = dev ? 0 : disk; dw <= disk; dw++)
 							for (int dc = dev ? 0 : disk; dc <= disk; dc++)
-								out[n++] = (struct choice){ c, cw, cq, sep, act, dw, dc };
+								out[n++] = (struct choice){ c, cw, cq, sep, act,
+											    dw, dc, overlap };
 	return n;
 }
 
 /* Where memory is missing for the smallest run, spread to need the least. */
 static void report_missing(struct search *s, struct fg_optimize_out *out)
 {
-	struct choice ch[128];
-	int n = nchoices(s, 1, ch);
+	struct choice ch[256];
+	int n = nchoices(s, 1, 0, ch);
 	double best = INFINITY, x[FG_X_N], obj, miss[FG_ROLES];
 	int64_t gbs = s->prm->gpu_batch_size > 0 ? s->prm->gpu_batch_size : 1;
 	int64_t nb = s->prm->num_gpu_batches > 0 ? s->prm->num_gpu_batches : 1;
@@ -566,11 +567,51 @@ static void report_missing(struct search *s, struct fg_optimize_out *out)
 	       100 * s->prm->margin, b[FG_ROLE_COMPUTE], b[FG_ROLE_HOST], b[FG_ROLE_DISK]);
 }
 
+/* Every batch shape and choice: the LPs, their rounding, the best kept. */
+static void search(struct search *s, int n, const struct choice *ch, int64_t max_batch)
+{
+	const struct fg_optimize_params *prm = s->prm;
+
+	for (int64_t gbs = prm->gpu_batch_size > 0 ? prm->gpu_batch_size : 1; gbs <= max_batch;
+	     gbs = next_size(gbs)) {
+		int any = 0;
+		for (int i = 0; i < n; i++) {
+			int64_t cap = max_batch / gbs, top;
+			if (prm->num_gpu_batches > 0)
+				top = prm->num_gpu_batches <= cap && feasible(s, gbs, prm->num_gpu_batches, &ch[i])
+				      ? prm->num_gpu_batches : 0;
+			else
+				top = largest_nb(s, gbs, cap, &ch[i]);
+			if (!top)
+				continue;
+			any = 1;
+			/* 1 2 3 4 6 8 12 ... below the largest, and the largest */
+			int64_t nb = prm->num_gpu_batches > 0 ? top : 1;
+			while (nb < top) {
+				double lp_tps = 0;
+				try_shape(s, gbs, nb, &ch[i], &lp_tps);
+				nb = next_size(nb);
+			}
+			/* At the memory edge the rounded shares may not fit where the
+			 * LP's do: step down a little until one does. */
+			int64_t steps = prm->num_gpu_batches > 0 ? 1 : 8;
+			for (int64_t k = top; k >= 1 && k > top - steps; k--) {
+				double lp_tps = 0;
+				if (try_shape(s, gbs, k, &ch[i], &lp_tps) == 0)
+					break;
+			}
+		}
+		/* A larger GPU batch only needs more memory: stop at the first that fits nowhere. */
+		if (!any || prm->gpu_batch_size > 0)
+			break;
+	}
+}
+
 int fg_optimize(const struct fg_optimize_params *prm, struct fg_optimize_out *out)
 {
 	const struct fg_cost_case *cc = &prm->cc;
 	struct search s = { .prm = prm, .cc = cc, .top = prm->top > 0 ? prm->top : 5 };
-	struct choice ch[128];
+	struct choice ch[256];
 	int64_t max_batch = prm->max_batch > 0 ? prm->max_batch : 4096;
 	int rc;
 
@@ -599,40 +640,9 @@ int fg_optimize(const struct fg_optimize_params *prm, struct fg_optimize_out *ou
 		return -ENOMEM;
 	}
 	glp_term_out(GLP_OFF);
-	int n = nchoices(&s, 0, ch);
-	for (int64_t gbs = prm->gpu_batch_size > 0 ? prm->gpu_batch_size : 1; gbs <= max_batch;
-	     gbs = next_size(gbs)) {
-		int any = 0;
-		for (int i = 0; i < n; i++) {
-			int64_t cap = max_batch / gbs, top;
-			if (prm->num_gpu_batches > 0)
-				top = prm->num_gpu_batches <= cap && feasible(&s, gbs, prm->num_gpu_batches, &ch[i])
-				      ? prm->num_gpu_batches : 0;
-			else
-				top = largest_nb(&s, gbs, cap, &ch[i]);
-			if (!top)
-				continue;
-			any = 1;
-			/* 1 2 3 4 6 8 12 ... below the largest, and the largest */
-			int64_t nb = prm->num_gpu_batches > 0 ? top : 1;
-			while (nb < top) {
-				double lp_tps = 0;
-				try_shape(&s, gbs, nb, &ch[i], &lp_tps);
-				nb = next_size(nb);
-			}
-			/* At the memory edge the rounded shares may not fit where the
-			 * LP's do: step down a little until one does. */
-			int64_t steps = prm->num_gpu_batches > 0 ? 1 : 8;
-			for (int64_t k = top; k >= 1 && k > top - steps; k--) {
-				double lp_tps = 0;
-				if (try_shape(&s, gbs, k, &ch[i], &lp_tps) == 0)
-					break;
-			}
-		}
-		/* A larger GPU batch only needs more memory: stop at the first that fits nowhere. */
-		if (!any || prm->gpu_batch_size > 0)
-			break;
-	}
+	/* Without overlap only one weight slot is needed: the fallback when nothing fits. */
+	for (int overlap = 1; overlap >= 0 && !s.nbest; overlap--)
+		search(&s, nchoices(&s, 0, overlap, ch), ch, max_batch);
 	out->lps = s.lps;
 	if (!s.nbest) {
 		free(s.best);

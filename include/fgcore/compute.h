@@ -120,6 +120,10 @@ struct fg_compute_ops {
 	 * compute-tier memory or host memory (page-locked host memory lets a GPU
 	 * backend overlap the copy with compute).  Default: memcpy at once. */
 	int (*copy)(void *ctx, void *stream, void *dst, const void *src, size_t len);
+	/* optional: out[r] = column of the largest value of row r of x (the first
+	 * one on ties), written to host memory; returns once out is filled.  Lets
+	 * greedy decoding skip copying whole logit rows out of the compute tier. */
+	int (*argmax)(void *ctx, void *stream, const struct fg_tensor *x, int32_t *out);
 };
 
 #ifdef __cplusplus

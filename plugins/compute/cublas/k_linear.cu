@@ -343,23 +343,32 @@ cb_q4_fused(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int
 /* m <= 16: the same products with wide stages, 256 bytes of every weight row
  * (512 columns) per stage, so that DRAM sees long runs of each row instead of
  * 64-byte pieces; x comes straight from global memory (it is small and stays
- * in L1), which leaves shared memory to three such stages.  Each warp takes
- * all 64 rows and a quarter of the stage's columns. */
+ * in L1), which leaves shared memory to three such stages.  Each of 8 warps
+ * takes all 64 rows and an eighth of the stage's columns; registers are capped
+ * so that three blocks (24 warps) share an SM, to hide latency. */
 #define Q4W_KC 512
 #define Q4W_WROW 272  /* 256 + 16 against bank conflicts */
 #define Q4W_NST 3
+#define Q4W_WARPS 8   /* each takes all 64 rows and an eighth of the columns */
+#define Q4W_THREADS (32 * Q4W_WARPS)
+#ifndef Q4W_MINB
+#define Q4W_MINB 3    /* blocks per SM the register budget must allow */
+#endif
 
 struct q4w_stage {
 	uint8_t w[Q4_BN * Q4W_WROW];
 	uint32_t prm[Q4W_KC];
 };
 
+/* The stages, or the final reduction buffer ([warp][16][64] floats). */
 static constexpr size_t q4w_smem_bytes()
 {
-	return Q4W_NST * sizeof(q4w_stage);
+	return Q4W_NST * sizeof(q4w_stage) > (size_t)Q4W_WARPS * 16 * Q4_BN * sizeof(float)
+		       ? Q4W_NST * sizeof(q4w_stage)
+		       : (size_t)Q4W_WARPS * 16 * Q4_BN * sizeof(float);
 }
 
-__global__ void __launch_bounds__(Q4_THREADS)
+__global__ void __launch_bounds__(Q4W_THREADS, Q4W_MINB)
 cb_q4_gemv(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64_t ldx,
 	   const uint8_t *__restrict__ q4, const uint16_t *bias, int relu, const uint16_t *res,
 	   int64_t ldr, uint16_t *out, int64_t ldo, int64_t kper, float *part)
@@ -385,7 +394,7 @@ cb_q4_gemv(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int6
 		int64_t kc = kbeg + (int64_t)s * Q4W_KC;
 
 		/* weights: 64 rows x 16 chunks of 32 columns; a warp covers two rows */
-		for (int c = tid; c < Q4_BN * 16; c += Q4_THREADS) {
+		for (int c = tid; c < Q4_BN * 16; c += Q4W_THREADS) {
 			int row = c / 16, part = c % 16;
 			int64_t col = kc + part * 32;
 			bool ok = n0 + row < n && col < kend;
@@ -393,8 +402,8 @@ cb_q4_gemv(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int6
 			cb_cp16(b->w + row * Q4W_WROW + part * 16,
 				ok ? q4 + (((n0 + row) * k + col) >> 1) : q4, ok);
 		}
-		/* (scale, min): 512 columns x 4 bytes, one chunk per thread */
-		{
+		/* (scale, min): 512 columns x 4 bytes */
+		if (tid < Q4W_KC / 4) {
 			int64_t col = kc + tid * 4;
 			bool ok = col < kend;
 
@@ -418,8 +427,8 @@ cb_q4_gemv(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int6
 
 		const q4w_stage *b = &st[s % Q4W_NST];
 #pragma unroll
-		for (int ws = 0; ws < Q4W_KC / 128; ws++) {
-			int cb = warp * (Q4W_KC / 4) + ws * 32 + 8 * t; /* this lane's 8 columns */
+		for (int ws = 0; ws < Q4W_KC / (32 * Q4W_WARPS); ws++) {
+			int cb = warp * (Q4W_KC / Q4W_WARPS) + ws * 32 + 8 * t; /* this lane's 8 columns */
 			bool in = kc + cb < kend; /* k % 32 == 0: all 8 or none */
 			uint4 p0 = *(const uint4 *)(b->prm + cb), p1 = *(const uint4 *)(b->prm + cb + 4);
 			uint4 xa = ok0 && in ? __ldg((const uint4 *)(x0 + kc + cb)) : make_uint4(0, 0, 0, 0);
@@ -465,15 +474,17 @@ cb_q4_gemv(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int6
 			red[(warp * 16 + g + (e >= 2 ? 8 : 0)) * Q4_BN + 8 * j + 2 * t + (e & 1)] =
 				acc[j][e];
 	__syncthreads();
-	for (int idx = tid; idx < 16 * Q4_BN; idx += Q4_THREADS) {
+	for (int idx = tid; idx < 16 * Q4_BN; idx += Q4W_THREADS) {
 		int r = idx / Q4_BN, c = idx % Q4_BN;
 		int64_t col = n0 + c;
 		float v;
 
 		if (r >= m || col >= n)
 			continue;
-		v = red[(0 * 16 + r) * Q4_BN + c] + red[(1 * 16 + r) * Q4_BN + c] +
-		    red[(2 * 16 + r) * Q4_BN + c] + red[(3 * 16 + r) * Q4_BN + c];
+		v = 0.0f;
+#pragma unroll
+		for (int w = 0; w < Q4W_WARPS; w++)
+			v += red[(w * 16 + r) * Q4_BN + c];
 		if (part) {
 			part[((int64_t)blockIdx.z * m + r) * n + col] = v;
 			continue;
@@ -594,7 +605,7 @@ extern "C" cudaError_t cublas_k_q4_linear(cudaStream_t s, int64_t m, int64_t n, 
 		int64_t kper = ((stages + ksplit - 1) / ksplit) * Q4W_KC;
 		dim3 grid(1, (unsigned)((n + Q4_BN - 1) / Q4_BN), (unsigned)ksplit);
 
-		cb_q4_gemv<<<grid, Q4_THREADS, q4w_smem_bytes(), s>>>(
+		cb_q4_gemv<<<grid, Q4W_THREADS, q4w_smem_bytes(), s>>>(
 			m, n, k, x, ldx, (const uint8_t *)q4, bias, relu, res, ldr, out, ldo, kper,
 			ksplit > 1 ? part : NULL);
 		break;

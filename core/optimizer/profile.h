@@ -1,0 +1,31 @@
+/* core/optimizer/profile.h - measure the machine through the configured
+ * plugins: tier capacities, compute<->host and disk<->host bandwidths,
+ * matrix-product and attention rates of the compute backend, host attention.
+ * The result is a struct fg_hardware, written as [hardware] by `fgcore profile`. */
+#ifndef FG_OPTIMIZER_PROFILE_H
+#define FG_OPTIMIZER_PROFILE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/optimizer/hardware.h"
+
+struct fg_config;
+
+struct fg_profile_params {
+	uint64_t copy_bytes; /* per compute<->host transfer (0: 256 MiB) */
+	uint64_t disk_bytes; /* file written then read on the disk tier (0: 1 GiB; skip: no disk) */
+	int64_t hidden;      /* K = N of the matrix products, hidden size of attention (0: 4096) */
+	int64_t prefill_rows; /* rows of the prefill-shaped product (0: 2048) */
+	int64_t seq;         /* prefill attention length and decode cache length (0: 512) */
+	double min_seconds;  /* each measurement repeats at least this long (0: 0.25) */
+	int skip_disk;       /* do not touch the disk tier */
+	FILE *log;           /* one line per measurement (NULL: quiet) */
+};
+
+/* Open the configured compute backend and tiers, measure, close.  On error
+ * nothing measured so far is lost: *hw holds what was measured. */
+int fg_profile_run(const struct fg_config *c, const struct fg_profile_params *p,
+		   struct fg_hardware *hw);
+
+#endif
