@@ -21,3 +21,4 @@ include $(srcdir)/tests/engine.mk
 include $(srcdir)/tests/int4.mk
 include $(srcdir)/tests/nvme.mk
 include $(srcdir)/tests/gpu.mk
+include $(srcdir)/tests/optimizer.mk

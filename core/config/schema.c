@@ -19,6 +19,10 @@ const struct fg_cfg_section fg_cfg_sections[] = {
 	  "cublas, host memory with cpu_blas)." },
 	{ "tier.host", FG_PLUGIN_STORAGE, "The host memory tier." },
 	{ "tier.disk", FG_PLUGIN_STORAGE, "The disk tier." },
+	{ "hardware", 0,
+	  "The machine as the policy optimizer's cost model sees it: tier capacities, "
+	  "bandwidths in GB/s (10^9 bytes per second) and compute rates in TFLOP/s, as "
+	  "`fgcore profile` measures them; 0 means unknown." },
 	{ NULL, 0, NULL },
 };
 
@@ -120,6 +124,40 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	KEY("tier.disk", "capacity", FG_CFG_SIZE, "0",
 	    "Bytes the disk tier may use; 0: what the plugin reports."),
 
+	KEY("hardware", "gpu_mem", FG_CFG_SIZE, "0", "Capacity of the compute tier."),
+	KEY("hardware", "cpu_mem", FG_CFG_SIZE, "0", "Capacity of the host tier."),
+	KEY("hardware", "disk_mem", FG_CFG_SIZE, "0", "Capacity of the disk tier; 0: no disk."),
+	KEY_DOUBLE("hardware", "ctog_bdw", "0", 0, 1e6,
+		   "Host tier to compute tier, from page-locked memory, GB/s."),
+	KEY_DOUBLE("hardware", "gtoc_bdw", "0", 0, 1e6,
+		   "Compute tier to host tier, into page-locked memory, GB/s."),
+	KEY_DOUBLE("hardware", "ctog_bdw_pageable", "0", 0, 1e6,
+		   "Host to compute tier from ordinary (pageable) memory, GB/s."),
+	KEY_DOUBLE("hardware", "dtoc_bdw", "0", 0, 1e6, "Disk tier to host memory, GB/s."),
+	KEY_DOUBLE("hardware", "ctod_bdw", "0", 0, 1e6, "Host memory to disk tier, GB/s."),
+	KEY_DOUBLE("hardware", "mm_flops_prefill", "0", 0, 1e6,
+		   "Matrix product of the compute backend (fp16 weights) at a prefill shape "
+		   "(thousands of rows), TFLOP/s."),
+	KEY_DOUBLE("hardware", "mm_flops_decode", "0", 0, 1e6,
+		   "Matrix product of the compute backend (fp16 weights) with 64 rows, TFLOP/s; "
+		   "the cost model scales it linearly with the rows up to mm_flops_prefill."),
+	KEY_DOUBLE("hardware", "attn_flops", "0", 0, 1e6,
+		   "Prefill attention of the compute backend, TFLOP/s counted as "
+		   "4 x batch x seq^2 x hidden."),
+	KEY_DOUBLE("hardware", "attn_decode_bdw", "0", 0, 1e6,
+		   "Decode attention of the compute backend, GB/s of KV cache read."),
+	KEY_DOUBLE("hardware", "cpu_attn_bdw", "0", 0, 1e6,
+		   "Decode attention on the host (cpu_cache_compute), GB/s of KV cache read; "
+		   "0: never delegate."),
+	KEY_DOUBLE("hardware", "q4_decode_bdw", "0", 0, 1e6,
+		   "Matrix-vector product with 4-bit weights, GB/s of packed weights; 0: the "
+		   "backend does not read int4 (no compression)."),
+	KEY_INT("hardware", "act_bytes", "0", 0, 4,
+		"Bytes of the compute backend's activations and KV cache elements (2: fp16, "
+		"4: fp32); 0: ask the backend."),
+	KEY("hardware", "compute_host_memory", FG_CFG_BOOL, "false",
+	    "The compute tier is host memory (a CPU run: no bounce buffers, copies are "
+	    "memcpy)."),
 	{ .section = NULL },
 };
 

@@ -143,6 +143,10 @@ static int rates_ok(const struct fg_hardware *hw, const struct fg_policy *p)
 		FG_ERR("cost model: cpu_cache_compute needs [hardware] cpu_attn_bdw (host attention rate); run fgcore profile");
 		return -EINVAL;
 	}
+	if (p->cpu_cache_compute && p->compress_cache) {
+		FG_ERR("cost model: cpu_cache_compute with compress_cache: the host attention backend (cpu_blas) does not read a 4-bit cache; choose one");
+		return -EINVAL;
+	}
 	if ((p->compress_weight || p->compress_cache) && !(hw->q4_decode_bdw > 0)) {
 		FG_ERR("cost model: compressed weights or cache need [hardware] q4_decode_bdw (the backend's int4 rate); run fgcore profile with a backend that reads int4");
 		return -EINVAL;
@@ -339,7 +343,7 @@ int fg_cost_predict(const struct fg_cost_case *cc, const struct fg_policy *p,
 	return 0;
 }
 
-void fg_cost_print_prediction(FILE *out, const struct fg_cost_prediction *pred,
+void fg_cost_print(FILE *out, const struct fg_cost_prediction *pred,
 			      const struct fg_cost_measured *m)
 {
 	static const double GB = 1073741824.0;

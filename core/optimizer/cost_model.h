@@ -100,7 +100,7 @@ struct fg_cost_measured {
 	double prefill_s, decode_s, prefill_tps, decode_tps, total_tps;
 	uint64_t peak[FG_ROLES];
 };
-void fg_cost_print_prediction(FILE *out, const struct fg_cost_prediction *pred,
+void fg_cost_print(FILE *out, const struct fg_cost_prediction *pred,
 			      const struct fg_cost_measured *meas);
 
 #endif

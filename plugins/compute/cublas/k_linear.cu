@@ -2,17 +2,17 @@
  * for combinations cuBLASLt cannot fuse, 4-bit weight dequantization (the
  * prefill path feeds cuBLASLt from it) and the fused 4-bit GEMM for small m.
  *
- * The fused kernel reads each 4-bit weight once.  A block owns 64 weight
- * rows - exactly one quantization group along dimension 0, so one row of
- * (scale, min) per column serves the whole tile - and BM rows of x.  Tiles
- * of 128 columns are double-buffered in shared memory; each warp turns the
- * nibbles of 16 weight rows into fp16 mma B fragments in registers
- * (q * scale + min with half2 FMAs) and multiplies them with x on the tensor
- * cores.  The mma's k slots are permuted so that every lane reads its 8
- * columns of x and of the weights as contiguous words: lane t takes columns
- * 8t..8t+7 of each 32, which both operands agree on.  When the grid would be
- * too small to fill the GPU, k is split across blocks and a second kernel
- * adds the partial sums and applies the epilogue.
+ * The fused kernels read each 4-bit weight once.  A block owns 64 weight rows
+ * - exactly one quantization group along dimension 0, so one row of (scale,
+ * min) per column serves the whole tile - and up to 64 rows of x.  Weight
+ * tiles stream through a multi-stage cp.async pipeline in shared memory;
+ * warps turn the nibbles into fp16 mma B fragments in registers (q * scale +
+ * min with half2 FMAs) and multiply them with x on the tensor cores (fp32
+ * accumulators), each warp taking a slice of the columns so that x is read
+ * once; the slices are summed through shared memory at the end.  m <= 16 uses
+ * cb_q4_gemv (wide stages, x from L1), larger m cb_q4_fused (x staged too).
+ * When the grid would be too small to fill the GPU, k is split across blocks
+ * and a second kernel adds the partial sums and applies the epilogue.
  */
 #include <stdint.h>
 
@@ -344,15 +344,17 @@ cb_q4_fused(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int
  * (512 columns) per stage, so that DRAM sees long runs of each row instead of
  * 64-byte pieces; x comes straight from global memory (it is small and stays
  * in L1), which leaves shared memory to three such stages.  Each of 8 warps
- * takes all 64 rows and an eighth of the stage's columns; registers are capped
- * so that three blocks (24 warps) share an SM, to hide latency. */
+ * takes all 64 rows and an eighth of the stage's columns; two blocks (16 warps)
+ * share an SM.  (Measured on the H200: 128 or 256 threads, 2 or 3 blocks per
+ * SM, 64- or 256-byte row pieces all land at 1.3-1.6 TB/s for m <= 8; the
+ * limit is not yet understood - see the report of the GPU issue.) */
 #define Q4W_KC 512
 #define Q4W_WROW 272  /* 256 + 16 against bank conflicts */
 #define Q4W_NST 3
 #define Q4W_WARPS 8   /* each takes all 64 rows and an eighth of the columns */
 #define Q4W_THREADS (32 * Q4W_WARPS)
 #ifndef Q4W_MINB
-#define Q4W_MINB 3    /* blocks per SM the register budget must allow */
+#define Q4W_MINB 2    /* blocks per SM the register budget must allow */
 #endif
 
 struct q4w_stage {
