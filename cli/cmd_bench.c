@@ -1,6 +1,7 @@
 /* cli/cmd_bench.c - `fgcore bench`: FlexGen's benchmark and its five log lines. */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -105,14 +106,89 @@ static void print_report(const struct fg_engine *e, const struct fg_bench_result
 	printf("\n");
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(double), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* --ab section.key=A,B,...: the same benchmark with each value in turn, for
+ * `rounds` rounds (A B A B ...), each run after its own warm-up; prints each
+ * figure's median per value and its ratio to the first value's. */
+static int run_ab(struct fg_config *cfg, const char *spec, int rounds,
+		  const struct fg_bench_params *p)
+{
+	enum { MAXV = 8 };
+	char key[256], values[1024], *val[MAXV], set[1400];
+	double fig[MAXV][3][64];
+	int nv = 0;
+	const char *eq = strchr(spec, '=');
+
+	if (!eq || eq == spec || (size_t)(eq - spec) >= sizeof(key) || strlen(eq + 1) >= sizeof(values)) {
+		fprintf(stderr, "fgcore: bench: --ab %s: expected section.key=A,B[,...]\n", spec);
+		return 2;
+	}
+	snprintf(key, sizeof(key), "%.*s", (int)(eq - spec), spec);
+	snprintf(values, sizeof(values), "%s", eq + 1);
+	for (char *t = strtok(values, ","); t && nv < MAXV; t = strtok(NULL, ","))
+		val[nv++] = t;
+	if (nv < 2) {
+		fprintf(stderr, "fgcore: bench: --ab %s: give at least two comma-separated values\n", spec);
+		return 2;
+	}
+	for (int r = 0; r < rounds; r++)
+		for (int v = 0; v < nv; v++) {
+			struct fg_engine *e = NULL;
+			struct fg_bench_result res;
+			snprintf(set, sizeof(set), "%s=%s", key, val[v]);
+			if (fg_config_set(cfg, set, "--ab")) {
+				fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
+				return 2;
+			}
+			if (fg_engine_open(cfg, &e) || fg_bench_run(e, p, &res)) {
+				fprintf(stderr, "fgcore: bench --ab %s: %s\n", set, fg_last_error_text());
+				fg_engine_close(e);
+				return 1;
+			}
+			fg_engine_close(e);
+			fig[v][0][r] = res.prefill_tps;
+			fig[v][1][r] = res.decode_tps;
+			fig[v][2][r] = res.total_tps;
+			printf("round %d %s: prefill %.3f decode %.3f total %.3f token/s\n", r + 1, set,
+			       res.prefill_tps, res.decode_tps, res.total_tps);
+			fflush(stdout);
+		}
+	static const char *const names[3] = { "prefill", "decode", "total" };
+	printf("median of %d rounds (token/s; ratio to %s=%s):\n", rounds, key, val[0]);
+	for (int k = 0; k < 3; k++) {
+		double base = median(fig[0][k], rounds);
+		printf("  %-8s", names[k]);
+		for (int v = 0; v < nv; v++) {
+			double m = median(fig[v][k], rounds);
+			printf("  %s=%s %.3f (x%.3f)", key, val[v], m, base > 0 ? m / base : 0);
+		}
+		printf("\n");
+	}
+	return 0;
+}
+
 int fg_cmd_bench(struct fg_config *cfg, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "json", required_argument, NULL, 'j' },
+		{ "ab", required_argument, NULL, 'a' },
+		{ "rounds", required_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *json = NULL;
+	const char *json = NULL, *ab = NULL;
+	int rounds = 3;
 	struct fg_engine *e;
 	struct fg_bench_result r;
 	int c;
@@ -123,8 +199,19 @@ int fg_cmd_bench(struct fg_config *cfg, int argc, char **argv)
 		case 'j':
 			json = optarg;
 			break;
+		case 'a':
+			ab = optarg;
+			break;
+		case 'r':
+			rounds = atoi(optarg);
+			if (rounds < 1 || rounds > 64) {
+				fprintf(stderr, "fgcore: bench: --rounds %s: expected 1..64\n", optarg);
+				return 2;
+			}
+			break;
 		case 'h':
-			printf("usage: fgcore [-c CONFIG] [-o section.key=value]... bench [--json FILE]\n");
+			printf("usage: fgcore [-c CONFIG] [-o section.key=value]... bench [--json FILE]\n"
+			       "       [--ab section.key=A,B[,...] [--rounds N]]\n");
 			return 0;
 		default:
 			return 2;
@@ -141,6 +228,8 @@ int fg_cmd_bench(struct fg_config *cfg, int argc, char **argv)
 		.cut_gen_len = fg_config_int(cfg, "bench", "cut_gen_len"),
 		.warmup = fg_config_bool(cfg, "bench", "warmup"),
 	};
+	if (ab)
+		return run_ab(cfg, ab, rounds, &p);
 	if (fg_engine_open(cfg, &e)) {
 		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
 		return 1;

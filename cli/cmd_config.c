@@ -6,6 +6,7 @@
 #include <fgcore/fgcore.h>
 #include "cli/commands.h"
 #include "core/config/config.h"
+#include "core/engine/policy.h"
 #include "core/util/error.h"
 
 int fg_cmd_config(struct fg_config *cfg, int argc, char **argv)
@@ -34,7 +35,8 @@ int fg_cmd_config(struct fg_config *cfg, int argc, char **argv)
 		}
 		return FG_EXIT_OK;
 	}
-	if (fg_config_check(cfg) != 0) {
+	struct fg_policy policy;
+	if (fg_config_check(cfg) != 0 || fg_policy_from_config(cfg, &policy) != 0) {
 		fprintf(stderr, "fgcore: %s\n", fg_last_error());
 		return FG_EXIT_USAGE;
 	}

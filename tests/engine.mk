@@ -10,3 +10,6 @@ TESTS += tests/test_policy
 tests_test_policy_SOURCES = tests/test_policy.c
 tests_test_policy_CFLAGS = $(TEST_CFLAGS)
 tests_test_policy_LDADD = $(TEST_LIBS)
+
+TESTS += tests/test_commands.sh
+EXTRA_DIST += tests/test_commands.sh

@@ -18,7 +18,9 @@
  * 0, random, all-but-one and all, batch > 1, heads > 1, cache_stride > len;
  * invalid arguments must be refused with -EINVAL and an error line, never
  * a crash.  cpu_blas also runs with its linear paths forced (OpenBLAS only,
- * the fused kernel only) and thread counts 1 and 3.
+ * the fused kernel only), thread counts 1 and 3, its plain C helpers
+ * (isa = none) and, on AVX-512 machines, its AVX2 kernels; with the fused
+ * kernel, a row's result must not depend on m (bit for bit).
  *
  * Memory: tensors come from malloc, which is right for host backends with
  * fp32 activations.  A backend with fp16 activations or device memory (a

@@ -31,7 +31,7 @@ int fg_policy_parse_percent(const char *text, struct fg_policy *p)
 		errno = 0;
 		v[n] = strtol(s, &end, 10);
 		if (end == s || errno || v[n] < 0 || v[n] > 100) {
-			FG_ERR("percent \"%s\": expected six integers 0..100 (wg wc cg cc hg hc)", text);
+			FG_ERR("[policy] percent \"%s\": expected six integers 0..100 (wg wc cg cc hg hc)", text);
 			return -EINVAL;
 		}
 		s = end;
@@ -40,14 +40,14 @@ int fg_policy_parse_percent(const char *text, struct fg_policy *p)
 	while (*s == ' ' || *s == '\t')
 		s++;
 	if (n != 6 || *s) {
-		FG_ERR("percent \"%s\": expected six integers 0..100 (wg wc cg cc hg hc)", text);
+		FG_ERR("[policy] percent \"%s\": expected six integers 0..100 (wg wc cg cc hg hc)", text);
 		return -EINVAL;
 	}
 	static const char *const what[] = { "weights", "cache", "activations" };
 	int *dst[] = { p->weight, p->cache, p->act };
 	for (int i = 0; i < 3; i++) {
 		if (v[2 * i] + v[2 * i + 1] > 100) {
-			FG_ERR("percent \"%s\": the %s shares %ld + %ld exceed 100 (disk takes the remainder)",
+			FG_ERR("[policy] percent \"%s\": the %s shares %ld + %ld exceed 100 (disk takes the remainder)",
 			       text, what[i], v[2 * i], v[2 * i + 1]);
 			return -EINVAL;
 		}

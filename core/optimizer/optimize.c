@@ -274,7 +274,7 @@ static int solve(struct search *s, const struct fg_cost_terms *t, const struct c
 	double l = (double)t->layers, steps = (double)t->decode_steps;
 	if (missing) {
 		/* Prefer to report what is missing on the cheaper, larger tiers. */
-		static const double w[FG_ROLES] = { 1.0, 1.001, 1.002 };
+		static const double w[FG_ROLES] = { 1, 2, 4 };
 		for (int ro = 0; ro < FG_ROLES; ro++)
 			glp_set_obj_coef(lp, COL_O(ro), w[ro]);
 	} else {
@@ -558,13 +558,18 @@ static void report_missing(struct search *s, struct fg_optimize_out *out)
 				out->missing[r] = (uint64_t)ceil(miss[r]);
 		}
 	}
-	char b[FG_ROLES][32];
-	for (int r = 0; r < FG_ROLES; r++)
-		snprintf(b[r], sizeof(b[r]), "%.2f GB", (double)out->missing[r] / GB);
-	FG_ERR("%s does not fit with prompt %lld + %lld tokens in %.2f + %.2f + %.2f GB (compute, host, disk, after a %.0f%% margin): at least %s more is needed on the compute tier, %s on the host tier and %s on the disk tier",
+	char need[256] = "";
+	size_t len = 0;
+	for (int r = FG_ROLES - 1; r >= 0 && len < sizeof(need); r--)
+		if (out->missing[r]) {
+			int w = snprintf(need + len, sizeof(need) - len, "%s%.2f GB more on the %s tier",
+					 len ? ", " : "", (double)out->missing[r] / GB, fg_role_name(r));
+			len += w > 0 ? (size_t)w : 0;
+		}
+	FG_ERR("%s does not fit with prompt %lld + %lld tokens in %.2f + %.2f + %.2f GB (compute, host, disk, after a %.0f%% margin): it needs at least %s",
 	       s->cc->model.name, (long long)s->cc->prompt_len, (long long)s->cc->gen_len,
 	       s->cap[FG_ROLE_COMPUTE] / GB, s->cap[FG_ROLE_HOST] / GB, s->cap[FG_ROLE_DISK] / GB,
-	       100 * s->prm->margin, b[FG_ROLE_COMPUTE], b[FG_ROLE_HOST], b[FG_ROLE_DISK]);
+	       100 * s->prm->margin, len ? need : "a little more memory than the rounding leaves");
 }
 
 /* Every batch shape and choice: the LPs, their rounding, the best kept. */
@@ -578,7 +583,8 @@ static void search(struct search *s, int n, const struct choice *ch, int64_t max
 		for (int i = 0; i < n; i++) {
 			int64_t cap = max_batch / gbs, top;
 			if (prm->num_gpu_batches > 0)
-				top = prm->num_gpu_batches <= cap && feasible(s, gbs, prm->num_gpu_batches, &ch[i])
+				top = prm->num_gpu_batches <= cap &&
+				      feasible(s, gbs, prm->num_gpu_batches, &ch[i])
 				      ? prm->num_gpu_batches : 0;
 			else
 				top = largest_nb(s, gbs, cap, &ch[i]);

@@ -399,12 +399,16 @@ static int host_attention(struct prof *p, struct fg_hardware *hw)
 	enum fg_dtype act = hb->info.act_dtype;
 	size_t row = (size_t)h * fg_dtype_size(act);
 	size_t sz[4] = { (size_t)b * row, (size_t)(b * s) * row, (size_t)(b * s) * row, (size_t)b * row };
-	for (int i = 0; i < 4; i++)
-		if (!(mem[i] = calloc(1, sz[i]))) {
+	for (int i = 0; i < 4; i++) {
+		if (!(mem[i] = malloc(sz[i]))) {
 			rc = -ENOMEM;
 			FG_ERR("profile: out of memory for host attention buffers");
 			goto out;
 		}
+		/* Written, so that real pages (not the shared zero page) are read;
+		 * 0x3c bytes are small numbers in fp16 and fp32 alike. */
+		memset(mem[i], 0x3c, sz[i]);
+	}
 	struct attn_arg t = { .be = hb, .decode = 1 };
 	t.a = (struct fg_attention_args){
 		.q = { mem[0], act, b, h, h }, .k = { mem[1], act, b * s, h, h },

@@ -3,7 +3,7 @@
  *
  * Two paths, both bounded in memory:
  *  - BLAS (any m): blocks of w rows are widened to fp32 by the pool into one
- *    tile (~8 MiB), OpenBLAS multiplies it (its own threads), and the pool
+ *    tile (16 MiB), OpenBLAS multiplies it (its own threads), and the pool
  *    applies bias / ReLU / residual over the tile's output.
  *  - fused (m <= fused_max_m, x86-64 with AVX2 or AVX-512): each pool thread
  *    takes 24 rows of w at a time and computes their dot products with every
@@ -11,9 +11,10 @@
  *    products read half the bytes of an fp32 sgemm and skip OpenBLAS's
  *    packing; widening w again for every block of x rows was measured faster
  *    than widening it once into an L2-resident scratch.
- * The fused path's result for a row does not depend on m or on the thread
- * count (fused.c); OpenBLAS's usually does not either.  The two paths round
- * differently, so fused_max_m = huge gives batch-size-independent results.
+ * The fused path's result for a row depends neither on m nor on the thread
+ * count (fused.c); OpenBLAS's may (some of its kernels treat the last rows of
+ * x differently), and the two paths round differently: fused_max_m = huge
+ * gives results independent of the batch split.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -26,7 +27,7 @@
 #include "plugins/compute/cpu_blas/cpu_blas.h"
 #include "plugins/codec/fp16_simd.h"
 
-#define CB_TILE_BYTES (8u << 20)   /* BLAS path: fp32 tile of w */
+#define CB_TILE_BYTES (16u << 20)  /* BLAS path: fp32 tile of w (fewer tiles: x repacked less) */
 #define CB_CTILE_BYTES (4u << 20)  /* BLAS path: product tile when out == residual */
 #define CB_FUSED_ROWS 24           /* fused path: w rows per task (8 kernels of 3) */
 #define CB_FUSED_KBLOCK 1024       /* fused path: k per pass when x has several row blocks */

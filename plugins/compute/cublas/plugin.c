@@ -437,7 +437,7 @@ static int cublas_init(const struct fg_host *host, const void *opts, void **ctx)
 			goto fail;
 		}
 	}
-	if ((rc = cublas_stage_grow(c, "init", 1 << 20)))
+	if ((rc = cublas_stage_grow(c, "init", 4 << 20))) /* ids and positions of 500k tokens */
 		goto fail;
 	if ((e = cublas_k_linear_setup()) != cudaSuccess ||
 	    (e = cublas_k_prefill_setup()) != cudaSuccess ||

@@ -1,0 +1,230 @@
+/* cli/cmd_optimize.c - `fgcore optimize`: the policy with the best predicted
+ * throughput for the configured model, workload and [hardware]. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fgcore/fgcore.h>
+#include "cli/commands.h"
+#include "core/backend/backend.h"
+#include "core/config/config.h"
+#include "core/model/weights.h"
+#include "core/optimizer/optimize.h"
+#include "core/util/parse.h"
+
+static void optimize_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: fgcore [-c CONFIG] [-o section.key=value]... optimize [OPTIONS]\n"
+		"\n"
+		"Search gpu_batch_size x num_gpu_batches and, for each, solve a linear program\n"
+		"(GLPK) for the placement of weights, KV cache and activations; print the\n"
+		"policies with the best predicted throughput.  The machine comes from\n"
+		"[hardware] (see `fgcore profile`), the model from [model] path, the\n"
+		"workload from [bench] prompt_len and gen_len.\n"
+		"\n"
+		"  --hardware FILE        read a [hardware] section from FILE first\n"
+		"  --gpu-mem SIZE         compute tier capacity (overrides [hardware] gpu_mem)\n"
+		"  --cpu-mem SIZE         host tier capacity (overrides cpu_mem)\n"
+		"  --disk-mem SIZE        disk tier capacity (overrides disk_mem; 0: no disk)\n"
+		"  --prompt-len N         prompt tokens (default: [bench] prompt_len)\n"
+		"  --gen-len N            generated tokens (default: [bench] gen_len)\n"
+		"  --gpu-batch-size N     only this GPU batch size\n"
+		"  --num-gpu-batches N    only this number of GPU batches\n"
+		"  --max-batch N          largest effective batch tried (default 4096)\n"
+		"  --margin F             fraction of every tier left free (default 0.05)\n"
+		"  --no-compress          never compress weights or cache\n"
+		"  --no-cpu-attention     never compute attention on the host\n"
+		"  --top N                policies printed (default 5)\n"
+		"  --output FILE          write the configuration with the best policy to FILE\n");
+}
+
+/* Bytes of the backend's activations, asked from the backend itself. */
+static int backend_act_bytes(const struct fg_config *cfg)
+{
+	struct fg_plugin_handle ph;
+	struct fg_backend be;
+	void *opts;
+	if (fg_config_open_plugin(cfg, "compute", FG_PLUGIN_COMPUTE, &ph, &opts) ||
+	    fg_backend_open(&be, &ph, opts))
+		return 0;
+	int n = (int)fg_dtype_size(be.info.act_dtype);
+	fg_backend_close(&be);
+	return n;
+}
+
+static int set_key(void *user, const char *kv)
+{
+	return fg_config_set(user, kv, "fgcore optimize");
+}
+
+static int write_config(struct fg_config *cfg, const struct fg_policy *p, const char *path)
+{
+	char tmp[4096];
+	if (fg_optimize_policy_keys(p, set_key, cfg)) {
+		fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
+		return FG_EXIT_RUNTIME;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+	int bad = !f;
+	if (f) {
+		fprintf(f, "; written by `fgcore optimize`: the policy with the best predicted throughput\n");
+		bad |= fg_config_print(cfg, f) != 0;
+		bad |= fclose(f) != 0;
+		bad = bad || rename(tmp, path) != 0;
+	}
+	if (bad) {
+		fprintf(stderr, "fgcore: optimize: cannot write %s: %s; check that its directory exists and is writable\n",
+			path, strerror(errno ? errno : EIO));
+		if (f)
+			remove(tmp);
+		return FG_EXIT_RUNTIME;
+	}
+	fprintf(stderr, "optimize: wrote %s (run it with fgcore -c %s bench)\n", path, path);
+	return FG_EXIT_OK;
+}
+
+int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "hardware", required_argument, NULL, 'W' },
+		{ "gpu-mem", required_argument, NULL, 'g' },
+		{ "cpu-mem", required_argument, NULL, 'c' },
+		{ "disk-mem", required_argument, NULL, 'd' },
+		{ "prompt-len", required_argument, NULL, 'p' },
+		{ "gen-len", required_argument, NULL, 'n' },
+		{ "gpu-batch-size", required_argument, NULL, 'b' },
+		{ "num-gpu-batches", required_argument, NULL, 'k' },
+		{ "max-batch", required_argument, NULL, 'm' },
+		{ "margin", required_argument, NULL, 'M' },
+		{ "no-compress", no_argument, NULL, 'C' },
+		{ "no-cpu-attention", no_argument, NULL, 'A' },
+		{ "top", required_argument, NULL, 't' },
+		{ "output", required_argument, NULL, 'O' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct fg_optimize_params prm = { .margin = 0.05 };
+	uint64_t mem[3];
+	int have_mem[3] = { 0 };
+	int64_t plen = 0, glen = 0, v;
+	const char *output = NULL, *hwfile = NULL;
+	char why[128];
+	int c;
+
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+		int i = c == 'g' ? 0 : c == 'c' ? 1 : 2;
+		switch (c) {
+		case 'W':
+			hwfile = optarg;
+			break;
+		case 'g':
+		case 'c':
+		case 'd':
+			if (fg_parse_size(optarg, &mem[i], why, sizeof(why))) {
+				fprintf(stderr, "fgcore: optimize: %s %s: %s\n", argv[optind - 1], optarg, why);
+				return FG_EXIT_USAGE;
+			}
+			have_mem[i] = 1;
+			break;
+		case 'p':
+		case 'n':
+		case 'b':
+		case 'k':
+		case 'm':
+		case 't':
+			if (fg_parse_int(optarg, 1, c == 't' ? 1000 : 1 << 24, &v, why, sizeof(why))) {
+				fprintf(stderr, "fgcore: optimize: %s %s: %s\n", argv[optind - 1], optarg, why);
+				return FG_EXIT_USAGE;
+			}
+			if (c == 'p')
+				plen = v;
+			else if (c == 'n')
+				glen = v;
+			else if (c == 'b')
+				prm.gpu_batch_size = v;
+			else if (c == 'k')
+				prm.num_gpu_batches = v;
+			else if (c == 'm')
+				prm.max_batch = v;
+			else
+				prm.top = (int)v;
+			break;
+		case 'M':
+			if (fg_parse_double(optarg, 1, 0, 0.5, &prm.margin, why, sizeof(why))) {
+				fprintf(stderr, "fgcore: optimize: --margin %s: %s\n", optarg, why);
+				return FG_EXIT_USAGE;
+			}
+			break;
+		case 'C':
+			prm.no_compress = 1;
+			break;
+		case 'A':
+			prm.no_cpu_attention = 1;
+			break;
+		case 'O':
+			output = optarg;
+			break;
+		case 'h':
+			optimize_usage(stdout);
+			return FG_EXIT_OK;
+		default:
+			fprintf(stderr, "fgcore: optimize: unknown option or missing value '%s': see fgcore optimize --help\n",
+				argv[optind - 1]);
+			return FG_EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "fgcore: optimize: unexpected argument '%s': see fgcore optimize --help\n",
+			argv[optind]);
+		return FG_EXIT_USAGE;
+	}
+	if (hwfile && fg_config_load(cfg, hwfile)) {
+		fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
+		return FG_EXIT_USAGE;
+	}
+
+	struct fg_cost_case *cc = &prm.cc;
+	if (fg_hardware_from_config(cfg, &cc->hw)) {
+		fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
+		return FG_EXIT_USAGE;
+	}
+	uint64_t *dst[3] = { &cc->hw.gpu_mem, &cc->hw.cpu_mem, &cc->hw.disk_mem };
+	for (int i = 0; i < 3; i++)
+		if (have_mem[i])
+			*dst[i] = mem[i];
+	if (!cc->hw.act_bytes && !(cc->hw.act_bytes = backend_act_bytes(cfg))) {
+		fprintf(stderr, "fgcore: optimize: [hardware] act_bytes is unknown and the compute backend cannot be opened to ask (%s): set act_bytes = 2 (fp16) or 4 (fp32)\n",
+			fg_last_error_text());
+		return FG_EXIT_USAGE;
+	}
+	/* The model's shape only: nothing is read. */
+	struct fg_weights *w;
+	if (fg_weights_open(fg_config_str(cfg, "model", "path"), &cc->model, &w)) {
+		fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
+		return FG_EXIT_USAGE;
+	}
+	fg_weights_close(w);
+	cc->prompt_len = plen ? plen : fg_config_int(cfg, "bench", "prompt_len");
+	cc->gen_len = glen ? glen : fg_config_int(cfg, "bench", "gen_len");
+
+	struct fg_optimize_out out;
+	int rc = fg_optimize(&prm, &out);
+	if (rc) {
+		fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
+		return rc == -EINVAL ? FG_EXIT_USAGE : FG_EXIT_RUNTIME;
+	}
+	printf("model %s, prompt %lld + %lld tokens; %d policies, %lld linear programs\n",
+	       cc->model.name, (long long)cc->prompt_len, (long long)cc->gen_len, out.nbest,
+	       (long long)out.lps);
+	fg_optimize_print(stdout, &out);
+	printf("best:\n");
+	fg_cost_print(stdout, &out.best[0].pred, NULL);
+	rc = output ? write_config(cfg, &out.best[0].policy, output) : FG_EXIT_OK;
+	fg_optimize_out_free(&out);
+	return rc;
+}

@@ -1,0 +1,7 @@
+# The policy optimizer: memory model against the engine, LP, FlexGen's T4
+# policies, infeasible inputs, monotonicity, [hardware], the profiler.
+check_PROGRAMS += tests/test_optimizer
+TESTS += tests/test_optimizer
+tests_test_optimizer_SOURCES = tests/test_optimizer.c
+tests_test_optimizer_CFLAGS = $(TEST_CFLAGS)
+tests_test_optimizer_LDADD = $(TEST_LIBS)

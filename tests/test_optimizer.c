@@ -1,0 +1,554 @@
+/* tests/test_optimizer.c - the policy optimizer: its memory model against a
+ * real engine, the LP against brute force over the same cost model, FlexGen's
+ * published T4 policies from FlexGen's fitted T4 constants, infeasible inputs,
+ * monotonicity, the [hardware] section and the profiler on the CPU config. */
+#include <config.h>
+
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <fgcore/fgcore.h>
+#include "core/config/config.h"
+#include "core/engine/engine.h"
+#include "core/engine/forward.h"
+#include "core/optimizer/cost_model.h"
+#include "core/optimizer/layout.h"
+#include "core/optimizer/optimize.h"
+#include "core/optimizer/profile.h"
+
+#define GiB 1073741824.0
+
+static char tmpdir[256];
+
+static void setup(void)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/var/tmp/fgcore-optimizer-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* FlexGen's fitted constants for a GCP T4 (flexgen/cost_model.py, GB = 2^30
+ * bytes, T = 10^12), in [hardware] units (GB/s = 10^9 bytes/s, TFLOP/s):
+ * ctog_bdw 12.89 GB, dtoc_bdw 0.473 GB, ctod_bdw_cache_p 0.746 GB,
+ * mm_flops_p 21.24 T, mm_flops_g 4.3 T, bmm_flops_p 9.97 T, and bmm_flops_g
+ * 0.079 T and cpu_flops 0.0123 T, which FlexGen counts as one flop per byte of
+ * fp16 cache read, so they are 79 and 12.3 GB/s of cache.  gtoc_bdw is a
+ * page-locked device-to-host copy, as fast as the other way on the T4's
+ * PCIe; FlexGen's own gtoc fits (0.97 GB cache, 4.82 GB hidden) describe its
+ * own store paths, which this engine does not have.  Capacities: a 16 GB T4,
+ * 208 GB of DRAM, a 1.5 TB SSD. */
+static void t4(struct fg_hardware *hw)
+{
+	memset(hw, 0, sizeof(*hw));
+	hw->gpu_mem = (uint64_t)(16 * GiB);
+	hw->cpu_mem = (uint64_t)(208 * GiB);
+	hw->disk_mem = (uint64_t)(1536 * GiB);
+	hw->ctog_bdw = 12.89 * GiB / 1e9;
+	hw->gtoc_bdw = 12.89 * GiB / 1e9;
+	hw->dtoc_bdw = 0.473 * GiB / 1e9;
+	hw->ctod_bdw = 0.746 * GiB / 1e9;
+	hw->mm_flops_prefill = 21.24;
+	hw->mm_flops_decode = 4.3;
+	hw->attn_flops = 9.97;
+	hw->attn_decode_bdw = 79;
+	hw->cpu_attn_bdw = 12.3;
+	hw->act_bytes = 2;
+}
+
+static void t4_params(struct fg_optimize_params *p, const char *model)
+{
+	memset(p, 0, sizeof(*p));
+	ck_assert_int_eq(fg_opt_preset(model, &p->cc.model), 0);
+	p->cc.prompt_len = 512;
+	p->cc.gen_len = 32;
+	t4(&p->cc.hw);
+	p->margin = 0.2; /* FlexGen's alpha = 0.8 */
+}
+
+static void show(const char *title, const struct fg_optimize_out *o)
+{
+	printf("%s (%lld LPs):\n", title, (long long)o->lps);
+	fg_optimize_print(stdout, o);
+	fflush(stdout);
+}
+
+#ifdef HAVE_GLPK
+
+/* FlexGen's published OPT-30B policy on the T4 (benchmark suite, prompt 512,
+ * gen 32): --percent 20 80 0 100 0 100 --gpu-batch-size 48 --num-gpu-batches 3
+ * --cpu-cache-compute: weights mostly on the host, the cache on the host with
+ * attention on the CPU, an effective batch of 144. */
+START_TEST(test_t4_opt30b)
+{
+	struct fg_optimize_params p;
+	struct fg_optimize_out o;
+	t4_params(&p, "opt-30b");
+	ck_assert_msg(fg_optimize(&p, &o) == 0, "%s", fg_last_error_text());
+	show("OPT-30B on FlexGen's T4", &o);
+	const struct fg_policy *b = &o.best[0].policy;
+	int64_t batch = b->gpu_batch_size * b->num_gpu_batches;
+	ck_assert_msg(b->weight[FG_ROLE_HOST] >= 60 && b->weight[FG_ROLE_COMPUTE] <= 30,
+		      "weights %d%% compute, %d%% host: FlexGen keeps them mostly on the host",
+		      b->weight[FG_ROLE_COMPUTE], b->weight[FG_ROLE_HOST]);
+	ck_assert_msg(b->cache[FG_ROLE_HOST] >= 80 && b->cpu_cache_compute,
+		      "cache %d%% on the host, cpu_cache_compute %d: FlexGen keeps it on the host with CPU attention",
+		      b->cache[FG_ROLE_HOST], b->cpu_cache_compute);
+	ck_assert_msg(batch >= 64, "effective batch %lld: FlexGen's is 144", (long long)batch);
+	ck_assert(!b->compress_weight && !b->compress_cache); /* no int4 rate given */
+	for (int r = 0; r < FG_ROLES; r++)
+		ck_assert_uint_le(o.best[0].pred.mem.total[r], o.best[0].pred.capacity[r]);
+	fg_optimize_out_free(&o);
+}
+END_TEST
+
+/* FlexGen's published OPT-175B policy on the T4: --percent 0 50 0 0 0 100
+ * --gpu-batch-size 32 --num-gpu-batches 8 --cpu-cache-compute: the weights
+ * (325 GB, more than the DRAM) half on the host, half on disk, none on the
+ * GPU; the cache on disk; an effective batch of 256. */
+START_TEST(test_t4_opt175b)
+{
+	struct fg_optimize_params p;
+	struct fg_optimize_out o;
+	t4_params(&p, "opt-175b");
+	ck_assert_msg(fg_optimize(&p, &o) == 0, "%s", fg_last_error_text());
+	show("OPT-175B on FlexGen's T4", &o);
+	const struct fg_policy *b = &o.best[0].policy;
+	int64_t batch = b->gpu_batch_size * b->num_gpu_batches;
+	ck_assert_msg(b->weight[FG_ROLE_COMPUTE] <= 10 && b->weight[FG_ROLE_HOST] >= 30 &&
+		      b->weight[FG_ROLE_DISK] >= 20,
+		      "weights %d/%d/%d: FlexGen splits them between host and disk",
+		      b->weight[FG_ROLE_COMPUTE], b->weight[FG_ROLE_HOST], b->weight[FG_ROLE_DISK]);
+	ck_assert_msg(b->cache[FG_ROLE_DISK] >= 80, "cache %d%% on disk: FlexGen keeps it there",
+		      b->cache[FG_ROLE_DISK]);
+	ck_assert_msg(batch >= 128, "effective batch %lld: FlexGen's is 256", (long long)batch);
+	fg_optimize_out_free(&o);
+}
+END_TEST
+
+/* Nothing fits: the error says how much is missing on which tier. */
+START_TEST(test_infeasible)
+{
+	struct fg_optimize_params p;
+	struct fg_optimize_out o;
+	const char *msg;
+
+	/* 325 GB of weights in 16 + 64 + 100 GB */
+	t4_params(&p, "opt-175b");
+	p.cc.hw.cpu_mem = (uint64_t)(64 * GiB);
+	p.cc.hw.disk_mem = (uint64_t)(100 * GiB);
+	p.margin = 0;
+	ck_assert_int_eq(fg_optimize(&p, &o), -ENOSPC);
+	msg = fg_last_error_text();
+	printf("infeasible (memory): %s\n", msg);
+	ck_assert_ptr_nonnull(strstr(msg, "opt-175b does not fit"));
+	ck_assert_ptr_nonnull(strstr(msg, "disk tier"));
+	ck_assert_int_eq(o.nbest, 0);
+	/* at least the weights' excess over every tier together */
+	double total = 0;
+	for (int r = 0; r < FG_ROLES; r++)
+		total += (double)o.missing[r];
+	ck_assert_msg(total >= 325 * 1e9 - 180 * GiB, "missing %.1f GB in all", total / GiB);
+	ck_assert_msg(o.missing[FG_ROLE_DISK] > 0, "the excess goes to the disk tier first");
+	fg_optimize_out_free(&o);
+
+	/* a GPU too small for one sequence's workspace: missing on the compute tier */
+	t4_params(&p, "opt-30b");
+	p.cc.hw.gpu_mem = 64 << 20;
+	ck_assert_int_eq(fg_optimize(&p, &o), -ENOSPC);
+	msg = fg_last_error_text();
+	printf("infeasible (GPU): %s\n", msg);
+	ck_assert_msg(o.missing[FG_ROLE_COMPUTE] > 0, "%s", msg);
+	ck_assert_ptr_nonnull(strstr(msg, "compute tier"));
+	fg_optimize_out_free(&o);
+
+	/* bad inputs are refused with a line saying what */
+	t4_params(&p, "opt-30b");
+	p.cc.prompt_len = 2040; /* + 32 > 2048 positions */
+	ck_assert_int_eq(fg_optimize(&p, &o), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(fg_last_error_text(), "positions"));
+	t4_params(&p, "opt-30b");
+	p.margin = 0.9;
+	ck_assert_int_eq(fg_optimize(&p, &o), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(fg_last_error_text(), "margin"));
+	t4_params(&p, "opt-30b");
+	p.cc.hw.ctog_bdw = 0;
+	ck_assert_int_eq(fg_optimize(&p, &o), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(fg_last_error_text(), "ctog_bdw"));
+	t4_params(&p, "opt-30b");
+	p.cc.hw.act_bytes = 3;
+	ck_assert_int_eq(fg_optimize(&p, &o), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(fg_last_error_text(), "act_bytes"));
+	t4_params(&p, "opt-30b");
+	p.cc.hw.mm_flops_decode = NAN;
+	ck_assert_int_eq(fg_optimize(&p, &o), -EINVAL);
+}
+END_TEST
+
+/* More GPU memory never predicts a lower throughput (the optimum over a
+ * larger feasible set), for the realized policy and for the LP's optimum. */
+START_TEST(test_monotone_gpu_memory)
+{
+	static const char *const models[] = { "opt-6.7b", "opt-30b", "opt-175b" };
+	static const double gb[] = { 3, 4, 6, 8, 11, 16, 24, 32, 48, 80 };
+	for (int m = 0; m < 3; m++) {
+		double prev = 0;
+		for (size_t i = 0; i < sizeof(gb) / sizeof(gb[0]); i++) {
+			struct fg_optimize_params p;
+			struct fg_optimize_out o;
+			t4_params(&p, models[m]);
+			p.margin = 0.05;
+			p.top = 1;
+			p.cc.hw.gpu_mem = (uint64_t)(gb[i] * GiB);
+			int rc = fg_optimize(&p, &o);
+			double tps = rc ? 0 : o.best[0].pred.total_tps;
+			printf("%s, %4.0f GB GPU: %s %.4f token/s\n", models[m], gb[i],
+			       rc ? "nothing fits," : "best", tps);
+			ck_assert_msg(rc == 0 || rc == -ENOSPC, "%s", fg_last_error_text());
+			ck_assert_msg(tps >= prev * (1 - 1e-9),
+				      "%s: %.0f GB of GPU memory predicts %.6f token/s, less than %.6f with less",
+				      models[m], gb[i], tps, prev);
+			prev = tps;
+			if (!rc)
+				fg_optimize_out_free(&o);
+		}
+	}
+}
+END_TEST
+
+/* The LP solves the cost model: no policy of a percent grid, priced by the
+ * same model and fitting the same capacities, beats the optimizer's best. */
+START_TEST(test_lp_against_grid)
+{
+	struct fg_optimize_params p;
+	struct fg_optimize_out o;
+	t4_params(&p, "opt-30b");
+	p.cc.hw.gpu_mem = (uint64_t)(24 * GiB);
+	p.gpu_batch_size = 32;
+	p.num_gpu_batches = 4;
+	ck_assert_msg(fg_optimize(&p, &o) == 0, "%s", fg_last_error_text());
+	double best = o.best[0].pred.total_tps, grid = 0;
+	struct fg_policy gp = { 0 };
+	for (int flags = 0; flags < 4; flags++)
+		for (int wg = 0; wg <= 100; wg += 10)
+			for (int wc = 0; wg + wc <= 100; wc += 10)
+				for (int cg = 0; cg <= 100; cg += 10)
+					for (int cc = 0; cg + cc <= 100; cc += 10)
+						for (int hg = 0; hg <= 100; hg += 25) {
+							struct fg_policy q = {
+								.gpu_batch_size = 32, .num_gpu_batches = 4,
+								.weight = { 100 - wg - wc, wc, wg },
+								.cache = { 100 - cg - cc, cc, cg },
+								.act = { 0, 100 - hg, hg },
+								.overlap = 1, .sep_layer = flags & 1,
+								.pin_weight = 1, .cpu_cache_compute = flags >> 1,
+								.attn_sparsity = 1, .exact = 1,
+							};
+							struct fg_cost_prediction pr;
+							ck_assert_int_eq(fg_cost_predict(&p.cc, &q, &pr), 0);
+							int ok = 1;
+							for (int r = 0; r < FG_ROLES; r++)
+								ok &= (double)pr.mem.total[r] <=
+								      (double)pr.capacity[r] * (1 - p.margin);
+							if (ok && pr.total_tps > grid)
+								grid = pr.total_tps, gp = q;
+						}
+	printf("LP best %.4f token/s (%d %d %d %d %d %d), grid best %.4f (%d %d %d %d %d %d)\n",
+	       best, o.best[0].policy.weight[2], o.best[0].policy.weight[1],
+	       o.best[0].policy.cache[2], o.best[0].policy.cache[1], o.best[0].policy.act[2],
+	       o.best[0].policy.act[1], grid, gp.weight[2], gp.weight[1], gp.cache[2], gp.cache[1],
+	       gp.act[2], gp.act[1]);
+	ck_assert_msg(grid > 0, "some grid policy fits");
+	ck_assert_msg(best >= grid * (1 - 1e-3), "the LP's %.4f token/s lose to a grid policy's %.4f",
+		      best, grid);
+	fg_optimize_out_free(&o);
+}
+END_TEST
+
+#else /* !HAVE_GLPK */
+
+START_TEST(test_no_glpk)
+{
+	struct fg_optimize_params p;
+	struct fg_optimize_out o;
+	t4_params(&p, "opt-30b");
+	ck_assert_int_eq(fg_optimize(&p, &o), -ENOTSUP);
+	ck_assert_ptr_nonnull(strstr(fg_last_error_text(), "libglpk-dev"));
+}
+END_TEST
+
+#endif
+
+/* The cost model's link times respond to the hardware the way they must. */
+START_TEST(test_cost_model_sanity)
+{
+	struct fg_cost_case cc = { .prompt_len = 512, .gen_len = 32 };
+	struct fg_policy p = { .gpu_batch_size = 48, .num_gpu_batches = 3,
+			       .weight = { 0, 80, 20 }, .cache = { 0, 100, 0 }, .act = { 0, 100, 0 },
+			       .overlap = 1, .pin_weight = 1, .cpu_cache_compute = 1,
+			       .attn_sparsity = 1, .exact = 1 };
+	struct fg_cost_prediction a, b;
+
+	ck_assert_int_eq(fg_opt_preset("opt-30b", &cc.model), 0);
+	t4(&cc.hw);
+	ck_assert_msg(fg_cost_predict(&cc, &p, &a) == 0, "%s", fg_last_error_text());
+	fg_cost_print(stdout, &a, NULL);
+	ck_assert(a.prefill_s > 0 && a.decode_s > 0 && isfinite(a.total_tps));
+	/* faster links or compute never predict slower runs */
+	double *rates[] = { &cc.hw.ctog_bdw, &cc.hw.gtoc_bdw, &cc.hw.mm_flops_prefill,
+			    &cc.hw.mm_flops_decode, &cc.hw.attn_flops, &cc.hw.cpu_attn_bdw };
+	for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++) {
+		double keep = *rates[i];
+		*rates[i] *= 2;
+		ck_assert_int_eq(fg_cost_predict(&cc, &p, &b), 0);
+		ck_assert_msg(b.total_tps >= a.total_tps, "rate %zu doubled: %.4f < %.4f", i,
+			      b.total_tps, a.total_tps);
+		*rates[i] = keep;
+	}
+	/* host weights cross the link once per layer and step: moving them to disk costs */
+	struct fg_policy d = p;
+	d.weight[FG_ROLE_HOST] = 40;
+	d.weight[FG_ROLE_DISK] = 40;
+	ck_assert_int_eq(fg_cost_predict(&cc, &d, &b), 0);
+	ck_assert(b.decode_s > a.decode_s);
+	ck_assert_uint_lt(b.mem.total[FG_ROLE_HOST], a.mem.total[FG_ROLE_HOST]);
+	/* compressed weights: about 4.5/16 of the bytes, and a rate is required */
+	struct fg_policy q = p;
+	q.compress_weight = 1;
+	ck_assert_int_eq(fg_cost_predict(&cc, &q, &b), -EINVAL);
+	cc.hw.q4_decode_bdw = 100;
+	ck_assert_int_eq(fg_cost_predict(&cc, &q, &b), 0);
+	double ratio = (double)b.mem.weights[FG_ROLE_HOST] / (double)a.mem.weights[FG_ROLE_HOST];
+	printf("compressed / fp16 host weights: %.4f\n", ratio);
+	ck_assert(ratio > 4.4 / 16 && ratio < 4.7 / 16);
+	ck_assert(b.link[FG_STAGE_DECODE][FG_LINK_CTOG] < a.link[FG_STAGE_DECODE][FG_LINK_CTOG] * 0.3);
+	/* a compressed cache takes about 4.5/16 of the memory; host attention cannot read it */
+	q = p;
+	q.compress_cache = 1;
+	ck_assert_int_eq(fg_cost_predict(&cc, &q, &b), -EINVAL);
+	q.cpu_cache_compute = 0;
+	ck_assert_int_eq(fg_cost_predict(&cc, &q, &b), 0);
+	ck_assert(b.mem.total[FG_ROLE_HOST] < a.mem.total[FG_ROLE_HOST] * 0.6);
+}
+END_TEST
+
+/* ---- the memory model against a real engine ------------------------------------ */
+
+static void set(struct fg_config *c, const char *kv)
+{
+	ck_assert_msg(fg_config_set(c, kv, "test") == 0, "%s: %s", kv, fg_last_error_text());
+}
+
+static struct fg_config *cpu_config(void)
+{
+	struct fg_config *c;
+	char kv[400];
+	ck_assert_int_eq(fg_config_new(&c), 0);
+	set(c, "model.path=dummy:opt-125m");
+	set(c, "compute.plugin=cpu_blas");
+	set(c, "tier.compute.plugin=pinned_host");
+	set(c, "tier.host.plugin=pinned_host");
+	set(c, "tier.disk.plugin=posix_file");
+	snprintf(kv, sizeof(kv), "tier.disk.dir=%s", tmpdir);
+	set(c, kv);
+	return c;
+}
+
+struct mem_case {
+	const char *set[6];
+};
+
+static const struct mem_case mem_cases[] = {
+	{ { "policy.percent=100 0 100 0 100 0" } },
+	{ { "policy.percent=0 100 0 100 0 100", "policy.gpu_batch_size=2", "policy.num_gpu_batches=3" } },
+	{ { "policy.percent=30 50 30 50 30 50", "policy.gpu_batch_size=3", "policy.num_gpu_batches=4" } },
+	{ { "policy.percent=30 50 30 50 30 50", "policy.placement=exact", "policy.gpu_batch_size=3", "policy.num_gpu_batches=4" } },
+	{ { "policy.percent=20 30 25 25 0 50", "policy.placement=exact", "policy.sep_layer=false", "policy.overlap=false" } },
+	{ { "policy.percent=0 0 0 0 0 0", "policy.gpu_batch_size=5" } },
+	{ { "policy.percent=10 60 0 70 100 0", "policy.cpu_cache_compute=true", "policy.gpu_batch_size=7" } },
+	{ { "policy.percent=10 60 20 50 100 0", "policy.cpu_cache_compute=true", "policy.placement=exact" } },
+	{ { "policy.percent=20 50 20 50 50 50", "policy.compress_weight=true", "policy.compress_cache=true", "policy.num_gpu_batches=2" } },
+	{ { "policy.percent=20 50 20 50 50 50", "policy.compress_weight=true", "policy.placement=exact", "policy.sep_layer=false" } },
+};
+#define NMEM (int)(sizeof(mem_cases) / sizeof(mem_cases[0]))
+
+/* fg_layout_total equals the model's placed bytes plus fg_forward_bytes, on
+ * the compute tier as it is (host memory) and as device memory would be (the
+ * tier's host-memory flag cleared after opening: only allocation is tested). */
+START_TEST(test_memory_matches_engine)
+{
+	const struct mem_case *mc = &mem_cases[_i];
+	struct fg_config *c = cpu_config();
+	struct fg_engine *e;
+	for (int i = 0; i < 6 && mc->set[i]; i++)
+		set(c, mc->set[i]);
+	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
+	for (int device = 0; device <= 1; device++) {
+		if (device)
+			e->tiers[FG_ROLE_COMPUTE].info.flags &= ~(uint32_t)FG_STORAGE_HOST_MEMORY;
+		struct fg_forward_env env;
+		struct fg_forward *f;
+		uint64_t run[FG_ROLES];
+		fg_engine_forward_env(e, e->policy.num_gpu_batches, &env);
+		ck_assert_msg(fg_forward_new(&f, &env, 24, 8) == 0, "%s", fg_last_error_text());
+		fg_forward_bytes(f, run);
+		fg_forward_free(f);
+
+		struct fg_layout_env le = { fg_dtype_size(e->be.info.act_dtype), device };
+		struct fg_layout_total lt;
+		ck_assert_int_eq(fg_layout_total(&e->model.cfg, &e->policy, &le, 24, 8, &lt), 0);
+		for (int r = 0; r < FG_ROLES; r++) {
+			printf("case %d%s: %s: weights %llu (engine %llu), total %llu (engine %llu)\n",
+			       _i, device ? " (device)" : "", fg_role_name(r),
+			       (unsigned long long)lt.weights[r],
+			       (unsigned long long)e->model.bytes[r],
+			       (unsigned long long)lt.total[r],
+			       (unsigned long long)(e->model.bytes[r] + run[r]));
+			ck_assert_uint_eq(lt.weights[r], e->model.bytes[r]);
+			ck_assert_uint_eq(lt.total[r], e->model.bytes[r] + run[r]);
+		}
+	}
+	e->tiers[FG_ROLE_COMPUTE].info.flags |= FG_STORAGE_HOST_MEMORY;
+	fg_engine_close(e);
+	fg_config_free(c);
+}
+END_TEST
+
+/* The prediction of bench's policy uses the same memory model: predicted
+ * per-tier bytes equal what a run places. */
+START_TEST(test_predict_engine_policy)
+{
+	struct fg_config *c = cpu_config();
+	struct fg_engine *e;
+	set(c, "policy.percent=30 50 30 50 0 100");
+	set(c, "policy.placement=exact");
+	set(c, "policy.gpu_batch_size=4");
+	set(c, "policy.num_gpu_batches=2");
+	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
+	struct fg_cost_case cc = { .model = e->model.cfg, .prompt_len = 32, .gen_len = 8 };
+	t4(&cc.hw);
+	cc.hw.act_bytes = 4;
+	cc.hw.compute_host_memory = 1;
+	struct fg_cost_prediction pr;
+	ck_assert_int_eq(fg_cost_predict(&cc, &e->policy, &pr), 0);
+	struct fg_forward_env env;
+	struct fg_forward *f;
+	uint64_t run[FG_ROLES];
+	fg_engine_forward_env(e, 2, &env);
+	ck_assert_int_eq(fg_forward_new(&f, &env, 32, 8), 0);
+	fg_forward_bytes(f, run);
+	fg_forward_free(f);
+	for (int r = 0; r < FG_ROLES; r++)
+		ck_assert_uint_eq(pr.mem.total[r], e->model.bytes[r] + run[r]);
+	fg_engine_close(e);
+	fg_config_free(c);
+}
+END_TEST
+
+/* ---- [hardware] and the profiler -------------------------------------------------- */
+
+START_TEST(test_hardware_round_trip)
+{
+	struct fg_hardware hw, back;
+	struct fg_config *c;
+	char path[400];
+	t4(&hw);
+	hw.q4_decode_bdw = 123.456;
+	hw.compute_host_memory = 1;
+	snprintf(path, sizeof(path), "%s/hw.ini", tmpdir);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fg_hardware_write(f, &hw, "test"), 0);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(fg_config_new(&c), 0);
+	ck_assert_msg(fg_config_load(c, path) == 0, "%s", fg_last_error_text());
+	ck_assert_msg(fg_hardware_from_config(c, &back) == 0, "%s", fg_last_error_text());
+	ck_assert_uint_eq(back.gpu_mem, hw.gpu_mem);
+	ck_assert_uint_eq(back.cpu_mem, hw.cpu_mem);
+	ck_assert_uint_eq(back.disk_mem, hw.disk_mem);
+	double *a[] = { &hw.ctog_bdw, &hw.gtoc_bdw, &hw.dtoc_bdw, &hw.ctod_bdw, &hw.mm_flops_prefill,
+			&hw.mm_flops_decode, &hw.attn_flops, &hw.attn_decode_bdw, &hw.cpu_attn_bdw,
+			&hw.q4_decode_bdw };
+	double *b[] = { &back.ctog_bdw, &back.gtoc_bdw, &back.dtoc_bdw, &back.ctod_bdw,
+			&back.mm_flops_prefill, &back.mm_flops_decode, &back.attn_flops,
+			&back.attn_decode_bdw, &back.cpu_attn_bdw, &back.q4_decode_bdw };
+	for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++)
+		ck_assert_msg(fabs(*a[i] - *b[i]) <= 1e-5 * *a[i], "key %zu: %g != %g", i, *a[i], *b[i]);
+	ck_assert_int_eq(back.act_bytes, 2);
+	ck_assert_int_eq(back.compute_host_memory, 1);
+	fg_config_free(c);
+
+	/* a malformed value names the file and line */
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "[hardware]\nctog_bdw = fast\n");
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(fg_config_new(&c), 0);
+	ck_assert_int_ne(fg_config_load(c, path), 0);
+	ck_assert_ptr_nonnull(strstr(fg_last_error_text(), "hw.ini:2"));
+	fg_config_free(c);
+}
+END_TEST
+
+/* The profiler on the CPU configuration measures every rate it writes
+ * (values are not judged: timings belong in benchmarks). */
+START_TEST(test_profile_cpu)
+{
+	struct fg_config *c = cpu_config();
+	struct fg_profile_params pp = { .copy_bytes = 4 << 20, .disk_bytes = 16 << 20,
+					 .hidden = 256, .prefill_rows = 128, .seq = 64,
+					 .min_seconds = 0.01, .log = stdout };
+	struct fg_hardware hw;
+	ck_assert_msg(fg_profile_run(c, &pp, &hw) == 0, "%s", fg_last_error_text());
+	fg_hardware_write(stdout, &hw, "test");
+	ck_assert_int_eq(hw.act_bytes, 4);
+	ck_assert_int_eq(hw.compute_host_memory, 1);
+	ck_assert(hw.gpu_mem > 0 && hw.cpu_mem > 0 && hw.disk_mem > 0);
+	double r[] = { hw.ctog_bdw, hw.gtoc_bdw, hw.ctog_bdw_pageable, hw.dtoc_bdw, hw.ctod_bdw,
+		       hw.mm_flops_prefill, hw.mm_flops_decode, hw.attn_flops, hw.attn_decode_bdw,
+		       hw.cpu_attn_bdw };
+	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++)
+		ck_assert_msg(r[i] > 0 && isfinite(r[i]), "rate %zu is %g", i, r[i]);
+	ck_assert(hw.q4_decode_bdw == 0); /* cpu_blas reads no int4 */
+	ck_assert_int_eq(fg_hardware_check(&hw), 0);
+	fg_config_free(c);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("optimizer");
+	TCase *tc = tcase_create("optimizer");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 600);
+#ifdef HAVE_GLPK
+	tcase_add_test(tc, test_t4_opt30b);
+	tcase_add_test(tc, test_t4_opt175b);
+	tcase_add_test(tc, test_infeasible);
+	tcase_add_test(tc, test_monotone_gpu_memory);
+	tcase_add_test(tc, test_lp_against_grid);
+#else
+	tcase_add_test(tc, test_no_glpk);
+#endif
+	tcase_add_test(tc, test_cost_model_sanity);
+	tcase_add_loop_test(tc, test_memory_matches_engine, 0, NMEM);
+	tcase_add_test(tc, test_predict_engine_policy);
+	tcase_add_test(tc, test_hardware_round_trip);
+	tcase_add_test(tc, test_profile_cpu);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
