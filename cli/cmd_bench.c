@@ -11,6 +11,7 @@
 #include "core/config/config.h"
 #include "core/engine/bench.h"
 #include "core/engine/engine.h"
+#include "core/optimizer/bench_predict.h"
 
 #define GB 1073741824.0 /* FlexGen's GB is 2^30 bytes */
 
@@ -184,11 +185,12 @@ int fg_cmd_bench(struct fg_config *cfg, int argc, char **argv)
 		{ "json", required_argument, NULL, 'j' },
 		{ "ab", required_argument, NULL, 'a' },
 		{ "rounds", required_argument, NULL, 'r' },
+		{ "predict", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *json = NULL, *ab = NULL;
-	int rounds = 3;
+	int rounds = 3, predict = 0;
 	struct fg_engine *e;
 	struct fg_bench_result r;
 	int c;
@@ -202,6 +204,9 @@ int fg_cmd_bench(struct fg_config *cfg, int argc, char **argv)
 		case 'a':
 			ab = optarg;
 			break;
+		case 'P':
+			predict = 1;
+			break;
 		case 'r':
 			rounds = atoi(optarg);
 			if (rounds < 1 || rounds > 64) {
@@ -210,7 +215,7 @@ int fg_cmd_bench(struct fg_config *cfg, int argc, char **argv)
 			}
 			break;
 		case 'h':
-			printf("usage: fgcore [-c CONFIG] [-o section.key=value]... bench [--json FILE]\n"
+			printf("usage: fgcore [-c CONFIG] [-o section.key=value]... bench [--json FILE] [--predict]\n"
 			       "       [--ab section.key=A,B[,...] [--rounds N]]\n");
 			return 0;
 		default:
@@ -240,6 +245,8 @@ int fg_cmd_bench(struct fg_config *cfg, int argc, char **argv)
 		return 1;
 	}
 	print_report(e, &r);
+	if (predict)
+		fg_cost_print_prediction(stdout, cfg, e, &p, &r);
 	fflush(stdout);
 	int rc = json ? write_json(json, cfg, e, &p, &r) : 0;
 	fg_engine_close(e);

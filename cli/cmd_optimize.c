@@ -116,6 +116,7 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 	int c;
 
 	optind = 0;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
 		int i = c == 'g' ? 0 : c == 'c' ? 1 : 2;
 		switch (c) {

@@ -64,6 +64,7 @@ int fg_cmd_profile(struct fg_config *cfg, int argc, char **argv)
 	int c;
 
 	optind = 0;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'O':

@@ -31,6 +31,8 @@ static const struct fg_command fg_commands[] = {
 	{ "generate", fg_cmd_generate, "complete --prompt TEXT (repeatable) or --prompt-file FILE" },
 	{ "run-batch", fg_cmd_run_batch, "run JSONL requests: --input IN.jsonl --output OUT.jsonl" },
 	{ "tokenize", fg_cmd_tokenize, "print the token ids of each TEXT as JSON" },
+	{ "profile", fg_cmd_profile, "measure this machine through the configured plugins: write [hardware]" },
+	{ "optimize", fg_cmd_optimize, "the policy with the best predicted throughput (cost model + LP)" },
 	{ "plugins", fg_cmd_plugins, "list the plugins found, their options and whether they work here" },
 	{ "config", fg_cmd_config, "print the effective configuration (--man: write fgcore.ini(5))" },
 	{ NULL, NULL, NULL },

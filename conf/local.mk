@@ -1,3 +1,6 @@
 # Example configurations, installed to $(pkgdatadir); default.ini is what
 # `fgcore` reads when no -c is given.
-dist_pkgdata_DATA += conf/default.ini conf/cpu_opt125m.ini conf/cpu_opt1.3b.ini
+dist_pkgdata_DATA += conf/default.ini conf/cpu_opt125m.ini conf/cpu_opt1.3b.ini \
+	conf/cpu_offload.ini conf/t4_opt175b.ini conf/t4_opt175b_compressed.ini \
+	conf/h200_opt6.7b.ini conf/h200_opt30b.ini conf/h200_opt30b_host.ini \
+	conf/h200_opt175b_int4.ini

@@ -79,6 +79,7 @@ for f in "$FGCORE_SRCDIR"/conf/*.ini; do
 	"$fg" -c "$f" $small -o model.path=dummy:opt-125m -o compute.plugin=cpu_blas \
 		-o tier.compute.plugin=pinned_host -o tier.disk.plugin=posix_file \
 		-o policy.gpu_batch_size=2 -o policy.num_gpu_batches=1 -o policy.cpu_cache_compute=false \
+		-o policy.compress_weight=false -o policy.compress_cache=false -o bench.cut_gen_len=0 \
 		bench >/dev/null 2>"$tmp/err" || die "$f does not run: $(cat "$tmp/err")"
 done
 exit $fail

@@ -67,7 +67,7 @@ struct conf {
 	char label[128];
 	char path[PATH_MAX];
 	char name[64];
-	const char *keys[2], *vals[2];
+	const char *keys[3], *vals[3];
 	int nopts;
 };
 
@@ -303,7 +303,7 @@ START_TEST(test_linear_edges)
 		linear_case(&e, m, 29, 71, 1, true, m & 1, m % 3);
 	linear_case(&e, 3, 5, 0, 0, true, true, RES_SEPARATE);
 	linear_case(&e, 3, 5, 0, 2, false, false, RES_ALIAS);
-	linear_case(&e, 3, 600, 8192, 0, true, false, RES_SEPARATE); /* cpu_blas: 3 w tiles */
+	linear_case(&e, 3, 600, 8192, 0, true, false, RES_SEPARATE); /* cpu_blas: w tiles */
 	linear_case(&e, 40, 70000, 1, 0, true, false, RES_ALIAS);    /* cpu_blas: row blocks */
 	env_close(&e);
 }
@@ -984,8 +984,8 @@ static bool device_memory_backend(const char *name)
 	return strcmp(name, "cublas") == 0;
 }
 
-static void add_conf(const char *path, const char *name, const char *k0, const char *v0,
-		     const char *k1, const char *v1)
+static void add_conf3(const char *path, const char *name, const char *k0, const char *v0,
+		      const char *k1, const char *v1, const char *k2, const char *v2)
 {
 	struct conf *c;
 
@@ -1002,12 +1002,25 @@ static void add_conf(const char *path, const char *name, const char *k0, const c
 		c->keys[c->nopts] = k1;
 		c->vals[c->nopts++] = v1;
 	}
-	if (c->nopts == 0)
-		snprintf(c->label, sizeof(c->label), "%s", name);
-	else if (c->nopts == 1)
-		snprintf(c->label, sizeof(c->label), "%s[%s=%s]", name, k0, v0);
-	else
-		snprintf(c->label, sizeof(c->label), "%s[%s=%s,%s=%s]", name, k0, v0, k1, v1);
+	if (k2) {
+		c->keys[c->nopts] = k2;
+		c->vals[c->nopts++] = v2;
+	}
+	snprintf(c->label, sizeof(c->label), "%s", name);
+	for (int i = 0; i < c->nopts; i++) {
+		size_t len = strlen(c->label);
+
+		snprintf(c->label + len, sizeof(c->label) - len, "%s%s=%s", i ? "," : "[",
+			 c->keys[i], c->vals[i]);
+	}
+	if (c->nopts)
+		strncat(c->label, "]", sizeof(c->label) - strlen(c->label) - 1);
+}
+
+static void add_conf(const char *path, const char *name, const char *k0, const char *v0,
+		     const char *k1, const char *v1)
+{
+	add_conf3(path, name, k0, v0, k1, v1, NULL, NULL);
 }
 
 static int collect(const char *path, void *user)
@@ -1054,7 +1067,8 @@ static int collect(const char *path, void *user)
 	}
 	add_conf(path, name, NULL, NULL, NULL, NULL);
 	if (strcmp(name, "cpu_blas") == 0) {
-		add_conf(path, name, "threads", "1", "fused_max_m", "0");      /* OpenBLAS only */
+		/* OpenBLAS only, with 1 MiB weight tiles (several per product) */
+		add_conf3(path, name, "threads", "1", "fused_max_m", "0", "tile_mib", "1");
 		add_conf(path, name, "threads", "3", "fused_max_m", "1000000"); /* fused only */
 		add_conf(path, name, "isa", "none", NULL, NULL);               /* plain C helpers */
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -99,6 +99,8 @@ static struct fg_engine *open_engine(const char *model, int bs, int nb)
 		snprintf(kv, sizeof(kv), "compute.plugin=%s", gpu_backend);
 		ck_assert_int_eq(fg_config_set(c, kv, "test"), 0);
 		ck_assert_int_eq(fg_config_set(c, "tier.compute.plugin=cuda_mem", "test"), 0);
+		/* several engines share the GPU in one test */
+		ck_assert_int_eq(fg_config_set(c, "tier.compute.pool=4G", "test"), 0);
 	}
 	snprintf(kv, sizeof(kv), "policy.gpu_batch_size=%d", bs);
 	ck_assert_int_eq(fg_config_set(c, kv, "test"), 0);

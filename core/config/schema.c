@@ -39,7 +39,7 @@ const struct fg_cfg_section fg_cfg_sections[] = {
 	  .choices = (c) }
 
 const struct fg_cfg_key fg_cfg_keys[] = {
-	KEY_ENUM("fgcore", "command", "bench", "bench|generate|run-batch|tokenize|plugins|config",
+	KEY_ENUM("fgcore", "command", "bench", "bench|generate|run-batch|tokenize|profile|optimize|plugins|config",
 		 "The command run when the command line names none."),
 	KEY_ENUM("fgcore", "log_level", "warn", "error|warn|info|debug",
 		 "Messages of this level and more severe ones are printed on stderr "
@@ -73,8 +73,9 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	    "Schedule each layer's attention and MLP as separate blocks (smaller weight "
 	    "buffers, finer overlap)."),
 	KEY("policy", "pin_weight", FG_CFG_BOOL, "true",
-	    "Keep host-tier weights in page-locked memory (fast transfers); false saves "
-	    "page-locked memory."),
+	    "FlexGen's pin_weight, accepted for compatibility: fgcore keeps host-tier weights "
+	    "in whatever memory the [tier.host] plugin gives (page-locked for pinned_host "
+	    "with a GPU; its cuda_pinned option turns that off)."),
 	KEY("policy", "cpu_cache_compute", FG_CFG_BOOL, "false",
 	    "Compute decode attention on the host for the sequences whose KV cache lives on "
 	    "the host tier; only queries and results cross tiers."),

@@ -533,10 +533,14 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 	void *h = hidden_addr(f, it->k, cs);
 	int input = f->m->blocks[f->ufirst[it->u]].kind == FG_BLOCK_INPUT;
 	if (g->hidden_role != FG_ROLE_COMPUTE) {
-		/* The slot's previous store, and this batch's last one, must be done. */
+		/* The slot's previous store, and this batch's last one, must be done
+		 * before the load stream reads the stored bytes back and before the
+		 * compute stream writes the slot again. */
 		t0 = now();
 		for (int s = 0; s < SLOTS && !rc; s++)
-			rc = fg_xfer_wait(&f->hstore[s], NULL);
+			rc = fg_xfer_wait(&f->hstore[s], f->mv.load_stream);
+		if (!rc && !(rc = fg_backend_event_record(f->be, f->hload.event, f->mv.load_stream)))
+			rc = fg_backend_stream_wait(f->be, NULL, f->hload.event);
 		f->stats.wait_hidden_s += now() - t0;
 		if (rc)
 			return rc;

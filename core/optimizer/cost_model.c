@@ -37,7 +37,8 @@ static double t_lin(const struct ctx *x, double m, double K, double N)
 	double t = 2 * m * K * N / (rate < peak ? rate : peak);
 	if (x->cw) {
 		/* the int4 kernel reads packed weights: at least their time, and the fp16 one */
-		double packed = (double)fg_q4_bytes((uint64_t)N, (uint64_t)K, 0) / (hw->q4_decode_bdw * GBPS);
+		double packed = (double)fg_q4_bytes((uint64_t)N, (uint64_t)K, 0);
+		packed /= hw->q4_decode_bdw * GBPS;
 		t = t > packed ? t : packed;
 	}
 	return t;
@@ -72,8 +73,8 @@ static void store(const struct ctx *x, struct fg_lin *L, int host_i, int disk_i,
 		L[FG_LINK_GTOC].a[disk_i] += bytes / x->gtoc;
 }
 
-/* One layer (attention + MLP) of a step with `tok` new tokens per sequence;
- * `len` cache rows are loaded and `len + tok` attended to in decode. */
+/* One layer (attention + MLP) of a prefill or decode step whose weights W
+ * bytes; decode at the average cache length (s + n/2 - 1 rows loaded). */
 static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int decode)
 {
 	double tok = decode ? 1 : x->s, m = x->gbs * tok, h = x->h, f = x->f;

@@ -27,29 +27,28 @@ void fg_optimize_out_free(struct fg_optimize_out *out)
 int fg_optimize_policy_keys(const struct fg_policy *p,
 			    int (*set)(void *user, const char *assignment), void *user)
 {
-	char kv[8][96];
+	char kv[10][96];
 	int n = 0, rc;
 #define KV(...) snprintf(kv[n++], sizeof(kv[0]), __VA_ARGS__)
+#define BOOL(x) ((x) ? "true" : "false")
 	KV("policy.gpu_batch_size=%lld", (long long)p->gpu_batch_size);
 	KV("policy.num_gpu_batches=%lld", (long long)p->num_gpu_batches);
 	KV("policy.percent=%d %d %d %d %d %d", p->weight[FG_ROLE_COMPUTE], p->weight[FG_ROLE_HOST],
 	   p->cache[FG_ROLE_COMPUTE], p->cache[FG_ROLE_HOST], p->act[FG_ROLE_COMPUTE],
 	   p->act[FG_ROLE_HOST]);
 	KV("policy.placement=%s", p->exact ? "exact" : "midpoint");
-	KV("policy.overlap=%s", p->overlap ? "true" : "false");
-	KV("policy.sep_layer=%s", p->sep_layer ? "true" : "false");
-	KV("policy.cpu_cache_compute=%s", p->cpu_cache_compute ? "true" : "false");
-	KV("policy.compress_weight=%s", p->compress_weight ? "true" : "false");
+	KV("policy.overlap=%s", BOOL(p->overlap));
+	KV("policy.sep_layer=%s", BOOL(p->sep_layer));
+	KV("policy.pin_weight=%s", BOOL(p->pin_weight));
+	KV("policy.cpu_cache_compute=%s", BOOL(p->cpu_cache_compute));
+	KV("policy.compress_weight=%s", BOOL(p->compress_weight));
+	KV("policy.compress_cache=%s", BOOL(p->compress_cache));
+#undef BOOL
 #undef KV
 	for (int i = 0; i < n; i++)
 		if ((rc = set(user, kv[i])))
 			return rc;
-	char last[64];
-	snprintf(last, sizeof(last), "policy.compress_cache=%s", p->compress_cache ? "true" : "false");
-	if ((rc = set(user, last)))
-		return rc;
-	snprintf(last, sizeof(last), "policy.pin_weight=%s", p->pin_weight ? "true" : "false");
-	return set(user, last);
+	return 0;
 }
 
 void fg_optimize_print(FILE *f, const struct fg_optimize_out *out)
@@ -336,7 +335,13 @@ static int better(const struct fg_optimize_result *a, const struct fg_optimize_r
 	int64_t bb = b->policy.gpu_batch_size * b->policy.num_gpu_batches;
 	if (ba != bb)
 		return ba > bb;
-	return a->policy.gpu_batch_size > b->policy.gpu_batch_size;
+	if (a->policy.gpu_batch_size != b->policy.gpu_batch_size)
+		return a->policy.gpu_batch_size > b->policy.gpu_batch_size;
+	/* then the one that leaves the slower tiers emptier */
+	for (int r = FG_ROLE_DISK; r < FG_ROLE_COMPUTE; r++)
+		if (a->pred.mem.total[r] != b->pred.mem.total[r])
+			return a->pred.mem.total[r] < b->pred.mem.total[r];
+	return 0;
 }
 
 static void keep(struct search *s, const struct fg_optimize_result *r)

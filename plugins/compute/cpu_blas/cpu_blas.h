@@ -22,6 +22,9 @@ void cpu_blas_pool_destroy(struct cpu_blas_pool *pool);
 /* Run fn over [0, n) in chunks of `grain` indices; returns when all are done. */
 void cpu_blas_pool_run(struct cpu_blas_pool *pool, int64_t n, int64_t grain,
 		       cpu_blas_task_fn fn, void *arg);
+/* The same on at most `threads` threads (tids 0 .. threads - 1). */
+void cpu_blas_pool_run_on(struct cpu_blas_pool *pool, int threads, int64_t n, int64_t grain,
+			  cpu_blas_task_fn fn, void *arg);
 
 /* ---- context (plugin.c) ------------------------------------------------------ */
 
@@ -29,6 +32,7 @@ struct cpu_blas_opts {
 	int64_t threads;
 	int64_t fused_max_m;
 	char isa[FG_OPT_STRING_MAX];
+	int64_t tile_mib;
 };
 
 /* Vector kernels (fused.c, attention.c); NONE: OpenBLAS and plain C only. */
@@ -37,7 +41,8 @@ enum { CPU_BLAS_ISA_NONE = 0, CPU_BLAS_ISA_AVX2 = 1, CPU_BLAS_ISA_AVX512 = 2 };
 struct cpu_blas_ctx {
 	const struct fg_host *host;
 	int threads;
-	int64_t fused_max_m;      /* linear: m <= fused_max_m uses the fused kernel */
+	int64_t fused_max_m;  /* linear: m <= fused_max_m uses the fused kernel */
+	size_t tile_bytes;    /* linear, BLAS path: widened weight tile */
 	int isa;              /* CPU_BLAS_ISA_* in use */
 	struct cpu_blas_pool *pool;
 	pthread_mutex_t lock; /* one op at a time: the pool and scratch are shared */

@@ -30,6 +30,10 @@ static const struct fg_option cpu_blas_options[] = {
 	  .help = "Vector kernels: auto (the best this CPU has), avx512, avx2 or none "
 		  "(OpenBLAS and plain C only).",
 	  .offset = offsetof(struct cpu_blas_opts, isa) },
+	{ .key = "tile_mib", .type = FG_OPT_INT, .def = "64",
+	  .help = "MiB of fp32 weights the OpenBLAS path widens at a time (its scratch); "
+		  "larger tiles mean fewer OpenBLAS calls.",
+	  .offset = offsetof(struct cpu_blas_opts, tile_mib), .min = 1, .max = 65536 },
 	{ .key = NULL },
 };
 
@@ -142,6 +146,7 @@ static int cpu_blas_init(const struct fg_host *host, const void *opts, void **ct
 	c->host = host;
 	c->threads = (int)threads;
 	c->fused_max_m = o ? o->fused_max_m : 64;
+	c->tile_bytes = (size_t)(o && o->tile_mib > 0 ? o->tile_mib : 64) << 20;
 	rc = cpu_blas_pick_isa(host, o ? o->isa : NULL, &c->isa);
 	if (rc < 0) {
 		cpu_blas_fini(c);

@@ -1,7 +1,8 @@
 /* plugins/compute/cpu_blas/pool.c - a fixed pool of pthreads running one
  * parallel-for at a time.  Chunks are handed out through an atomic counter so
  * uneven work balances; the caller works too and returns only once every
- * worker has left the job. */
+ * worker taking part has left the job.  Small jobs ask for fewer threads:
+ * waking a thread costs more than a few microseconds of work. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,6 +23,7 @@ struct cpu_blas_pool {
 	uint64_t gen;
 	int stop;
 	int active;           /* workers still inside the current job */
+	int nthreads;         /* threads taking part in the current job (caller included) */
 	int nworkers;
 	struct cpu_blas_worker *workers;
 
@@ -56,6 +58,8 @@ static void *cpu_blas_pool_main(void *arg)
 		if (p->stop)
 			break;
 		seen = p->gen;
+		if (w->tid >= p->nthreads)
+			continue; /* not needed for this job */
 		pthread_mutex_unlock(&p->lock);
 		cpu_blas_pool_work(p, w->tid);
 		pthread_mutex_lock(&p->lock);
@@ -120,11 +124,19 @@ void cpu_blas_pool_destroy(struct cpu_blas_pool *p)
 void cpu_blas_pool_run(struct cpu_blas_pool *p, int64_t n, int64_t grain,
 		       cpu_blas_task_fn fn, void *arg)
 {
+	cpu_blas_pool_run_on(p, p->nworkers + 1, n, grain, fn, arg);
+}
+
+void cpu_blas_pool_run_on(struct cpu_blas_pool *p, int threads, int64_t n, int64_t grain,
+			  cpu_blas_task_fn fn, void *arg)
+{
 	if (n <= 0)
 		return;
 	if (grain < 1)
 		grain = 1;
-	if (p->nworkers == 0 || n <= grain) {
+	if (threads > p->nworkers + 1)
+		threads = p->nworkers + 1;
+	if (threads <= 1 || n <= grain) {
 		fn(arg, 0, n, 0);
 		return;
 	}
@@ -134,7 +146,8 @@ void cpu_blas_pool_run(struct cpu_blas_pool *p, int64_t n, int64_t grain,
 	p->n = n;
 	p->grain = grain;
 	atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-	p->active = p->nworkers;
+	p->nthreads = threads;
+	p->active = threads - 1;
 	p->gen++;
 	pthread_cond_broadcast(&p->work);
 	pthread_mutex_unlock(&p->lock);

@@ -348,3 +348,49 @@ extern "C" cudaError_t cublas_k_kv_append_q4(cudaStream_t s, int64_t batch, int6
 			items, n, start, stride, h, groups, src, lds, data, prm);
 	return cudaGetLastError();
 }
+
+/* ---- argmax over rows: greedy decoding without copying logits out ---------------- */
+
+#define CB_ARGMAX_THREADS 256
+
+__global__ void cb_argmax_kernel(const uint16_t *x, int64_t cols, int64_t ld, int32_t *out)
+{
+	__shared__ float best_v[CB_ARGMAX_THREADS];
+	__shared__ int32_t best_i[CB_ARGMAX_THREADS];
+	const uint16_t *row = x + (int64_t)blockIdx.x * ld;
+	float bv = -INFINITY;
+	int32_t bi = INT32_MAX;
+
+	for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+		float v = cb_h2f(row[j]);
+		if (v > bv || (bi == INT32_MAX && v == v)) { /* first in index order wins ties */
+			bv = v;
+			bi = (int32_t)j;
+		}
+	}
+	best_v[threadIdx.x] = bv;
+	best_i[threadIdx.x] = bi;
+	__syncthreads();
+	for (int s = blockDim.x / 2; s > 0; s /= 2) {
+		if (threadIdx.x < s) {
+			float ov = best_v[threadIdx.x + s];
+			int32_t oi = best_i[threadIdx.x + s];
+			if (ov > best_v[threadIdx.x] ||
+			    (ov == best_v[threadIdx.x] && oi < best_i[threadIdx.x])) {
+				best_v[threadIdx.x] = ov;
+				best_i[threadIdx.x] = oi;
+			}
+		}
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		out[blockIdx.x] = best_i[0] == INT32_MAX ? 0 : best_i[0];
+}
+
+extern "C" cudaError_t cublas_k_argmax(cudaStream_t s, int64_t rows, int64_t cols,
+				       const uint16_t *x, int64_t ld, int32_t *out)
+{
+	if (rows > 0)
+		cb_argmax_kernel<<<(unsigned)rows, CB_ARGMAX_THREADS, 0, s>>>(x, cols, ld, out);
+	return cudaGetLastError();
+}

@@ -90,6 +90,10 @@ cudaError_t cublas_k_attention_decode(cudaStream_t s, const struct cublas_attn *
 				      float *part);
 cudaError_t cublas_k_decode_setup(void);
 
+/* out[r] = index of the largest value of row r of x [rows, cols] (first on ties). */
+cudaError_t cublas_k_argmax(cudaStream_t s, int64_t rows, int64_t cols, const uint16_t *x,
+			    int64_t ld, int32_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -343,6 +343,56 @@ static int cublas_stream_wait(void *ctx, void *stream, void *event)
 	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "stream_wait", "cudaStreamWaitEvent", e);
 }
 
+static int cublas_event_sync(void *ctx, void *event)
+{
+	struct cublas_ctx *c = ctx;
+	cudaError_t e;
+	int rc;
+
+	if ((rc = cublas_enter(c, "event_sync")))
+		return rc;
+	e = cudaEventSynchronize((cudaEvent_t)event);
+	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "event_sync", "cudaEventSynchronize", e);
+}
+
+/* Copies between device memory and (preferably page-locked) host memory, in
+ * stream order; unified addressing tells the direction. */
+static int cublas_copy(void *ctx, void *stream, void *dst, const void *src, size_t len)
+{
+	struct cublas_ctx *c = ctx;
+	cudaError_t e;
+	int rc;
+
+	if ((rc = cublas_enter(c, "copy")))
+		return rc;
+	e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, cublas_stream_of(c, stream)->s);
+	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "copy", "cudaMemcpyAsync", e);
+}
+
+static int cublas_argmax(void *ctx, void *stream, const struct fg_tensor *x, int32_t *out)
+{
+	struct cublas_ctx *c = ctx;
+	struct cublas_stream *s = cublas_stream_of(c, stream);
+	cudaError_t e;
+	int rc;
+
+	if (x->dtype != FG_DTYPE_F16 || x->rows < 0 || x->cols < 1 || x->ld < x->cols ||
+	    (size_t)x->rows * sizeof(int32_t) > c->scratch_bytes) {
+		fg_error(c->host, "cublas: argmax: need an fp16 [rows, cols] tensor with ld >= cols "
+			 "and rows * 4 <= scratch bytes");
+		return -EINVAL;
+	}
+	if ((rc = cublas_enter(c, "argmax")))
+		return rc;
+	e = cublas_k_argmax(s->s, x->rows, x->cols, x->data, x->ld, s->scratch);
+	if (e == cudaSuccess)
+		e = cudaMemcpyAsync(out, s->scratch, (size_t)x->rows * sizeof(int32_t),
+				    cudaMemcpyDeviceToHost, s->s);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(s->s);
+	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "argmax", "kernel or copy", e);
+}
+
 /* ---- context --------------------------------------------------------------------------- */
 
 static void cublas_fini(void *ctx)
@@ -490,6 +540,9 @@ static const struct fg_compute_ops cublas_ops = {
 	.event_destroy		= cublas_event_destroy,
 	.event_record		= cublas_event_record,
 	.stream_wait		= cublas_stream_wait,
+	.event_sync		= cublas_event_sync,
+	.copy			= cublas_copy,
+	.argmax			= cublas_argmax,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
