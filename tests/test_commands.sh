@@ -73,6 +73,19 @@ else
 fi
 "$fg" -o model.path=dummy:opt-125m tokenize x >/dev/null 2>&1; [ $? -eq 2 ] || die "tokenize without a tokenizer must be a usage error"
 
+# a failing disk stops the run with one clear line, no hang, no output passed off as complete
+disk="-o model.path=dummy:opt-125m $small -o policy.gpu_batch_size=2"
+out=$(FGCORE_POSIX_FILE_FAULT=read:EIO:3 timeout 120 "$fg" $disk bench --percent 0 0 100 0 100 0 --json "$tmp/f.json" 2>&1)
+[ $? -eq 1 ] || die "EIO on a weight read must be a runtime error: $out"
+echo "$out" | grep -q 'disk tier (posix_file): read of .* failed: Input/output error' || die "EIO message: $out"
+[ ! -e "$tmp/f.json" ] || die "a failed bench wrote its report"
+out=$(FGCORE_POSIX_FILE_FAULT=write:ENOSPC:2 timeout 120 "$fg" $disk bench --percent 100 0 0 0 100 0 2>&1)
+[ $? -eq 1 ] || die "ENOSPC on a cache write must be a runtime error: $out"
+echo "$out" | grep -q 'No space left on device' || die "ENOSPC message: $out"
+out=$(timeout 120 "$fg" $disk -o tier.disk.capacity=1M bench --percent 0 0 100 0 100 0 2>&1)
+[ $? -eq 1 ] || die "a full disk tier must be a runtime error: $out"
+echo "$out" | grep -q 'tier disk (posix_file): cannot allocate' || die "disk capacity message: $out"
+
 # conf/: every file validates, and runs small with host tiers and cpu_blas
 for f in "$FGCORE_SRCDIR"/conf/*.ini; do
 	"$fg" -c "$f" config >/dev/null 2>"$tmp/err" || { die "$f: $(cat "$tmp/err")"; continue; }
