@@ -86,6 +86,11 @@ out=$(timeout 120 "$fg" $disk -o tier.disk.capacity=1M bench --percent 0 0 100 0
 [ $? -eq 1 ] || die "a full disk tier must be a runtime error: $out"
 echo "$out" | grep -q 'tier disk (posix_file): cannot allocate' || die "disk capacity message: $out"
 
+# a capped compute tier names itself, the bytes asked and the largest batch that fits
+out=$("$fg" -o model.path=dummy:opt-125m -o tier.compute.capacity=400M -o policy.gpu_batch_size=64 -o bench.warmup=false bench 2>&1)
+[ $? -eq 1 ] || die "an over-capacity batch must be a runtime error: $out"
+echo "$out" | grep -q 'tier compute (pinned_host): a 1 x 64 batch .* needs .* the largest gpu_batch_size that fits is [0-9]' || die "capacity hint: $out"
+
 # conf/: every file validates, and runs small with host tiers and cpu_blas
 for f in "$FGCORE_SRCDIR"/conf/*.ini; do
 	"$fg" -c "$f" config >/dev/null 2>"$tmp/err" || { die "$f: $(cat "$tmp/err")"; continue; }

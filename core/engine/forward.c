@@ -25,6 +25,7 @@
 #include <fgcore/q4.h>
 #include "core/engine/forward.h"
 #include "core/engine/mover.h"
+#include "core/optimizer/layout.h"
 #include "core/util/error.h"
 
 #define SLOTS 2
@@ -801,6 +802,63 @@ static int any_disk_weights(const struct fg_model *m)
 	return m->bytes[FG_ROLE_DISK] > 0;
 }
 
+/* Before allocating: would this batch fit each tier?  When not, name the
+ * tier, the bytes asked and the largest gpu_batch_size that would fit. */
+static int check_fits(const struct fg_forward_env *env, int device, unsigned asz,
+		      int64_t prompt_len, int64_t gen_len)
+{
+	const struct fg_model *m = env->model;
+	const struct fg_opt_config *c = &m->cfg;
+	uint64_t blocks[FG_LAYOUT_KINDS][FG_ROLES];
+	struct fg_layout_env le = { asz, device };
+	struct fg_run_layout lay;
+	struct fg_policy p = env->policy;
+
+	for (int r = 0; r < FG_ROLES; r++) {
+		blocks[FG_LAYOUT_INPUT][r] = m->blocks[0].bytes[r];
+		blocks[FG_LAYOUT_ATTN][r] = m->nblocks > 2 ? m->blocks[1].bytes[r] : 0;
+		blocks[FG_LAYOUT_MLP][r] = m->nblocks > 2 ? m->blocks[2].bytes[r] : 0;
+		blocks[FG_LAYOUT_OUTPUT][r] = m->blocks[m->nblocks - 1].bytes[r];
+	}
+	if (fg_run_layout(c, &p, &le, blocks, prompt_len, gen_len, &lay))
+		return 0; /* the allocations themselves will say what is wrong */
+	for (int r = 0; r < FG_ROLES; r++) {
+		struct fg_tier *t = m->tier[r];
+		if (!lay.run[r] || !t)
+			continue;
+		uint64_t avail = t->capacity > t->used ? t->capacity - t->used : 0;
+		if (lay.run[r] <= avail)
+			continue;
+		int64_t fit = 0;
+		for (int64_t lo = 1, hi = env->policy.gpu_batch_size - 1; lo <= hi;) {
+			int64_t mid = lo + (hi - lo) / 2;
+			p.gpu_batch_size = mid;
+			if (!fg_run_layout(c, &p, &le, blocks, prompt_len, gen_len, &lay) &&
+			    lay.run[r] <= avail)
+				fit = mid, lo = mid + 1;
+			else
+				hi = mid - 1;
+		}
+		p.gpu_batch_size = env->policy.gpu_batch_size;
+		fg_run_layout(c, &p, &le, blocks, prompt_len, gen_len, &lay);
+		char need[32], free_[32];
+		fg_format_bytes(lay.run[r], need, sizeof(need));
+		fg_format_bytes(avail, free_, sizeof(free_));
+		if (fit)
+			FG_ERR("tier %s (%s): a %lld x %lld batch of %lld + %lld tokens needs %s for cache, activations and buffers, %s are free: the largest gpu_batch_size that fits is %lld (or lower this tier's cache/activation share in [policy] percent)",
+			       t->role, t->ph.plugin->name, (long long)p.num_gpu_batches,
+			       (long long)p.gpu_batch_size, (long long)prompt_len, (long long)gen_len,
+			       need, free_, (long long)fit);
+		else
+			FG_ERR("tier %s (%s): a %lld x %lld batch of %lld + %lld tokens needs %s for cache, activations and buffers, %s are free: no gpu_batch_size fits; lower this tier's shares in [policy] percent or raise its capacity",
+			       t->role, t->ph.plugin->name, (long long)p.num_gpu_batches,
+			       (long long)p.gpu_batch_size, (long long)prompt_len, (long long)gen_len,
+			       need, free_);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
 int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 		   int64_t prompt_len, int64_t gen_len)
 {
@@ -820,6 +878,12 @@ int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 		FG_ERR("prompt length %lld + generation length %lld exceed %s's %lld positions",
 		       (long long)prompt_len, (long long)gen_len, c->name, (long long)c->max_pos);
 		return -EINVAL;
+	}
+	{
+		unsigned asz = fg_dtype_size(env->be->info.act_dtype);
+		int dev = !(env->model->tier[FG_ROLE_COMPUTE]->info.flags & FG_STORAGE_HOST_MEMORY);
+		if ((rc = check_fits(env, dev, asz, prompt_len, gen_len)))
+			return rc;
 	}
 	f = calloc(1, sizeof(*f));
 	if (!f) {
