@@ -222,6 +222,45 @@ START_TEST(test_equivalence)
 }
 END_TEST
 
+/* The same matrix, in part, on the other golden checkpoint and on a generated
+ * OPT-125M (12 layers): a variant of each kind of move. */
+static const int subset[] = { 1, 3, 7, 14, 16, 20 };
+
+START_TEST(test_equivalence_other_models)
+{
+	const char *td = getenv("FGCORE_TESTDATA");
+	char saved[sizeof(model)];
+	int v = subset[_i % 6];
+	struct fg_config *c;
+	int32_t want[NPROMPT][NEW], got[NPROMPT][NEW];
+	float *lw, *lg;
+
+	memcpy(saved, model, sizeof(model));
+	if (_i < 6) {
+		if (!td || !*td)
+			return;
+		snprintf(model, sizeof(model), "%s/opt/opt-tiny-64x2", td);
+	} else {
+		snprintf(model, sizeof(model), "dummy:opt-125m");
+	}
+	if ((strstr(variants[v].name, "io_uring") && !plugin_built("io_uring_nvme")))
+		return;
+	c = base_config();
+	run(c, want, &lw);
+	for (int i = 0; i < 8 && variants[v].set[i]; i++)
+		set(c, variants[v].set[i]);
+	run(c, got, &lg);
+	printf("%s, %s: %s\n", model, variants[v].name,
+	       memcmp(want, got, sizeof(want)) ? "DIFFERENT" : "same tokens");
+	ck_assert_msg(!memcmp(want, got, sizeof(want)), "%s, %s: tokens differ", model,
+		      variants[v].name);
+	free(lw);
+	free(lg);
+	fg_config_free(c);
+	memcpy(model, saved, sizeof(model));
+}
+END_TEST
+
 /* bench's per-tier peaks equal the bytes the placement and the run's buffers add up to. */
 START_TEST(test_memory_accounting)
 {
@@ -273,6 +312,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 900);
 	tcase_add_loop_test(tc, test_equivalence, 0, NVARIANTS);
+	tcase_add_loop_test(tc, test_equivalence_other_models, 0, 12);
 	tcase_add_test(tc, test_memory_accounting);
 	tcase_add_test(tc, test_capacity_refusal);
 	suite_add_tcase(s, tc);
