@@ -266,6 +266,7 @@ START_TEST(test_seeded_sampling)
 	gk.top_k = 1;
 	gg.temperature = 0;
 	ck_assert_int_eq(fg_generate(e, &gk, 1, &b), 0);
+	fg_result_clear(&a[1]);
 	ck_assert_int_eq(fg_generate(e, &gg, 1, &a[1]), 0);
 	ck_assert_mem_eq(a[1].token_ids, b.token_ids, 24 * sizeof(int32_t));
 	for (int i = 0; i < 3; i++)
