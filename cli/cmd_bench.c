@@ -99,6 +99,11 @@ static void print_report(const struct fg_engine *e, const struct fg_bench_result
 	printf("time: compute %.3f s\twait weights %.3f s\twait cache %.3f s\twait activations %.3f s\thost attention %.3f s\tlogits %.3f s\n",
 	       st->compute_s, st->wait_weight_s, st->wait_cache_s, st->wait_hidden_s,
 	       st->host_attn_s, st->logits_s);
+	uint64_t stored = 0;
+	for (int i = 0; i < FG_ROLES; i++)
+		stored += e->model.bytes[i];
+	printf("weights as stored: %.3f GB (%s)\n", stored / GB,
+	       e->policy.compress_weight ? "int4_group64" : "fp16");
 	printf("peak memory:");
 	for (int i = FG_ROLES - 1; i >= 0; i--)
 		if (e->tier[i])

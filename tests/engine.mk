@@ -13,3 +13,9 @@ tests_test_policy_LDADD = $(TEST_LIBS)
 
 TESTS += tests/test_commands.sh
 EXTRA_DIST += tests/test_commands.sh
+
+check_PROGRAMS += tests/test_compression
+TESTS += tests/test_compression
+tests_test_compression_SOURCES = tests/test_compression.c
+tests_test_compression_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS)
+tests_test_compression_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include <fgcore/half.h>
+#include <fgcore/q4.h>
 
 #include "core/backend/backend.h"
 #include "core/plugin/loader.h"
@@ -931,6 +932,500 @@ START_TEST(test_cpu_blas_present)
 }
 END_TEST
 
+/* ---- cpu_blas: fp16 and 4-bit KV cache, 4-bit weights ------------------------------------
+ * cpu_blas also accepts (its own extension of the interface, for CPU attention
+ * delegation and 4-bit caches/weights): attention_decode and kv_append with
+ * every tensor fp16, or with a FG_DTYPE_Q4_COLS cache and fp32 or fp16 q/out/src;
+ * linear with a FG_DTYPE_Q4_ROWS weight.  The references decode the 4-bit
+ * bytes themselves (q4_value, from fgcore/q4.h's rules); encoded tensors come
+ * from the int4_group64 codec plugin, and kv_append into a 4-bit cache must
+ * give the codec's bytes exactly.  Tolerance for fp16 outputs: TOL_F16_OUT
+ * (each output rounded once to fp16, 2^-11 relative, after fp32 math on
+ * values in [-1, 1]). */
+
+#define TOL_F16_OUT 2e-3
+
+static bool conf_is_cpu_blas(int ci)
+{
+	return strcmp(confs[ci].name, "cpu_blas") == 0;
+}
+
+/* Element (r, c) of a 4-bit [rows, cols] tensor, decoded in double. */
+static double q4_value(const uint8_t *buf, int64_t rows, int64_t cols, int group_dim,
+		       int64_t r, int64_t c)
+{
+	uint64_t e = (uint64_t)(r * cols + c), g;
+	const uint8_t *p = buf + fg_q4_data_bytes((uint64_t)rows, (uint64_t)cols);
+	unsigned q = e % 2 ? buf[e / 2] & 15u : buf[e / 2] >> 4;
+
+	if (group_dim == 0)
+		g = (uint64_t)(r / 64 * cols + c);
+	else
+		g = (uint64_t)(r * ((cols + 63) / 64) + c / 64);
+	p += 4 * g;
+	return q * h2d((uint16_t)(p[0] | p[1] << 8)) + h2d((uint16_t)(p[2] | p[3] << 8));
+}
+
+static void codec_open_int4(struct fg_codec *cd)
+{
+	struct fg_plugin_handle ph;
+
+	EXPECT(fg_plugin_load("int4_group64", FG_PLUGIN_CODEC, &ph) == 0, "int4_group64: %s",
+	       fg_last_error());
+	EXPECT(fg_codec_open(cd, &ph) == 0, "int4_group64: %s", fg_last_error());
+}
+
+/* The codec's encoding of a dense fp32 [rows, cols] (malloc'ed, *size bytes). */
+static uint8_t *q4_encode(struct fg_codec *cd, const float *x, int64_t rows, int64_t cols,
+			  int group_dim, size_t *size)
+{
+	struct fg_codec_shape sh = { (uint64_t)rows, (uint64_t)cols, group_dim };
+	size_t n = (size_t)fg_codec_encoded_size(cd, &sh);
+	uint8_t *b;
+
+	EXPECT(n == fg_q4_bytes((uint64_t)rows, (uint64_t)cols, group_dim), "q4 size");
+	b = malloc(n + 1);
+	EXPECT_TRUE(b);
+	EXPECT(fg_codec_encode_f32(cd, &sh, x, b) == 0, "encode: %s", fg_last_error());
+	*size = n;
+	return b;
+}
+
+/* Random values with the encoder's special cases mixed in. */
+static float special_value(void)
+{
+	static const float sp[] = { NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 70000.0f, -1e6f,
+				    1e-6f, 3.0f };
+
+	return rnd() % 5 == 0 ? sp[irand(sizeof(sp) / sizeof(sp[0]))] : urand() * 2;
+}
+
+static void kv_append_q4_case(struct env *e, struct fg_codec *cd, int64_t B, int64_t n,
+			      int64_t start, int64_t stride, int64_t C, bool f16src)
+{
+	int64_t R = B * stride + 2; /* the view covers rows past batch * cache_stride */
+	float *full = malloc((size_t)(R * C + 1) * sizeof(float));
+	float *src = malloc((size_t)(B * n * C + 1) * sizeof(float));
+	uint16_t *src16 = malloc((size_t)(B * n * C + 1) * sizeof(uint16_t));
+	uint8_t *cache, *want;
+	size_t sz, wsz;
+	struct fg_kv_append_args a;
+	char what[160];
+
+	EXPECT_TRUE(full && src && src16);
+	for (int64_t i = 0; i < R * C; i++)
+		full[i] = urand();
+	for (int64_t i = 0; i < B * n * C; i++) {
+		src[i] = (i / C) % 3 == 2 ? 0.25f : special_value(); /* some constant rows */
+		if (f16src) {
+			src16[i] = fg_float_to_half(src[i]);
+			src[i] = fg_half_to_float(src16[i]);
+		}
+	}
+	cache = q4_encode(cd, full, R, C, 1, &sz);
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t i = 0; i < n; i++)
+			memcpy(full + (b * stride + start + i) * C, src + (b * n + i) * C,
+			       (size_t)C * sizeof(float));
+	want = q4_encode(cd, full, R, C, 1, &wsz);
+	memset(&a, 0, sizeof(a));
+	a.src = f16src ? tview(src16, FG_DTYPE_F16, B * n, C, C) : tview(src, FG_DTYPE_F32, B * n, C, C);
+	a.cache = tview(cache, FG_DTYPE_Q4_COLS, R, C, C);
+	a.batch = B, a.n = n, a.start = start, a.cache_stride = stride;
+	snprintf(what, sizeof(what), "%s: kv_append q4 B=%lld n=%lld start=%lld stride=%lld C=%lld %s",
+		 e->label, (long long)B, (long long)n, (long long)start, (long long)stride,
+		 (long long)C, f16src ? "f16" : "f32");
+	EXPECT(e->b.ops->kv_append(e->b.ctx, NULL, &a) == 0, "%s: %s", what, fg_last_error());
+	for (size_t i = 0; i < sz; i++)
+		EXPECT(cache[i] == want[i], "%s: byte %zu of %zu is %#x, the codec wrote %#x",
+		       what, i, sz, cache[i], want[i]);
+	free(full), free(src), free(src16), free(cache), free(want);
+}
+
+START_TEST(test_kv_append_q4)
+{
+	static const int64_t shapes[][5] = { /* batch, n, start, cache_stride, cols */
+		{ 1, 1, 0, 1, 1 }, { 3, 2, 4, 9, 33 }, { 2, 5, 0, 5, 64 }, { 4, 1, 7, 8, 129 },
+		{ 2, 3, 1, 6, 7 }, { 1, 2, 2, 4, 200 },
+	};
+	struct env e;
+	struct fg_codec cd;
+
+	if (!conf_is_cpu_blas(_i))
+		return;
+	env_open(&e, _i);
+	codec_open_int4(&cd);
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (int f = 0; f < 2; f++)
+			kv_append_q4_case(&e, &cd, shapes[s][0], shapes[s][1], shapes[s][2],
+					  shapes[s][3], shapes[s][4], f);
+	fg_codec_close(&cd);
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_kv_append_f16)
+{
+	int64_t B = 3, n = 2, start = 1, stride = 5, C = 13;
+	uint16_t *src = f16_new(B * n, C, C + 1, 1), *cache = f16_new(B * stride, C, C + 2, 1);
+	uint16_t *orig = malloc((size_t)(B * stride * (C + 2) + 1) * sizeof(*orig));
+	struct fg_kv_append_args a;
+	struct env e;
+
+	if (!conf_is_cpu_blas(_i)) {
+		free(src), free(cache), free(orig);
+		return;
+	}
+	env_open(&e, _i);
+	EXPECT_TRUE(orig);
+	memcpy(orig, cache, (size_t)(B * stride * (C + 2)) * sizeof(*orig));
+	a.src = tview(src, FG_DTYPE_F16, B * n, C, C + 1);
+	a.cache = tview(cache, FG_DTYPE_F16, B * stride, C, C + 2);
+	a.batch = B, a.n = n, a.start = start, a.cache_stride = stride;
+	EXPECT(e.b.ops->kv_append(e.b.ctx, NULL, &a) == 0, "%s", fg_last_error());
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t t = 0; t < stride; t++) {
+			bool in = t >= start && t < start + n;
+			const uint16_t *want = in ? src + (b * n + t - start) * (C + 1) :
+						    orig + (b * stride + t) * (C + 2);
+
+			EXPECT(memcmp(cache + (b * stride + t) * (C + 2), want,
+				      (size_t)(C + 2 - (in ? 2 : 0)) * 2) == 0,
+			       "kv_append f16: row %lld of batch %lld", (long long)t, (long long)b);
+		}
+	free(src), free(cache), free(orig);
+	env_close(&e);
+}
+END_TEST
+
+/* softmax(scale q·k_j) v_j over j in [lo, hi], all double, rows C apart. */
+static void attend_ref_d(const double *q, const double *k, const double *v, int64_t ld,
+			 int64_t lo, int64_t hi, int64_t hd, double scale, double *out)
+{
+	double mx = -INFINITY, sum = 0, *s = malloc((size_t)(hi - lo + 1) * sizeof(*s));
+
+	EXPECT_TRUE(s);
+	for (int64_t d = 0; d < hd; d++)
+		out[d] = 0;
+	for (int64_t j = lo; j <= hi; j++) {
+		double t = 0;
+
+		for (int64_t d = 0; d < hd; d++)
+			t += q[d] * k[j * ld + d];
+		s[j - lo] = t * scale;
+		mx = fmax(mx, s[j - lo]);
+	}
+	for (int64_t j = lo; j <= hi; j++) {
+		s[j - lo] = exp(s[j - lo] - mx);
+		sum += s[j - lo];
+	}
+	for (int64_t j = lo; j <= hi; j++)
+		for (int64_t d = 0; d < hd; d++)
+			out[d] += s[j - lo] / sum * v[j * ld + d];
+	free(s);
+}
+
+/* act: F32 or F16 (q, out); cache: F16 or Q4_COLS (k, v). */
+static void decode_mixed_case(struct env *e, struct fg_codec *cd, int64_t B, int64_t H,
+			      int64_t hd, int64_t len, int64_t stride, int padkind,
+			      enum fg_dtype act, enum fg_dtype cache, bool out_is_q)
+{
+	int64_t C = H * hd, R = B * stride + 1, ldq = C + 1, ldo = out_is_q ? ldq : C + 3;
+	int64_t ldk = cache == FG_DTYPE_F16 ? C + 2 : C;
+	double scale = 0.7 / sqrt((double)hd);
+	double *qd = malloc((size_t)(B * C) * sizeof(double)), *kd, *vd, *ref;
+	float *kf = malloc((size_t)(R * C) * sizeof(float)), *vf;
+	void *q, *k, *v, *out;
+	int32_t *pad = malloc((size_t)B * sizeof(*pad));
+	struct fg_attention_args a;
+	size_t sz;
+	char what[200];
+
+	kd = malloc((size_t)(R * C) * sizeof(double));
+	vd = malloc((size_t)(R * C) * sizeof(double));
+	ref = malloc((size_t)(B * C) * sizeof(double));
+	vf = malloc((size_t)(R * C) * sizeof(float));
+	EXPECT_TRUE(qd && kd && vd && ref && kf && vf && pad);
+	for (int64_t i = 0; i < R * C; i++)
+		kf[i] = urand(), vf[i] = urand();
+	/* q and out: [B, C] with ld ldq / ldo; padding columns hold sentinels */
+	if (act == FG_DTYPE_F32) {
+		float *qq = f32_new(B, C, ldq, true);
+
+		for (int64_t b = 0; b < B; b++)
+			for (int64_t c = 0; c < C; c++)
+				qd[b * C + c] = qq[b * ldq + c];
+		q = qq;
+		out = out_is_q ? q : f32_new(B, C, ldo, false);
+	} else {
+		uint16_t *qq = f16_new(B, C, ldq, 1);
+
+		for (int64_t b = 0; b < B; b++)
+			for (int64_t c = 0; c < C; c++)
+				qd[b * C + c] = h2d(qq[b * ldq + c]);
+		q = qq;
+		out = out_is_q ? q : f16_new(B, C, ldo, 0);
+	}
+	if (cache == FG_DTYPE_F16) {
+		uint16_t *kk = malloc((size_t)(R * ldk + 1) * 2), *vv = malloc((size_t)(R * ldk + 1) * 2);
+
+		EXPECT_TRUE(kk && vv);
+		for (int64_t r = 0; r < R; r++)
+			for (int64_t c = 0; c < ldk; c++) {
+				kk[r * ldk + c] = c < C ? fg_float_to_half(kf[r * C + c]) : 0x7e00;
+				vv[r * ldk + c] = c < C ? fg_float_to_half(vf[r * C + c]) : 0x7e00;
+				if (c < C) {
+					kd[r * C + c] = h2d(kk[r * ldk + c]);
+					vd[r * C + c] = h2d(vv[r * ldk + c]);
+				}
+			}
+		k = kk, v = vv;
+	} else {
+		uint8_t *kk = q4_encode(cd, kf, R, C, 1, &sz), *vv = q4_encode(cd, vf, R, C, 1, &sz);
+
+		for (int64_t r = 0; r < R; r++)
+			for (int64_t c = 0; c < C; c++) {
+				kd[r * C + c] = q4_value(kk, R, C, 1, r, c);
+				vd[r * C + c] = q4_value(vv, R, C, 1, r, c);
+			}
+		k = kk, v = vv;
+	}
+	for (int64_t b = 0; b < B; b++)
+		pad[b] = (int32_t)(padkind == PAD_ZERO ? 0 : padkind == PAD_RANDOM ? irand(len) :
+				   len - 1);
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t h = 0; h < H; h++)
+			attend_ref_d(qd + b * C + h * hd, kd + b * stride * C + h * hd,
+				     vd + b * stride * C + h * hd, C, pad[b], len - 1, hd,
+				     (float)scale, ref + b * C + h * hd);
+	memset(&a, 0, sizeof(a));
+	a.q = tview(q, act, B, C, ldq);
+	a.out = tview(out, act, B, C, ldo);
+	a.k = tview(k, cache, R, C, ldk);
+	a.v = tview(v, cache, R, C, ldk);
+	a.batch = B, a.seq = 1, a.len = len, a.cache_stride = stride;
+	a.heads = H, a.head_dim = hd, a.scale = (float)scale, a.pad = pad;
+	snprintf(what, sizeof(what), "%s: attention_decode %s/%s B=%lld H=%lld hd=%lld len=%lld "
+		 "stride=%lld pad=%d%s", e->label, act == FG_DTYPE_F16 ? "f16" : "f32",
+		 cache == FG_DTYPE_F16 ? "f16" : "q4", (long long)B, (long long)H, (long long)hd,
+		 (long long)len, (long long)stride, padkind, out_is_q ? " out=q" : "");
+	EXPECT(e->b.ops->attention_decode(e->b.ctx, NULL, &a) == 0, "%s: %s", what,
+	       fg_last_error());
+	if (act == FG_DTYPE_F32) {
+		expect_close(what, out, ldo, ref, B, C, TOL_F32);
+	} else {
+		float *g = malloc((size_t)(B * ldo) * sizeof(float));
+		const uint16_t *o = out;
+
+		EXPECT_TRUE(g);
+		for (int64_t i = 0; i < B * ldo; i++)
+			g[i] = i % ldo < C ? fg_half_to_float(o[i]) : SENTINEL;
+		for (int64_t b = 0; b < B; b++)
+			for (int64_t c = C; c < ldo; c++)
+				EXPECT(o[b * ldo + c] == 0x7e00, "%s: padding overwritten", what);
+		expect_close(what, g, ldo, ref, B, C, TOL_F16_OUT);
+		free(g);
+	}
+	if (!out_is_q)
+		free(out);
+	free(q), free(k), free(v), free(qd), free(kd), free(vd), free(kf), free(vf);
+	free(ref), free(pad);
+}
+
+START_TEST(test_attention_decode_mixed)
+{
+	static const int64_t shapes[][5] = { /* batch, heads, head_dim, len, cache_stride */
+		{ 1, 1, 1, 1, 1 }, { 2, 3, 8, 5, 9 }, { 3, 2, 48, 17, 20 }, { 4, 2, 64, 33, 40 },
+		{ 1, 3, 7, 70, 70 }, { 2, 1, 100, 9, 12 },
+	};
+	static const enum fg_dtype kinds[][2] = {
+		{ FG_DTYPE_F16, FG_DTYPE_F16 }, { FG_DTYPE_F32, FG_DTYPE_Q4_COLS },
+		{ FG_DTYPE_F16, FG_DTYPE_Q4_COLS },
+	};
+	struct env e;
+	struct fg_codec cd;
+
+	if (!conf_is_cpu_blas(_i))
+		return;
+	env_open(&e, _i);
+	codec_open_int4(&cd);
+	for (size_t t = 0; t < 3; t++) {
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+			for (int p = 0; p <= PAD_ALL_BUT_ONE; p++)
+				decode_mixed_case(&e, &cd, shapes[s][0], shapes[s][1],
+						  shapes[s][2], shapes[s][3], shapes[s][4], p,
+						  kinds[t][0], kinds[t][1], false);
+		decode_mixed_case(&e, &cd, 3, 2, 8, 6, 8, PAD_RANDOM, kinds[t][0], kinds[t][1],
+				  true);
+	}
+	fg_codec_close(&cd);
+	env_close(&e);
+}
+END_TEST
+
+static void linear_q4_case(struct env *e, struct fg_codec *cd, int64_t m, int64_t n, int64_t k,
+			   bool bias, bool relu, int res)
+{
+	int64_t ldx = k + 1, ldo = n + 2;
+	float *x = f32_new(m, k, ldx, true), *out = f32_new(m, n, ldo, false);
+	float *wf = malloc((size_t)(n * k + 1) * sizeof(float)), *resid = NULL;
+	uint16_t *bs = bias ? f16_new(1, n, n, 1) : NULL;
+	double *ref = malloc((size_t)(m * n + 1) * sizeof(double));
+	uint8_t *w;
+	size_t sz;
+	struct fg_linear_args a;
+	char what[160];
+
+	EXPECT_TRUE(wf && ref);
+	for (int64_t i = 0; i < n * k; i++)
+		wf[i] = urand() * 0.5f;
+	w = q4_encode(cd, wf, n, k, 0, &sz);
+	if (res == RES_SEPARATE)
+		resid = f32_new(m, n, ldo, true);
+	else if (res == RES_ALIAS)
+		for (int64_t i = 0; i < m; i++)
+			for (int64_t j = 0; j < n; j++)
+				out[i * ldo + j] = urand();
+	if (res != RES_NONE && !resid)
+		resid = out;
+	for (int64_t i = 0; i < m; i++)
+		for (int64_t j = 0; j < n; j++) {
+			double s = 0;
+
+			for (int64_t c = 0; c < k; c++)
+				s += (double)x[i * ldx + c] * q4_value(w, n, k, 0, j, c);
+			if (bias)
+				s += h2d(bs[j]);
+			if (relu && s < 0)
+				s = 0;
+			if (resid)
+				s += resid[i * ldo + j];
+			ref[i * n + j] = s;
+		}
+	memset(&a, 0, sizeof(a));
+	a.x = tview(x, FG_DTYPE_F32, m, k, ldx);
+	a.w = tview(w, FG_DTYPE_Q4_ROWS, n, k, k);
+	if (bias)
+		a.bias = tview(bs, FG_DTYPE_F16, 1, n, n);
+	a.act = relu ? FG_ACT_RELU : FG_ACT_NONE;
+	if (resid)
+		a.residual = tview(resid, FG_DTYPE_F32, m, n, ldo);
+	a.out = tview(out, FG_DTYPE_F32, m, n, ldo);
+	snprintf(what, sizeof(what), "%s: linear q4 m=%lld n=%lld k=%lld bias=%d relu=%d res=%d",
+		 e->label, (long long)m, (long long)n, (long long)k, bias, relu, res);
+	EXPECT(e->b.ops->linear(e->b.ctx, NULL, &a) == 0, "%s: %s", what, fg_last_error());
+	expect_close(what, out, ldo, ref, m, n, TOL_F32);
+	if (resid && resid != out)
+		free(resid);
+	free(x), free(out), free(wf), free(bs), free(ref), free(w);
+}
+
+START_TEST(test_linear_q4)
+{
+	static const int64_t shapes[][3] = { /* m, n, k */
+		{ 1, 1, 1 }, { 1, 70, 33 }, { 5, 130, 64 }, { 17, 64, 100 }, { 3, 129, 5 },
+	};
+	struct env e;
+	struct fg_codec cd;
+
+	if (!conf_is_cpu_blas(_i))
+		return;
+	env_open(&e, _i);
+	codec_open_int4(&cd);
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (int v = 0; v < 6; v++)
+			linear_q4_case(&e, &cd, shapes[s][0], shapes[s][1], shapes[s][2], v & 1,
+				       v & 2, v % 3);
+	fg_codec_close(&cd);
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_mixed_invalid)
+{
+	struct env e;
+	uint16_t q16[64], k16[256], o16[64];
+	float q[64], out[64];
+	uint8_t kq[1024], vq[1024], wq[1024];
+	int32_t pad[2] = { 0, 1 };
+	struct fg_attention_args d, a;
+	struct fg_kv_append_args g, ka;
+	struct fg_linear_args l, la;
+	float x[64], lo[64];
+
+	if (!conf_is_cpu_blas(_i))
+		return;
+	memset(q16, 0, sizeof(q16)), memset(k16, 0, sizeof(k16)), memset(q, 0, sizeof(q));
+	memset(kq, 0, sizeof(kq)), memset(vq, 0, sizeof(vq)), memset(wq, 0, sizeof(wq));
+	memset(x, 0, sizeof(x));
+	env_open(&e, _i);
+	/* decode, fp16: batch 2, len 3, cache_stride 5, heads 2, head_dim 4 */
+	memset(&d, 0, sizeof(d));
+	d.q = tview(q16, FG_DTYPE_F16, 2, 8, 8);
+	d.k = tview(k16, FG_DTYPE_F16, 10, 8, 8);
+	d.v = tview(k16 + 80, FG_DTYPE_F16, 10, 8, 8);
+	d.out = tview(o16, FG_DTYPE_F16, 2, 8, 8);
+	d.batch = 2, d.seq = 1, d.len = 3, d.cache_stride = 5;
+	d.heads = 2, d.head_dim = 4, d.scale = 0.5f, d.pad = pad;
+	EXPECT(e.b.ops->attention_decode(e.b.ctx, NULL, &d) == 0, "%s", fg_last_error());
+	a = d, a.out = tview(out, FG_DTYPE_F32, 2, 8, 8);
+	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "f16 q, f32 out");
+	a = d, a.v.dtype = FG_DTYPE_F32;
+	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "f16 k, f32 v");
+	a = d, a.q = tview(q, FG_DTYPE_F32, 2, 8, 8), a.out = tview(out, FG_DTYPE_F32, 2, 8, 8);
+	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "f32 q, f16 cache");
+	a = d, a.seq = 3, a.batch = 1;
+	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "f16 prefill");
+	/* decode, 4-bit cache [10, 8]: 64 data bytes + 10 groups */
+	a = d, a.k = tview(kq, FG_DTYPE_Q4_COLS, 10, 8, 8), a.v = tview(vq, FG_DTYPE_Q4_COLS, 10, 8, 8);
+	EXPECT(e.b.ops->attention_decode(e.b.ctx, NULL, &a) == 0, "%s", fg_last_error());
+	a.q = tview(q, FG_DTYPE_F32, 2, 8, 8), a.out = tview(out, FG_DTYPE_F32, 2, 8, 8);
+	EXPECT(e.b.ops->attention_decode(e.b.ctx, NULL, &a) == 0, "%s", fg_last_error());
+	a.out = tview(o16, FG_DTYPE_F16, 2, 8, 8);
+	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "f32 q, f16 out, q4");
+	a.out = tview(out, FG_DTYPE_F32, 2, 8, 8), a.k.ld = 9;
+	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "q4 ld != cols");
+	a.k.ld = 8, a.v.dtype = FG_DTYPE_Q4_ROWS;
+	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "q4_rows v");
+	a.v.dtype = FG_DTYPE_Q4_COLS, a.k.rows = 9;
+	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "q4 cache too short");
+	a.k.rows = 10, a.out = tview(kq + 8, FG_DTYPE_F32, 2, 8, 8);
+	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "out inside q4 k");
+	/* kv_append */
+	g.src = tview(q16, FG_DTYPE_F16, 4, 8, 8);
+	g.cache = tview(k16, FG_DTYPE_F16, 12, 8, 8);
+	g.batch = 2, g.n = 2, g.start = 3, g.cache_stride = 6;
+	EXPECT(e.b.ops->kv_append(e.b.ctx, NULL, &g) == 0, "%s", fg_last_error());
+	ka = g, ka.src = tview(q, FG_DTYPE_F32, 4, 8, 8);
+	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &ka), "f32 src, f16 cache");
+	ka = g, ka.cache = tview(kq, FG_DTYPE_Q4_COLS, 12, 8, 8);
+	EXPECT(e.b.ops->kv_append(e.b.ctx, NULL, &ka) == 0, "%s", fg_last_error());
+	ka.cache.ld = 16;
+	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &ka), "q4 cache ld");
+	ka.cache.ld = 8, ka.cache.rows = 11;
+	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &ka), "q4 cache too short");
+	ka.cache.rows = 12, ka.cache.dtype = FG_DTYPE_Q4_ROWS;
+	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &ka), "q4_rows cache");
+	ka = g, ka.src = tview(kq, FG_DTYPE_Q4_COLS, 4, 8, 8);
+	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &ka), "q4 src");
+	/* linear with a 4-bit weight [6, 8] */
+	memset(&l, 0, sizeof(l));
+	l.x = tview(x, FG_DTYPE_F32, 2, 8, 8);
+	l.w = tview(wq, FG_DTYPE_Q4_ROWS, 6, 8, 8);
+	l.out = tview(lo, FG_DTYPE_F32, 2, 6, 6);
+	EXPECT(e.b.ops->linear(e.b.ctx, NULL, &l) == 0, "%s", fg_last_error());
+	la = l, la.w.dtype = FG_DTYPE_Q4_COLS;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &la), "q4_cols weight");
+	la = l, la.w.ld = 10;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &la), "q4 weight ld");
+	la = l, la.w.cols = 7;
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &la), "q4 weight cols");
+	la = l, la.out = tview(wq + 4, FG_DTYPE_F32, 2, 6, 6);
+	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &la), "out inside q4 weight");
+	env_close(&e);
+}
+END_TEST
+
 /* ---- survey and suite ---------------------------------------------------------------- */
 
 enum { SURVEY_OK = 0, SURVEY_UNUSABLE = 2, SURVEY_F16 = 3, SURVEY_FAILED = 4 };
@@ -1099,6 +1594,10 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_attention_decode, 0, nconfs);
 	tcase_add_loop_test(tc, test_kv_append, 0, nconfs);
 	tcase_add_loop_test(tc, test_streams, 0, nconfs);
+	tcase_add_loop_test(tc, test_kv_append_q4, 0, nconfs);
+	tcase_add_loop_test(tc, test_kv_append_f16, 0, nconfs);
+	tcase_add_loop_test(tc, test_attention_decode_mixed, 0, nconfs);
+	tcase_add_loop_test(tc, test_linear_q4, 0, nconfs);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("invalid");
@@ -1107,6 +1606,7 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_layer_norm_invalid, 0, nconfs);
 	tcase_add_loop_test(tc, test_attention_invalid, 0, nconfs);
 	tcase_add_loop_test(tc, test_kv_append_invalid, 0, nconfs);
+	tcase_add_loop_test(tc, test_mixed_invalid, 0, nconfs);
 	suite_add_tcase(s, tc);
 
 	/* The fused kernel exists on x86-64 with AVX2, FMA and F16C only. */

@@ -3,6 +3,10 @@
  * One task per (batch, head, query): a row of scores in per-thread scratch,
  * a softmax in fp32 with the maximum subtracted, then the weighted sum of v.
  * Nothing of size [seq, seq] is ever allocated.
+ *
+ * Decode also reads fp16 tensors (CPU attention delegation from an fp16 GPU
+ * backend) and 4-bit caches (FG_DTYPE_Q4_COLS): each (batch, head) task widens
+ * q and the cache rows it reads to fp32 in scratch, then runs the same kernel.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,6 +20,7 @@ struct cb_attn {
 	struct cpu_blas_ctx *c;
 	const struct fg_attention_args *a;
 	int decode;
+	int widen; /* decode with fp16 or 4-bit tensors: widen each task's rows first */
 };
 
 /* ---- vector helpers: AVX2+FMA where available, plain C otherwise --------------------- */
@@ -121,6 +126,36 @@ static void cb_attend(const struct cpu_blas_ctx *c, const float *q, const float 
 		out[j] = acc[j] * inv;
 }
 
+/* One (batch, head) decode task over fp16 or 4-bit tensors: q and the cache
+ * rows it reads are widened to fp32 in scratch, the result narrowed if out is fp16. */
+static void cb_attn_widened(struct cb_attn *A, int64_t t, float *sc, float *acc)
+{
+	const struct fg_attention_args *a = A->a;
+	int64_t hd = a->head_dim, b = t / a->heads, h = t % a->heads;
+	int64_t krow = b * a->cache_stride, lo = a->pad[b], hi = a->len - 1;
+	float *qb = acc + ((hd + 15) & ~(int64_t)15), *ob = qb + ((hd + 15) & ~(int64_t)15);
+	float *kb = ob + ((hd + 15) & ~(int64_t)15), *vb = kb + a->len * hd;
+	const float *q = cpu_blas_load(&a->q, b, h * hd, hd, qb);
+
+	for (int64_t j = lo; j <= hi; j++) {
+		const float *kr = cpu_blas_load(&a->k, krow + j, h * hd, hd, kb + j * hd);
+		const float *vr = cpu_blas_load(&a->v, krow + j, h * hd, hd, vb + j * hd);
+
+		/* fp32 k or v: pointers into the cache itself, copied for one layout */
+		if (kr != kb + j * hd)
+			memcpy(kb + j * hd, kr, (size_t)hd * sizeof(float));
+		if (vr != vb + j * hd)
+			memcpy(vb + j * hd, vr, (size_t)hd * sizeof(float));
+	}
+	if (a->out.dtype == FG_DTYPE_F32) {
+		cb_attend(A->c, q, kb, hd, vb, hd, lo, hi, hd, a->scale, sc, acc,
+			  (float *)a->out.data + b * a->out.ld + h * hd);
+		return;
+	}
+	cb_attend(A->c, q, kb, hd, vb, hd, lo, hi, hd, a->scale, sc, acc, ob);
+	fp16_simd_from_f32((uint16_t *)a->out.data + b * a->out.ld + h * hd, ob, (size_t)hd);
+}
+
 static void cb_attn_rows(void *arg, int64_t b0, int64_t e0, int tid)
 {
 	struct cb_attn *A = arg;
@@ -130,6 +165,11 @@ static void cb_attn_rows(void *arg, int64_t b0, int64_t e0, int tid)
 
 	acc = sc + (A->decode ? a->len : a->seq);
 	acc += (-(uintptr_t)acc / sizeof(float)) & 15; /* keep acc 64-byte aligned */
+	if (A->widen) {
+		for (int64_t t = b0; t < e0; t++)
+			cb_attn_widened(A, t, sc, acc);
+		return;
+	}
 	for (int64_t t = b0; t < e0; t++) {
 		int64_t b = t / (a->heads * seq), h = (t / seq) % a->heads, i = t % seq;
 		int64_t row = b * seq + i, krow, lo, hi;
@@ -156,6 +196,8 @@ static int cb_attention(struct cpu_blas_ctx *c, const struct fg_attention_args *
 	const char *op = decode ? "attention_decode" : "attention_prefill";
 	struct cb_attn A = { .c = c, .a = a, .decode = decode };
 	int64_t hcols, qrows, kvrows, keys;
+	enum fg_dtype act, cache;
+	size_t need;
 	int rc;
 
 	if (!a) {
@@ -189,11 +231,20 @@ static int cb_attention(struct cpu_blas_ctx *c, const struct fg_attention_args *
 		qrows = kvrows = a->batch * a->seq;
 		keys = a->seq;
 	}
-	if ((rc = cpu_blas_check_tensor(c, op, "q", &a->q, FG_DTYPE_F32, qrows, hcols)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "out", &a->out, FG_DTYPE_F32, qrows, hcols)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "k", &a->k, FG_DTYPE_F32, -1, hcols)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "v", &a->v, FG_DTYPE_F32, -1, hcols)))
+	/* Decode also takes fp16 q/out with an fp16 cache, and fp32 or fp16 q/out
+	 * with a 4-bit cache (FG_DTYPE_Q4_COLS); prefill is fp32 only. */
+	act = FG_DTYPE_F32;
+	cache = FG_DTYPE_F32;
+	if (decode) {
+		act = a->q.dtype == FG_DTYPE_F16 ? FG_DTYPE_F16 : FG_DTYPE_F32;
+		cache = a->k.dtype == FG_DTYPE_Q4_COLS ? FG_DTYPE_Q4_COLS : act;
+	}
+	if ((rc = cpu_blas_check_tensor(c, op, "q", &a->q, act, qrows, hcols)) ||
+	    (rc = cpu_blas_check_tensor(c, op, "out", &a->out, act, qrows, hcols)) ||
+	    (rc = cpu_blas_check_tensor(c, op, "k", &a->k, cache, -1, hcols)) ||
+	    (rc = cpu_blas_check_tensor(c, op, "v", &a->v, cache, -1, hcols)))
 		return rc;
+	A.widen = act != FG_DTYPE_F32 || cache != FG_DTYPE_F32;
 	if (a->k.rows < kvrows || a->v.rows < kvrows) {
 		fg_error(c->host, "cpu_blas: %s: k has %" PRId64 " and v %" PRId64 " rows, need %"
 			 PRId64 "%s", op, a->k.rows, a->v.rows, kvrows,
@@ -224,7 +275,11 @@ static int cb_attention(struct cpu_blas_ctx *c, const struct fg_attention_args *
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&c->lock);
-	rc = cpu_blas_scratch(c, (size_t)(keys + 16 + a->head_dim));
+	need = (size_t)(keys + 16 + a->head_dim);
+	if (A.widen) /* q, out, then keys rows of k and of v (cb_attn_widened) */
+		need += 2 * (size_t)((a->head_dim + 15) & ~(int64_t)15) +
+			2 * (size_t)keys * (size_t)a->head_dim + 16;
+	rc = cpu_blas_scratch(c, need);
 	if (!rc)
 		cpu_blas_pool_run(c->pool, qrows * a->heads, decode ? 1 : 4, cb_attn_rows, &A);
 	pthread_mutex_unlock(&c->lock);

@@ -3,6 +3,8 @@
 #include <inttypes.h>
 #include <stdint.h>
 
+#include <fgcore/q4.h>
+
 #include "plugins/compute/cpu_blas/cpu_blas.h"
 
 const char *cpu_blas_dtype_name(enum fg_dtype t)
@@ -14,6 +16,10 @@ const char *cpu_blas_dtype_name(enum fg_dtype t)
 		return "f16";
 	case FG_DTYPE_I32:
 		return "i32";
+	case FG_DTYPE_Q4_ROWS:
+		return "q4_rows";
+	case FG_DTYPE_Q4_COLS:
+		return "q4_cols";
 	default:
 		return "a dtype cpu_blas does not handle";
 	}
@@ -40,6 +46,13 @@ int cpu_blas_check_tensor(struct cpu_blas_ctx *c, const char *op, const char *na
 			 rows >= 0 ? rows : t->rows, cols >= 0 ? cols : t->cols);
 		return -EINVAL;
 	}
+	/* The grouped 4-bit layout has no row padding: params follow the data. */
+	if ((t->dtype == FG_DTYPE_Q4_ROWS || t->dtype == FG_DTYPE_Q4_COLS) && t->ld != t->cols) {
+		fg_error(h, "cpu_blas: %s: %s is %s with ld %" PRId64 " != cols %" PRId64
+			 ", a 4-bit view must cover its whole encoded tensor", op, name,
+			 cpu_blas_dtype_name(t->dtype), t->ld, t->cols);
+		return -EINVAL;
+	}
 	if (t->ld < t->cols) {
 		fg_error(h, "cpu_blas: %s: %s has ld %" PRId64 " < cols %" PRId64
 			 ", rows must not overlap", op, name, t->ld, t->cols);
@@ -64,6 +77,9 @@ size_t cpu_blas_extent(const struct fg_tensor *t)
 {
 	if (t->rows == 0 || t->cols == 0)
 		return 0;
+	if (t->dtype == FG_DTYPE_Q4_ROWS || t->dtype == FG_DTYPE_Q4_COLS)
+		return (size_t)fg_q4_bytes((uint64_t)t->rows, (uint64_t)t->cols,
+					   t->dtype == FG_DTYPE_Q4_ROWS ? 0 : 1);
 	return (size_t)((t->rows - 1) * t->ld + t->cols) * fg_dtype_size(t->dtype);
 }
 

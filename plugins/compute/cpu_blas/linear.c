@@ -38,6 +38,7 @@ struct cb_linear {
 	int64_t ldx;
 	const uint16_t *w;
 	int64_t ldw;
+	const struct fg_tensor *wq; /* FG_DTYPE_Q4_ROWS weight (BLAS path only), or NULL */
 	const float *bias; /* fp32 copy, n values, or NULL */
 	int relu;
 	const float *res;  /* may equal out */
@@ -69,8 +70,13 @@ static void cb_widen_rows(void *arg, int64_t b, int64_t e, int tid)
 	struct cb_linear *L = arg;
 
 	(void)tid;
-	for (int64_t r = b; r < e; r++)
-		fp16_simd_to_f32(L->c->tile + r * L->k, L->w + (L->j0 + r) * L->ldw, (size_t)L->k);
+	for (int64_t r = b; r < e; r++) {
+		if (L->wq)
+			cpu_blas_q4_rows_row(L->wq, L->j0 + r, L->c->tile + r * L->k);
+		else
+			fp16_simd_to_f32(L->c->tile + r * L->k, L->w + (L->j0 + r) * L->ldw,
+					 (size_t)L->k);
+	}
 }
 
 /* out[i0 + r, j0 + j] = finish(prod[r, j]) for rows r in [b, e). */
@@ -259,7 +265,9 @@ static int cb_linear_check(struct cpu_blas_ctx *c, const struct fg_linear_args *
 	int rc;
 
 	if ((rc = cpu_blas_check_tensor(c, op, "x", &a->x, FG_DTYPE_F32, -1, -1)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "w", &a->w, FG_DTYPE_F16, -1, k)) ||
+	    (rc = cpu_blas_check_tensor(c, op, "w", &a->w,
+					a->w.dtype == FG_DTYPE_Q4_ROWS ? FG_DTYPE_Q4_ROWS :
+					FG_DTYPE_F16, -1, k)) ||
 	    (rc = cpu_blas_check_tensor(c, op, "out", &a->out, FG_DTYPE_F32, m, n)))
 		return rc;
 	if (a->bias.data &&
@@ -319,6 +327,7 @@ int cpu_blas_linear(void *ctx, void *stream, const struct fg_linear_args *a)
 	L.ldx = a->x.ld;
 	L.w = a->w.data;
 	L.ldw = a->w.ld;
+	L.wq = a->w.dtype == FG_DTYPE_Q4_ROWS ? &a->w : NULL;
 	L.relu = a->act == FG_ACT_RELU;
 	L.res = a->residual.data;
 	L.ldr = a->residual.ld;
@@ -340,7 +349,8 @@ int cpu_blas_linear(void *ctx, void *stream, const struct fg_linear_args *a)
 		fp16_simd_to_f32(biasf, a->bias.data, (size_t)L.n);
 		L.bias = biasf;
 	}
-	if (c->isa != CPU_BLAS_ISA_NONE && L.m <= c->fused_max_m && L.k > 0)
+	/* The fused kernel streams fp16 rows; 4-bit weights go through fp32 tiles. */
+	if (c->isa != CPU_BLAS_ISA_NONE && L.m <= c->fused_max_m && L.k > 0 && !L.wq)
 		rc = cb_linear_fused(&L);
 	else
 		rc = cb_linear_blas(&L);
