@@ -4,20 +4,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/engine/bench.h"
 #include "core/engine/engine.h"
 #include "core/engine/sample.h"
 #include "core/model/opt_config.h"
+#include "core/util/clock.h"
 #include "core/util/error.h"
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void reset_peaks(struct fg_engine *e)
 {
@@ -76,19 +69,19 @@ static int bench_once(struct fg_engine *e, int64_t plen, int64_t gen, int64_t ru
 	fg_forward_bytes(f, placed);
 	for (int i = 0; i < FG_ROLES; i++)
 		r->placed[i] = e->model.bytes[i] + placed[i];
-	double t0 = now();
+	double t0 = fg_now();
 	/* Greedy decoding, as FlexGen's benchmark does. */
 	if ((rc = fg_forward_prefill(f, ids, pad, NULL, next)))
 		goto out;
-	double t1 = now();
+	double t1 = fg_now();
 	for (int64_t t = 1; t < run; t++) {
-		double ts = now();
+		double ts = fg_now();
 		if ((rc = fg_forward_decode(f, next, NULL, next)))
 			goto out;
-		cost[t - 1] = now() - ts;
+		cost[t - 1] = fg_now() - ts;
 	}
 	r->prefill_s = t1 - t0;
-	r->decode_s = run < gen ? project(cost, run - 1, gen) : now() - t1;
+	r->decode_s = run < gen ? project(cost, run - 1, gen) : fg_now() - t1;
 	r->projected = run < gen;
 	r->stats = *fg_forward_stats(f);
 out:

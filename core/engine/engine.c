@@ -10,6 +10,7 @@
 #include <fgcore/fgcore.h>
 #include "core/config/config.h"
 #include "core/engine/engine.h"
+#include "core/util/clock.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
 
@@ -100,7 +101,7 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 	struct fg_plugin_handle ph;
 	struct fg_opt_config mc;
 	struct fg_weights *w = NULL;
-	struct timespec t0, t1;
+	double t0;
 	void *opts;
 	int rc;
 
@@ -144,7 +145,7 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 		    (rc = fg_codec_open(&e->q4, &ph)))
 			goto fail;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = fg_now();
 	rc = fg_weights_open(fg_config_str(c, "model", "path"), &mc, &w);
 	if (rc)
 		goto fail;
@@ -152,8 +153,7 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 	fg_weights_close(w);
 	if (rc)
 		goto fail;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	e->load_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	e->load_s = fg_now() - t0;
 	rc = open_tokenizer(c, e);
 	if (rc)
 		goto fail;

@@ -19,13 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <fgcore/half.h>
 #include <fgcore/q4.h>
 #include "core/engine/forward.h"
 #include "core/engine/mover.h"
+#include "core/engine/sample.h"
 #include "core/optimizer/layout.h"
+#include "core/util/clock.h"
 #include "core/util/error.h"
 
 #define SLOTS 2
@@ -71,13 +72,6 @@ struct fg_forward {
 struct item {
 	int64_t u, k, t; /* unit, GPU batch, running index (slot = t % 2) */
 };
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static struct fg_tensor view(void *addr, enum fg_dtype dt, int64_t rows, int64_t cols)
 {
@@ -295,7 +289,7 @@ static int host_attention(struct fg_forward *f, int64_t k, int64_t l, int64_t n)
 	struct fg_tensor q = rows_of(f->q, first * n, cnt * n), kk = rows_of(f->k, first * n, cnt * n);
 	struct fg_tensor vv = rows_of(f->v, first * n, cnt * n), o = rows_of(f->a, first * n, cnt * n);
 	struct fg_tensor kc, vc;
-	double t0 = now();
+	double t0 = fg_now();
 	int rc;
 
 	if (f->mv.device) {
@@ -336,7 +330,7 @@ static int host_attention(struct fg_forward *f, int64_t k, int64_t l, int64_t n)
 	}
 	if (f->hb != f->be && (rc = fg_backend_stream_sync(f->hb, NULL)))
 		return rc;
-	f->stats.host_attn_s += now() - t0;
+	f->stats.host_attn_s += fg_now() - t0;
 	return 0;
 }
 
@@ -450,14 +444,8 @@ static int logits_argmax(struct fg_forward *f, int32_t *top)
 		return f->be->ops->argmax(f->be->ctx, NULL, &f->logits, top);
 	if ((rc = logits_to_host(f, f->host_argmax)))
 		return rc;
-	for (int64_t r = 0; r < f->bs; r++) {
-		const float *x = f->host_argmax + r * V;
-		int64_t best = 0;
-		for (int64_t i = 1; i < V; i++)
-			if (x[i] > x[best])
-				best = i;
-		top[r] = (int32_t)best;
-	}
+	for (int64_t r = 0; r < f->bs; r++)
+		top[r] = fg_argmax(f->host_argmax + r * V, V);
 	return 0;
 }
 
@@ -477,12 +465,12 @@ static int block_output(struct fg_forward *f, int64_t bi, int ws, int64_t n, voi
 	if ((rc = f->be->ops->layer_norm(f->be->ctx, NULL, &ln)) ||
 	    (rc = lin(f, bi, ws, FG_WT_OUT, -1, x, FG_ACT_NONE, none, f->logits)))
 		return rc;
-	double t0 = now();
+	double t0 = fg_now();
 	if (out && (rc = logits_to_host(f, out)))
 		return rc;
 	if (top && (rc = logits_argmax(f, top)))
 		return rc;
-	f->stats.logits_s += now() - t0;
+	f->stats.logits_s += fg_now() - t0;
 	return 0;
 }
 
@@ -510,10 +498,10 @@ static int cache_prefetch(struct fg_forward *f, const struct item *it)
 
 	if (f->step == 0 || !f->n_off || !unit_has_attn(f, it->u))
 		return 0;
-	double t0 = now();
+	double t0 = fg_now();
 	/* The slot's last store and its last reader come first. */
 	rc = fg_xfer_wait(&f->cstore[slot], f->mv.load_stream);
-	f->stats.wait_cache_s += now() - t0;
+	f->stats.wait_cache_s += fg_now() - t0;
 	if (rc || (rc = fg_backend_stream_wait(f->be, f->mv.load_stream, f->cdone[slot])))
 		return rc;
 	snprintf(what, sizeof(what), "KV cache of layer %lld, GPU batch %lld",
@@ -537,38 +525,38 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 		/* The slot's previous store, and this batch's last one, must be done
 		 * before the load stream reads the stored bytes back and before the
 		 * compute stream writes the slot again. */
-		t0 = now();
+		t0 = fg_now();
 		for (int s = 0; s < SLOTS && !rc; s++)
 			rc = fg_xfer_wait(&f->hstore[s], f->mv.load_stream);
 		if (!rc && !(rc = fg_backend_event_record(f->be, f->hload.event, f->mv.load_stream)))
 			rc = fg_backend_stream_wait(f->be, NULL, f->hload.event);
-		f->stats.wait_hidden_s += now() - t0;
+		f->stats.wait_hidden_s += fg_now() - t0;
 		if (rc)
 			return rc;
 	}
 	if (g->hidden_role != FG_ROLE_COMPUTE && !input) {
 		size_t len = (size_t)(f->bs * n * f->m->cfg.hidden) * f->asz;
-		t0 = now();
+		t0 = fg_now();
 		fg_xfer_reset(&f->hload, "activations");
 		if ((rc = fg_xfer_load(&f->hload, h, g->hidden_role, &g->hidden_home, 0, len,
 				       f->hbounce[cs].addr)) ||
 		    (rc = fg_xfer_wait(&f->hload, NULL)))
 			return rc;
 		f->stats.hidden_bytes += len;
-		f->stats.wait_hidden_s += now() - t0;
+		f->stats.wait_hidden_s += fg_now() - t0;
 	}
 	/* This item's cache (prefetched, or loaded now without overlap). */
 	if (f->step > 0 && f->n_off && unit_has_attn(f, it->u)) {
 		if (!f->env.policy.overlap && (rc = cache_prefetch(f, it)))
 			return rc;
-		t0 = now();
+		t0 = fg_now();
 		rc = fg_xfer_wait(&f->cload[cs], NULL);
-		f->stats.wait_cache_s += now() - t0;
+		f->stats.wait_cache_s += fg_now() - t0;
 		if (rc)
 			return rc;
 	}
 
-	t0 = now();
+	t0 = fg_now();
 	for (int64_t bi = f->ufirst[it->u]; bi < f->ufirst[it->u] + f->ucount[it->u] && !rc; bi++) {
 		switch (f->m->blocks[bi].kind) {
 		case FG_BLOCK_INPUT:
@@ -591,23 +579,23 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 		return rc;
 	if ((rc = fg_backend_event_record(f->be, f->cdone[cs], NULL)))
 		return rc;
-	f->stats.compute_s += now() - t0;
+	f->stats.compute_s += fg_now() - t0;
 
 	/* Store what this item produced: new cache rows of slot-held sequences, activations. */
 	if (f->n_off && unit_has_attn(f, it->u)) {
 		/* The slot's previous store (two items back) must be done first. */
-		t0 = now();
+		t0 = fg_now();
 		rc = fg_xfer_wait(&f->cstore[cs], f->mv.load_stream);
-		f->stats.wait_cache_s += now() - t0;
+		f->stats.wait_cache_s += fg_now() - t0;
 		if (rc)
 			return rc;
 		fg_xfer_reset(&f->cstore[cs], "KV cache store");
 		if ((rc = cache_move(f, &f->cstore[cs], 0, it->k, unit_layer(f, it->u), cs, f->step, n)))
 			return rc;
 		if (!f->env.policy.overlap) {
-			t0 = now();
+			t0 = fg_now();
 			rc = fg_xfer_wait(&f->cstore[cs], f->mv.load_stream);
-			f->stats.wait_cache_s += now() - t0;
+			f->stats.wait_cache_s += fg_now() - t0;
 			if (rc)
 				return rc;
 		}
@@ -621,9 +609,9 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 			return rc;
 		f->stats.hidden_bytes += len;
 		if (!f->env.policy.overlap) {
-			t0 = now();
+			t0 = fg_now();
 			rc = fg_xfer_wait(&f->hstore[cs], f->mv.load_stream);
-			f->stats.wait_hidden_s += now() - t0;
+			f->stats.wait_hidden_s += fg_now() - t0;
 		}
 	}
 	return rc;
@@ -676,9 +664,9 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 				/* Next unit's weights go into the other slot during this unit. */
 				if (overlap && u + 1 < f->nunits && (rc = weights_load(f, u + 1, (ws + 1) % SLOTS)))
 					goto out;
-				t0 = now();
+				t0 = fg_now();
 				rc = fg_xfer_wait(&f->wload[ws], NULL);
-				f->stats.wait_weight_s += now() - t0;
+				f->stats.wait_weight_s += fg_now() - t0;
 				if (rc)
 					goto out;
 			}
@@ -695,9 +683,9 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 out:
 	{
 		/* Nothing may stay in flight past a step, even after an error. */
-		t0 = now();
+		t0 = fg_now();
 		int r = drain(f);
-		f->stats.wait_cache_s += now() - t0;
+		f->stats.wait_cache_s += fg_now() - t0;
 		if (!rc)
 			rc = r;
 	}

@@ -73,7 +73,7 @@ void fg_sampler_free(struct fg_sampler *s)
 	free(s);
 }
 
-static int32_t argmax(const float *x, int64_t n)
+int32_t fg_argmax(const float *x, int64_t n)
 {
 	int64_t best = 0;
 	for (int64_t i = 1; i < n; i++)
@@ -99,7 +99,7 @@ int32_t fg_sample(struct fg_sampler *s, const float *logits, const struct fg_sam
 	int64_t n = s->vocab, keep;
 
 	if (p->temperature <= 0)
-		return argmax(logits, n);
+		return fg_argmax(logits, n);
 	/* Candidates: the top_k largest (all when off), in descending order. */
 	for (int64_t i = 0; i < n; i++)
 		s->idx[i] = (int32_t)i;

@@ -19,6 +19,9 @@ struct fg_sampling {
 	float top_p;       /* >= 1 or 0: all */
 };
 
+/* Index of the largest of x[0..n) (the first on ties): greedy decoding. */
+int32_t fg_argmax(const float *x, int64_t n);
+
 struct fg_sampler; /* scratch for one vocabulary size */
 int fg_sampler_new(struct fg_sampler **out, int64_t vocab);
 void fg_sampler_free(struct fg_sampler *s);

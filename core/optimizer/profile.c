@@ -12,6 +12,7 @@
 #include "core/backend/backend.h"
 #include "core/config/config.h"
 #include "core/optimizer/profile.h"
+#include "core/util/clock.h"
 #include "core/tier/tier.h"
 #include "core/util/error.h"
 
@@ -28,13 +29,6 @@ struct prof {
 
 enum { T_COMPUTE, T_HOST, T_DISK };
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void say(const struct prof *p, const char *what, double v, const char *unit)
 {
 	if (p->pp->log)
@@ -47,13 +41,13 @@ static int timed(struct prof *p, int (*fn)(struct prof *, void *), void *arg, do
 	int rc = fn(p, arg); /* warm-up */
 	if (rc)
 		return rc;
-	double t0 = now(), t;
+	double t0 = fg_now(), t;
 	int64_t n = 0;
 	do {
 		if ((rc = fn(p, arg)))
 			return rc;
 		n++;
-		t = now() - t0;
+		t = fg_now() - t0;
 	} while (t < p->min_s || n < 2);
 	*secs = t / (double)n;
 	return 0;
@@ -157,7 +151,7 @@ static int disk_pass(struct prof *p, struct fg_region *r, char *buf, uint64_t le
 	int busy[DEPTH] = { 0 };
 	uint64_t next = 0;
 	int inflight = 0, rc = 0;
-	double t0 = now();
+	double t0 = fg_now();
 
 	memset(ios, 0, sizeof(ios));
 	while (next < len || inflight) {
@@ -190,7 +184,7 @@ static int disk_pass(struct prof *p, struct fg_region *r, char *buf, uint64_t le
 			inflight--;
 		}
 	}
-	*secs = now() - t0;
+	*secs = fg_now() - t0;
 	return rc;
 }
 
