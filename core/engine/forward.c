@@ -545,6 +545,16 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 		f->stats.hidden_bytes += len;
 		f->stats.wait_hidden_s += fg_now() - t0;
 	}
+	/* The compute below appends to the cache slot: the slot's store from two
+	 * items back must have read it first.  Decode steps waited for it before
+	 * their prefetch; prefill has no prefetch, so this is its only wait. */
+	if (f->n_off && unit_has_attn(f, it->u)) {
+		t0 = fg_now();
+		rc = fg_xfer_wait(&f->cstore[cs], NULL);
+		f->stats.wait_cache_s += fg_now() - t0;
+		if (rc)
+			return rc;
+	}
 	/* This item's cache (prefetched, or loaded now without overlap). */
 	if (f->step > 0 && f->n_off && unit_has_attn(f, it->u)) {
 		if (!f->env.policy.overlap && (rc = cache_prefetch(f, it)))

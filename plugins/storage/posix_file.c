@@ -18,6 +18,12 @@
  * write) request of this tier, counting from 1 and across read/write and
  * submit, fails with that errno (a name such as EIO or a number) instead of
  * reaching the file.  A malformed value makes open fail.
+ *
+ * A slow disk, for tests of the callers' ordering: FGCORE_POSIX_FILE_DELAY_US
+ * (read at open, 0..1000000) makes every asynchronous request wait that many
+ * microseconds in its worker before it touches the file, so that a caller
+ * that reuses a buffer before reaping its request sees the damage every time
+ * instead of once in a thousand runs.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -45,6 +51,7 @@
 #define PF_STRIPES 64           /* locks for read-modify-write of partial blocks */
 #define PF_MAX_FAULTS 8
 #define PF_FAULT_ENV "FGCORE_POSIX_FILE_FAULT"
+#define PF_DELAY_ENV "FGCORE_POSIX_FILE_DELAY_US"
 
 struct posix_file_opts {
 	char dir[FG_OPT_STRING_MAX];
@@ -110,6 +117,7 @@ struct posix_file {
 	struct pf_fault faults[PF_MAX_FAULTS];
 	int nfaults;
 	atomic_uint_fast64_t count[2]; /* requests seen, per op */
+	unsigned delay_us;             /* PF_DELAY_ENV: a slow disk for tests */
 
 	/* Worker pool: requests are linked through io->priv[0]. */
 	pthread_mutex_t qlock;
@@ -233,6 +241,21 @@ bad:
 		 "read|write:ERRNO:N (ERRNO a name like EIO or ENOSPC, or a number; N >= 1), "
 		 "e.g. read:EIO:3", PF_FAULT_ENV, val, PF_MAX_FAULTS);
 	return -EINVAL;
+}
+
+static int pf_parse_delay(struct posix_file *pf, const char *val)
+{
+	uint64_t v;
+
+	if (!val || !*val)
+		return 0;
+	if (!pf_parse_u64(val, strlen(val), &v) || v > 1000000) {
+		fg_error(pf->host, "posix_file: %s=\"%s\": expected microseconds, 0..1000000",
+			 PF_DELAY_ENV, val);
+		return -EINVAL;
+	}
+	pf->delay_us = (unsigned)v;
+	return 0;
 }
 
 /* Count this request; return the errno to inject, or 0. */
@@ -653,6 +676,8 @@ static void *pf_worker(void *arg)
 			pf->todo_tail = NULL;
 		pthread_mutex_unlock(&pf->qlock);
 
+		if (pf->delay_us)
+			usleep(pf->delay_us);
 		io->result = pf_io(pf, (int)io->op, io->region, io->offset, io->buf, io->len,
 				   true);
 
@@ -922,6 +947,8 @@ static int posix_file_open(const struct fg_host *host, const void *opts, void **
 
 	fault = getenv(PF_FAULT_ENV);
 	if (fault && (err = pf_parse_faults(pf, fault)))
+		goto fail;
+	if ((err = pf_parse_delay(pf, getenv(PF_DELAY_ENV))))
 		goto fail;
 	if ((err = pf_open_file(pf, &o)))
 		goto fail;
