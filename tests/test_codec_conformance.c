@@ -29,6 +29,7 @@
 #include "core/backend/backend.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
+#include "tests/test_rng.h"
 
 /* Check's ck_assert* report every passing check to the parent process (one
  * write each), far too slow for millions of values: test with these. */
@@ -61,19 +62,6 @@ static const struct codec_tolerance tolerances[] = {
 };
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rnd(void)
-{
-	uint64_t x = rng_state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	rng_state = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
 
 static float rnd_uniform(float lo, float hi)
 {

@@ -49,6 +49,7 @@
 #include "core/backend/backend.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
+#include "tests/test_rng.h"
 
 /* Check's ck_assert* report every passing check to the parent process (one
  * write each), far too slow for millions of values: test with these. */
@@ -77,24 +78,6 @@ static int nconfs;
 static bool have_cpu_blas;
 
 /* ---- PRNG and buffers ---------------------------------------------------------------- */
-
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-	uint64_t x = rng_state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	rng_state = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
-
-static float urand(void) /* [-1, 1) */
-{
-	return (float)((rnd() >> 40) * (2.0 / 16777216.0) - 1.0);
-}
 
 static int64_t irand(int64_t n) /* [0, n) */
 {

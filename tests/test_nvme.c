@@ -31,6 +31,7 @@
 #include "core/plugin/loader.h"
 #include "core/tier/tier.h"
 #include "core/util/error.h"
+#include "tests/test_rng.h"
 
 #define KiB ((uint64_t)1024)
 #define MiB (1024 * KiB)
@@ -54,38 +55,6 @@ static char direct_why[512];
 static char plain_dir[PATH_MAX];  /* any directory, for o_direct = false */
 static uint64_t seed = 4242;
 
-/* ---- PRNG ------------------------------------------------------------------ */
-
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-	uint64_t x = rng_state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	rng_state = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
-
-static uint64_t rnd_below(uint64_t n)
-{
-	return n ? rnd() % n : 0;
-}
-
-static void rnd_fill(void *p, size_t n)
-{
-	unsigned char *b = p;
-	uint64_t v;
-
-	for (; n >= 8; n -= 8, b += 8) {
-		v = rnd();
-		memcpy(b, &v, 8);
-	}
-	v = rnd();
-	memcpy(b, &v, n);
-}
 
 /* ---- helpers --------------------------------------------------------------- */
 

@@ -33,6 +33,7 @@
 #include "core/plugin/loader.h"
 #include "core/tier/tier.h"
 #include "core/util/error.h"
+#include "tests/test_rng.h"
 
 #define KiB ((uint64_t)1024)
 #define MiB (1024 * KiB)
@@ -62,38 +63,6 @@ static char var_dir[PATH_MAX]; /* under /var/tmp, when TMPDIR will not do */
 static char direct_why[256];
 static uint64_t seed = 12345;
 
-/* ---- PRNG -------------------------------------------------------------- */
-
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-	uint64_t x = rng_state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	rng_state = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
-
-static uint64_t rnd_below(uint64_t n)
-{
-	return n ? rnd() % n : 0;
-}
-
-static void rnd_fill(void *p, size_t n)
-{
-	unsigned char *b = p;
-	uint64_t v;
-
-	for (; n >= 8; n -= 8, b += 8) {
-		v = rnd();
-		memcpy(b, &v, 8);
-	}
-	v = rnd();
-	memcpy(b, &v, n);
-}
 
 /* ---- opening a tier in the child --------------------------------------- */
 
