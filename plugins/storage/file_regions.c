@@ -52,6 +52,12 @@ uint64_t file_regions_capacity(struct file_regions *fr)
  * Without fallocate the file only grows (sparse): ENOSPC then shows at write time. */
 static int fr_reserve(struct file_regions *fr, uint64_t off, uint64_t len)
 {
+	/* Some file systems fill up before failing a too-large fallocate: ask first,
+	 * so that a refused region never leaves the disk full for everyone else. */
+	struct statvfs sv;
+
+	if (fstatvfs(fr->fd, &sv) == 0 && len > (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize)
+		return -ENOSPC;
 	if (fallocate(fr->fd, 0, (off_t)off, (off_t)len) == 0)
 		return 0;
 	if (errno == EOPNOTSUPP || errno == ENOSYS) {
@@ -305,7 +311,8 @@ int file_regions_alloc(struct file_regions *fr, uint64_t size, struct fg_region 
 		goto fail;
 	}
 	off = base;
-	err = fr_reserve(fr, fr->file_end, base + alen - fr->file_end);
+	/* From base: a free tail had its blocks punched out, too. */
+	err = fr_reserve(fr, base, alen);
 	if (err) {
 		/* fallocate may have extended the file part of the way: take that back. */
 		if (ftruncate(fr->fd, (off_t)fr->file_end) != 0)

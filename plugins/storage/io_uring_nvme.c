@@ -196,34 +196,20 @@ static int io_uring_nvme_wait(struct nvme_tier *nt, void *priv, unsigned min)
 	}
 }
 
-static const struct nvme_engine io_uring_nvme_engine = {
+static const struct io_uring_nvme_opts io_uring_nvme_defaults = {
+	.base = NVME_TIER_DEFAULTS,
+	.register_buffers = 1,
+};
+
+const struct nvme_engine nvme_tier_engine = {
 	.name		= IU_NAME,
 	.fault_env	= "FGCORE_IO_URING_FAULT",
+	.defaults	= &io_uring_nvme_defaults,
 	.setup		= io_uring_nvme_setup,
 	.teardown	= io_uring_nvme_teardown,
 	.prep		= io_uring_nvme_prep,
 	.wait		= io_uring_nvme_wait,
 };
-
-static int io_uring_nvme_open(const struct fg_host *host, const void *opts, void **ctx,
-			      struct fg_storage_info *info)
-{
-	struct io_uring_nvme_opts o;
-
-	if (opts) {
-		memcpy(&o, opts, sizeof(o));
-		o.base.dir[sizeof(o.base.dir) - 1] = '\0';
-		o.base.file[sizeof(o.base.file) - 1] = '\0';
-	} else {
-		memset(&o, 0, sizeof(o));
-		strcpy(o.base.dir, "/var/tmp");
-		o.base.o_direct = 1;
-		o.base.queue_depth = 128;
-		o.base.request_size = 1 << 20;
-		o.register_buffers = 1;
-	}
-	return nvme_tier_open(&io_uring_nvme_engine, host, &o.base, &o, ctx, info);
-}
 
 /* Usable when the kernel lets us set up a ring (io_uring may be disabled). */
 static int io_uring_nvme_probe(const struct fg_host *host)
@@ -236,24 +222,13 @@ static int io_uring_nvme_probe(const struct fg_host *host)
 	return 1;
 }
 
-static const struct fg_storage_ops io_uring_nvme_ops = {
-	.open	= io_uring_nvme_open,
-	.close	= nvme_tier_close,
-	.alloc	= nvme_tier_alloc,
-	.free	= nvme_tier_free,
-	.read	= nvme_tier_read,
-	.write	= nvme_tier_write,
-	.submit	= nvme_tier_submit,
-	.reap	= nvme_tier_reap,
-};
-
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
 	.abi_version	= FG_ABI_VERSION,
 	.kind		= FG_PLUGIN_STORAGE,
 	.name		= IU_NAME,
 	.description	= "NVMe file tier through io_uring (O_DIRECT, deep queue)",
 	.probe		= io_uring_nvme_probe,
-	.ops		= &io_uring_nvme_ops,
+	.ops		= &nvme_tier_ops,
 	.options	= io_uring_nvme_options,
 	.opts_size	= sizeof(struct io_uring_nvme_opts),
 	.capabilities	= "async,o_direct,sparse,fault_injection",

@@ -189,33 +189,19 @@ static int libaio_nvme_wait(struct nvme_tier *nt, void *priv, unsigned min)
 	}
 }
 
-static const struct nvme_engine libaio_nvme_engine = {
+static const struct libaio_nvme_opts libaio_nvme_defaults = {
+	.base = NVME_TIER_DEFAULTS,
+};
+
+const struct nvme_engine nvme_tier_engine = {
 	.name		= LA_NAME,
 	.fault_env	= "FGCORE_LIBAIO_FAULT",
+	.defaults	= &libaio_nvme_defaults,
 	.setup		= libaio_nvme_setup,
 	.teardown	= libaio_nvme_teardown,
 	.prep		= libaio_nvme_prep,
 	.wait		= libaio_nvme_wait,
 };
-
-static int libaio_nvme_open(const struct fg_host *host, const void *opts, void **ctx,
-			    struct fg_storage_info *info)
-{
-	struct libaio_nvme_opts o;
-
-	if (opts) {
-		memcpy(&o, opts, sizeof(o));
-		o.base.dir[sizeof(o.base.dir) - 1] = '\0';
-		o.base.file[sizeof(o.base.file) - 1] = '\0';
-	} else {
-		memset(&o, 0, sizeof(o));
-		strcpy(o.base.dir, "/var/tmp");
-		o.base.o_direct = 1;
-		o.base.queue_depth = 128;
-		o.base.request_size = 1 << 20;
-	}
-	return nvme_tier_open(&libaio_nvme_engine, host, &o.base, &o, ctx, info);
-}
 
 /* Usable when the kernel gives us an AIO context. */
 static int libaio_nvme_probe(const struct fg_host *host)
@@ -228,24 +214,13 @@ static int libaio_nvme_probe(const struct fg_host *host)
 	return 1;
 }
 
-static const struct fg_storage_ops libaio_nvme_ops = {
-	.open	= libaio_nvme_open,
-	.close	= nvme_tier_close,
-	.alloc	= nvme_tier_alloc,
-	.free	= nvme_tier_free,
-	.read	= nvme_tier_read,
-	.write	= nvme_tier_write,
-	.submit	= nvme_tier_submit,
-	.reap	= nvme_tier_reap,
-};
-
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
 	.abi_version	= FG_ABI_VERSION,
 	.kind		= FG_PLUGIN_STORAGE,
 	.name		= LA_NAME,
 	.description	= "NVMe file tier through Linux native AIO (O_DIRECT, deep queue)",
 	.probe		= libaio_nvme_probe,
-	.ops		= &libaio_nvme_ops,
+	.ops		= &nvme_tier_ops,
 	.options	= libaio_nvme_options,
 	.opts_size	= sizeof(struct libaio_nvme_opts),
 	.capabilities	= "async,o_direct,sparse,fault_injection",

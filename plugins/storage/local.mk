@@ -9,8 +9,14 @@ plugins_storage_pinned_host_la_CFLAGS += $(CUDA_CFLAGS) -DHAVE_CUDA
 plugins_storage_pinned_host_la_LIBADD = $(CUDA_LIBS)
 endif
 
+# What every file-backed tier compiles in: the tier file and its regions, and
+# the fault-injection rules (compiled into each plugin, hidden there).
+FILE_TIER_SOURCES = \
+	plugins/storage/file_regions.c plugins/storage/file_regions.h \
+	plugins/storage/fault_rules.c plugins/storage/fault_rules.h
+
 pkglib_LTLIBRARIES += plugins/storage/posix_file.la
-plugins_storage_posix_file_la_SOURCES = plugins/storage/posix_file.c
+plugins_storage_posix_file_la_SOURCES = plugins/storage/posix_file.c $(FILE_TIER_SOURCES)
 plugins_storage_posix_file_la_CFLAGS = $(PLUGIN_CFLAGS)
 plugins_storage_posix_file_la_LDFLAGS = $(PLUGIN_LDFLAGS) $(AM_LDFLAGS)
 plugins_storage_posix_file_la_LIBADD = $(PTHREAD_LIBS)

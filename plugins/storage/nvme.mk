@@ -1,8 +1,7 @@
 # plugins/storage/nvme.mk: the queue-driven NVMe file tiers, each built only
 # when its kernel interface library is found by configure.  Both compile in
-# the shared tier file allocator and request queue (static helpers, hidden).
-NVME_TIER_SOURCES = \
-	plugins/storage/file_regions.c plugins/storage/file_regions.h \
+# the file tier helpers (local.mk) and the shared request queue (hidden).
+NVME_TIER_SOURCES = $(FILE_TIER_SOURCES) \
 	plugins/storage/nvme_tier.c plugins/storage/nvme_tier.h
 
 if HAVE_LIBURING

@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "plugins/storage/fault_rules.h"
 #include "plugins/storage/file_regions.h"
 #include "plugins/storage/nvme_tier.h"
 
@@ -21,7 +22,6 @@
 #define NT_MAX_SMALL 256u
 #define NT_MAX_REQUEST ((uint64_t)1 << 30)
 #define NT_MAX_RETRIES 1000u
-#define NT_MAX_FAULTS 8
 
 /* fg_io.priv while a request is ours */
 #define NT_LINK 0     /* next request in the work list or the done list */
@@ -34,14 +34,6 @@
 #define NT_F_DONE ((uint64_t)1 << 33)     /* (sync) completed */
 #define NT_F_QUEUED ((uint64_t)1 << 34)   /* in the work list: not fully cut yet */
 #define NT_F_INJECTED ((uint64_t)1 << 35) /* its error came from fault injection */
-
-#define NT_FAULT_SHORT (-1) /* not an errno: the transfer stops half-way */
-
-struct nt_fault {
-	int op;     /* FG_IO_READ or FG_IO_WRITE */
-	int err;    /* positive errno, or NT_FAULT_SHORT */
-	uint64_t nth;
-};
 
 struct nvme_tier {
 	const struct fg_host *host;
@@ -74,8 +66,7 @@ struct nvme_tier {
 	uint64_t ndone, outstanding;         /* outstanding: submitted, not reaped */
 	int broken;                          /* fatal engine error, or 0 */
 
-	struct nt_fault faults[NT_MAX_FAULTS];
-	int nfaults;
+	struct fault_rules faults;
 	uint64_t count[2];                   /* pieces started, per op */
 };
 
@@ -109,98 +100,23 @@ const struct iovec *nvme_tier_bounce_iov(const struct nvme_tier *nt, unsigned *n
 
 /* ---- fault injection ---------------------------------------------------- */
 
-static const struct {
-	const char *name;
-	int err;
-} nt_errnames[] = {
-	{ "EIO", EIO }, { "ENOSPC", ENOSPC }, { "ENOMEM", ENOMEM }, { "EROFS", EROFS },
-	{ "EDQUOT", EDQUOT }, { "EFBIG", EFBIG }, { "EBADF", EBADF }, { "EINVAL", EINVAL },
-	{ "EAGAIN", EAGAIN }, { "EINTR", EINTR }, { "ENXIO", ENXIO },
-	{ "ETIMEDOUT", ETIMEDOUT }, { "EPERM", EPERM }, { "EACCES", EACCES },
-};
-
-/* A decimal number of 1..19 digits filling s[0, n). */
-static bool nt_parse_u64(const char *s, size_t n, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	if (n == 0 || n > 19)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	*out = v;
-	return true;
-}
-
-/* One rule "op:ERRNO:N" in s[0, n). */
-static bool nt_parse_rule(const char *s, size_t n, struct nt_fault *f)
-{
-	const char *c1 = memchr(s, ':', n), *c2, *e;
-	size_t elen;
-	uint64_t v;
-
-	if (!c1)
-		return false;
-	c2 = memchr(c1 + 1, ':', n - (size_t)(c1 + 1 - s));
-	if (!c2)
-		return false;
-	if (c1 - s == 4 && !memcmp(s, "read", 4))
-		f->op = FG_IO_READ;
-	else if (c1 - s == 5 && !memcmp(s, "write", 5))
-		f->op = FG_IO_WRITE;
-	else
-		return false;
-	e = c1 + 1;
-	elen = (size_t)(c2 - e);
-	f->err = elen == 5 && !memcmp(e, "SHORT", 5) ? NT_FAULT_SHORT : 0;
-	for (size_t i = 0; i < sizeof(nt_errnames) / sizeof(nt_errnames[0]); i++)
-		if (strlen(nt_errnames[i].name) == elen && !memcmp(nt_errnames[i].name, e, elen))
-			f->err = nt_errnames[i].err;
-	if (!f->err) {
-		if (!nt_parse_u64(e, elen, &v) || v == 0 || v > 4095)
-			return false;
-		f->err = (int)v;
-	}
-	return nt_parse_u64(c2 + 1, n - (size_t)(c2 + 1 - s), &f->nth) && f->nth > 0;
-}
-
 static int nt_parse_faults(struct nvme_tier *nt, const char *val)
 {
-	const char *p = val;
-
-	for (;;) {
-		const char *comma = strchr(p, ',');
-		size_t n = comma ? (size_t)(comma - p) : strlen(p);
-
-		if (nt->nfaults == NT_MAX_FAULTS || !nt_parse_rule(p, n, &nt->faults[nt->nfaults]))
-			break;
-		nt->nfaults++;
-		if (!comma)
-			return 0;
-		p = comma + 1;
-	}
+	if (!fault_rules_parse(&nt->faults, val, true))
+		return 0;
 	fg_error(nt->host, "%s: %s=\"%s\": expected up to %d comma-separated rules "
 		 "read|write:ERRNO:N (ERRNO a name such as EIO or ENOSPC, a number, or SHORT "
 		 "for a short transfer; N >= 1), e.g. read:EIO:3", nt->eng->name,
-		 nt->eng->fault_env, val, NT_MAX_FAULTS);
+		 nt->eng->fault_env, val, FAULT_RULES_MAX);
 	return -EINVAL;
 }
 
-/* Count a new piece of this op; the errno to inject, NT_FAULT_SHORT, or 0. */
+/* Count a new piece of this op; the errno to inject, FAULT_SHORT, or 0. */
 static int nt_fault_check(struct nvme_tier *nt, int op)
 {
-	uint64_t n;
-
-	if (!nt->nfaults)
+	if (!nt->faults.n)
 		return 0;
-	n = ++nt->count[op];
-	for (int i = 0; i < nt->nfaults; i++)
-		if (nt->faults[i].op == op && nt->faults[i].nth == n)
-			return nt->faults[i].err;
-	return 0;
+	return fault_rules_match(&nt->faults, op, ++nt->count[op]);
 }
 
 /* ---- messages ---------------------------------------------------------------- */
@@ -536,7 +452,7 @@ static void nt_dispatch(struct nvme_tier *nt)
 				nvme_tier_complete(nt, p, -fault);
 				continue;
 			}
-			p->short_fault = fault == NT_FAULT_SHORT;
+			p->short_fault = fault == FAULT_SHORT;
 			nt_stage(nt, p);
 		}
 		/* An injected EAGAIN may have queued a retry just now. */
@@ -667,18 +583,18 @@ static int nt_run(struct nvme_tier *nt, int op, const struct fg_region *r, uint6
 	return io.result;
 }
 
-int nvme_tier_read(void *ctx, const struct fg_region *r, uint64_t off, void *dst, size_t len)
+static int nvme_tier_read(void *ctx, const struct fg_region *r, uint64_t off, void *dst, size_t len)
 {
 	return nt_run(ctx, FG_IO_READ, r, off, dst, len);
 }
 
-int nvme_tier_write(void *ctx, const struct fg_region *r, uint64_t off, const void *src,
-		    size_t len)
+static int nvme_tier_write(void *ctx, const struct fg_region *r, uint64_t off,
+			   const void *src, size_t len)
 {
 	return nt_run(ctx, FG_IO_WRITE, r, off, (void *)src, len);
 }
 
-int nvme_tier_submit(void *ctx, struct fg_io *const *ios, unsigned n)
+static int nvme_tier_submit(void *ctx, struct fg_io *const *ios, unsigned n)
 {
 	struct nvme_tier *nt = ctx;
 	int err;
@@ -716,7 +632,7 @@ int nvme_tier_submit(void *ctx, struct fg_io *const *ios, unsigned n)
 	return 0;
 }
 
-int nvme_tier_reap(void *ctx, struct fg_io **done, unsigned min, unsigned max)
+static int nvme_tier_reap(void *ctx, struct fg_io **done, unsigned min, unsigned max)
 {
 	struct nvme_tier *nt = ctx;
 	struct fg_io *failed = NULL;
@@ -762,14 +678,14 @@ int nvme_tier_reap(void *ctx, struct fg_io **done, unsigned min, unsigned max)
 
 /* ---- regions -------------------------------------------------------------- */
 
-int nvme_tier_alloc(void *ctx, uint64_t size, struct fg_region *r)
+static int nvme_tier_alloc(void *ctx, uint64_t size, struct fg_region *r)
 {
 	struct nvme_tier *nt = ctx;
 
 	return file_regions_alloc(&nt->fr, size, r);
 }
 
-void nvme_tier_free(void *ctx, struct fg_region *r)
+static void nvme_tier_free(void *ctx, struct fg_region *r)
 {
 	struct nvme_tier *nt = ctx;
 
@@ -794,7 +710,7 @@ static void nt_destroy(struct nvme_tier *nt)
 	free(nt);
 }
 
-void nvme_tier_close(void *ctx)
+static void nvme_tier_close(void *ctx)
 {
 	struct nvme_tier *nt = ctx;
 
@@ -851,23 +767,30 @@ static int nt_setup_queue(struct nvme_tier *nt)
 	return 0;
 }
 
-int nvme_tier_open(const struct nvme_engine *eng, const struct fg_host *host,
-		   const struct nvme_tier_opts *o, const void *plugin_opts, void **ctx,
-		   struct fg_storage_info *info)
+static int nvme_tier_open(const struct fg_host *host, const void *opts, void **ctx,
+			  struct fg_storage_info *info)
 {
+	const struct nvme_engine *eng = &nvme_tier_engine;
+	const void *plugin_opts = opts ? opts : eng->defaults;
+	struct nvme_tier_opts o;
 	struct nvme_tier *nt;
 	const char *fault;
 	int err;
 
-	if (o->queue_depth < 1 || o->queue_depth > 4096) {
+	/* Our options lead the plugin's; the strings may come unterminated. */
+	memcpy(&o, plugin_opts, sizeof(o));
+	o.dir[sizeof(o.dir) - 1] = '\0';
+	o.file[sizeof(o.file) - 1] = '\0';
+
+	if (o.queue_depth < 1 || o.queue_depth > 4096) {
 		fg_error(host, "%s: queue_depth = %" PRId64 " is out of range; use 1..4096",
-			 eng->name, o->queue_depth);
+			 eng->name, o.queue_depth);
 		return -EINVAL;
 	}
-	if (o->request_size < NT_BLOCK || o->request_size > NT_MAX_REQUEST ||
-	    !file_regions_aligned(o->request_size)) {
+	if (o.request_size < NT_BLOCK || o.request_size > NT_MAX_REQUEST ||
+	    !file_regions_aligned(o.request_size)) {
 		fg_error(host, "%s: request_size = %" PRIu64 " is not a multiple of %u between "
-			 "4K and 1G; use e.g. request_size = 1M", eng->name, o->request_size,
+			 "4K and 1G; use e.g. request_size = 1M", eng->name, o.request_size,
 			 NT_BLOCK);
 		return -EINVAL;
 	}
@@ -878,16 +801,16 @@ int nvme_tier_open(const struct nvme_engine *eng, const struct fg_host *host,
 	}
 	nt->host = host;
 	nt->eng = eng;
-	nt->o_direct = o->o_direct;
-	nt->qd = (unsigned)o->queue_depth;
-	nt->rs = (size_t)o->request_size;
+	nt->o_direct = o.o_direct;
+	nt->qd = (unsigned)o.queue_depth;
+	nt->rs = (size_t)o.request_size;
 	pthread_mutex_init(&nt->lock, NULL);
 
 	fault = getenv(eng->fault_env);
 	if (fault && (err = nt_parse_faults(nt, fault)))
 		goto fail;
-	err = file_regions_open(&nt->fr, host, eng->name, o->dir, o->file, nt->o_direct,
-				o->size);
+	err = file_regions_open(&nt->fr, host, eng->name, o.dir, o.file, nt->o_direct,
+				o.size);
 	if (err)
 		goto fail;
 	nt->fr_open = true;
@@ -912,3 +835,14 @@ fail:
 	nt_destroy(nt);
 	return err;
 }
+
+const struct fg_storage_ops nvme_tier_ops = {
+	.open	= nvme_tier_open,
+	.close	= nvme_tier_close,
+	.alloc	= nvme_tier_alloc,
+	.free	= nvme_tier_free,
+	.read	= nvme_tier_read,
+	.write	= nvme_tier_write,
+	.submit	= nvme_tier_submit,
+	.reap	= nvme_tier_reap,
+};

@@ -72,6 +72,11 @@ struct nvme_tier_opts {
 		  "of 4096, at most 1G), all in flight up to queue_depth", \
 	  .offset = offsetof(T, B.request_size) }
 
+/* Those defaults again, for the options struct open falls back on when it
+ * gets none: NVME_TIER_DEFAULTS initializes the member B. */
+#define NVME_TIER_DEFAULTS \
+	{ .dir = "/var/tmp", .o_direct = 1, .queue_depth = 128, .request_size = 1 << 20 }
+
 /* One piece of a request: one kernel transfer (or two, for read-modify-write). */
 struct nvme_piece {
 	struct fg_io *io;        /* the request it belongs to */
@@ -106,8 +111,12 @@ struct nvme_tier;
 struct nvme_engine {
 	const char *name;      /* plugin name: the first word of every message */
 	const char *fault_env; /* "FGCORE_IO_URING_FAULT" */
-	/* Set up for nt->queue_depth pieces; plugin options in `opts`.  May use
-	 * nt->bounce_iov/nbounce (to register them) and nvme_tier_fd(). */
+	/* The plugin's options struct with every default, used when open gets
+	 * none; its first member is a struct nvme_tier_opts. */
+	const void *defaults;
+	/* Set up for nt->queue_depth pieces; plugin options in `opts` (never
+	 * NULL).  May use nt->bounce_iov/nbounce (to register them) and
+	 * nvme_tier_fd(). */
 	int (*setup)(struct nvme_tier *nt, const void *opts, void **priv);
 	/* Tear down; waits for, or cancels, what the kernel still holds. */
 	void (*teardown)(struct nvme_tier *nt, void *priv);
@@ -130,17 +139,13 @@ unsigned nvme_tier_queue_depth(const struct nvme_tier *nt);
 /* The bounce buffers (all 4096-aligned) as iovecs, index = nvme_piece.bounce. */
 const struct iovec *nvme_tier_bounce_iov(const struct nvme_tier *nt, unsigned *n);
 
-/* The storage ops; open takes the engine, the rest are the same for both. */
-int nvme_tier_open(const struct nvme_engine *eng, const struct fg_host *host,
-		   const struct nvme_tier_opts *o, const void *plugin_opts, void **ctx,
-		   struct fg_storage_info *info);
-void nvme_tier_close(void *ctx);
-int nvme_tier_alloc(void *ctx, uint64_t size, struct fg_region *r);
-void nvme_tier_free(void *ctx, struct fg_region *r);
-int nvme_tier_read(void *ctx, const struct fg_region *r, uint64_t off, void *dst, size_t len);
-int nvme_tier_write(void *ctx, const struct fg_region *r, uint64_t off, const void *src,
-		    size_t len);
-int nvme_tier_submit(void *ctx, struct fg_io *const *ios, unsigned n);
-int nvme_tier_reap(void *ctx, struct fg_io **done, unsigned min, unsigned max);
+/* Each plugin defines its engine under this name; its options struct starts
+ * with a struct nvme_tier_opts. */
+extern const struct nvme_engine nvme_tier_engine;
+
+/* The plugin's storage ops: open sets the tier up with nvme_tier_engine (and
+ * its defaults when it gets no options); the rest are the same for every
+ * engine. */
+extern const struct fg_storage_ops nvme_tier_ops;
 
 #endif
