@@ -30,6 +30,7 @@
 #include "core/backend/backend.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
+#include "tests/int4_threads.h"
 
 #define F16_MAX 65504.0f
 
@@ -960,6 +961,109 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/* ---- one encode on many threads ------------------------------------------------ */
+
+/* Encode with `threads` threads (0: the plugin's own hooks, which pick their
+ * count) into dst, first filled with garbage: a byte that a piece forgets to
+ * zero or write, or one written past the end, shows. */
+static void encode_with(const struct fg_codec_shape *sh, const float *x, const uint16_t *h,
+			int threads, uint8_t *dst, size_t size)
+{
+	int rc;
+
+	memset(dst, 0xa5, size + GUARD);
+	if (threads == 0)
+		rc = x ? ops->encode_f32(sh, x, dst) : ops->encode_f16(sh, h, dst);
+	else
+		rc = x ? int4_test_encode_f32(sh, x, dst, threads)
+		       : int4_test_encode_f16(sh, h, dst, threads);
+	ck_assert_int_eq(rc, 0);
+	for (size_t i = size; i < size + GUARD; i++)
+		EXPECT(dst[i] == 0xa5, "%llux%llu gd%d, %d threads: byte %zu past the end written",
+		       (unsigned long long)sh->rows, (unsigned long long)sh->cols, sh->group_dim,
+		       threads, i);
+}
+
+/* One thread and many give the same bytes, from fp32 and fp16 input, for
+ * shapes with a partial last group, unit counts (bands of 64 rows, groups)
+ * that no thread count divides, odd cols (every other row starts mid-byte,
+ * so cuts must move to an even element), one long row (cuts inside it),
+ * fewer units than threads; the plugin's own hooks agree. */
+START_TEST(test_encode_threads)
+{
+	static const struct {
+		uint64_t rows, cols;
+		int gd;
+	} shp[] = {
+		{ 64 * 37 + 13, 301, 0 }, { 64 * 41, 256, 0 },  { 517, 64 * 9 + 29, 1 },
+		{ 600, 1000, 1 },         { 1, 64 * 2000 + 7, 1 }, { 3, 64 * 5 + 1, 1 },
+		{ 5, 3, 0 },              { 130, 7, 0 },
+	};
+	static const int threads[] = { 0, 2, 3, 5, 7, 16, 64, 1000 };
+
+	for (size_t k = 0; k < sizeof(shp) / sizeof(shp[0]); k++) {
+		struct fg_codec_shape sh = { shp[k].rows, shp[k].cols, shp[k].gd };
+		size_t n = (size_t)(sh.rows * sh.cols), size = (size_t)ops->encoded_size(&sh);
+		float *x = malloc(n * sizeof(float));
+		uint16_t *h = malloc(n * sizeof(uint16_t));
+		uint8_t *ref = malloc(size + GUARD), *ref16 = malloc(size + GUARD);
+		uint8_t *got = malloc(size + GUARD);
+
+		ck_assert(x && h && ref && ref16 && got);
+		rng_seed(seed + 300 + k);
+		fill(x, n, D_GAUSS, 1.0);
+		for (size_t i = 0; i < n; i++)
+			h[i] = fg_float_to_half((float)(3.0 * gauss()));
+		encode_with(&sh, x, NULL, 1, ref, size);
+		encode_with(&sh, NULL, h, 1, ref16, size);
+		for (size_t j = 0; j < sizeof(threads) / sizeof(threads[0]); j++) {
+			encode_with(&sh, x, NULL, threads[j], got, size);
+			ck_assert_msg(memcmp(ref, got, size) == 0,
+				      "%llux%llu gd%d: f32 with %d threads differs from 1",
+				      (unsigned long long)sh.rows, (unsigned long long)sh.cols,
+				      sh.group_dim, threads[j]);
+			encode_with(&sh, NULL, h, threads[j], got, size);
+			ck_assert_msg(memcmp(ref16, got, size) == 0,
+				      "%llux%llu gd%d: f16 with %d threads differs from 1",
+				      (unsigned long long)sh.rows, (unsigned long long)sh.cols,
+				      sh.group_dim, threads[j]);
+		}
+		free(got);
+		free(ref16);
+		free(ref);
+		free(h);
+		free(x);
+	}
+}
+END_TEST
+
+/* A tensor large enough (2^21 values or more) for the plugin's hooks to use a
+ * thread per CPU themselves: every rule of doc/INT4.md holds for every group
+ * and value (roundtrip checks them by hand), and the bytes equal one thread's. */
+START_TEST(test_encode_threads_auto)
+{
+	const size_t rows = 64 * 33 + 5, cols = 1031, n = rows * cols;
+	int gd = _i;
+	struct fg_codec_shape sh = { rows, cols, gd };
+	size_t size = (size_t)ops->encoded_size(&sh);
+	float *x = malloc(n * sizeof(float));
+	uint8_t *ref = malloc(size + GUARD), *enc = NULL;
+	char label[64];
+
+	ck_assert(x && ref);
+	ck_assert_uint_gt(n, (size_t)2 << 20);
+	rng_seed(seed + 400 + (uint64_t)gd);
+	fill(x, n, D_STUDENT3, 1.0);
+	snprintf(label, sizeof(label), "auto threads gd%d", gd);
+	roundtrip(rows, cols, gd, x, label, NULL, &enc);
+	encode_with(&sh, x, NULL, 1, ref, size);
+	ck_assert_msg(memcmp(ref, enc, size) == 0, "%s: bytes differ from one thread's", label);
+	free(enc);
+	free(ref);
+	free(x);
+}
+END_TEST
+
 /* ---- NMSE ------------------------------------------------------------------------ */
 
 START_TEST(test_nmse)
@@ -1024,6 +1128,8 @@ static Suite *int4_suite(void)
 	tcase_add_test(tc, test_random_bytes);
 	tcase_add_test(tc, test_f16_hooks);
 	tcase_add_test(tc, test_threads);
+	tcase_add_test(tc, test_encode_threads);
+	tcase_add_loop_test(tc, test_encode_threads_auto, 0, 2);
 	tcase_add_test(tc, test_nmse);
 	suite_add_tcase(s, tc);
 	return s;

@@ -16,6 +16,7 @@
 
 #include <fgcore/half.h>
 
+#include "core/model/dummy.h"
 #include "core/model/npy.h"
 #include "core/model/opt_config.h"
 #include "core/model/weights.h"
@@ -1558,6 +1559,83 @@ START_TEST(test_dummy)
 }
 END_TEST
 
+/* Large requests are split over threads: any thread count, one call or many
+ * small ones at odd places, give the bytes of the one-thread generator, which
+ * are those of the generator before it had threads (fingerprints taken with
+ * it).  Nothing is written past the range. */
+START_TEST(test_dummy_threads)
+{
+	static const struct {
+		const char *name;
+		uint64_t fnv;
+	} t[] = {
+		{ "decoder.layers.3.fc1.weight", UINT64_C(0x1602d487fdd30fb4) },
+		{ "decoder.layers.0.fc2.bias", UINT64_C(0xdece45e8e11f9f7f) },
+		{ "decoder.layers.1.final_layer_norm.weight", UINT64_C(0xe12d6ad65c1e0379) },
+	};
+	static const int threads[] = { 0, 2, 3, 7, 64, 1000 };
+	static const uint64_t steps[] = { 1, 3, 7, 4093, 65537, 333333, 5 };
+	enum { GUARD = 64 };
+	const uint64_t elem0 = 12345, n = 3 * (UINT64_C(1) << 20) + 77;
+	uint16_t *ref = malloc((size_t)n * 2), *got = malloc((size_t)(n + GUARD) * 2);
+
+	ck_assert(ref && got);
+	for (size_t k = 0; k < sizeof(t) / sizeof(t[0]); k++) {
+		uint64_t pos = 0;
+
+		fg_dummy_fill_threads(t[k].name, elem0, n, ref, 1);
+		ck_assert_msg(fnv(ref, (size_t)n) == t[k].fnv, "%s: fingerprint %016llx",
+			      t[k].name, (unsigned long long)fnv(ref, (size_t)n));
+		for (size_t j = 0; j < sizeof(threads) / sizeof(threads[0]); j++) {
+			memset(got, 0xa5, (size_t)(n + GUARD) * 2);
+			fg_dummy_fill_threads(t[k].name, elem0, n, got, threads[j]);
+			ck_assert_msg(memcmp(ref, got, (size_t)n * 2) == 0, "%s: %d threads differ",
+				      t[k].name, threads[j]);
+			for (int g = 0; g < GUARD; g++)
+				ck_assert_uint_eq(got[n + (uint64_t)g], 0xa5a5);
+		}
+		memset(got, 0xa5, (size_t)n * 2);
+		fg_dummy_fill(t[k].name, elem0, n, got);
+		ck_assert(memcmp(ref, got, (size_t)n * 2) == 0);
+		memset(got, 0xa5, (size_t)n * 2);
+		for (size_t j = 0; pos < n; j++) {
+			uint64_t len = steps[j % (sizeof(steps) / sizeof(steps[0]))];
+
+			len = len < n - pos ? len : n - pos;
+			fg_dummy_fill(t[k].name, elem0 + pos, len, got + pos);
+			pos += len;
+		}
+		ck_assert_msg(memcmp(ref, got, (size_t)n * 2) == 0, "%s: small calls differ",
+			      t[k].name);
+	}
+	free(got);
+	free(ref);
+}
+END_TEST
+
+/* The weights reader's dummy path: a large row range (threaded) reads the
+ * values the one-thread generator gives at those elements. */
+START_TEST(test_dummy_threads_rows)
+{
+	struct fg_opt_config cfg;
+	struct fg_weights *w;
+	const int64_t row0 = 1001, rows = 257, cols = 12288, n = rows * cols;
+	uint16_t *a = malloc((size_t)n * 2), *b = malloc((size_t)n * 2);
+
+	ck_assert(a && b);
+	ck_assert_int_eq(fg_weights_open("dummy:opt-175b", &cfg, &w), 0);
+	ck_assert_int_eq(fg_weights_read_rows_f16(w, "model.decoder.layers.95.fc1.weight", row0,
+						  rows, cols, a),
+			 0);
+	fg_dummy_fill_threads("decoder.layers.95.fc1.weight", (uint64_t)(row0 * cols),
+			      (uint64_t)n, b, 1);
+	ck_assert(memcmp(a, b, (size_t)n * 2) == 0);
+	fg_weights_close(w);
+	free(a);
+	free(b);
+}
+END_TEST
+
 /* Large presets open without allocating their weights. */
 START_TEST(test_dummy_large)
 {
@@ -1655,6 +1733,8 @@ static Suite *weights_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_dummy);
 	tcase_add_test(tc, test_dummy_large);
+	tcase_add_test(tc, test_dummy_threads);
+	tcase_add_test(tc, test_dummy_threads_rows);
 	suite_add_tcase(s, tc);
 
 	if (td && *td) {

@@ -1,14 +1,22 @@
 /* core/model/dummy.c - deterministic generated weights for benchmarks without a checkpoint. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <fgcore/half.h>
 
 #include "core/model/dummy.h"
+#include "core/util/cpus.h"
 
 #define DUMMY_TABLE 65536
 #define DUMMY_GOLDEN UINT64_C(0x9e3779b97f4a7c15)
 #define DUMMY_ONE 0x3c00u /* fp16 1.0 */
+#define DUMMY_THREADS_MAX 64
+#define DUMMY_PER_THREAD (UINT64_C(1) << 20) /* values: ~1 ms, far above a thread's start */
+#define DUMMY_ALIGN 32                        /* values per 64-byte line */
 
 /* fp16 values uniform on [-a, a]: one table for matrices, one for biases. */
 static uint16_t dummy_matrix[DUMMY_TABLE];
@@ -57,19 +65,18 @@ static int dummy_ends_with(const char *s, const char *suffix)
 	return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-void fg_dummy_fill(const char *name, uint64_t elem0, uint64_t n, uint16_t *dst)
-{
+/* Elements [elem0, elem0 + n) of the stream `seed` picks from `table`. */
+struct dummy_job {
 	const uint16_t *table;
-	uint64_t seed, i = elem0, end = elem0 + n;
+	uint64_t seed, elem0, n;
+	uint16_t *dst;
+};
 
-	if (dummy_ends_with(name, "layer_norm.weight")) {
-		for (i = 0; i < n; i++)
-			dst[i] = DUMMY_ONE;
-		return;
-	}
-	pthread_once(&dummy_once, dummy_init);
-	table = dummy_ends_with(name, ".bias") ? dummy_bias : dummy_matrix;
-	seed = dummy_seed(name);
+static void dummy_gen(const struct dummy_job *j)
+{
+	const uint16_t *table = j->table;
+	uint64_t seed = j->seed, i = j->elem0, end = j->elem0 + j->n;
+	uint16_t *dst = j->dst;
 
 	/* Block k of four values comes from one splitmix64 output. */
 	while (i < end && (i & 3)) {
@@ -92,4 +99,73 @@ void fg_dummy_fill(const char *name, uint64_t elem0, uint64_t n, uint16_t *dst)
 
 		*dst++ = table[(z >> (16 * (i & 3))) & 0xffff];
 	}
+}
+
+static void *dummy_worker(void *arg)
+{
+	dummy_gen(arg);
+	return NULL;
+}
+
+void fg_dummy_fill_threads(const char *name, uint64_t elem0, uint64_t n, uint16_t *dst,
+			   int threads)
+{
+	struct dummy_job job[DUMMY_THREADS_MAX];
+	pthread_t th[DUMMY_THREADS_MAX];
+	int started[DUMMY_THREADS_MAX];
+	uint64_t per;
+	int t, k;
+
+	if (dummy_ends_with(name, "layer_norm.weight")) {
+		for (uint64_t i = 0; i < n; i++)
+			dst[i] = DUMMY_ONE;
+		return;
+	}
+	pthread_once(&dummy_once, dummy_init);
+	job[0] = (struct dummy_job){
+		.table = dummy_ends_with(name, ".bias") ? dummy_bias : dummy_matrix,
+		.seed = dummy_seed(name),
+		.elem0 = elem0,
+		.n = n,
+		.dst = dst,
+	};
+	if (threads <= 0) {
+		uint64_t most = n / DUMMY_PER_THREAD;
+
+		threads = fg_cpus();
+		if ((uint64_t)threads > most)
+			threads = (int)most;
+	}
+	t = threads < DUMMY_THREADS_MAX ? threads : DUMMY_THREADS_MAX;
+	if (t <= 1 || n < 2 * DUMMY_ALIGN) {
+		dummy_gen(&job[0]);
+		return;
+	}
+	/* Every value depends on its index alone, so where the pieces split never
+	 * changes a byte; whole 64-byte lines keep the threads' stores apart. */
+	per = (n + (uint64_t)t - 1) / (uint64_t)t;
+	per = (per + DUMMY_ALIGN - 1) & ~(uint64_t)(DUMMY_ALIGN - 1);
+	t = (int)((n + per - 1) / per);
+	for (k = 1; k < t; k++) {
+		uint64_t a = (uint64_t)k * per, b = a + per < n ? a + per : n;
+
+		job[k] = job[0];
+		job[k].elem0 = elem0 + a;
+		job[k].n = b - a;
+		job[k].dst = dst + a;
+		started[k] = pthread_create(&th[k], NULL, dummy_worker, &job[k]) == 0;
+	}
+	job[0].n = per < n ? per : n;
+	dummy_gen(&job[0]);
+	for (k = 1; k < t; k++) {
+		if (started[k])
+			pthread_join(th[k], NULL);
+		else
+			dummy_gen(&job[k]); /* no thread to spare: do it here */
+	}
+}
+
+void fg_dummy_fill(const char *name, uint64_t elem0, uint64_t n, uint16_t *dst)
+{
+	fg_dummy_fill_threads(name, elem0, n, dst, 0);
 }

@@ -7,6 +7,10 @@
  * init_std), biases a = 0.01, layer-norm weights are exactly 1.  Integer
  * arithmetic only per element, so every machine produces the same bytes
  * and any row range reads the same values as the whole tensor.
+ *
+ * Large requests are split over threads (one per CPU of the process's
+ * affinity mask, at most 64, each with at least 2^20 values); since a value
+ * depends on its index alone, the split never changes a byte.
  */
 #ifndef FG_MODEL_DUMMY_H
 #define FG_MODEL_DUMMY_H
@@ -15,5 +19,10 @@
 
 /* Write elements [elem0, elem0 + n) of the dummy tensor `name` as fp16. */
 void fg_dummy_fill(const char *name, uint64_t elem0, uint64_t n, uint16_t *dst);
+
+/* The same with `threads` threads (at most 64, fewer when n is small);
+ * threads <= 0 picks as fg_dummy_fill does.  For tests and benchmarks. */
+void fg_dummy_fill_threads(const char *name, uint64_t elem0, uint64_t n, uint16_t *dst,
+			   int threads);
 
 #endif

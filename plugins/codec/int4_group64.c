@@ -15,20 +15,29 @@
  *
  * The hooks are pure functions of their arguments (no global state) and use
  * small stack tiles only, so they are safe to call from many threads at once.
+ * Encoding a large tensor (2^21 values or more) spreads it over one thread per
+ * CPU itself, with the same bytes as one thread (see int4_encode_run); codec
+ * hooks take no options, so the count follows the process's CPU affinity.
  * A bad shape (group_dim not 0 or 1, sizes that overflow) gives -EINVAL, and
  * encoded_size 0; codec hooks get no fg_host, so the core's wrapper writes the
  * error line, naming the plugin, the shape and its group_dim.
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <fgcore/codec.h>
 #include <fgcore/half.h>
 #include <fgcore/plugin.h>
 #include <fgcore/q4.h>
 
+#include "core/util/cpus.h"
 #include "plugins/codec/fp16_simd.h"
 
 #if defined(__SSE2__)
@@ -42,6 +51,8 @@
 #define INT4_TILE 256 /* columns per tile when grouping along dimension 0 */
 #define INT4_F16_MAX 65504.0f
 #define INT4_F16_MAX_BITS 0x7bffu
+#define INT4_THREADS_MAX 64
+#define INT4_PER_THREAD ((size_t)1 << 20) /* values: ~2 ms of work, far above a thread's start */
 
 /* The shape, checked, in the units the loops use. */
 struct int4_dims {
@@ -462,40 +473,47 @@ static void int4_flush(const struct int4_io *io, size_t e, size_t w, const float
 
 /* ---- encode ------------------------------------------------------------------ */
 
-/* Groups of 64 values along a row. */
-static void int4_encode_dim1(const struct int4_dims *d, const struct int4_io *io, uint8_t *dst)
+/* Groups [g0, g1) of 64 values along a row (row-major order of the grid). */
+static void int4_encode_dim1(const struct int4_dims *d, const struct int4_io *io, uint8_t *dst,
+			     size_t g0, size_t g1)
 {
 	uint8_t *params = dst + d->data;
 	float buf[INT4_G];
 	uint8_t q[INT4_G];
 	struct int4_param p;
+	size_t r = g0 / d->gcols, gc = g0 % d->gcols;
 
-	for (size_t r = 0; r < d->rows; r++) {
-		for (size_t gc = 0; gc < d->gcols; gc++) {
-			size_t c0 = gc * INT4_G, e = r * d->cols + c0;
-			size_t w = d->cols - c0 < INT4_G ? d->cols - c0 : INT4_G;
-			const float *x = int4_load(io, e, w, buf);
-			float lo, hi;
+	for (size_t g = g0; g < g1; g++) {
+		size_t c0 = gc * INT4_G, e = r * d->cols + c0;
+		size_t w = d->cols - c0 < INT4_G ? d->cols - c0 : INT4_G;
+		const float *x = int4_load(io, e, w, buf);
+		float lo, hi;
 
-			int4_range(x, w, &lo, &hi);
-			int4_param_of(lo, hi, &p);
-			int4_param_store(params, r * d->gcols + gc, &p);
-			int4_quant(x, w, p.m, p.inv, q);
-			int4_pack(dst, e, q, w);
+		int4_range(x, w, &lo, &hi);
+		int4_param_of(lo, hi, &p);
+		int4_param_store(params, g, &p);
+		int4_quant(x, w, p.m, p.inv, q);
+		int4_pack(dst, e, q, w);
+		if (++gc == d->gcols) {
+			gc = 0;
+			r++;
 		}
 	}
 }
 
-/* Groups of 64 rows of one column, done in tiles of 64 rows x INT4_TILE columns:
- * one pass for the column minima and maxima, one to quantize. */
-static void int4_encode_dim0(const struct int4_dims *d, const struct int4_io *io, uint8_t *dst)
+/* Groups of 64 rows of one column, for the bands of 64 rows [b0, b1), done in
+ * tiles of 64 rows x INT4_TILE columns: one pass for the column minima and
+ * maxima, one to quantize. */
+static void int4_encode_dim0(const struct int4_dims *d, const struct int4_io *io, uint8_t *dst,
+			     size_t b0, size_t b1)
 {
 	uint8_t *params = dst + d->data;
 	float buf[INT4_TILE], lo[INT4_TILE], hi[INT4_TILE], m[INT4_TILE], inv[INT4_TILE];
 	uint8_t q[INT4_TILE];
 	struct int4_param p;
+	size_t r1 = b1 * INT4_G < d->rows ? b1 * INT4_G : d->rows;
 
-	for (size_t r0 = 0; r0 < d->rows; r0 += INT4_G) {
+	for (size_t r0 = b0 * INT4_G; r0 < r1; r0 += INT4_G) {
 		size_t rh = d->rows - r0 < INT4_G ? d->rows - r0 : INT4_G;
 
 		for (size_t c0 = 0; c0 < d->cols; c0 += INT4_TILE) {
@@ -527,7 +545,112 @@ static void int4_encode_dim0(const struct int4_dims *d, const struct int4_io *io
 	}
 }
 
-static int int4_encode(const struct fg_codec_shape *shape, const struct int4_io *io, void *dst)
+/* ---- encoding on several threads ---------------------------------------------
+ * The work is cut into units, bands of 64 rows (group_dim 0) or groups
+ * (group_dim 1), each of which owns its params.  Every cut falls on an even
+ * element, so no data byte holds values of two pieces: the threads write
+ * disjoint bytes, and each piece zeroes its own bytes first.  The encoding
+ * of a unit does not depend on the others, so the bytes are those of one
+ * thread for any count. */
+
+struct int4_job {
+	const struct int4_dims *d;
+	const struct int4_io *io;
+	uint8_t *dst;
+	size_t u0, u1; /* units [u0, u1) */
+};
+
+static size_t int4_units(const struct int4_dims *d)
+{
+	return d->group_dim == 0 ? (d->rows + INT4_G - 1) / INT4_G : d->rows * d->gcols;
+}
+
+/* The first element of unit u (n for the end). */
+static size_t int4_unit_elem(const struct int4_dims *d, size_t u)
+{
+	if (d->group_dim == 0)
+		return (u * INT4_G < d->rows ? u * INT4_G : d->rows) * d->cols;
+	if (u == d->rows * d->gcols)
+		return d->rows * d->cols;
+	return (u / d->gcols) * d->cols + (u % d->gcols) * INT4_G;
+}
+
+/* A cut at unit u < units, moved forward to the next even element: a band
+ * always starts on one (64 * cols); a group does unless its row starts on an
+ * odd element (odd cols, odd row), and then the next row does. */
+static size_t int4_even_cut(const struct int4_dims *d, size_t u)
+{
+	if (d->group_dim == 1 && u < int4_units(d) && (int4_unit_elem(d, u) & 1))
+		return (u / d->gcols + 1) * d->gcols;
+	return u;
+}
+
+static void int4_encode_units(const struct int4_job *j)
+{
+	const struct int4_dims *d = j->d;
+	size_t b0 = int4_unit_elem(d, j->u0) / 2;
+	size_t b1 = j->u1 == int4_units(d) ? d->data : int4_unit_elem(d, j->u1) / 2;
+
+	memset(j->dst + b0, 0, b1 - b0); /* padding, and the OR-ed shared bytes */
+	if (d->group_dim == 1)
+		int4_encode_dim1(d, j->io, j->dst, j->u0, j->u1);
+	else
+		int4_encode_dim0(d, j->io, j->dst, j->u0, j->u1);
+}
+
+static void *int4_worker(void *arg)
+{
+	int4_encode_units(arg);
+	return NULL;
+}
+
+/* threads <= 0: one per CPU, each with at least INT4_PER_THREAD values (so a
+ * small tensor stays on the calling thread, with no thread started). */
+static void int4_encode_run(const struct int4_dims *d, const struct int4_io *io, uint8_t *dst,
+			    int threads)
+{
+	struct int4_job job[INT4_THREADS_MAX];
+	pthread_t th[INT4_THREADS_MAX];
+	int started[INT4_THREADS_MAX];
+	size_t units = int4_units(d), cut = 0;
+	int t = 0;
+
+	if (threads <= 0) {
+		size_t most = d->rows * d->cols / INT4_PER_THREAD;
+
+		threads = fg_cpus();
+		if ((size_t)threads > most)
+			threads = (int)most;
+	}
+	threads = threads < INT4_THREADS_MAX ? threads : INT4_THREADS_MAX;
+	threads = (size_t)threads < units ? threads : (int)units;
+	if (threads <= 1) {
+		int4_encode_units(&(struct int4_job){ d, io, dst, 0, units });
+		return;
+	}
+	for (int k = 1; k <= threads && cut < units; k++) {
+		size_t next = k == threads ? units
+			      : units / (size_t)threads * (size_t)k +
+					units % (size_t)threads * (size_t)k / (size_t)threads;
+
+		next = int4_even_cut(d, next > cut ? next : cut);
+		if (next > cut)
+			job[t++] = (struct int4_job){ d, io, dst, cut, next };
+		cut = next;
+	}
+	for (int k = 1; k < t; k++)
+		started[k] = pthread_create(&th[k], NULL, int4_worker, &job[k]) == 0;
+	int4_encode_units(&job[0]);
+	for (int k = 1; k < t; k++) {
+		if (started[k])
+			pthread_join(th[k], NULL);
+		else
+			int4_encode_units(&job[k]); /* no thread to spare: do it here */
+	}
+}
+
+static int int4_encode_threads(const struct fg_codec_shape *shape, const struct int4_io *io,
+			       void *dst, int threads)
 {
 	struct int4_dims d;
 	int rc = int4_dims_of(shape, &d);
@@ -538,12 +661,13 @@ static int int4_encode(const struct fg_codec_shape *shape, const struct int4_io 
 		return 0;
 	if (!dst || (!io->f32_in && !io->f16_in))
 		return -EINVAL;
-	memset(dst, 0, d.data); /* padding, and the OR-ed shared bytes */
-	if (d.group_dim == 1)
-		int4_encode_dim1(&d, io, dst);
-	else
-		int4_encode_dim0(&d, io, dst);
+	int4_encode_run(&d, io, dst, threads);
 	return 0;
+}
+
+static int int4_encode(const struct fg_codec_shape *shape, const struct int4_io *io, void *dst)
+{
+	return int4_encode_threads(shape, io, dst, 0);
 }
 
 static int int4_encode_f32(const struct fg_codec_shape *shape, const float *src, void *dst)

@@ -1,6 +1,7 @@
 /* plugins/compute/cpu_blas/plugin.c - the "cpu_blas" compute backend: entry
  * point, options, context.  fp32 activations on the host; fp16 weights are
  * widened on the fly (see linear.c).  Ops run synchronously (no streams). */
+#define _GNU_SOURCE /* sched_getaffinity, for core/util/cpus.h */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 
 #include <cblas.h>
 
+#include "core/util/cpus.h"
 #include "plugins/compute/cpu_blas/cpu_blas.h"
 
 /* Declared by OpenBLAS's cblas.h; repeated so other CBLAS headers work too. */
@@ -17,7 +19,7 @@ void openblas_set_num_threads(int num_threads);
 
 static const struct fg_option cpu_blas_options[] = {
 	{ .key = "threads", .type = FG_OPT_INT, .def = "0",
-	  .help = "Threads for OpenBLAS and for the backend's own pool; 0 = one per online CPU.",
+	  .help = "Threads for OpenBLAS and for the backend's own pool; 0 = one per CPU this process may run on.",
 	  .offset = offsetof(struct cpu_blas_opts, threads), .min = 0,
 	  .max = CPU_BLAS_MAX_THREADS },
 	{ .key = "fused_max_m", .type = FG_OPT_INT, .def = "64",
@@ -133,9 +135,9 @@ static int cpu_blas_init(const struct fg_host *host, const void *opts, void **ct
 		return -EINVAL;
 	}
 	if (threads == 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		int n = fg_cpus();
 
-		threads = n < 1 ? 1 : n > CPU_BLAS_MAX_THREADS ? CPU_BLAS_MAX_THREADS : n;
+		threads = n > CPU_BLAS_MAX_THREADS ? CPU_BLAS_MAX_THREADS : n;
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
