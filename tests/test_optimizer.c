@@ -366,6 +366,54 @@ START_TEST(test_cost_model_sanity)
 }
 END_TEST
 
+/* Products of fewer than 64 rows: without mm_gemv_bdw they cost as much as 64
+ * rows (FlexGen's memory-bound rule); with it, a one-row product costs its
+ * weights over that bandwidth and the time grows linearly to the 64-row one. */
+START_TEST(test_small_products)
+{
+	struct fg_cost_case cc = { .prompt_len = 8, .gen_len = 2 };
+	struct fg_policy p = { .gpu_batch_size = 1, .num_gpu_batches = 1,
+			       .weight[FG_ROLE_COMPUTE] = 100, .cache[FG_ROLE_COMPUTE] = 100,
+			       .act[FG_ROLE_COMPUTE] = 100, .overlap = 1, .pin_weight = 1,
+			       .attn_sparsity = 1 };
+	struct fg_cost_prediction flat[3], slope[3];
+	static const int64_t bs[3] = { 1, 33, 64 };
+
+	ck_assert_int_eq(fg_opt_preset("opt-6.7b", &cc.model), 0);
+	t4(&cc.hw);
+	cc.hw.attn_decode_bdw = 1e6; /* leave the linear layers alone in the decode step */
+	for (int i = 0; i < 3; i++) {
+		p.gpu_batch_size = bs[i];
+		cc.hw.mm_gemv_bdw = 0;
+		ck_assert_int_eq(fg_cost_predict(&cc, &p, &flat[i]), 0);
+		/* a one-row product at 1/8 of the 64-row time */
+		cc.hw.mm_gemv_bdw = 8 * cc.hw.mm_flops_decode * 1e3 / 64;
+		ck_assert_int_eq(fg_cost_predict(&cc, &p, &slope[i]), 0);
+	}
+	for (int i = 0; i < 3; i++)
+		printf("batch %lld: decode %.4f s flat, %.4f s with mm_gemv_bdw\n", (long long)bs[i],
+		       flat[i].decode_s, slope[i].decode_s);
+	/* 64 rows: unchanged.  Fewer: the saving is (t64 - t1) of every product,
+	 * t1 = t64 / 8, scaled by 1 - (m - 1) / 63: all of it at one row, 31/63 of
+	 * it at 33 rows.  One decode step of l layers (q, k, v, out: h x h; fc1,
+	 * fc2: h x f) and the logits (h x V). */
+	const struct fg_opt_config *m = &cc.model;
+	double flops64 = 2.0 * 64 * ((double)m->layers * (4.0 * m->hidden * m->hidden +
+				     2.0 * m->hidden * m->ffn) + (double)m->hidden * m->vocab);
+	double t64 = flops64 / (cc.hw.mm_flops_decode * 1e12);
+	double save1 = flat[0].decode_s - slope[0].decode_s;
+	double save33 = flat[1].decode_s - slope[1].decode_s;
+	ck_assert_double_eq_tol(slope[2].decode_s, flat[2].decode_s, 1e-9 * flat[2].decode_s);
+	ck_assert_double_eq_tol(save1, 7.0 / 8 * t64, 1e-6 * t64);
+	ck_assert_double_eq_tol(save33, 31.0 / 63 * save1, 1e-6 * save1);
+	/* a one-row rate above the 64-row one is capped: never cheaper per row than 64 rows */
+	cc.hw.mm_gemv_bdw = 1e6;
+	p.gpu_batch_size = 64;
+	ck_assert_int_eq(fg_cost_predict(&cc, &p, &slope[1]), 0);
+	ck_assert_double_eq_tol(slope[1].decode_s, flat[2].decode_s, 1e-9 * flat[2].decode_s);
+}
+END_TEST
+
 /* ---- the memory model against a real engine ------------------------------------ */
 
 static void set(struct fg_config *c, const char *kv)
@@ -502,10 +550,11 @@ START_TEST(test_hardware_round_trip)
 	ck_assert_uint_eq(back.disk_mem, hw.disk_mem);
 	double *a[] = { &hw.ctog_bdw, &hw.gtoc_bdw, &hw.dtoc_bdw, &hw.ctod_bdw, &hw.mm_flops_prefill,
 			&hw.mm_flops_decode, &hw.attn_flops, &hw.attn_decode_bdw, &hw.cpu_attn_bdw,
-			&hw.q4_decode_bdw };
+			&hw.q4_decode_bdw, &hw.mm_gemv_bdw };
 	double *b[] = { &back.ctog_bdw, &back.gtoc_bdw, &back.dtoc_bdw, &back.ctod_bdw,
 			&back.mm_flops_prefill, &back.mm_flops_decode, &back.attn_flops,
-			&back.attn_decode_bdw, &back.cpu_attn_bdw, &back.q4_decode_bdw };
+			&back.attn_decode_bdw, &back.cpu_attn_bdw, &back.q4_decode_bdw,
+			&back.mm_gemv_bdw };
 	for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++)
 		ck_assert_msg(fabs(*a[i] - *b[i]) <= 1e-5 * *a[i], "key %zu: %g != %g", i, *a[i], *b[i]);
 	ck_assert_int_eq(back.act_bytes, 2);
@@ -566,6 +615,7 @@ int main(void)
 	tcase_add_test(tc, test_no_glpk);
 #endif
 	tcase_add_test(tc, test_cost_model_sanity);
+	tcase_add_test(tc, test_small_products);
 	tcase_add_loop_test(tc, test_memory_matches_engine, 0, NMEM);
 	tcase_add_test(tc, test_predict_engine_policy);
 	tcase_add_test(tc, test_hardware_round_trip);

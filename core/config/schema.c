@@ -141,7 +141,13 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		   "(thousands of rows), TFLOP/s."),
 	KEY_DOUBLE("hardware", "mm_flops_decode", "0", 0, 1e6,
 		   "Matrix product of the compute backend (fp16 weights) with 64 rows, TFLOP/s; "
-		   "the cost model scales it linearly with the rows up to mm_flops_prefill."),
+		   "above 64 rows the cost model scales it linearly with the rows up to "
+		   "mm_flops_prefill."),
+	KEY_DOUBLE("hardware", "mm_gemv_bdw", "0", 0, 1e6,
+		   "Matrix-vector product of the compute backend (one row, fp16 weights), GB/s "
+		   "of weights read; below 64 rows the cost model interpolates a product's "
+		   "time between this and mm_flops_decode.  0: unknown (a product of fewer "
+		   "than 64 rows then costs as much as one of 64)."),
 	KEY_DOUBLE("hardware", "attn_flops", "0", 0, 1e6,
 		   "Prefill attention of the compute backend, TFLOP/s counted as "
 		   "4 x batch x seq^2 x hidden."),

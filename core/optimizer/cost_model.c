@@ -28,13 +28,22 @@ struct ctx {
 	double ctog_w, ctog, gtoc, dtoc, ctod; /* bytes per second */
 };
 
-/* Seconds of a linear layer of m rows, K inputs and N outputs. */
+/* Seconds of a linear layer of m rows, K inputs and N outputs (hardware.h). */
 static double t_lin(const struct ctx *x, double m, double K, double N)
 {
 	const struct fg_hardware *hw = x->hw;
-	double rate = hw->mm_flops_decode * TFLOPS * m / FG_HW_DECODE_ROWS;
-	double peak = hw->mm_flops_prefill * TFLOPS;
-	double t = 2 * m * K * N / (rate < peak ? rate : peak);
+	double rows = FG_HW_DECODE_ROWS;
+	double t64 = 2 * rows * K * N / (hw->mm_flops_decode * TFLOPS), t;
+
+	if (m < rows) {
+		double t1 = hw->mm_gemv_bdw > 0 ? 2 * K * N / (hw->mm_gemv_bdw * GBPS) : t64;
+		t1 = t1 < t64 ? t1 : t64;
+		t = t1 + (t64 - t1) * (m - 1) / (rows - 1);
+	} else {
+		double rate = hw->mm_flops_decode * TFLOPS * m / rows;
+		double peak = hw->mm_flops_prefill * TFLOPS;
+		t = 2 * m * K * N / (rate < peak ? rate : peak);
+	}
 	if (x->cw) {
 		/* the int4 kernel reads packed weights: at least their time, and the fp16 one */
 		double packed = (double)fg_q4_bytes((uint64_t)N, (uint64_t)K, 0);

@@ -34,6 +34,8 @@ static const struct hw_key {
 	  "fp16-weight matrix product, prefill shape, TFLOP/s" },
 	{ "mm_flops_decode", RATE, offsetof(struct fg_hardware, mm_flops_decode),
 	  "fp16-weight matrix product, 64 rows, TFLOP/s" },
+	{ "mm_gemv_bdw", RATE, offsetof(struct fg_hardware, mm_gemv_bdw),
+	  "fp16-weight matrix-vector product (1 row), GB/s of weights" },
 	{ "attn_flops", RATE, offsetof(struct fg_hardware, attn_flops),
 	  "prefill attention, TFLOP/s (4 * batch * seq^2 * hidden flops)" },
 	{ "attn_decode_bdw", RATE, offsetof(struct fg_hardware, attn_decode_bdw),

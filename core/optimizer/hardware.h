@@ -12,9 +12,12 @@
 
 struct fg_config;
 
-/* Rows of the decode-shaped matrix product behind mm_flops_decode: the cost
- * model scales the rate of a product with m rows as min(prefill rate,
- * decode rate * m / FG_HW_DECODE_ROWS) (memory-bound below, compute-bound above). */
+/* Rows of the decode-shaped matrix product behind mm_flops_decode.  The cost
+ * model prices a product of m rows from three measurements: below
+ * FG_HW_DECODE_ROWS its time goes linearly from the one-row time (weights over
+ * mm_gemv_bdw; memory-bound on a GPU, where it is flat) to the 64-row time
+ * (compute grows with m on a CPU); above, the rate grows with m up to the
+ * prefill rate. */
 #define FG_HW_DECODE_ROWS 64
 
 struct fg_hardware {
@@ -24,6 +27,7 @@ struct fg_hardware {
 	double dtoc_bdw, ctod_bdw;           /* disk -> host, host -> disk */
 	double mm_flops_prefill;             /* fp16-weight linear, >= 512 rows */
 	double mm_flops_decode;              /* fp16-weight linear, FG_HW_DECODE_ROWS rows */
+	double mm_gemv_bdw;                  /* fp16-weight linear, 1 row, GB/s of weights; 0: unknown */
 	double attn_flops;                   /* prefill attention (4 * batch * seq^2 * hidden flops) */
 	double attn_decode_bdw;              /* decode attention on the compute backend, GB/s of cache read */
 	double cpu_attn_bdw;                 /* decode attention on the host, GB/s of cache read */

@@ -248,14 +248,23 @@ static int ctensor(struct prof *p, struct fg_region *r, enum fg_dtype dt, int64_
 	return rc;
 }
 
+/* Distinct weight matrices a linear measurement cycles through: together
+ * more than any cache (an H200's L2 is 50 MB), so that a decode-shaped
+ * product streams its weights from memory as the engine's layers do. */
+#define LIN_COLD_BYTES (256u << 20)
+#define LIN_MAX_W 64
+
 struct lin_arg {
 	struct fg_backend *be;
 	struct fg_linear_args a;
+	struct fg_tensor w[LIN_MAX_W];
+	int nw, next;
 };
 
 static int do_linear(struct prof *p, void *arg)
 {
 	struct lin_arg *l = arg;
+	l->a.w = l->w[l->next++ % l->nw];
 	int rc = l->be->ops->linear(l->be->ctx, NULL, &l->a);
 	(void)p;
 	return rc ? rc : fg_backend_stream_sync(l->be, NULL);
@@ -268,21 +277,28 @@ static void free_all(struct prof *p, struct fg_region *r, int n)
 			fg_tier_free(&p->tier[T_COMPUTE], &r[i]);
 }
 
-/* Seconds of out[m, n] = x[m, k] . w[n, k]^T with w in `wdt`. */
+/* Seconds of out[m, n] = x[m, k] . w[n, k]^T + bias with w in `wdt`: the
+ * engine's layers all add a bias, and on a CPU its epilogue is not free. */
 static int linear_time(struct prof *p, int64_t m, int64_t k, int64_t n, enum fg_dtype wdt,
 		       double *secs)
 {
 	enum fg_dtype act = p->be.info.act_dtype;
-	struct fg_region r[3] = { 0 };
+	struct fg_region r[3 + LIN_MAX_W] = { 0 };
 	struct lin_arg l = { .be = &p->be };
-	uint64_t wbytes = wdt == FG_DTYPE_Q4_ROWS ? fg_q4_bytes((uint64_t)n, (uint64_t)k, 0) : 0;
+	uint64_t wbytes = wdt == FG_DTYPE_Q4_ROWS ? fg_q4_bytes((uint64_t)n, (uint64_t)k, 0)
+						  : (uint64_t)(n * k) * fg_dtype_size(wdt);
 	int rc;
 
+	l.nw = (int)(LIN_COLD_BYTES / wbytes) + 1;
+	l.nw = l.nw > LIN_MAX_W ? LIN_MAX_W : l.nw;
 	if (!(rc = ctensor(p, &r[0], act, m, k, 0, &l.a.x)) &&
-	    !(rc = ctensor(p, &r[1], wdt, n, k, wbytes, &l.a.w)) &&
-	    !(rc = ctensor(p, &r[2], act, m, n, 0, &l.a.out)))
+	    !(rc = ctensor(p, &r[1], act, m, n, 0, &l.a.out)) &&
+	    !(rc = ctensor(p, &r[2], FG_DTYPE_F16, 1, n, 0, &l.a.bias)))
+		for (int i = 0; i < l.nw && !rc; i++)
+			rc = ctensor(p, &r[3 + i], wdt, n, k, wbytes, &l.w[i]);
+	if (!rc)
 		rc = timed(p, do_linear, &l, secs);
-	free_all(p, r, 3);
+	free_all(p, r, 3 + l.nw);
 	return rc;
 }
 
@@ -324,6 +340,10 @@ static int compute(struct prof *p, struct fg_hardware *hw)
 		return rc;
 	hw->mm_flops_decode = 2.0 * FG_HW_DECODE_ROWS * (double)h * (double)h / secs / 1e12;
 	say(p, "matrix product, 64 rows (TFLOP/s)", hw->mm_flops_decode, "TFLOP/s");
+	if ((rc = linear_time(p, 1, h, h, FG_DTYPE_F16, &secs)))
+		return rc;
+	hw->mm_gemv_bdw = 2.0 * (double)h * (double)h / secs / 1e9;
+	say(p, "matrix-vector product, 1 row (GB/s of fp16 weights)", hw->mm_gemv_bdw, "GB/s");
 	if (p->be.info.native_codecs && strstr(p->be.info.native_codecs, "int4_group64")) {
 		if ((rc = linear_time(p, 1, h, h, FG_DTYPE_Q4_ROWS, &secs)))
 			return rc;
