@@ -179,7 +179,8 @@ static void cpu_blas_info(void *ctx, struct fg_compute_info *info)
 {
 	(void)ctx;
 	info->act_dtype = FG_DTYPE_F32;
-	info->native_codecs = "fp16";
+	/* 4-bit weights (tile by tile) and a 4-bit cache are read inside the ops */
+	info->native_codecs = "fp16,int4_group64";
 }
 
 static const struct fg_compute_ops cpu_blas_ops = {
