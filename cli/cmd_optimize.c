@@ -26,8 +26,9 @@ static void optimize_usage(FILE *f)
 		"workload from [bench] prompt_len and gen_len.\n"
 		"\n"
 		"  --hardware FILE        read a [hardware] section from FILE first\n"
-		"  --gpu-mem SIZE         compute tier capacity (overrides [hardware] gpu_mem)\n"
-		"  --cpu-mem SIZE         host tier capacity (overrides cpu_mem)\n"
+		"  --gpu-mem SIZE         compute tier capacity (overrides [hardware] gpu_mem;\n"
+		"                         the --output file caps [tier.compute] capacity to it)\n"
+		"  --cpu-mem SIZE         host tier capacity (overrides cpu_mem; likewise)\n"
 		"  --disk-mem SIZE        disk tier capacity (overrides disk_mem; 0: no disk)\n"
 		"  --prompt-len N         prompt tokens (default: [bench] prompt_len)\n"
 		"  --gen-len N            generated tokens (default: [bench] gen_len)\n"
@@ -195,9 +196,19 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 		return FG_EXIT_USAGE;
 	}
 	uint64_t *dst[3] = { &cc->hw.gpu_mem, &cc->hw.cpu_mem, &cc->hw.disk_mem };
-	for (int i = 0; i < 3; i++)
-		if (have_mem[i])
-			*dst[i] = mem[i];
+	static const char *const tier[3] = { "compute", "host", "disk" };
+	for (int i = 0; i < 3; i++) {
+		if (!have_mem[i])
+			continue;
+		*dst[i] = mem[i];
+		/* The written configuration keeps the tier to what was planned for. */
+		char kv[64];
+		snprintf(kv, sizeof(kv), "tier.%s.capacity=%llu", tier[i], (unsigned long long)mem[i]);
+		if (mem[i] && set_key(cfg, kv)) {
+			fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
+			return FG_EXIT_USAGE;
+		}
+	}
 	if (!cc->hw.act_bytes && !(cc->hw.act_bytes = backend_act_bytes(cfg))) {
 		fprintf(stderr, "fgcore: optimize: [hardware] act_bytes is unknown and the compute backend cannot be opened to ask (%s): set act_bytes = 2 (fp16) or 4 (fp32)\n",
 			fg_last_error_text());

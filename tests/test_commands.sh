@@ -91,6 +91,23 @@ out=$("$fg" -o model.path=dummy:opt-125m -o tier.compute.capacity=400M -o policy
 [ $? -eq 1 ] || die "an over-capacity batch must be a runtime error: $out"
 echo "$out" | grep -q 'tier compute (pinned_host): a 1 x 64 batch .* needs .* the largest gpu_batch_size that fits is [0-9]' || die "capacity hint: $out"
 
+# profile -> optimize -> run: a capacity given to optimize caps the written configuration
+opt="-o model.path=dummy:opt-125m $small"
+"$fg" $opt profile --quick --no-disk --hidden 256 --output "$tmp/hw.ini" >/dev/null 2>"$tmp/err" ||
+	die "profile: $(cat "$tmp/err")"
+out=$("$fg" $opt optimize --hardware "$tmp/hw.ini" --gpu-mem 200M --disk-mem 0 --max-batch 8 \
+	--output "$tmp/pick.ini" 2>&1)
+rc=$?
+if [ $rc -eq 2 ] && echo "$out" | grep -q 'built without GLPK'; then
+	echo "no GLPK: optimize case skipped"
+else
+	[ $rc -eq 0 ] || die "optimize: $out"
+	sed -n '/^\[tier.compute\]/,/^\[/p' "$tmp/pick.ini" | grep -q '^capacity = 200M$' ||
+		die "optimize --gpu-mem 200M did not cap [tier.compute] in $tmp/pick.ini"
+	"$fg" -c "$tmp/pick.ini" -o bench.gen_len=2 bench >/dev/null 2>"$tmp/err" ||
+		die "the optimizer's configuration does not run: $(cat "$tmp/err")"
+fi
+
 # conf/: every file validates, and runs small with host tiers and cpu_blas
 for f in "$FGCORE_SRCDIR"/conf/*.ini; do
 	"$fg" -c "$f" config >/dev/null 2>"$tmp/err" || { die "$f: $(cat "$tmp/err")"; continue; }
