@@ -134,6 +134,10 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		   "Compute tier to host tier, into page-locked memory, GB/s."),
 	KEY_DOUBLE("hardware", "ctog_bdw_pageable", "0", 0, 1e6,
 		   "Host to compute tier from ordinary (pageable) memory, GB/s."),
+	KEY_DOUBLE("hardware", "gtoc_bdw_pageable", "0", 0, 1e6,
+		   "Compute tier to ordinary (pageable) host memory, GB/s; reported by "
+		   "fgcore profile, not used by the cost model (the engine stores into "
+		   "its host tier, which is page-locked on a GPU machine)."),
 	KEY_DOUBLE("hardware", "dtoc_bdw", "0", 0, 1e6, "Disk tier to host memory, GB/s."),
 	KEY_DOUBLE("hardware", "ctod_bdw", "0", 0, 1e6, "Host memory to disk tier, GB/s."),
 	KEY_DOUBLE("hardware", "mm_flops_prefill", "0", 0, 1e6,

@@ -28,6 +28,8 @@ static const struct hw_key {
 	  "compute tier -> host, page-locked, GB/s" },
 	{ "ctog_bdw_pageable", RATE, offsetof(struct fg_hardware, ctog_bdw_pageable),
 	  "host -> compute tier from pageable memory, GB/s" },
+	{ "gtoc_bdw_pageable", RATE, offsetof(struct fg_hardware, gtoc_bdw_pageable),
+	  "compute tier -> pageable host memory, GB/s" },
 	{ "dtoc_bdw", RATE, offsetof(struct fg_hardware, dtoc_bdw), "disk -> host, GB/s" },
 	{ "ctod_bdw", RATE, offsetof(struct fg_hardware, ctod_bdw), "host -> disk, GB/s" },
 	{ "mm_flops_prefill", RATE, offsetof(struct fg_hardware, mm_flops_prefill),

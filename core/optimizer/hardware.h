@@ -24,6 +24,7 @@ struct fg_hardware {
 	uint64_t gpu_mem, cpu_mem, disk_mem; /* compute, host, disk tier capacities */
 	double ctog_bdw, gtoc_bdw;           /* host -> compute, compute -> host (page-locked) */
 	double ctog_bdw_pageable;            /* host -> compute from ordinary memory */
+	double gtoc_bdw_pageable;            /* compute -> ordinary host memory (reported, unused) */
 	double dtoc_bdw, ctod_bdw;           /* disk -> host, host -> disk */
 	double mm_flops_prefill;             /* fp16-weight linear, >= 512 rows */
 	double mm_flops_decode;              /* fp16-weight linear, FG_HW_DECODE_ROWS rows */

@@ -128,9 +128,11 @@ static int transfers(struct prof *p, struct fg_hardware *hw)
 		goto out;
 	}
 	memset(pageable, 1, len);
-	if ((rc = copy_rate(p, cr.addr, pageable, len, &hw->ctog_bdw_pageable)))
+	if ((rc = copy_rate(p, cr.addr, pageable, len, &hw->ctog_bdw_pageable)) ||
+	    (rc = copy_rate(p, pageable, cr.addr, len, &hw->gtoc_bdw_pageable)))
 		goto out;
 	say(p, "host -> compute tier (pageable)", hw->ctog_bdw_pageable, "GB/s");
+	say(p, "compute tier -> host (pageable)", hw->gtoc_bdw_pageable, "GB/s");
 out:
 	free(pageable);
 	if (cr.size)
