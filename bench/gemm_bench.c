@@ -1,13 +1,19 @@
-/* bench/gemm_bench.c - cpu_blas `linear` (fp32 x, fp16 w) against a plain
- * cblas_sgemm on fp32 operands of the same shape.
+/* bench/gemm_bench.c - cpu_blas `linear` (fp32 x, fp16 or 4-bit w) against a
+ * plain cblas_sgemm on fp32 operands of the same shape.
  *
  *   gemm_bench [-p PLUGIN.so] [-t THREADS] [-o key=value]... [-s SECONDS] [-q]
- *              [MxNxK ...]
+ *              [-w f16|q4] [-e] [MxNxK ...]
  *
  * The plugin is loaded from -p, else by name ("cpu_blas") through
  * FGCORE_PLUGIN_PATH and the installed plugin directory.  Each shape is timed
  * in alternating rounds (linear, sgemm), keeping each side's best round, so
- * both see the same machine load.  GFLOP/s counts 2*m*n*k.  -q: fewer shapes.
+ * both see the same machine load; sgemm runs on -t threads (default: every
+ * online CPU).  GFLOP/s counts 2*m*n*k; "w GB/s" is the
+ * bytes of w as stored (fp16, or FG_DTYPE_Q4_ROWS with -w q4: random nibbles
+ * and group parameters, the sgemm side gets their decoded values) per linear
+ * call.  -e: linear also adds an fp16 bias, applies ReLU and adds a
+ * residual (its epilogue; the sgemm side stays a plain product).  -q: fewer
+ * shapes.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -20,6 +26,7 @@
 
 #include <cblas.h>
 #include <fgcore/half.h>
+#include <fgcore/q4.h>
 
 #include "core/backend/backend.h"
 #include "core/plugin/loader.h"
@@ -67,16 +74,24 @@ static float urand(uint64_t *s)
 	return (float)((*s >> 40) * (2.0 / 16777216.0) - 1.0);
 }
 
+static unsigned rnd8(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return (unsigned)(*s >> 56);
+}
+
 struct bench {
 	struct fg_backend b;
 	double seconds;
 	int threads;
+	int q4; /* -w q4 */
+	int epilogue; /* -e */
 };
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: gemm_bench [-p PLUGIN.so] [-t THREADS] [-o key=value]... "
-		"[-s SECONDS] [-q] [MxNxK ...]\n");
+		"[-s SECONDS] [-q] [-w f16|q4] [-e] [MxNxK ...]\n");
 }
 
 /* Best seconds per call of linear (which = 0) or sgemm (which = 1). */
@@ -94,6 +109,9 @@ static double time_round(struct bench *B, int which, const struct fg_linear_args
 				exit(1);
 			}
 		} else {
+			if (it == 0) /* the plugin may leave OpenBLAS at 1 thread (it splits) */
+				openblas_set_num_threads(B->threads > 0 ? B->threads :
+							 (int)sysconf(_SC_NPROCESSORS_ONLN));
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f,
 				    a->x.data, k, wf, k, 0.0f, c, n);
 		}
@@ -110,40 +128,90 @@ static int run_shape(struct bench *B, const struct shape *s, double *ratio)
 	float *wf = malloc((size_t)(n * k) * sizeof(float));
 	float *out = malloc((size_t)(m * n) * sizeof(float));
 	float *ref = malloc((size_t)(m * n) * sizeof(float));
-	uint16_t *w = malloc((size_t)(n * k) * sizeof(uint16_t));
+	size_t wbytes = B->q4 ? (size_t)fg_q4_bytes((uint64_t)n, (uint64_t)k, 0)
+			      : (size_t)(n * k) * sizeof(uint16_t);
+	uint8_t *w = malloc(wbytes);
+	uint16_t *bias = malloc((size_t)n * sizeof(uint16_t));
+	float *res = malloc((size_t)(m * n) * sizeof(float));
 	struct fg_linear_args a;
 	double tl = INFINITY, tb = INFINITY, flops = 2.0 * (double)m * (double)n * (double)k;
 	double err = 0;
 	uint64_t seed = 42;
 
-	if (!x || !wf || !out || !ref || !w) {
+	if (!x || !wf || !out || !ref || !w || !bias || !res) {
 		fprintf(stderr, "out of memory for %" PRId64 "x%" PRId64 "x%" PRId64 "\n", m, n, k);
 		return -ENOMEM;
 	}
 	for (int64_t i = 0; i < m * k; i++)
 		x[i] = urand(&seed);
-	for (int64_t i = 0; i < n * k; i++) {
-		w[i] = fg_float_to_half(urand(&seed) / sqrtf((float)k));
-		wf[i] = fg_half_to_float(w[i]);
+	if (B->q4) {
+		uint64_t db = fg_q4_data_bytes((uint64_t)n, (uint64_t)k);
+		uint8_t *par = w + db;
+
+		memset(w, 0, db);
+		for (int64_t i = 0; i < n * k; i++) /* nibbles of the encoder's layout */
+			w[i / 2] |= (uint8_t)((uint8_t)(rnd8(&seed) & 15) << (i & 1 ? 0 : 4));
+		for (uint64_t g = 0; g < (uint64_t)((n + 63) / 64 * k); g++) {
+			/* a group spanning about [-1, 1] / sqrt(k), as the fp16 case */
+			uint16_t sc = fg_float_to_half((1 + 0.1f * urand(&seed)) * 2 / 15 /
+						       sqrtf((float)k));
+			uint16_t mn = fg_float_to_half((-1 + 0.1f * urand(&seed)) / sqrtf((float)k));
+
+			par[4 * g] = (uint8_t)sc, par[4 * g + 1] = (uint8_t)(sc >> 8);
+			par[4 * g + 2] = (uint8_t)mn, par[4 * g + 3] = (uint8_t)(mn >> 8);
+		}
+		for (int64_t r = 0; r < n; r++)
+			for (int64_t c = 0; c < k; c++) {
+				uint64_t e = (uint64_t)(r * k + c), g = (uint64_t)(r / 64 * k + c);
+				unsigned q = e & 1 ? w[e / 2] & 15u : w[e / 2] >> 4u;
+
+				wf[e] = (float)q * fg_half_to_float((uint16_t)(par[4 * g] |
+									   par[4 * g + 1] << 8)) +
+					fg_half_to_float((uint16_t)(par[4 * g + 2] | par[4 * g + 3] << 8));
+			}
+	} else {
+		uint16_t *wh = (uint16_t *)w;
+
+		for (int64_t i = 0; i < n * k; i++) {
+			wh[i] = fg_float_to_half(urand(&seed) / sqrtf((float)k));
+			wf[i] = fg_half_to_float(wh[i]);
+		}
 	}
 	memset(&a, 0, sizeof(a));
 	a.x = (struct fg_tensor){ x, FG_DTYPE_F32, m, k, k };
-	a.w = (struct fg_tensor){ w, FG_DTYPE_F16, n, k, k };
+	a.w = (struct fg_tensor){ w, B->q4 ? FG_DTYPE_Q4_ROWS : FG_DTYPE_F16, n, k, k };
 	a.out = (struct fg_tensor){ out, FG_DTYPE_F32, m, n, n };
+	if (B->epilogue) {
+		for (int64_t j = 0; j < n; j++)
+			bias[j] = fg_float_to_half(urand(&seed));
+		for (int64_t i = 0; i < m * n; i++)
+			res[i] = urand(&seed);
+		a.bias = (struct fg_tensor){ bias, FG_DTYPE_F16, 1, n, n };
+		a.act = FG_ACT_RELU;
+		a.residual = (struct fg_tensor){ res, FG_DTYPE_F32, m, n, n };
+	}
 	/* warm-up, and both results compared */
 	time_round(B, 0, &a, wf, ref);
 	time_round(B, 1, &a, wf, ref);
-	for (int64_t i = 0; i < m * n; i++)
-		err = fmax(err, fabs((double)out[i] - ref[i]) / (1 + fabs((double)ref[i])));
+	for (int64_t i = 0; i < m * n; i++) {
+		double want = ref[i];
+
+		if (B->epilogue) {
+			want += fg_half_to_float(bias[i % n]);
+			want = (want < 0 ? 0 : want) + res[i];
+		}
+		err = fmax(err, fabs((double)out[i] - want) / (1 + fabs(want)));
+	}
 	for (int r = 0; r < 3; r++) {
 		tl = fmin(tl, time_round(B, 0, &a, wf, out));
 		tb = fmin(tb, time_round(B, 1, &a, wf, ref));
 	}
 	*ratio = tb / tl;
-	printf("%-8s %5" PRId64 " %5" PRId64 " %5" PRId64 "   %8.1f   %8.1f   %5.2f   %.1e\n",
-	       s->kind, m, n, k, flops / tl * 1e-9, flops / tb * 1e-9, *ratio, err);
+	printf("%-8s %5" PRId64 " %5" PRId64 " %5" PRId64 "   %8.1f   %8.1f   %5.2f   %7.2f   %.1e\n",
+	       s->kind, m, n, k, flops / tl * 1e-9, flops / tb * 1e-9, *ratio,
+	       (double)wbytes / tl * 1e-9, err);
 	fflush(stdout);
-	free(x), free(wf), free(out), free(ref), free(w);
+	free(x), free(wf), free(out), free(ref), free(w), free(bias), free(res);
 	return 0;
 }
 
@@ -160,7 +228,7 @@ int main(int argc, char **argv)
 	void *opts;
 	char tbuf[32];
 
-	while ((opt = getopt(argc, argv, "p:t:o:s:qh")) != -1) {
+	while ((opt = getopt(argc, argv, "p:t:o:s:qw:eh")) != -1) {
 		switch (opt) {
 		case 'p':
 			plugin = optarg;
@@ -182,6 +250,16 @@ int main(int argc, char **argv)
 		}
 		case 's':
 			B.seconds = atof(optarg);
+			break;
+		case 'w':
+			if (strcmp(optarg, "q4") != 0 && strcmp(optarg, "f16") != 0) {
+				usage();
+				return 2;
+			}
+			B.q4 = strcmp(optarg, "q4") == 0;
+			break;
+		case 'e':
+			B.epilogue = 1;
 			break;
 		case 'q':
 			shapes = quick_shapes;
@@ -231,15 +309,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gemm_bench: %s\n", fg_last_error());
 		return 1;
 	}
-	printf("cpu_blas linear (fp32 x, fp16 w) vs cblas_sgemm (fp32 x, fp32 w)\n");
+	printf("cpu_blas linear (fp32 x, %s w%s) vs cblas_sgemm (fp32 x, fp32 w)\n",
+	       B.q4 ? "4-bit FG_DTYPE_Q4_ROWS" : "fp16",
+	       B.epilogue ? ", + bias, ReLU, + residual" : "");
 	printf("plugin %s; online CPUs %ld; threads %s", B.b.ph.path, sysconf(_SC_NPROCESSORS_ONLN),
 	       B.threads > 0 ? tbuf : "auto (plugin default)");
 	for (int i = 0; i < nopts; i++)
 		printf("; %s=%s", okeys[i], ovals[i]);
 	printf("\nOpenBLAS: %s; core %s\n", openblas_get_config(), openblas_get_corename());
-	printf("%-8s %5s %5s %5s   %8s   %8s   %5s   %s\n", "regime", "m", "n", "k",
-	       "linear", "sgemm", "ratio", "max rel diff");
-	printf("%-8s %5s %5s %5s   %8s   %8s\n", "", "", "", "", "GFLOP/s", "GFLOP/s");
+	printf("%-8s %5s %5s %5s   %8s   %8s   %5s   %7s   %s\n", "regime", "m", "n", "k",
+	       "linear", "sgemm", "ratio", "linear", "max rel diff");
+	printf("%-8s %5s %5s %5s   %8s   %8s   %5s   %7s\n", "", "", "", "", "GFLOP/s", "GFLOP/s",
+	       "", "w GB/s");
 	for (size_t i = 0; i < nshapes; i++) {
 		int pre = strcmp(shapes[i].kind, "prefill") == 0;
 

@@ -1254,15 +1254,23 @@ static void linear_q4_case(struct env *e, struct fg_codec *cd, int64_t m, int64_
 	float *wf = malloc((size_t)(n * k + 1) * sizeof(float)), *resid = NULL;
 	uint16_t *bs = bias ? f16_new(1, n, n, 1) : NULL;
 	double *ref = malloc((size_t)(m * n + 1) * sizeof(double));
+	double *wd = malloc((size_t)(n * k + 1) * sizeof(double));
 	uint8_t *w;
 	size_t sz;
 	struct fg_linear_args a;
 	char what[160];
 
-	EXPECT_TRUE(wf && ref);
+	EXPECT_TRUE(wf && ref && wd);
 	for (int64_t i = 0; i < n * k; i++)
 		wf[i] = urand() * 0.5f;
+	/* some groups far from zero: the min term then dominates the product */
+	for (int64_t c = 0; c < k; c += 5)
+		for (int64_t r = 64; r < n && r < 128; r++)
+			wf[r * k + c] += 3.0f;
 	w = q4_encode(cd, wf, n, k, 0, &sz);
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t c = 0; c < k; c++)
+			wd[j * k + c] = q4_value(w, n, k, 0, j, c);
 	if (res == RES_SEPARATE)
 		resid = f32_new(m, n, ldo, true);
 	else if (res == RES_ALIAS)
@@ -1276,7 +1284,7 @@ static void linear_q4_case(struct env *e, struct fg_codec *cd, int64_t m, int64_
 			double s = 0;
 
 			for (int64_t c = 0; c < k; c++)
-				s += (double)x[i * ldx + c] * q4_value(w, n, k, 0, j, c);
+				s += (double)x[i * ldx + c] * wd[j * k + c];
 			if (bias)
 				s += h2d(bs[j]);
 			if (relu && s < 0)
@@ -1300,13 +1308,21 @@ static void linear_q4_case(struct env *e, struct fg_codec *cd, int64_t m, int64_
 	expect_close(what, out, ldo, ref, m, n, TOL_F32);
 	if (resid && resid != out)
 		free(resid);
-	free(x), free(out), free(wf), free(bs), free(ref), free(w);
+	free(x), free(out), free(wf), free(bs), free(ref), free(w), free(wd);
 }
 
+/* cpu_blas runs m <= fused_max_m (64 by default) through its fused 4-bit
+ * kernels (AVX-512: 8 rows of x per call, AVX2 and plain C: 4; 32 values per
+ * step; k cut in blocks of 1024 when m exceeds a call's rows; odd k realigns
+ * rows), larger m through fp32 tiles: shapes around each of those limits,
+ * several groups of 64 rows and partial last groups. */
 START_TEST(test_linear_q4)
 {
 	static const int64_t shapes[][3] = { /* m, n, k */
 		{ 1, 1, 1 }, { 1, 70, 33 }, { 5, 130, 64 }, { 17, 64, 100 }, { 3, 129, 5 },
+		{ 1, 200, 768 }, { 8, 67, 96 }, { 2, 300, 47 }, { 4, 65, 31 }, { 9, 100, 2100 },
+		{ 1, 513, 94 }, { 12, 40, 1041 }, { 33, 64, 63 }, { 64, 70, 1030 },
+		{ 65, 70, 130 },
 	};
 	struct env e;
 	struct fg_codec cd;
@@ -1321,6 +1337,50 @@ START_TEST(test_linear_q4)
 				       v & 2, v % 3);
 	fg_codec_close(&cd);
 	env_close(&e);
+}
+END_TEST
+
+/* cpu_blas, fused 4-bit kernel: a row's result is bit-identical whatever m
+ * (hence the k blocking and the x blocks) and the thread count. */
+START_TEST(test_linear_q4_batch_invariance)
+{
+	struct env e;
+	struct fg_codec cd;
+	int64_t n = 150, k = 2100, M = 19;
+	float *x, *full, *part, *wf;
+	uint16_t *b;
+	uint8_t *w;
+	size_t sz;
+	struct fg_linear_args a;
+
+	if (!conf_is_cpu_blas(_i) || strstr(confs[_i].label, "fused_max_m=0"))
+		return;
+	env_open(&e, _i);
+	codec_open_int4(&cd);
+	x = f32_new(M, k, k, true), full = f32_new(M, n, n, false), part = f32_new(M, n, n, false);
+	wf = f32_new(n, k, k, true), b = f16_new(1, n, n, 1.0f);
+	w = q4_encode(&cd, wf, n, k, 0, &sz);
+	memset(&a, 0, sizeof(a));
+	a.w = tview(w, FG_DTYPE_Q4_ROWS, n, k, k);
+	a.bias = tview(b, FG_DTYPE_F16, 1, n, n);
+	a.act = FG_ACT_RELU;
+	a.x = tview(x, FG_DTYPE_F32, M, k, k);
+	a.out = tview(full, FG_DTYPE_F32, M, n, n);
+	ck_assert_int_eq(e.b.ops->linear(e.b.ctx, NULL, &a), 0);
+	for (int64_t m = 1; m <= 9; m += 2) {
+		for (int64_t i0 = 0; i0 + m <= M; i0 += m) {
+			a.x = tview(x + i0 * k, FG_DTYPE_F32, m, k, k);
+			a.out = tview(part + i0 * n, FG_DTYPE_F32, m, n, n);
+			ck_assert_int_eq(e.b.ops->linear(e.b.ctx, NULL, &a), 0);
+		}
+		for (int64_t i = 0; i < (M / m) * m * n; i++)
+			EXPECT(memcmp(&part[i], &full[i], sizeof(float)) == 0,
+			       "%s: m=%lld: element %lld differs: %a vs %a", e.label, (long long)m,
+			       (long long)i, (double)part[i], (double)full[i]);
+	}
+	fg_codec_close(&cd);
+	env_close(&e);
+	free(x), free(full), free(part), free(wf), free(b), free(w);
 }
 END_TEST
 
@@ -1551,8 +1611,10 @@ static int collect(const char *path, void *user)
 		add_conf(path, name, "isa", "none", NULL, NULL);               /* plain C helpers */
 #if defined(__x86_64__) && defined(__GNUC__)
 		/* the AVX2 kernels too, where AVX-512 would be picked */
-		if (cpu_has_avx2() && __builtin_cpu_supports("avx512f"))
+		if (cpu_has_avx2() && __builtin_cpu_supports("avx512f")) {
 			add_conf(path, name, "isa", "avx2", "fused_max_m", "1000000");
+			add_conf(path, name, "isa", "avx2", "fused_max_m", "0"); /* its epilogue */
+		}
 #endif
 	}
 	return 0;
@@ -1581,6 +1643,7 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_kv_append_f16, 0, nconfs);
 	tcase_add_loop_test(tc, test_attention_decode_mixed, 0, nconfs);
 	tcase_add_loop_test(tc, test_linear_q4, 0, nconfs);
+	tcase_add_loop_test(tc, test_linear_q4_batch_invariance, 0, nconfs);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("invalid");

@@ -44,6 +44,7 @@ struct cpu_blas_ctx {
 	int64_t fused_max_m;  /* linear: m <= fused_max_m uses the fused kernel */
 	size_t tile_bytes;    /* linear, BLAS path: widened weight tile */
 	int isa;              /* CPU_BLAS_ISA_* in use */
+	int blas_split;       /* linear, BLAS path: the pool splits sgemm (plugin.c) */
 	struct cpu_blas_pool *pool;
 	pthread_mutex_t lock; /* one op at a time: the pool and scratch are shared */
 	float **scratch;      /* per pool thread */
@@ -80,6 +81,30 @@ int cpu_blas_fused_lanes(int isa);
 void cpu_blas_fused_dot(int isa, int im, int jn, const float *x, int64_t ldx,
 			const uint16_t *w, int64_t ldw, int64_t k, int flags, float *state,
 			float acc[8][3]);
+
+/* ---- fused fp32 x 4-bit dot products (fused.c; layout: fgcore/q4.h) ---------------------- */
+
+/* Rows of x one cpu_blas_q4_dot call handles (8 with AVX-512, else 4), and
+ * floats per accumulator (16 AVX-512, 8 AVX2, 16 plain C). */
+int cpu_blas_q4_rows(int isa);
+int cpu_blas_q4_lanes(int isa);
+/* s[c], mn[c] = the fp16 (scale, min) pair p[c] (4 bytes, as the codec writes
+ * them) in fp32 for c < k; zeros from k up to a multiple of 32. */
+void cpu_blas_q4_params(int isa, const uint8_t *p, int64_t k, float *s, float *mn);
+/* acc[i][j] += x[i,:k] . w_j[:k] for i < im <= cpu_blas_q4_rows(isa), j < jn <= 3,
+ * where w_j[c] = q * s[c] + mn[c] (fp32) and q is nibble c of the bytes at
+ * w + j * ldw (even c in the high nibble).  x rows and s, mn must hold zeros
+ * from k up to the next multiple of 16 (they are read); flags and state as
+ * for cpu_blas_fused_dot (state: 3 * rows * lanes floats).  Lane l sums
+ * k = l (mod lanes) in k order: the result depends on the ISA only. */
+void cpu_blas_q4_dot(int isa, int im, int jn, const float *x, int64_t ldx, const uint8_t *w,
+		     int64_t ldw, const float *s, const float *mn, int64_t k, int flags,
+		     float *state, float acc[8][3]);
+
+/* dst[c] = q * s[c] + mn[c] for c < k, q = nibble c of the bytes at w: a row
+ * of FG_DTYPE_Q4_ROWS that starts a byte, decoded as cpu_blas_q4_rows_row does. */
+void cpu_blas_q4_decode(int isa, const uint8_t *w, const float *s, const float *mn, int64_t k,
+			float *dst);
 
 /* ---- argument checks (check.c) ---------------------------------------------- */
 

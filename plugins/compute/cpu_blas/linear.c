@@ -11,7 +11,12 @@
  *    products read half the bytes of an fp32 sgemm and skip OpenBLAS's
  *    packing; widening w again for every block of x rows was measured faster
  *    than widening it once into an L2-resident scratch.
- * The fused path's result for a row depends neither on m nor on the thread
+ *  - fused 4-bit (m <= fused_max_m, FG_DTYPE_Q4_ROWS weights, any isa): each
+ *    task takes up to one group of 64 w rows, converts the group's fp16
+ *    (scale, min) pairs to fp32 once, and streams the nibbles, decoding
+ *    q * scale + min in registers (fused.c): 4.5 bits read per weight instead
+ *    of 32 through a tile.
+ * The fused paths' result for a row depends neither on m nor on the thread
  * count (fused.c); OpenBLAS's may (some of its kernels treat the last rows of
  * x differently), and the two paths round differently: fused_max_m = huge
  * gives results independent of the batch split.
@@ -24,8 +29,13 @@
 
 #include <cblas.h>
 
+#include <fgcore/q4.h>
+
 #include "plugins/compute/cpu_blas/cpu_blas.h"
 #include "plugins/codec/fp16_simd.h"
+
+/* Declared by OpenBLAS's cblas.h; repeated so other CBLAS headers work too. */
+void openblas_set_num_threads(int num_threads);
 
 #define CB_CTILE_BYTES (4u << 20)  /* BLAS path: product tile when out == residual */
 #define CB_FUSED_ROWS 24           /* fused path: most w rows per task (8 kernels of 3) */
@@ -38,7 +48,7 @@ struct cb_linear {
 	int64_t ldx;
 	const uint16_t *w;
 	int64_t ldw;
-	const struct fg_tensor *wq; /* FG_DTYPE_Q4_ROWS weight (BLAS path only), or NULL */
+	const struct fg_tensor *wq; /* FG_DTYPE_Q4_ROWS weight, or NULL */
 	const float *bias; /* fp32 copy, n values, or NULL */
 	int relu;
 	const float *res;  /* may equal out */
@@ -47,6 +57,8 @@ struct cb_linear {
 	int64_t ldo;
 	int64_t m, n, k;
 	int64_t task_rows; /* fused path: w rows per task */
+	int64_t q4_kp;     /* fused 4-bit path: floats per scale / min array (and per x row) */
+	int64_t q4_state;  /* fused 4-bit path: floats of parked accumulators per thread */
 	/* BLAS path: the current tile */
 	int64_t j0, jn, i0;
 	const float *prod;
@@ -65,11 +77,36 @@ static inline float cb_finish(float p, const float *bias, int64_t j, int relu,
 
 /* ---- BLAS path ------------------------------------------------------------------ */
 
+/* 4-bit rows that start a byte (even k): each group's (scale, min) pairs
+ * converted once into the thread's scratch, then the rows decoded in vectors. */
+static void cb_widen_q4_rows(struct cb_linear *L, int64_t b, int64_t e, int tid)
+{
+	const uint8_t *data = L->wq->data;
+	const uint8_t *params = data + fg_q4_data_bytes((uint64_t)L->n, (uint64_t)L->k);
+	float *s = L->c->scratch[tid], *mn = s + L->q4_kp;
+	int64_t g = -1;
+
+	for (int64_t r = b; r < e; r++) {
+		int64_t j = L->j0 + r;
+
+		if (j / FG_Q4_GROUP != g) {
+			g = j / FG_Q4_GROUP;
+			cpu_blas_q4_params(L->c->isa, params + 4 * (uint64_t)g * (uint64_t)L->k, L->k,
+					   s, mn);
+		}
+		cpu_blas_q4_decode(L->c->isa, data + (uint64_t)j * (uint64_t)L->k / 2, s, mn, L->k,
+				   L->c->tile + r * L->k);
+	}
+}
+
 static void cb_widen_rows(void *arg, int64_t b, int64_t e, int tid)
 {
 	struct cb_linear *L = arg;
 
-	(void)tid;
+	if (L->wq && !(L->k & 1)) {
+		cb_widen_q4_rows(L, b, e, tid);
+		return;
+	}
 	for (int64_t r = b; r < e; r++) {
 		if (L->wq)
 			cpu_blas_q4_rows_row(L->wq, L->j0 + r, L->c->tile + r * L->k);
@@ -79,21 +116,164 @@ static void cb_widen_rows(void *arg, int64_t b, int64_t e, int tid)
 	}
 }
 
+/* o[j] = finish(p[j]) for j < n, bias already offset to o's first column;
+ * o may be p or res (element by element, so in place is fine).  The vector
+ * versions do cb_finish's fp32 operations in its order (+ bias, ReLU keeping
+ * NaN and -0, + residual): bit-identical results. */
+typedef void (*cb_fin_fn)(float *o, const float *p, const float *bias, const float *res,
+			  int64_t n);
+
+#define CB_FIN_INLINE static inline __attribute__((always_inline))
+
+CB_FIN_INLINE void cb_fin_c(const int B, const int R, const int S, float *o, const float *p,
+			    const float *bias, const float *res, int64_t n)
+{
+	for (int64_t j = 0; j < n; j++)
+		o[j] = cb_finish(p[j], B ? bias : NULL, j, R, S ? res + j : NULL);
+}
+
+#if FP16_SIMD_X86
+CB_FIN_INLINE __attribute__((target("avx2"))) void
+cb_fin256(const int B, const int R, const int S, float *o, const float *p, const float *bias,
+	  const float *res, int64_t n)
+{
+	const __m256 zero = _mm256_setzero_ps();
+	int64_t j = 0;
+
+	for (; j + 8 <= n; j += 8) {
+		__m256 v = _mm256_loadu_ps(p + j);
+
+		if (B)
+			v = _mm256_add_ps(v, _mm256_loadu_ps(bias + j));
+		if (R)
+			v = _mm256_andnot_ps(_mm256_cmp_ps(v, zero, _CMP_LT_OQ), v);
+		if (S)
+			v = _mm256_add_ps(v, _mm256_loadu_ps(res + j));
+		_mm256_storeu_ps(o + j, v);
+	}
+	cb_fin_c(B, R, S, o + j, p + j, B ? bias + j : NULL, S ? res + j : NULL, n - j);
+}
+
+CB_FIN_INLINE __attribute__((target("avx512f"))) void
+cb_fin512(const int B, const int R, const int S, float *o, const float *p, const float *bias,
+	  const float *res, int64_t n)
+{
+	const __m512 zero = _mm512_setzero_ps();
+
+	for (int64_t j = 0; j < n; j += 16) {
+		__mmask16 m = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+		__m512 v = _mm512_maskz_loadu_ps(m, p + j);
+
+		if (B)
+			v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + j));
+		if (R)
+			v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), zero);
+		if (S)
+			v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + j));
+		_mm512_mask_storeu_ps(o + j, m, v);
+	}
+}
+#endif
+
+/* One function per (bias, relu, residual) and ISA. */
+#define CB_FIN_DEF(ISA, TGT, B, R, S)                                                      \
+	static TGT void cb_fin##ISA##_##B##R##S(float *o, const float *p, const float *bias, \
+						const float *res, int64_t n)                 \
+	{                                                                                  \
+		cb_fin##ISA(B, R, S, o, p, bias, res, n);                                  \
+	}
+#define CB_FIN_DEF8(ISA, TGT)                                                              \
+	CB_FIN_DEF(ISA, TGT, 0, 0, 0) CB_FIN_DEF(ISA, TGT, 0, 0, 1) CB_FIN_DEF(ISA, TGT, 0, 1, 0) \
+	CB_FIN_DEF(ISA, TGT, 0, 1, 1) CB_FIN_DEF(ISA, TGT, 1, 0, 0) CB_FIN_DEF(ISA, TGT, 1, 0, 1) \
+	CB_FIN_DEF(ISA, TGT, 1, 1, 0) CB_FIN_DEF(ISA, TGT, 1, 1, 1)
+#define CB_FIN_REF8(ISA)                                                                   \
+	{ cb_fin##ISA##_000, cb_fin##ISA##_001, cb_fin##ISA##_010, cb_fin##ISA##_011,      \
+	  cb_fin##ISA##_100, cb_fin##ISA##_101, cb_fin##ISA##_110, cb_fin##ISA##_111 }
+
+CB_FIN_DEF8(_c, )
+static const cb_fin_fn cb_fin_fns_c[8] = CB_FIN_REF8(_c);
+#if FP16_SIMD_X86
+CB_FIN_DEF8(256, __attribute__((target("avx2"))))
+CB_FIN_DEF8(512, __attribute__((target("avx512f"))))
+static const cb_fin_fn cb_fin_fns256[8] = CB_FIN_REF8(256);
+static const cb_fin_fn cb_fin_fns512[8] = CB_FIN_REF8(512);
+#endif
+
+static cb_fin_fn cb_fin_pick(const struct cb_linear *L)
+{
+	int v = (L->bias ? 4 : 0) | (L->relu ? 2 : 0) | (L->res ? 1 : 0);
+
+#if FP16_SIMD_X86
+	if (L->c->isa == CPU_BLAS_ISA_AVX512)
+		return cb_fin_fns512[v];
+	if (L->c->isa == CPU_BLAS_ISA_AVX2)
+		return cb_fin_fns256[v];
+#endif
+	return cb_fin_fns_c[v];
+}
+
 /* out[i0 + r, j0 + j] = finish(prod[r, j]) for rows r in [b, e). */
 static void cb_epilogue_rows(void *arg, int64_t b, int64_t e, int tid)
 {
 	struct cb_linear *L = arg;
+	cb_fin_fn fin = cb_fin_pick(L);
+	const float *bias = L->bias ? L->bias + L->j0 : NULL;
 
 	(void)tid;
 	for (int64_t r = b; r < e; r++) {
 		int64_t i = L->i0 + r;
-		const float *p = L->prod + r * L->ldp;
 		const float *res = L->res ? L->res + i * L->ldr + L->j0 : NULL;
-		float *o = L->out + i * L->ldo + L->j0;
 
-		for (int64_t j = 0; j < L->jn; j++)
-			o[j] = cb_finish(p[j], L->bias, L->j0 + j, L->relu, res ? res + j : NULL);
+		fin(L->out + i * L->ldo + L->j0, L->prod + r * L->ldp, bias, res, L->jn);
 	}
+}
+
+/* ---- split sgemm (few threads: see cpu_blas_ctx.blas_split) ---------------------- */
+
+struct cb_gemm_split {
+	struct cb_linear *L;
+	int64_t i0, mb;     /* rows of x */
+	float *c;
+	int64_t ldc;
+	int64_t nparts;     /* column blocks */
+	int64_t ncols;      /* columns per block (a multiple of 64) */
+	int64_t mrows;      /* rows per row block */
+};
+
+static void cb_gemm_part(void *arg, int64_t b, int64_t e, int tid)
+{
+	struct cb_gemm_split *G = arg;
+	struct cb_linear *L = G->L;
+
+	(void)tid;
+	for (int64_t t = b; t < e; t++) {
+		int64_t j0 = t % G->nparts * G->ncols, r0 = t / G->nparts * G->mrows;
+		int64_t nj = L->jn - j0 < G->ncols ? L->jn - j0 : G->ncols;
+		int64_t nr = G->mb - r0 < G->mrows ? G->mb - r0 : G->mrows;
+
+		if (nj <= 0 || nr <= 0)
+			continue;
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nj, (int)L->k,
+			    1.0f, L->x + (G->i0 + r0) * L->ldx, (int)L->ldx,
+			    L->c->tile + j0 * L->k, (int)L->k, 0.0f, G->c + r0 * G->ldc + j0,
+			    (int)G->ldc);
+	}
+}
+
+/* One single-threaded sgemm per pool thread: column blocks, or row blocks
+ * too when the tile has fewer 64-column blocks than threads. */
+static void cb_gemm_split(struct cb_linear *L, int64_t i0, int64_t mb, float *c, int64_t ldc)
+{
+	int threads = L->c->threads;
+	int64_t blocks = (L->jn + 63) / 64, mparts = 1;
+	struct cb_gemm_split G = { .L = L, .i0 = i0, .mb = mb, .c = c, .ldc = ldc };
+
+	G.nparts = blocks < threads ? blocks : threads;
+	G.ncols = (blocks + G.nparts - 1) / G.nparts * 64;
+	if (G.nparts < threads)
+		mparts = (threads + G.nparts - 1) / G.nparts;
+	G.mrows = (mb + mparts - 1) / mparts;
+	cpu_blas_pool_run(L->c->pool, G.nparts * mparts, 1, cb_gemm_part, &G);
 }
 
 static void cb_gemm(struct cb_linear *L, int64_t i0, int64_t mb, float *c, int64_t ldc)
@@ -101,6 +281,10 @@ static void cb_gemm(struct cb_linear *L, int64_t i0, int64_t mb, float *c, int64
 	if (L->k == 0) {
 		for (int64_t r = 0; r < mb; r++)
 			memset(c + r * ldc, 0, (size_t)L->jn * sizeof(float));
+		return;
+	}
+	if (L->c->blas_split) {
+		cb_gemm_split(L, i0, mb, c, ldc);
 		return;
 	}
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mb, (int)L->jn, (int)L->k,
@@ -116,6 +300,8 @@ static int cb_linear_blas(struct cb_linear *L)
 	int64_t nt, k1 = L->k ? L->k : 1;
 	int rc;
 
+	/* Process-wide in OpenBLAS: set again, another context may have changed it. */
+	openblas_set_num_threads(c->blas_split ? 1 : c->threads);
 	/* Big tiles: OpenBLAS repacks x for every call (measured: 16 -> 64 MiB
 	 * took 512x4096x4096 from 0.77 to 0.90 of sgemm on 16 cores). */
 	nt = (int64_t)(c->tile_bytes / sizeof(float)) / k1;
@@ -125,6 +311,12 @@ static int cb_linear_blas(struct cb_linear *L)
 	rc = cpu_blas_buffer(c, &c->tile, &c->tile_len, (size_t)(nt * k1), "weight tile");
 	if (rc)
 		return rc;
+	if (L->wq) { /* scale and min of a group, per thread (cb_widen_q4_rows) */
+		L->q4_kp = (L->k + 31) & ~(int64_t)31;
+		rc = cpu_blas_scratch(c, (size_t)(2 * L->q4_kp));
+		if (rc)
+			return rc;
+	}
 	for (L->j0 = 0; L->j0 < L->n; L->j0 += nt) {
 		L->jn = L->n - L->j0 < nt ? L->n - L->j0 : nt;
 		if (L->k)
@@ -256,6 +448,121 @@ static int cb_linear_fused(struct cb_linear *L)
 	return 0;
 }
 
+/* ---- fused 4-bit path ------------------------------------------------------------------ */
+
+static inline unsigned cb_q4_nib(const uint8_t *data, uint64_t e)
+{
+	return e & 1 ? data[e / 2] & 15u : data[e / 2] >> 4;
+}
+
+/* Odd k: row j starts mid-byte when j is odd; copy rows so each starts a byte. */
+static void cb_q4_realign(const uint8_t *data, int64_t j0, int64_t jb, int64_t k, uint8_t *dst)
+{
+	int64_t rb = (k + 1) / 2;
+
+	for (int64_t j = 0; j < jb; j++) {
+		uint64_t e0 = (uint64_t)(j0 + j) * (uint64_t)k;
+
+		for (int64_t t = 0; t < rb; t++) {
+			unsigned hi = cb_q4_nib(data, e0 + 2 * (uint64_t)t);
+			unsigned lo = 2 * t + 1 < k ? cb_q4_nib(data, e0 + 2 * (uint64_t)t + 1) : 0;
+
+			dst[j * rb + t] = (uint8_t)(hi << 4 | lo);
+		}
+	}
+}
+
+static void cb_q4_task(void *arg, int64_t b, int64_t e, int tid)
+{
+	struct cb_linear *L = arg;
+	const uint8_t *data = L->wq->data;
+	const uint8_t *params = data + fg_q4_data_bytes((uint64_t)L->n, (uint64_t)L->k);
+	int isa = L->c->isa, rm = cpu_blas_q4_rows(isa);
+	int64_t vec = 3 * (int64_t)rm * cpu_blas_q4_lanes(isa);
+	float *s = L->c->scratch[tid], *mn = s + L->q4_kp, *state = mn + L->q4_kp;
+	uint8_t *rows = (uint8_t *)(state + L->q4_state);
+	int64_t kb = L->m > rm ? CB_FUSED_KBLOCK : L->k;
+	int64_t ldw = (L->k + 1) / 2;
+
+	for (int64_t blk = b; blk < e; blk++) {
+		int64_t j0 = blk * L->task_rows;
+		int64_t jb = L->n - j0 < L->task_rows ? L->n - j0 : L->task_rows;
+		const uint8_t *w = data + (uint64_t)j0 * (uint64_t)L->k / 2;
+
+		/* task_rows divides 64: the task's rows share one group's parameters. */
+		cpu_blas_q4_params(isa, params + 4 * (uint64_t)(j0 / FG_Q4_GROUP) * (uint64_t)L->k,
+				   L->k, s, mn);
+		if (L->k & 1) {
+			cb_q4_realign(data, j0, jb, L->k, rows);
+			w = rows;
+		}
+		for (int64_t k0 = 0; k0 < L->k; k0 += kb) {
+			int64_t kl = L->k - k0 < kb ? L->k - k0 : kb;
+			int flags = (k0 == 0 ? CPU_BLAS_DOT_FIRST : 0) |
+				    (k0 + kl == L->k ? CPU_BLAS_DOT_LAST : 0);
+			float *st = state;
+
+			for (int64_t i0 = 0; i0 < L->m; i0 += rm) {
+				int im = L->m - i0 < rm ? (int)(L->m - i0) : rm;
+
+				for (int64_t jj = 0; jj < jb; jj += 3, st += vec) {
+					int jn = jb - jj < 3 ? (int)(jb - jj) : 3;
+					float acc[8][3];
+
+					cpu_blas_q4_dot(isa, im, jn, L->x + i0 * L->ldx + k0, L->ldx,
+							w + jj * ldw + k0 / 2, ldw, s + k0, mn + k0, kl,
+							flags, st, acc);
+					if (flags & CPU_BLAS_DOT_LAST)
+						cb_fused_finish(L, i0, im, j0 + jj, jn, acc);
+				}
+			}
+		}
+	}
+}
+
+static int cb_linear_q4(struct cb_linear *L)
+{
+	struct cpu_blas_ctx *c = L->c;
+	int rm = cpu_blas_q4_rows(c->isa);
+	int64_t kp = (L->k + 31) & ~(int64_t)31, tasks, rows_floats;
+	double flops;
+	int rc, threads;
+
+	/* x with aligned rows, zeros past k: the kernel reads whole vectors. */
+	rc = cpu_blas_buffer(c, &c->xpack, &c->xpack_len, (size_t)(L->m * kp), "x copy");
+	if (rc)
+		return rc;
+	for (int64_t i = 0; i < L->m; i++) {
+		memcpy(c->xpack + i * kp, L->x + i * L->ldx, (size_t)L->k * sizeof(float));
+		memset(c->xpack + i * kp + L->k, 0, (size_t)(kp - L->k) * sizeof(float));
+	}
+	L->x = c->xpack;
+	L->ldx = kp;
+
+	/* Threads by work, as the fp16 path.  Tasks of one group of 64 rows (the
+	 * group's parameters are converted once per task), halved while there
+	 * are too few to share between the threads. */
+	flops = 2.0 * (double)(L->m + 8) * (double)L->n * (double)L->k;
+	threads = flops / CB_FUSED_FLOPS_PER_THREAD >= c->threads ? c->threads :
+		  1 + (int)(flops / CB_FUSED_FLOPS_PER_THREAD);
+	L->task_rows = FG_Q4_GROUP;
+	while (L->task_rows > 16 && L->n < L->task_rows * 2 * threads)
+		L->task_rows /= 2;
+	tasks = (L->n + L->task_rows - 1) / L->task_rows;
+
+	/* Per thread: scale and min (kp each), the accumulators parked between k
+	 * blocks (one set per x block and 3 w rows), realigned rows for odd k. */
+	L->q4_kp = kp;
+	L->q4_state = (L->m + rm - 1) / rm * ((L->task_rows + 2) / 3) * 3 * rm *
+		      cpu_blas_q4_lanes(c->isa);
+	rows_floats = L->k & 1 ? (L->task_rows * ((L->k + 1) / 2) + 3) / 4 : 0;
+	rc = cpu_blas_scratch(c, (size_t)(2 * kp + L->q4_state + rows_floats));
+	if (rc)
+		return rc;
+	cpu_blas_pool_run_on(c->pool, threads, tasks, 1, cb_q4_task, L);
+	return 0;
+}
+
 /* ---- entry ----------------------------------------------------------------------- */
 
 static int cb_linear_check(struct cpu_blas_ctx *c, const struct fg_linear_args *a)
@@ -349,8 +656,10 @@ int cpu_blas_linear(void *ctx, void *stream, const struct fg_linear_args *a)
 		fp16_simd_to_f32(biasf, a->bias.data, (size_t)L.n);
 		L.bias = biasf;
 	}
-	/* The fused kernel streams fp16 rows; 4-bit weights go through fp32 tiles. */
-	if (c->isa != CPU_BLAS_ISA_NONE && L.m <= c->fused_max_m && L.k > 0 && !L.wq)
+	/* The fused kernels stream fp16 rows (x86-64 only) or 4-bit rows (any isa). */
+	if (L.wq && L.m <= c->fused_max_m && L.k > 0)
+		rc = cb_linear_q4(&L);
+	else if (c->isa != CPU_BLAS_ISA_NONE && L.m <= c->fused_max_m && L.k > 0 && !L.wq)
 		rc = cb_linear_fused(&L);
 	else
 		rc = cb_linear_blas(&L);

@@ -16,6 +16,7 @@
 void openblas_set_num_threads(int num_threads);
 
 #define CPU_BLAS_MAX_THREADS 1024
+#define CPU_BLAS_SPLIT_MAX_THREADS 4 /* up to this, the pool splits sgemm (see init) */
 
 static const struct fg_option cpu_blas_options[] = {
 	{ .key = "threads", .type = FG_OPT_INT, .def = "0",
@@ -23,9 +24,10 @@ static const struct fg_option cpu_blas_options[] = {
 	  .offset = offsetof(struct cpu_blas_opts, threads), .min = 0,
 	  .max = CPU_BLAS_MAX_THREADS },
 	{ .key = "fused_max_m", .type = FG_OPT_INT, .def = "64",
-	  .help = "linear with at most this many rows uses the fused fp16 kernel (x86-64 with "
-		  "AVX2) instead of OpenBLAS; 0 = always OpenBLAS, a huge value = always fused "
-		  "(results then never depend on the batch size).",
+	  .help = "linear with at most this many rows uses the fused kernels (fp16 weights: "
+		  "x86-64 with AVX2; 4-bit weights: any CPU) instead of OpenBLAS; 0 = always "
+		  "OpenBLAS, a huge value = always fused (results then never depend on the "
+		  "batch size).",
 	  .offset = offsetof(struct cpu_blas_opts, fused_max_m), .min = 0,
 	  .max = INT64_MAX },
 	{ .key = "isa", .type = FG_OPT_STRING, .def = "auto",
@@ -167,8 +169,17 @@ static int cpu_blas_init(const struct fg_host *host, const void *opts, void **ct
 		cpu_blas_fini(c);
 		return rc;
 	}
-	/* Process-wide in OpenBLAS: the last context initialised wins. */
-	openblas_set_num_threads(c->threads);
+	/* With few cores, OpenBLAS's own threads hurt: between sgemm calls they
+	 * spin in sched_yield (perf, 2 cores, prefill: ~17% of all samples on
+	 * its worker) while the pool runs widening, epilogues, attention, on the
+	 * same cores.  There the pool splits each sgemm into single-threaded
+	 * calls on 64-column blocks of the tile (measured, 2 cores, OPT-125M
+	 * prefill: +9%).  With more threads OpenBLAS keeps its own threading
+	 * (unmeasured here): its partition shares packed panels between threads,
+	 * and a small tile has too few column blocks to feed many threads. */
+	c->blas_split = c->threads > 1 && c->threads <= CPU_BLAS_SPLIT_MAX_THREADS;
+	/* Process-wide in OpenBLAS: the linear op sets it again before sgemm. */
+	openblas_set_num_threads(c->blas_split ? 1 : c->threads);
 	fg_log(host, FG_LOG_DEBUG, "cpu_blas: %d threads, %s kernels, fused linear up to m = %lld",
 	       c->threads, cpu_blas_isa_names[c->isa], (long long)c->fused_max_m);
 	*ctx = c;
@@ -179,7 +190,7 @@ static void cpu_blas_info(void *ctx, struct fg_compute_info *info)
 {
 	(void)ctx;
 	info->act_dtype = FG_DTYPE_F32;
-	/* 4-bit weights (tile by tile) and a 4-bit cache are read inside the ops */
+	/* 4-bit weights (fused kernel or tile by tile) and a 4-bit cache are read inside the ops */
 	info->native_codecs = "fp16,int4_group64";
 }
 
