@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <fgcore/fgcore.h>
+#include <fgcore/q4.h>
 #include "core/config/config.h"
 #include "core/engine/engine.h"
 #include "core/engine/forward.h"
@@ -406,6 +407,29 @@ START_TEST(test_small_products)
 	ck_assert_double_eq_tol(slope[2].decode_s, flat[2].decode_s, 1e-9 * flat[2].decode_s);
 	ck_assert_double_eq_tol(save1, 7.0 / 8 * t64, 1e-6 * t64);
 	ck_assert_double_eq_tol(save33, 31.0 / 63 * save1, 1e-6 * save1);
+	/* 4-bit weights: a one-row product costs its packed bytes over q4_decode_bdw
+	 * (doubling that rate saves half of it); 64 rows cost the fp16 64-row time */
+	struct fg_cost_prediction q4a, q4b;
+	double packed = 0;
+	p.compress_weight = 1;
+	p.gpu_batch_size = 1;
+	cc.hw.mm_gemv_bdw = 0;
+	for (int i = 0; i < m->layers; i++)
+		packed += 4.0 * (double)fg_q4_bytes((uint64_t)m->hidden, (uint64_t)m->hidden, 0) +
+			  (double)fg_q4_bytes((uint64_t)m->ffn, (uint64_t)m->hidden, 0) +
+			  (double)fg_q4_bytes((uint64_t)m->hidden, (uint64_t)m->ffn, 0);
+	packed += (double)fg_q4_bytes((uint64_t)m->vocab, (uint64_t)m->hidden, 0);
+	cc.hw.q4_decode_bdw = 100;
+	ck_assert_int_eq(fg_cost_predict(&cc, &p, &q4a), 0);
+	cc.hw.q4_decode_bdw = 200;
+	ck_assert_int_eq(fg_cost_predict(&cc, &p, &q4b), 0);
+	double want = packed / 200e9;
+	ck_assert_double_eq_tol(q4a.decode_s - q4b.decode_s, want, 1e-6 * want);
+	p.gpu_batch_size = 64;
+	ck_assert_int_eq(fg_cost_predict(&cc, &p, &q4a), 0);
+	ck_assert_double_eq_tol(q4a.decode_s, flat[2].decode_s, 1e-9 * flat[2].decode_s);
+	p.compress_weight = 0;
+
 	/* a one-row rate above the 64-row one is capped: never cheaper per row than 64 rows */
 	cc.hw.mm_gemv_bdw = 1e6;
 	p.gpu_batch_size = 64;

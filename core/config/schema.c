@@ -163,6 +163,9 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	KEY_DOUBLE("hardware", "q4_decode_bdw", "0", 0, 1e6,
 		   "Matrix-vector product with 4-bit weights, GB/s of packed weights; 0: the "
 		   "backend does not read int4 (no compression)."),
+	KEY_DOUBLE("hardware", "attn_decode_q4_bdw", "0", 0, 1e6,
+		   "Decode attention of the compute backend over a 4-bit cache "
+		   "(compress_cache), GB/s of packed cache read; 0: priced at q4_decode_bdw."),
 	KEY_INT("hardware", "act_bytes", "0", 0, 4,
 		"Bytes of the compute backend's activations and KV cache elements (2: fp16, "
 		"4: fp32); 0: ask the backend."),

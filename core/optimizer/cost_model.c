@@ -28,29 +28,32 @@ struct ctx {
 	double ctog_w, ctog, gtoc, dtoc, ctod; /* bytes per second */
 };
 
-/* Seconds of a linear layer of m rows, K inputs and N outputs (hardware.h). */
+/* Seconds of a linear layer of m rows, K inputs and N outputs (hardware.h).
+ * With 4-bit weights the one-row time is their packed bytes over the int4
+ * rate, and no product is faster than reading them. */
 static double t_lin(const struct ctx *x, double m, double K, double N)
 {
 	const struct fg_hardware *hw = x->hw;
 	double rows = FG_HW_DECODE_ROWS;
 	double t64 = 2 * rows * K * N / (hw->mm_flops_decode * TFLOPS), t;
+	double packed = x->cw ? (double)fg_q4_bytes((uint64_t)N, (uint64_t)K, 0) /
+				(hw->q4_decode_bdw * GBPS) : 0;
 
 	if (m < rows) {
 		double t1 = hw->mm_gemv_bdw > 0 ? 2 * K * N / (hw->mm_gemv_bdw * GBPS) : t64;
+		double end = t64;
 		t1 = t1 < t64 ? t1 : t64;
-		t = t1 + (t64 - t1) * (m - 1) / (rows - 1);
+		if (x->cw) {
+			t1 = packed;
+			end = t64 > packed ? t64 : packed;
+		}
+		t = t1 + (end - t1) * (m - 1) / (rows - 1);
 	} else {
 		double rate = hw->mm_flops_decode * TFLOPS * m / rows;
 		double peak = hw->mm_flops_prefill * TFLOPS;
 		t = 2 * m * K * N / (rate < peak ? rate : peak);
 	}
-	if (x->cw) {
-		/* the int4 kernel reads packed weights: at least their time, and the fp16 one */
-		double packed = (double)fg_q4_bytes((uint64_t)N, (uint64_t)K, 0);
-		packed /= hw->q4_decode_bdw * GBPS;
-		t = t > packed ? t : packed;
-	}
-	return t;
+	return t > packed ? t : packed;
 }
 
 /* Bytes moved into compute memory from the host (share host_i) or the disk
@@ -113,7 +116,9 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int dec
 			L[FG_LINK_COMP].a[FG_X_CC] += seqs * tok * 3 * h * x->a / x->gtoc;
 		return;
 	}
-	double attn_bdw = (x->cq ? x->hw->q4_decode_bdw : x->hw->attn_decode_bdw) * GBPS;
+	double q4_attn = x->hw->attn_decode_q4_bdw > 0 ? x->hw->attn_decode_q4_bdw
+						       : x->hw->q4_decode_bdw;
+	double attn_bdw = (x->cq ? q4_attn : x->hw->attn_decode_bdw) * GBPS;
 	double attn = seqs * attn_len * kvrow;
 	L[FG_LINK_COMP].a[FG_X_CG] += attn / attn_bdw;
 	L[FG_LINK_COMP].a[FG_X_CN] += attn / attn_bdw;

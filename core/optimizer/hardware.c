@@ -46,6 +46,8 @@ static const struct hw_key {
 	  "decode attention on the host, GB/s of cache read" },
 	{ "q4_decode_bdw", RATE, offsetof(struct fg_hardware, q4_decode_bdw),
 	  "int4 weight matrix-vector product, GB/s of packed weights (0: no int4)" },
+	{ "attn_decode_q4_bdw", RATE, offsetof(struct fg_hardware, attn_decode_q4_bdw),
+	  "decode attention over a 4-bit cache, GB/s of packed cache read" },
 	{ "act_bytes", INT, offsetof(struct fg_hardware, act_bytes),
 	  "bytes of the backend's activations (2: fp16, 4: fp32)" },
 	{ "compute_host_memory", BOOL, offsetof(struct fg_hardware, compute_host_memory),

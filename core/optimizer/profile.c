@@ -384,6 +384,21 @@ static int compute(struct prof *p, struct fg_hardware *hw)
 		return rc;
 	hw->attn_decode_bdw = 2.0 * (double)(b * s * h) * fg_dtype_size(act) / secs / 1e9;
 	say(p, "decode attention (GB/s of cache read)", hw->attn_decode_bdw, "GB/s");
+	if (!hw->q4_decode_bdw)
+		return 0;
+	/* The same over a 4-bit cache (compress_cache): groups along the head dimension. */
+	uint64_t kvq = fg_q4_bytes((uint64_t)(b * s), (uint64_t)h, 1);
+	if (!(rc = ctensor(p, &r[0], act, b, h, 0, &t.a.q)) &&
+	    !(rc = ctensor(p, &r[1], FG_DTYPE_Q4_COLS, b * s, h, kvq, &t.a.k)) &&
+	    !(rc = ctensor(p, &r[2], FG_DTYPE_Q4_COLS, b * s, h, kvq, &t.a.v)) &&
+	    !(rc = ctensor(p, &r[3], act, b, h, 0, &t.a.out)))
+		rc = timed(p, do_attention, &t, &secs);
+	free_all(p, r, 4);
+	if (rc)
+		return rc;
+	hw->attn_decode_q4_bdw = 2.0 * (double)kvq / secs / 1e9;
+	say(p, "decode attention, 4-bit cache (GB/s of packed cache read)", hw->attn_decode_q4_bdw,
+	    "GB/s");
 	return 0;
 }
 
