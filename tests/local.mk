@@ -9,8 +9,8 @@ AM_TESTS_ENVIRONMENT = \
 	ASAN_OPTIONS='detect_leaks=1:abort_on_error=1'; export ASAN_OPTIONS; \
 	UBSAN_OPTIONS='print_stacktrace=1:halt_on_error=1'; export UBSAN_OPTIONS;
 
-# the tests' shared pseudo-random generator
-noinst_HEADERS += tests/test_rng.h
+# the tests' shared pseudo-random generator and temporary folders
+noinst_HEADERS += tests/test_rng.h tests/test_tmpdir.h
 
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = libfgcore.la $(CHECK_LIBS) -lm

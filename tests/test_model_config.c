@@ -12,29 +12,12 @@
 #include "core/model/opt_config.h"
 #include "core/model/weights.h"
 #include "core/util/error.h"
+#include "tests/test_tmpdir.h"
 
 /* Each test's own folder under TMPDIR, removed afterwards. */
-static char tmp_root[256];
-
 static void tmp_setup(void)
 {
-	const char *t = getenv("TMPDIR");
-
-	snprintf(tmp_root, sizeof(tmp_root), "%s/fg_cfg_XXXXXX", t && *t ? t : "/tmp");
-	ck_assert_ptr_nonnull(mkdtemp(tmp_root));
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static void tmp_teardown(void)
-{
-	nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	tmp_make("fg_cfg");
 }
 
 /* <tmp>/<folder>/config.json holding `text`. */
