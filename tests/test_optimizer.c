@@ -357,10 +357,18 @@ START_TEST(test_cost_model_sanity)
 	printf("compressed / fp16 host weights: %.4f\n", ratio);
 	ck_assert(ratio > 4.4 / 16 && ratio < 4.7 / 16);
 	ck_assert(b.link[FG_STAGE_DECODE][FG_LINK_CTOG] < a.link[FG_STAGE_DECODE][FG_LINK_CTOG] * 0.3);
-	/* a compressed cache takes about 4.5/16 of the memory; host attention cannot read it */
+	/* a compressed cache takes about 4.5/16 of the memory; host attention over
+	 * it needs its own rate, and costs in proportion to it */
 	q = p;
 	q.compress_cache = 1;
 	ck_assert_int_eq(fg_cost_predict(&cc, &q, &b), -EINVAL);
+	cc.hw.cpu_attn_q4_bdw = 2;
+	ck_assert_msg(fg_cost_predict(&cc, &q, &b) == 0, "%s", fg_last_error_text());
+	ck_assert(b.mem.total[FG_ROLE_HOST] < a.mem.total[FG_ROLE_HOST] * 0.6);
+	struct fg_cost_prediction fast;
+	cc.hw.cpu_attn_q4_bdw = 4;
+	ck_assert_int_eq(fg_cost_predict(&cc, &q, &fast), 0);
+	ck_assert(fast.decode_s < b.decode_s);
 	q.cpu_cache_compute = 0;
 	ck_assert_int_eq(fg_cost_predict(&cc, &q, &b), 0);
 	ck_assert(b.mem.total[FG_ROLE_HOST] < a.mem.total[FG_ROLE_HOST] * 0.6);
@@ -562,6 +570,8 @@ START_TEST(test_hardware_round_trip)
 	hw.q4_decode_bdw = 123.456;
 	hw.mm_gemv_bdw = 45.6;
 	hw.gtoc_bdw_pageable = 7.89;
+	hw.attn_decode_q4_bdw = 3.21;
+	hw.cpu_attn_q4_bdw = 0.654;
 	hw.compute_host_memory = 1;
 	snprintf(path, sizeof(path), "%s/hw.ini", tmpdir);
 	FILE *f = fopen(path, "w");
@@ -576,11 +586,13 @@ START_TEST(test_hardware_round_trip)
 	ck_assert_uint_eq(back.disk_mem, hw.disk_mem);
 	double *a[] = { &hw.ctog_bdw, &hw.gtoc_bdw, &hw.dtoc_bdw, &hw.ctod_bdw, &hw.mm_flops_prefill,
 			&hw.mm_flops_decode, &hw.attn_flops, &hw.attn_decode_bdw, &hw.cpu_attn_bdw,
-			&hw.q4_decode_bdw, &hw.mm_gemv_bdw, &hw.gtoc_bdw_pageable };
+			&hw.q4_decode_bdw, &hw.mm_gemv_bdw, &hw.gtoc_bdw_pageable,
+			&hw.attn_decode_q4_bdw, &hw.cpu_attn_q4_bdw };
 	double *b[] = { &back.ctog_bdw, &back.gtoc_bdw, &back.dtoc_bdw, &back.ctod_bdw,
 			&back.mm_flops_prefill, &back.mm_flops_decode, &back.attn_flops,
 			&back.attn_decode_bdw, &back.cpu_attn_bdw, &back.q4_decode_bdw,
-			&back.mm_gemv_bdw, &back.gtoc_bdw_pageable };
+			&back.mm_gemv_bdw, &back.gtoc_bdw_pageable, &back.attn_decode_q4_bdw,
+			&back.cpu_attn_q4_bdw };
 	for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++)
 		ck_assert_msg(fabs(*a[i] - *b[i]) <= 1e-5 * *a[i], "key %zu: %g != %g", i, *a[i], *b[i]);
 	ck_assert_int_eq(back.act_bytes, 2);
@@ -617,7 +629,7 @@ START_TEST(test_profile_cpu)
 	double r[] = { hw.ctog_bdw, hw.gtoc_bdw, hw.ctog_bdw_pageable, hw.gtoc_bdw_pageable,
 		       hw.dtoc_bdw, hw.ctod_bdw, hw.mm_flops_prefill, hw.mm_flops_decode,
 		       hw.mm_gemv_bdw, hw.attn_flops, hw.attn_decode_bdw, hw.cpu_attn_bdw,
-		       hw.q4_decode_bdw };
+		       hw.q4_decode_bdw, hw.attn_decode_q4_bdw, hw.cpu_attn_q4_bdw };
 	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++)
 		ck_assert_msg(r[i] > 0 && isfinite(r[i]), "rate %zu is %g", i, r[i]);
 	ck_assert_int_eq(fg_hardware_check(&hw), 0);

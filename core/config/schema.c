@@ -160,6 +160,9 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	KEY_DOUBLE("hardware", "cpu_attn_bdw", "0", 0, 1e6,
 		   "Decode attention on the host (cpu_cache_compute), GB/s of KV cache read; "
 		   "0: never delegate."),
+	KEY_DOUBLE("hardware", "cpu_attn_q4_bdw", "0", 0, 1e6,
+		   "Decode attention on the host over a 4-bit cache (cpu_cache_compute with "
+		   "compress_cache), GB/s of packed cache read; 0: that pair is never chosen."),
 	KEY_DOUBLE("hardware", "q4_decode_bdw", "0", 0, 1e6,
 		   "Matrix-vector product with 4-bit weights, GB/s of packed weights; 0: the "
 		   "backend does not read int4 (no compression)."),

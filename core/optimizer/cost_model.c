@@ -123,7 +123,8 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int dec
 	L[FG_LINK_COMP].a[FG_X_CG] += attn / attn_bdw;
 	L[FG_LINK_COMP].a[FG_X_CN] += attn / attn_bdw;
 	if (x->cpu) {
-		L[FG_LINK_COMP].a[FG_X_CC] += attn / (x->hw->cpu_attn_bdw * GBPS);
+		double host_bdw = x->cq ? x->hw->cpu_attn_q4_bdw : x->hw->cpu_attn_bdw;
+		L[FG_LINK_COMP].a[FG_X_CC] += attn / (host_bdw * GBPS);
 		if (x->dev) /* q, k, v out and the result back, synchronously */
 			L[FG_LINK_COMP].a[FG_X_CC] += seqs * 3 * h * x->a / x->gtoc +
 						      seqs * h * x->a / x->ctog;
@@ -158,8 +159,8 @@ static int rates_ok(const struct fg_hardware *hw, const struct fg_policy *p)
 		FG_ERR("cost model: cpu_cache_compute needs [hardware] cpu_attn_bdw (host attention rate); run fgcore profile");
 		return -EINVAL;
 	}
-	if (p->cpu_cache_compute && p->compress_cache) {
-		FG_ERR("cost model: cpu_cache_compute with compress_cache: the host attention backend (cpu_blas) does not read a 4-bit cache; choose one");
+	if (p->cpu_cache_compute && p->compress_cache && !(hw->cpu_attn_q4_bdw > 0)) {
+		FG_ERR("cost model: cpu_cache_compute with compress_cache needs [hardware] cpu_attn_q4_bdw (host attention over a 4-bit cache); run fgcore profile");
 		return -EINVAL;
 	}
 	if ((p->compress_weight || p->compress_cache) && !(hw->q4_decode_bdw > 0)) {

@@ -44,6 +44,8 @@ static const struct hw_key {
 	  "decode attention on the compute backend, GB/s of cache read" },
 	{ "cpu_attn_bdw", RATE, offsetof(struct fg_hardware, cpu_attn_bdw),
 	  "decode attention on the host, GB/s of cache read" },
+	{ "cpu_attn_q4_bdw", RATE, offsetof(struct fg_hardware, cpu_attn_q4_bdw),
+	  "decode attention on the host over a 4-bit cache, GB/s of packed cache read" },
 	{ "q4_decode_bdw", RATE, offsetof(struct fg_hardware, q4_decode_bdw),
 	  "int4 weight matrix-vector product, GB/s of packed weights (0: no int4)" },
 	{ "attn_decode_q4_bdw", RATE, offsetof(struct fg_hardware, attn_decode_q4_bdw),

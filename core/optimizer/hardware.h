@@ -32,6 +32,7 @@ struct fg_hardware {
 	double attn_flops;                   /* prefill attention (4 * batch * seq^2 * hidden flops) */
 	double attn_decode_bdw;              /* decode attention on the compute backend, GB/s of cache read */
 	double cpu_attn_bdw;                 /* decode attention on the host, GB/s of cache read */
+	double cpu_attn_q4_bdw;              /* the same over a 4-bit cache, GB/s packed; 0: unknown */
 	double q4_decode_bdw;                /* int4 weight GEMV, GB/s of packed weights; 0: no int4 */
 	double attn_decode_q4_bdw;           /* decode attention over a 4-bit cache, GB/s packed; 0: unknown */
 	int act_bytes;                       /* the backend's activation size (2 or 4); 0: unknown */

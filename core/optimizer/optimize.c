@@ -532,7 +532,7 @@ static int nchoices(const struct search *s, int any_disk, int overlap, struct ch
 	int n = 0;
 	for (int c = 0; c <= cpu; c++)
 		for (int cw = 0; cw <= q4; cw++)
-			for (int cq = 0; cq <= (q4 && !c); cq++)
+			for (int cq = 0; cq <= (q4 && (!c || hw->cpu_attn_q4_bdw > 0)); cq++)
 				for (int sep = 0; sep <= 1; sep++)
 					for (int act = 0; act <= 1; act++)
 						for (int dw = dev ? 0 : disk; dw <= disk; dw++)

@@ -135,11 +135,13 @@ static void cb_attn_widened(struct cb_attn *A, int64_t t, float *sc, float *acc)
 	int64_t krow = b * a->cache_stride, lo = a->pad[b], hi = a->len - 1;
 	float *qb = acc + ((hd + 15) & ~(int64_t)15), *ob = qb + ((hd + 15) & ~(int64_t)15);
 	float *kb = ob + ((hd + 15) & ~(int64_t)15), *vb = kb + a->len * hd;
-	const float *q = cpu_blas_load(&a->q, b, h * hd, hd, qb);
+	const float *q = cpu_blas_load(A->c->isa, &a->q, b, h * hd, hd, qb);
 
 	for (int64_t j = lo; j <= hi; j++) {
-		const float *kr = cpu_blas_load(&a->k, krow + j, h * hd, hd, kb + j * hd);
-		const float *vr = cpu_blas_load(&a->v, krow + j, h * hd, hd, vb + j * hd);
+		const float *kr = cpu_blas_load(A->c->isa, &a->k, krow + j, h * hd, hd,
+						 kb + j * hd);
+		const float *vr = cpu_blas_load(A->c->isa, &a->v, krow + j, h * hd, hd,
+						 vb + j * hd);
 
 		/* fp32 k or v: pointers into the cache itself, copied for one layout */
 		if (kr != kb + j * hd)

@@ -207,7 +207,7 @@ static inline void cb_q4_param(const uint8_t *params, uint64_t g, float *s, floa
 	*m = fg_half_to_float((uint16_t)(b[2] | b[3] << 8));
 }
 
-const float *cpu_blas_load(const struct fg_tensor *t, int64_t r, int64_t c0, int64_t w,
+const float *cpu_blas_load(int isa, const struct fg_tensor *t, int64_t r, int64_t c0, int64_t w,
 			   float *dst)
 {
 	if (t->dtype == FG_DTYPE_F32)
@@ -216,21 +216,30 @@ const float *cpu_blas_load(const struct fg_tensor *t, int64_t r, int64_t c0, int
 		fp16_simd_to_f32(dst, (const uint16_t *)t->data + r * t->ld + c0, (size_t)w);
 		return dst;
 	}
-	/* FG_DTYPE_Q4_COLS: groups of 64 along the row */
+	/* FG_DTYPE_Q4_COLS: groups of 64 along the row, one scale and minimum each */
 	const uint8_t *data = t->data, *params = cb_q4_params(t);
 	uint64_t gcols = fg_q4_grid_cols((uint64_t)t->cols, 1);
 	uint64_t e0 = (uint64_t)r * (uint64_t)t->cols;
+	float s[FG_Q4_GROUP], m[FG_Q4_GROUP];
 	int64_t c = c0;
 
 	while (c < c0 + w) {
 		int64_t g = c / FG_Q4_GROUP, end = (g + 1) * FG_Q4_GROUP;
-		float s, m;
 
 		if (end > c0 + w)
 			end = c0 + w;
-		cb_q4_param(params, (uint64_t)r * gcols + (uint64_t)g, &s, &m);
+		cb_q4_param(params, (uint64_t)r * gcols + (uint64_t)g, &s[0], &m[0]);
+		if ((e0 + (uint64_t)c) % 2 == 0) {
+			/* whole bytes: the vector decoder, the group's scale and minimum per lane */
+			for (int64_t i = 1; i < end - c; i++)
+				s[i] = s[0], m[i] = m[0];
+			cpu_blas_q4_decode(isa, data + (e0 + (uint64_t)c) / 2, s, m, end - c,
+					   dst + (c - c0));
+			c = end;
+			continue;
+		}
 		for (; c < end; c++)
-			dst[c - c0] = (float)cb_q4_nibble(data, e0 + (uint64_t)c) * s + m;
+			dst[c - c0] = (float)cb_q4_nibble(data, e0 + (uint64_t)c) * s[0] + m[0];
 	}
 	return dst;
 }
@@ -403,7 +412,7 @@ int cpu_blas_kv_append(void *ctx, void *stream, const struct fg_kv_append_args *
 	for (int64_t b = 0; b < a->batch; b++)
 		for (int64_t i = 0; i < a->n; i++)
 			cpu_blas_q4_cols_store(&a->cache, b * a->cache_stride + a->start + i,
-					       cpu_blas_load(&a->src, b * a->n + i, 0, h, buf));
+					       cpu_blas_load(c->isa, &a->src, b * a->n + i, 0, h, buf));
 	free(buf);
 	return 0;
 }
