@@ -49,6 +49,12 @@ static inline uint64_t fg_q4_grid_cols(uint64_t cols, int group_dim)
 	return group_dim == 0 ? cols : (cols + FG_Q4_GROUP - 1) / FG_Q4_GROUP;
 }
 
+/* The q value of element e (row-major index) in the data bytes. */
+static inline unsigned fg_q4_nibble(const uint8_t *data, uint64_t e)
+{
+	return e & 1 ? data[e / 2] & 15u : data[e / 2] >> 4u;
+}
+
 /* Total encoded bytes: data, then 4 bytes (scale, min) per group. */
 static inline uint64_t fg_q4_bytes(uint64_t rows, uint64_t cols, int group_dim)
 {

@@ -20,6 +20,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <fgcore/q4.h>
+
 #include "plugins/compute/cpu_blas/cpu_blas.h"
 #include "plugins/codec/fp16_simd.h"
 
@@ -634,5 +636,5 @@ void cpu_blas_q4_decode(int isa, const uint8_t *w, const float *s, const float *
 #endif
 	/* q * s is exact in fp32: with or without a fused multiply-add, one rounding. */
 	for (; c < k; c++)
-		dst[c] = (float)(c & 1 ? w[c / 2] & 15u : w[c / 2] >> 4) * s[c] + mn[c];
+		dst[c] = (float)fg_q4_nibble(w, (uint64_t)c) * s[c] + mn[c];
 }

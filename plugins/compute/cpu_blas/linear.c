@@ -450,11 +450,6 @@ static int cb_linear_fused(struct cb_linear *L)
 
 /* ---- fused 4-bit path ------------------------------------------------------------------ */
 
-static inline unsigned cb_q4_nib(const uint8_t *data, uint64_t e)
-{
-	return e & 1 ? data[e / 2] & 15u : data[e / 2] >> 4;
-}
-
 /* Odd k: row j starts mid-byte when j is odd; copy rows so each starts a byte. */
 static void cb_q4_realign(const uint8_t *data, int64_t j0, int64_t jb, int64_t k, uint8_t *dst)
 {
@@ -464,8 +459,8 @@ static void cb_q4_realign(const uint8_t *data, int64_t j0, int64_t jb, int64_t k
 		uint64_t e0 = (uint64_t)(j0 + j) * (uint64_t)k;
 
 		for (int64_t t = 0; t < rb; t++) {
-			unsigned hi = cb_q4_nib(data, e0 + 2 * (uint64_t)t);
-			unsigned lo = 2 * t + 1 < k ? cb_q4_nib(data, e0 + 2 * (uint64_t)t + 1) : 0;
+			unsigned hi = fg_q4_nibble(data, e0 + 2 * (uint64_t)t);
+			unsigned lo = 2 * t + 1 < k ? fg_q4_nibble(data, e0 + 2 * (uint64_t)t + 1) : 0;
 
 			dst[j * rb + t] = (uint8_t)(hi << 4 | lo);
 		}

@@ -194,11 +194,6 @@ static const uint8_t *cb_q4_params(const struct fg_tensor *t)
 	return (const uint8_t *)t->data + fg_q4_data_bytes((uint64_t)t->rows, (uint64_t)t->cols);
 }
 
-static inline uint8_t cb_q4_nibble(const uint8_t *data, uint64_t e)
-{
-	return e & 1 ? data[e / 2] & 15u : data[e / 2] >> 4;
-}
-
 static inline void cb_q4_param(const uint8_t *params, uint64_t g, float *s, float *m)
 {
 	const uint8_t *b = params + 4 * g;
@@ -239,7 +234,7 @@ const float *cpu_blas_load(int isa, const struct fg_tensor *t, int64_t r, int64_
 			continue;
 		}
 		for (; c < end; c++)
-			dst[c - c0] = (float)cb_q4_nibble(data, e0 + (uint64_t)c) * s[0] + m[0];
+			dst[c - c0] = (float)fg_q4_nibble(data, e0 + (uint64_t)c) * s[0] + m[0];
 	}
 	return dst;
 }
@@ -253,7 +248,7 @@ void cpu_blas_q4_rows_row(const struct fg_tensor *t, int64_t r, float *dst)
 
 	for (uint64_t c = 0; c < cols; c++) {
 		cb_q4_param(params, g0 + c, &s, &m);
-		dst[c] = (float)cb_q4_nibble(data, e0 + c) * s + m;
+		dst[c] = (float)fg_q4_nibble(data, e0 + c) * s + m;
 	}
 }
 
