@@ -1,10 +1,7 @@
 /* core/model/dummy.c - deterministic generated weights for benchmarks without a checkpoint. */
-#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
-#include <limits.h>
+#define _GNU_SOURCE /* core/util/cpus.h: sched_getaffinity */
 #include <pthread.h>
-#include <sched.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <fgcore/half.h>
 
@@ -14,7 +11,6 @@
 #define DUMMY_TABLE 65536
 #define DUMMY_GOLDEN UINT64_C(0x9e3779b97f4a7c15)
 #define DUMMY_ONE 0x3c00u /* fp16 1.0 */
-#define DUMMY_THREADS_MAX 64
 #define DUMMY_PER_THREAD (UINT64_C(1) << 20) /* values: ~1 ms, far above a thread's start */
 #define DUMMY_ALIGN 32                        /* values per 64-byte line */
 
@@ -101,20 +97,17 @@ static void dummy_gen(const struct dummy_job *j)
 	}
 }
 
-static void *dummy_worker(void *arg)
+static void dummy_run(void *job)
 {
-	dummy_gen(arg);
-	return NULL;
+	dummy_gen(job);
 }
 
 void fg_dummy_fill_threads(const char *name, uint64_t elem0, uint64_t n, uint16_t *dst,
 			   int threads)
 {
-	struct dummy_job job[DUMMY_THREADS_MAX];
-	pthread_t th[DUMMY_THREADS_MAX];
-	int started[DUMMY_THREADS_MAX];
+	struct dummy_job job[FG_FANOUT_MAX];
 	uint64_t per;
-	int t, k;
+	int t;
 
 	if (dummy_ends_with(name, "layer_norm.weight")) {
 		for (uint64_t i = 0; i < n; i++)
@@ -129,14 +122,7 @@ void fg_dummy_fill_threads(const char *name, uint64_t elem0, uint64_t n, uint16_
 		.n = n,
 		.dst = dst,
 	};
-	if (threads <= 0) {
-		uint64_t most = n / DUMMY_PER_THREAD;
-
-		threads = fg_cpus();
-		if ((uint64_t)threads > most)
-			threads = (int)most;
-	}
-	t = threads < DUMMY_THREADS_MAX ? threads : DUMMY_THREADS_MAX;
+	t = fg_fanout_threads(threads, n, DUMMY_PER_THREAD);
 	if (t <= 1 || n < 2 * DUMMY_ALIGN) {
 		dummy_gen(&job[0]);
 		return;
@@ -146,23 +132,15 @@ void fg_dummy_fill_threads(const char *name, uint64_t elem0, uint64_t n, uint16_
 	per = (n + (uint64_t)t - 1) / (uint64_t)t;
 	per = (per + DUMMY_ALIGN - 1) & ~(uint64_t)(DUMMY_ALIGN - 1);
 	t = (int)((n + per - 1) / per);
-	for (k = 1; k < t; k++) {
+	for (int k = 0; k < t; k++) {
 		uint64_t a = (uint64_t)k * per, b = a + per < n ? a + per : n;
 
 		job[k] = job[0];
 		job[k].elem0 = elem0 + a;
 		job[k].n = b - a;
 		job[k].dst = dst + a;
-		started[k] = pthread_create(&th[k], NULL, dummy_worker, &job[k]) == 0;
 	}
-	job[0].n = per < n ? per : n;
-	dummy_gen(&job[0]);
-	for (k = 1; k < t; k++) {
-		if (started[k])
-			pthread_join(th[k], NULL);
-		else
-			dummy_gen(&job[k]); /* no thread to spare: do it here */
-	}
+	fg_fanout(dummy_run, job, sizeof(job[0]), t);
 }
 
 void fg_dummy_fill(const char *name, uint64_t elem0, uint64_t n, uint16_t *dst)

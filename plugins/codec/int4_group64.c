@@ -22,15 +22,11 @@
  * encoded_size 0; codec hooks get no fg_host, so the core's wrapper writes the
  * error line, naming the plugin, the shape and its group_dim.
  */
-#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#define _GNU_SOURCE /* core/util/cpus.h: sched_getaffinity */
 #include <errno.h>
-#include <limits.h>
 #include <math.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <fgcore/codec.h>
 #include <fgcore/half.h>
@@ -51,7 +47,6 @@
 #define INT4_TILE 256 /* columns per tile when grouping along dimension 0 */
 #define INT4_F16_MAX 65504.0f
 #define INT4_F16_MAX_BITS 0x7bffu
-#define INT4_THREADS_MAX 64
 #define INT4_PER_THREAD ((size_t)1 << 20) /* values: ~2 ms of work, far above a thread's start */
 
 /* The shape, checked, in the units the loops use. */
@@ -598,10 +593,9 @@ static void int4_encode_units(const struct int4_job *j)
 		int4_encode_dim0(d, j->io, j->dst, j->u0, j->u1);
 }
 
-static void *int4_worker(void *arg)
+static void int4_run(void *job)
 {
-	int4_encode_units(arg);
-	return NULL;
+	int4_encode_units(job);
 }
 
 /* threads <= 0: one per CPU, each with at least INT4_PER_THREAD values (so a
@@ -609,20 +603,11 @@ static void *int4_worker(void *arg)
 static void int4_encode_run(const struct int4_dims *d, const struct int4_io *io, uint8_t *dst,
 			    int threads)
 {
-	struct int4_job job[INT4_THREADS_MAX];
-	pthread_t th[INT4_THREADS_MAX];
-	int started[INT4_THREADS_MAX];
+	struct int4_job job[FG_FANOUT_MAX];
 	size_t units = int4_units(d), cut = 0;
 	int t = 0;
 
-	if (threads <= 0) {
-		size_t most = d->rows * d->cols / INT4_PER_THREAD;
-
-		threads = fg_cpus();
-		if ((size_t)threads > most)
-			threads = (int)most;
-	}
-	threads = threads < INT4_THREADS_MAX ? threads : INT4_THREADS_MAX;
+	threads = fg_fanout_threads(threads, (uint64_t)(d->rows * d->cols), INT4_PER_THREAD);
 	threads = (size_t)threads < units ? threads : (int)units;
 	if (threads <= 1) {
 		int4_encode_units(&(struct int4_job){ d, io, dst, 0, units });
@@ -638,15 +623,7 @@ static void int4_encode_run(const struct int4_dims *d, const struct int4_io *io,
 			job[t++] = (struct int4_job){ d, io, dst, cut, next };
 		cut = next;
 	}
-	for (int k = 1; k < t; k++)
-		started[k] = pthread_create(&th[k], NULL, int4_worker, &job[k]) == 0;
-	int4_encode_units(&job[0]);
-	for (int k = 1; k < t; k++) {
-		if (started[k])
-			pthread_join(th[k], NULL);
-		else
-			int4_encode_units(&job[k]); /* no thread to spare: do it here */
-	}
+	fg_fanout(int4_run, job, sizeof(job[0]), t);
 }
 
 static int int4_encode_threads(const struct fg_codec_shape *shape, const struct int4_io *io,
