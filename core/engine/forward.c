@@ -593,12 +593,7 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 
 	/* Store what this item produced: new cache rows of slot-held sequences, activations. */
 	if (f->n_off && unit_has_attn(f, it->u)) {
-		/* The slot's previous store (two items back) must be done first. */
-		t0 = fg_now();
-		rc = fg_xfer_wait(&f->cstore[cs], f->mv.load_stream);
-		f->stats.wait_cache_s += fg_now() - t0;
-		if (rc)
-			return rc;
+		/* (the slot's previous store was waited for before the compute) */
 		fg_xfer_reset(&f->cstore[cs], "KV cache store");
 		if ((rc = cache_move(f, &f->cstore[cs], 0, it->k, unit_layer(f, it->u), cs, f->step, n)))
 			return rc;

@@ -324,6 +324,25 @@ static int64_t heads_of(int64_t hidden)
 	return hidden % 128 == 0 ? hidden / 128 : hidden % 64 == 0 ? hidden / 64 : 1;
 }
 
+/* Seconds of t's decode attention over a cache of `cdt` (kv_bytes each for K
+ * and V; 0: plain elements) in compute-tier memory. */
+static int decode_attention_time(struct prof *p, struct attn_arg *t, enum fg_dtype cdt,
+				 uint64_t kv_bytes, double *secs)
+{
+	enum fg_dtype act = p->be.info.act_dtype;
+	int64_t b = t->a.batch, h = t->a.heads * t->a.head_dim, rows = b * t->a.cache_stride;
+	struct fg_region r[4] = { 0 };
+	int rc;
+
+	if (!(rc = ctensor(p, &r[0], act, b, h, 0, &t->a.q)) &&
+	    !(rc = ctensor(p, &r[1], cdt, rows, h, kv_bytes, &t->a.k)) &&
+	    !(rc = ctensor(p, &r[2], cdt, rows, h, kv_bytes, &t->a.v)) &&
+	    !(rc = ctensor(p, &r[3], act, b, h, 0, &t->a.out)))
+		rc = timed(p, do_attention, t, secs);
+	free_all(p, r, 4);
+	return rc;
+}
+
 static int compute(struct prof *p, struct fg_hardware *hw)
 {
 	int64_t h = p->pp->hidden > 0 ? p->pp->hidden : 4096;
@@ -374,13 +393,7 @@ static int compute(struct prof *p, struct fg_hardware *hw)
 	t.decode = 1;
 	t.a = (struct fg_attention_args){ .batch = b, .seq = 1, .len = s, .cache_stride = s,
 					  .heads = nh, .head_dim = h / nh, .scale = 0.1f, .pad = pad };
-	if (!(rc = ctensor(p, &r[0], act, b, h, 0, &t.a.q)) &&
-	    !(rc = ctensor(p, &r[1], act, b * s, h, 0, &t.a.k)) &&
-	    !(rc = ctensor(p, &r[2], act, b * s, h, 0, &t.a.v)) &&
-	    !(rc = ctensor(p, &r[3], act, b, h, 0, &t.a.out)))
-		rc = timed(p, do_attention, &t, &secs);
-	free_all(p, r, 4);
-	if (rc)
+	if ((rc = decode_attention_time(p, &t, act, 0, &secs)))
 		return rc;
 	hw->attn_decode_bdw = 2.0 * (double)(b * s * h) * fg_dtype_size(act) / secs / 1e9;
 	say(p, "decode attention (GB/s of cache read)", hw->attn_decode_bdw, "GB/s");
@@ -388,13 +401,7 @@ static int compute(struct prof *p, struct fg_hardware *hw)
 		return 0;
 	/* The same over a 4-bit cache (compress_cache): groups along the head dimension. */
 	uint64_t kvq = fg_q4_bytes((uint64_t)(b * s), (uint64_t)h, 1);
-	if (!(rc = ctensor(p, &r[0], act, b, h, 0, &t.a.q)) &&
-	    !(rc = ctensor(p, &r[1], FG_DTYPE_Q4_COLS, b * s, h, kvq, &t.a.k)) &&
-	    !(rc = ctensor(p, &r[2], FG_DTYPE_Q4_COLS, b * s, h, kvq, &t.a.v)) &&
-	    !(rc = ctensor(p, &r[3], act, b, h, 0, &t.a.out)))
-		rc = timed(p, do_attention, &t, &secs);
-	free_all(p, r, 4);
-	if (rc)
+	if ((rc = decode_attention_time(p, &t, FG_DTYPE_Q4_COLS, kvq, &secs)))
 		return rc;
 	hw->attn_decode_q4_bdw = 2.0 * (double)kvq / secs / 1e9;
 	say(p, "decode attention, 4-bit cache (GB/s of packed cache read)", hw->attn_decode_q4_bdw,
