@@ -31,6 +31,32 @@ int fg_backend_event_sync(struct fg_backend *b, void *event);
 /* The plugin's copy on the stream, or memmove at once. */
 int fg_backend_copy(struct fg_backend *b, void *stream, void *dst, const void *src, size_t len);
 
+/* Whether the backend runs `op` over operands of `dtype` (enum fg_op says
+ * which operand): a 1.1 plugin's `supports`, or for a 1.0 plugin the 1.0 op
+ * set with the codecs its native_codecs names. */
+int fg_backend_supports(const struct fg_backend *b, enum fg_op op, enum fg_dtype dtype);
+
+/* The compute ops, validated once here: dtypes, shapes, strides and that the
+ * backend supports the op.  `layer` (-1: none) and `what` (e.g. "q_proj")
+ * name the caller in the error line. */
+int fg_backend_embed(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+		     const struct fg_embed_args *a);
+int fg_backend_norm(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+		    const struct fg_layer_norm_args *a);
+int fg_backend_linear(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+		      const struct fg_linear_args *a);
+int fg_backend_rope(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+		    const struct fg_rope_args *a);
+int fg_backend_attention_prefill(struct fg_backend *b, void *stream, int64_t layer,
+				 const char *what, const struct fg_attention_args *a);
+int fg_backend_attention_decode(struct fg_backend *b, void *stream, int64_t layer,
+				const char *what, const struct fg_attention_args *a);
+int fg_backend_kv_append(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+			 const struct fg_kv_append_args *a);
+/* Row-wise argmax into host memory: the plugin's hook when it has one; else
+ * -ENOTSUP (the caller copies the logits out and uses fg_argmax). */
+int fg_backend_argmax(struct fg_backend *b, void *stream, const struct fg_tensor *x, int32_t *out);
+
 struct fg_codec {
 	struct fg_plugin_handle ph;
 	const struct fg_codec_ops *ops;

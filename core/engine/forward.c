@@ -349,7 +349,7 @@ static int block_attn(struct fg_forward *f, int64_t bi, int ws, int64_t k, int c
 	int rc;
 
 	struct fg_layer_norm_args ln = { h, vec(f, bi, FG_WT_LN1, ws), vec(f, bi, FG_WT_LN1B, ws),
-					 1e-5f, x };
+					 1e-5f, x, FG_NORM_LAYER };
 	static const struct fg_tensor none;
 	if ((rc = ops->layer_norm(cx, NULL, &ln)) ||
 	    (rc = lin(f, bi, ws, FG_WT_Q, FG_WT_QB, x, FG_ACT_NONE, none, q)) ||
@@ -407,7 +407,7 @@ static int block_mlp(struct fg_forward *f, int64_t bi, int ws, int64_t n, void *
 	struct fg_tensor ffn = rows_of(f->ffn, 0, rows);
 	static const struct fg_tensor none;
 	struct fg_layer_norm_args ln = { h, vec(f, bi, FG_WT_LN2, ws), vec(f, bi, FG_WT_LN2B, ws),
-					 1e-5f, x };
+					 1e-5f, x, FG_NORM_LAYER };
 	int rc;
 
 	if ((rc = f->be->ops->layer_norm(f->be->ctx, NULL, &ln)) ||
@@ -461,7 +461,7 @@ static int block_output(struct fg_forward *f, int64_t bi, int ws, int64_t n, voi
 	last = rows_of(last, n - 1, f->bs);
 	last.ld = n * c->hidden; /* every n-th row: the last position of each sequence */
 	struct fg_layer_norm_args ln = { last, vec(f, bi, FG_WT_LNF, ws), vec(f, bi, FG_WT_LNFB, ws),
-					 1e-5f, x };
+					 1e-5f, x, FG_NORM_LAYER };
 	if ((rc = f->be->ops->layer_norm(f->be->ctx, NULL, &ln)) ||
 	    (rc = lin(f, bi, ws, FG_WT_OUT, -1, x, FG_ACT_NONE, none, f->logits)))
 		return rc;

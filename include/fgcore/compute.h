@@ -9,9 +9,23 @@
  * outputs use the backend's activation type (fg_compute_info.act_dtype).
  * Accumulation is always in fp32 or wider.
  *
- * Ops are issued on a stream (NULL: the default stream) and may run
- * asynchronously; events order streams.  A backend without streams runs every
- * op to completion before returning and may leave the stream hooks NULL.
+ * Ops are issued on a stream (the engine's compute stream from stream_create;
+ * NULL for a backend without streams) and may run asynchronously; events order
+ * streams.  A backend without streams runs every op to completion before
+ * returning and leaves the stream hooks NULL.
+ *
+ * The core validates every op's arguments (dtypes, shapes, strides, that the
+ * backend declared the op and dtype through `supports`) before it calls the
+ * backend, and names the layer and op in its error line; a backend checks
+ * only its own device limits.
+ *
+ * ABI history (members marked "minor 1" are read only from plugins whose
+ * abi_version is >= FG_ABI(1, 1); the core never asks a 1.0 plugin for them):
+ *   1.0  embed with learned positions, layer norm, linear with ReLU, multi-head
+ *        attention, KV append; `native_codecs` names the codecs read natively.
+ *   1.1  RMS norm, optional beta and position table, SiLU and a gating
+ *        multiplier in linear (SwiGLU), rotary position embedding, grouped-query
+ *        attention (kv_heads), and `supports`, which replaces native_codecs.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -28,49 +42,94 @@ extern "C" {
 
 struct fg_compute_info {
 	enum fg_dtype act_dtype; /* activations, cache and outputs */
-	const char *native_codecs; /* comma-separated codec names read inside kernels, e.g. "fp16" */
+	/* ABI 1.0 only: comma-separated codec names read inside kernels, e.g.
+	 * "fp16,int4_group64".  Ignored from 1.1 plugins, which answer `supports`. */
+	const char *native_codecs;
 };
 
 enum fg_activation {
 	FG_ACT_NONE = 0,
 	FG_ACT_RELU = 1,
+	FG_ACT_SILU = 2, /* minor 1: x * sigmoid(x) */
+};
+
+enum fg_norm_kind {
+	FG_NORM_LAYER = 0, /* (x - mean) / sqrt(var + eps) * gamma + beta */
+	FG_NORM_RMS = 1,   /* minor 1: x / sqrt(mean(x²) + eps) * gamma */
+};
+
+/* What `supports` is asked about: an op, or a variant of one. */
+enum fg_op {
+	FG_OP_EMBED = 1,          /* embed with a position table */
+	FG_OP_EMBED_TOKENS,       /* minor 1: embed without one (pos.data NULL) */
+	FG_OP_LAYER_NORM,         /* layer_norm, kind FG_NORM_LAYER */
+	FG_OP_RMS_NORM,           /* minor 1: layer_norm, kind FG_NORM_RMS */
+	FG_OP_LINEAR,             /* linear with act NONE or RELU; dtype: w's */
+	FG_OP_LINEAR_SILU,        /* minor 1: linear with act SILU; dtype: w's */
+	FG_OP_LINEAR_MUL,         /* minor 1: linear with a `mul` operand; dtype: w's */
+	FG_OP_ROPE,               /* minor 1: rope */
+	FG_OP_ATTENTION_PREFILL,  /* dtype: act */
+	FG_OP_ATTENTION_DECODE,   /* dtype: the cache's (act, or FG_DTYPE_Q4_COLS) */
+	FG_OP_ATTENTION_GQA,      /* minor 1: either attention with kv_heads < heads; dtype: the cache's */
+	FG_OP_KV_APPEND,          /* dtype: the cache's */
 };
 
 /* out[i,:] = tok[ids[i],:] + pos[positions[i],:] */
 struct fg_embed_args {
 	const int32_t *ids;       /* host, n entries, each in [0, tok.rows) */
-	const int32_t *positions; /* host, n entries, each in [0, pos.rows) */
+	const int32_t *positions; /* host, n entries, each in [0, pos.rows); NULL without pos */
 	int64_t n;
 	struct fg_tensor tok;     /* [vocab, hidden] f16 */
-	struct fg_tensor pos;     /* [positions, hidden] f16 */
+	struct fg_tensor pos;     /* [positions, hidden] f16; minor 1: data NULL: none */
 	struct fg_tensor out;     /* [n, hidden] act */
 };
 
-/* out = (x - mean) / sqrt(var + eps) * gamma + beta, per row (biased variance). */
+/* Per row: FG_NORM_LAYER: out = (x - mean) / sqrt(var + eps) * gamma + beta
+ * (biased variance); FG_NORM_RMS: out = x / sqrt(mean(x²) + eps) * gamma. */
 struct fg_layer_norm_args {
 	struct fg_tensor x;     /* [n, h] act */
 	struct fg_tensor gamma; /* [1, h] f16 */
-	struct fg_tensor beta;  /* [1, h] f16 */
+	struct fg_tensor beta;  /* [1, h] f16; minor 1: data NULL: none (always none for RMS) */
 	float eps;
 	struct fg_tensor out;   /* [n, h] act; may be x */
+	enum fg_norm_kind kind; /* minor 1 */
 };
 
-/* out = act(x · wᵀ + bias) + residual */
+/* out = act(x · wᵀ + bias) ⊙ mul + residual (⊙: element-wise product).
+ * SwiGLU is up = x · w_upᵀ, then out = silu(x · w_gateᵀ) ⊙ up. */
 struct fg_linear_args {
 	struct fg_tensor x;        /* [m, k] act */
-	struct fg_tensor w;        /* [n, k] f16 */
+	struct fg_tensor w;        /* [n, k] f16, or FG_DTYPE_Q4_ROWS (the whole encoded tensor) */
 	struct fg_tensor bias;     /* [1, n] f16; data NULL: none */
 	enum fg_activation act;
 	struct fg_tensor residual; /* [m, n] act; data NULL: none; may be out */
 	struct fg_tensor out;      /* [m, n] act */
+	struct fg_tensor mul;      /* minor 1: [m, n] act; data NULL: none; must not overlap out */
+};
+
+/* Rotary position embedding, in place, on the first rot_dim values of every
+ * head of x (rotate-half form, as Hugging Face's Llama): for pair i of a head
+ * (values i and i + rot_dim/2), angle = positions[r] * inv_freq[i],
+ * (a, b) -> (a cos - b sin, b cos + a sin), computed in fp32. */
+struct fg_rope_args {
+	struct fg_tensor x;        /* [n, heads * head_dim] act */
+	const int32_t *positions;  /* host, n entries, each >= 0 */
+	int64_t n;
+	int64_t heads, head_dim;
+	int64_t rot_dim;           /* even, <= head_dim */
+	const float *inv_freq;     /* host, rot_dim / 2 entries, scaling already applied */
+	float attn_factor;         /* multiplies cos and sin (1 unless a scaling says otherwise) */
 };
 
 /* Multi-head attention with a causal mask and left padding.
- * Prefill: q, k, v and out are [batch * seq, heads * head_dim]; query i of
- * row b attends to keys j with pad[b] <= j <= i.  Rows i < pad[b] produce zeros.
+ * Prefill: q and out are [batch * seq, heads * head_dim], k and v
+ * [batch * seq, kv_heads * head_dim]; query i of row b attends to keys j with
+ * pad[b] <= j <= i.  Rows i < pad[b] produce zeros.
  * Decode: q and out are [batch, heads * head_dim]; k and v are the cache
- * viewed as [batch * cache_stride, heads * head_dim] (row b, position t at
- * row b * cache_stride + t); query b attends to positions pad[b] <= t < len. */
+ * viewed as [batch * cache_stride, kv_heads * head_dim] (row b, position t at
+ * row b * cache_stride + t); query b attends to positions pad[b] <= t < len.
+ * Grouped-query attention: query head h reads key/value head
+ * h / (heads / kv_heads). */
 struct fg_attention_args {
 	struct fg_tensor q, k, v, out;
 	int64_t batch;
@@ -81,6 +140,7 @@ struct fg_attention_args {
 	int64_t head_dim;
 	float scale;          /* multiplies q·k, usually 1/sqrt(head_dim) */
 	const int32_t *pad;   /* host, batch entries: left pad count of each row */
+	int64_t kv_heads;     /* minor 1: heads of k and v, dividing heads; 0 means heads */
 };
 
 /* Copy n new rows per batch entry into the cache:
@@ -124,6 +184,13 @@ struct fg_compute_ops {
 	 * one on ties), written to host memory; returns once out is filled.  Lets
 	 * greedy decoding skip copying whole logit rows out of the compute tier. */
 	int (*argmax)(void *ctx, void *stream, const struct fg_tensor *x, int32_t *out);
+
+	/* minor 1, required: rotary position embedding (struct fg_rope_args). */
+	int (*rope)(void *ctx, void *stream, const struct fg_rope_args *a);
+	/* minor 1, required: nonzero when the backend runs `op` with operands of
+	 * `dtype` (see enum fg_op for which operand).  Asked before a run, so that
+	 * an unsupported model, codec or policy is refused before any weight is read. */
+	int (*supports)(void *ctx, enum fg_op op, enum fg_dtype dtype);
 };
 
 #ifdef __cplusplus
