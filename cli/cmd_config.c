@@ -6,7 +6,7 @@
 #include <fgcore/fgcore.h>
 #include "cli/commands.h"
 #include "core/config/config.h"
-#include "core/engine/policy.h"
+#include "core/plan/policy.h"
 #include "core/util/error.h"
 
 int fg_cmd_config(struct fg_config *cfg, int argc, char **argv)

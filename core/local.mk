@@ -6,5 +6,7 @@ include $(srcdir)/core/tier/local.mk
 include $(srcdir)/core/backend/local.mk
 include $(srcdir)/core/tokenizer/local.mk
 include $(srcdir)/core/model/local.mk
+include $(srcdir)/core/arch/local.mk
+include $(srcdir)/core/plan/local.mk
 include $(srcdir)/core/engine/local.mk
 include $(srcdir)/core/optimizer/local.mk

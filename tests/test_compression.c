@@ -15,8 +15,8 @@
 #include <fgcore/fgcore.h>
 #include "core/engine/engine.h"
 #include "core/engine/forward.h"
-#include "core/model/opt_config.h"
-#include "core/optimizer/layout.h"
+#include "core/arch/arch.h"
+#include "core/plan/plan.h"
 
 #define ROWS 4
 #define PLEN 8
@@ -182,17 +182,17 @@ END_TEST
 /* OPT-175B: compressed weight bytes against fp16 ones, from the placement. */
 START_TEST(test_175b_bytes)
 {
-	struct fg_opt_config c;
+	struct fg_model_config c;
 	struct fg_policy p = { .gpu_batch_size = 32, .num_gpu_batches = 1,
 			       .weight = { 0, 0, 100 }, .cache = { 0, 0, 100 }, .act = { 0, 0, 100 },
 			       .overlap = 1, .sep_layer = 1, .attn_sparsity = 1 };
-	struct fg_layout_env le = { 2, 1 };
-	struct fg_layout_total fp16, q4;
+	struct fg_plan_env le = { 2, 1 };
+	struct fg_plan fp16, q4;
 
-	ck_assert_int_eq(fg_opt_preset("opt-175b", &c), 0);
-	ck_assert_int_eq(fg_layout_total(&c, &p, &le, 512, 32, &fp16), 0);
+	ck_assert_int_eq(fg_model_preset("opt-175b", &c), 0);
+	ck_assert_int_eq(fg_plan_make(&c, &p, &le, 512, 32, &fp16), 0);
 	p.compress_weight = 1;
-	ck_assert_int_eq(fg_layout_total(&c, &p, &le, 512, 32, &q4), 0);
+	ck_assert_int_eq(fg_plan_make(&c, &p, &le, 512, 32, &q4), 0);
 	double ratio = (double)q4.weights[FG_ROLE_COMPUTE] / (double)fp16.weights[FG_ROLE_COMPUTE];
 	printf("opt-175b weights: fp16 %.2f GB, int4 %.2f GB, ratio %.4f (4.5/16 = %.4f; the input embedding stays fp16)\n",
 	       fp16.weights[FG_ROLE_COMPUTE] / 1e9, q4.weights[FG_ROLE_COMPUTE] / 1e9, ratio, 4.5 / 16);

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/model/opt_config.h"
+#include "core/arch/arch.h"
 #include "core/model/weights.h"
 #include "core/util/error.h"
 #include "tests/test_tmpdir.h"
@@ -54,9 +54,9 @@ static const char *write_config(const char *folder, const char *text)
 
 START_TEST(test_presets)
 {
-	struct fg_opt_config c;
+	struct fg_model_config c;
 
-	ck_assert_int_eq(fg_opt_preset("opt-1.3b", &c), 0);
+	ck_assert_int_eq(fg_model_preset("opt-1.3b", &c), 0);
 	ck_assert_str_eq(c.name, "opt-1.3b");
 	ck_assert_int_eq(c.hidden, 2048);
 	ck_assert_int_eq(c.layers, 24);
@@ -68,43 +68,43 @@ START_TEST(test_presets)
 	ck_assert_int_eq(c.bos_id, 2);
 	ck_assert_int_eq(c.eos_id, 2);
 
-	ck_assert_int_eq(fg_opt_preset("facebook/opt-6.7b", &c), 0);
+	ck_assert_int_eq(fg_model_preset("facebook/opt-6.7b", &c), 0);
 	ck_assert_str_eq(c.name, "opt-6.7b");
 	ck_assert_int_eq(c.hidden, 4096);
 	ck_assert_int_eq(c.layers, 32);
 	ck_assert_int_eq(c.ffn, 16384);
 
-	ck_assert_int_eq(fg_opt_preset("opt-125m", &c), 0);
+	ck_assert_int_eq(fg_model_preset("opt-125m", &c), 0);
 	ck_assert_int_eq(c.hidden, 768);
 	ck_assert_int_eq(c.heads, 12);
 	ck_assert_int_eq(c.layers, 12);
 	ck_assert_int_eq(c.ffn, 3072);
 
-	ck_assert_int_eq(fg_opt_preset("opt-30b", &c), 0);
+	ck_assert_int_eq(fg_model_preset("opt-30b", &c), 0);
 	ck_assert_int_eq(c.hidden, 7168);
 	ck_assert_int_eq(c.heads, 56);
 	ck_assert_int_eq(c.layers, 48);
 
-	ck_assert_int_eq(fg_opt_preset("opt-66b", &c), 0);
+	ck_assert_int_eq(fg_model_preset("opt-66b", &c), 0);
 	ck_assert_int_eq(c.hidden, 9216);
 	ck_assert_int_eq(c.heads, 72);
 	ck_assert_int_eq(c.layers, 64);
 	ck_assert_int_eq(c.ffn, 36864);
 
-	ck_assert_int_eq(fg_opt_preset("facebook/opt-175b", &c), 0);
+	ck_assert_int_eq(fg_model_preset("facebook/opt-175b", &c), 0);
 	ck_assert_int_eq(c.hidden, 12288);
 	ck_assert_int_eq(c.heads, 96);
 	ck_assert_int_eq(c.layers, 96);
 	ck_assert_int_eq(c.ffn, 49152);
 
 	/* Hub ids are often typed with a capital B. */
-	ck_assert_int_eq(fg_opt_preset("facebook/OPT-2.7B", &c), 0);
+	ck_assert_int_eq(fg_model_preset("facebook/OPT-2.7B", &c), 0);
 	ck_assert_str_eq(c.name, "opt-2.7b");
 	ck_assert_int_eq(c.hidden, 2560);
 	ck_assert_int_eq(c.layers, 32);
 	ck_assert_int_eq(c.ffn, 10240);
 
-	ck_assert_int_eq(fg_opt_preset("opt-13b", &c), 0);
+	ck_assert_int_eq(fg_model_preset("opt-13b", &c), 0);
 	ck_assert_int_eq(c.hidden, 5120);
 	ck_assert_int_eq(c.heads, 40);
 	ck_assert_int_eq(c.layers, 40);
@@ -122,10 +122,10 @@ START_TEST(test_iml_variants)
 	size_t i;
 
 	for (i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
-		struct fg_opt_config a, b;
+		struct fg_model_config a, b;
 
-		ck_assert_int_eq(fg_opt_preset(pairs[i][0], &a), 0);
-		ck_assert_int_eq(fg_opt_preset(pairs[i][1], &b), 0);
+		ck_assert_int_eq(fg_model_preset(pairs[i][0], &a), 0);
+		ck_assert_int_eq(fg_model_preset(pairs[i][1], &b), 0);
 		ck_assert_int_eq(a.hidden, b.hidden);
 		ck_assert_int_eq(a.heads, b.heads);
 		ck_assert_int_eq(a.layers, b.layers);
@@ -138,29 +138,29 @@ END_TEST
 
 START_TEST(test_preset_unknown)
 {
-	struct fg_opt_config c;
+	struct fg_model_config c;
 	const char *e;
 
-	ck_assert_int_eq(fg_opt_preset("opt-7b", &c), -ENOENT);
+	ck_assert_int_eq(fg_model_preset("opt-7b", &c), -ENOENT);
 	e = fg_last_error();
 	ck_assert_ptr_nonnull(strstr(e, "opt-7b"));
 	ck_assert_ptr_nonnull(strstr(e, "opt-125m"));
 	ck_assert_ptr_nonnull(strstr(e, "opt-1.3b"));
 	ck_assert_ptr_nonnull(strstr(e, "opt-175b"));
 	ck_assert_ptr_nonnull(strstr(e, "opt-iml-max-30b"));
-	ck_assert_int_eq(fg_opt_preset("", &c), -ENOENT);
-	ck_assert_int_eq(fg_opt_preset("facebook/", &c), -ENOENT);
-	ck_assert_int_eq(fg_opt_preset("opt-1.3b ", &c), -ENOENT);
-	ck_assert_int_ne(fg_opt_preset(NULL, &c), 0);
+	ck_assert_int_eq(fg_model_preset("", &c), -ENOENT);
+	ck_assert_int_eq(fg_model_preset("facebook/", &c), -ENOENT);
+	ck_assert_int_eq(fg_model_preset("opt-1.3b ", &c), -ENOENT);
+	ck_assert_int_ne(fg_model_preset(NULL, &c), 0);
 }
 END_TEST
 
 START_TEST(test_preset_350m_refused)
 {
-	struct fg_opt_config c;
+	struct fg_model_config c;
 	const char *e;
 
-	ck_assert_int_eq(fg_opt_preset("facebook/opt-350m", &c), -ENOTSUP);
+	ck_assert_int_eq(fg_model_preset("facebook/opt-350m", &c), -ENOTSUP);
 	e = fg_last_error();
 	ck_assert_ptr_nonnull(strstr(e, "post-LayerNorm"));
 	ck_assert_ptr_nonnull(strstr(e, "opt-125m")); /* suggests another size */
@@ -170,37 +170,37 @@ END_TEST
 /* The tensors of a config add up to fg_opt_param_count. */
 START_TEST(test_param_count)
 {
-	struct fg_opt_config c;
+	struct fg_model_config c;
 	char name[128];
 	uint64_t sum = 0;
 	int64_t i, r, cols;
 	int rank;
 
-	ck_assert_int_eq(fg_opt_preset("opt-125m", &c), 0);
+	ck_assert_int_eq(fg_model_preset("opt-125m", &c), 0);
 	/* Hugging Face: OPTForCausalLM.from_pretrained("facebook/opt-125m").num_parameters(). */
-	ck_assert_uint_eq(fg_opt_param_count(&c), 125239296u);
-	ck_assert_int_eq(fg_opt_preset("opt-6.7b", &c), 0);
-	for (i = 0; i < fg_weights_tensor_count(&c); i++) {
-		ck_assert_int_eq(fg_weights_tensor_info(&c, i, name, sizeof(name), &rank, &r, &cols),
+	ck_assert_uint_eq(fg_model_param_count(&c), 125239296u);
+	ck_assert_int_eq(fg_model_preset("opt-6.7b", &c), 0);
+	for (i = 0; i < fg_arch_tensor_count(&c); i++) {
+		ck_assert_int_eq(fg_arch_tensor_info(&c, i, name, sizeof(name), &rank, &r, &cols),
 				 0);
 		sum += (uint64_t)r * (uint64_t)cols;
 	}
-	ck_assert_uint_eq(sum, fg_opt_param_count(&c));
-	ck_assert_int_eq(fg_weights_tensor_info(&c, i, name, sizeof(name), &rank, &r, &cols),
+	ck_assert_uint_eq(sum, fg_model_param_count(&c));
+	ck_assert_int_eq(fg_arch_tensor_info(&c, i, name, sizeof(name), &rank, &r, &cols),
 			 -EINVAL);
 }
 END_TEST
 
 START_TEST(test_config_written)
 {
-	struct fg_opt_config c;
+	struct fg_model_config c;
 	char text[2048];
 	const char *path;
 
 	snprintf(text, sizeof(text), CFG_FMT, HF_OPTIONAL);
 	path = write_config("opt-written-64", text);
 	memset(&c, 0x5a, sizeof(c));
-	ck_assert_int_eq(fg_opt_config_load(path, &c), 0);
+	ck_assert_int_eq(fg_model_config_load(path, &c), 0);
 	ck_assert_str_eq(c.name, "opt-written-64");
 	ck_assert_int_eq(c.vocab, 50272);
 	ck_assert_int_eq(c.hidden, 64);
@@ -218,7 +218,7 @@ START_TEST(test_config_written)
 			    " \"num_attention_heads\": 2, \"num_hidden_layers\": 1,"
 			    " \"ffn_dim\": 32, \"max_position_embeddings\": 8,"
 			    " \"eos_token_id\": 7}");
-	ck_assert_int_eq(fg_opt_config_load(path, &c), 0);
+	ck_assert_int_eq(fg_model_config_load(path, &c), 0);
 	ck_assert_str_eq(c.name, "opt-minimal");
 	ck_assert_int_eq(c.vocab, 100);
 	ck_assert_int_eq(c.max_pos, 8);
@@ -230,12 +230,12 @@ END_TEST
 START_TEST(test_config_testdata)
 {
 	const char *td = getenv("FGCORE_TESTDATA");
-	struct fg_opt_config c;
+	struct fg_model_config c;
 	char path[1024];
 
 	snprintf(path, sizeof(path), "%s/opt/opt-tiny-64x2/config.json", td);
 	ck_assert_msg(access(path, R_OK) == 0, "FGCORE_TESTDATA is set but %s is missing", path);
-	ck_assert_int_eq(fg_opt_config_load(path, &c), 0);
+	ck_assert_int_eq(fg_model_config_load(path, &c), 0);
 	ck_assert_str_eq(c.name, "opt-tiny-64x2");
 	ck_assert_int_eq(c.vocab, 50272);
 	ck_assert_int_eq(c.hidden, 64);
@@ -245,7 +245,7 @@ START_TEST(test_config_testdata)
 	ck_assert_int_eq(c.max_pos, 2048);
 
 	snprintf(path, sizeof(path), "%s/opt/opt-tiny-128x4/config.json", td);
-	ck_assert_int_eq(fg_opt_config_load(path, &c), 0);
+	ck_assert_int_eq(fg_model_config_load(path, &c), 0);
 	ck_assert_int_eq(c.hidden, 128);
 	ck_assert_int_eq(c.heads, 8);
 	ck_assert_int_eq(c.layers, 4);
@@ -348,7 +348,7 @@ START_TEST(test_config_malformed)
 
 	for (i = 0; i < NBAD; i++) {
 		const struct bad_case *b = &bad_cases[i];
-		struct fg_opt_config c, before;
+		struct fg_model_config c, before;
 		char text[2048], folder[32];
 		const char *path;
 
@@ -361,7 +361,7 @@ START_TEST(test_config_malformed)
 		memset(&c, 0x33, sizeof(c));
 		before = c;
 		fg_clear_error();
-		rc = fg_opt_config_load(path, &c);
+		rc = fg_model_config_load(path, &c);
 		ck_assert_msg(rc == b->rc, "%s: rc %d, error \"%s\"", b->what, rc,
 			      fg_last_error());
 		ck_assert_msg(memcmp(&c, &before, sizeof(c)) == 0, "%s: output modified", b->what);
@@ -384,21 +384,21 @@ END_TEST
 
 START_TEST(test_config_missing_file)
 {
-	struct fg_opt_config c;
+	struct fg_model_config c;
 	char path[400];
 
 	snprintf(path, sizeof(path), "%s/nowhere/config.json", tmp_root);
-	ck_assert_int_eq(fg_opt_config_load(path, &c), -ENOENT);
+	ck_assert_int_eq(fg_model_config_load(path, &c), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(fg_last_error(), path));
 	/* A folder is not a config file. */
-	ck_assert_int_eq(fg_opt_config_load(tmp_root, &c), -EINVAL);
+	ck_assert_int_eq(fg_model_config_load(tmp_root, &c), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(fg_last_error(), "not a regular file"));
 }
 END_TEST
 
 START_TEST(test_config_too_large)
 {
-	struct fg_opt_config c;
+	struct fg_model_config c;
 	char path[400];
 	FILE *f;
 
@@ -408,7 +408,7 @@ START_TEST(test_config_too_large)
 	ck_assert_int_eq(fseek(f, 2 << 20, SEEK_SET), 0);
 	fputc(' ', f);
 	fclose(f);
-	ck_assert_int_eq(fg_opt_config_load(path, &c), -EINVAL);
+	ck_assert_int_eq(fg_model_config_load(path, &c), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(fg_last_error(), "bytes"));
 }
 END_TEST

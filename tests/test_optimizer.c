@@ -18,7 +18,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/forward.h"
 #include "core/optimizer/cost_model.h"
-#include "core/optimizer/layout.h"
+#include "core/plan/plan.h"
 #include "core/optimizer/optimize.h"
 #include "core/optimizer/profile.h"
 
@@ -70,7 +70,7 @@ static void t4(struct fg_hardware *hw)
 static void t4_params(struct fg_optimize_params *p, const char *model)
 {
 	memset(p, 0, sizeof(*p));
-	ck_assert_int_eq(fg_opt_preset(model, &p->cc.model), 0);
+	ck_assert_int_eq(fg_model_preset(model, &p->cc.model), 0);
 	p->cc.prompt_len = 512;
 	p->cc.gen_len = 32;
 	t4(&p->cc.hw);
@@ -324,7 +324,7 @@ START_TEST(test_cost_model_sanity)
 			       .attn_sparsity = 1, .exact = 1 };
 	struct fg_cost_prediction a, b;
 
-	ck_assert_int_eq(fg_opt_preset("opt-30b", &cc.model), 0);
+	ck_assert_int_eq(fg_model_preset("opt-30b", &cc.model), 0);
 	t4(&cc.hw);
 	ck_assert_msg(fg_cost_predict(&cc, &p, &a) == 0, "%s", fg_last_error_text());
 	fg_cost_print(stdout, &a, NULL);
@@ -388,7 +388,7 @@ START_TEST(test_small_products)
 	struct fg_cost_prediction flat[3], slope[3];
 	static const int64_t bs[3] = { 1, 33, 64 };
 
-	ck_assert_int_eq(fg_opt_preset("opt-6.7b", &cc.model), 0);
+	ck_assert_int_eq(fg_model_preset("opt-6.7b", &cc.model), 0);
 	t4(&cc.hw);
 	cc.hw.attn_decode_bdw = 1e6; /* leave the linear layers alone in the decode step */
 	for (int i = 0; i < 3; i++) {
@@ -406,7 +406,7 @@ START_TEST(test_small_products)
 	 * t1 = t64 / 8, scaled by 1 - (m - 1) / 63: all of it at one row, 31/63 of
 	 * it at 33 rows.  One decode step of l layers (q, k, v, out: h x h; fc1,
 	 * fc2: h x f) and the logits (h x V). */
-	const struct fg_opt_config *m = &cc.model;
+	const struct fg_model_config *m = &cc.model;
 	double flops64 = 2.0 * 64 * ((double)m->layers * (4.0 * m->hidden * m->hidden +
 				     2.0 * m->hidden * m->ffn) + (double)m->hidden * m->vocab);
 	double t64 = flops64 / (cc.hw.mm_flops_decode * 1e12);
@@ -508,9 +508,9 @@ START_TEST(test_memory_matches_engine)
 		fg_forward_bytes(f, run);
 		fg_forward_free(f);
 
-		struct fg_layout_env le = { fg_dtype_size(e->be.info.act_dtype), device };
-		struct fg_layout_total lt;
-		ck_assert_int_eq(fg_layout_total(&e->model.cfg, &e->policy, &le, 24, 8, &lt), 0);
+		struct fg_plan_env le = { fg_dtype_size(e->be.info.act_dtype), device };
+		struct fg_plan lt;
+		ck_assert_int_eq(fg_plan_make(&e->model.cfg, &e->policy, &le, 24, 8, &lt), 0);
 		for (int r = 0; r < FG_ROLES; r++) {
 			printf("case %d%s: %s: weights %llu (engine %llu), total %llu (engine %llu)\n",
 			       _i, device ? " (device)" : "", fg_role_name(r),

@@ -18,7 +18,7 @@
 
 #include "core/model/dummy.h"
 #include "core/model/npy.h"
-#include "core/model/opt_config.h"
+#include "core/arch/arch.h"
 #include "core/model/weights.h"
 #include "core/util/error.h"
 #include "tests/test_tmpdir.h"
@@ -79,7 +79,7 @@ static void write_tiny_config(const char *dir)
 		   TV, TH, TL, TF, TP, TH);
 }
 
-static void tiny_config(struct fg_opt_config *c)
+static void tiny_config(struct fg_model_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->vocab = TV;
@@ -88,6 +88,11 @@ static void tiny_config(struct fg_opt_config *c)
 	c->layers = TL;
 	c->ffn = TF;
 	c->max_pos = TP;
+	/* what the OPT family derives from these */
+	c->arch = &fg_arch_opt;
+	c->kv_heads = c->heads;
+	c->head_dim = TH / 2;
+	c->pos_rows = TP + 2;
 }
 
 /* Exact in fp16: multiples of 1/128 below 1 in magnitude. */
@@ -173,19 +178,19 @@ static void encode_tiny(int64_t idx, int64_t n, const char *dtype, unsigned char
  * picks each one's dtype (NULL: all F16). */
 static void ck_tiny(struct ckpt *c, const char *prefix, const char *(*dtype_of)(int64_t))
 {
-	struct fg_opt_config cfg;
+	struct fg_model_config cfg;
 	int64_t i, r, cols;
 	int rank;
 
 	tiny_config(&cfg);
 	c->n = 0;
-	for (i = 0; i < fg_weights_tensor_count(&cfg); i++) {
+	for (i = 0; i < fg_arch_tensor_count(&cfg); i++) {
 		char name[128], full[160];
 		const char *dt = dtype_of ? dtype_of(i) : "F16";
 		unsigned char *buf;
 		size_t nb;
 
-		ck_assert_int_eq(fg_weights_tensor_info(&cfg, i, name, sizeof(name), &rank, &r,
+		ck_assert_int_eq(fg_arch_tensor_info(&cfg, i, name, sizeof(name), &rank, &r,
 							&cols),
 				 0);
 		nb = (size_t)(r * cols) * dtype_size(dt);
@@ -295,16 +300,16 @@ static void ck_write(const char *path, struct ckpt *c)
  * F16 (what F32/BF16 inputs of tiny_value convert to: they are exact). */
 static void check_tiny_values(struct fg_weights *w)
 {
-	struct fg_opt_config cfg;
+	struct fg_model_config cfg;
 	int64_t i, r, cols;
 	int rank;
 
 	tiny_config(&cfg);
-	for (i = 0; i < fg_weights_tensor_count(&cfg); i++) {
+	for (i = 0; i < fg_arch_tensor_count(&cfg); i++) {
 		char name[128];
 		uint16_t got[TV * TH], want[TV * TH];
 
-		fg_weights_tensor_info(&cfg, i, name, sizeof(name), &rank, &r, &cols);
+		fg_arch_tensor_info(&cfg, i, name, sizeof(name), &rank, &r, &cols);
 		ck_assert_int_le(r * cols, TV * TH);
 		memset(got, 0xee, sizeof(got));
 		ck_assert_msg(fg_weights_read_f16(w, name, got, r, cols) == 0, "%s: %s", name,
@@ -318,7 +323,7 @@ static void check_tiny_values(struct fg_weights *w)
 /* Open `dir`, expecting rc and an error containing every needle. */
 static void expect_open_error(const char *dir, int rc, ...)
 {
-	struct fg_opt_config cfg;
+	struct fg_model_config cfg;
 	struct fg_weights *w = (void *)1;
 	const char *needle;
 	va_list ap;
@@ -376,7 +381,7 @@ START_TEST(test_reference_checkpoint)
 	};
 	const char *td = getenv("FGCORE_TESTDATA");
 	char dir[512], path[600];
-	struct fg_opt_config cfg;
+	struct fg_model_config cfg;
 	struct fg_weights *w;
 	unsigned char len8[8];
 	uint64_t hlen = 0;
@@ -452,7 +457,7 @@ END_TEST
 
 START_TEST(test_single_file)
 {
-	struct fg_opt_config cfg;
+	struct fg_model_config cfg;
 	struct fg_weights *w;
 	struct ckpt c;
 	char dir[400], path[500];
@@ -570,7 +575,7 @@ START_TEST(test_convert)
 		{ 0x3340, 0x0001 }, /* 0.75 * 2^-24 */
 	};
 	const char *(*kinds[])(int64_t) = { dtype_mixed, dtype_f32, dtype_bf16 };
-	struct fg_opt_config cfg;
+	struct fg_model_config cfg;
 	struct fg_weights *w;
 	struct ckpt c;
 	char dir[400], path[500], name[32];
@@ -629,7 +634,7 @@ END_TEST
 /* A large F32 tensor crosses the reader's conversion chunks. */
 START_TEST(test_convert_large)
 {
-	struct fg_opt_config cfg;
+	struct fg_model_config cfg;
 	struct fg_weights *w;
 	char dir[400];
 	struct ckpt c;
@@ -713,7 +718,7 @@ static void write_sharded(const char *dir, struct ckpt *c, int split, const char
 
 START_TEST(test_sharded)
 {
-	struct fg_opt_config cfg;
+	struct fg_model_config cfg;
 	struct fg_weights *w;
 	struct ckpt c;
 	char dir[400];
@@ -1019,7 +1024,7 @@ START_TEST(test_malformed_safetensors)
 
 	fg_clear_error();
 	{
-		struct fg_opt_config cfg;
+		struct fg_model_config cfg;
 		struct fg_weights *w = (void *)1;
 		int rc = fg_weights_open(dir, &cfg, &w);
 		const char *e = fg_last_error();
@@ -1040,7 +1045,7 @@ END_TEST
 START_TEST(test_truncated_while_open)
 {
 	const char *(*kinds[])(int64_t) = { NULL, dtype_f32 };
-	struct fg_opt_config cfg;
+	struct fg_model_config cfg;
 	struct fg_weights *w;
 	struct ckpt c;
 	char dir[400], path[500], name[32];
@@ -1140,18 +1145,18 @@ static void write_npy(const char *path, int version, const char *dict, const voi
 static void write_tiny_npy(const char *dir, const char *broken_name, const char *broken_dict,
 			   int64_t data_delta)
 {
-	struct fg_opt_config cfg;
+	struct fg_model_config cfg;
 	int64_t i, r, cols;
 	int rank;
 
 	tiny_config(&cfg);
-	for (i = 0; i < fg_weights_tensor_count(&cfg); i++) {
+	for (i = 0; i < fg_arch_tensor_count(&cfg); i++) {
 		char name[128], file[200], path[600], dict[200];
 		int f32 = i % 5 == 1;
 		size_t nb;
 		unsigned char *data;
 
-		fg_weights_tensor_info(&cfg, i, name, sizeof(name), &rank, &r, &cols);
+		fg_arch_tensor_info(&cfg, i, name, sizeof(name), &rank, &r, &cols);
 		nb = (size_t)(r * cols) * (f32 ? 4 : 2);
 		data = malloc(nb + 8);
 		ck_assert_ptr_nonnull(data);
@@ -1186,7 +1191,7 @@ static void write_tiny_npy(const char *dir, const char *broken_name, const char 
 
 START_TEST(test_npy_folder)
 {
-	struct fg_opt_config cfg;
+	struct fg_model_config cfg;
 	struct fg_weights *w;
 	char dir[400];
 
@@ -1203,7 +1208,7 @@ END_TEST
 /* No config.json: the folder name gives the preset (sparse files keep it cheap). */
 START_TEST(test_npy_preset_folder)
 {
-	struct fg_opt_config cfg, want;
+	struct fg_model_config cfg, want;
 	struct fg_weights *w;
 	char dir[400];
 	uint16_t row[768];
@@ -1211,12 +1216,12 @@ START_TEST(test_npy_preset_folder)
 	int rank;
 
 	tmp_dir("opt-125m-np", dir, sizeof(dir));
-	ck_assert_int_eq(fg_opt_preset("opt-125m", &want), 0);
-	for (i = 0; i < fg_weights_tensor_count(&want); i++) {
+	ck_assert_int_eq(fg_model_preset("opt-125m", &want), 0);
+	for (i = 0; i < fg_arch_tensor_count(&want); i++) {
 		char name[128], path[600], dict[200];
 		int fd;
 
-		fg_weights_tensor_info(&want, i, name, sizeof(name), &rank, &r, &cols);
+		fg_arch_tensor_info(&want, i, name, sizeof(name), &rank, &r, &cols);
 		if (rank == 2)
 			snprintf(dict, sizeof(dict),
 				 "{'descr': '<f2', 'fortran_order': False, 'shape': (%lld, %lld), }",
@@ -1389,7 +1394,7 @@ END_TEST
 /* An npy file replaced after open is caught at read time. */
 START_TEST(test_npy_changed_while_open)
 {
-	struct fg_opt_config cfg;
+	struct fg_model_config cfg;
 	struct fg_weights *w;
 	char dir[400], path[600];
 	uint16_t buf[TF * TH];
@@ -1443,7 +1448,7 @@ static void *dummy_thread(void *arg)
 
 START_TEST(test_dummy)
 {
-	struct fg_opt_config cfg;
+	struct fg_model_config cfg;
 	struct fg_weights *w, *w2;
 	const int64_t rows = 3072, cols = 768, n = rows * cols;
 	uint16_t *a = malloc((size_t)n * 2), *b = malloc((size_t)n * 2);
@@ -1550,11 +1555,12 @@ START_TEST(test_dummy_threads)
 {
 	static const struct {
 		const char *name;
+		enum fg_init init;
 		uint64_t fnv;
 	} t[] = {
-		{ "decoder.layers.3.fc1.weight", UINT64_C(0x1602d487fdd30fb4) },
-		{ "decoder.layers.0.fc2.bias", UINT64_C(0xdece45e8e11f9f7f) },
-		{ "decoder.layers.1.final_layer_norm.weight", UINT64_C(0xe12d6ad65c1e0379) },
+		{ "decoder.layers.3.fc1.weight", FG_INIT_MATRIX, UINT64_C(0x1602d487fdd30fb4) },
+		{ "decoder.layers.0.fc2.bias", FG_INIT_BIAS, UINT64_C(0xdece45e8e11f9f7f) },
+		{ "decoder.layers.1.final_layer_norm.weight", FG_INIT_ONES, UINT64_C(0xe12d6ad65c1e0379) },
 	};
 	static const int threads[] = { 0, 2, 3, 7, 64, 1000 };
 	static const uint64_t steps[] = { 1, 3, 7, 4093, 65537, 333333, 5 };
@@ -1566,26 +1572,26 @@ START_TEST(test_dummy_threads)
 	for (size_t k = 0; k < sizeof(t) / sizeof(t[0]); k++) {
 		uint64_t pos = 0;
 
-		fg_dummy_fill_threads(t[k].name, elem0, n, ref, 1);
+		fg_dummy_fill_threads(t[k].name, t[k].init, elem0, n, ref, 1);
 		ck_assert_msg(fnv(ref, (size_t)n) == t[k].fnv, "%s: fingerprint %016llx",
 			      t[k].name, (unsigned long long)fnv(ref, (size_t)n));
 		for (size_t j = 0; j < sizeof(threads) / sizeof(threads[0]); j++) {
 			memset(got, 0xa5, (size_t)(n + GUARD) * 2);
-			fg_dummy_fill_threads(t[k].name, elem0, n, got, threads[j]);
+			fg_dummy_fill_threads(t[k].name, t[k].init, elem0, n, got, threads[j]);
 			ck_assert_msg(memcmp(ref, got, (size_t)n * 2) == 0, "%s: %d threads differ",
 				      t[k].name, threads[j]);
 			for (int g = 0; g < GUARD; g++)
 				ck_assert_uint_eq(got[n + (uint64_t)g], 0xa5a5);
 		}
 		memset(got, 0xa5, (size_t)n * 2);
-		fg_dummy_fill(t[k].name, elem0, n, got);
+		fg_dummy_fill(t[k].name, t[k].init, elem0, n, got);
 		ck_assert(memcmp(ref, got, (size_t)n * 2) == 0);
 		memset(got, 0xa5, (size_t)n * 2);
 		for (size_t j = 0; pos < n; j++) {
 			uint64_t len = steps[j % (sizeof(steps) / sizeof(steps[0]))];
 
 			len = len < n - pos ? len : n - pos;
-			fg_dummy_fill(t[k].name, elem0 + pos, len, got + pos);
+			fg_dummy_fill(t[k].name, t[k].init, elem0 + pos, len, got + pos);
 			pos += len;
 		}
 		ck_assert_msg(memcmp(ref, got, (size_t)n * 2) == 0, "%s: small calls differ",
@@ -1600,7 +1606,7 @@ END_TEST
  * values the one-thread generator gives at those elements. */
 START_TEST(test_dummy_threads_rows)
 {
-	struct fg_opt_config cfg;
+	struct fg_model_config cfg;
 	struct fg_weights *w;
 	const int64_t row0 = 1001, rows = 257, cols = 12288, n = rows * cols;
 	uint16_t *a = malloc((size_t)n * 2), *b = malloc((size_t)n * 2);
@@ -1610,7 +1616,7 @@ START_TEST(test_dummy_threads_rows)
 	ck_assert_int_eq(fg_weights_read_rows_f16(w, "model.decoder.layers.95.fc1.weight", row0,
 						  rows, cols, a),
 			 0);
-	fg_dummy_fill_threads("decoder.layers.95.fc1.weight", (uint64_t)(row0 * cols),
+	fg_dummy_fill_threads("decoder.layers.95.fc1.weight", FG_INIT_MATRIX, (uint64_t)(row0 * cols),
 			      (uint64_t)n, b, 1);
 	ck_assert(memcmp(a, b, (size_t)n * 2) == 0);
 	fg_weights_close(w);
@@ -1622,7 +1628,7 @@ END_TEST
 /* Large presets open without allocating their weights. */
 START_TEST(test_dummy_large)
 {
-	struct fg_opt_config cfg;
+	struct fg_model_config cfg;
 	struct fg_weights *w;
 	uint16_t row[12288];
 
@@ -1643,41 +1649,41 @@ END_TEST
 
 START_TEST(test_names)
 {
-	struct fg_opt_config c;
+	struct fg_model_config c;
 	char name[128];
 	int64_t r, cols;
 	int rank;
 
 	tiny_config(&c);
-	ck_assert_int_eq(fg_weights_tensor_count(&c), 4 + 16 * TL);
-	for (int64_t i = 0; i < fg_weights_tensor_count(&c); i++) {
+	ck_assert_int_eq(fg_arch_tensor_count(&c), 4 + 16 * TL);
+	for (int64_t i = 0; i < fg_arch_tensor_count(&c); i++) {
 		char model[140];
 
-		ck_assert_int_eq(fg_weights_tensor_info(&c, i, name, sizeof(name), &rank, &r, &cols),
+		ck_assert_int_eq(fg_arch_tensor_info(&c, i, name, sizeof(name), &rank, &r, &cols),
 				 0);
-		ck_assert_int_eq(fg_weights_tensor_index(&c, name), i);
+		ck_assert_int_eq(fg_arch_tensor_index(&c, name), i);
 		snprintf(model, sizeof(model), "model.%s", name);
-		ck_assert_int_eq(fg_weights_tensor_index(&c, model), i);
+		ck_assert_int_eq(fg_arch_tensor_index(&c, model), i);
 	}
-	ck_assert_int_eq(fg_weights_tensor_index(&c, "decoder.layer_norm.bias"), 3);
-	ck_assert_int_eq(fg_weights_tensor_index(&c, "lm_head.weight"), -1);
-	ck_assert_int_eq(fg_weights_tensor_index(&c, "decoder.layers.2.fc1.weight"), -1);
-	ck_assert_int_eq(fg_weights_tensor_index(&c, "decoder.layers.00.fc1.weight"), -1);
-	ck_assert_int_eq(fg_weights_tensor_index(&c, "decoder.layers.1"), -1);
-	ck_assert_int_eq(fg_weights_tensor_index(&c, "decoder.layers..fc1.weight"), -1);
-	ck_assert_int_eq(fg_weights_tensor_index(&c, "decoder.layers.99999999999999999999.fc1.weight"),
+	ck_assert_int_eq(fg_arch_tensor_index(&c, "decoder.layer_norm.bias"), 3);
+	ck_assert_int_eq(fg_arch_tensor_index(&c, "lm_head.weight"), -1);
+	ck_assert_int_eq(fg_arch_tensor_index(&c, "decoder.layers.2.fc1.weight"), -1);
+	ck_assert_int_eq(fg_arch_tensor_index(&c, "decoder.layers.00.fc1.weight"), -1);
+	ck_assert_int_eq(fg_arch_tensor_index(&c, "decoder.layers.1"), -1);
+	ck_assert_int_eq(fg_arch_tensor_index(&c, "decoder.layers..fc1.weight"), -1);
+	ck_assert_int_eq(fg_arch_tensor_index(&c, "decoder.layers.99999999999999999999.fc1.weight"),
 			 -1);
-	ck_assert_int_eq(fg_weights_tensor_index(&c, "model.model.decoder.embed_tokens.weight"), -1);
-	ck_assert_int_eq(fg_weights_tensor_info(&c, 1, name, sizeof(name), &rank, &r, &cols), 0);
+	ck_assert_int_eq(fg_arch_tensor_index(&c, "model.model.decoder.embed_tokens.weight"), -1);
+	ck_assert_int_eq(fg_arch_tensor_info(&c, 1, name, sizeof(name), &rank, &r, &cols), 0);
 	ck_assert_str_eq(name, "decoder.embed_positions.weight");
 	ck_assert_int_eq(r, TP + 2);
-	ck_assert_int_eq(fg_weights_tensor_info(&c, 4 + 16 + 10, name, sizeof(name), &rank, &r,
+	ck_assert_int_eq(fg_arch_tensor_info(&c, 4 + 16 + 10, name, sizeof(name), &rank, &r,
 						&cols),
 			 0);
 	ck_assert_str_eq(name, "decoder.layers.1.fc1.weight");
 	ck_assert_int_eq(r, TF);
 	ck_assert_int_eq(cols, TH);
-	ck_assert_int_eq(fg_weights_tensor_info(&c, 0, name, 8, &rank, &r, &cols), -EINVAL);
+	ck_assert_int_eq(fg_arch_tensor_info(&c, 0, name, 8, &rank, &r, &cols), -EINVAL);
 }
 END_TEST
 

@@ -8,7 +8,7 @@
 #include "core/engine/bench.h"
 #include "core/engine/engine.h"
 #include "core/engine/sample.h"
-#include "core/model/opt_config.h"
+#include "core/arch/arch.h"
 #include "core/util/clock.h"
 #include "core/util/error.h"
 
@@ -41,7 +41,7 @@ static double project(const double *cost, int64_t steps, int64_t gen_len)
 static int bench_once(struct fg_engine *e, int64_t plen, int64_t gen, int64_t run,
 		      struct fg_bench_result *r)
 {
-	const struct fg_opt_config *c = &e->model.cfg;
+	const struct fg_model_config *c = &e->model.cfg;
 	int64_t bs = e->policy.gpu_batch_size, nb = e->policy.num_gpu_batches, rows = bs * nb;
 	struct fg_forward_env env;
 	struct fg_forward *f = NULL;
@@ -95,7 +95,7 @@ out:
 
 int fg_bench_run(struct fg_engine *e, const struct fg_bench_params *p, struct fg_bench_result *r)
 {
-	const struct fg_opt_config *c = &e->model.cfg;
+	const struct fg_model_config *c = &e->model.cfg;
 	int64_t rows = e->policy.gpu_batch_size * e->policy.num_gpu_batches;
 	int64_t seq = p->prompt_len + p->gen_len;
 	int64_t run = p->cut_gen_len > 0 && p->cut_gen_len < p->gen_len ? p->cut_gen_len : p->gen_len;
@@ -116,7 +116,7 @@ int fg_bench_run(struct fg_engine *e, const struct fg_bench_params *p, struct fg
 	if ((rc = bench_once(e, p->prompt_len, p->gen_len, run, r)))
 		return rc;
 	r->batch = rows;
-	r->model_bytes = fg_opt_param_count(c) * 2;
+	r->model_bytes = fg_model_param_count(c) * 2;
 	r->cache_bytes = 2 * (uint64_t)(rows * seq * c->layers * c->hidden) * 2;
 	r->hidden_bytes = (uint64_t)(rows * seq * c->hidden) * 2;
 	for (int i = 0; i < FG_ROLES; i++)

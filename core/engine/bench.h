@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "core/engine/forward.h"
-#include "core/engine/policy.h"
+#include "core/plan/policy.h"
 
 struct fg_engine;
 

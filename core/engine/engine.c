@@ -61,6 +61,68 @@ static int open_tokenizer(const struct fg_config *c, struct fg_engine *e)
 	return fg_tokenizer_load_dir(dir, &e->tok);
 }
 
+/* The compute tier must be memory the backend computes on: a host-memory
+ * backend over device memory (or the reverse) would fault in its first op. */
+static int check_compute_tier(const struct fg_engine *e)
+{
+	const struct fg_tier *t = &e->tiers[FG_ROLE_COMPUTE];
+	int dev_tier = !!(t->info.flags & FG_STORAGE_DEVICE_MEMORY);
+	int host_tier = !!(t->info.flags & FG_STORAGE_HOST_MEMORY);
+	int dev_be = FG_ABI_MINOR_OF(e->be.ph.plugin->abi_version) >= 1 && e->be.info.device_memory;
+
+	if (!(t->info.flags & FG_STORAGE_ADDRESSABLE)) {
+		FG_ERR("[tier.compute] plugin %s is not a memory tier: the compute tier must be addressable by the %s backend",
+		       t->ph.plugin->name, e->be.ph.plugin->name);
+		return -EINVAL;
+	}
+	if (dev_tier && !dev_be) {
+		FG_ERR("[tier.compute] plugin %s is device memory, but [compute] plugin %s computes on host memory: use a host-memory compute tier (pinned_host) with %s, or a GPU backend (cublas) with %s",
+		       t->ph.plugin->name, e->be.ph.plugin->name, e->be.ph.plugin->name,
+		       t->ph.plugin->name);
+		return -EINVAL;
+	}
+	if (dev_be && (host_tier || !dev_tier)) {
+		FG_ERR("[tier.compute] plugin %s is not device memory, but [compute] plugin %s computes on device memory: use cuda_mem as the compute tier with %s",
+		       t->ph.plugin->name, e->be.ph.plugin->name, e->be.ph.plugin->name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Every op the family's bodies call, with the dtypes this policy gives its
+ * operands, must be one the backend runs: refused before a weight is read. */
+static int check_ops(const struct fg_backend *be, const char *section,
+		     const struct fg_model_config *c, const struct fg_policy *p, int host_only)
+{
+	enum fg_dtype act = be->info.act_dtype;
+	enum fg_dtype wdt = p->compress_weight ? FG_DTYPE_Q4_ROWS : FG_DTYPE_F16;
+	enum fg_dtype cdt = p->compress_cache ? FG_DTYPE_Q4_COLS : act;
+	enum fg_op ops[16];
+	enum fg_dtype dts[16];
+	int n = c->arch->ops(c, wdt, act, cdt, ops, dts);
+	const char *name = be->ph.plugin->name;
+
+	for (int i = 0; i < n; i++) {
+		/* The host backend of cpu_cache_compute only appends and attends. */
+		if (host_only && ops[i] != FG_OP_ATTENTION_DECODE && ops[i] != FG_OP_KV_APPEND &&
+		    ops[i] != FG_OP_ATTENTION_GQA)
+			continue;
+		if (fg_backend_supports(be, ops[i], dts[i]))
+			continue;
+		if (dts[i] == FG_DTYPE_Q4_ROWS)
+			FG_ERR("[policy] compress_weight = true, but %s %s does not read 4-bit (int4_group64) weights: set compress_weight = false or use a backend that does (cpu_blas, cublas)",
+			       section, name);
+		else if (dts[i] == FG_DTYPE_Q4_COLS)
+			FG_ERR("[policy] compress_cache = true, but %s %s does not read a 4-bit (int4_group64) KV cache: set compress_cache = false or use a backend that does (cpu_blas, cublas)",
+			       section, name);
+		else
+			FG_ERR("model %s (%s): %s %s does not run compute op %d with dtype %d, which this family needs: use a backend that does (cpu_blas, cublas)",
+			       c->name, c->arch->name, section, name, (int)ops[i], (int)dts[i]);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
 static int need_tier(const struct fg_policy *p, enum fg_role r)
 {
 	return p->weight[r] || p->cache[r] || p->act[r];
@@ -72,7 +134,6 @@ void fg_engine_forward_env(struct fg_engine *e, int64_t nb, struct fg_forward_en
 	env->model = &e->model;
 	env->be = &e->be;
 	env->host_be = e->host_be.ops ? &e->host_be : &e->be;
-	env->q4 = e->q4.ops ? &e->q4 : NULL;
 	env->policy = e->policy;
 	env->policy.num_gpu_batches = nb;
 }
@@ -99,7 +160,7 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 	static const char *const roles[FG_ROLES] = { "disk", "host", "compute" };
 	struct fg_engine *e = calloc(1, sizeof(*e));
 	struct fg_plugin_handle ph;
-	struct fg_opt_config mc;
+	struct fg_model_config mc;
 	struct fg_weights *w = NULL;
 	double t0;
 	void *opts;
@@ -124,12 +185,8 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 			goto fail;
 		e->tier[r] = &e->tiers[r];
 	}
-	if (!(e->tiers[FG_ROLE_COMPUTE].info.flags & FG_STORAGE_ADDRESSABLE)) {
-		FG_ERR("[tier.compute] plugin %s is not a memory tier: the compute tier must be addressable by the %s backend",
-		       e->tiers[FG_ROLE_COMPUTE].ph.plugin->name, e->be.ph.plugin->name);
-		rc = -EINVAL;
+	if ((rc = check_compute_tier(e)))
 		goto fail;
-	}
 	if (!(e->tiers[FG_ROLE_HOST].info.flags & FG_STORAGE_HOST_MEMORY)) {
 		FG_ERR("[tier.host] plugin %s is not host memory: use pinned_host",
 		       e->tiers[FG_ROLE_HOST].ph.plugin->name);
@@ -149,6 +206,11 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 	rc = fg_weights_open(fg_config_str(c, "model", "path"), &mc, &w);
 	if (rc)
 		goto fail;
+	if ((rc = check_ops(&e->be, "[compute]", &mc, &e->policy, 0)) ||
+	    (e->host_be.ops && (rc = check_ops(&e->host_be, "host backend", &mc, &e->policy, 1)))) {
+		fg_weights_close(w);
+		goto fail;
+	}
 	rc = fg_model_load(&e->model, &mc, w, e->tier, &e->policy, e->q4.ops ? &e->q4 : NULL);
 	fg_weights_close(w);
 	if (rc)

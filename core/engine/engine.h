@@ -7,7 +7,7 @@
 #include "core/backend/backend.h"
 #include "core/engine/forward.h"
 #include "core/engine/model.h"
-#include "core/engine/policy.h"
+#include "core/plan/policy.h"
 #include "core/tier/tier.h"
 #include "core/tokenizer/tokenizer.h"
 

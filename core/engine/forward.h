@@ -1,8 +1,7 @@
-/* core/engine/forward.h - the OPT forward pass over an effective batch of
- * num_gpu_batches x gpu_batch_size left-padded sequences, in FlexGen's block
- * schedule: for each token, for each block of layers, for each GPU batch —
- * loading the next block's weights and the next GPU batch's cache while the
- * current one computes, and storing what it produced. */
+/* core/engine/forward.h - the forward pass of any family over an effective
+ * batch of num_gpu_batches x gpu_batch_size left-padded sequences, in
+ * FlexGen's block schedule (core/engine/schedule.c), with every buffer the
+ * memory plan sizes (core/engine/buffers.c). */
 #ifndef FG_ENGINE_FORWARD_H
 #define FG_ENGINE_FORWARD_H
 
@@ -10,7 +9,8 @@
 
 #include "core/backend/backend.h"
 #include "core/engine/model.h"
-#include "core/engine/policy.h"
+#include "core/plan/plan.h"
+#include "core/plan/policy.h"
 
 struct fg_forward;
 
@@ -29,7 +29,6 @@ struct fg_forward_env {
 	struct fg_model *model;
 	struct fg_backend *be;      /* computes on the compute tier */
 	struct fg_backend *host_be; /* attention on the host (cpu_cache_compute); may be be */
-	const struct fg_codec *q4;  /* compress_cache: the int4 codec (unused by ops) */
 	struct fg_policy policy;
 };
 
@@ -47,7 +46,13 @@ int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, i
 
 const struct fg_forward_stats *fg_forward_stats(const struct fg_forward *f);
 
-/* Bytes this run holds per tier (cache, activations, buffers), as placed. */
+/* Bytes this run holds per tier (cache, activations, buffers), as allocated. */
 void fg_forward_bytes(const struct fg_forward *f, uint64_t bytes[FG_ROLES]);
+
+/* The plan a run's buffers come from. */
+int fg_forward_plan_env(const struct fg_forward_env *env, struct fg_plan_env *out);
+
+/* Wait for every transfer in flight (end of a step, or before freeing). */
+int fg_forward_drain(struct fg_forward *f);
 
 #endif

@@ -33,7 +33,7 @@ struct job {
 static int job_prompt(struct fg_engine *e, struct job *j)
 {
 	const struct fg_request *r = j->req;
-	const struct fg_opt_config *c = &e->model.cfg;
+	const struct fg_model_config *c = &e->model.cfg;
 
 	if (r->prompt) {
 		int32_t *ids;
@@ -153,7 +153,7 @@ static void accept(struct fg_engine *e, struct job *j, int32_t tok)
 /* Run one effective batch of jobs (count <= bs * nb). */
 static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 {
-	const struct fg_opt_config *c = &e->model.cfg;
+	const struct fg_model_config *c = &e->model.cfg;
 	int64_t bs = e->policy.gpu_batch_size, nb = ((int64_t)count + bs - 1) / bs, rows = bs * nb;
 	struct fg_forward_env env;
 	int64_t plen = 0, glen = 0;

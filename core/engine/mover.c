@@ -15,7 +15,8 @@ int fg_mover_init(struct fg_mover *mv, struct fg_backend *be, struct fg_tier *ti
 	for (int r = 0; r < FG_ROLES; r++)
 		mv->tier[r] = tiers[r];
 	mv->device = !(tiers[FG_ROLE_COMPUTE]->info.flags & FG_STORAGE_HOST_MEMORY);
-	if ((rc = fg_backend_stream_create(be, &mv->load_stream)) ||
+	if ((rc = fg_backend_stream_create(be, &mv->compute_stream)) ||
+	    (rc = fg_backend_stream_create(be, &mv->load_stream)) ||
 	    (rc = fg_backend_stream_create(be, &mv->store_stream)))
 		return rc;
 	return 0;
@@ -23,6 +24,8 @@ int fg_mover_init(struct fg_mover *mv, struct fg_backend *be, struct fg_tier *ti
 
 void fg_mover_fini(struct fg_mover *mv)
 {
+	if (mv->compute_stream)
+		fg_backend_stream_destroy(mv->be, mv->compute_stream);
 	if (mv->load_stream)
 		fg_backend_stream_destroy(mv->be, mv->load_stream);
 	if (mv->store_stream)
@@ -45,10 +48,11 @@ int fg_xfer_init(struct fg_xfer *x, struct fg_mover *mv, size_t cap)
 	return rc ? rc : fg_backend_event_create(mv->be, &x->bounce_event);
 }
 
-void fg_xfer_fini(struct fg_xfer *x)
+int fg_xfer_fini(struct fg_xfer *x)
 {
+	int rc = 0;
 	if (x->pending)
-		fg_xfer_wait(x, NULL);
+		rc = fg_xfer_wait(x, NULL);
 	if (x->event)
 		fg_backend_event_destroy(x->mv->be, x->event);
 	if (x->bounce_event)
@@ -56,21 +60,25 @@ void fg_xfer_fini(struct fg_xfer *x)
 	free(x->ios);
 	free(x->later);
 	memset(x, 0, sizeof(*x));
+	return rc;
 }
 
-void fg_xfer_reset(struct fg_xfer *x, const char *what)
+int fg_xfer_reset(struct fg_xfer *x, const char *what)
 {
-	/* Requests in flight own their slots of x->ios: finish them first. */
+	int rc = 0, r;
+	/* Requests in flight own their slots of x->ios: finish them first; a
+	 * failure among them is the caller's error, not dropped. */
 	if (x->pending)
-		fg_xfer_wait(x, NULL);
+		rc = fg_xfer_wait(x, NULL);
 	/* Bounce buffers are refilled only after their last second hop read them. */
-	if (x->bounced)
-		fg_backend_event_sync(x->mv->be, x->bounce_event);
+	if (x->bounced && (r = fg_backend_event_sync(x->mv->be, x->bounce_event)) && !rc)
+		rc = r;
 	x->bounced = 0;
 	x->nios = x->nlater = 0;
 	x->has_event = 0;
 	x->err = 0;
 	snprintf(x->what, sizeof(x->what), "%s", what);
+	return rc;
 }
 
 static int disk_io(struct fg_xfer *x, enum fg_io_op op, const struct fg_region *r, uint64_t off,
@@ -125,7 +133,7 @@ int fg_xfer_store(struct fg_xfer *x, enum fg_role role, const struct fg_region *
 	if (!len)
 		return 0;
 	/* The store stream starts after the compute issued so far. */
-	if ((rc = fg_backend_event_record(mv->be, x->event, NULL)) ||
+	if ((rc = fg_backend_event_record(mv->be, x->event, mv->compute_stream)) ||
 	    (rc = fg_backend_stream_wait(mv->be, mv->store_stream, x->event)))
 		return rc;
 	if (role != FG_ROLE_DISK) {
@@ -182,6 +190,8 @@ int fg_xfer_wait(struct fg_xfer *x, void *stream)
 		x->bounced = 1;
 	}
 	x->nlater = 0;
+	if (!stream)
+		stream = mv->compute_stream;
 	if (x->has_event) {
 		/* Copies went to one of the two transfer streams; wait for both. */
 		if ((rc = fg_backend_event_record(mv->be, x->event, mv->load_stream)) ||

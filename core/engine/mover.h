@@ -13,13 +13,14 @@
 #include <stdint.h>
 
 #include "core/backend/backend.h"
-#include "core/engine/policy.h"
+#include "core/plan/policy.h"
 #include "core/tier/tier.h"
 
 struct fg_mover {
 	struct fg_backend *be;
 	struct fg_tier *tier[FG_ROLES];
 	int device;        /* compute-tier memory is not host memory */
+	void *compute_stream;  /* where the ops run; the others order against it */
 	void *load_stream, *store_stream;
 };
 
@@ -48,9 +49,10 @@ int fg_mover_init(struct fg_mover *mv, struct fg_backend *be, struct fg_tier *ti
 void fg_mover_fini(struct fg_mover *mv);
 
 int fg_xfer_init(struct fg_xfer *x, struct fg_mover *mv, size_t cap);
-void fg_xfer_fini(struct fg_xfer *x);
+/* Both wait for requests still in flight and return their first error. */
+int fg_xfer_fini(struct fg_xfer *x);
 /* Start a new use of the group (it must have been waited for). */
-void fg_xfer_reset(struct fg_xfer *x, const char *what);
+int fg_xfer_reset(struct fg_xfer *x, const char *what);
 
 /* Load: compute-tier memory dst <- len bytes at off of region r on `role`'s
  * tier.  bounce: page-locked host memory of len bytes for a disk source when
@@ -64,7 +66,7 @@ int fg_xfer_store(struct fg_xfer *x, enum fg_role role, const struct fg_region *
 		  const void *src, size_t len, void *bounce);
 
 /* Wait for the group's disk requests, issue its second hops, and make
- * `stream` (NULL: the compute stream) wait for its copies.  Returns the first
+ * `stream` (NULL: the mover's compute stream) wait for its copies.  Returns the first
  * error of the group, with an error line naming the transfer. */
 int fg_xfer_wait(struct fg_xfer *x, void *stream);
 

@@ -54,13 +54,6 @@ static uint64_t dummy_seed(const char *name)
 	return dummy_mix(h);
 }
 
-static int dummy_ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 /* Elements [elem0, elem0 + n) of the stream `seed` picks from `table`. */
 struct dummy_job {
 	const uint16_t *table;
@@ -102,21 +95,21 @@ static void dummy_run(void *job)
 	dummy_gen(job);
 }
 
-void fg_dummy_fill_threads(const char *name, uint64_t elem0, uint64_t n, uint16_t *dst,
-			   int threads)
+void fg_dummy_fill_threads(const char *name, enum fg_init init, uint64_t elem0, uint64_t n,
+			   uint16_t *dst, int threads)
 {
 	struct dummy_job job[FG_FANOUT_MAX];
 	uint64_t per;
 	int t;
 
-	if (dummy_ends_with(name, "layer_norm.weight")) {
+	if (init == FG_INIT_ONES) {
 		for (uint64_t i = 0; i < n; i++)
 			dst[i] = DUMMY_ONE;
 		return;
 	}
 	pthread_once(&dummy_once, dummy_init);
 	job[0] = (struct dummy_job){
-		.table = dummy_ends_with(name, ".bias") ? dummy_bias : dummy_matrix,
+		.table = init == FG_INIT_BIAS ? dummy_bias : dummy_matrix,
 		.seed = dummy_seed(name),
 		.elem0 = elem0,
 		.n = n,
@@ -143,7 +136,8 @@ void fg_dummy_fill_threads(const char *name, uint64_t elem0, uint64_t n, uint16_
 	fg_fanout(dummy_run, job, sizeof(job[0]), t);
 }
 
-void fg_dummy_fill(const char *name, uint64_t elem0, uint64_t n, uint16_t *dst)
+void fg_dummy_fill(const char *name, enum fg_init init, uint64_t elem0, uint64_t n,
+		   uint16_t *dst)
 {
-	fg_dummy_fill_threads(name, elem0, n, dst, 0);
+	fg_dummy_fill_threads(name, init, elem0, n, dst, 0);
 }

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/model/fileio.h"
+#include "core/util/fileio.h"
 #include "core/model/npy.h"
 #include "core/util/error.h"
 

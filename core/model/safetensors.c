@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "core/model/fileio.h"
+#include "core/util/fileio.h"
 #include "core/model/safetensors.h"
 #include "core/util/error.h"
 

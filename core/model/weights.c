@@ -18,7 +18,7 @@
 #include <fgcore/half.h>
 
 #include "core/model/dummy.h"
-#include "core/model/fileio.h"
+#include "core/util/fileio.h"
 #include "core/model/npy.h"
 #include "core/model/safetensors.h"
 #include "core/model/weights.h"
@@ -51,7 +51,7 @@ struct wt_slot {
 };
 
 struct fg_weights {
-	struct fg_opt_config cfg;
+	struct fg_model_config cfg;
 	int dummy;
 	int64_t count;
 	struct wt_slot *slot;
@@ -129,7 +129,7 @@ static int wt_place(struct fg_weights *w, int64_t idx, int64_t file, const char 
 		       fname, tname, dtype);
 		return -ENOTSUP;
 	}
-	if (fg_weights_tensor_info(&w->cfg, idx, want, sizeof(want), &need_rank, &need[0],
+	if (fg_arch_tensor_info(&w->cfg, idx, want, sizeof(want), &need_rank, &need[0],
 				   &need[1]))
 		return -EINVAL;
 	if (need_rank == 1)
@@ -171,7 +171,7 @@ static int wt_check_complete(struct fg_weights *w, const char *where)
 	for (i = 0; i < w->count; i++) {
 		if (w->slot[i].file >= 0)
 			continue;
-		fg_weights_tensor_info(&w->cfg, i, name, sizeof(name), &rank, &r, &c);
+		fg_arch_tensor_info(&w->cfg, i, name, sizeof(name), &rank, &r, &c);
 		FG_ERR("%s: tensor \"%s\" is missing (%s has %lld layers)", where, name,
 		       w->cfg.name, (long long)w->cfg.layers);
 		return -ENOENT;
@@ -211,7 +211,7 @@ static int wt_open_single(struct fg_weights *w, const char *path)
 		return (int)fi;
 	}
 	for (i = 0; i < st->count; i++) {
-		int64_t idx = fg_weights_tensor_index(&w->cfg, st->t[i].name);
+		int64_t idx = fg_arch_tensor_index(&w->cfg, st->t[i].name);
 
 		if (idx < 0)
 			continue; /* lm_head (tied) and anything the model does not use */
@@ -281,7 +281,7 @@ static int wt_open_sharded(struct fg_weights *w, const char *dir, const char *in
 			rc = -EINVAL;
 			goto out;
 		}
-		idx = fg_weights_tensor_index(&w->cfg, key);
+		idx = fg_arch_tensor_index(&w->cfg, key);
 		if (idx < 0)
 			continue;
 		if (key_of[idx]) {
@@ -304,7 +304,7 @@ static int wt_open_sharded(struct fg_weights *w, const char *dir, const char *in
 
 		if (key_of[i])
 			continue;
-		fg_weights_tensor_info(&w->cfg, i, name, sizeof(name), &rank, &r, &c);
+		fg_arch_tensor_info(&w->cfg, i, name, sizeof(name), &rank, &r, &c);
 		FG_ERR("%s: tensor \"%s\" is missing from weight_map", index_path, name);
 		rc = -ENOENT;
 		goto out;
@@ -392,7 +392,7 @@ static int wt_open_npy(struct fg_weights *w, const char *dir)
 		char *path;
 		int64_t fi;
 
-		fg_weights_tensor_info(&w->cfg, i, name, sizeof(name), &rank, &r, &c);
+		fg_arch_tensor_info(&w->cfg, i, name, sizeof(name), &rank, &r, &c);
 		path = wt_npy_path(dir, name);
 		if (!path)
 			return -ENOMEM;
@@ -419,7 +419,7 @@ static int wt_open_npy(struct fg_weights *w, const char *dir)
 }
 
 /* "/x/opt-1.3b-np/" names the preset opt-1.3b. */
-static int wt_npy_preset(const char *dir, struct fg_opt_config *cfg)
+static int wt_npy_preset(const char *dir, struct fg_model_config *cfg)
 {
 	char base[256];
 	const char *end = dir + strlen(dir), *start;
@@ -441,7 +441,7 @@ static int wt_npy_preset(const char *dir, struct fg_opt_config *cfg)
 	}
 	memcpy(base, start, n);
 	base[n] = '\0';
-	if (fg_opt_preset(base, cfg) != 0) {
+	if (fg_model_preset(base, cfg) != 0) {
 		FG_ERR("%s: no config.json and the folder name \"%s\" is not an OPT preset "
 		       "(FlexGen names folders like opt-1.3b-np); add the model's config.json",
 		       dir, base);
@@ -471,7 +471,7 @@ static int wt_open_folder(struct fg_weights *w, const char *dir)
 		goto out;
 	}
 	if (wt_exists(cfg_path)) {
-		rc = fg_opt_config_load(cfg_path, &w->cfg);
+		rc = fg_model_config_load(cfg_path, &w->cfg);
 	} else if (wt_exists(npy)) {
 		rc = wt_npy_preset(dir, &w->cfg);
 	} else {
@@ -481,7 +481,7 @@ static int wt_open_folder(struct fg_weights *w, const char *dir)
 	}
 	if (rc)
 		goto out;
-	w->count = fg_weights_tensor_count(&w->cfg);
+	w->count = fg_arch_tensor_count(&w->cfg);
 	w->slot = malloc((size_t)w->count * sizeof(*w->slot));
 	if (!w->slot) {
 		FG_ERR("%s: out of memory", dir);
@@ -512,7 +512,7 @@ out:
 	return rc;
 }
 
-int fg_weights_open(const char *spec, struct fg_opt_config *cfg, struct fg_weights **out)
+int fg_weights_open(const char *spec, struct fg_model_config *cfg, struct fg_weights **out)
 {
 	struct fg_weights *w;
 	int rc;
@@ -528,10 +528,10 @@ int fg_weights_open(const char *spec, struct fg_opt_config *cfg, struct fg_weigh
 		return -ENOMEM;
 	}
 	if (strncmp(spec, "dummy:", 6) == 0) {
-		rc = fg_opt_preset(spec + 6, &w->cfg);
+		rc = fg_model_preset(spec + 6, &w->cfg);
 		if (rc == 0) {
 			w->dummy = 1;
-			w->count = fg_weights_tensor_count(&w->cfg);
+			w->count = fg_arch_tensor_count(&w->cfg);
 		}
 	} else {
 		rc = wt_open_folder(w, spec);
@@ -612,12 +612,12 @@ static int wt_read(struct fg_weights *w, const char *name, int64_t row0, int64_t
 	uint64_t off;
 	int rank, fd, rc;
 
-	idx = fg_weights_tensor_index(&w->cfg, name);
+	idx = fg_arch_tensor_index(&w->cfg, name);
 	if (idx < 0) {
 		FG_ERR("weights %s: \"%s\" is not a tensor of this model", w->cfg.name, name);
 		return -ENOENT;
 	}
-	fg_weights_tensor_info(&w->cfg, idx, canon, sizeof(canon), &rank, &rows, &tcols);
+	fg_arch_tensor_info(&w->cfg, idx, canon, sizeof(canon), &rank, &rows, &tcols);
 	if (cols != tcols || (rows_req >= 0 && rows_req != rows)) {
 		FG_ERR("weights %s: tensor \"%s\" is [%lld, %lld], read as [%lld, %lld]",
 		       w->cfg.name, canon, (long long)rows, (long long)tcols,
@@ -631,7 +631,8 @@ static int wt_read(struct fg_weights *w, const char *name, int64_t row0, int64_t
 		return -EINVAL;
 	}
 	if (w->dummy) {
-		fg_dummy_fill(canon, (uint64_t)(row0 * cols), (uint64_t)(nrows * cols), dst);
+		fg_dummy_fill(canon, fg_arch_tensor_def(&w->cfg, idx)->init, (uint64_t)(row0 * cols),
+			      (uint64_t)(nrows * cols), dst);
 		return 0;
 	}
 	s = &w->slot[idx];

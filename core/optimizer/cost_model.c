@@ -23,7 +23,8 @@ double fg_lin_eval(const struct fg_lin *l, const double x[FG_X_N])
 /* Everything the term builder needs, in doubles. */
 struct ctx {
 	const struct fg_hardware *hw;
-	double h, f, V, l, s, n, gbs, nb, a, e;
+	const struct fg_model_config *c;
+	double h, kv, qw, l, s, n, gbs, nb, a, e;
 	int dev, cpu, cw, cq, sep;
 	double ctog_w, ctog, gtoc, dtoc, ctod; /* bytes per second */
 };
@@ -54,6 +55,25 @@ static double t_lin(const struct ctx *x, double m, double K, double N)
 		t = 2 * m * K * N / (rate < peak ? rate : peak);
 	}
 	return t > packed ? t : packed;
+}
+
+/* Seconds of the linear layers of a block kind over m rows: each linear
+ * weight of the family's table, [N outputs, K inputs]. */
+static double t_block_lin(const struct ctx *x, enum fg_block_kind kind, double m)
+{
+	const struct fg_arch *a = x->c->arch;
+	const struct fg_tensor_def *defs[2] = { a->globals, a->layer };
+	int counts[2] = { a->nglobals, a->nlayer };
+	double t = 0;
+
+	for (int g = 0; g < 2; g++)
+		for (int i = 0; i < counts[g]; i++) {
+			const struct fg_tensor_def *d = &defs[g][i];
+			if (d->block == kind && (d->flags & FG_TD_LINEAR))
+				t += t_lin(x, m, (double)fg_dim_value(x->c, d->cols),
+					   (double)fg_dim_value(x->c, d->rows));
+		}
+	return t;
 }
 
 /* Bytes moved into compute memory from the host (share host_i) or the disk
@@ -89,8 +109,8 @@ static void store(const struct ctx *x, struct fg_lin *L, int host_i, int disk_i,
  * bytes; decode at the average cache length (s + n/2 - 1 rows loaded). */
 static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int decode)
 {
-	double tok = decode ? 1 : x->s, m = x->gbs * tok, h = x->h, f = x->f;
-	double kvrow = 2 * h * x->e, seqs = x->gbs * x->nb;
+	double tok = decode ? 1 : x->s, m = x->gbs * tok, h = x->h;
+	double kvrow = 2 * x->kv * x->e, seqs = x->gbs * x->nb;
 	double load_len = x->s + x->n / 2 - 1, attn_len = x->s + x->n / 2;
 	double hid = x->gbs * tok * h * x->a * x->nb; /* every GPU batch's activations */
 	double units = x->sep ? 2 : 1;
@@ -99,7 +119,7 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int dec
 	load(x, L, FG_X_WC, FG_X_WN, W, x->ctog_w, 0);
 
 	/* Linear layers of every GPU batch. */
-	L[FG_LINK_COMP].c += x->nb * (4 * t_lin(x, m, h, h) + t_lin(x, m, h, f) + t_lin(x, m, f, h));
+	L[FG_LINK_COMP].c += x->nb * (t_block_lin(x, FG_BLOCK_ATTN, m) + t_block_lin(x, FG_BLOCK_MLP, m));
 
 	/* Activations off the compute tier: loaded before each unit (waited for at
 	 * once, so in comp) and stored after it. */
@@ -108,12 +128,12 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int dec
 
 	double cache_tok = seqs * tok * kvrow; /* new K, V rows */
 	if (!decode) {
-		L[FG_LINK_COMP].c += x->nb * 4 * x->gbs * x->s * x->s * h / (x->hw->attn_flops * TFLOPS);
+		L[FG_LINK_COMP].c += x->nb * 4 * x->gbs * x->s * x->s * x->qw / (x->hw->attn_flops * TFLOPS);
 		/* New rows of slot-held sequences go home from the slot. */
 		store(x, L, x->cpu ? -1 : FG_X_CC, FG_X_CN, cache_tok);
 		/* Delegated sequences: q, k, v copied to the host, synchronously. */
 		if (x->cpu && x->dev)
-			L[FG_LINK_COMP].a[FG_X_CC] += seqs * tok * 3 * h * x->a / x->gtoc;
+			L[FG_LINK_COMP].a[FG_X_CC] += seqs * tok * (x->qw + 2 * x->kv) * x->a / x->gtoc;
 		return;
 	}
 	double q4_attn = x->hw->attn_decode_q4_bdw > 0 ? x->hw->attn_decode_q4_bdw
@@ -126,8 +146,8 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int dec
 		double host_bdw = x->cq ? x->hw->cpu_attn_q4_bdw : x->hw->cpu_attn_bdw;
 		L[FG_LINK_COMP].a[FG_X_CC] += attn / (host_bdw * GBPS);
 		if (x->dev) /* q, k, v out and the result back, synchronously */
-			L[FG_LINK_COMP].a[FG_X_CC] += seqs * 3 * h * x->a / x->gtoc +
-						      seqs * h * x->a / x->ctog;
+			L[FG_LINK_COMP].a[FG_X_CC] += seqs * (x->qw + 2 * x->kv) * x->a / x->gtoc +
+						      seqs * x->qw * x->a / x->ctog;
 	} else {
 		L[FG_LINK_COMP].a[FG_X_CC] += attn / attn_bdw;
 	}
@@ -144,8 +164,9 @@ static void io_terms(const struct ctx *x, struct fg_lin *L, double W, int decode
 
 	load(x, L, FG_X_IC, FG_X_IN, W, x->ctog_w, 0);
 	/* logits of each sequence's last position, copied to the host at once */
-	L[FG_LINK_COMP].c += x->nb * (t_lin(x, x->gbs, x->h, x->V) +
-				      x->gbs * x->V * x->a / x->gtoc);
+	double V = (double)x->c->vocab;
+	L[FG_LINK_COMP].c += x->nb * (t_block_lin(x, FG_BLOCK_OUTPUT, x->gbs) +
+				      x->gbs * V * x->a / x->gtoc);
 	load(x, L, FG_X_HC, FG_X_HN, hid, x->ctog, 1); /* output block */
 	store(x, L, FG_X_HC, FG_X_HN, hid);            /* input block */
 }
@@ -173,9 +194,9 @@ static int rates_ok(const struct fg_hardware *hw, const struct fg_policy *p)
 int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 		  struct fg_cost_terms *t)
 {
-	const struct fg_opt_config *c = &cc->model;
+	const struct fg_model_config *c = &cc->model;
 	const struct fg_hardware *hw = &cc->hw;
-	uint64_t blk[FG_LAYOUT_KINDS][FG_ROLES];
+	struct fg_plan_block blk[FG_BLOCK_KINDS];
 	struct fg_policy whole = *p;
 	int rc;
 
@@ -192,14 +213,16 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 	/* Block sizes with everything on one tier: the bytes each block has. */
 	whole.weight[FG_ROLE_COMPUTE] = 100;
 	whole.weight[FG_ROLE_HOST] = whole.weight[FG_ROLE_DISK] = 0;
-	fg_layout_blocks(c, &whole, blk);
-	double Wa = (double)blk[FG_LAYOUT_ATTN][FG_ROLE_COMPUTE];
-	double Wm = (double)blk[FG_LAYOUT_MLP][FG_ROLE_COMPUTE];
-	double Wi = (double)blk[FG_LAYOUT_INPUT][FG_ROLE_COMPUTE];
-	double Wo = (double)blk[FG_LAYOUT_OUTPUT][FG_ROLE_COMPUTE];
+	for (int k = 0; k < FG_BLOCK_KINDS; k++)
+		fg_plan_block(c, &whole, (enum fg_block_kind)k, &blk[k]);
+	double Wa = (double)blk[FG_BLOCK_ATTN].bytes[FG_ROLE_COMPUTE];
+	double Wm = (double)blk[FG_BLOCK_MLP].bytes[FG_ROLE_COMPUTE];
+	double Wi = (double)blk[FG_BLOCK_INPUT].bytes[FG_ROLE_COMPUTE];
+	double Wo = (double)blk[FG_BLOCK_OUTPUT].bytes[FG_ROLE_COMPUTE];
 
 	struct ctx x = {
-		.hw = hw, .h = (double)c->hidden, .f = (double)c->ffn, .V = (double)c->vocab,
+		.hw = hw, .c = c, .h = (double)c->hidden, .kv = (double)fg_dim_value(c, FG_DIM_KV),
+		.qw = (double)fg_dim_value(c, FG_DIM_Q),
 		.l = (double)c->layers, .s = (double)cc->prompt_len, .n = (double)cc->gen_len,
 		.gbs = (double)p->gpu_batch_size, .nb = (double)p->num_gpu_batches,
 		.a = hw->act_bytes,
@@ -222,10 +245,14 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 	t->decode_steps = cc->gen_len - 1;
 	t->tokens = x.gbs * x.nb * x.n;
 
-	/* Memory, linear in the shares (exact for a concrete policy: layout.c). */
-	double T = x.s + x.n, kvs = T * x.h * x.e; /* one K (or V) of one sequence */
+	/* Memory, linear in the shares (exact for a concrete policy: core/plan). */
+	double T = x.s + x.n, kvs = T * x.kv * x.e; /* one K (or V) of one sequence */
 	double hsz = x.gbs * x.s * x.h * x.a, nb = x.nb, gbs = x.gbs, l = x.l;
-	double scratch = 5 * hsz + x.gbs * x.s * x.f * x.a + x.gbs * x.V * x.a;
+	double scratch = 0; /* the family's workspaces */
+	for (int i = 0; i < c->arch->nworkspace; i++) {
+		const struct fg_workspace_def *w = &c->arch->workspace[i];
+		scratch += (w->per_token ? x.gbs * x.s : x.gbs) * (double)fg_dim_value(c, w->cols) * x.a;
+	}
 	double nslots = p->overlap ? 2 : 1;
 	int act_off = p->act[FG_ROLE_COMPUTE] < 100, act_disk = p->act[FG_ROLE_DISK] > 0;
 	int disk_w = p->weight[FG_ROLE_DISK] > 0, disk_c = p->cache[FG_ROLE_DISK] > 0;
@@ -291,8 +318,9 @@ double fg_cost_combine(const struct fg_cost_terms *t, int stage, const double k[
 
 void fg_cost_shares(const struct fg_cost_case *cc, const struct fg_policy *p, double x[FG_X_N])
 {
-	const struct fg_opt_config *c = &cc->model;
-	uint64_t b[FG_LAYOUT_KINDS][FG_ROLES];
+	const struct fg_model_config *c = &cc->model;
+	struct fg_plan_block pb[FG_BLOCK_KINDS];
+	uint64_t b[FG_BLOCK_KINDS][FG_ROLES];
 	int64_t first[FG_ROLES], cnt[FG_ROLES];
 	static const int wi[FG_ROLES] = { FG_X_WN, FG_X_WC, FG_X_WG };
 	static const int ii[FG_ROLES] = { FG_X_IN, FG_X_IC, FG_X_IG };
@@ -300,14 +328,18 @@ void fg_cost_shares(const struct fg_cost_case *cc, const struct fg_policy *p, do
 	static const int hi[FG_ROLES] = { FG_X_HN, FG_X_HC, FG_X_HG };
 	double lw = 0, iw = 0;
 
-	fg_layout_blocks(c, p, b);
-	for (int r = 0; r < FG_ROLES; r++) {
-		lw += (double)(b[FG_LAYOUT_ATTN][r] + b[FG_LAYOUT_MLP][r]);
-		iw += (double)(b[FG_LAYOUT_INPUT][r] + b[FG_LAYOUT_OUTPUT][r]);
+	for (int k = 0; k < FG_BLOCK_KINDS; k++) {
+		fg_plan_block(c, p, (enum fg_block_kind)k, &pb[k]);
+		for (int r = 0; r < FG_ROLES; r++)
+			b[k][r] = pb[k].bytes[r];
 	}
 	for (int r = 0; r < FG_ROLES; r++) {
-		x[wi[r]] = lw > 0 ? (double)(b[FG_LAYOUT_ATTN][r] + b[FG_LAYOUT_MLP][r]) / lw : 0;
-		x[ii[r]] = iw > 0 ? (double)(b[FG_LAYOUT_INPUT][r] + b[FG_LAYOUT_OUTPUT][r]) / iw : 0;
+		lw += (double)(b[FG_BLOCK_ATTN][r] + b[FG_BLOCK_MLP][r]);
+		iw += (double)(b[FG_BLOCK_INPUT][r] + b[FG_BLOCK_OUTPUT][r]);
+	}
+	for (int r = 0; r < FG_ROLES; r++) {
+		x[wi[r]] = lw > 0 ? (double)(b[FG_BLOCK_ATTN][r] + b[FG_BLOCK_MLP][r]) / lw : 0;
+		x[ii[r]] = iw > 0 ? (double)(b[FG_BLOCK_INPUT][r] + b[FG_BLOCK_OUTPUT][r]) / iw : 0;
 	}
 	fg_policy_split(p->cache, p->gpu_batch_size, first, cnt);
 	for (int r = 0; r < FG_ROLES; r++)
@@ -321,13 +353,13 @@ int fg_cost_predict(const struct fg_cost_case *cc, const struct fg_policy *p,
 		    struct fg_cost_prediction *o)
 {
 	struct fg_cost_terms t;
-	struct fg_layout_env env = { (unsigned)cc->hw.act_bytes, !cc->hw.compute_host_memory };
+	struct fg_plan_env env = { (unsigned)cc->hw.act_bytes, !cc->hw.compute_host_memory };
 	double x[FG_X_N];
 	int rc;
 
 	memset(o, 0, sizeof(*o));
 	if ((rc = fg_cost_terms(cc, p, &t)) ||
-	    (rc = fg_layout_total(&cc->model, p, &env, cc->prompt_len, cc->gen_len, &o->mem)))
+	    (rc = fg_plan_make(&cc->model, p, &env, cc->prompt_len, cc->gen_len, &o->mem)))
 		return rc;
 	fg_cost_shares(cc, p, x);
 	double stage_s[FG_STAGES];

@@ -7,7 +7,7 @@
  * which of them overlap; the run is prefill + (gen_len - 1) decode steps at
  * the average cache length.  Extended with host attention (cpu_cache_compute),
  * 4-bit weights and cache, the input and output blocks, activations off the
- * compute tier, and this engine's exact buffers (core/optimizer/layout.h).
+ * compute tier, and this engine's exact buffers (the memory plan, core/plan/plan.h).
  *
  * Every link time is a linear function of the nine placement shares once the
  * discrete choices (batch shape, delegation, compression, ...) are fixed;
@@ -19,10 +19,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "core/engine/policy.h"
-#include "core/model/opt_config.h"
+#include "core/plan/policy.h"
+#include "core/arch/arch.h"
 #include "core/optimizer/hardware.h"
-#include "core/optimizer/layout.h"
+#include "core/plan/plan.h"
 
 /* The placement shares, fractions of each kind of data per tier.  The weights
  * of the layers (W*) and of the input/output blocks (I*) are separate because
@@ -45,7 +45,7 @@ double fg_lin_eval(const struct fg_lin *l, const double x[FG_X_N]);
 
 /* What runs: the model and the workload. */
 struct fg_cost_case {
-	struct fg_opt_config model;
+	struct fg_model_config model;
 	int64_t prompt_len, gen_len;
 	struct fg_hardware hw;
 };
@@ -84,7 +84,7 @@ struct fg_cost_prediction {
 	double prefill_s, decode_s;          /* whole run */
 	double prefill_tps, decode_tps, total_tps; /* as `fgcore bench` counts them */
 	double link[FG_STAGES][FG_LINKS];    /* seconds per run on each link */
-	struct fg_layout_total mem;          /* bytes per tier, exact */
+	struct fg_plan mem;                  /* the memory plan: bytes per tier, exact */
 	uint64_t capacity[FG_ROLES];
 	int fits;                            /* every tier within its capacity */
 };

@@ -45,6 +45,9 @@ struct fg_compute_info {
 	/* ABI 1.0 only: comma-separated codec names read inside kernels, e.g.
 	 * "fp16,int4_group64".  Ignored from 1.1 plugins, which answer `supports`. */
 	const char *native_codecs;
+	/* minor 1: nonzero when the operands live in device memory (the compute
+	 * tier must then be a device-memory tier); 0: host memory. */
+	int device_memory;
 };
 
 enum fg_activation {

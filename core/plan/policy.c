@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/config/config.h"
-#include "core/engine/policy.h"
+#include "core/plan/policy.h"
 #include "core/util/error.h"
 
 const char *fg_role_name(enum fg_role r)

@@ -1,6 +1,6 @@
-/* core/model/fileio.h - bounded whole-file reads and exact preads for the model loaders. */
-#ifndef FG_MODEL_FILEIO_H
-#define FG_MODEL_FILEIO_H
+/* core/util/fileio.h - bounded whole-file reads and exact preads for the loaders of model, config and tokenizer files. */
+#ifndef FG_UTIL_FILEIO_H
+#define FG_UTIL_FILEIO_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
-/* core/engine/policy.h - where tensors live and how the work is batched
+/* core/plan/policy.h - where tensors live and how the work is batched
  * (FlexGen's policy), read from [policy]. */
-#ifndef FG_ENGINE_POLICY_H
-#define FG_ENGINE_POLICY_H
+#ifndef FG_PLAN_POLICY_H
+#define FG_PLAN_POLICY_H
 
 #include <stdint.h>
 

@@ -1,4 +1,4 @@
-/* core/model/fileio.c - bounded whole-file reads and exact preads for the model loaders. */
+/* core/util/fileio.c - bounded whole-file reads and exact preads for the model loaders. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/model/fileio.h"
+#include "core/util/fileio.h"
 #include "core/util/error.h"
 
 int fg_pread_full(int fd, void *buf, size_t len, uint64_t off)

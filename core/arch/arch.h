@@ -1,0 +1,148 @@
+/* core/arch/arch.h - model families.
+ *
+ * A family (OPT, and next the Llama family) is one file, core/arch/<family>.c,
+ * holding three things and nothing else:
+ *   - its hyper-parameters: presets and the mapping from a Hugging Face
+ *     config.json (refusing, by key, whatever changes the math and is not
+ *     implemented);
+ *   - one tensor table: every weight's name, shape (in symbolic dimensions),
+ *     the block it belongs to, whether it is a linear weight (placement may
+ *     split it, compression may encode it) and how dummy weights fill it;
+ *   - its block bodies as sequences of compute ops (core/arch/block.h).
+ * Weight naming and lookup, placement and the memory plan (core/plan), dummy
+ * weights, the cost model and the block schedule all read the table; the
+ * schedule calls the bodies and knows nothing of any family.
+ */
+#ifndef FG_ARCH_ARCH_H
+#define FG_ARCH_ARCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <fgcore/compute.h>
+
+struct fg_arch;
+
+/* Hyper-parameters of a model, whatever its family. */
+struct fg_model_config {
+	const struct fg_arch *arch;
+	char name[64];    /* "opt-1.3b", or the folder name */
+	int64_t vocab;    /* vocab_size */
+	int64_t hidden;   /* hidden_size */
+	int64_t heads;    /* num_attention_heads */
+	int64_t kv_heads; /* key/value heads (grouped-query attention); heads for OPT */
+	int64_t head_dim; /* per head; hidden / heads for OPT */
+	int64_t layers;   /* num_hidden_layers */
+	int64_t ffn;      /* ffn_dim / intermediate_size */
+	int64_t max_pos;  /* max_position_embeddings: prompt + generation must fit */
+	int64_t pos_rows; /* rows of a learned position table (OPT: max_pos + 2), else 0 */
+	float norm_eps;
+	int32_t pad_id, bos_id, eos_id;
+};
+
+/* Symbolic dimensions of the tensor table. */
+enum fg_dim {
+	FG_DIM_ONE,    /* 1: the rows of a vector */
+	FG_DIM_HIDDEN,
+	FG_DIM_FFN,
+	FG_DIM_VOCAB,
+	FG_DIM_POS,    /* rows of a learned position table (family-defined) */
+	FG_DIM_Q,      /* heads * head_dim */
+	FG_DIM_KV,     /* kv_heads * head_dim */
+};
+
+/* The blocks FlexGen schedules: the input embedding, per layer an attention
+ * and an MLP block, the output block. */
+enum fg_block_kind { FG_BLOCK_INPUT, FG_BLOCK_ATTN, FG_BLOCK_MLP, FG_BLOCK_OUTPUT, FG_BLOCK_KINDS };
+
+/* How dummy weights fill a tensor (core/model/dummy.h). */
+enum fg_init { FG_INIT_MATRIX, FG_INIT_BIAS, FG_INIT_ONES };
+
+#define FG_TD_LINEAR 1u /* a linear layer's weight: split by rows, 4-bit encoded with compress_weight */
+#define FG_TD_TIED 2u   /* reads the tensor of the same name listed before it (tied embeddings) */
+
+struct fg_tensor_def {
+	const char *name;  /* canonical name; "%d" stands for the layer in per-layer tensors */
+	enum fg_block_kind block;
+	enum fg_dim rows, cols;
+	unsigned flags;
+	enum fg_init init;
+};
+
+/* The operands of a block body that live in the compute tier's workspace
+ * (sized by the memory plan), and how many rows each has: one per token of
+ * the GPU batch, or one per sequence. */
+struct fg_workspace_def {
+	const char *name;
+	int per_token;     /* rows: gpu_batch_size * tokens; else gpu_batch_size */
+	enum fg_dim cols;
+};
+
+#define FG_WS_MAX 12
+
+struct fg_block_ctx;
+
+struct fg_arch {
+	const char *name;       /* config.json's model_type */
+	const char *presets;    /* "opt-125m, opt-1.3b, ..." for messages */
+	/* Fill c from a preset name (dummy:<name>): 0, -ENOENT (unknown, with the
+	 * list), -ENOTSUP (known but not computed). */
+	int (*preset)(const char *name, struct fg_model_config *c);
+	/* Fill c from a parsed config.json (a jansson json_t *, opaque here). */
+	int (*config)(const char *path, const void *json, struct fg_model_config *c);
+
+	/* The tensor table: global tensors, then the tensors of one layer. */
+	const struct fg_tensor_def *globals;
+	int nglobals;
+	const struct fg_tensor_def *layer;
+	int nlayer;
+	/* Extra names a checkpoint may use for a global tensor (e.g. FlexGen's
+	 * converter's), each mapped to its index in `globals`. */
+	const char *const *alias;
+	const int *alias_of;
+	int nalias;
+	/* Prefixes Hugging Face checkpoints put before the canonical names. */
+	const char *const *prefixes;
+	int nprefixes;
+
+	/* Workspaces of the bodies (core/arch/block.h indexes them). */
+	const struct fg_workspace_def *workspace;
+	int nworkspace;
+
+	/* Block bodies: compute one block for one GPU batch. */
+	int (*body[FG_BLOCK_KINDS])(struct fg_block_ctx *x);
+
+	/* The compute ops (and operand dtypes) its bodies call, for the backend
+	 * check before a run: fills ops[], returns the count (at most 16).
+	 * `wdt` is the linear weights' dtype, `cdt` the KV cache's. */
+	int (*ops)(const struct fg_model_config *c, enum fg_dtype wdt, enum fg_dtype act,
+		   enum fg_dtype cdt, enum fg_op ops[16], enum fg_dtype dts[16]);
+};
+
+/* The families this build knows. */
+const struct fg_arch *fg_arch_find(const char *model_type);
+extern const struct fg_arch fg_arch_opt;
+
+/* "dummy:<preset>": the family whose preset it is. */
+int fg_model_preset(const char *name, struct fg_model_config *c);
+/* A Hugging Face config.json, by its model_type. */
+int fg_model_config_load(const char *path, struct fg_model_config *c);
+
+/* The value of a symbolic dimension. */
+int64_t fg_dim_value(const struct fg_model_config *c, enum fg_dim d);
+
+/* The model's tensors in table order: globals, then layer 0, 1, ... */
+int64_t fg_arch_tensor_count(const struct fg_model_config *c);
+/* Canonical name, rank (1 for vectors, whose rows are 1), shape and
+ * definition of tensor idx; -EINVAL when idx is out of range or the name
+ * does not fit. */
+int fg_arch_tensor_info(const struct fg_model_config *c, int64_t idx, char *name, size_t len,
+			int *rank, int64_t *rows, int64_t *cols);
+const struct fg_tensor_def *fg_arch_tensor_def(const struct fg_model_config *c, int64_t idx);
+/* Index of a checkpoint's tensor name (canonical, with a known prefix, or an
+ * alias), or -1 when the model does not use it. */
+int64_t fg_arch_tensor_index(const struct fg_model_config *c, const char *name);
+/* Parameters of the model (every tensor of the table once). */
+uint64_t fg_model_param_count(const struct fg_model_config *c);
+
+#endif

@@ -1,0 +1,60 @@
+/* core/arch/block.h - what a family's block body sees, and the helpers it
+ * composes compute ops with.
+ *
+ * The schedule calls a body once per (block, GPU batch) with the block's
+ * weights as compute-tier views, the GPU batch's hidden state and the
+ * workspaces the family declared.  Attention over the KV cache — where the
+ * cache lives, which sequences attend on the host — is the schedule's, behind
+ * `attend`; a body only says what to attend with. */
+#ifndef FG_ARCH_BLOCK_H
+#define FG_ARCH_BLOCK_H
+
+#include <stdint.h>
+
+#include <fgcore/compute.h>
+#include "core/arch/arch.h"
+#include "core/backend/backend.h"
+
+/* One weight tensor as compute ops see it: whole, or (placement = exact)
+ * split by rows into pieces living on different tiers. */
+struct fg_wview {
+	int npieces;
+	struct {
+		struct fg_tensor t;
+		int64_t row0;
+	} piece[3];
+};
+
+struct fg_block_ctx {
+	struct fg_backend *be;
+	void *stream;
+	const struct fg_model_config *cfg;
+	int64_t layer;        /* -1 for the input and output blocks */
+	int64_t bs, n, step;  /* sequences, new tokens of each, positions before them */
+	const int32_t *pad;   /* bs left-pad counts */
+	const int32_t *ids;   /* bs * n token ids (the input block) */
+	int32_t *pos;         /* host scratch of bs * n positions */
+	struct fg_tensor h;   /* [bs * n, hidden]: the hidden state, updated in place */
+	struct fg_tensor ws[FG_WS_MAX]; /* the family's workspaces, bs * n (or bs) rows */
+	const struct fg_wview *w;       /* the block's tensors, in table order */
+	/* Append k and v (the new rows) to this layer's cache of the GPU batch and
+	 * attend q over it into out (prefill: over the rows themselves). */
+	int (*attend)(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
+		      struct fg_tensor v, struct fg_tensor out);
+	void *sched;
+};
+
+/* A vector (or a whole matrix) of the block: its only piece. */
+struct fg_tensor fg_block_weight(const struct fg_block_ctx *x, int i);
+
+/* out = act(in · W[w]ᵀ + W[b]) ⊙ mul + res, one op per piece of W[w]
+ * (b < 0: no bias; res, mul with data NULL: none). */
+int fg_block_linear(struct fg_block_ctx *x, const char *what, int w, int b, struct fg_tensor in,
+		    enum fg_activation act, struct fg_tensor res, struct fg_tensor mul,
+		    struct fg_tensor out);
+
+/* Rows [first, first + n) of a view; columns [first, first + n) of a view. */
+struct fg_tensor fg_rows(struct fg_tensor t, int64_t first, int64_t n);
+struct fg_tensor fg_cols(struct fg_tensor t, int64_t first, int64_t n);
+
+#endif

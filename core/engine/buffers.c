@@ -1,0 +1,282 @@
+/* core/engine/buffers.c - a run's buffers, allocated exactly as the memory
+ * plan sizes them, after checking that the plan fits the tiers. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine/forward_int.h"
+#include "core/util/error.h"
+
+static int alloc_on(struct fg_forward *f, enum fg_role role, uint64_t size, struct fg_region *r,
+		    const char *what)
+{
+	char hint[160];
+	if (!size)
+		return 0;
+	if (!f->tier[role]) {
+		FG_ERR("%s needs the %s tier, which is not configured", what, fg_role_name(role));
+		return -EINVAL;
+	}
+	snprintf(hint, sizeof(hint), "(%s) a smaller gpu_batch_size x num_gpu_batches, shorter prompts or another [policy] percent would fit",
+		 what);
+	return fg_tier_alloc_hint(f->tier[role], size, r, hint);
+}
+
+static void free_on(struct fg_forward *f, enum fg_role role, struct fg_region *r)
+{
+	if (r->size)
+		fg_tier_free(f->tier[role], r);
+	memset(r, 0, sizeof(*r));
+}
+
+int fg_forward_plan_env(const struct fg_forward_env *env, struct fg_plan_env *out)
+{
+	const struct fg_tier *ct = env->model->tier[FG_ROLE_COMPUTE];
+	out->act_bytes = fg_dtype_size(env->be->info.act_dtype);
+	out->device = !(ct->info.flags & FG_STORAGE_HOST_MEMORY);
+	return 0;
+}
+
+/* Units: the input block, per layer one (or with sep_layer two) units, the output block. */
+static int plan_units(struct fg_forward *f)
+{
+	const struct fg_model *m = f->m;
+
+	f->ufirst = calloc((size_t)m->nblocks, sizeof(int64_t));
+	f->ucount = calloc((size_t)m->nblocks, sizeof(int64_t));
+	if (!f->ufirst || !f->ucount)
+		return -ENOMEM;
+	for (int64_t bi = 0; bi < m->nblocks; bi++) {
+		/* Without sep_layer an MLP block joins its layer's attention unit. */
+		if (!f->env.policy.sep_layer && m->blocks[bi].plan->kind == FG_BLOCK_MLP) {
+			f->ucount[f->nunits - 1]++;
+		} else {
+			f->ufirst[f->nunits] = bi;
+			f->ucount[f->nunits++] = 1;
+		}
+	}
+	return 0;
+}
+
+/* Before allocating: would the run buffers fit what each tier has free? */
+static int check_fits(const struct fg_forward_env *env, const struct fg_plan_env *pe,
+		      int64_t prompt_len, int64_t gen_len)
+{
+	const struct fg_model *m = env->model;
+	uint64_t avail[FG_ROLES];
+	char names[FG_ROLES][96];
+	const char *np[FG_ROLES];
+
+	for (int r = 0; r < FG_ROLES; r++) {
+		const struct fg_tier *t = m->tier[r];
+		avail[r] = UINT64_MAX;
+		snprintf(names[r], sizeof(names[r]), "%s", fg_role_name(r));
+		if (t) {
+			avail[r] = t->capacity > t->used ? t->capacity - t->used : 0;
+			snprintf(names[r], sizeof(names[r]), "%s (%s)", t->role, t->ph.plugin->name);
+		}
+		np[r] = names[r];
+	}
+	return fg_plan_fits(&m->cfg, &env->policy, pe, prompt_len, gen_len, avail, np);
+}
+
+int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
+		   int64_t prompt_len, int64_t gen_len)
+{
+	const struct fg_policy *p = &env->policy;
+	const struct fg_model_config *c = &env->model->cfg;
+	struct fg_plan_env pe;
+	struct fg_forward *f;
+	int rc = -ENOMEM;
+
+	fg_forward_plan_env(env, &pe);
+	if (p->gpu_batch_size < 1 || p->num_gpu_batches < 1 || prompt_len < 1 || gen_len < 0) {
+		FG_ERR("forward: invalid batch %lld x %lld, prompt %lld, gen %lld",
+		       (long long)p->num_gpu_batches, (long long)p->gpu_batch_size,
+		       (long long)prompt_len, (long long)gen_len);
+		return -EINVAL;
+	}
+	if ((rc = check_fits(env, &pe, prompt_len, gen_len)))
+		return rc;
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		FG_ERR("forward: out of memory");
+		return -ENOMEM;
+	}
+	f->env = *env;
+	f->m = env->model;
+	f->cfg = &f->m->cfg;
+	f->be = env->be;
+	f->hb = env->host_be ? env->host_be : env->be;
+	f->tier = f->m->tier;
+	f->act = f->be->info.act_dtype;
+	f->asz = fg_dtype_size(f->act);
+	f->cdt = p->compress_cache ? FG_DTYPE_Q4_COLS : f->act;
+	f->kvw = fg_dim_value(c, FG_DIM_KV);
+	if ((rc = fg_plan_make(c, p, &pe, prompt_len, gen_len, &f->plan)))
+		goto fail;
+	const struct fg_plan *pl = &f->plan;
+	int64_t bs = pl->bs, nb = pl->nb;
+	f->bs = bs;
+	f->nb = nb;
+	f->plen = prompt_len;
+	f->total = pl->positions;
+	f->nslots = pl->nslots;
+	if ((rc = fg_mover_init(&f->mv, f->be, f->tier)))
+		goto fail;
+	f->stream = f->mv.compute_stream;
+	/* requests per group: K and V, up to two ranges each, per sequence; plus weights */
+	size_t cap = (size_t)(4 * bs + 16);
+	for (int s = 0; s < SLOTS; s++) {
+		if ((rc = fg_xfer_init(&f->wload[s], &f->mv, cap)) ||
+		    (rc = fg_xfer_init(&f->cload[s], &f->mv, cap)) ||
+		    (rc = fg_xfer_init(&f->cstore[s], &f->mv, cap)) ||
+		    (rc = fg_xfer_init(&f->hstore[s], &f->mv, cap)) ||
+		    (rc = fg_backend_event_create(f->be, &f->wdone[s])) ||
+		    (rc = fg_backend_event_create(f->be, &f->cdone[s])))
+			goto fail;
+	}
+	if ((rc = fg_xfer_init(&f->hload, &f->mv, cap)))
+		goto fail;
+	f->xfer_ready = 1;
+	if ((rc = plan_units(f))) {
+		FG_ERR("forward: out of memory");
+		goto fail;
+	}
+
+	f->gb = calloc((size_t)nb, sizeof(*f->gb));
+	f->pos = malloc(sizeof(int32_t) * (size_t)(bs * prompt_len));
+	f->host_logits = malloc((size_t)(bs * c->vocab) * f->asz);
+	f->host_argmax = malloc((size_t)(bs * c->vocab) * sizeof(float));
+	if (!f->gb || !f->pos || !f->host_logits || !f->host_argmax) {
+		FG_ERR("forward: out of host memory for a %lld x %lld batch", (long long)nb,
+		       (long long)bs);
+		rc = -ENOMEM;
+		goto fail;
+	}
+	/* The family's workspaces, one region on the compute tier. */
+	if ((rc = alloc_on(f, FG_ROLE_COMPUTE, pl->scratch, &f->scratch, "workspace")))
+		goto fail;
+	const struct fg_arch *a = c->arch;
+	for (int i = 0; i < a->nworkspace; i++) {
+		const struct fg_workspace_def *w = &a->workspace[i];
+		f->ws[i] = fg_view((char *)f->scratch.addr + pl->ws_offset[i], f->act,
+				   w->per_token ? bs * prompt_len : bs, fg_dim_value(c, w->cols));
+		if (strcmp(w->name, "logits") == 0)
+			f->logits = f->ws[i];
+	}
+	if (!f->logits.data) {
+		FG_ERR("forward: family %s declares no \"logits\" workspace", a->name);
+		rc = -EINVAL;
+		goto fail;
+	}
+	/* Weight slots (and their bounce buffers when disk feeds device memory). */
+	for (int s = 0; s < f->nslots; s++) {
+		if ((rc = alloc_on(f, FG_ROLE_COMPUTE, pl->wslot, &f->wslot[s], "weight buffer")) ||
+		    (rc = alloc_on(f, FG_ROLE_HOST, pl->wbounce, &f->wbounce[s], "weight bounce buffer")))
+			goto fail;
+	}
+	/* Activations: each GPU batch's hidden state lives on one tier. */
+	for (int64_t b = 0; b < nb; b++) {
+		struct gpu_batch *g = &f->gb[b];
+		g->hidden_role = b < pl->acount[FG_ROLE_COMPUTE] ? FG_ROLE_COMPUTE
+				 : b < pl->acount[FG_ROLE_COMPUTE] + pl->acount[FG_ROLE_HOST] ? FG_ROLE_HOST
+											  : FG_ROLE_DISK;
+		g->pad = calloc((size_t)bs, sizeof(int32_t));
+		for (int r = 0; r < FG_ROLES; r++)
+			g->cache[r] = calloc((size_t)c->layers + 1, sizeof(struct fg_region));
+		if (!g->pad || !g->cache[0] || !g->cache[1] || !g->cache[2]) {
+			FG_ERR("forward: out of memory");
+			rc = -ENOMEM;
+			goto fail;
+		}
+		if ((rc = alloc_on(f, g->hidden_role, pl->hidden, &g->hidden_home, "activations")))
+			goto fail;
+		for (int64_t l = 0; l < c->layers; l++)
+			for (int r = 0; r < FG_ROLES; r++)
+				if ((rc = alloc_on(f, r, pl->cache[r], &g->cache[r][l], "KV cache")))
+					goto fail;
+	}
+	for (int s = 0; s < SLOTS; s++) {
+		if ((rc = alloc_on(f, FG_ROLE_COMPUTE, pl->hslot, &f->hslot[s], "activation buffer")) ||
+		    (rc = alloc_on(f, FG_ROLE_HOST, pl->hbounce, &f->hbounce[s], "activation bounce buffer")) ||
+		    (rc = alloc_on(f, FG_ROLE_COMPUTE, pl->cslot, &f->cslot[s], "KV cache buffer")) ||
+		    (rc = alloc_on(f, FG_ROLE_HOST, pl->cbounce, &f->cbounce[s], "KV cache bounce buffer")))
+			goto fail;
+	}
+	if ((rc = alloc_on(f, FG_ROLE_HOST, pl->hstage, &f->hstage, "host attention staging")))
+		goto fail;
+	*out = f;
+	return 0;
+fail:
+	fg_forward_free(f);
+	return rc;
+}
+
+void fg_forward_free(struct fg_forward *f)
+{
+	if (!f)
+		return;
+	/* Errors of transfers still in flight have no caller left to report to;
+	 * fg_forward_drain (called after every step) already returned them. */
+	if (f->xfer_ready)
+		(void)fg_forward_drain(f);
+	for (int s = 0; s < SLOTS; s++) {
+		(void)fg_xfer_fini(&f->wload[s]);
+		(void)fg_xfer_fini(&f->cload[s]);
+		(void)fg_xfer_fini(&f->cstore[s]);
+		(void)fg_xfer_fini(&f->hstore[s]);
+		if (f->wdone[s])
+			fg_backend_event_destroy(f->be, f->wdone[s]);
+		if (f->cdone[s])
+			fg_backend_event_destroy(f->be, f->cdone[s]);
+		free_on(f, FG_ROLE_COMPUTE, &f->wslot[s]);
+		free_on(f, FG_ROLE_HOST, &f->wbounce[s]);
+		free_on(f, FG_ROLE_COMPUTE, &f->cslot[s]);
+		free_on(f, FG_ROLE_HOST, &f->cbounce[s]);
+		free_on(f, FG_ROLE_COMPUTE, &f->hslot[s]);
+		free_on(f, FG_ROLE_HOST, &f->hbounce[s]);
+	}
+	(void)fg_xfer_fini(&f->hload);
+	free_on(f, FG_ROLE_HOST, &f->hstage);
+	for (int64_t b = 0; f->gb && b < f->nb; b++) {
+		struct gpu_batch *g = &f->gb[b];
+		for (int r = 0; r < FG_ROLES; r++) {
+			for (int64_t l = 0; g->cache[r] && l < f->cfg->layers; l++)
+				free_on(f, r, &g->cache[r][l]);
+			free(g->cache[r]);
+		}
+		free_on(f, g->hidden_role, &g->hidden_home);
+		free(g->pad);
+	}
+	free_on(f, FG_ROLE_COMPUTE, &f->scratch);
+	if (f->mv.be)
+		fg_mover_fini(&f->mv);
+	free(f->gb);
+	free(f->ufirst);
+	free(f->ucount);
+	free(f->pos);
+	free(f->host_logits);
+	free(f->host_argmax);
+	free(f);
+}
+
+void fg_forward_bytes(const struct fg_forward *f, uint64_t bytes[FG_ROLES])
+{
+	for (int r = 0; r < FG_ROLES; r++)
+		bytes[r] = 0;
+	for (int s = 0; s < SLOTS; s++) {
+		bytes[FG_ROLE_COMPUTE] += f->wslot[s].size + f->cslot[s].size + f->hslot[s].size;
+		bytes[FG_ROLE_HOST] += f->wbounce[s].size + f->cbounce[s].size + f->hbounce[s].size;
+	}
+	bytes[FG_ROLE_HOST] += f->hstage.size;
+	bytes[FG_ROLE_COMPUTE] += f->scratch.size;
+	for (int64_t b = 0; b < f->nb; b++) {
+		const struct gpu_batch *g = &f->gb[b];
+		bytes[g->hidden_role] += g->hidden_home.size;
+		for (int r = 0; r < FG_ROLES; r++)
+			for (int64_t l = 0; l < f->cfg->layers; l++)
+				bytes[r] += g->cache[r][l].size;
+	}
+}

@@ -1,0 +1,144 @@
+/* core/engine/kv_cache.c - the KV cache: its byte layout, its moves between
+ * home tiers and the cache slot, and the bodies' `attend`.
+ *
+ * Each GPU batch's sequences are split over the tiers by the policy's cache
+ * shares; per layer, a tier holds K then V of its sequences, each
+ * [nseq * total, kv width] in the cache dtype (act, or 4-bit groups along a
+ * row).  Sequences whose cache is off the compute tier are computed in a
+ * compute-tier slot, loaded before and stored after (host-tier sequences
+ * attend on the host instead with cpu_cache_compute). */
+#include <math.h>
+
+#include <fgcore/q4.h>
+#include "core/engine/forward_int.h"
+
+uint64_t fg_kv_bytes(const struct fg_forward *f, int64_t nseq)
+{
+	return fg_plan_kv_bytes(f->cfg, nseq, f->total, f->asz, f->cdt == FG_DTYPE_Q4_COLS);
+}
+
+void fg_kv_views(const struct fg_forward *f, void *base, int64_t nseq, struct fg_tensor *k,
+		 struct fg_tensor *v)
+{
+	*k = fg_view(base, f->cdt, nseq * f->total, f->kvw);
+	*v = *k;
+	v->data = (char *)base + fg_kv_bytes(f, nseq);
+}
+
+/* Byte ranges of rows [r0, r0 + nr) of sequence s in a K or V tensor of nseq
+ * sequences: one range for plain types, data and parameters for int4. */
+static int fg_kv_ranges(const struct fg_forward *f, int64_t nseq, int64_t s, int64_t r0,
+			int64_t nr, uint64_t off[2], uint64_t len[2])
+{
+	uint64_t w = (uint64_t)f->kvw, row = (uint64_t)(s * f->total + r0);
+	if (f->cdt != FG_DTYPE_Q4_COLS) {
+		off[0] = row * w * f->asz;
+		len[0] = (uint64_t)nr * w * f->asz;
+		return 1;
+	}
+	uint64_t groups = w / FG_Q4_GROUP;
+	off[0] = row * w / 2;
+	len[0] = (uint64_t)nr * w / 2;
+	off[1] = fg_q4_data_bytes((uint64_t)(nseq * f->total), w) + row * groups * 4;
+	len[1] = (uint64_t)nr * groups * 4;
+	return 2;
+}
+
+/* Index in the cache slot of the i-th sequence of a role. */
+static int64_t fg_kv_slot_index(const struct fg_forward *f, enum fg_role role, int64_t i)
+{
+	if (f->plan.delegate)
+		return i; /* only disk sequences use the slot */
+	return role == FG_ROLE_HOST ? i : f->plan.ccount[FG_ROLE_HOST] + i;
+}
+
+int fg_kv_move(struct fg_forward *f, struct fg_xfer *x, int load, int64_t b, int64_t l, int slot,
+	       int64_t r0, int64_t nr)
+{
+	const struct fg_plan *p = &f->plan;
+	int rc;
+
+	for (int role = FG_ROLE_DISK; role <= FG_ROLE_HOST; role++) {
+		int64_t cnt = p->ccount[role];
+		if (!cnt || (p->delegate && role == FG_ROLE_HOST))
+			continue;
+		const struct fg_region *home = &f->gb[b].cache[role][l];
+		for (int64_t i = 0; i < cnt; i++) {
+			int64_t j = fg_kv_slot_index(f, role, i);
+			for (int kv = 0; kv < 2; kv++) {
+				uint64_t ho[2], so[2], len[2];
+				int n = fg_kv_ranges(f, cnt, i, r0, nr, ho, len);
+				fg_kv_ranges(f, p->n_off, j, r0, nr, so, len);
+				for (int c = 0; c < n; c++) {
+					uint64_t hoff = ho[c] + (kv ? fg_kv_bytes(f, cnt) : 0);
+					uint64_t soff = so[c] + (kv ? fg_kv_bytes(f, p->n_off) : 0);
+					void *sp = (char *)f->cslot[slot].addr + soff;
+					void *bp = f->cbounce[slot].addr ? (char *)f->cbounce[slot].addr + soff : NULL;
+					rc = load ? fg_xfer_load(x, sp, role, home, hoff, len[c], bp)
+						  : fg_xfer_store(x, role, home, hoff, sp, len[c], bp);
+					if (rc)
+						return rc;
+					f->stats.cache_bytes += len[c];
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+/* Three groups of sequences: compute-resident (their home is the compute
+ * tier), slot-held (loaded into the cache slot), host-delegated. */
+int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
+		 struct fg_tensor v, struct fg_tensor out)
+{
+	struct fg_forward *f = x->sched;
+	const struct fg_plan *p = &f->plan;
+	const struct fg_model_config *c = f->cfg;
+	int64_t kb = f->cur_k, l = x->layer, n = x->n, cc = p->ccount[FG_ROLE_COMPUTE];
+	int cs = f->cur_slot;
+	const int32_t *pad = x->pad;
+	struct fg_tensor kc, vc;
+	int rc;
+
+	struct fg_attention_args at = {
+		.batch = x->bs, .seq = n, .len = f->step + n, .cache_stride = f->total,
+		.heads = c->heads, .head_dim = c->head_dim,
+		.scale = 1.0f / sqrtf((float)c->head_dim), .pad = pad, .kv_heads = c->kv_heads,
+	};
+	if (f->step == 0) {
+		at.q = q, at.k = k, at.v = v, at.out = out;
+		if ((rc = fg_backend_attention_prefill(x->be, x->stream, l, "attention", &at)))
+			return rc;
+	}
+	struct {
+		int64_t first, cnt;
+		void *cache;
+		int64_t cache_seqs;
+	} grp[2] = {
+		{ 0, cc, cc ? f->gb[kb].cache[FG_ROLE_COMPUTE][l].addr : NULL, cc },
+		{ p->delegate ? p->cfirst[FG_ROLE_DISK] : cc,
+		  p->delegate ? p->ccount[FG_ROLE_DISK] : p->n_off, f->cslot[cs].addr, p->n_off },
+	};
+	for (int gi = 0; gi < 2; gi++) {
+		if (!grp[gi].cnt)
+			continue;
+		int64_t s0 = grp[gi].first, m = grp[gi].cnt;
+		fg_kv_views(f, grp[gi].cache, grp[gi].cache_seqs, &kc, &vc);
+		struct fg_kv_append_args ak = { fg_rows(k, s0 * n, m * n), kc, m, n, f->step, f->total };
+		struct fg_kv_append_args av = { fg_rows(v, s0 * n, m * n), vc, m, n, f->step, f->total };
+		if ((rc = fg_backend_kv_append(x->be, x->stream, l, "k cache", &ak)) ||
+		    (rc = fg_backend_kv_append(x->be, x->stream, l, "v cache", &av)))
+			return rc;
+		if (f->step > 0) {
+			struct fg_attention_args d = at;
+			d.q = fg_rows(q, s0, m), d.k = kc, d.v = vc, d.out = fg_rows(out, s0, m);
+			d.batch = m;
+			d.pad = pad + s0;
+			if ((rc = fg_backend_attention_decode(x->be, x->stream, l, "attention", &d)))
+				return rc;
+		}
+	}
+	if (p->delegate && p->ccount[FG_ROLE_HOST])
+		return fg_host_attention(f, x, q, k, v, out);
+	return 0;
+}

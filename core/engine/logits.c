@@ -1,0 +1,54 @@
+/* core/engine/logits.c - the output block's logits out of the compute tier:
+ * as floats, and/or each row's greedy token (the backend's argmax where it
+ * has one, which spares copying whole rows). */
+#include <errno.h>
+
+#include "core/engine/forward_int.h"
+#include "core/engine/sample.h"
+#include "core/util/clock.h"
+
+#include <fgcore/half.h>
+
+static int fg_logits_to_host(struct fg_forward *f, float *out)
+{
+	int64_t cnt = f->bs * f->cfg->vocab;
+	void *dst = f->act == FG_DTYPE_F32 ? (void *)out : f->host_logits;
+	int rc;
+
+	if ((rc = fg_backend_copy(f->be, f->stream, dst, f->logits.data, (size_t)cnt * f->asz)) ||
+	    (rc = fg_backend_stream_sync(f->be, f->stream)))
+		return rc;
+	if (f->act == FG_DTYPE_F16) {
+		const uint16_t *src = f->host_logits;
+		for (int64_t i = 0; i < cnt; i++)
+			out[i] = fg_half_to_float(src[i]);
+	}
+	return 0;
+}
+
+static int fg_logits_argmax(struct fg_forward *f, int32_t *top)
+{
+	int64_t V = f->cfg->vocab;
+	int rc = fg_backend_argmax(f->be, f->stream, &f->logits, top);
+
+	if (rc != -ENOTSUP)
+		return rc;
+	if ((rc = fg_logits_to_host(f, f->host_argmax)))
+		return rc;
+	for (int64_t r = 0; r < f->bs; r++)
+		top[r] = fg_argmax(f->host_argmax + r * V, V);
+	return 0;
+}
+
+int fg_logits_out(struct fg_forward *f, float *logits, int32_t *top)
+{
+	double t0 = fg_now();
+	int rc = 0;
+
+	if (logits)
+		rc = fg_logits_to_host(f, logits);
+	if (!rc && top)
+		rc = fg_logits_argmax(f, top);
+	f->stats.logits_s += fg_now() - t0;
+	return rc;
+}

@@ -1,0 +1,299 @@
+/* core/engine/schedule.c - FlexGen's block schedule.
+ *
+ * For each token, for each unit (the input block, then per layer its
+ * attention and MLP blocks — one unit, or two with sep_layer — then the
+ * output block), for each GPU batch.  A unit's weights are fetched once and
+ * serve every GPU batch.  With overlap, while (unit u, batch k) computes,
+ * unit u+1's weights and the next item's KV cache are loaded into the other
+ * of two slots, and what (u, k) produced is stored back; a slot is refilled
+ * only after its previous reader and its pending store are done, and is
+ * written by compute (new K/V rows, in prefill too) only after the store
+ * that last read it. */
+#include <errno.h>
+#include <stdio.h>
+
+#include "core/engine/forward_int.h"
+#include "core/util/clock.h"
+#include "core/util/error.h"
+
+struct item {
+	int64_t u, k, t; /* unit, GPU batch, running index (cache slot = t % 2) */
+};
+
+static int unit_has_attn(const struct fg_forward *f, int64_t u)
+{
+	for (int64_t bi = f->ufirst[u]; bi < f->ufirst[u] + f->ucount[u]; bi++)
+		if (f->m->blocks[bi].plan->kind == FG_BLOCK_ATTN)
+			return 1;
+	return 0;
+}
+
+static int64_t unit_layer(const struct fg_forward *f, int64_t u)
+{
+	return f->m->blocks[f->ufirst[u]].layer;
+}
+
+static enum fg_block_kind unit_kind(const struct fg_forward *f, int64_t u)
+{
+	return f->m->blocks[f->ufirst[u]].plan->kind;
+}
+
+/* Start loading item it's KV cache (decode steps only) into its slot. */
+static int cache_prefetch(struct fg_forward *f, const struct item *it)
+{
+	int slot = (int)(it->t % SLOTS);
+	char what[64];
+	int rc;
+
+	if (f->step == 0 || !f->plan.n_off || !unit_has_attn(f, it->u))
+		return 0;
+	double t0 = fg_now();
+	/* The slot's last store and its last reader come first. */
+	rc = fg_xfer_wait(&f->cstore[slot], f->mv.load_stream);
+	f->stats.wait_cache_s += fg_now() - t0;
+	if (rc || (rc = fg_backend_stream_wait(f->be, f->mv.load_stream, f->cdone[slot])))
+		return rc;
+	snprintf(what, sizeof(what), "KV cache of layer %lld, GPU batch %lld",
+		 (long long)unit_layer(f, it->u), (long long)it->k);
+	if ((rc = fg_xfer_reset(&f->cload[slot], what)))
+		return rc;
+	return fg_kv_move(f, &f->cload[slot], 1, it->k, unit_layer(f, it->u), slot, 0, f->step);
+}
+
+static void *hidden_addr(const struct fg_forward *f, int64_t k, int slot)
+{
+	const struct gpu_batch *g = &f->gb[k];
+	return g->hidden_role == FG_ROLE_COMPUTE ? g->hidden_home.addr : f->hslot[slot].addr;
+}
+
+/* Run the unit's block bodies for GPU batch it->k. */
+static int compute_item(struct fg_forward *f, const struct item *it, const int32_t *ids,
+			int64_t n, void *h, float *logits, int32_t *top)
+{
+	struct fg_wview w[FG_PLAN_BLOCK_MAX];
+	int ws = (int)(it->u % f->nslots);
+	int rc;
+
+	f->cur_k = it->k;
+	f->cur_slot = (int)(it->t % SLOTS);
+	for (int64_t bi = f->ufirst[it->u]; bi < f->ufirst[it->u] + f->ucount[it->u]; bi++) {
+		const struct fg_block *b = &f->m->blocks[bi];
+		struct fg_block_ctx x = {
+			.be = f->be, .stream = f->stream, .cfg = f->cfg, .layer = b->layer,
+			.bs = f->bs, .n = n, .step = f->step, .pad = f->gb[it->k].pad,
+			.ids = ids + it->k * f->bs * n, .pos = f->pos,
+			.h = fg_view(h, f->act, f->bs * n, f->cfg->hidden), .w = w,
+			.attend = fg_kv_attend, .sched = f,
+		};
+		for (int i = 0; i < f->plan.nws; i++)
+			x.ws[i] = f->ws[i];
+		fg_block_views(f, bi, ws, w);
+		if ((rc = f->cfg->arch->body[b->plan->kind](&x)))
+			return rc;
+		if (b->plan->kind == FG_BLOCK_OUTPUT &&
+		    (rc = fg_logits_out(f, logits ? logits + it->k * f->bs * f->cfg->vocab : NULL,
+					top ? top + it->k * f->bs : NULL)))
+			return rc;
+	}
+	return 0;
+}
+
+static int run_item(struct fg_forward *f, const struct item *it, const int32_t *ids, int64_t n,
+		    float *logits, int32_t *top)
+{
+	int cs = (int)(it->t % SLOTS), attn = unit_has_attn(f, it->u);
+	int64_t n_off = f->plan.n_off;
+	struct gpu_batch *g = &f->gb[it->k];
+	size_t hlen = (size_t)(f->bs * n * f->cfg->hidden) * f->asz;
+	double t0;
+	int rc = 0;
+
+	/* Activations of an off-compute GPU batch: fetched now, stored after. */
+	void *h = hidden_addr(f, it->k, cs);
+	if (g->hidden_role != FG_ROLE_COMPUTE) {
+		/* The slot's previous store, and this batch's last one, must be done
+		 * before the load stream reads the stored bytes back and before the
+		 * compute stream writes the slot again. */
+		t0 = fg_now();
+		for (int s = 0; s < SLOTS && !rc; s++)
+			rc = fg_xfer_wait(&f->hstore[s], f->mv.load_stream);
+		if (!rc && !(rc = fg_backend_event_record(f->be, f->hload.event, f->mv.load_stream)))
+			rc = fg_backend_stream_wait(f->be, f->stream, f->hload.event);
+		f->stats.wait_hidden_s += fg_now() - t0;
+		if (rc)
+			return rc;
+	}
+	if (g->hidden_role != FG_ROLE_COMPUTE && unit_kind(f, it->u) != FG_BLOCK_INPUT) {
+		t0 = fg_now();
+		if ((rc = fg_xfer_reset(&f->hload, "activations")) ||
+		    (rc = fg_xfer_load(&f->hload, h, g->hidden_role, &g->hidden_home, 0, hlen,
+				       f->hbounce[cs].addr)) ||
+		    (rc = fg_xfer_wait(&f->hload, f->stream)))
+			return rc;
+		f->stats.hidden_bytes += hlen;
+		f->stats.wait_hidden_s += fg_now() - t0;
+	}
+	/* The compute below appends to the cache slot: the slot's store from two
+	 * items back must have read it first.  Decode steps waited for it before
+	 * their prefetch; prefill has no prefetch, so this is its only wait. */
+	if (n_off && attn) {
+		t0 = fg_now();
+		rc = fg_xfer_wait(&f->cstore[cs], f->stream);
+		f->stats.wait_cache_s += fg_now() - t0;
+		if (rc)
+			return rc;
+	}
+	/* This item's cache (prefetched, or loaded now without overlap). */
+	if (f->step > 0 && n_off && attn) {
+		if (!f->env.policy.overlap && (rc = cache_prefetch(f, it)))
+			return rc;
+		t0 = fg_now();
+		rc = fg_xfer_wait(&f->cload[cs], f->stream);
+		f->stats.wait_cache_s += fg_now() - t0;
+		if (rc)
+			return rc;
+	}
+
+	t0 = fg_now();
+	if ((rc = compute_item(f, it, ids, n, h, logits, top)) ||
+	    (rc = fg_backend_event_record(f->be, f->cdone[cs], f->stream)))
+		return rc;
+	f->stats.compute_s += fg_now() - t0;
+
+	/* Store what this item produced: new cache rows of slot-held sequences, activations. */
+	if (n_off && attn) {
+		/* (the slot's previous store was waited for before the compute) */
+		if ((rc = fg_xfer_reset(&f->cstore[cs], "KV cache store")) ||
+		    (rc = fg_kv_move(f, &f->cstore[cs], 0, it->k, unit_layer(f, it->u), cs, f->step, n)))
+			return rc;
+		if (!f->env.policy.overlap) {
+			t0 = fg_now();
+			rc = fg_xfer_wait(&f->cstore[cs], f->mv.load_stream);
+			f->stats.wait_cache_s += fg_now() - t0;
+			if (rc)
+				return rc;
+		}
+	}
+	if (g->hidden_role != FG_ROLE_COMPUTE && unit_kind(f, it->u) != FG_BLOCK_OUTPUT) {
+		if ((rc = fg_xfer_reset(&f->hstore[cs], "activations store")) ||
+		    (rc = fg_xfer_store(&f->hstore[cs], g->hidden_role, &g->hidden_home, 0, h, hlen,
+					f->hbounce[cs].addr)))
+			return rc;
+		f->stats.hidden_bytes += hlen;
+		if (!f->env.policy.overlap) {
+			t0 = fg_now();
+			rc = fg_xfer_wait(&f->hstore[cs], f->mv.load_stream);
+			f->stats.wait_hidden_s += fg_now() - t0;
+		}
+	}
+	return rc;
+}
+
+int fg_forward_drain(struct fg_forward *f)
+{
+	int rc = 0, r;
+	for (int s = 0; s < SLOTS; s++) {
+		if (s < f->nslots && (r = fg_xfer_wait(&f->wload[s], f->stream)) && !rc)
+			rc = r;
+		if ((r = fg_xfer_wait(&f->cload[s], f->stream)) && !rc)
+			rc = r;
+		if ((r = fg_xfer_wait(&f->cstore[s], f->stream)) && !rc)
+			rc = r;
+		if ((r = fg_xfer_wait(&f->hstore[s], f->stream)) && !rc)
+			rc = r;
+	}
+	if ((r = fg_backend_stream_sync(f->be, f->stream)) && !rc)
+		rc = r;
+	return rc;
+}
+
+static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logits, int32_t *top)
+{
+	const struct fg_model_config *c = f->cfg;
+	int overlap = f->env.policy.overlap;
+	int64_t t = 0;
+	double t0;
+	int rc = 0;
+
+	for (int64_t i = 0; i < f->nb * f->bs * n; i++)
+		if (ids[i] < 0 || ids[i] >= c->vocab) {
+			FG_ERR("token id %d out of range: %s has %lld tokens", ids[i], c->name,
+			       (long long)c->vocab);
+			return -EINVAL;
+		}
+	if (overlap && (rc = fg_unit_weights_load(f, 0, 0)))
+		goto out;
+	if (overlap && (rc = cache_prefetch(f, &(struct item){ 0, 0, 0 })))
+		goto out;
+	for (int64_t u = 0; u < f->nunits; u++) {
+		int ws = (int)(u % f->nslots);
+		for (int64_t k = 0; k < f->nb; k++, t++) {
+			struct item it = { u, k, t };
+			if (k == 0) {
+				if (!overlap && (rc = fg_unit_weights_load(f, u, ws)))
+					goto out;
+				/* Next unit's weights go into the other slot during this unit. */
+				if (overlap && u + 1 < f->nunits &&
+				    (rc = fg_unit_weights_load(f, u + 1, (ws + 1) % SLOTS)))
+					goto out;
+				t0 = fg_now();
+				rc = fg_xfer_wait(&f->wload[ws], f->stream);
+				f->stats.wait_weight_s += fg_now() - t0;
+				if (rc)
+					goto out;
+			}
+			struct item next = { k + 1 < f->nb ? u : u + 1, k + 1 < f->nb ? k + 1 : 0, t + 1 };
+			if (overlap && next.u < f->nunits && (rc = cache_prefetch(f, &next)))
+				goto out;
+			if ((rc = run_item(f, &it, ids, n, logits, top)))
+				goto out;
+			if (k == f->nb - 1 &&
+			    (rc = fg_backend_event_record(f->be, f->wdone[ws], f->stream)))
+				goto out;
+		}
+	}
+out:
+	{
+		/* Nothing may stay in flight past a step, even after an error. */
+		t0 = fg_now();
+		int r = fg_forward_drain(f);
+		f->stats.wait_cache_s += fg_now() - t0;
+		if (!rc)
+			rc = r;
+	}
+	if (!rc)
+		f->step += n;
+	return rc;
+}
+
+int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *pad,
+		       float *logits, int32_t *top)
+{
+	for (int64_t b = 0; b < f->nb; b++)
+		for (int64_t s = 0; s < f->bs; s++) {
+			int32_t p = pad[b * f->bs + s];
+			if (p < 0 || p >= f->plen) {
+				FG_ERR("prefill: row %lld has %d pads of %lld positions: every prompt needs a token",
+				       (long long)(b * f->bs + s), p, (long long)f->plen);
+				return -EINVAL;
+			}
+			f->gb[b].pad[s] = p;
+		}
+	f->step = 0;
+	return step(f, ids, f->plen, logits, top);
+}
+
+int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, int32_t *top)
+{
+	if (f->step == 0 || f->step >= f->total) {
+		FG_ERR("decode: no room: %lld of %lld positions used", (long long)f->step,
+		       (long long)f->total);
+		return -EINVAL;
+	}
+	return step(f, ids, 1, logits, top);
+}
+
+const struct fg_forward_stats *fg_forward_stats(const struct fg_forward *f)
+{
+	return &f->stats;
+}

@@ -1,0 +1,243 @@
+/* core/plan/plan.c - placement of the family's tensors and the sizes of
+ * every run buffer, as byte counts. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <fgcore/q4.h>
+#include "core/plan/plan.h"
+#include "core/util/error.h"
+#include "core/tier/tier.h"
+
+#define ALIGN(x, a) (((x) + (a) - 1) & ~(uint64_t)((a) - 1))
+
+uint64_t fg_plan_tensor_bytes(const struct fg_plan_tensor *t, int64_t rows)
+{
+	if (t->dtype == FG_DTYPE_Q4_ROWS)
+		return fg_q4_bytes((uint64_t)rows, (uint64_t)t->cols, 0);
+	return (uint64_t)rows * (uint64_t)t->cols * 2;
+}
+
+static void fg_plan_add_piece(struct fg_plan_tensor *t, enum fg_role role, int64_t row0,
+			      int64_t rows)
+{
+	if (rows <= 0)
+		return;
+	t->piece[t->npieces++] = (struct fg_plan_piece){ .role = role, .row0 = row0, .rows = rows };
+}
+
+/* The block's tensors in table order (FlexGen's: its midpoint rule depends on it). */
+static void fg_plan_describe(const struct fg_model_config *c, const struct fg_policy *p,
+			     enum fg_block_kind kind, struct fg_plan_block *b)
+{
+	const struct fg_arch *a = c->arch;
+	const struct fg_tensor_def *defs[2] = { a->globals, a->layer };
+	int counts[2] = { a->nglobals, a->nlayer };
+
+	memset(b, 0, sizeof(*b));
+	b->kind = kind;
+	for (int g = 0; g < 2; g++)
+		for (int i = 0; i < counts[g]; i++) {
+			const struct fg_tensor_def *d = &defs[g][i];
+			if (d->block != kind || b->ntensors == FG_PLAN_BLOCK_MAX)
+				continue;
+			struct fg_plan_tensor *t = &b->t[b->ntensors++];
+			t->def = d;
+			t->rows = fg_dim_value(c, d->rows);
+			t->cols = fg_dim_value(c, d->cols);
+			t->dtype = (d->flags & FG_TD_LINEAR) && p->compress_weight ? FG_DTYPE_Q4_ROWS
+										    : FG_DTYPE_F16;
+		}
+}
+
+void fg_plan_block(const struct fg_model_config *c, const struct fg_policy *p,
+		   enum fg_block_kind kind, struct fg_plan_block *b)
+{
+	double total = 0, pos = 0;
+	const int *pc = p->weight;
+
+	fg_plan_describe(c, p, kind, b);
+	for (int i = 0; i < b->ntensors; i++)
+		total += (double)b->t[i].rows * (double)b->t[i].cols;
+	double cut1 = total * pc[FG_ROLE_DISK] / 100.0;
+	double cut2 = total * (pc[FG_ROLE_DISK] + pc[FG_ROLE_HOST]) / 100.0;
+	for (int i = 0; i < b->ntensors; i++) {
+		struct fg_plan_tensor *t = &b->t[i];
+		double size = (double)t->rows * (double)t->cols, row = (double)t->cols;
+		/* The input block's tables are gathered from, never split. */
+		if (p->exact && kind != FG_BLOCK_INPUT && t->rows > 1) {
+			int64_t g = t->dtype == FG_DTYPE_Q4_ROWS ? FG_Q4_GROUP : 1;
+			int64_t r1 = (int64_t)((cut1 - pos) / row / (double)g + 0.5) * g;
+			int64_t r2 = (int64_t)((cut2 - pos) / row / (double)g + 0.5) * g;
+			r1 = r1 < 0 ? 0 : r1 > t->rows ? t->rows : r1;
+			r2 = r2 < r1 ? r1 : r2 > t->rows ? t->rows : r2;
+			fg_plan_add_piece(t, FG_ROLE_DISK, 0, r1);
+			fg_plan_add_piece(t, FG_ROLE_HOST, r1, r2 - r1);
+			fg_plan_add_piece(t, FG_ROLE_COMPUTE, r2, t->rows - r2);
+		} else {
+			fg_plan_add_piece(t, fg_policy_choice(pc, (pos + size / 2) / total * 100.0), 0,
+					  t->rows);
+		}
+		pos += size;
+	}
+	/* Pieces at 64-byte aligned offsets; each tier's region a whole page. */
+	for (int i = 0; i < b->ntensors; i++)
+		for (int k = 0; k < b->t[i].npieces; k++) {
+			struct fg_plan_piece *pp = &b->t[i].piece[k];
+			pp->bytes = fg_plan_tensor_bytes(&b->t[i], pp->rows);
+			pp->offset = b->bytes[pp->role];
+			b->bytes[pp->role] += ALIGN(pp->bytes, 64);
+		}
+	for (int r = 0; r < FG_ROLES; r++)
+		b->bytes[r] = ALIGN(b->bytes[r], 4096);
+	b->staged = ALIGN(b->bytes[FG_ROLE_HOST] + b->bytes[FG_ROLE_DISK], 4096);
+}
+
+uint64_t fg_plan_kv_bytes(const struct fg_model_config *c, int64_t nseq, int64_t total,
+			  unsigned act_bytes, int compress)
+{
+	uint64_t rows = (uint64_t)(nseq * total), w = (uint64_t)fg_dim_value(c, FG_DIM_KV);
+	if (compress)
+		return ALIGN(fg_q4_bytes(rows, w, 1), 64);
+	return ALIGN(rows * w * act_bytes, 64);
+}
+
+int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
+		 const struct fg_plan_env *env, int64_t prompt_len, int64_t gen_len,
+		 struct fg_plan *o)
+{
+	int64_t bs = p->gpu_batch_size, nb = p->num_gpu_batches, total = prompt_len + gen_len;
+	const struct fg_arch *a = c->arch;
+	unsigned asz = env->act_bytes;
+	int compress = p->compress_cache;
+
+	memset(o, 0, sizeof(*o));
+	if (bs < 1 || nb < 1 || prompt_len < 1 || gen_len < 0 || (asz != 2 && asz != 4)) {
+		FG_ERR("plan: batch %lld x %lld, prompt %lld, gen %lld, activations of %u bytes: not a run the engine accepts",
+		       (long long)nb, (long long)bs, (long long)prompt_len, (long long)gen_len, asz);
+		return -EINVAL;
+	}
+	if (total > c->max_pos) {
+		FG_ERR("prompt length %lld + generation length %lld exceed %s's %lld positions",
+		       (long long)prompt_len, (long long)gen_len, c->name, (long long)c->max_pos);
+		return -EINVAL;
+	}
+	if (compress && fg_dim_value(c, FG_DIM_KV) % FG_Q4_GROUP) {
+		FG_ERR("compress_cache needs a key/value width that is a multiple of %d; %s has %lld",
+		       FG_Q4_GROUP, c->name, (long long)fg_dim_value(c, FG_DIM_KV));
+		return -EINVAL;
+	}
+	o->bs = bs;
+	o->nb = nb;
+	o->prompt_len = prompt_len;
+	o->positions = total;
+
+	/* Weights. */
+	for (int k = 0; k < FG_BLOCK_KINDS; k++)
+		fg_plan_block(c, p, (enum fg_block_kind)k, &o->block[k]);
+	for (int r = 0; r < FG_ROLES; r++)
+		o->weights[r] = o->block[FG_BLOCK_INPUT].bytes[r] + o->block[FG_BLOCK_OUTPUT].bytes[r] +
+				(uint64_t)c->layers * (o->block[FG_BLOCK_ATTN].bytes[r] +
+						       o->block[FG_BLOCK_MLP].bytes[r]);
+
+	/* Splits of the cache (by sequence) and the activations (by GPU batch). */
+	fg_policy_split(p->cache, bs, o->cfirst, o->ccount);
+	fg_policy_split(p->act, nb, o->afirst, o->acount);
+	o->delegate = p->cpu_cache_compute && o->ccount[FG_ROLE_HOST] > 0;
+	o->n_off = o->delegate ? o->ccount[FG_ROLE_DISK]
+			       : o->ccount[FG_ROLE_HOST] + o->ccount[FG_ROLE_DISK];
+	o->nslots = p->overlap ? FG_PLAN_SLOTS : 1;
+
+	/* Workspaces, in the family's order. */
+	uint64_t rows = (uint64_t)(bs * prompt_len);
+	o->nws = a->nworkspace;
+	for (int i = 0; i < a->nworkspace; i++) {
+		const struct fg_workspace_def *w = &a->workspace[i];
+		o->ws_offset[i] = o->scratch;
+		o->scratch += ALIGN((w->per_token ? rows : (uint64_t)bs) *
+				    (uint64_t)fg_dim_value(c, w->cols) * asz, 64);
+	}
+	o->hidden = ALIGN(rows * (uint64_t)c->hidden * asz, 64);
+
+	/* Weight slots: a unit is a layer's attention and MLP block (or one
+	 * block with sep_layer), the input or the output block. */
+	const struct fg_plan_block *B = o->block;
+	o->stage[FG_BLOCK_MLP] = p->sep_layer ? 0 : B[FG_BLOCK_ATTN].staged;
+	uint64_t units[4] = { B[FG_BLOCK_INPUT].staged, B[FG_BLOCK_OUTPUT].staged,
+			      p->sep_layer ? B[FG_BLOCK_ATTN].staged
+					   : B[FG_BLOCK_ATTN].staged + B[FG_BLOCK_MLP].staged,
+			      p->sep_layer ? B[FG_BLOCK_MLP].staged : 0 };
+	int nunits = c->layers ? 4 : 2;
+	for (int i = 0; i < nunits; i++)
+		o->wslot = units[i] > o->wslot ? units[i] : o->wslot;
+	int any_disk = o->weights[FG_ROLE_DISK] > 0;
+	o->wbounce = env->device && any_disk ? o->wslot : 0;
+
+	/* KV cache: homes per tier, slots for the sequences computed off their home. */
+	for (int r = 0; r < FG_ROLES; r++) {
+		o->kv[r] = o->ccount[r] ? fg_plan_kv_bytes(c, o->ccount[r], total, asz, compress) : 0;
+		o->cache[r] = 2 * o->kv[r];
+	}
+	if (o->n_off) {
+		o->kv_slot = fg_plan_kv_bytes(c, o->n_off, total, asz, compress);
+		o->cslot = 2 * o->kv_slot;
+		o->cbounce = env->device && o->ccount[FG_ROLE_DISK] ? o->cslot : 0;
+	}
+	/* Activations off the compute tier pass through slots. */
+	int any_off_act = o->acount[FG_ROLE_HOST] + o->acount[FG_ROLE_DISK] > 0;
+	o->hslot = any_off_act ? o->hidden : 0;
+	o->hbounce = any_off_act && env->device && o->acount[FG_ROLE_DISK] ? o->hidden : 0;
+	/* Delegated attention stages q, k, v and its result in host memory. */
+	o->hstage = o->delegate && env->device ? 4 * o->hidden : 0;
+
+	uint64_t *run = o->run;
+	run[FG_ROLE_COMPUTE] = o->scratch + (uint64_t)o->nslots * o->wslot +
+			       FG_PLAN_SLOTS * (o->cslot + o->hslot);
+	run[FG_ROLE_HOST] = (uint64_t)o->nslots * o->wbounce +
+			    FG_PLAN_SLOTS * (o->cbounce + o->hbounce) + o->hstage;
+	for (int r = 0; r < FG_ROLES; r++) {
+		run[r] += (uint64_t)o->acount[r] * o->hidden + (uint64_t)nb * (uint64_t)c->layers * o->cache[r];
+		o->total[r] = o->weights[r] + run[r];
+	}
+	return 0;
+}
+
+int fg_plan_fits(const struct fg_model_config *c, const struct fg_policy *p,
+		 const struct fg_plan_env *env, int64_t prompt_len, int64_t gen_len,
+		 const uint64_t avail[FG_ROLES], const char *const names[FG_ROLES])
+{
+	struct fg_policy q = *p;
+	struct fg_plan plan;
+	int rc;
+
+	if ((rc = fg_plan_make(c, p, env, prompt_len, gen_len, &plan)))
+		return rc;
+	for (int r = 0; r < FG_ROLES; r++) {
+		if (!plan.run[r] || plan.run[r] <= avail[r])
+			continue;
+		int64_t fit = 0;
+		for (int64_t lo = 1, hi = p->gpu_batch_size - 1; lo <= hi;) {
+			int64_t mid = lo + (hi - lo) / 2;
+			struct fg_plan smaller;
+			q.gpu_batch_size = mid;
+			if (!fg_plan_make(c, &q, env, prompt_len, gen_len, &smaller) &&
+			    smaller.run[r] <= avail[r])
+				fit = mid, lo = mid + 1;
+			else
+				hi = mid - 1;
+		}
+		char need[32], free_[32];
+		fg_format_bytes(plan.run[r], need, sizeof(need));
+		fg_format_bytes(avail[r], free_, sizeof(free_));
+		if (fit)
+			FG_ERR("tier %s: a %lld x %lld batch of %lld + %lld tokens needs %s for cache, activations and buffers, %s are free: the largest gpu_batch_size that fits is %lld (or lower this tier's cache/activation share in [policy] percent)",
+			       names[r], (long long)p->num_gpu_batches, (long long)p->gpu_batch_size,
+			       (long long)prompt_len, (long long)gen_len, need, free_, (long long)fit);
+		else
+			FG_ERR("tier %s: a %lld x %lld batch of %lld + %lld tokens needs %s for cache, activations and buffers, %s are free: no gpu_batch_size fits; lower this tier's shares in [policy] percent or raise its capacity",
+			       names[r], (long long)p->num_gpu_batches, (long long)p->gpu_batch_size,
+			       (long long)prompt_len, (long long)gen_len, need, free_);
+		return -ENOSPC;
+	}
+	return 0;
+}

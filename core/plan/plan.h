@@ -1,0 +1,102 @@
+/* core/plan/plan.h - the memory plan: every byte a run holds, per tier.
+ *
+ * Computed once per run from the family's tensor table, the policy and the
+ * batch shape, without allocating anything: where each weight (or row range
+ * of one) lives and at which offset of its block's region, and the size of
+ * every run buffer — workspaces, weight slots, the KV cache of each tier,
+ * activations, cache and activation slots, bounce buffers, host staging.  The
+ * engine allocates exactly this (core/engine/model.c, core/engine/buffers.c);
+ * the cost model, the optimizer and `bench --predict` price exactly this. */
+#ifndef FG_PLAN_PLAN_H
+#define FG_PLAN_PLAN_H
+
+#include <stdint.h>
+
+#include "core/arch/arch.h"
+#include "core/plan/policy.h"
+
+#define FG_PLAN_SLOTS 2         /* double buffers of the schedule (with overlap) */
+#define FG_PLAN_BLOCK_MAX 16    /* tensors of one block */
+
+/* Rows [row0, row0 + rows) of a tensor, stored on one tier. */
+struct fg_plan_piece {
+	enum fg_role role;
+	uint64_t offset; /* in the block's region on that tier */
+	int64_t row0, rows;
+	uint64_t bytes;
+};
+
+struct fg_plan_tensor {
+	const struct fg_tensor_def *def;
+	int64_t rows, cols;
+	enum fg_dtype dtype; /* F16, or Q4_ROWS for compressed linear weights */
+	int npieces;
+	struct fg_plan_piece piece[FG_ROLES];
+};
+
+/* A block's tensors placed by the policy's weight shares: FlexGen's rule puts
+ * a whole tensor on the tier whose cumulative share holds its midpoint;
+ * `placement = exact` splits linear weights by rows so the byte shares match.
+ * Every layer's blocks of a kind are placed alike. */
+struct fg_plan_block {
+	enum fg_block_kind kind;
+	int ntensors;
+	struct fg_plan_tensor t[FG_PLAN_BLOCK_MAX];
+	uint64_t bytes[FG_ROLES]; /* the block's region on each tier */
+	uint64_t staged;          /* its off-compute bytes as staged in a weight slot */
+};
+
+void fg_plan_block(const struct fg_model_config *c, const struct fg_policy *p,
+		   enum fg_block_kind kind, struct fg_plan_block *out);
+/* Bytes of rows of a tensor in its encoding. */
+uint64_t fg_plan_tensor_bytes(const struct fg_plan_tensor *t, int64_t rows);
+
+/* How the compute tier and backend look to the run. */
+struct fg_plan_env {
+	unsigned act_bytes; /* the backend's activation size: 2 (f16) or 4 (f32) */
+	int device;         /* compute-tier memory is not host memory (bounce buffers) */
+};
+
+struct fg_plan {
+	struct fg_plan_block block[FG_BLOCK_KINDS];
+	uint64_t weights[FG_ROLES];   /* every block's regions */
+	int64_t bs, nb, prompt_len, positions; /* positions = prompt_len + gen_len */
+	int64_t cfirst[FG_ROLES], ccount[FG_ROLES]; /* a GPU batch's sequences by cache tier */
+	int64_t afirst[FG_ROLES], acount[FG_ROLES]; /* GPU batches by activation tier */
+	int64_t n_off;                /* sequences held in the KV cache slots */
+	int delegate;                 /* host-cache sequences attend on the host */
+	int nslots;                   /* weight slots: 2 with overlap */
+	int nws;                      /* the family's workspaces ... */
+	uint64_t ws_offset[FG_WS_MAX];/* ... at these offsets of the scratch region */
+	uint64_t scratch;             /* compute: the workspaces */
+	uint64_t hidden;              /* one GPU batch's activations */
+	uint64_t stage[FG_BLOCK_KINDS]; /* offset of a block's weights in its unit's slot */
+	uint64_t wslot, wbounce;      /* each weight slot (compute) / its bounce (host) */
+	uint64_t kv_slot;             /* one K (or V) of the slot-held sequences */
+	uint64_t cslot, cbounce;      /* each KV cache slot (compute) / bounce (host) */
+	uint64_t hslot, hbounce;      /* each activation slot (compute) / bounce (host) */
+	uint64_t hstage;              /* host staging of delegated attention */
+	uint64_t kv[FG_ROLES];        /* one K (or V) of a GPU batch's sequences on a tier */
+	uint64_t cache[FG_ROLES];     /* one layer's K and V of one GPU batch, per tier */
+	uint64_t run[FG_ROLES];       /* run buffers per tier (fg_forward_bytes) */
+	uint64_t total[FG_ROLES];     /* weights + run */
+};
+
+/* The plan of a run; 0, or -EINVAL (with a line) for sizes the engine
+ * refuses.  Does not check capacities: fg_plan_fits does. */
+int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
+		 const struct fg_plan_env *env, int64_t prompt_len, int64_t gen_len,
+		 struct fg_plan *out);
+
+/* Bytes of one K (or V) tensor of nseq sequences of `total` positions. */
+uint64_t fg_plan_kv_bytes(const struct fg_model_config *c, int64_t nseq, int64_t total,
+			  unsigned act_bytes, int compress);
+
+/* Would the run buffers fit `avail[r]` free bytes on each tier (UINT64_MAX:
+ * unbounded)?  0, or -ENOSPC with a line naming the tier, the bytes asked
+ * and the largest gpu_batch_size that would fit. */
+int fg_plan_fits(const struct fg_model_config *c, const struct fg_policy *p,
+		 const struct fg_plan_env *env, int64_t prompt_len, int64_t gen_len,
+		 const uint64_t avail[FG_ROLES], const char *const names[FG_ROLES]);
+
+#endif
