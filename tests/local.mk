@@ -25,3 +25,4 @@ include $(srcdir)/tests/int4.mk
 include $(srcdir)/tests/nvme.mk
 include $(srcdir)/tests/gpu.mk
 include $(srcdir)/tests/optimizer.mk
+include $(srcdir)/tests/engine_checks.mk

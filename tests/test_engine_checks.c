@@ -1,0 +1,115 @@
+/* tests/test_engine_checks.c - pairings the engine refuses before it runs:
+ * a device-memory compute tier under a host-memory backend (which would
+ * fault in its first op), and compressed weights or cache with a backend
+ * that does not read them (which used to load and encode every weight
+ * first).  Each refusal is one line naming the plugins and the key. */
+#include <config.h>
+
+#include <check.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fgcore/fgcore.h>
+#include "core/config/config.h"
+#include "core/engine/engine.h"
+#include "core/util/error.h"
+#include "core/util/clock.h"
+
+static void set(struct fg_config *c, const char *kv)
+{
+	ck_assert_msg(fg_config_set(c, kv, "test") == 0, "%s: %s", kv, fg_last_error_text());
+}
+
+/* The test plugins first, then the build's own. */
+static void use_test_plugins(void)
+{
+	const char *b = getenv("FGCORE_BUILDDIR"), *old = getenv("FGCORE_PLUGIN_PATH");
+	static char path[4 * PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/tests/plugins/.libs:%s", b && *b ? b : ".",
+		 old ? old : "");
+	ck_assert_int_eq(setenv("FGCORE_PLUGIN_PATH", path, 1), 0);
+}
+
+static struct fg_config *config(const char *compute, const char *tier)
+{
+	struct fg_config *c;
+	char kv[128];
+
+	use_test_plugins();
+	ck_assert_int_eq(fg_config_new(&c), 0);
+	set(c, "model.path=dummy:opt-125m");
+	snprintf(kv, sizeof(kv), "compute.plugin=%s", compute);
+	set(c, kv);
+	snprintf(kv, sizeof(kv), "tier.compute.plugin=%s", tier);
+	set(c, kv);
+	set(c, "tier.host.plugin=pinned_host");
+	set(c, "policy.percent=100 0 100 0 100 0");
+	return c;
+}
+
+START_TEST(test_device_tier_host_backend)
+{
+	struct fg_config *c = config("cpu_blas", "fake_device_mem");
+	struct fg_engine *e = NULL;
+
+	ck_assert_int_eq(fg_engine_open(c, &e), -EINVAL);
+	const char *msg = fg_last_error_text();
+	ck_assert_msg(strstr(msg, "fake_device_mem") && strstr(msg, "cpu_blas") &&
+			      strstr(msg, "device memory"),
+		      "%s", msg);
+	fg_config_free(c);
+}
+END_TEST
+
+/* Refused before a weight is read: opening OPT-175B's dummy weights would
+ * take minutes, the refusal must not. */
+START_TEST(test_compress_needs_backend)
+{
+	static const char *const keys[] = { "policy.compress_weight=true",
+					    "policy.compress_cache=true" };
+	static const char *const named[] = { "compress_weight", "compress_cache" };
+	struct fg_config *c = config("fp16_only_abi10", "pinned_host");
+	struct fg_engine *e = NULL;
+
+	set(c, "model.path=dummy:opt-175b");
+	set(c, keys[_i]);
+	double t0 = fg_now();
+	ck_assert_int_eq(fg_engine_open(c, &e), -ENOTSUP);
+	const char *msg = fg_last_error_text();
+	ck_assert_msg(strstr(msg, named[_i]) && strstr(msg, "fp16_only_abi10"), "%s", msg);
+	ck_assert_msg(fg_now() - t0 < 30, "refused only after %.1f s", fg_now() - t0);
+	fg_config_free(c);
+}
+END_TEST
+
+/* Without compression the same backend passes the checks (it would run). */
+START_TEST(test_plain_backend_accepted)
+{
+	struct fg_config *c = config("fp16_only_abi10", "pinned_host");
+	struct fg_engine *e = NULL;
+
+	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
+	fg_engine_close(e);
+	fg_config_free(c);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("engine_checks");
+	TCase *tc = tcase_create("pairings");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_device_tier_host_backend);
+	tcase_add_loop_test(tc, test_compress_needs_backend, 0, 2);
+	tcase_add_test(tc, test_plain_backend_accepted);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
