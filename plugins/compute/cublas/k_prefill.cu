@@ -10,7 +10,8 @@
  * and loading the next K overlaps the P·V product.  The head dimension is
  * padded with zeros to the instantiated DP (32, 64, 80, 96 or 128); any
  * head_dim up to 128 works, multiples of 8 with aligned rows take 16-byte
- * asynchronous copies, anything else a scalar copy.
+ * asynchronous copies, anything else a scalar copy.  Grouped-query attention
+ * only changes which columns of k and v a block reads.
  */
 #include <math.h>
 #include <stdint.h>
@@ -70,8 +71,9 @@ cb_prefill_kernel(struct cublas_attn a, float scale_log2, bool vec)
 	int64_t b = blockIdx.z, h = blockIdx.y, q0 = (int64_t)blockIdx.x * PF_BR;
 	int64_t seq = a.seq, d = a.head_dim, pad = a.pad[b];
 	int64_t row0 = b * seq; /* first row of sequence b */
-	const uint16_t *kbase = (const uint16_t *)a.k + row0 * a.ldk + h * d;
-	const uint16_t *vbase = (const uint16_t *)a.v + row0 * a.ldv + h * d;
+	int64_t hk = h / (a.heads / a.kv_heads); /* the key/value head of query head h */
+	const uint16_t *kbase = (const uint16_t *)a.k + row0 * a.ldk + hk * d;
+	const uint16_t *vbase = (const uint16_t *)a.v + row0 * a.ldv + hk * d;
 	int64_t kstart = pad / PF_BC * PF_BC, kend = min(seq, q0 + PF_BR);
 	uint32_t qf[KT][4];
 	float o[NT][4], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f };
