@@ -106,7 +106,9 @@ CB_DEV float dc_block_reduce(float v, float *red, bool is_max)
 	return is_max ? cb_max_xor(v, 32) : cb_sum_xor(v, 32);
 }
 
-template <bool Q4, bool VEC>
+/* GQA: k/v head h / a.group, rows kv_heads * head_dim wide (a separate
+ * instance, so that the multi-head kernel keeps its registers). */
+template <bool Q4, bool VEC, bool GQA>
 __global__ void __launch_bounds__(DC_THREADS)
 cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, float *part)
 {
@@ -118,15 +120,16 @@ cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, flo
 	int64_t bh = blockIdx.x, split = blockIdx.y, b = bh / a.heads, h = bh % a.heads;
 	int64_t t0 = max((int64_t)a.pad[b], split * chunk), t1 = min(a.len, (split + 1) * chunk);
 	int64_t nt = t1 > t0 ? t1 - t0 : 0, row0 = b * a.stride + t0, c0 = h * d;
-	int64_t kc0 = (h / (a.heads / a.kv_heads)) * d; /* columns of its k/v head */
-	int64_t cols = a.kv_heads * d, groups = (cols + FG_Q4_GROUP - 1) / FG_Q4_GROUP;
+	int64_t kc0 = GQA ? (int64_t)((int)h / a.group) * d : c0; /* columns of its k/v head */
+	int64_t cols = (GQA ? a.kv_heads : a.heads) * d;
+	int64_t groups = (cols + FG_Q4_GROUP - 1) / FG_Q4_GROUP;
 	dc_src ks = { (const uint8_t *)a.k, NULL, a.ldk, cols, groups };
 	dc_src vs = { (const uint8_t *)a.v, NULL, a.ldv, cols, groups };
 	float mx = -INFINITY, sum = 0.0f;
 
 	if (Q4) {
-		ks.prm = ks.p + cb_q4_data_bytes(a.k_rows, cols);
-		vs.prm = vs.p + cb_q4_data_bytes(a.v_rows, cols);
+		ks.prm = ks.p + cb_q4_data_bytes(a.kv_rows, cols);
+		vs.prm = vs.p + cb_q4_data_bytes(a.kv_rows, cols);
 	}
 	for (int64_t j = tid; j < d; j += DC_THREADS)
 		qs[j] = cb_h2f(a.q[b * a.ldq + c0 + j]) * sl2;
@@ -314,8 +317,12 @@ static void dc_launch(cudaStream_t s, const struct cublas_attn *a, float sl2, in
 {
 	dim3 grid((unsigned)(a->batch * a->heads), (unsigned)splits);
 
-	cb_decode_kernel<Q4, VEC><<<grid, DC_THREADS, dc_smem(a->head_dim, chunk), s>>>(
-		*a, sl2, chunk, splits, part);
+	if (a->group > 1)
+		cb_decode_kernel<Q4, VEC, true><<<grid, DC_THREADS, dc_smem(a->head_dim, chunk),
+						  s>>>(*a, sl2, chunk, splits, part);
+	else
+		cb_decode_kernel<Q4, VEC, false><<<grid, DC_THREADS, dc_smem(a->head_dim, chunk),
+						   s>>>(*a, sl2, chunk, splits, part);
 }
 
 extern "C" cudaError_t cublas_k_attention_decode(cudaStream_t s, const struct cublas_attn *a,

@@ -60,7 +60,9 @@ CB_DEV void pf_load_tile(uint16_t *tile, const uint16_t *g, int64_t ld, int rows
 	cb_cp_commit();
 }
 
-template <int DP>
+/* GQA: k/v head blockIdx.y / a.group (a separate instance, so that the
+ * multi-head kernel keeps its registers). */
+template <int DP, bool GQA>
 __global__ void __launch_bounds__(PF_THREADS)
 cb_prefill_kernel(struct cublas_attn a, float scale_log2, bool vec)
 {
@@ -71,7 +73,7 @@ cb_prefill_kernel(struct cublas_attn a, float scale_log2, bool vec)
 	int64_t b = blockIdx.z, h = blockIdx.y, q0 = (int64_t)blockIdx.x * PF_BR;
 	int64_t seq = a.seq, d = a.head_dim, pad = a.pad[b];
 	int64_t row0 = b * seq; /* first row of sequence b */
-	int64_t hk = h / (a.heads / a.kv_heads); /* the key/value head of query head h */
+	int64_t hk = GQA ? (int)blockIdx.y / a.group : h; /* the k/v head of query head h */
 	const uint16_t *kbase = (const uint16_t *)a.k + row0 * a.ldk + hk * d;
 	const uint16_t *vbase = (const uint16_t *)a.v + row0 * a.ldv + hk * d;
 	int64_t kstart = pad / PF_BC * PF_BC, kend = min(seq, q0 + PF_BR);
@@ -217,7 +219,12 @@ static void pf_launch(cudaStream_t s, const struct cublas_attn *a, float sl2, bo
 	dim3 grid((unsigned)((a->seq + PF_BR - 1) / PF_BR), (unsigned)a->heads,
 		  (unsigned)a->batch);
 
-	cb_prefill_kernel<DP><<<grid, PF_THREADS, pf_smem_bytes<DP>(), s>>>(*a, sl2, vec);
+	if (a->group > 1)
+		cb_prefill_kernel<DP, true><<<grid, PF_THREADS, pf_smem_bytes<DP>(), s>>>(*a, sl2,
+											   vec);
+	else
+		cb_prefill_kernel<DP, false><<<grid, PF_THREADS, pf_smem_bytes<DP>(), s>>>(*a, sl2,
+											    vec);
 }
 
 extern "C" cudaError_t cublas_k_attention_prefill(cudaStream_t s, const struct cublas_attn *a)
@@ -244,9 +251,15 @@ extern "C" cudaError_t cublas_k_attention_prefill(cudaStream_t s, const struct c
 template <int DP>
 static cudaError_t pf_setup(void)
 {
-	return cudaFuncSetAttribute(cb_prefill_kernel<DP>,
-				    cudaFuncAttributeMaxDynamicSharedMemorySize,
-				    (int)pf_smem_bytes<DP>());
+	cudaError_t e = cudaFuncSetAttribute(cb_prefill_kernel<DP, false>,
+					     cudaFuncAttributeMaxDynamicSharedMemorySize,
+					     (int)pf_smem_bytes<DP>());
+
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(cb_prefill_kernel<DP, true>,
+					 cudaFuncAttributeMaxDynamicSharedMemorySize,
+					 (int)pf_smem_bytes<DP>());
+	return e;
 }
 
 extern "C" cudaError_t cublas_k_prefill_setup(void)

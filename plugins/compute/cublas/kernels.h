@@ -92,11 +92,10 @@ struct cublas_attn {
 	const void *k, *v;  /* fp16, or Q4_COLS encoded tensors (decode) */
 	uint16_t *out;
 	int64_t ldq, ldk, ldv, ldo;
-	int64_t k_rows, v_rows; /* Q4_COLS: rows of the encoded k and v tensors */
+	int64_t kv_rows;    /* Q4_COLS: rows of the encoded k and v tensors (equal) */
 	int64_t batch, seq, len, stride, heads, head_dim;
-	int64_t kv_heads;   /* heads of k and v (dividing heads): query head h reads
-			     * k/v head h / (heads / kv_heads), at column
-			     * (h / (heads / kv_heads)) * head_dim of rows kv_heads * head_dim wide */
+	int64_t kv_heads;   /* heads of k and v, dividing heads; rows kv_heads * head_dim wide */
+	int group;          /* heads / kv_heads: query head h reads k/v head h / group */
 	float scale;
 	const int32_t *pad; /* device, batch entries */
 	int q4;             /* decode: k and v are Q4_COLS */

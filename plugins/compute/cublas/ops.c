@@ -153,6 +153,13 @@ static int cb_attention(struct cublas_ctx *c, void *stream, const struct fg_atte
 	if (q4 && ((rc = cublas_need_align(c, op, "the 4-bit k cache", a->k.data, 4)) ||
 		   (rc = cublas_need_align(c, op, "the 4-bit v cache", a->v.data, 4))))
 		return rc;
+	/* one layout for both: where the (scale, min) pairs start depends on rows */
+	if (q4 && a->k.rows != a->v.rows) {
+		fg_error(c->host, "cublas: %s: the 4-bit k cache has %" PRId64 " rows and v %"
+			 PRId64 "; allocate both caches with the same shape", op, a->k.rows,
+			 a->v.rows);
+		return -ENOTSUP;
+	}
 	if ((rc = cublas_enter(c, op)))
 		return rc;
 	memset(&k, 0, sizeof(k));
@@ -164,14 +171,14 @@ static int cb_attention(struct cublas_ctx *c, void *stream, const struct fg_atte
 	k.ldk = a->k.ld;
 	k.ldv = a->v.ld;
 	k.ldo = a->out.ld;
-	k.k_rows = a->k.rows;
-	k.v_rows = a->v.rows;
+	k.kv_rows = a->k.rows;
 	k.batch = a->batch;
 	k.seq = a->seq;
 	k.len = a->len;
 	k.stride = a->cache_stride;
 	k.heads = a->heads;
 	k.kv_heads = kvh;
+	k.group = (int)(a->heads / kvh);
 	k.head_dim = a->head_dim;
 	k.scale = a->scale;
 	k.q4 = q4;
