@@ -19,7 +19,18 @@
  * kv_append is exact: fp16 rows are copied; 4-bit rows must equal the
  * reference encoder's bytes.  Columns between cols and ld, cache rows outside
  * the append and rows before a left pad (zeros) are checked exactly.
- * The worst error of each op is printed.  Exits 77 without a GPU.
+ * The worst error of each op is printed.
+ *
+ * ABI 1.1 ops and variants are compared against naive double-precision
+ * references written here (cpu_blas is not needed for them): RMS norm and
+ * layer norm without beta (same tolerance as layer_norm), embed without a
+ * position table (exact copies), SiLU and the gating multiplier with fp16 and
+ * 4-bit weights at decode and prefill sizes, through all three 4-bit paths
+ * (linear tolerance), a SwiGLU chain, rope (1e-3: one fp16 rounding of an fp32
+ * rotation; values past rot_dim exact), grouped-query prefill and decode over
+ * fp16 and 4-bit caches with left pads (attention tolerance), and `supports`.
+ * Argument validation is the core's (core/backend/compute_ops.c); only the
+ * kernels' own limits are refused here.  Exits 77 without a GPU.
  */
 #include <check.h>
 #include <errno.h>
