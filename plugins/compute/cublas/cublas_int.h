@@ -109,16 +109,9 @@ int cublas_stage_done(struct cublas_ctx *c, struct cublas_stream *s, const char 
 
 /* ---- check.c ------------------------------------------------------------------- */
 
-int cublas_check_tensor(struct cublas_ctx *c, const char *op, const char *name,
-			const struct fg_tensor *t, enum fg_dtype dtype, int64_t rows, int64_t cols);
-/* A Q4_ROWS / Q4_COLS tensor: shape, ld == cols, non-NULL data when not empty. */
-int cublas_check_q4(struct cublas_ctx *c, const char *op, const char *name,
-		    const struct fg_tensor *t, enum fg_dtype dtype, int64_t rows, int64_t cols);
-/* Bytes spanned by a checked view (0 when empty). */
-uint64_t cublas_extent(const struct fg_tensor *t);
-int cublas_overlap(const struct fg_tensor *a, const struct fg_tensor *b);
-int cublas_same(const struct fg_tensor *a, const struct fg_tensor *b);
-const char *cublas_dtype_name(enum fg_dtype t);
+/* 0 when p is a multiple of bytes (a power of two), else -EINVAL and an error line. */
+int cublas_need_align(struct cublas_ctx *c, const char *op, const char *name, const void *p,
+		      unsigned bytes);
 
 /* ---- ops ------------------------------------------------------------------------- */
 
@@ -126,6 +119,7 @@ int cublas_linear(void *ctx, void *stream, const struct fg_linear_args *a);
 void cublas_plans_clear(struct cublas_ctx *c);
 int cublas_embed(void *ctx, void *stream, const struct fg_embed_args *a);
 int cublas_layer_norm(void *ctx, void *stream, const struct fg_layer_norm_args *a);
+int cublas_rope(void *ctx, void *stream, const struct fg_rope_args *a);
 int cublas_kv_append(void *ctx, void *stream, const struct fg_kv_append_args *a);
 int cublas_attention_prefill(void *ctx, void *stream, const struct fg_attention_args *a);
 int cublas_attention_decode(void *ctx, void *stream, const struct fg_attention_args *a);

@@ -7,7 +7,9 @@
  * writing its running max, sum and unnormalised output, and a second kernel
  * combines them.  Scores: 8 lanes per key position, each reading 8 values
  * (16 bytes of fp16 or 4 bytes of nibbles) at a time; values: each thread
- * owns 8 output columns and a slice of the positions.
+ * owns 8 output columns and a slice of the positions.  Grouped-query
+ * attention: a block reads the k/v head of its query head (the k/v rows are
+ * kv_heads * head_dim wide).
  */
 #include <math.h>
 #include <stdint.h>
@@ -104,7 +106,9 @@ CB_DEV float dc_block_reduce(float v, float *red, bool is_max)
 	return is_max ? cb_max_xor(v, 32) : cb_sum_xor(v, 32);
 }
 
-template <bool Q4, bool VEC>
+/* GQA: k/v head h / a.group, rows kv_heads * head_dim wide (a separate
+ * instance, so that the multi-head kernel keeps its registers). */
+template <bool Q4, bool VEC, bool GQA>
 __global__ void __launch_bounds__(DC_THREADS)
 cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, float *part)
 {
@@ -116,7 +120,9 @@ cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, flo
 	int64_t bh = blockIdx.x, split = blockIdx.y, b = bh / a.heads, h = bh % a.heads;
 	int64_t t0 = max((int64_t)a.pad[b], split * chunk), t1 = min(a.len, (split + 1) * chunk);
 	int64_t nt = t1 > t0 ? t1 - t0 : 0, row0 = b * a.stride + t0, c0 = h * d;
-	int64_t cols = a.heads * d, groups = (cols + FG_Q4_GROUP - 1) / FG_Q4_GROUP;
+	int64_t kc0 = GQA ? (int64_t)((int)h / a.group) * d : c0; /* columns of its k/v head */
+	int64_t cols = (GQA ? a.kv_heads : a.heads) * d;
+	int64_t groups = (cols + FG_Q4_GROUP - 1) / FG_Q4_GROUP;
 	dc_src ks = { (const uint8_t *)a.k, NULL, a.ldk, cols, groups };
 	dc_src vs = { (const uint8_t *)a.v, NULL, a.ldv, cols, groups };
 	float mx = -INFINITY, sum = 0.0f;
@@ -149,7 +155,7 @@ cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, flo
 			int64_t r = row0 + tt;
 
 			for (int64_t vi = l8; vi < nvec; vi += 8) {
-				int64_t c = c0 + vi * 8;
+				int64_t c = kc0 + vi * 8;
 				uint32_t w = *(const uint32_t *)(ks.p + ((r * cols + c) >> 1));
 				float2 sm = cb_unpack2(*(const uint32_t *)(ks.prm +
 							(r * groups + c / FG_Q4_GROUP) * 4));
@@ -165,7 +171,7 @@ cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, flo
 			for (int64_t vi = l8; vi < nvec; vi += 8) {
 				float kv[8];
 
-				dc_load8<Q4, VEC>(ks, row0 + tt, c0 + vi * 8, c0 + d, kv);
+				dc_load8<Q4, VEC>(ks, row0 + tt, kc0 + vi * 8, kc0 + d, kv);
 				for (int j = 0; j < 8 && vi * 8 + j < d; j++)
 					s += qs[vi * 8 + j] * kv[j];
 			}
@@ -193,7 +199,7 @@ cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, flo
 	if (slot < slots) {
 		if (Q4 && VEC) {
 			/* p · (code · scale + min) = (p · scale) · code + p · min */
-			int64_t c = c0 + vi * 8, g = c / FG_Q4_GROUP;
+			int64_t c = kc0 + vi * 8, g = c / FG_Q4_GROUP;
 			float pm = 0.0f;
 
 			for (int64_t tt = slot; tt < nt; tt += slots) {
@@ -214,7 +220,7 @@ cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, flo
 			for (int64_t tt = slot; tt < nt; tt += slots) {
 				float vv[8], p = sc[tt];
 
-				dc_load8<Q4, VEC>(vs, row0 + tt, c0 + vi * 8, c0 + d, vv);
+				dc_load8<Q4, VEC>(vs, row0 + tt, kc0 + vi * 8, kc0 + d, vv);
 				for (int j = 0; j < 8; j++)
 					o[j] += p * vv[j];
 			}
@@ -311,8 +317,12 @@ static void dc_launch(cudaStream_t s, const struct cublas_attn *a, float sl2, in
 {
 	dim3 grid((unsigned)(a->batch * a->heads), (unsigned)splits);
 
-	cb_decode_kernel<Q4, VEC><<<grid, DC_THREADS, dc_smem(a->head_dim, chunk), s>>>(
-		*a, sl2, chunk, splits, part);
+	if (a->group > 1)
+		cb_decode_kernel<Q4, VEC, true><<<grid, DC_THREADS, dc_smem(a->head_dim, chunk),
+						  s>>>(*a, sl2, chunk, splits, part);
+	else
+		cb_decode_kernel<Q4, VEC, false><<<grid, DC_THREADS, dc_smem(a->head_dim, chunk),
+						   s>>>(*a, sl2, chunk, splits, part);
 }
 
 extern "C" cudaError_t cublas_k_attention_decode(cudaStream_t s, const struct cublas_attn *a,

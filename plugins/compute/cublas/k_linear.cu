@@ -2,6 +2,9 @@
  * for combinations cuBLASLt cannot fuse, 4-bit weight dequantization (the
  * prefill path feeds cuBLASLt from it) and the fused 4-bit GEMM for small m.
  *
+ * Every product ends in cb_epi_apply: bias, activation (ReLU or SiLU), the
+ * gating multiplier, the residual, in fp32 with one rounding to fp16.
+ *
  * The fused kernels read each 4-bit weight once.  A block owns 64 weight rows
  * - exactly one quantization group along dimension 0, so one row of (scale,
  * min) per column serves the whole tile - and up to 64 rows of x.  Weight
@@ -16,6 +19,7 @@
  */
 #include <stdint.h>
 
+#include <fgcore/compute.h>
 #include <fgcore/q4.h>
 
 #include "plugins/compute/cublas/common.cuh"
@@ -26,9 +30,26 @@
 
 /* ---- epilogue ---------------------------------------------------------------------- */
 
+/* bias, activation, mul, residual - in this order, in fp32 (rounded once by the caller). */
+CB_DEV float cb_epi_apply(const cublas_epi &e, int64_t i, int64_t j, float v)
+{
+	if (e.bias)
+		v += cb_h2f(e.bias[j]);
+	if (e.act == FG_ACT_RELU) {
+		if (v < 0.0f)
+			v = 0.0f;
+	} else if (e.act == FG_ACT_SILU) {
+		v = v / (1.0f + expf(-v)); /* v large negative: v / inf = -0 */
+	}
+	if (e.mul)
+		v *= cb_h2f(e.mul[i * e.ldm + j]);
+	if (e.res)
+		v += cb_h2f(e.res[i * e.ldr + j]);
+	return v;
+}
+
 __global__ void cb_epilogue_kernel(int64_t m, int64_t n, const uint16_t *src, int64_t lds,
-				   const uint16_t *bias, int relu, const uint16_t *res,
-				   int64_t ldr, uint16_t *out, int64_t ldo)
+				   cublas_epi ep, uint16_t *out, int64_t ldo)
 {
 	int64_t total = m * n;
 
@@ -37,23 +58,16 @@ __global__ void cb_epilogue_kernel(int64_t m, int64_t n, const uint16_t *src, in
 		int64_t i = e / n, j = e - i * n;
 		float v = src ? cb_h2f(src[i * lds + j]) : 0.0f;
 
-		if (bias)
-			v += cb_h2f(bias[j]);
-		if (relu && v < 0.0f)
-			v = 0.0f;
-		if (res)
-			v += cb_h2f(res[i * ldr + j]);
-		out[i * ldo + j] = cb_f2h(v);
+		out[i * ldo + j] = cb_f2h(cb_epi_apply(ep, i, j, v));
 	}
 }
 
 extern "C" cudaError_t cublas_k_epilogue(cudaStream_t s, int64_t m, int64_t n,
-					 const uint16_t *src, int64_t lds, const uint16_t *bias,
-					 int relu, const uint16_t *res, int64_t ldr, uint16_t *out,
-					 int64_t ldo)
+					 const uint16_t *src, int64_t lds,
+					 const struct cublas_epi *e, uint16_t *out, int64_t ldo)
 {
 	cb_epilogue_kernel<<<cb_blocks(m * n, CB_THREADS, CB_GRID_CAP), CB_THREADS, 0, s>>>(
-		m, n, src, lds, bias, relu, res, ldr, out, ldo);
+		m, n, src, lds, *e, out, ldo);
 	return cudaGetLastError();
 }
 
@@ -175,8 +189,8 @@ CB_DEV uint32_t q4_deq2(uint32_t w, int sh, uint32_t s2, uint32_t mn2)
 template <int BM, int NST>
 __global__ void __launch_bounds__(Q4_THREADS)
 cb_q4_fused(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64_t ldx,
-	    const uint8_t *__restrict__ q4, const uint16_t *bias, int relu, const uint16_t *res,
-	    int64_t ldr, uint16_t *out, int64_t ldo, int64_t kper, float *part)
+	    const uint8_t *__restrict__ q4, cublas_epi ep, uint16_t *out, int64_t ldo,
+	    int64_t kper, float *part)
 {
 	constexpr int MT = BM / 16;                  /* m16 tiles */
 	constexpr int WROWS = BM <= 32 ? 64 : 32;     /* weight rows per warp */
@@ -330,13 +344,7 @@ cb_q4_fused(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int
 			part[((int64_t)blockIdx.z * m + row) * n + col] = v;
 			continue;
 		}
-		if (bias)
-			v += cb_h2f(bias[col]);
-		if (relu && v < 0.0f)
-			v = 0.0f;
-		if (res)
-			v += cb_h2f(res[row * ldr + col]);
-		out[row * ldo + col] = cb_f2h(v);
+		out[row * ldo + col] = cb_f2h(cb_epi_apply(ep, row, col, v));
 	}
 }
 
@@ -372,8 +380,8 @@ static constexpr size_t q4w_smem_bytes()
 
 __global__ void __launch_bounds__(Q4W_THREADS, Q4W_MINB)
 cb_q4_gemv(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64_t ldx,
-	   const uint8_t *__restrict__ q4, const uint16_t *bias, int relu, const uint16_t *res,
-	   int64_t ldr, uint16_t *out, int64_t ldo, int64_t kper, float *part)
+	   const uint8_t *__restrict__ q4, cublas_epi ep, uint16_t *out, int64_t ldo,
+	   int64_t kper, float *part)
 {
 	extern __shared__ uint4 cb_smem[];
 	q4w_stage *st = (q4w_stage *)cb_smem;
@@ -491,19 +499,12 @@ cb_q4_gemv(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int6
 			part[((int64_t)blockIdx.z * m + r) * n + col] = v;
 			continue;
 		}
-		if (bias)
-			v += cb_h2f(bias[col]);
-		if (relu && v < 0.0f)
-			v = 0.0f;
-		if (res)
-			v += cb_h2f(res[r * ldr + col]);
-		out[r * ldo + col] = cb_f2h(v);
+		out[r * ldo + col] = cb_f2h(cb_epi_apply(ep, r, col, v));
 	}
 }
 
 __global__ void cb_q4_finish(int64_t m, int64_t n, int ksplit, const float *part,
-			     const uint16_t *bias, int relu, const uint16_t *res, int64_t ldr,
-			     uint16_t *out, int64_t ldo)
+			     cublas_epi ep, uint16_t *out, int64_t ldo)
 {
 	int64_t total = m * n;
 
@@ -514,13 +515,7 @@ __global__ void cb_q4_finish(int64_t m, int64_t n, int ksplit, const float *part
 
 		for (int z = 0; z < ksplit; z++)
 			v += part[z * total + e];
-		if (bias)
-			v += cb_h2f(bias[j]);
-		if (relu && v < 0.0f)
-			v = 0.0f;
-		if (res)
-			v += cb_h2f(res[i * ldr + j]);
-		out[i * ldo + j] = cb_f2h(v);
+		out[i * ldo + j] = cb_f2h(cb_epi_apply(ep, i, j, v));
 	}
 }
 
@@ -579,9 +574,8 @@ extern "C" int cublas_q4_fused_split(int64_t m, int64_t n, int64_t k, int sms,
 
 template <int BM, int NST>
 static void cb_q4_launch(cudaStream_t s, int64_t m, int64_t n, int64_t k, const uint16_t *x,
-			 int64_t ldx, const void *q4, const uint16_t *bias, int relu,
-			 const uint16_t *res, int64_t ldr, uint16_t *out, int64_t ldo, int ksplit,
-			 float *part)
+			 int64_t ldx, const void *q4, const cublas_epi &ep, uint16_t *out,
+			 int64_t ldo, int ksplit, float *part)
 {
 	int64_t stages = (k + Q4_KC - 1) / Q4_KC;
 	int64_t kper = ((stages + ksplit - 1) / ksplit) * Q4_KC;
@@ -589,17 +583,16 @@ static void cb_q4_launch(cudaStream_t s, int64_t m, int64_t n, int64_t k, const 
 		  (unsigned)ksplit);
 
 	cb_q4_fused<BM, NST><<<grid, Q4_THREADS, q4_smem_bytes<BM, NST>(), s>>>(
-		m, n, k, x, ldx, (const uint8_t *)q4, bias, relu, res, ldr, out, ldo, kper,
-		ksplit > 1 ? part : NULL);
+		m, n, k, x, ldx, (const uint8_t *)q4, ep, out, ldo, kper, ksplit > 1 ? part : NULL);
 }
 
 extern "C" cudaError_t cublas_k_q4_linear(cudaStream_t s, int64_t m, int64_t n, int64_t k,
 					  const uint16_t *x, int64_t ldx, const void *q4,
-					  const uint16_t *bias, int relu, const uint16_t *res,
-					  int64_t ldr, uint16_t *out, int64_t ldo, int ksplit,
-					  float *part)
+					  const struct cublas_epi *e, uint16_t *out, int64_t ldo,
+					  int ksplit, float *part)
 {
-	cudaError_t e;
+	const cublas_epi ep = *e;
+	cudaError_t err;
 
 	switch (cb_q4_bm(m)) {
 	case 16: {
@@ -608,28 +601,25 @@ extern "C" cudaError_t cublas_k_q4_linear(cudaStream_t s, int64_t m, int64_t n, 
 		dim3 grid(1, (unsigned)((n + Q4_BN - 1) / Q4_BN), (unsigned)ksplit);
 
 		cb_q4_gemv<<<grid, Q4W_THREADS, q4w_smem_bytes(), s>>>(
-			m, n, k, x, ldx, (const uint8_t *)q4, bias, relu, res, ldr, out, ldo, kper,
+			m, n, k, x, ldx, (const uint8_t *)q4, ep, out, ldo, kper,
 			ksplit > 1 ? part : NULL);
 		break;
 	}
 	case 32:
-		cb_q4_launch<32, Q4_STAGES>(s, m, n, k, x, ldx, q4, bias, relu, res, ldr, out,
-					    ldo, ksplit, part);
+		cb_q4_launch<32, Q4_STAGES>(s, m, n, k, x, ldx, q4, ep, out, ldo, ksplit, part);
 		break;
 	default:
 		if (cb_q4_big_smem)
-			cb_q4_launch<64, 3>(s, m, n, k, x, ldx, q4, bias, relu, res, ldr, out, ldo,
-					    ksplit, part);
+			cb_q4_launch<64, 3>(s, m, n, k, x, ldx, q4, ep, out, ldo, ksplit, part);
 		else
-			cb_q4_launch<64, 2>(s, m, n, k, x, ldx, q4, bias, relu, res, ldr, out, ldo,
-					    ksplit, part);
+			cb_q4_launch<64, 2>(s, m, n, k, x, ldx, q4, ep, out, ldo, ksplit, part);
 		break;
 	}
-	e = cudaGetLastError();
-	if (e != cudaSuccess || ksplit <= 1)
-		return e;
+	err = cudaGetLastError();
+	if (err != cudaSuccess || ksplit <= 1)
+		return err;
 	cb_q4_finish<<<cb_blocks(m * n, CB_THREADS, CB_GRID_CAP), CB_THREADS, 0, s>>>(
-		m, n, ksplit, part, bias, relu, res, ldr, out, ldo);
+		m, n, ksplit, part, ep, out, ldo);
 	return cudaGetLastError();
 }
 

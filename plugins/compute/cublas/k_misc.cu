@@ -1,5 +1,6 @@
-/* plugins/compute/cublas/k_misc.cu - layer norm, embedding gather and KV
- * cache append (fp16, or encoded to 4-bit groups along the row).
+/* plugins/compute/cublas/k_misc.cu - layer norm and RMS norm, embedding
+ * gather, rotary position embedding and KV cache append (fp16, or encoded to
+ * 4-bit groups along the row).
  *
  * Each kernel has a vector path (8 halves per 16-byte access, taken when
  * widths, leading dimensions and addresses allow) and a scalar path for
@@ -51,7 +52,9 @@ CB_DEV float cb_block_sum(float v, float *red)
 
 /* ---- layer norm ----------------------------------------------------------------------- */
 
-template <bool VEC>
+/* RMS is the layer norm with a mean of 0: the first pass is skipped and the
+ * second sums x².  beta NULL adds nothing. */
+template <bool VEC, bool RMS>
 __global__ void cb_layer_norm_kernel(int64_t n, int64_t h, const uint16_t *x, int64_t ldx,
 				     const uint16_t *gamma, const uint16_t *beta, float eps,
 				     uint16_t *out, int64_t ldo)
@@ -62,21 +65,23 @@ __global__ void cb_layer_norm_kernel(int64_t n, int64_t h, const uint16_t *x, in
 	for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
 		const uint16_t *xr = x + row * ldx;
 		uint16_t *orow = out + row * ldo;
-		float s = 0.0f, mean, var, rstd;
+		float s = 0.0f, mean = 0.0f, var, rstd;
 
-		for (int64_t j = threadIdx.x * step; j < h; j += blockDim.x * step) {
-			if (VEC) {
-				float v[8];
+		if (!RMS) {
+			for (int64_t j = threadIdx.x * step; j < h; j += blockDim.x * step) {
+				if (VEC) {
+					float v[8];
 
-				cb_load8(xr + j, v);
-				for (int e = 0; e < 8; e++)
-					s += v[e];
-			} else {
-				s += cb_h2f(xr[j]);
+					cb_load8(xr + j, v);
+					for (int e = 0; e < 8; e++)
+						s += v[e];
+				} else {
+					s += cb_h2f(xr[j]);
+				}
 			}
+			mean = cb_block_sum(s, red) / (float)h;
+			s = 0.0f;
 		}
-		mean = cb_block_sum(s, red) / (float)h;
-		s = 0.0f;
 		for (int64_t j = threadIdx.x * step; j < h; j += blockDim.x * step) {
 			if (VEC) {
 				float v[8];
@@ -96,43 +101,56 @@ __global__ void cb_layer_norm_kernel(int64_t n, int64_t h, const uint16_t *x, in
 		 * below each thread reads an element before it writes it: out may be x. */
 		for (int64_t j = threadIdx.x * step; j < h; j += blockDim.x * step) {
 			if (VEC) {
-				float v[8], gm[8], bt[8];
+				float v[8], gm[8], bt[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
 
 				cb_load8(xr + j, v);
 				cb_load8(gamma + j, gm);
-				cb_load8(beta + j, bt);
+				if (beta)
+					cb_load8(beta + j, bt);
 				for (int e = 0; e < 8; e++)
 					v[e] = (v[e] - mean) * rstd * gm[e] + bt[e];
 				cb_store8(orow + j, v);
 			} else {
 				float v = (cb_h2f(xr[j]) - mean) * rstd;
 
-				orow[j] = cb_f2h(v * cb_h2f(gamma[j]) + cb_h2f(beta[j]));
+				orow[j] = cb_f2h(v * cb_h2f(gamma[j]) + (beta ? cb_h2f(beta[j]) : 0.0f));
 			}
 		}
 		__syncthreads(); /* red is reused by the next row */
 	}
 }
 
-extern "C" cudaError_t cublas_k_layer_norm(cudaStream_t s, int64_t n, int64_t h,
-					   const uint16_t *x, int64_t ldx, const uint16_t *gamma,
-					   const uint16_t *beta, float eps, uint16_t *out,
-					   int64_t ldo)
+template <bool RMS>
+static void cb_layer_norm_launch(cudaStream_t s, int64_t n, int64_t h, const uint16_t *x,
+				 int64_t ldx, const uint16_t *gamma, const uint16_t *beta,
+				 float eps, uint16_t *out, int64_t ldo)
 {
 	unsigned blocks = cb_blocks(n, 1, CB_ROWS_CAP), threads = h > 2048 ? 256 : 128;
 
 	if (cb_vec8(h, x, ldx) && cb_vec8(h, out, ldo) && cb_vec8(h, gamma, h) &&
-	    cb_vec8(h, beta, h))
-		cb_layer_norm_kernel<true><<<blocks, threads, 0, s>>>(n, h, x, ldx, gamma, beta,
-								     eps, out, ldo);
+	    (!beta || cb_vec8(h, beta, h)))
+		cb_layer_norm_kernel<true, RMS><<<blocks, threads, 0, s>>>(n, h, x, ldx, gamma,
+									  beta, eps, out, ldo);
 	else
-		cb_layer_norm_kernel<false><<<blocks, threads, 0, s>>>(n, h, x, ldx, gamma, beta,
-								      eps, out, ldo);
+		cb_layer_norm_kernel<false, RMS><<<blocks, threads, 0, s>>>(n, h, x, ldx, gamma,
+									   beta, eps, out, ldo);
+}
+
+extern "C" cudaError_t cublas_k_layer_norm(cudaStream_t s, int64_t n, int64_t h,
+					   const uint16_t *x, int64_t ldx, const uint16_t *gamma,
+					   const uint16_t *beta, float eps, int rms, uint16_t *out,
+					   int64_t ldo)
+{
+	if (rms)
+		cb_layer_norm_launch<true>(s, n, h, x, ldx, gamma, beta, eps, out, ldo);
+	else
+		cb_layer_norm_launch<false>(s, n, h, x, ldx, gamma, beta, eps, out, ldo);
 	return cudaGetLastError();
 }
 
 /* ---- embedding ------------------------------------------------------------------------ */
 
+/* pos NULL: the token row alone (positions unread). */
 template <bool VEC>
 __global__ void cb_embed_kernel(int64_t n, int64_t h, const int32_t *ids,
 				const int32_t *positions, const uint16_t *tok, int64_t ldt,
@@ -142,11 +160,13 @@ __global__ void cb_embed_kernel(int64_t n, int64_t h, const int32_t *ids,
 
 	for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
 		const uint16_t *a = tok + (int64_t)ids[row] * ldt;
-		const uint16_t *b = pos + (int64_t)positions[row] * ldp;
+		const uint16_t *b = pos ? pos + (int64_t)positions[row] * ldp : NULL;
 		uint16_t *o = out + row * ldo;
 
 		for (int64_t j = threadIdx.x * step; j < h; j += blockDim.x * step) {
-			if (VEC) {
+			if (VEC && !b) {
+				*(uint4 *)(o + j) = *(const uint4 *)(a + j);
+			} else if (VEC) {
 				float u[8], v[8];
 
 				cb_load8(a + j, u);
@@ -154,6 +174,8 @@ __global__ void cb_embed_kernel(int64_t n, int64_t h, const int32_t *ids,
 				for (int e = 0; e < 8; e++)
 					u[e] += v[e];
 				cb_store8(o + j, u);
+			} else if (!b) {
+				o[j] = a[j];
 			} else {
 				o[j] = cb_f2h(cb_h2f(a[j]) + cb_h2f(b[j]));
 			}
@@ -168,12 +190,53 @@ extern "C" cudaError_t cublas_k_embed(cudaStream_t s, int64_t n, int64_t h, cons
 {
 	unsigned blocks = cb_blocks(n, 1, CB_ROWS_CAP);
 
-	if (cb_vec8(h, tok, ldt) && cb_vec8(h, pos, ldp) && cb_vec8(h, out, ldo))
+	if (cb_vec8(h, tok, ldt) && (!pos || cb_vec8(h, pos, ldp)) && cb_vec8(h, out, ldo))
 		cb_embed_kernel<true><<<blocks, 128, 0, s>>>(n, h, ids, positions, tok, ldt, pos,
 							    ldp, out, ldo);
 	else
 		cb_embed_kernel<false><<<blocks, 128, 0, s>>>(n, h, ids, positions, tok, ldt, pos,
 							     ldp, out, ldo);
+	return cudaGetLastError();
+}
+
+/* ---- rotary position embedding ---------------------------------------------------------- */
+
+/* A block per row (looping over rows), a thread per (head, pair): each pair is
+ * read and written by one thread, so the update in place needs no barrier. */
+__global__ void cb_rope_kernel(int64_t n, int64_t heads, int64_t head_dim, int64_t half,
+			       const int32_t *positions, const float *inv_freq, float attn_factor,
+			       uint16_t *x, int64_t ldx)
+{
+	int64_t pairs = heads * half;
+
+	for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
+		float p = (float)positions[row];
+		uint16_t *xr = x + row * ldx;
+
+		for (int64_t e = threadIdx.x; e < pairs; e += blockDim.x) {
+			int64_t h = e / half, i = e - h * half;
+			uint16_t *v = xr + h * head_dim + i;
+			float sn, cs, a = cb_h2f(v[0]), b = cb_h2f(v[half]);
+
+			sincosf(p * inv_freq[i], &sn, &cs); /* the fp32 angle, accurate sin/cos */
+			cs *= attn_factor;
+			sn *= attn_factor;
+			v[0] = cb_f2h(a * cs - b * sn);
+			v[half] = cb_f2h(b * cs + a * sn);
+		}
+	}
+}
+
+extern "C" cudaError_t cublas_k_rope(cudaStream_t s, int64_t n, int64_t heads,
+				     int64_t head_dim, int64_t rot_dim, const int32_t *positions,
+				     const float *inv_freq, float attn_factor, uint16_t *x,
+				     int64_t ldx)
+{
+	int64_t half = rot_dim / 2, pairs = heads * half;
+	unsigned threads = pairs >= 256 ? 256 : pairs > 64 ? 128 : 64;
+
+	cb_rope_kernel<<<cb_blocks(n, 1, CB_ROWS_CAP), threads, 0, s>>>(
+		n, heads, head_dim, half, positions, inv_freq, attn_factor, x, ldx);
 	return cudaGetLastError();
 }
 

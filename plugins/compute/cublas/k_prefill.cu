@@ -10,7 +10,8 @@
  * and loading the next K overlaps the P·V product.  The head dimension is
  * padded with zeros to the instantiated DP (32, 64, 80, 96 or 128); any
  * head_dim up to 128 works, multiples of 8 with aligned rows take 16-byte
- * asynchronous copies, anything else a scalar copy.
+ * asynchronous copies, anything else a scalar copy.  Grouped-query attention
+ * only changes which columns of k and v a block reads.
  */
 #include <math.h>
 #include <stdint.h>
@@ -59,7 +60,9 @@ CB_DEV void pf_load_tile(uint16_t *tile, const uint16_t *g, int64_t ld, int rows
 	cb_cp_commit();
 }
 
-template <int DP>
+/* GQA: k/v head blockIdx.y / a.group (a separate instance, so that the
+ * multi-head kernel keeps its registers). */
+template <int DP, bool GQA>
 __global__ void __launch_bounds__(PF_THREADS)
 cb_prefill_kernel(struct cublas_attn a, float scale_log2, bool vec)
 {
@@ -70,8 +73,9 @@ cb_prefill_kernel(struct cublas_attn a, float scale_log2, bool vec)
 	int64_t b = blockIdx.z, h = blockIdx.y, q0 = (int64_t)blockIdx.x * PF_BR;
 	int64_t seq = a.seq, d = a.head_dim, pad = a.pad[b];
 	int64_t row0 = b * seq; /* first row of sequence b */
-	const uint16_t *kbase = (const uint16_t *)a.k + row0 * a.ldk + h * d;
-	const uint16_t *vbase = (const uint16_t *)a.v + row0 * a.ldv + h * d;
+	int64_t hk = GQA ? (int)blockIdx.y / a.group : h; /* the k/v head of query head h */
+	const uint16_t *kbase = (const uint16_t *)a.k + row0 * a.ldk + hk * d;
+	const uint16_t *vbase = (const uint16_t *)a.v + row0 * a.ldv + hk * d;
 	int64_t kstart = pad / PF_BC * PF_BC, kend = min(seq, q0 + PF_BR);
 	uint32_t qf[KT][4];
 	float o[NT][4], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f };
@@ -215,7 +219,12 @@ static void pf_launch(cudaStream_t s, const struct cublas_attn *a, float sl2, bo
 	dim3 grid((unsigned)((a->seq + PF_BR - 1) / PF_BR), (unsigned)a->heads,
 		  (unsigned)a->batch);
 
-	cb_prefill_kernel<DP><<<grid, PF_THREADS, pf_smem_bytes<DP>(), s>>>(*a, sl2, vec);
+	if (a->group > 1)
+		cb_prefill_kernel<DP, true><<<grid, PF_THREADS, pf_smem_bytes<DP>(), s>>>(*a, sl2,
+											   vec);
+	else
+		cb_prefill_kernel<DP, false><<<grid, PF_THREADS, pf_smem_bytes<DP>(), s>>>(*a, sl2,
+											    vec);
 }
 
 extern "C" cudaError_t cublas_k_attention_prefill(cudaStream_t s, const struct cublas_attn *a)
@@ -242,9 +251,15 @@ extern "C" cudaError_t cublas_k_attention_prefill(cudaStream_t s, const struct c
 template <int DP>
 static cudaError_t pf_setup(void)
 {
-	return cudaFuncSetAttribute(cb_prefill_kernel<DP>,
-				    cudaFuncAttributeMaxDynamicSharedMemorySize,
-				    (int)pf_smem_bytes<DP>());
+	cudaError_t e = cudaFuncSetAttribute(cb_prefill_kernel<DP, false>,
+					     cudaFuncAttributeMaxDynamicSharedMemorySize,
+					     (int)pf_smem_bytes<DP>());
+
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(cb_prefill_kernel<DP, true>,
+					 cudaFuncAttributeMaxDynamicSharedMemorySize,
+					 (int)pf_smem_bytes<DP>());
+	return e;
 }
 
 extern "C" cudaError_t cublas_k_prefill_setup(void)

@@ -15,19 +15,30 @@ extern "C" {
 
 /* ---- k_linear.cu ---------------------------------------------------------------- */
 
-/* out[i, j] = act(src[i, j] + bias[j]) + res[i, j] for i < m, j < n.  src may be
- * NULL (treated as 0) and may equal out; res may be NULL or equal out; bias may
- * be NULL.  All fp16. */
+/* What follows the product in linear: v -> act(v + bias[j]) * mul[i, j] + res[i, j],
+ * in fp32, rounded to fp16 once.  bias, mul and res may each be NULL (absent);
+ * res may be out; mul never overlaps out.  Offsets into mul and res are the
+ * caller's (a tile at column n0 passes mul + n0). */
+struct cublas_epi {
+	const uint16_t *bias;
+	const uint16_t *mul;
+	const uint16_t *res;
+	int64_t ldm, ldr;
+	int act;              /* enum fg_activation */
+};
+
+/* out[i, j] = epi(src[i, j]) for i < m, j < n.  src may be NULL (treated as 0)
+ * and may equal out.  All fp16. */
 cudaError_t cublas_k_epilogue(cudaStream_t s, int64_t m, int64_t n, const uint16_t *src,
-			      int64_t lds, const uint16_t *bias, int relu, const uint16_t *res,
-			      int64_t ldr, uint16_t *out, int64_t ldo);
+			      int64_t lds, const struct cublas_epi *e, uint16_t *out,
+			      int64_t ldo);
 
 /* Dequantize rows [r0, r0 + nr) of a Q4_ROWS weight [rows, cols] (the whole
  * encoded tensor starts at q4) into dst [nr, cols] fp16 with ld = cols. */
 cudaError_t cublas_k_q4_dequant(cudaStream_t s, const void *q4, int64_t rows, int64_t cols,
 				int64_t r0, int64_t nr, uint16_t *dst);
 
-/* The fused 4-bit linear for small m: out = act(x · Wᵀ + bias) + res with W a
+/* The fused 4-bit linear for small m: out = epi(x · Wᵀ) with W a
  * Q4_ROWS [n, k].  Needs k % 32 == 0, q4 16-byte aligned, x 16-byte aligned
  * with ldx % 8 == 0 (cublas_q4_fused_ok).  With ksplit > 1, partial sums go to
  * part (ksplit * m * n floats) and a second kernel finishes. */
@@ -36,21 +47,32 @@ int cublas_q4_fused_ok(const void *q4, int64_t k, const void *x, int64_t ldx);
 int cublas_q4_fused_split(int64_t m, int64_t n, int64_t k, int sms, size_t max_part_floats);
 cudaError_t cublas_k_q4_linear(cudaStream_t s, int64_t m, int64_t n, int64_t k,
 			       const uint16_t *x, int64_t ldx, const void *q4,
-			       const uint16_t *bias, int relu, const uint16_t *res, int64_t ldr,
-			       uint16_t *out, int64_t ldo, int ksplit, float *part);
+			       const struct cublas_epi *e, uint16_t *out, int64_t ldo, int ksplit,
+			       float *part);
 /* Opt the fused kernels into the dynamic shared memory they use. */
 cudaError_t cublas_k_linear_setup(void);
 
 /* ---- k_misc.cu ------------------------------------------------------------------ */
 
+/* Per row: rms == 0: (x - mean) / sqrt(var + eps) * gamma + beta; rms != 0:
+ * x / sqrt(mean(x²) + eps) * gamma + beta.  beta may be NULL (none). */
 cudaError_t cublas_k_layer_norm(cudaStream_t s, int64_t n, int64_t h, const uint16_t *x,
 				int64_t ldx, const uint16_t *gamma, const uint16_t *beta,
-				float eps, uint16_t *out, int64_t ldo);
+				float eps, int rms, uint16_t *out, int64_t ldo);
 
-/* out[i, :] = tok[ids[i], :] + pos[positions[i], :]; ids/positions on the device. */
+/* out[i, :] = tok[ids[i], :] + pos[positions[i], :]; ids/positions on the
+ * device; pos NULL: out[i, :] = tok[ids[i], :] (positions unused). */
 cudaError_t cublas_k_embed(cudaStream_t s, int64_t n, int64_t h, const int32_t *ids,
 			   const int32_t *positions, const uint16_t *tok, int64_t ldt,
 			   const uint16_t *pos, int64_t ldp, uint16_t *out, int64_t ldo);
+
+/* Rotary embedding in place on x [n, heads * head_dim] (ld ldx): for pair
+ * i < rot_dim / 2 of each head, (a, b) = values (i, i + rot_dim / 2), angle
+ * = positions[r] * inv_freq[i] in fp32, (a, b) -> (a c - b s, b c + a s) with
+ * c, s = cos, sin times attn_factor.  positions and inv_freq on the device. */
+cudaError_t cublas_k_rope(cudaStream_t s, int64_t n, int64_t heads, int64_t head_dim,
+			  int64_t rot_dim, const int32_t *positions, const float *inv_freq,
+			  float attn_factor, uint16_t *x, int64_t ldx);
 
 /* cache[b * stride + start + i, :] = src[b * n + i, :] (fp16 cache). */
 cudaError_t cublas_k_kv_append(cudaStream_t s, int64_t batch, int64_t n, int64_t start,
@@ -70,8 +92,10 @@ struct cublas_attn {
 	const void *k, *v;  /* fp16, or Q4_COLS encoded tensors (decode) */
 	uint16_t *out;
 	int64_t ldq, ldk, ldv, ldo;
-	int64_t kv_rows;    /* Q4_COLS: rows of the encoded k and v tensors */
+	int64_t kv_rows;    /* Q4_COLS: rows of the encoded k and v tensors (equal) */
 	int64_t batch, seq, len, stride, heads, head_dim;
+	int64_t kv_heads;   /* heads of k and v, dividing heads; rows kv_heads * head_dim wide */
+	int group;          /* heads / kv_heads: query head h reads k/v head h / group */
 	float scale;
 	const int32_t *pad; /* device, batch entries */
 	int q4;             /* decode: k and v are Q4_COLS */

@@ -1,4 +1,4 @@
-/* plugins/compute/cublas/linear.c - out = act(x · wᵀ + bias) + residual.
+/* plugins/compute/cublas/linear.c - out = act(x · wᵀ + bias) ⊙ mul + residual.
  *
  * fp16 weights: one cuBLASLt matmul in fp32 compute.  Row-major x [m, k],
  * w [n, k] and out [m, n] are, read column-major, x' [k, m], w' [k, n] and
@@ -8,7 +8,8 @@
  * (descriptors, layouts, the heuristic's algorithm) are cached per shape and
  * alignment, so decode steps skip the heuristic.  What cuBLASLt cannot fuse
  * (ReLU and a residual together, an unaligned bias) runs as a plain matmul
- * plus the backend's epilogue kernel.
+ * plus the backend's epilogue kernel; so do SiLU and the gating multiplier
+ * `mul` (SwiGLU), which cuBLASLt has no epilogue for.
  *
  * 4-bit weights (Q4_ROWS): up to q4_fused_max_m rows of x use the fused
  * dequantize-GEMM kernel, which reads each weight byte once; larger products
@@ -29,14 +30,37 @@
  * fg_linear_args: x [m, k], w [n, k], out [m, n]. */
 struct cb_gemm {
 	int64_t m, n, k;
-	const uint16_t *x, *w, *bias, *res;
-	int64_t ldx, ldw, ldr;
+	const uint16_t *x, *w, *bias, *res, *mul;
+	int64_t ldx, ldw, ldr, ldm;
 	uint16_t *out;
 	int64_t ldo;
-	int relu;
-	void *tmp;        /* scratch for ReLU + a residual aliasing out */
+	int act;          /* enum fg_activation */
+	void *tmp;        /* scratch for the epilogue kernel with a residual aliasing out */
 	size_t tmp_bytes;
 };
+
+/* The epilogue of rows [i0, ...) of g, for the epilogue kernels. */
+static struct cublas_epi cb_epi_of(const struct cb_gemm *g, int64_t i0)
+{
+	struct cublas_epi e;
+
+	e.bias = g->bias;
+	e.mul = g->mul ? g->mul + i0 * g->ldm : NULL;
+	e.res = g->res ? g->res + i0 * g->ldr : NULL;
+	e.ldm = g->ldm;
+	e.ldr = g->ldr;
+	e.act = g->act;
+	return e;
+}
+
+/* cuBLASLt fuses bias (16-byte aligned), ReLU and the residual, but not ReLU
+ * with a residual, SiLU or mul: those need the epilogue kernel after a plain product. */
+static int cb_lt_fuses(const struct cb_gemm *g)
+{
+	int bias_ok = !g->bias || ((uintptr_t)g->bias & 15) == 0;
+
+	return bias_ok && g->act != FG_ACT_SILU && !g->mul && !(g->act == FG_ACT_RELU && g->res);
+}
 
 static int cb_align(const void *p)
 {
@@ -243,31 +267,40 @@ static int cb_epi(struct cublas_ctx *c, cudaError_t e)
 /* The fp16 path for one product. */
 static int cb_linear_f16(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_gemm *g)
 {
-	int bias_ok = !g->bias || ((uintptr_t)g->bias & 15) == 0;
+	struct cublas_epi e;
 	int rc;
 
-	if (bias_ok && !(g->relu && g->res)) {
-		cublasLtEpilogue_t epi = g->bias ? (g->relu ? CUBLASLT_EPILOGUE_RELU_BIAS
-							    : CUBLASLT_EPILOGUE_BIAS)
-						 : (g->relu ? CUBLASLT_EPILOGUE_RELU
-							    : CUBLASLT_EPILOGUE_DEFAULT);
+	if (cb_lt_fuses(g)) {
+		int relu = g->act == FG_ACT_RELU;
+		cublasLtEpilogue_t epi = g->bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS
+						       : CUBLASLT_EPILOGUE_BIAS)
+						 : (relu ? CUBLASLT_EPILOGUE_RELU
+						       : CUBLASLT_EPILOGUE_DEFAULT);
 
 		rc = cb_lt(c, s, g, epi, g->bias, g->res, g->ldr, g->out, g->ldo);
 		if (rc <= 0)
 			return rc;
 	}
 	if (!g->res || g->res != g->out) {
-		/* The product lands in out and is finished in place. */
+		/* The product lands in out and is finished in place (mul never overlaps out). */
 		if ((rc = cb_plain(c, s, g, g->out, g->ldo)))
 			return rc;
-		if (!g->bias && !g->relu && !g->res)
+		if (!g->bias && g->act == FG_ACT_NONE && !g->res && !g->mul)
 			return 0;
-		return cb_epi(c, cublas_k_epilogue(s->s, g->m, g->n, g->out, g->ldo, g->bias,
-						   g->relu, g->res, g->ldr, g->out, g->ldo));
+		e = cb_epi_of(g, 0);
+		return cb_epi(c, cublas_k_epilogue(s->s, g->m, g->n, g->out, g->ldo, &e, g->out,
+						   g->ldo));
 	}
 	/* out holds the residual: the product goes through scratch, a band of rows at a time. */
 	int64_t band = (int64_t)(g->tmp_bytes / (2 * (size_t)g->n));
 
+	if (!g->tmp_bytes) { /* a 4-bit tile whose fused cuBLASLt product had no algorithm */
+		fg_error(c->host, "cublas: linear: no cuBLASLt algorithm fuses the residual for "
+			 "[%" PRId64 ", %" PRId64 "] x [%" PRId64 ", %" PRId64 "]ᵀ and the scratch "
+			 "holds the 4-bit tile; pass a residual separate from out", g->m, g->k,
+			 g->n, g->k);
+		return -ENOTSUP;
+	}
 	if (band < 1) {
 		fg_error(c->host, "cublas: linear: scratch of %zu bytes cannot hold one output row "
 			 "of %" PRId64 " values; raise `scratch`", g->tmp_bytes, g->n);
@@ -280,8 +313,8 @@ static int cb_linear_f16(struct cublas_ctx *c, struct cublas_stream *s, const st
 		b.x = g->x + i0 * g->ldx;
 		if ((rc = cb_plain(c, s, &b, b.tmp, b.n)))
 			return rc;
-		rc = cb_epi(c, cublas_k_epilogue(s->s, b.m, b.n, b.tmp, b.n, g->bias, g->relu,
-						 g->out + i0 * g->ldo, g->ldo,
+		e = cb_epi_of(g, i0);
+		rc = cb_epi(c, cublas_k_epilogue(s->s, b.m, b.n, b.tmp, b.n, &e,
 						 g->out + i0 * g->ldo, g->ldo));
 		if (rc)
 			return rc;
@@ -296,17 +329,26 @@ static int cb_linear_q4(struct cublas_ctx *c, struct cublas_stream *s, struct cb
 	int64_t nt;
 	int rc;
 
-	if (g->m <= c->q4_fused_max_m && cublas_q4_fused_ok(q4, g->k, g->x, g->ldx)) {
+	/* (grid y of the fused kernels: one block per 64 weight rows) */
+	if (g->m <= c->q4_fused_max_m && cublas_q4_fused_ok(q4, g->k, g->x, g->ldx) &&
+	    (g->n + FG_Q4_GROUP - 1) / FG_Q4_GROUP <= 65535) {
 		int ks = cublas_q4_fused_split(g->m, g->n, g->k, c->sms, c->scratch_bytes / 4);
+		struct cublas_epi e = cb_epi_of(g, 0);
 
-		return cb_epi(c, cublas_k_q4_linear(s->s, g->m, g->n, g->k, g->x, g->ldx, q4,
-						    g->bias, g->relu, g->res, g->ldr, g->out,
-						    g->ldo, ks, s->scratch));
+		return cb_epi(c, cublas_k_q4_linear(s->s, g->m, g->n, g->k, g->x, g->ldx, q4, &e,
+						    g->out, g->ldo, ks, s->scratch));
 	}
-	if (g->relu && g->res && g->res == g->out) {
-		deq_bytes = c->scratch_bytes / 2;
-		g->tmp = (char *)s->scratch + deq_bytes;
-		g->tmp_bytes = c->scratch_bytes - deq_bytes;
+	/* The dequantized tile occupies the scratch: with a residual aliasing out,
+	 * an epilogue kernel needs the second half for the product. */
+	if (g->res && g->res == g->out) {
+		if (cb_lt_fuses(g)) {
+			g->tmp = NULL;
+			g->tmp_bytes = 0;
+		} else {
+			deq_bytes = c->scratch_bytes / 2;
+			g->tmp = (char *)s->scratch + deq_bytes;
+			g->tmp_bytes = c->scratch_bytes - deq_bytes;
+		}
 	}
 	nt = (int64_t)(deq_bytes / (2 * (size_t)g->k));
 	if (nt >= FG_Q4_GROUP)
@@ -325,52 +367,13 @@ static int cb_linear_q4(struct cublas_ctx *c, struct cublas_stream *s, struct cb
 		t.ldw = g->k;
 		t.bias = g->bias ? g->bias + n0 : NULL;
 		t.res = g->res ? g->res + n0 : NULL;
+		t.mul = g->mul ? g->mul + n0 : NULL;
 		t.out = g->out + n0;
 		e = cublas_k_q4_dequant(s->s, q4, g->n, g->k, n0, t.n, s->scratch);
 		if (e != cudaSuccess)
 			return cublas_cuda_fail(c, "linear", "the 4-bit dequantization kernel", e);
 		if ((rc = cb_linear_f16(c, s, &t)))
 			return rc;
-	}
-	return 0;
-}
-
-static int cb_linear_check(struct cublas_ctx *c, const struct fg_linear_args *a)
-{
-	const char *op = "linear";
-	int64_t m = a->x.rows, k = a->x.cols, n = a->w.rows;
-	int rc;
-
-	if ((rc = cublas_check_tensor(c, op, "x", &a->x, FG_DTYPE_F16, -1, -1)))
-		return rc;
-	if (a->w.dtype == FG_DTYPE_Q4_ROWS)
-		rc = cublas_check_q4(c, op, "w", &a->w, FG_DTYPE_Q4_ROWS, -1, k);
-	else
-		rc = cublas_check_tensor(c, op, "w", &a->w, FG_DTYPE_F16, -1, k);
-	if (rc || (rc = cublas_check_tensor(c, op, "out", &a->out, FG_DTYPE_F16, m, n)))
-		return rc;
-	if (a->bias.data &&
-	    (rc = cublas_check_tensor(c, op, "bias", &a->bias, FG_DTYPE_F16, 1, n)))
-		return rc;
-	if (a->residual.data &&
-	    (rc = cublas_check_tensor(c, op, "residual", &a->residual, FG_DTYPE_F16, m, n)))
-		return rc;
-	if (a->act != FG_ACT_NONE && a->act != FG_ACT_RELU) {
-		fg_error(c->host, "cublas: linear: unknown activation %d, use FG_ACT_NONE or "
-			 "FG_ACT_RELU", (int)a->act);
-		return -EINVAL;
-	}
-	if (cublas_overlap(&a->out, &a->x) || cublas_overlap(&a->out, &a->w) ||
-	    (a->bias.data && cublas_overlap(&a->out, &a->bias))) {
-		fg_error(c->host, "cublas: linear: out overlaps x, w or bias; write to a separate "
-			 "buffer");
-		return -EINVAL;
-	}
-	if (a->residual.data && cublas_overlap(&a->out, &a->residual) &&
-	    !cublas_same(&a->out, &a->residual)) {
-		fg_error(c->host, "cublas: linear: out partly overlaps residual; pass the same view "
-			 "for both or separate buffers");
-		return -EINVAL;
 	}
 	return 0;
 }
@@ -382,12 +385,6 @@ int cublas_linear(void *ctx, void *stream, const struct fg_linear_args *a)
 	struct cb_gemm g;
 	int rc;
 
-	if (!a) {
-		fg_error(c->host, "cublas: linear: NULL arguments");
-		return -EINVAL;
-	}
-	if ((rc = cb_linear_check(c, a)))
-		return rc;
 	if (a->x.rows == 0 || a->w.rows == 0)
 		return 0;
 	if ((rc = cublas_enter(c, "linear")))
@@ -403,16 +400,19 @@ int cublas_linear(void *ctx, void *stream, const struct fg_linear_args *a)
 	g.bias = a->bias.data;
 	g.res = a->residual.data;
 	g.ldr = a->residual.ld;
+	g.mul = a->mul.data;
+	g.ldm = a->mul.ld;
 	g.out = a->out.data;
 	g.ldo = a->out.ld;
-	g.relu = a->act == FG_ACT_RELU;
+	g.act = a->act;
 	pthread_mutex_lock(&c->lock);
 	g.tmp = s->scratch;
 	g.tmp_bytes = c->scratch_bytes;
-	if (g.k == 0) /* out = act(bias) + residual */
-		rc = cb_epi(c, cublas_k_epilogue(s->s, g.m, g.n, NULL, 0, g.bias, g.relu, g.res,
-						 g.ldr, g.out, g.ldo));
-	else if (a->w.dtype == FG_DTYPE_Q4_ROWS)
+	if (g.k == 0) { /* out = act(bias) ⊙ mul + residual */
+		struct cublas_epi e = cb_epi_of(&g, 0);
+
+		rc = cb_epi(c, cublas_k_epilogue(s->s, g.m, g.n, NULL, 0, &e, g.out, g.ldo));
+	} else if (a->w.dtype == FG_DTYPE_Q4_ROWS)
 		rc = cb_linear_q4(c, s, &g, a->w.data);
 	else
 		rc = cb_linear_f16(c, s, &g);

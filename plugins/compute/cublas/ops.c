@@ -1,11 +1,10 @@
-/* plugins/compute/cublas/ops.c - embedding, layer norm, KV append and
- * attention: argument checks (as cpu_blas does them) and kernel launches. */
+/* plugins/compute/cublas/ops.c - embedding, layer and RMS norm, rotary
+ * embedding, KV append and attention: kernel launches.  The core validated
+ * the arguments against fgcore/compute.h; what is checked here are the
+ * kernels' own limits (head_dim, launch grid, alignment, scratch). */
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <string.h>
-
-#include <fgcore/q4.h>
 
 #include "plugins/compute/cublas/cublas_int.h"
 #include "plugins/compute/cublas/kernels.h"
@@ -22,107 +21,75 @@ int cublas_embed(void *ctx, void *stream, const struct fg_embed_args *a)
 	struct cublas_ctx *c = ctx;
 	struct cublas_stream *s = cublas_stream_of(c, stream);
 	const char *op = "embed";
-	void *dids, *dpos;
-	int64_t h;
+	int with_pos = a->pos.data != NULL;
+	void *dids, *dpos = NULL;
+	int64_t h = a->tok.cols;
 	int rc;
 
-	if (!a) {
-		fg_error(c->host, "cublas: embed: NULL arguments");
-		return -EINVAL;
-	}
-	if (a->n < 0 || a->n > INT64_MAX / 8) {
-		fg_error(c->host, "cublas: embed: n = %" PRId64 " is out of range", a->n);
-		return -EINVAL;
-	}
-	h = a->tok.cols;
-	if ((rc = cublas_check_tensor(c, op, "tok", &a->tok, FG_DTYPE_F16, -1, -1)) ||
-	    (rc = cublas_check_tensor(c, op, "pos", &a->pos, FG_DTYPE_F16, -1, h)) ||
-	    (rc = cublas_check_tensor(c, op, "out", &a->out, FG_DTYPE_F16, a->n, h)))
-		return rc;
-	if (a->n == 0)
-		return 0;
-	if (!a->ids || !a->positions) {
-		fg_error(c->host, "cublas: embed: ids or positions is NULL");
-		return -EINVAL;
-	}
-	/* Checked on the host: the kernel trusts them as row indices. */
-	for (int64_t i = 0; i < a->n; i++) {
-		if (a->ids[i] < 0 || a->ids[i] >= a->tok.rows) {
-			fg_error(c->host, "cublas: embed: ids[%" PRId64 "] = %" PRId32
-				 " is outside the vocabulary [0, %" PRId64 ")", i, a->ids[i],
-				 a->tok.rows);
-			return -EINVAL;
-		}
-		if (a->positions[i] < 0 || a->positions[i] >= a->pos.rows) {
-			fg_error(c->host, "cublas: embed: positions[%" PRId64 "] = %" PRId32
-				 " is outside the position table [0, %" PRId64 ")", i,
-				 a->positions[i], a->pos.rows);
-			return -EINVAL;
-		}
-	}
-	if (cublas_overlap(&a->out, &a->tok) || cublas_overlap(&a->out, &a->pos)) {
-		fg_error(c->host, "cublas: embed: out overlaps the embedding tables");
-		return -EINVAL;
-	}
-	if (h == 0)
+	if (a->n == 0 || h == 0)
 		return 0;
 	if ((rc = cublas_enter(c, op)))
 		return rc;
 	pthread_mutex_lock(&c->lock);
-	rc = cublas_stage(c, s, op, a->ids, (size_t)a->n * sizeof(int32_t), a->positions,
-			  (size_t)a->n * sizeof(int32_t), &dids, &dpos);
+	rc = cublas_stage(c, s, op, a->ids, (size_t)a->n * sizeof(int32_t),
+			  with_pos ? a->positions : NULL,
+			  with_pos ? (size_t)a->n * sizeof(int32_t) : 0, &dids, &dpos);
 	if (!rc)
-		rc = cb_launched(c, op, cublas_k_embed(s->s, a->n, h, dids, dpos, a->tok.data,
-						       a->tok.ld, a->pos.data, a->pos.ld,
-						       a->out.data, a->out.ld));
+		rc = cb_launched(c, op, cublas_k_embed(s->s, a->n, h, dids,
+						       with_pos ? dpos : NULL, a->tok.data,
+						       a->tok.ld, with_pos ? a->pos.data : NULL,
+						       a->pos.ld, a->out.data, a->out.ld));
 	if (cublas_stage_done(c, s, op) && !rc)
 		rc = -EIO;
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
 
-/* ---- layer norm ------------------------------------------------------------------------ */
+/* ---- layer norm, RMS norm --------------------------------------------------------------- */
 
 int cublas_layer_norm(void *ctx, void *stream, const struct fg_layer_norm_args *a)
 {
 	struct cublas_ctx *c = ctx;
 	struct cublas_stream *s = cublas_stream_of(c, stream);
-	const char *op = "layer_norm";
-	int64_t n, h;
+	const char *op = a->kind == FG_NORM_RMS ? "rms_norm" : "layer_norm";
+	int64_t n = a->x.rows, h = a->x.cols;
 	int rc;
 
-	if (!a) {
-		fg_error(c->host, "cublas: layer_norm: NULL arguments");
-		return -EINVAL;
-	}
-	n = a->x.rows;
-	h = a->x.cols;
-	if ((rc = cublas_check_tensor(c, op, "x", &a->x, FG_DTYPE_F16, -1, -1)) ||
-	    (rc = cublas_check_tensor(c, op, "gamma", &a->gamma, FG_DTYPE_F16, 1, h)) ||
-	    (rc = cublas_check_tensor(c, op, "beta", &a->beta, FG_DTYPE_F16, 1, h)) ||
-	    (rc = cublas_check_tensor(c, op, "out", &a->out, FG_DTYPE_F16, n, h)))
-		return rc;
-	if (!isfinite(a->eps) || a->eps < 0) {
-		fg_error(c->host, "cublas: layer_norm: eps = %g, expected a finite value >= 0",
-			 (double)a->eps);
-		return -EINVAL;
-	}
-	if (cublas_overlap(&a->out, &a->x) && !cublas_same(&a->out, &a->x)) {
-		fg_error(c->host, "cublas: layer_norm: out partly overlaps x; pass the same view "
-			 "for both or separate buffers");
-		return -EINVAL;
-	}
-	if (cublas_overlap(&a->out, &a->gamma) || cublas_overlap(&a->out, &a->beta)) {
-		fg_error(c->host, "cublas: layer_norm: out overlaps gamma or beta");
-		return -EINVAL;
-	}
 	if (n == 0 || h == 0)
 		return 0;
 	if ((rc = cublas_enter(c, op)))
 		return rc;
 	return cb_launched(c, op, cublas_k_layer_norm(s->s, n, h, a->x.data, a->x.ld,
 						      a->gamma.data, a->beta.data, a->eps,
-						      a->out.data, a->out.ld));
+						      a->kind == FG_NORM_RMS, a->out.data,
+						      a->out.ld));
+}
+
+/* ---- rotary position embedding ------------------------------------------------------------ */
+
+int cublas_rope(void *ctx, void *stream, const struct fg_rope_args *a)
+{
+	struct cublas_ctx *c = ctx;
+	struct cublas_stream *s = cublas_stream_of(c, stream);
+	const char *op = "rope";
+	void *dpos, *dinv;
+	int rc;
+
+	if (a->n == 0 || a->heads == 0 || a->rot_dim < 2)
+		return 0;
+	if ((rc = cublas_enter(c, op)))
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	rc = cublas_stage(c, s, op, a->positions, (size_t)a->n * sizeof(int32_t), a->inv_freq,
+			  (size_t)(a->rot_dim / 2) * sizeof(float), &dpos, &dinv);
+	if (!rc)
+		rc = cb_launched(c, op, cublas_k_rope(s->s, a->n, a->heads, a->head_dim,
+						      a->rot_dim, dpos, dinv, a->attn_factor,
+						      a->x.data, a->x.ld));
+	if (cublas_stage_done(c, s, op) && !rc)
+		rc = -EIO;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
 }
 
 /* ---- KV append ------------------------------------------------------------------------- */
@@ -132,49 +99,15 @@ int cublas_kv_append(void *ctx, void *stream, const struct fg_kv_append_args *a)
 	struct cublas_ctx *c = ctx;
 	struct cublas_stream *s = cublas_stream_of(c, stream);
 	const char *op = "kv_append";
-	int q4;
-	int64_t h;
+	int q4 = a->cache.dtype == FG_DTYPE_Q4_COLS;
+	int64_t h = a->src.cols;
 	int rc;
 
-	if (!a) {
-		fg_error(c->host, "cublas: kv_append: NULL arguments");
-		return -EINVAL;
-	}
-	if (a->batch < 0 || a->n < 0 || a->start < 0 || a->cache_stride < 0 ||
-	    a->start > a->cache_stride || a->n > a->cache_stride - a->start) {
-		fg_error(c->host, "cublas: kv_append: batch %" PRId64 ", n %" PRId64 ", start %"
-			 PRId64 ", cache_stride %" PRId64 ": need 0 <= start and start + n <= "
-			 "cache_stride", a->batch, a->n, a->start, a->cache_stride);
-		return -EINVAL;
-	}
-	if ((a->n && a->batch > INT64_MAX / 8 / a->n) ||
-	    (a->cache_stride && a->batch > INT64_MAX / 8 / a->cache_stride)) {
-		fg_error(c->host, "cublas: kv_append: batch %" PRId64 " is too large", a->batch);
-		return -EINVAL;
-	}
-	h = a->src.cols;
-	q4 = a->cache.dtype == FG_DTYPE_Q4_COLS;
-	if ((rc = cublas_check_tensor(c, op, "src", &a->src, FG_DTYPE_F16, a->batch * a->n, -1)))
-		return rc;
-	if (q4)
-		rc = cublas_check_q4(c, op, "cache", &a->cache, FG_DTYPE_Q4_COLS, -1, h);
-	else
-		rc = cublas_check_tensor(c, op, "cache", &a->cache, FG_DTYPE_F16, -1, h);
-	if (rc)
-		return rc;
-	if (a->cache.rows < a->batch * a->cache_stride) {
-		fg_error(c->host, "cublas: kv_append: cache has %" PRId64 " rows, fewer than "
-			 "batch * cache_stride = %" PRId64, a->cache.rows,
-			 a->batch * a->cache_stride);
-		return -EINVAL;
-	}
-	if (cublas_overlap(&a->src, &a->cache)) {
-		fg_error(c->host, "cublas: kv_append: src overlaps the cache; copy from a separate "
-			 "buffer");
-		return -EINVAL;
-	}
 	if (h == 0 || a->batch == 0 || a->n == 0)
 		return 0;
+	/* 32-bit stores of codes and (scale, min) pairs */
+	if (q4 && (rc = cublas_need_align(c, op, "the 4-bit cache", a->cache.data, 4)))
+		return rc;
 	if ((rc = cublas_enter(c, op)))
 		return rc;
 	if (q4)
@@ -194,92 +127,37 @@ static int cb_attention(struct cublas_ctx *c, void *stream, const struct fg_atte
 {
 	const char *op = decode ? "attention_decode" : "attention_prefill";
 	struct cublas_stream *s = cublas_stream_of(c, stream);
+	int64_t kvh = a->kv_heads ? a->kv_heads : a->heads;
+	int q4 = decode && a->k.dtype == FG_DTYPE_Q4_COLS;
+	int64_t maxd = decode ? CUBLAS_DECODE_MAX_D : CUBLAS_PREFILL_MAX_D;
 	struct cublas_attn k;
-	int64_t hcols, qrows, kvrows, keys;
-	int q4 = 0, rc;
 	void *dpad;
 	cudaError_t e;
+	int rc;
 
-	if (!a) {
-		fg_error(c->host, "cublas: %s: NULL arguments", op);
-		return -EINVAL;
-	}
-	if (a->batch < 0 || a->seq < 0 || a->heads < 0 || a->head_dim < 0 ||
-	    (a->heads && a->head_dim > INT64_MAX / 8 / a->heads)) {
-		fg_error(c->host, "cublas: %s: batch %" PRId64 ", seq %" PRId64 ", heads %" PRId64
-			 ", head_dim %" PRId64 ": need non-negative sizes", op, a->batch, a->seq,
-			 a->heads, a->head_dim);
-		return -EINVAL;
-	}
-	hcols = a->heads * a->head_dim;
-	if (decode) {
-		if (a->seq != 1 || a->len < 1 || a->cache_stride < a->len ||
-		    (a->batch && a->cache_stride > INT64_MAX / 8 / a->batch)) {
-			fg_error(c->host, "cublas: %s: seq %" PRId64 ", len %" PRId64
-				 ", cache_stride %" PRId64 ": need seq == 1 and "
-				 "1 <= len <= cache_stride", op, a->seq, a->len, a->cache_stride);
-			return -EINVAL;
-		}
-		qrows = a->batch;
-		kvrows = a->batch * a->cache_stride;
-		keys = a->len;
-		q4 = a->k.dtype == FG_DTYPE_Q4_COLS;
-	} else {
-		if (a->batch && a->seq > INT64_MAX / 8 / a->batch) {
-			fg_error(c->host, "cublas: %s: batch * seq overflows", op);
-			return -EINVAL;
-		}
-		qrows = kvrows = a->batch * a->seq;
-		keys = a->seq;
-	}
-	if ((rc = cublas_check_tensor(c, op, "q", &a->q, FG_DTYPE_F16, qrows, hcols)) ||
-	    (rc = cublas_check_tensor(c, op, "out", &a->out, FG_DTYPE_F16, qrows, hcols)))
-		return rc;
-	if (q4) {
-		if ((rc = cublas_check_q4(c, op, "k", &a->k, FG_DTYPE_Q4_COLS, -1, hcols)) ||
-		    (rc = cublas_check_q4(c, op, "v", &a->v, FG_DTYPE_Q4_COLS, a->k.rows, hcols)))
-			return rc;
-	} else if ((rc = cublas_check_tensor(c, op, "k", &a->k, FG_DTYPE_F16, -1, hcols)) ||
-		   (rc = cublas_check_tensor(c, op, "v", &a->v, FG_DTYPE_F16, -1, hcols))) {
-		return rc;
-	}
-	if (a->k.rows < kvrows || a->v.rows < kvrows) {
-		fg_error(c->host, "cublas: %s: k has %" PRId64 " and v %" PRId64 " rows, need %"
-			 PRId64 "%s", op, a->k.rows, a->v.rows, kvrows,
-			 decode ? " (batch * cache_stride)" : " (batch * seq)");
-		return -EINVAL;
-	}
-	if (!isfinite(a->scale)) {
-		fg_error(c->host, "cublas: %s: scale is not finite", op);
-		return -EINVAL;
-	}
-	if (qrows == 0 || hcols == 0)
+	if (a->batch == 0 || a->heads == 0 || a->head_dim == 0 || (!decode && a->seq == 0))
 		return 0;
-	if (!a->pad) {
-		fg_error(c->host, "cublas: %s: pad is NULL, pass batch left-pad counts", op);
-		return -EINVAL;
-	}
-	for (int64_t b = 0; b < a->batch; b++) {
-		if (a->pad[b] < 0 || a->pad[b] > keys) {
-			fg_error(c->host, "cublas: %s: pad[%" PRId64 "] = %" PRId32
-				 " is outside [0, %" PRId64 "]", op, b, a->pad[b], keys);
-			return -EINVAL;
-		}
-	}
-	if ((cublas_overlap(&a->out, &a->q) && !cublas_same(&a->out, &a->q)) ||
-	    cublas_overlap(&a->out, &a->k) || cublas_overlap(&a->out, &a->v)) {
-		fg_error(c->host, "cublas: %s: out overlaps k or v (or part of q); use a separate "
-			 "buffer", op);
-		return -EINVAL;
-	}
-	if (a->head_dim > (decode ? CUBLAS_DECODE_MAX_D : CUBLAS_PREFILL_MAX_D)) {
-		fg_error(c->host, "cublas: %s: head_dim %" PRId64 " is not supported (at most %d)",
-			 op, a->head_dim, decode ? CUBLAS_DECODE_MAX_D : CUBLAS_PREFILL_MAX_D);
+	if (a->head_dim > maxd) {
+		fg_error(c->host, "cublas: %s: head_dim %" PRId64 " is not supported (at most %"
+			 PRId64 "); use the cpu_blas backend for this model", op, a->head_dim,
+			 maxd);
 		return -ENOTSUP;
 	}
-	if (a->batch > 65535 || a->heads > 65535 || a->batch * a->heads > INT32_MAX) {
+	/* prefill: grid (query blocks, heads, batch); decode: (batch * heads, splits) */
+	if (decode ? a->batch > INT32_MAX / a->heads : (a->batch > 65535 || a->heads > 65535)) {
 		fg_error(c->host, "cublas: %s: batch %" PRId64 " x heads %" PRId64 " exceeds the "
 			 "launch grid; split the batch", op, a->batch, a->heads);
+		return -ENOTSUP;
+	}
+	/* 32-bit loads of codes and (scale, min) pairs */
+	if (q4 && ((rc = cublas_need_align(c, op, "the 4-bit k cache", a->k.data, 4)) ||
+		   (rc = cublas_need_align(c, op, "the 4-bit v cache", a->v.data, 4))))
+		return rc;
+	/* one layout for both: where the (scale, min) pairs start depends on rows */
+	if (q4 && a->k.rows != a->v.rows) {
+		fg_error(c->host, "cublas: %s: the 4-bit k cache has %" PRId64 " rows and v %"
+			 PRId64 "; allocate both caches with the same shape", op, a->k.rows,
+			 a->v.rows);
 		return -ENOTSUP;
 	}
 	if ((rc = cublas_enter(c, op)))
@@ -299,6 +177,8 @@ static int cb_attention(struct cublas_ctx *c, void *stream, const struct fg_atte
 	k.len = a->len;
 	k.stride = a->cache_stride;
 	k.heads = a->heads;
+	k.kv_heads = kvh;
+	k.group = (int)(a->heads / kvh);
 	k.head_dim = a->head_dim;
 	k.scale = a->scale;
 	k.q4 = q4;

@@ -4,9 +4,11 @@
  *
  * fp16 activations in device memory (the cuda_mem tier); fp16 weights go
  * through cuBLASLt, 4-bit weights (Q4_ROWS) through the backend's own
- * kernels.  Every op is asynchronous on its stream; NULL names the backend's
- * default stream, created at init (a blocking stream, so the synchronous
- * cudaMemcpy of the storage tiers stays ordered with the work on it).
+ * kernels; compute ABI 1.1 (RMS norm, rotary embedding, SiLU and the gating
+ * multiplier in linear, grouped-query attention).  Every op is asynchronous
+ * on its stream; NULL names the backend's default stream, created at init
+ * (a blocking stream, so the synchronous cudaMemcpy of the storage tiers
+ * stays ordered with the work on it).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -508,7 +510,33 @@ static void cublas_info(void *ctx, struct fg_compute_info *info)
 {
 	(void)ctx;
 	info->act_dtype = FG_DTYPE_F16;
-	info->native_codecs = "fp16,int4_group64";
+	info->native_codecs = "fp16,int4_group64"; /* read by 1.0 hosts only; `supports` says it now */
+}
+
+/* Exactly the ops and operand types the kernels implement: fp16 everywhere,
+ * 4-bit weights (Q4_ROWS) in linear, a 4-bit cache (Q4_COLS) in decode,
+ * append and grouped-query decode. */
+static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
+{
+	(void)ctx;
+	switch (op) {
+	case FG_OP_EMBED:
+	case FG_OP_EMBED_TOKENS:
+	case FG_OP_LAYER_NORM:
+	case FG_OP_RMS_NORM:
+	case FG_OP_ROPE:
+	case FG_OP_ATTENTION_PREFILL:
+		return dtype == FG_DTYPE_F16;
+	case FG_OP_LINEAR:
+	case FG_OP_LINEAR_SILU:
+	case FG_OP_LINEAR_MUL:
+		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS;
+	case FG_OP_ATTENTION_DECODE:
+	case FG_OP_ATTENTION_GQA:
+	case FG_OP_KV_APPEND:
+		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS;
+	}
+	return 0;
 }
 
 static int cublas_probe(const struct fg_host *host)
@@ -543,6 +571,8 @@ static const struct fg_compute_ops cublas_ops = {
 	.event_sync		= cublas_event_sync,
 	.copy			= cublas_copy,
 	.argmax			= cublas_argmax,
+	.rope			= cublas_rope,
+	.supports		= cublas_supports,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
