@@ -511,6 +511,7 @@ static void cublas_info(void *ctx, struct fg_compute_info *info)
 	(void)ctx;
 	info->act_dtype = FG_DTYPE_F16;
 	info->native_codecs = "fp16,int4_group64"; /* read by 1.0 hosts only; `supports` says it now */
+	info->device_memory = 1; /* its operands live in GPU memory (cuda_mem) */
 }
 
 /* Exactly the ops and operand types the kernels implement: fp16 everywhere,
