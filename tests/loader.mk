@@ -44,3 +44,7 @@ tests_test_config_LDADD = $(TEST_LIBS)
 TESTS += tests/test_loader tests/test_config tests/test_cli.sh tests/test_out_of_tree.sh \
 	tests/test_skeleton_conformance.sh
 EXTRA_DIST += tests/test_cli.sh tests/test_out_of_tree.sh tests/test_skeleton_conformance.sh
+
+# libfgcore.so exports exactly the extern functions of the installed headers.
+TESTS += tests/test_exports.sh
+EXTRA_DIST += tests/test_exports.sh

@@ -1,5 +1,5 @@
 # core/model: OPT configuration and weight sources (safetensors, FlexGen .npy, dummy).
-libfgcore_la_SOURCES += \
+libfgcore_internal_la_SOURCES += \
 	core/model/fileio.c \
 	core/model/opt_config.c \
 	core/model/weight_names.c \
