@@ -87,9 +87,14 @@ if ! "$cc" -std=c11 -Wall -Wextra -Werror -shared -fPIC -fvisibility=hidden $cfl
 	cat "$tmp/cc.log"
 	fail "oot_q4.c does not build out of tree"
 fi
+# The comparing program loads the installed int4_group64: in a sanitizer
+# build that plugin needs the ASan runtime first, so the program links it too.
+san=
+ldd "$pkglibdir/int4_group64.so" 2>/dev/null | grep -q libasan && san="-fsanitize=address,undefined"
 # shellcheck disable=SC2086
-if ! "$cc" -std=c11 -Wall -Wextra -Werror $cflags "$FGCORE_SRCDIR/tests/out_of_tree/oot_compare.c" \
-	-o "$tmp/oot_compare" -ldl -lm 2>"$tmp/cc.log"; then
+if ! "$cc" -std=c11 -Wall -Wextra -Werror $san $cflags \
+	"$FGCORE_SRCDIR/tests/out_of_tree/oot_compare.c" -o "$tmp/oot_compare" -ldl -lm \
+	2>"$tmp/cc.log"; then
 	cat "$tmp/cc.log"
 	fail "oot_compare.c does not build out of tree"
 fi
