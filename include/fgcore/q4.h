@@ -36,7 +36,7 @@
  *   fg_q4_encode_group  a whole group: range, parameters, one q per byte;
  *   fg_q4_value         one q -> its decoded value, q * scale + mn in fp32;
  *   fg_q4_param_store / fg_q4_param_load / fg_q4_nibble / fg_q4_set_nibble
- *                       the bytes of the layout below.
+ *                       the bytes of the layout above.
  * They assume IEEE fp32 arithmetic in round-to-nearest (no -ffast-math).  A
  * build that fuses q * scale + mn into one FMA (-ffp-contract=fast together
  * with -mfma) decodes within an fp32 rounding of the rule, not bit-exactly;
