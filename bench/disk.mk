@@ -3,5 +3,5 @@
 EXTRA_PROGRAMS += bench/disk_bench
 bench_disk_bench_SOURCES = bench/disk_bench.c
 bench_disk_bench_CFLAGS = $(AM_CFLAGS)
-bench_disk_bench_LDADD = libfgcore.la -lm
+bench_disk_bench_LDADD = libfgcore_internal.la -lm
 bench: bench/disk_bench$(EXEEXT)

@@ -4,7 +4,7 @@ if HAVE_CUDA
 EXTRA_PROGRAMS += bench/gpu_ops_bench
 bench_gpu_ops_bench_SOURCES = bench/gpu_ops_bench.c
 bench_gpu_ops_bench_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS)
-bench_gpu_ops_bench_LDADD = libfgcore.la $(CUDA_LIBS) -lm
+bench_gpu_ops_bench_LDADD = libfgcore_internal.la $(CUDA_LIBS) -lm
 GPU_OPS_BENCH += bench/gpu_ops_bench$(EXEEXT)
 endif
 bench: $(GPU_OPS_BENCH)

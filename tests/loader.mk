@@ -43,4 +43,9 @@ tests_test_config_LDADD = $(TEST_LIBS)
 
 TESTS += tests/test_loader tests/test_config tests/test_cli.sh tests/test_out_of_tree.sh \
 	tests/test_skeleton_conformance.sh
-EXTRA_DIST += tests/test_cli.sh tests/test_out_of_tree.sh tests/test_skeleton_conformance.sh
+EXTRA_DIST += tests/test_cli.sh tests/test_out_of_tree.sh tests/test_skeleton_conformance.sh \
+	tests/out_of_tree/oot_q4.c tests/out_of_tree/oot_compare.c
+
+# libfgcore.so exports exactly the extern functions of the installed headers.
+TESTS += tests/test_exports.sh
+EXTRA_DIST += tests/test_exports.sh

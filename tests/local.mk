@@ -13,7 +13,7 @@ AM_TESTS_ENVIRONMENT = \
 noinst_HEADERS += tests/test_rng.h tests/test_tmpdir.h
 
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-TEST_LIBS = libfgcore.la $(CHECK_LIBS) -lm
+TEST_LIBS = libfgcore_internal.la $(CHECK_LIBS) -lm
 
 include $(srcdir)/tests/loader.mk
 include $(srcdir)/tests/storage.mk

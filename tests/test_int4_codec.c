@@ -11,6 +11,9 @@
  *  - NaN encodes q = 0, +-inf saturate, padding bytes are zero.
  * NMSE of Gaussian and heavy-tailed tensors is printed for doc/INT4.md and
  * compared with the uniform-noise prediction sum(scale^2 / 12) / sum(x^2).
+ * Then q4.h's own encoder (fg_q4_param_of, fg_q4_code, fg_q4_value, the byte
+ * helpers), which out-of-tree plugins use, against the same rules and the
+ * codec's bytes.
  * FGCORE_TEST_SEED changes the PRNG seed (default 4242). */
 #define _GNU_SOURCE
 #include <check.h>
@@ -1109,6 +1112,137 @@ START_TEST(test_nmse)
 }
 END_TEST
 
+/* ---- fgcore/q4.h's encoder, as out-of-tree plugins use it ----------------------- */
+
+/* A bound for a group: random floats of every magnitude (bit patterns),
+ * fp16 values and their float neighbours, and the non-finite ones. */
+static float helper_bound(void)
+{
+	uint64_t r = rnd();
+	uint16_t h = (uint16_t)(r >> 16);
+
+	switch (r % 6) {
+	case 0: {
+		uint32_t u = (uint32_t)(r >> 32);
+		float f;
+
+		memcpy(&f, &u, sizeof(f));
+		return f;
+	}
+	case 1:
+		return fg_half_to_float(h);
+	case 2:
+		return nextafterf(fg_half_to_float(h), INFINITY);
+	case 3:
+		return nextafterf(fg_half_to_float(h), -INFINITY);
+	case 4:
+		return (float)(gauss() * ldexp(1.0, (int)(r >> 59) - 16));
+	default:
+		return (r >> 8) % 3 == 0 ? NAN : (r >> 8) % 3 == 1 ? INFINITY : -INFINITY;
+	}
+}
+
+/* fg_q4_param_of, fg_q4_code and fg_q4_value against the rules of the module
+ * comment, checked here with the test's own fp16 neighbours. */
+START_TEST(test_q4_rule)
+{
+	rng_seed(seed + 11);
+	for (int i = 0; i < 2000000; i++) {
+		float lo = helper_bound(), hi = helper_bound(), l, h, s, x, t;
+		struct fg_q4_param p;
+		unsigned q;
+
+		if (i % 4 == 0)
+			hi = lo; /* constant groups */
+		if (lo > hi) {
+			float tmp = lo;
+
+			lo = hi;
+			hi = tmp;
+		}
+		p = fg_q4_param_of(lo, hi);
+		EXPECT(p.m == fg_half_to_float(p.min), "param_of(%a, %a): m %a, min %#x", lo, hi,
+		       p.m, p.min);
+		s = fg_half_to_float(p.scale);
+		EXPECT(s > 0 ? p.inv == 1.0f / s : p.inv == 0.0f && p.scale == 0,
+		       "param_of(%a, %a): inv %a for scale %#x", lo, hi, p.inv, p.scale);
+		if (!(lo <= hi)) { /* a NaN bound: no value */
+			EXPECT(p.scale == 0 && p.min == 0, "param_of(%a, %a): %#x %#x", lo, hi,
+			       p.scale, p.min);
+			continue;
+		}
+		l = clampf16(lo) + 0.0f;
+		h = clampf16(hi) + 0.0f;
+		EXPECT(p.m <= l && fg_half_to_float(half_up(p.min)) > l,
+		       "param_of(%a, %a): min %#x is not the largest fp16 <= %a", lo, hi, p.min, l);
+		EXPECT((p.min & 0x8000u) == 0 || p.m < 0, "param_of(%a, %a): min -0", lo, hi);
+		EXPECT((double)p.m + 15.0 * s >= h, "param_of(%a, %a): %#x + 15 * %#x < %a", lo, hi,
+		       p.min, p.scale, h);
+		EXPECT(p.scale == 0 || (double)p.m + 15.0 * fg_half_to_float(half_down(p.scale)) < h,
+		       "param_of(%a, %a): scale %#x is not the smallest", lo, hi, p.scale);
+		/* a value of the group, and a NaN */
+		x = l + (float)unif() * (h - l);
+		x = x > h ? h : x;
+		t = (x - p.m) * p.inv;
+		t = t < 0 ? 0 : t > 15 ? 15 : t;
+		q = fg_q4_code(x, p.m, p.inv);
+		EXPECT(q == (unsigned)rintf(t), "code(%a; %#x %#x) = %u, not rint(%a)", x, p.scale,
+		       p.min, q, t);
+		EXPECT(fg_q4_code(NAN, p.m, p.inv) == 0, "NaN codes as %u",
+		       fg_q4_code(NAN, p.m, p.inv));
+		EXPECT(decodes_as(fg_q4_value(q, s, p.m), q, s, p.m), "value(%u, %a, %a) = %a", q,
+		       s, p.m, fg_q4_value(q, s, p.m));
+		EXPECT(fabs((double)fg_q4_value(q, s, p.m) - x) <= err_bound(s, p.m),
+		       "value of code(%a) is %a: beyond the bound", x, fg_q4_value(q, s, p.m));
+	}
+}
+END_TEST
+
+/* fg_q4_encode_group, fg_q4_param_store and fg_q4_set_nibble give the
+ * codec's bytes for rows grouped along dimension 1; fg_q4_nibble and
+ * fg_q4_param_load read them back. */
+START_TEST(test_q4_helpers_bytes)
+{
+	rng_seed(seed + 12);
+	for (size_t k = 0; k < NSHAPES; k++) {
+		size_t rows = shapes[k][0], cols = shapes[k][1], n = rows * cols;
+		struct fg_codec_shape sh = { rows, cols, 1 };
+		size_t size = (size_t)fg_q4_bytes(rows, cols, 1), data = (size_t)fg_q4_data_bytes(rows, cols);
+		size_t gcols = (size_t)fg_q4_grid_cols(cols, 1);
+		float *x = malloc(n * sizeof(float));
+		uint8_t *want = malloc(size), *got = calloc(1, size), q[FG_Q4_GROUP];
+
+		ck_assert(x && want && got);
+		fill(x, n, D_STUDENT3, 3.0);
+		for (size_t i = 0; i < n; i += 37)
+			x[i] = i % 3 ? NAN : -INFINITY;
+		ck_assert_int_eq(ops->encode_f32(&sh, x, want), 0);
+		for (size_t r = 0; r < rows; r++)
+			for (size_t g = 0; g < gcols; g++) {
+				size_t c0 = g * FG_Q4_GROUP, w = cols - c0 < FG_Q4_GROUP ? cols - c0 : FG_Q4_GROUP;
+				struct fg_q4_param p;
+				float s, m;
+
+				fg_q4_encode_group(x + r * cols + c0, w, &p, q);
+				fg_q4_param_store(got + data, r * gcols + g, &p);
+				for (size_t j = 0; j < w; j++) {
+					fg_q4_set_nibble(got, r * cols + c0 + j, q[j]);
+					EXPECT(fg_q4_nibble(got, r * cols + c0 + j) == q[j],
+					       "%zux%zu: nibble %zu reads back wrong", rows, cols,
+					       r * cols + c0 + j);
+				}
+				fg_q4_param_load(got + data, r * gcols + g, &s, &m);
+				EXPECT(s == fg_half_to_float(p.scale) && m == p.m,
+				       "%zux%zu: param_load of group %zu", rows, cols, r * gcols + g);
+			}
+		for (size_t i = 0; i < size; i++)
+			EXPECT(got[i] == want[i], "%zux%zu: byte %zu of %zu: q4.h %#x, codec %#x", rows,
+			       cols, i, size, got[i], want[i]);
+		free(x), free(want), free(got);
+	}
+}
+END_TEST
+
 static Suite *int4_suite(void)
 {
 	Suite *s = suite_create("int4_group64");
@@ -1131,6 +1265,8 @@ static Suite *int4_suite(void)
 	tcase_add_test(tc, test_encode_threads);
 	tcase_add_loop_test(tc, test_encode_threads_auto, 0, 2);
 	tcase_add_test(tc, test_nmse);
+	tcase_add_test(tc, test_q4_rule);
+	tcase_add_test(tc, test_q4_helpers_bytes);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -2,7 +2,9 @@
 # tests/test_out_of_tree.sh - a third party's view: install the tree into a
 # staging directory (make install DESTDIR=...), build the skeleton plugins
 # with nothing but `cc -shared -fPIC $(pkg-config --cflags fgcore)`, and load
-# them with the installed fgcore.
+# them with the installed fgcore.  tests/out_of_tree/oot_q4.c uses every SDK
+# helper the in-tree plugins use (fgcore/half.h, q4.h, fanout.h, fp16_simd.h)
+# and must give the installed int4_group64 codec's bytes.
 set -u
 
 if [ -z "${FGCORE_BUILDDIR:-}" ] || [ -z "${FGCORE_SRCDIR:-}" ]; then
@@ -45,7 +47,7 @@ lib=$(find "$dest" -name 'libfgcore.so*' | head -n 1)
 [ -n "$lib" ] || { echo "FAIL: no libfgcore.so installed"; exit 1; }
 libdir=$(dirname "$lib")
 pkglibdir="$libdir/fgcore"
-for h in plugin tensor storage compute codec fgcore; do
+for h in plugin tensor storage compute codec fgcore half q4 fanout fp16_simd; do
 	[ -n "$(find "$dest" -path "*/include/fgcore/$h.h")" ] || fail "fgcore/$h.h not installed"
 done
 [ -n "$(find "$dest" -path '*/man1/fgcore.1')" ] || fail "fgcore.1 not installed"
@@ -76,6 +78,26 @@ for kind in codec storage compute; do
 		fail "${kind}_skeleton.c does not build out of tree"
 	fi
 done
+# The SDK helpers: a 4-bit codec on fgcore/q4.h, fanout.h, fp16_simd.h, half.h.
+echo "$cc -shared -fPIC $cflags oot_q4.c"
+# shellcheck disable=SC2086
+if ! "$cc" -std=c11 -Wall -Wextra -Werror -shared -fPIC -fvisibility=hidden $cflags \
+	"$FGCORE_SRCDIR/tests/out_of_tree/oot_q4.c" -o "$tmp/plugins/oot_q4.so" \
+	-Wl,--no-undefined -lm -lpthread 2>"$tmp/cc.log"; then
+	cat "$tmp/cc.log"
+	fail "oot_q4.c does not build out of tree"
+fi
+# The comparing program loads the installed int4_group64: in a sanitizer
+# build that plugin needs the ASan runtime first, so the program links it too.
+san=
+ldd "$pkglibdir/int4_group64.so" 2>/dev/null | grep -q libasan && san="-fsanitize=address,undefined"
+# shellcheck disable=SC2086
+if ! "$cc" -std=c11 -Wall -Wextra -Werror $san $cflags \
+	"$FGCORE_SRCDIR/tests/out_of_tree/oot_compare.c" -o "$tmp/oot_compare" -ldl -lm \
+	2>"$tmp/cc.log"; then
+	cat "$tmp/cc.log"
+	fail "oot_compare.c does not build out of tree"
+fi
 # The tiniest plugin, written here: a plugin needs nothing but the headers.
 cat >"$tmp/tiny_codec.c" <<'EOF'
 #include <string.h>
@@ -113,13 +135,24 @@ installed() {
 installed env FGCORE_PLUGIN_PATH="$tmp/plugins" "$bin" plugins >"$tmp/out" 2>&1 ||
 	fail "installed fgcore plugins exited $?: $(cat "$tmp/out")"
 cat "$tmp/out"
-for want in "codec_skeleton (codec plugin, ABI 1.1): usable" \
-	"storage_skeleton (storage plugin, ABI 1.1): usable" \
-	"compute_skeleton (compute plugin, ABI 1.1): usable" \
-	"tiny_codec (codec plugin, ABI 1.1): usable"; do
-	grep -qF "$want" "$tmp/out" || fail "installed fgcore plugins lacks '$want'"
+# (any ABI version: they were built against these very headers)
+for want in "codec_skeleton codec" "storage_skeleton storage" "compute_skeleton compute" \
+	"tiny_codec codec" "oot_q4 codec"; do
+	name=${want% *}
+	kind=${want#* }
+	grep -q "^$name ($kind plugin, ABI [0-9]*\.[0-9]*): usable\$" "$tmp/out" ||
+		fail "installed fgcore plugins lacks '$name ($kind plugin, ABI ...): usable'"
 done
 grep -q "refused" "$tmp/out" && fail "a plugin built out of tree was refused"
+
+# It works: the same bytes and values as the installed int4_group64 codec.
+if [ -e "$pkglibdir/int4_group64.so" ] && [ -x "$tmp/oot_compare" ]; then
+	"$tmp/oot_compare" "$tmp/plugins/oot_q4.so" "$pkglibdir/int4_group64.so" >"$tmp/out" 2>&1 ||
+		fail "oot_q4 differs from the installed int4_group64: $(cat "$tmp/out")"
+	cat "$tmp/out"
+else
+	fail "no installed int4_group64.so or no oot_compare to compare oot_q4 with"
+fi
 
 # The plugins installed with the tree load too.
 if [ -d "$pkglibdir" ]; then

@@ -1,6 +1,6 @@
 # core/engine: the engine (open, generate, bench) and the forward pass:
 # the block schedule, its buffers, weight slots, KV cache, host attention, logits.
-libfgcore_la_SOURCES += core/engine/engine.c core/engine/model.c \
+libfgcore_internal_la_SOURCES += core/engine/engine.c core/engine/model.c \
 	core/engine/schedule.c core/engine/buffers.c core/engine/weight_slots.c \
 	core/engine/kv_cache.c core/engine/host_attention.c core/engine/logits.c \
 	core/engine/sample.c core/engine/generate.c core/engine/bench.c core/engine/mover.c

@@ -1,12 +1,12 @@
 /* core/model/dummy.c - deterministic generated weights for benchmarks without a checkpoint. */
-#define _GNU_SOURCE /* core/util/cpus.h: sched_getaffinity */
+#define _GNU_SOURCE /* fgcore/fanout.h: sched_getaffinity */
 #include <pthread.h>
 #include <string.h>
 
+#include <fgcore/fanout.h>
 #include <fgcore/half.h>
 
 #include "core/model/dummy.h"
-#include "core/util/cpus.h"
 
 #define DUMMY_TABLE 65536
 #define DUMMY_GOLDEN UINT64_C(0x9e3779b97f4a7c15)

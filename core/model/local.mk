@@ -1,5 +1,5 @@
 # core/model: weight sources (safetensors, FlexGen .npy, dummy).
-libfgcore_la_SOURCES += \
+libfgcore_internal_la_SOURCES += \
 	core/model/safetensors.c \
 	core/model/npy.c \
 	core/model/dummy.c \

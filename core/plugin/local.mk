@@ -1,3 +1,3 @@
 # core/plugin
-libfgcore_la_SOURCES += core/plugin/loader.c
+libfgcore_internal_la_SOURCES += core/plugin/loader.c
 noinst_HEADERS += core/plugin/loader.h

@@ -9,6 +9,9 @@
  *                     subnormal results correctly rounded; NaN stays NaN, quiet,
  *                     keeping the top bits of its payload.
  *  fg_bf16_to_float   exact (bfloat16 is the top half of a binary32).
+ *
+ * Under nvcc (__CUDACC__) the functions are __host__ __device__, so CUDA
+ * kernels (fgcore/q4.h's encoder) use the same conversions as the host.
  */
 #ifndef FGCORE_HALF_H
 #define FGCORE_HALF_H
@@ -20,23 +23,37 @@
 extern "C" {
 #endif
 
-static inline float fg_bits_to_float(uint32_t u)
+#ifdef __CUDACC__
+#define FG_HALF_FN static inline __host__ __device__
+#else
+#define FG_HALF_FN static inline
+#endif
+
+FG_HALF_FN float fg_bits_to_float(uint32_t u)
 {
+#ifdef __CUDA_ARCH__
+	return __uint_as_float(u);
+#else
 	float f;
 
 	memcpy(&f, &u, sizeof(f));
 	return f;
+#endif
 }
 
-static inline uint32_t fg_float_to_bits(float f)
+FG_HALF_FN uint32_t fg_float_to_bits(float f)
 {
+#ifdef __CUDA_ARCH__
+	return __float_as_uint(f);
+#else
 	uint32_t u;
 
 	memcpy(&u, &f, sizeof(u));
 	return u;
+#endif
 }
 
-static inline float fg_half_to_float(uint16_t h)
+FG_HALF_FN float fg_half_to_float(uint16_t h)
 {
 	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
 	uint32_t exp = (h >> 10) & 0x1fu;
@@ -57,7 +74,7 @@ static inline float fg_half_to_float(uint16_t h)
 	return fg_bits_to_float(sign | (exp << 23) | ((man & 0x3ffu) << 13));
 }
 
-static inline uint16_t fg_float_to_half(float f)
+FG_HALF_FN uint16_t fg_float_to_half(float f)
 {
 	uint32_t x = fg_float_to_bits(f);
 	uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
@@ -92,7 +109,7 @@ static inline uint16_t fg_float_to_half(float f)
 	return (uint16_t)(sign | h);
 }
 
-static inline float fg_bf16_to_float(uint16_t b)
+FG_HALF_FN float fg_bf16_to_float(uint16_t b)
 {
 	return fg_bits_to_float((uint32_t)b << 16);
 }

@@ -1,7 +1,8 @@
 /* plugins/codec/int4_group64.c - the "int4_group64" codec: FlexGen's 4-bit
  * asymmetric group quantization, the byte layout of fgcore/q4.h.
  *
- * Encoder rules (q4.h states them; doc/INT4.md derives the error bound):
+ * Encoder rules (q4.h states them and holds them: fg_q4_param_of, fg_q4_code,
+ * fg_q4_value; doc/INT4.md derives the error bound):
  *  - a group's min and max are taken over its own values only (a last partial
  *    group has no padding values), ignoring NaN; they are clamped to the fp16
  *    range, so +-inf and finite values beyond +-65504 saturate there;
@@ -22,19 +23,18 @@
  * encoded_size 0; codec hooks get no fg_host, so the core's wrapper writes the
  * error line, naming the plugin, the shape and its group_dim.
  */
-#define _GNU_SOURCE /* core/util/cpus.h: sched_getaffinity */
+#define _GNU_SOURCE /* fgcore/fanout.h: sched_getaffinity */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include <fgcore/codec.h>
+#include <fgcore/fanout.h>
+#include <fgcore/fp16_simd.h>
 #include <fgcore/half.h>
 #include <fgcore/plugin.h>
 #include <fgcore/q4.h>
-
-#include "core/util/cpus.h"
-#include "plugins/codec/fp16_simd.h"
 
 #if defined(__SSE2__)
 #define INT4_SSE2 1
@@ -45,8 +45,6 @@
 
 #define INT4_G FG_Q4_GROUP
 #define INT4_TILE 256 /* columns per tile when grouping along dimension 0 */
-#define INT4_F16_MAX 65504.0f
-#define INT4_F16_MAX_BITS 0x7bffu
 #define INT4_PER_THREAD ((size_t)1 << 20) /* values: ~2 ms of work, far above a thread's start */
 
 /* The shape, checked, in the units the loops use. */
@@ -64,11 +62,6 @@ struct int4_io {
 	const uint16_t *f16_in;
 	float *f32_out;
 	uint16_t *f16_out;
-};
-
-struct int4_param {
-	uint16_t hs, hm; /* stored fp16 scale and min */
-	float m, inv;    /* min and 1 / scale (0 when scale is 0) as the encoder uses them */
 };
 
 static int int4_dims_of(const struct fg_codec_shape *s, struct int4_dims *d)
@@ -111,115 +104,10 @@ static uint64_t int4_encoded_size(const struct fg_codec_shape *shape)
 	return d.total;
 }
 
-/* ---- parameters ----------------------------------------------------------- */
-
-/* |v| <= 65504 as fp16 magnitude bits rounded toward zero; *inexact says
- * whether that dropped anything.  Branch-free in the value's fraction, which
- * matters here: one rounding decision per group of 64 values. */
-static inline uint32_t int4_half_trunc(float v, uint32_t *inexact)
-{
-	uint32_t a = fg_float_to_bits(v) & 0x7fffffffu;
-	float f;
-	uint32_t k;
-
-	if (a >= 0x38800000u) { /* 2^-14 and up: a normal fp16 */
-		*inexact = (a & 0x1fffu) != 0;
-		return ((a >> 23) - 112) << 10 | ((a >> 13) & 0x3ffu);
-	}
-	f = fg_bits_to_float(a) * 0x1p24f; /* in units of 2^-24, exact */
-	k = (uint32_t)f;
-	*inexact = (float)k != f;
-	return k;
-}
-
-/* The largest fp16 <= v, for -65504 <= v <= 65504. */
-static uint16_t int4_half_floor(float v)
-{
-	uint32_t inexact, mag = int4_half_trunc(v, &inexact);
-	uint32_t neg = fg_float_to_bits(v) >> 31;
-
-	return (uint16_t)(neg << 15 | (mag + (neg & inexact)));
-}
-
-/* The smallest fp16 >= v, for 0 <= v <= 65504. */
-static uint16_t int4_half_ceil(float v)
-{
-	uint32_t inexact, mag = int4_half_trunc(v, &inexact);
-
-	return (uint16_t)(mag + inexact);
-}
-
-/* mn + 15 * scale >= hi, exactly: both are fp16, so the double sum is exact. */
-static int int4_covers(double m, uint16_t hs, float hi)
-{
-	return m + 15.0 * (double)fg_half_to_float(hs) >= (double)hi;
-}
-
-/* Parameters of a group whose non-NaN values span [lo, hi] (lo > hi: none). */
-static void int4_param_of(float lo, float hi, struct int4_param *p)
-{
-	float s;
-	double m;
-	uint16_t hs;
-
-	if (!(lo <= hi))
-		lo = hi = 0.0f; /* only NaNs: mn = 0, scale = 0 */
-	lo = lo < -INT4_F16_MAX ? -INT4_F16_MAX : lo > INT4_F16_MAX ? INT4_F16_MAX : lo;
-	hi = hi < -INT4_F16_MAX ? -INT4_F16_MAX : hi > INT4_F16_MAX ? INT4_F16_MAX : hi;
-	/* -0 + 0 = +0: which zero wins min/max depends on the order the kernel
-	 * visits values; this keeps the bytes the same for every kernel. */
-	lo += 0.0f;
-	hi += 0.0f;
-	p->hm = int4_half_floor(lo);
-	p->m = fg_half_to_float(p->hm);
-	m = p->m;
-	/* The fp16 above (hi - m) / 15 is nearly always the answer; the loops,
-	 * exact, fix the rare case where rounding that quotient to float moved it
-	 * across an fp16 value.  (hi - m) / 15 <= 131008 / 15 keeps all finite. */
-	hs = int4_half_ceil((float)(((double)hi - m) / 15.0));
-	while (hs < INT4_F16_MAX_BITS && !int4_covers(m, hs, hi))
-		hs++;
-	while (hs > 0 && int4_covers(m, (uint16_t)(hs - 1), hi))
-		hs--;
-	p->hs = hs;
-	s = fg_half_to_float(hs);
-	p->inv = s > 0.0f ? 1.0f / s : 0.0f;
-}
-
-static void int4_param_store(uint8_t *params, size_t g, const struct int4_param *p)
-{
-	uint8_t *b = params + 4 * g;
-
-	/* fp16 pairs in little-endian, the byte order of every host and GPU
-	 * fgcore targets (written bytewise so the layout never depends on it). */
-	b[0] = (uint8_t)p->hs;
-	b[1] = (uint8_t)(p->hs >> 8);
-	b[2] = (uint8_t)p->hm;
-	b[3] = (uint8_t)(p->hm >> 8);
-}
-
-static void int4_param_load(const uint8_t *params, size_t g, float *s, float *m)
-{
-	const uint8_t *b = params + 4 * g;
-
-	*s = fg_half_to_float((uint16_t)(b[0] | b[1] << 8));
-	*m = fg_half_to_float((uint16_t)(b[2] | b[3] << 8));
-}
-
 /* ---- kernels: SSE2 on x86-64 (always present there), plain C elsewhere ------
- * Both give the same bits: the same fp32 operations in the same order, and
- * minps/maxps/cvtps2dq mean exactly the C expressions of the scalar code. */
-
-/* q of one value: round-to-nearest-even of t in [0, 15].  Adding 1.5 * 2^23
- * leaves no fraction bits, so the FPU's default rounding does the work. */
-static inline uint8_t int4_q(float x, float m, float inv)
-{
-	float t = (x - m) * inv;
-
-	t = t > 0.0f ? t : 0.0f; /* also maps NaN (x NaN, or inf * 0) to 0 */
-	t = t < 15.0f ? t : 15.0f;
-	return (uint8_t)(int)((t + 12582912.0f) - 12582912.0f);
-}
+ * The plain C is q4.h's fg_q4_code / fg_q4_value; the SSE2 loops are the same
+ * fp32 operations in the same order (minps/maxps/cvtps2dq mean exactly q4.h's
+ * C expressions), so both give the same bits. */
 
 #if INT4_SSE2
 static inline __m128 int4_t4(__m128 x, __m128 m, __m128 inv)
@@ -319,7 +207,7 @@ static void int4_quant(const float *x, size_t w, float m, float inv, uint8_t *q)
 					  int4_t4(_mm_loadu_ps(x + j + 12), vm, vi)));
 #endif
 	for (; j < w; j++)
-		q[j] = int4_q(x[j], m, inv);
+		q[j] = (uint8_t)fg_q4_code(x[j], m, inv);
 }
 
 /* q[j] of x[j] with column j's (m[j], inv[j]). */
@@ -339,7 +227,7 @@ static void int4_quant_cols(const float *x, size_t w, const float *m, const floa
 	}
 #endif
 	for (; j < w; j++)
-		q[j] = int4_q(x[j], m[j], inv[j]);
+		q[j] = (uint8_t)fg_q4_code(x[j], m[j], inv[j]);
 }
 
 /* y[j] = q[j] * s + m for one group. */
@@ -357,7 +245,7 @@ static void int4_dequant(const uint8_t *q, size_t w, float s, float m, float *y)
 	}
 #endif
 	for (; j < w; j++)
-		y[j] = (float)q[j] * s + m;
+		y[j] = fg_q4_value(q[j], s, m);
 }
 
 /* y[j] = q[j] * s[j] + m[j]. */
@@ -378,7 +266,7 @@ static void int4_dequant_cols(const uint8_t *q, size_t w, const float *s, const 
 	}
 #endif
 	for (; j < w; j++)
-		y[j] = (float)q[j] * s[j] + m[j];
+		y[j] = fg_q4_value(q[j], s[j], m[j]);
 }
 
 /* Store q[0..w) as elements e.. of the zeroed data area.  A byte holding the
@@ -449,7 +337,7 @@ static const float *int4_load(const struct int4_io *io, size_t e, size_t w, floa
 {
 	if (io->f32_in)
 		return io->f32_in + e;
-	fp16_simd_to_f32(buf, io->f16_in + e, w);
+	fg_fp16_simd_to_f32(buf, io->f16_in + e, w);
 	return buf;
 }
 
@@ -463,7 +351,7 @@ static float *int4_out(const struct int4_io *io, size_t e, float *buf)
 static void int4_flush(const struct int4_io *io, size_t e, size_t w, const float *buf)
 {
 	if (io->f16_out)
-		fp16_simd_from_f32(io->f16_out + e, buf, w);
+		fg_fp16_simd_from_f32(io->f16_out + e, buf, w);
 }
 
 /* ---- encode ------------------------------------------------------------------ */
@@ -475,7 +363,7 @@ static void int4_encode_dim1(const struct int4_dims *d, const struct int4_io *io
 	uint8_t *params = dst + d->data;
 	float buf[INT4_G];
 	uint8_t q[INT4_G];
-	struct int4_param p;
+	struct fg_q4_param p;
 	size_t r = g0 / d->gcols, gc = g0 % d->gcols;
 
 	for (size_t g = g0; g < g1; g++) {
@@ -485,8 +373,8 @@ static void int4_encode_dim1(const struct int4_dims *d, const struct int4_io *io
 		float lo, hi;
 
 		int4_range(x, w, &lo, &hi);
-		int4_param_of(lo, hi, &p);
-		int4_param_store(params, g, &p);
+		p = fg_q4_param_of(lo, hi);
+		fg_q4_param_store(params, g, &p);
 		int4_quant(x, w, p.m, p.inv, q);
 		int4_pack(dst, e, q, w);
 		if (++gc == d->gcols) {
@@ -505,7 +393,7 @@ static void int4_encode_dim0(const struct int4_dims *d, const struct int4_io *io
 	uint8_t *params = dst + d->data;
 	float buf[INT4_TILE], lo[INT4_TILE], hi[INT4_TILE], m[INT4_TILE], inv[INT4_TILE];
 	uint8_t q[INT4_TILE];
-	struct int4_param p;
+	struct fg_q4_param p;
 	size_t r1 = b1 * INT4_G < d->rows ? b1 * INT4_G : d->rows;
 
 	for (size_t r0 = b0 * INT4_G; r0 < r1; r0 += INT4_G) {
@@ -524,8 +412,8 @@ static void int4_encode_dim0(const struct int4_dims *d, const struct int4_io *io
 				int4_range_cols(x, w, lo, hi);
 			}
 			for (size_t j = 0; j < w; j++) {
-				int4_param_of(lo[j], hi[j], &p);
-				int4_param_store(params, (r0 / INT4_G) * d->cols + c0 + j, &p);
+				p = fg_q4_param_of(lo[j], hi[j]);
+				fg_q4_param_store(params, (r0 / INT4_G) * d->cols + c0 + j, &p);
 				m[j] = p.m;
 				inv[j] = p.inv;
 			}
@@ -677,7 +565,7 @@ static void int4_decode_dim1(const struct int4_dims *d, const uint8_t *src,
 			size_t w = d->cols - c0 < INT4_G ? d->cols - c0 : INT4_G;
 			float *y = int4_out(io, e, buf);
 
-			int4_param_load(params, r * d->gcols + gc, &s, &m);
+			fg_q4_param_load(params, r * d->gcols + gc, &s, &m);
 			int4_unpack(src, e, q, w);
 			int4_dequant(q, w, s, m, y);
 			int4_flush(io, e, w, y);
@@ -699,8 +587,8 @@ static void int4_decode_dim0(const struct int4_dims *d, const uint8_t *src,
 			size_t w = d->cols - c0 < INT4_TILE ? d->cols - c0 : INT4_TILE;
 
 			for (size_t j = 0; j < w; j++)
-				int4_param_load(params, (r0 / INT4_G) * d->cols + c0 + j, &s[j],
-						&m[j]);
+				fg_q4_param_load(params, (r0 / INT4_G) * d->cols + c0 + j, &s[j],
+						 &m[j]);
 			for (size_t r = r0; r < r0 + rh; r++) {
 				size_t e = r * d->cols + c0;
 				float *y = int4_out(io, e, buf);

@@ -1,7 +1,4 @@
 # plugins/codec
-pkginclude_HEADERS += include/fgcore/half.h
-noinst_HEADERS += plugins/codec/fp16_simd.h
-
 pkglib_LTLIBRARIES += plugins/codec/fp16.la
 plugins_codec_fp16_la_SOURCES = plugins/codec/fp16.c
 plugins_codec_fp16_la_CFLAGS = $(PLUGIN_CFLAGS)

@@ -43,7 +43,7 @@ am__v_NVCC_1 =
 	$(AM_V_NVCC)$(LIBTOOL) $(AM_V_lt) --tag=CC $(AM_LIBTOOLFLAGS) $(LIBTOOLFLAGS) \
 		--mode=compile $(SHELL) $(top_srcdir)/build-aux-cuda/nvcc-wrap $(NVCC) \
 		$(NVCC_FLAGS) -c -o $@ $<
-$(CUBLAS_CU_LO): $(CUBLAS_CUH) build-aux-cuda/nvcc-wrap
+$(CUBLAS_CU_LO): $(CUBLAS_CUH) include/fgcore/q4.h include/fgcore/half.h build-aux-cuda/nvcc-wrap
 
 if HAVE_CUDA
 pkglib_LTLIBRARIES += plugins/compute/cublas.la

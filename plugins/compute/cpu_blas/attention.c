@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "plugins/compute/cpu_blas/cpu_blas.h"
-#include "plugins/codec/fp16_simd.h"
+#include <fgcore/fp16_simd.h>
 
 struct cb_attn {
 	struct cpu_blas_ctx *c;
@@ -44,7 +44,7 @@ static void cb_axpy_c(float *y, float alpha, const float *x, int64_t n)
 		y[i] += alpha * x[i];
 }
 
-#if FP16_SIMD_X86
+#if FG_FP16_SIMD_X86
 __attribute__((target("avx2,fma")))
 static float cb_dot_avx2(const float *a, const float *b, int64_t n)
 {
@@ -93,7 +93,7 @@ static void cb_attend(const struct cpu_blas_ctx *c, const float *q, const float 
 	float mx = -INFINITY, sum = 0, inv;
 	int64_t j;
 
-#if FP16_SIMD_X86
+#if FG_FP16_SIMD_X86
 	if (c->isa != CPU_BLAS_ISA_NONE) {
 		dot = cb_dot_avx2;
 		axpy = cb_axpy_avx2;
@@ -155,7 +155,7 @@ static void cb_attn_widened(struct cb_attn *A, int64_t t, float *sc, float *acc)
 		return;
 	}
 	cb_attend(A->c, q, kb, hd, vb, hd, lo, hi, hd, a->scale, sc, acc, ob);
-	fp16_simd_from_f32((uint16_t *)a->out.data + b * a->out.ld + h * hd, ob, (size_t)hd);
+	fg_fp16_simd_from_f32((uint16_t *)a->out.data + b * a->out.ld + h * hd, ob, (size_t)hd);
 }
 
 static void cb_attn_rows(void *arg, int64_t b0, int64_t e0, int tid)

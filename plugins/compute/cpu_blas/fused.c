@@ -23,9 +23,9 @@
 #include <fgcore/q4.h>
 
 #include "plugins/compute/cpu_blas/cpu_blas.h"
-#include "plugins/codec/fp16_simd.h"
+#include <fgcore/fp16_simd.h>
 
-#if FP16_SIMD_X86
+#if FG_FP16_SIMD_X86
 #define CB_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define CB_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 #define CB_INLINE static inline __attribute__((always_inline))
@@ -535,11 +535,11 @@ int cpu_blas_isa_supported(int isa)
 	switch (isa) {
 	case CPU_BLAS_ISA_NONE:
 		return 1;
-#if FP16_SIMD_X86
+#if FG_FP16_SIMD_X86
 	case CPU_BLAS_ISA_AVX2:
 		__builtin_cpu_init();
 		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-		       fp16_simd_have_f16c();
+		       fg_fp16_simd_have_f16c();
 	case CPU_BLAS_ISA_AVX512:
 		__builtin_cpu_init();
 		return cpu_blas_isa_supported(CPU_BLAS_ISA_AVX2) &&
@@ -563,7 +563,7 @@ int cpu_blas_fused_lanes(int isa)
 void cpu_blas_fused_dot(int isa, int im, int jn, const float *x, int64_t ldx, const uint16_t *w,
 			int64_t ldw, int64_t k, int flags, float *state, float acc[8][3])
 {
-#if FP16_SIMD_X86
+#if FG_FP16_SIMD_X86
 	if (isa == CPU_BLAS_ISA_AVX512)
 		cb_dot512_fns[im - 1][jn - 1](x, ldx, w, ldw, k, flags, state, acc);
 	else
@@ -588,7 +588,7 @@ void cpu_blas_q4_params(int isa, const uint8_t *p, int64_t k, float *s, float *m
 {
 	int64_t c = 0, kp = (k + 31) & ~(int64_t)31;
 
-#if FP16_SIMD_X86
+#if FG_FP16_SIMD_X86
 	if (isa == CPU_BLAS_ISA_AVX512)
 		c = cb_q4_params512(p, k, s, mn);
 	else if (isa == CPU_BLAS_ISA_AVX2)
@@ -608,7 +608,7 @@ void cpu_blas_q4_dot(int isa, int im, int jn, const float *x, int64_t ldx, const
 		     int64_t ldw, const float *s, const float *mn, int64_t k, int flags,
 		     float *state, float acc[8][3])
 {
-#if FP16_SIMD_X86
+#if FG_FP16_SIMD_X86
 	if (isa == CPU_BLAS_ISA_AVX512) {
 		cb_q4dot512_fns[im - 1][jn - 1](x, ldx, w, ldw, s, mn, k, flags, state, acc);
 		return;
@@ -626,7 +626,7 @@ void cpu_blas_q4_decode(int isa, const uint8_t *w, const float *s, const float *
 {
 	int64_t c = 0;
 
-#if FP16_SIMD_X86
+#if FG_FP16_SIMD_X86
 	if (isa == CPU_BLAS_ISA_AVX512)
 		c = cb_q4_decode512(w, s, mn, k, dst);
 	else if (isa == CPU_BLAS_ISA_AVX2)

@@ -32,7 +32,7 @@
 #include <fgcore/q4.h>
 
 #include "plugins/compute/cpu_blas/cpu_blas.h"
-#include "plugins/codec/fp16_simd.h"
+#include <fgcore/fp16_simd.h>
 
 /* Declared by OpenBLAS's cblas.h; repeated so other CBLAS headers work too. */
 void openblas_set_num_threads(int num_threads);
@@ -111,7 +111,7 @@ static void cb_widen_rows(void *arg, int64_t b, int64_t e, int tid)
 		if (L->wq)
 			cpu_blas_q4_rows_row(L->wq, L->j0 + r, L->c->tile + r * L->k);
 		else
-			fp16_simd_to_f32(L->c->tile + r * L->k, L->w + (L->j0 + r) * L->ldw,
+			fg_fp16_simd_to_f32(L->c->tile + r * L->k, L->w + (L->j0 + r) * L->ldw,
 					 (size_t)L->k);
 	}
 }
@@ -132,7 +132,7 @@ CB_FIN_INLINE void cb_fin_c(const int B, const int R, const int S, float *o, con
 		o[j] = cb_finish(p[j], B ? bias : NULL, j, R, S ? res + j : NULL);
 }
 
-#if FP16_SIMD_X86
+#if FG_FP16_SIMD_X86
 CB_FIN_INLINE __attribute__((target("avx2"))) void
 cb_fin256(const int B, const int R, const int S, float *o, const float *p, const float *bias,
 	  const float *res, int64_t n)
@@ -192,7 +192,7 @@ cb_fin512(const int B, const int R, const int S, float *o, const float *p, const
 
 CB_FIN_DEF8(_c, )
 static const cb_fin_fn cb_fin_fns_c[8] = CB_FIN_REF8(_c);
-#if FP16_SIMD_X86
+#if FG_FP16_SIMD_X86
 CB_FIN_DEF8(256, __attribute__((target("avx2"))))
 CB_FIN_DEF8(512, __attribute__((target("avx512f"))))
 static const cb_fin_fn cb_fin_fns256[8] = CB_FIN_REF8(256);
@@ -203,7 +203,7 @@ static cb_fin_fn cb_fin_pick(const struct cb_linear *L)
 {
 	int v = (L->bias ? 4 : 0) | (L->relu ? 2 : 0) | (L->res ? 1 : 0);
 
-#if FP16_SIMD_X86
+#if FG_FP16_SIMD_X86
 	if (L->c->isa == CPU_BLAS_ISA_AVX512)
 		return cb_fin_fns512[v];
 	if (L->c->isa == CPU_BLAS_ISA_AVX2)
@@ -648,7 +648,7 @@ int cpu_blas_linear(void *ctx, void *stream, const struct fg_linear_args *a)
 				 " bias values", L.n);
 			return -ENOMEM;
 		}
-		fp16_simd_to_f32(biasf, a->bias.data, (size_t)L.n);
+		fg_fp16_simd_to_f32(biasf, a->bias.data, (size_t)L.n);
 		L.bias = biasf;
 	}
 	/* The fused kernels stream fp16 rows (x86-64 only) or 4-bit rows (any isa). */

@@ -2,8 +2,8 @@
  * the 4-bit row codec (fgcore/q4.h) that kv_append, attention and linear use.
  *
  * kv_append copies fp32 or fp16 rows into a cache of the same type, or encodes
- * them into a FG_DTYPE_Q4_COLS cache with the int4_group64 codec's exact rules
- * (plugins cannot call each other, hence the second encoder here). */
+ * them into a FG_DTYPE_Q4_COLS cache with fgcore/q4.h's encoder, the rule the
+ * int4_group64 codec follows too (plugins cannot call each other). */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -14,7 +14,7 @@
 #include <fgcore/q4.h>
 
 #include "plugins/compute/cpu_blas/cpu_blas.h"
-#include "plugins/codec/fp16_simd.h"
+#include <fgcore/fp16_simd.h>
 
 /* ---- embed -------------------------------------------------------------------- */
 
@@ -33,8 +33,8 @@ static void cb_embed_rows(void *arg, int64_t b, int64_t e, int tid)
 	for (int64_t i = b; i < e; i++) {
 		float *o = (float *)a->out.data + i * a->out.ld;
 
-		fp16_simd_to_f32(o, (const uint16_t *)a->tok.data + a->ids[i] * a->tok.ld, (size_t)h);
-		fp16_simd_to_f32(p, (const uint16_t *)a->pos.data + a->positions[i] * a->pos.ld,
+		fg_fp16_simd_to_f32(o, (const uint16_t *)a->tok.data + a->ids[i] * a->tok.ld, (size_t)h);
+		fg_fp16_simd_to_f32(p, (const uint16_t *)a->pos.data + a->positions[i] * a->pos.ld,
 				 (size_t)h);
 		for (int64_t j = 0; j < h; j++)
 			o[j] += p[j];
@@ -174,8 +174,8 @@ int cpu_blas_layer_norm(void *ctx, void *stream, const struct fg_layer_norm_args
 			 " gamma/beta values", 2 * h);
 		return -ENOMEM;
 	}
-	fp16_simd_to_f32(gb, a->gamma.data, (size_t)h);
-	fp16_simd_to_f32(gb + h, a->beta.data, (size_t)h);
+	fg_fp16_simd_to_f32(gb, a->gamma.data, (size_t)h);
+	fg_fp16_simd_to_f32(gb + h, a->beta.data, (size_t)h);
 	N.gamma = gb;
 	N.beta = gb + h;
 	pthread_mutex_lock(&c->lock);
@@ -186,8 +186,6 @@ int cpu_blas_layer_norm(void *ctx, void *stream, const struct fg_layer_norm_args
 }
 
 /* ---- 4-bit groups (fgcore/q4.h) ------------------------------------------------- */
-
-#define CB_F16_MAX 65504.0f
 
 static const uint8_t *cb_q4_params(const struct fg_tensor *t)
 {
@@ -208,7 +206,7 @@ const float *cpu_blas_load(int isa, const struct fg_tensor *t, int64_t r, int64_
 	if (t->dtype == FG_DTYPE_F32)
 		return (const float *)t->data + r * t->ld + c0;
 	if (t->dtype == FG_DTYPE_F16) {
-		fp16_simd_to_f32(dst, (const uint16_t *)t->data + r * t->ld + c0, (size_t)w);
+		fg_fp16_simd_to_f32(dst, (const uint16_t *)t->data + r * t->ld + c0, (size_t)w);
 		return dst;
 	}
 	/* FG_DTYPE_Q4_COLS: groups of 64 along the row, one scale and minimum each */
@@ -252,82 +250,22 @@ void cpu_blas_q4_rows_row(const struct fg_tensor *t, int64_t r, float *dst)
 	}
 }
 
-/* The fp16 one step below / above h (h finite, not at the range's end). */
-static uint16_t cb_half_down(uint16_t h)
-{
-	if (h == 0 || h == 0x8000)
-		return 0x8001;
-	return h & 0x8000 ? (uint16_t)(h + 1) : (uint16_t)(h - 1);
-}
-
-/* Largest fp16 <= v and smallest fp16 >= v, for |v| <= 65504. */
-static uint16_t cb_half_floor(float v)
-{
-	uint16_t h = fg_float_to_half(v);
-
-	return fg_half_to_float(h) > v ? cb_half_down(h) : h;
-}
-
-static uint16_t cb_half_ceil(float v) /* v >= 0 */
-{
-	uint16_t h = fg_float_to_half(v);
-
-	return fg_half_to_float(h) < v ? (uint16_t)(h + 1) : h;
-}
-
-/* Both fp16, so the sum in double is exact. */
-static int cb_q4_covers(double m, uint16_t hs, float hi)
-{
-	return m + 15.0 * (double)fg_half_to_float(hs) >= (double)hi;
-}
-
+/* Row r of a FG_DTYPE_Q4_COLS tensor from x, by q4.h's rule (the codec's bytes). */
 void cpu_blas_q4_cols_store(const struct fg_tensor *t, int64_t r, const float *x)
 {
 	uint8_t *data = t->data, *params = (uint8_t *)cb_q4_params(t);
 	uint64_t cols = (uint64_t)t->cols, gcols = fg_q4_grid_cols(cols, 1);
 	uint64_t e0 = (uint64_t)r * cols;
+	uint8_t q[FG_Q4_GROUP];
 
 	for (uint64_t g = 0; g < gcols; g++) {
 		uint64_t c0 = g * FG_Q4_GROUP, w = cols - c0 < FG_Q4_GROUP ? cols - c0 : FG_Q4_GROUP;
-		float lo = INFINITY, hi = -INFINITY, m, s, inv;
-		uint16_t hm, hs;
-		uint8_t *b;
+		struct fg_q4_param p;
 
-		for (uint64_t j = c0; j < c0 + w; j++) { /* NaN never wins */
-			lo = x[j] < lo ? x[j] : lo;
-			hi = x[j] > hi ? x[j] : hi;
-		}
-		if (!(lo <= hi))
-			lo = hi = 0.0f;
-		lo = lo < -CB_F16_MAX ? -CB_F16_MAX : lo > CB_F16_MAX ? CB_F16_MAX : lo;
-		hi = hi < -CB_F16_MAX ? -CB_F16_MAX : hi > CB_F16_MAX ? CB_F16_MAX : hi;
-		lo += 0.0f; /* -0 -> +0, as the codec does */
-		hi += 0.0f;
-		hm = cb_half_floor(lo);
-		m = fg_half_to_float(hm);
-		hs = cb_half_ceil((float)(((double)hi - m) / 15.0));
-		while (hs < 0x7bffu && !cb_q4_covers(m, hs, hi))
-			hs++;
-		while (hs > 0 && cb_q4_covers(m, (uint16_t)(hs - 1), hi))
-			hs--;
-		s = fg_half_to_float(hs);
-		inv = s > 0.0f ? 1.0f / s : 0.0f;
-		b = params + 4 * (r * gcols + g);
-		b[0] = (uint8_t)hs;
-		b[1] = (uint8_t)(hs >> 8);
-		b[2] = (uint8_t)hm;
-		b[3] = (uint8_t)(hm >> 8);
-		for (uint64_t j = c0; j < c0 + w; j++) {
-			float q = (x[j] - m) * inv;
-			uint64_t e = e0 + j;
-			uint8_t v;
-
-			q = q > 0.0f ? q : 0.0f; /* NaN -> 0 */
-			q = q < 15.0f ? q : 15.0f;
-			v = (uint8_t)nearbyintf(q); /* default rounding: nearest, ties to even */
-			data[e / 2] = e & 1 ? (uint8_t)((data[e / 2] & 0xf0u) | v) :
-					      (uint8_t)((data[e / 2] & 0x0fu) | v << 4);
-		}
+		fg_q4_encode_group(x + c0, (size_t)w, &p, q);
+		fg_q4_param_store(params, (uint64_t)r * gcols + g, &p);
+		for (uint64_t j = 0; j < w; j++)
+			fg_q4_set_nibble(data, e0 + c0 + j, q[j]);
 	}
 }
 

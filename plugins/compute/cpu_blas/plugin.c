@@ -1,7 +1,7 @@
 /* plugins/compute/cpu_blas/plugin.c - the "cpu_blas" compute backend: entry
  * point, options, context.  fp32 activations on the host; fp16 weights are
  * widened on the fly (see linear.c).  Ops run synchronously (no streams). */
-#define _GNU_SOURCE /* sched_getaffinity, for core/util/cpus.h */
+#define _GNU_SOURCE /* sched_getaffinity, for fgcore/fanout.h */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +9,7 @@
 
 #include <cblas.h>
 
-#include "core/util/cpus.h"
+#include <fgcore/fanout.h>
 #include "plugins/compute/cpu_blas/cpu_blas.h"
 
 /* Declared by OpenBLAS's cblas.h; repeated so other CBLAS headers work too. */

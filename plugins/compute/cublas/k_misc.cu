@@ -281,44 +281,9 @@ extern "C" cudaError_t cublas_k_kv_append(cudaStream_t s, int64_t batch, int64_t
 
 /* ---- KV append, 4-bit ------------------------------------------------------------------ */
 
-/* The parameters of a group whose non-NaN values span [lo, hi] (lo > hi: none),
- * by the rules of the int4_group64 codec, so that a cache encoded here has the
- * codec's exact bytes: mn is the largest fp16 <= lo, scale the smallest fp16
- * with mn + 15 * scale >= hi (compared exactly, in double), and codes are
- * computed against these stored values with 1 / scale in fp32. */
-CB_DEV void cb_q4_params(float lo, float hi, uint16_t *sh, uint16_t *mh, float *inv, float *mf)
-{
-	uint16_t hm, hs;
-	double m;
-
-	if (!(lo <= hi))
-		lo = hi = 0.0f;
-	lo = fminf(fmaxf(lo, -65504.0f), 65504.0f) + 0.0f; /* + 0: -0 becomes +0 */
-	hi = fminf(fmaxf(hi, -65504.0f), 65504.0f) + 0.0f;
-	hm = cb_f2h(lo);
-	if (cb_h2f(hm) > lo)
-		hm = (hm & 0x8000u) ? (uint16_t)(hm + 1) : hm ? (uint16_t)(hm - 1) : 0x8001u;
-	m = (double)cb_h2f(hm);
-	hs = cb_f2h((float)(((double)hi - m) / 15.0));
-	while (hs < 0x7bffu && !(m + 15.0 * (double)cb_h2f(hs) >= (double)hi))
-		hs++;
-	while (hs > 0 && m + 15.0 * (double)cb_h2f((uint16_t)(hs - 1)) >= (double)hi)
-		hs--;
-	*sh = hs;
-	*mh = hm;
-	*mf = cb_h2f(hm);
-	*inv = cb_h2f(hs) > 0.0f ? 1.0f / cb_h2f(hs) : 0.0f;
-}
-
-/* round-to-nearest-even of (v - mn) / scale clamped to [0, 15]; NaN gives 0. */
-CB_DEV unsigned cb_q4_code(float v, float inv, float mf)
-{
-	float t = (v - mf) * inv;
-
-	t = t > 0.0f ? t : 0.0f;
-	t = t < 15.0f ? t : 15.0f;
-	return (unsigned)__float2int_rn(t);
-}
+/* Groups are encoded by fgcore/q4.h's rule (fg_q4_param_of, fg_q4_code), the
+ * one the int4_group64 codec follows, so a cache encoded here has the codec's
+ * exact bytes. */
 
 /* Vector path: 8 lanes per group of 64 columns, each lane 8 columns (h % 8 == 0,
  * src 16-byte aligned with lds % 8 == 0, q4 4-byte aligned).  Whole warps run
@@ -334,8 +299,8 @@ __global__ void cb_kv_append_q4_vec(int64_t items, int64_t n, int64_t start, int
 		int64_t item = e / 8, i = item / groups, g = item - i * groups;
 		int64_t col = g * FG_Q4_GROUP + (e % 8) * 8;
 		bool on = item < items && col < h;
-		float v[8], mn = INFINITY, mx = -INFINITY, inv, mf;
-		uint16_t sh, mh;
+		float v[8], mn = INFINITY, mx = -INFINITY;
+		struct fg_q4_param p;
 		uint32_t word = 0;
 
 		if (on) {
@@ -349,14 +314,15 @@ __global__ void cb_kv_append_q4_vec(int64_t items, int64_t n, int64_t start, int
 		mx = cb_max_xor(mx, 8);
 		if (!on)
 			continue;
-		cb_q4_params(mn, mx, &sh, &mh, &inv, &mf);
+		p = fg_q4_param_of(mn, mx);
 		for (int j = 0; j < 4; j++)
-			word |= ((cb_q4_code(v[2 * j], inv, mf) << 4) |
-				 cb_q4_code(v[2 * j + 1], inv, mf)) << (8 * j);
+			word |= ((fg_q4_code(v[2 * j], p.m, p.inv) << 4) |
+				 fg_q4_code(v[2 * j + 1], p.m, p.inv)) << (8 * j);
 		int64_t r = (i / n) * stride + start + i % n;
 		*(uint32_t *)(q4 + ((r * h + col) >> 1)) = word;
 		if (e % 8 == 0)
-			*(uint32_t *)(prm + (r * groups + g) * 4) = (uint32_t)sh | ((uint32_t)mh << 16);
+			*(uint32_t *)(prm + (r * groups + g) * 4) =
+				(uint32_t)p.scale | ((uint32_t)p.min << 16);
 	}
 }
 
@@ -373,8 +339,8 @@ __global__ void cb_kv_append_q4_scalar(int64_t items, int64_t n, int64_t start,
 		int64_t c0 = g * FG_Q4_GROUP, c1 = min(h, c0 + FG_Q4_GROUP);
 		int64_t r = (i / n) * stride + start + i % n;
 		const uint16_t *a = src + i * lds;
-		float mn = INFINITY, mx = -INFINITY, inv, mf;
-		uint16_t sh, mh;
+		float mn = INFINITY, mx = -INFINITY;
+		struct fg_q4_param p;
 
 		for (int64_t c = c0; c < c1; c++) {
 			float v = cb_h2f(a[c]);
@@ -382,16 +348,16 @@ __global__ void cb_kv_append_q4_scalar(int64_t items, int64_t n, int64_t start,
 			mn = fminf(mn, v);
 			mx = fmaxf(mx, v);
 		}
-		cb_q4_params(mn, mx, &sh, &mh, &inv, &mf);
+		p = fg_q4_param_of(mn, mx);
 		for (int64_t c = c0; c < c1; c++) {
 			int64_t el = r * h + c, byte = el >> 1;
 			unsigned shift = 8 * (unsigned)(byte & 3) + ((el & 1) ? 0 : 4);
 			unsigned *w = (unsigned *)(q4 + (byte & ~(int64_t)3));
 
 			atomicAnd(w, ~(15u << shift));
-			atomicOr(w, cb_q4_code(cb_h2f(a[c]), inv, mf) << shift);
+			atomicOr(w, fg_q4_code(cb_h2f(a[c]), p.m, p.inv) << shift);
 		}
-		*(uint32_t *)(prm + (r * groups + g) * 4) = (uint32_t)sh | ((uint32_t)mh << 16);
+		*(uint32_t *)(prm + (r * groups + g) * 4) = (uint32_t)p.scale | ((uint32_t)p.min << 16);
 	}
 }
 

@@ -1,10 +1,19 @@
-/* core/util/cpus.h - how many CPUs this process may run on, and a fan-out of
+/* fgcore/fanout.h - how many CPUs this process may run on, and a fan-out of
  * jobs over threads for work that splits into independent pieces.
- * Header-only, so that plugins (built apart from libfgcore) share it; a file
- * including it defines _GNU_SOURCE before any system header, for
- * sched_getaffinity. */
-#ifndef FG_UTIL_CPUS_H
-#define FG_UTIL_CPUS_H
+ *
+ * Header-only (static inline): the core and plugins, in tree or out of it,
+ * share it without a plugin calling a core symbol.  Link with -pthread.
+ *
+ *  fg_cpus            the CPUs of the affinity mask (taskset, container
+ *                     cpusets), else the online CPUs; at least 1.  The mask
+ *                     needs sched_getaffinity: define _GNU_SOURCE before any
+ *                     system header, or fg_cpus counts the online CPUs.
+ *  fg_fanout_threads  a thread count for n units of work;
+ *  fg_fanout          run n jobs, one on the calling thread, the others on
+ *                     threads of their own, and wait for all.
+ */
+#ifndef FGCORE_FANOUT_H
+#define FGCORE_FANOUT_H
 
 #include <limits.h>
 #include <pthread.h>
@@ -13,23 +22,27 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define FG_FANOUT_MAX 64 /* most jobs of one fan-out */
 
-/* The affinity mask's CPUs (which taskset and container cpusets narrow),
- * else the online CPUs, at least 1. */
 static inline int fg_cpus(void)
 {
-	cpu_set_t set;
 	long n;
+#ifdef CPU_COUNT /* <sched.h> with _GNU_SOURCE */
+	cpu_set_t set;
 
 	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
 		return CPU_COUNT(&set);
+#endif
 	n = sysconf(_SC_NPROCESSORS_ONLN);
 	return n > 0 ? (int)(n < INT_MAX ? n : INT_MAX) : 1;
 }
 
 /* Threads for n units of work: `threads` when positive, else one per CPU
- * with at least per_thread units each; at least 1, at most FG_FANOUT_MAX. */
+ * with at least per_thread (> 0) units each; at least 1, at most FG_FANOUT_MAX. */
 static inline int fg_fanout_threads(int threads, uint64_t n, uint64_t per_thread)
 {
 	if (threads <= 0) {
@@ -49,7 +62,7 @@ struct fg_fanout_job {
 
 static inline void *fg_fanout_main(void *p)
 {
-	struct fg_fanout_job *j = p;
+	struct fg_fanout_job *j = (struct fg_fanout_job *)p;
 
 	j->fn(j->arg);
 	return NULL;
@@ -65,7 +78,8 @@ static inline void fg_fanout(void (*fn)(void *), void *jobs, size_t size, int n)
 	int started[FG_FANOUT_MAX];
 
 	for (int k = 1; k < n; k++) {
-		job[k] = (struct fg_fanout_job){ fn, (char *)jobs + (size_t)k * size };
+		job[k].fn = fn;
+		job[k].arg = (char *)jobs + (size_t)k * size;
 		started[k] = pthread_create(&th[k], NULL, fg_fanout_main, &job[k]) == 0;
 	}
 	fn(jobs);
@@ -77,4 +91,7 @@ static inline void fg_fanout(void (*fn)(void *), void *jobs, size_t size, int n)
 	}
 }
 
+#ifdef __cplusplus
+}
+#endif
 #endif
