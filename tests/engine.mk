@@ -19,3 +19,10 @@ TESTS += tests/test_compression
 tests_test_compression_SOURCES = tests/test_compression.c
 tests_test_compression_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS)
 tests_test_compression_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)
+
+# the mover: failed disk requests surface from reset and fini
+check_PROGRAMS += tests/test_mover
+TESTS += tests/test_mover
+tests_test_mover_SOURCES = tests/test_mover.c
+tests_test_mover_CFLAGS = $(TEST_CFLAGS)
+tests_test_mover_LDADD = $(TEST_LIBS)

@@ -231,7 +231,8 @@ static int weights_load(struct fg_forward *f, int64_t u, int slot)
 	int rc;
 
 	snprintf(what, sizeof(what), "weights of unit %lld", (long long)u);
-	fg_xfer_reset(x, what);
+	if ((rc = fg_xfer_reset(x, what)))
+		return rc;
 	/* The slot's previous unit must be computed before it is overwritten. */
 	if ((rc = fg_backend_stream_wait(f->be, f->mv.load_stream, f->wdone[slot])))
 		return rc;
@@ -506,7 +507,8 @@ static int cache_prefetch(struct fg_forward *f, const struct item *it)
 		return rc;
 	snprintf(what, sizeof(what), "KV cache of layer %lld, GPU batch %lld",
 		 (long long)unit_layer(f, it->u), (long long)it->k);
-	fg_xfer_reset(&f->cload[slot], what);
+	if ((rc = fg_xfer_reset(&f->cload[slot], what)))
+		return rc;
 	return cache_move(f, &f->cload[slot], 1, it->k, unit_layer(f, it->u), slot, 0, f->step);
 }
 
@@ -537,8 +539,8 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 	if (g->hidden_role != FG_ROLE_COMPUTE && !input) {
 		size_t len = (size_t)(f->bs * n * f->m->cfg.hidden) * f->asz;
 		t0 = fg_now();
-		fg_xfer_reset(&f->hload, "activations");
-		if ((rc = fg_xfer_load(&f->hload, h, g->hidden_role, &g->hidden_home, 0, len,
+		if ((rc = fg_xfer_reset(&f->hload, "activations")) ||
+		    (rc = fg_xfer_load(&f->hload, h, g->hidden_role, &g->hidden_home, 0, len,
 				       f->hbounce[cs].addr)) ||
 		    (rc = fg_xfer_wait(&f->hload, NULL)))
 			return rc;
@@ -594,8 +596,8 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 	/* Store what this item produced: new cache rows of slot-held sequences, activations. */
 	if (f->n_off && unit_has_attn(f, it->u)) {
 		/* (the slot's previous store was waited for before the compute) */
-		fg_xfer_reset(&f->cstore[cs], "KV cache store");
-		if ((rc = cache_move(f, &f->cstore[cs], 0, it->k, unit_layer(f, it->u), cs, f->step, n)))
+		if ((rc = fg_xfer_reset(&f->cstore[cs], "KV cache store")) ||
+		    (rc = cache_move(f, &f->cstore[cs], 0, it->k, unit_layer(f, it->u), cs, f->step, n)))
 			return rc;
 		if (!f->env.policy.overlap) {
 			t0 = fg_now();
@@ -608,8 +610,8 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 	if (g->hidden_role != FG_ROLE_COMPUTE &&
 	    f->m->blocks[f->ufirst[it->u]].kind != FG_BLOCK_OUTPUT) {
 		size_t len = (size_t)(f->bs * n * f->m->cfg.hidden) * f->asz;
-		fg_xfer_reset(&f->hstore[cs], "activations store");
-		if ((rc = fg_xfer_store(&f->hstore[cs], g->hidden_role, &g->hidden_home, 0, h, len,
+		if ((rc = fg_xfer_reset(&f->hstore[cs], "activations store")) ||
+		    (rc = fg_xfer_store(&f->hstore[cs], g->hidden_role, &g->hidden_home, 0, h, len,
 					f->hbounce[cs].addr)))
 			return rc;
 		f->stats.hidden_bytes += len;
@@ -1019,15 +1021,23 @@ fail:
 
 void fg_forward_free(struct fg_forward *f)
 {
+	int rc = 0, r;
+
 	if (!f)
 		return;
 	if (f->xfer_ready)
 		drain(f);
 	for (int s = 0; s < SLOTS; s++) {
-		fg_xfer_fini(&f->wload[s]);
-		fg_xfer_fini(&f->cload[s]);
-		fg_xfer_fini(&f->cstore[s]);
-		fg_xfer_fini(&f->hstore[s]);
+		/* An error no wait returned (the steps drain every group, so
+		 * none is expected) cannot be returned from here: it is logged. */
+		if ((r = fg_xfer_fini(&f->wload[s])) && !rc)
+			rc = r;
+		if ((r = fg_xfer_fini(&f->cload[s])) && !rc)
+			rc = r;
+		if ((r = fg_xfer_fini(&f->cstore[s])) && !rc)
+			rc = r;
+		if ((r = fg_xfer_fini(&f->hstore[s])) && !rc)
+			rc = r;
 		if (f->wdone[s])
 			fg_backend_event_destroy(f->be, f->wdone[s]);
 		if (f->cdone[s])
@@ -1039,7 +1049,10 @@ void fg_forward_free(struct fg_forward *f)
 		free_on(f, FG_ROLE_COMPUTE, &f->hslot[s]);
 		free_on(f, FG_ROLE_HOST, &f->hbounce[s]);
 	}
-	fg_xfer_fini(&f->hload);
+	if ((r = fg_xfer_fini(&f->hload)) && !rc)
+		rc = r;
+	if (rc)
+		FG_LOG(FG_LOG_WARN, "freeing a forward pass: %s", fg_last_error());
 	free_on(f, FG_ROLE_HOST, &f->hstage);
 	for (int64_t b = 0; f->gb && b < f->nb; b++) {
 		struct gpu_batch *g = &f->gb[b];

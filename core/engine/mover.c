@@ -45,10 +45,37 @@ int fg_xfer_init(struct fg_xfer *x, struct fg_mover *mv, size_t cap)
 	return rc ? rc : fg_backend_event_create(mv->be, &x->bounce_event);
 }
 
-void fg_xfer_fini(struct fg_xfer *x)
+/* Return the group's error with its line (again: the line recorded when the
+ * request was reaped may have been overwritten since). */
+static int xfer_error(struct fg_xfer *x)
 {
+	struct fg_tier *disk = x->mv->tier[FG_ROLE_DISK];
+
+	if (x->fail_len)
+		FG_ERR("%s: disk tier (%s): %s of %zu bytes at offset %llu failed: %s", x->what,
+		       disk->ph.plugin->name, x->fail_op == FG_IO_READ ? "read" : "write",
+		       x->fail_len, (unsigned long long)x->fail_off, strerror(-x->err));
+	else
+		FG_ERR("%s: disk tier (%s): waiting for its requests failed: %s", x->what,
+		       disk->ph.plugin->name, strerror(-x->err));
+	x->reported = 1;
+	return x->err;
+}
+
+/* An error of the group that no one was told about yet, or 0. */
+static int xfer_unreported(struct fg_xfer *x)
+{
+	return x->err && !x->reported ? xfer_error(x) : 0;
+}
+
+int fg_xfer_fini(struct fg_xfer *x)
+{
+	int rc = 0;
+
 	if (x->pending)
-		fg_xfer_wait(x, NULL);
+		rc = fg_xfer_wait(x, NULL);
+	else if (x->mv)
+		rc = xfer_unreported(x);
 	if (x->event)
 		fg_backend_event_destroy(x->mv->be, x->event);
 	if (x->bounce_event)
@@ -56,21 +83,32 @@ void fg_xfer_fini(struct fg_xfer *x)
 	free(x->ios);
 	free(x->later);
 	memset(x, 0, sizeof(*x));
+	return rc;
 }
 
-void fg_xfer_reset(struct fg_xfer *x, const char *what)
+int fg_xfer_reset(struct fg_xfer *x, const char *what)
 {
+	int rc = 0, r;
+
 	/* Requests in flight own their slots of x->ios: finish them first. */
-	if (x->pending)
-		fg_xfer_wait(x, NULL);
+	if (x->pending) {
+		rc = fg_xfer_wait(x, NULL);
+		if (x->pending)
+			return rc; /* the tier failed to reap: nothing can be reused */
+	} else {
+		rc = xfer_unreported(x);
+	}
 	/* Bounce buffers are refilled only after their last second hop read them. */
-	if (x->bounced)
-		fg_backend_event_sync(x->mv->be, x->bounce_event);
+	if (x->bounced && (r = fg_backend_event_sync(x->mv->be, x->bounce_event)) && !rc)
+		rc = r;
 	x->bounced = 0;
 	x->nios = x->nlater = 0;
 	x->has_event = 0;
 	x->err = 0;
+	x->reported = 0;
+	x->fail_len = 0;
 	snprintf(x->what, sizeof(x->what), "%s", what);
+	return rc;
 }
 
 static int disk_io(struct fg_xfer *x, enum fg_io_op op, const struct fg_region *r, uint64_t off,
@@ -152,23 +190,30 @@ int fg_xfer_wait(struct fg_xfer *x, void *stream)
 	while (x->pending) {
 		int n = fg_tier_reap(mv->tier[FG_ROLE_DISK], done, 1, 64);
 		if (n < 0) {
-			x->err = x->err ? x->err : n;
-			break;
+			if (!x->err) {
+				FG_ERR("%s: disk tier (%s): waiting for %zu requests failed: %s",
+				       x->what, mv->tier[FG_ROLE_DISK]->ph.plugin->name, x->pending,
+				       fg_last_error());
+				x->err = n;
+				x->reported = 1;
+			}
+			return x->err;
 		}
+		/* Requests of other groups come back here too: each keeps its
+		 * error until its own wait, reset or fini returns it. */
 		for (int i = 0; i < n; i++) {
 			struct fg_xfer *g = done[i]->user;
 			g->pending--;
 			if (done[i]->result < 0 && !g->err) {
 				g->err = done[i]->result;
-				FG_ERR("%s: disk tier (%s): %s of %zu bytes at offset %llu failed: %s",
-				       g->what, mv->tier[FG_ROLE_DISK]->ph.plugin->name,
-				       done[i]->op == FG_IO_READ ? "read" : "write", done[i]->len,
-				       (unsigned long long)done[i]->offset, strerror(-done[i]->result));
+				g->fail_op = done[i]->op;
+				g->fail_len = done[i]->len;
+				g->fail_off = done[i]->offset;
 			}
 		}
 	}
 	if (x->err)
-		return x->err;
+		return xfer_error(x);
 	for (size_t i = 0; i < x->nlater; i++) {
 		rc = fg_backend_copy(mv->be, mv->load_stream, x->later[i].dst, x->later[i].src,
 				     x->later[i].len);
