@@ -44,3 +44,10 @@ tests_test_config_LDADD = $(TEST_LIBS)
 TESTS += tests/test_loader tests/test_config tests/test_cli.sh tests/test_out_of_tree.sh \
 	tests/test_skeleton_conformance.sh
 EXTRA_DIST += tests/test_cli.sh tests/test_out_of_tree.sh tests/test_skeleton_conformance.sh
+
+# fg_host.gpu_count: the GPUs the core counts without CUDA
+check_PROGRAMS += tests/test_gpu_count
+TESTS += tests/test_gpu_count
+tests_test_gpu_count_SOURCES = tests/test_gpu_count.c
+tests_test_gpu_count_CFLAGS = $(TEST_CFLAGS)
+tests_test_gpu_count_LDADD = $(TEST_LIBS)
