@@ -9,6 +9,13 @@ check_PROGRAMS += tests/test_policy
 TESTS += tests/test_policy
 tests_test_policy_SOURCES = tests/test_policy.c
 tests_test_policy_CFLAGS = $(TEST_CFLAGS)
+# the NVMe variants run where configure built their plugin
+if HAVE_LIBURING
+tests_test_policy_CFLAGS += -DFG_TEST_IO_URING
+endif
+if HAVE_LIBAIO
+tests_test_policy_CFLAGS += -DFG_TEST_LIBAIO
+endif
 tests_test_policy_LDADD = $(TEST_LIBS)
 
 TESTS += tests/test_commands.sh
