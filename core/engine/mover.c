@@ -190,14 +190,13 @@ int fg_xfer_wait(struct fg_xfer *x, void *stream)
 	while (x->pending) {
 		int n = fg_tier_reap(mv->tier[FG_ROLE_DISK], done, 1, 64);
 		if (n < 0) {
-			if (!x->err) {
-				FG_ERR("%s: disk tier (%s): waiting for %zu requests failed: %s",
-				       x->what, mv->tier[FG_ROLE_DISK]->ph.plugin->name, x->pending,
-				       fg_last_error());
-				x->err = n;
-				x->reported = 1;
-			}
-			return x->err;
+			if (x->err)
+				return xfer_error(x);
+			FG_ERR("%s: disk tier (%s): waiting for %zu requests failed: %s", x->what,
+			       mv->tier[FG_ROLE_DISK]->ph.plugin->name, x->pending, fg_last_error());
+			x->err = n;
+			x->reported = 1;
+			return n;
 		}
 		/* Requests of other groups come back here too: each keeps its
 		 * error until its own wait, reset or fini returns it. */
