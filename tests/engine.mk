@@ -9,6 +9,13 @@ check_PROGRAMS += tests/test_policy
 TESTS += tests/test_policy
 tests_test_policy_SOURCES = tests/test_policy.c
 tests_test_policy_CFLAGS = $(TEST_CFLAGS)
+# the NVMe variants run where configure built their plugin
+if HAVE_LIBURING
+tests_test_policy_CFLAGS += -DFG_TEST_IO_URING
+endif
+if HAVE_LIBAIO
+tests_test_policy_CFLAGS += -DFG_TEST_LIBAIO
+endif
 tests_test_policy_LDADD = $(TEST_LIBS)
 
 TESTS += tests/test_commands.sh
@@ -19,3 +26,10 @@ TESTS += tests/test_compression
 tests_test_compression_SOURCES = tests/test_compression.c
 tests_test_compression_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS)
 tests_test_compression_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)
+
+# the mover: failed disk requests surface from reset and fini
+check_PROGRAMS += tests/test_mover
+TESTS += tests/test_mover
+tests_test_mover_SOURCES = tests/test_mover.c
+tests_test_mover_CFLAGS = $(TEST_CFLAGS)
+tests_test_mover_LDADD = $(TEST_LIBS)

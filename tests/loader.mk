@@ -49,3 +49,10 @@ EXTRA_DIST += tests/test_cli.sh tests/test_out_of_tree.sh tests/test_skeleton_co
 # libfgcore.so exports exactly the extern functions of the installed headers.
 TESTS += tests/test_exports.sh
 EXTRA_DIST += tests/test_exports.sh
+
+# fg_host.gpu_count: the GPUs the core counts without CUDA
+check_PROGRAMS += tests/test_gpu_count
+TESTS += tests/test_gpu_count
+tests_test_gpu_count_SOURCES = tests/test_gpu_count.c
+tests_test_gpu_count_CFLAGS = $(TEST_CFLAGS)
+tests_test_gpu_count_LDADD = $(TEST_LIBS)

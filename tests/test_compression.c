@@ -1,8 +1,12 @@
 /* tests/test_compression.c - 4-bit weights and KV cache through the engine:
+ *  - against Hugging Face's fp32 reference, within bounds derived from the
+ *    int4 rounding error: prefill logits of the golden prompts, and the
+ *    teacher-forced perplexity of the trained checkpoint's held-out text
+ *    (decode steps: the compressed cache is read back at every step);
  *  - compressed runs agree with each other bit for bit whatever the placement;
- *  - the error against Hugging Face's fp32 reference is measured and printed
- *    (prefill-logit error, greedy agreement) — a report, not a tuned threshold;
- *  - OPT-175B with compress_weight accounts about 4.5/16 of its fp16 bytes. */
+ *  - OPT-175B with compress_weight accounts about 4.5/16 of its fp16 bytes.
+ * The reference cases need FGCORE_TESTDATA: without it they are not run and
+ * the program exits 77 (skip) unless something else failed. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +23,8 @@
 #include "core/plan/plan.h"
 
 #define ROWS 4
-#define PLEN 8
+#define PLEN 8     /* the random checkpoints' golden prompts, and test_placements_agree's */
+#define MAXPLEN 32 /* opt-py-128x4's are 25 long */
 #define GEN 32
 
 static char tmpdir[256] = "/var/tmp";
@@ -45,8 +50,8 @@ static struct fg_config *config(const char *model, const char *const *extra)
 }
 
 /* Prefill logits [ROWS, vocab] and GEN greedy tokens of the golden prompts. */
-static void run_golden(struct fg_config *c, const int32_t *ids, const int32_t *pad, float **logits,
-		       int32_t tokens[ROWS][GEN])
+static void run_golden(struct fg_config *c, int plen, const int32_t *ids, const int32_t *pad,
+		       float **logits, int32_t tokens[ROWS][GEN])
 {
 	struct fg_engine *e;
 	struct fg_forward_env env;
@@ -56,7 +61,7 @@ static void run_golden(struct fg_config *c, const int32_t *ids, const int32_t *p
 	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
 	*logits = malloc(sizeof(float) * ROWS * (size_t)e->model.cfg.vocab);
 	fg_engine_forward_env(e, 1, &env);
-	ck_assert_msg(fg_forward_new(&f, &env, PLEN, GEN) == 0, "%s", fg_last_error_text());
+	ck_assert_msg(fg_forward_new(&f, &env, plen, GEN) == 0, "%s", fg_last_error_text());
 	ck_assert_msg(fg_forward_prefill(f, ids, pad, *logits, top) == 0, "%s", fg_last_error_text());
 	for (int t = 0; t < GEN; t++) {
 		for (int r = 0; r < ROWS; r++)
@@ -68,7 +73,9 @@ static void run_golden(struct fg_config *c, const int32_t *ids, const int32_t *p
 	fg_engine_close(e);
 }
 
-static void load_prompts(const char *dir, int32_t ids[ROWS][PLEN], int32_t pad[ROWS],
+/* The golden prompts (rows of *plen ids, flat), their pads, the greedy
+ * tokens and the prefill logits of the reference. */
+static void load_prompts(const char *dir, int32_t *ids, int *plen, int32_t pad[ROWS],
 			 int32_t greedy[ROWS][GEN], float **ref, int64_t vocab)
 {
 	char path[4400];
@@ -76,13 +83,16 @@ static void load_prompts(const char *dir, int32_t ids[ROWS][PLEN], int32_t pad[R
 	snprintf(path, sizeof(path), "%s/golden.json", dir);
 	json_t *root = json_load_file(path, 0, &err);
 	ck_assert_msg(root, "%s: %s", path, err.text);
+	json_t *in = json_object_get(root, "input_ids"), *mask = json_object_get(root, "attention_mask");
+	ck_assert_msg(json_array_size(in) == ROWS, "%s: not %d prompts", path, ROWS);
+	*plen = (int)json_array_size(json_array_get(in, 0));
+	ck_assert_msg(*plen > 0 && *plen <= MAXPLEN, "%s: prompts of %d tokens", path, *plen);
 	for (int r = 0; r < ROWS; r++) {
 		pad[r] = 0;
-		for (int i = 0; i < PLEN; i++) {
-			ids[r][i] = (int32_t)json_integer_value(
-				json_array_get(json_array_get(json_object_get(root, "input_ids"), r), i));
-			pad[r] += !json_integer_value(json_array_get(
-				json_array_get(json_object_get(root, "attention_mask"), r), i));
+		ck_assert((int)json_array_size(json_array_get(in, r)) == *plen);
+		for (int i = 0; i < *plen; i++) {
+			ids[r * *plen + i] = (int32_t)json_integer_value(json_array_get(json_array_get(in, r), i));
+			pad[r] += !json_integer_value(json_array_get(json_array_get(mask, r), i));
 		}
 		for (int t = 0; t < GEN; t++)
 			greedy[r][t] = (int32_t)json_integer_value(json_array_get(
@@ -104,25 +114,56 @@ static const char *const modes[3][3] = {
 };
 static const char *const mode_names[3] = { "int4 weights", "int4 cache", "int4 weights + cache" };
 
-/* Error against the reference, reported. */
+/* Prefill logits against the reference.
+ *
+ * The bound.  int4 rounds each weight to one of 16 levels spanning its group
+ * of 64 (min to max): the error is uniform within half a step, RMS
+ * step / sqrt(12), step = range / 15.  64 near-Gaussian values span about
+ * 4.9 sigma, so each quantized matrix carries a relative error
+ * rho = 4.9 / (15 sqrt(12)) = 0.094 (0.088-0.090 measured on these three
+ * checkpoints with the reference's rounding).  A linear layer passes that
+ * relative error on to its output; the 6 quantized matrices of each of the L
+ * layers add theirs independently, so the logits' RMS error, relative to
+ * their RMS spread around each row's mean, is about sqrt(6 L) rho: 0.33 for
+ * 2 layers, 0.46 for 4.  That is the bound for the trained checkpoint
+ * (measured 0.10).  The random checkpoints amplify errors more (their
+ * activations are small against the biases that LayerNorm rescales:
+ * measured 0.16 and 0.51), so they get 1.6 times the estimate.  A codec that
+ * scrambles the 4-bit values (nibbles swapped, groups along the input
+ * dimension) leaves errors as large as the logits' own spread: ratio 0.93 to
+ * 1.46 when tried, above every bound.  The int4 cache does not enter prefill
+ * logits (attention reads the fresh keys and values; the cache is read back
+ * from the first decode step, see test_heldout): the fp32 tolerance holds. */
 START_TEST(test_golden_error)
 {
 	const char *td = getenv("FGCORE_TESTDATA");
-	static const char *models[] = { "opt-tiny-64x2", "opt-tiny-128x4" };
+	static const char *models[] = { "opt-tiny-64x2", "opt-tiny-128x4", "opt-py-128x4" };
+	static const int64_t vocabs[] = { 50272, 50272, 8192 };
+	static const double bounds[] = { 1.6 * 0.33, 1.6 * 0.46, 0.46 };
 	char dir[4300];
-	int32_t ids[ROWS][PLEN], pad[ROWS], greedy[ROWS][GEN], got[ROWS][GEN];
+	int32_t ids[ROWS * MAXPLEN], pad[ROWS], greedy[ROWS][GEN], got[ROWS][GEN];
 	float *ref, *lg;
+	int64_t V = vocabs[_i / 3];
+	int plen, weights = _i % 3 != 1;
 
-	if (!td || !*td)
-		return;
 	snprintf(dir, sizeof(dir), "%s/opt/%s", td, models[_i / 3]);
-	load_prompts(dir, ids, pad, greedy, &ref, 50272);
+	load_prompts(dir, ids, &plen, pad, greedy, &ref, V);
 	struct fg_config *c = config(dir, modes[_i % 3]);
-	run_golden(c, &ids[0][0], pad, &lg, got);
-	double worst = 0;
-	for (int i = 0; i < ROWS * 50272; i++)
-		worst = fmax(worst, fabs((double)lg[i] - ref[i]));
-	ck_assert(isfinite(worst));
+	run_golden(c, plen, ids, pad, &lg, got);
+	double worst = 0, se = 0, sr = 0;
+	for (int r = 0; r < ROWS; r++) {
+		double mean = 0;
+		for (int64_t i = 0; i < V; i++)
+			mean += ref[r * V + i];
+		mean /= (double)V;
+		for (int64_t i = 0; i < V; i++) {
+			double e = (double)lg[r * V + i] - ref[r * V + i];
+			worst = fmax(worst, fabs(e));
+			se += e * e;
+			sr += (ref[r * V + i] - mean) * (ref[r * V + i] - mean);
+		}
+	}
+	double ratio = sqrt(se / sr);
 	int agree = 0;
 	for (int r = 0; r < ROWS; r++) {
 		int t = 0;
@@ -130,10 +171,155 @@ START_TEST(test_golden_error)
 			t++;
 		agree += t;
 	}
-	printf("%s, %s: prefill logits max |error| %.4f; greedy tokens agreeing before the first divergence: %d of %d\n",
-	       models[_i / 3], mode_names[_i % 3], worst, agree, ROWS * GEN);
+	printf("%s, %s: prefill logits max |error| %.4f, RMS error / RMS spread %.4f (bound %.2f); greedy tokens agreeing before the first divergence: %d of %d\n",
+	       models[_i / 3], mode_names[_i % 3], worst, ratio, weights ? bounds[_i / 3] : 0.0,
+	       agree, ROWS * GEN);
+	if (weights) {
+		ck_assert_msg(ratio <= bounds[_i / 3], "%s, %s: RMS logit error %.4f of the spread, above %.2f",
+			      models[_i / 3], mode_names[_i % 3], ratio, bounds[_i / 3]);
+		/* and the weights were compressed: not the fp32 logits */
+		ck_assert_msg(worst > 1e-2, "%s, %s: logits equal the fp32 reference (max error %g)",
+			      models[_i / 3], mode_names[_i % 3], worst);
+	} else {
+		ck_assert_msg(worst <= 1e-3, "%s, int4 cache: prefill logits off by %g", models[_i / 3],
+			      worst);
+	}
 	free(ref);
 	free(lg);
+	fg_config_free(c);
+}
+END_TEST
+
+#define HROWS 16
+#define HLEN 256
+
+struct heldout {
+	int32_t ids[HROWS][HLEN];
+	double lp[HROWS][HLEN - 1];   /* Hugging Face, fp32 */
+	double ppl, sim_ppl;          /* fp32; 4-bit weights simulated in PyTorch */
+};
+
+static void load_heldout(const char *dir, struct heldout *h)
+{
+	char path[4400];
+	json_error_t err;
+	snprintf(path, sizeof(path), "%s/heldout.json", dir);
+	json_t *root = json_load_file(path, 0, &err);
+	ck_assert_msg(root, "%s: %s", path, err.text);
+	json_t *ids = json_object_get(root, "input_ids"), *lp = json_object_get(root, "token_logprobs");
+	json_t *sim = json_object_get(root, "int4_weights_simulated");
+	ck_assert_msg(json_array_size(ids) == HROWS && json_array_size(lp) == HROWS && sim,
+		      "%s: not 16 sequences with int4_weights_simulated", path);
+	for (int r = 0; r < HROWS; r++) {
+		ck_assert(json_array_size(json_array_get(ids, r)) == HLEN);
+		ck_assert(json_array_size(json_array_get(lp, r)) == HLEN - 1);
+		for (int t = 0; t < HLEN; t++)
+			h->ids[r][t] = (int32_t)json_integer_value(json_array_get(json_array_get(ids, r), t));
+		for (int t = 0; t < HLEN - 1; t++)
+			h->lp[r][t] = json_number_value(json_array_get(json_array_get(lp, r), t));
+	}
+	h->ppl = json_number_value(json_object_get(root, "perplexity"));
+	h->sim_ppl = json_number_value(json_object_get(sim, "perplexity"));
+	ck_assert(h->ppl > 1 && h->sim_ppl > h->ppl);
+	json_decref(root);
+}
+
+/* Teacher forcing: prefill on each row's first token, then decode the
+ * reference tokens one by one; lp[r][t] = log p(ids[r][t+1] | ids[r][..t]),
+ * in double from the engine's logits.  Returns the perplexity. */
+static double score(struct fg_config *c, const struct heldout *h, double lp[HROWS][HLEN - 1])
+{
+	struct fg_engine *e;
+	struct fg_forward_env env;
+	struct fg_forward *f;
+	int32_t tok[HROWS], pad[HROWS] = { 0 };
+	double sum = 0;
+
+	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
+	int64_t V = e->model.cfg.vocab;
+	float *l = malloc(sizeof(float) * HROWS * (size_t)V);
+	fg_engine_forward_env(e, e->policy.num_gpu_batches, &env);
+	ck_assert_int_eq(e->policy.gpu_batch_size * e->policy.num_gpu_batches, HROWS);
+	ck_assert_msg(fg_forward_new(&f, &env, 1, HLEN - 2) == 0, "%s", fg_last_error_text());
+	for (int t = 0; t < HLEN - 1; t++) {
+		for (int r = 0; r < HROWS; r++)
+			tok[r] = h->ids[r][t];
+		int rc = t == 0 ? fg_forward_prefill(f, tok, pad, l, NULL) : fg_forward_decode(f, tok, l, NULL);
+		ck_assert_msg(rc == 0, "step %d: %s", t, fg_last_error_text());
+		for (int r = 0; r < HROWS; r++) {
+			const float *x = l + (size_t)r * (size_t)V;
+			double mx = -INFINITY, z = 0;
+			for (int64_t i = 0; i < V; i++)
+				mx = fmax(mx, x[i]);
+			for (int64_t i = 0; i < V; i++)
+				z += exp((double)x[i] - mx);
+			lp[r][t] = (double)x[h->ids[r][t + 1]] - mx - log(z);
+			sum += lp[r][t];
+		}
+	}
+	fg_forward_free(f);
+	free(l);
+	fg_engine_close(e);
+	return exp(-sum / (HROWS * (HLEN - 1)));
+}
+
+static const char *const hmodes[4][3] = {
+	{ NULL },
+	{ "policy.compress_weight=true", NULL },
+	{ "policy.compress_cache=true", NULL },
+	{ "policy.compress_weight=true", "policy.compress_cache=true", NULL },
+};
+static const char *const hmode_names[4] = { "fp32", "int4 weights", "int4 cache",
+					    "int4 weights + cache" };
+
+/* Perplexity of opt-py-128x4 on its 16 held-out sequences of 256 tokens,
+ * against Hugging Face's (fp32: 8.7438; 4-bit weights simulated in PyTorch
+ * with the layout's rule: 9.1196).  4 GPU batches of 4 rows.
+ *  - fp32: every log-probability within 1e-3, the perplexity within 0.1 %
+ *    (the README's fp32 tolerances; this proves the scoring itself).
+ *  - int4 weights: at most 1.5 % above the simulated figure (the README's
+ *    bound: the engine's fp16 rounding of scale and min may differ).
+ *  - int4 cache: the keys and values go through the same 4-bit rounding in
+ *    groups of 64 (along the head dimension), so each carries the same
+ *    relative error (rho ~ 0.09) as a quantized weight matrix; but only 2
+ *    tensors per layer are quantized instead of 6, a key error is damped by
+ *    the softmax and a value error averaged over the attended positions.  Its
+ *    cost is thus at most that of the weights: perplexity <= the simulated
+ *    int4-weights figure (measured 8.90, +1.8 %, against +4.3 %).
+ *  - both: the two costs compound at most multiplicatively: <= 1.015 x
+ *    simulated x (simulated / fp32) (measured 9.29, bound 9.65).
+ * Tried: weights with swapped nibbles or grouped along the input dimension
+ * give perplexities above 30000, a cache with swapped nibbles 377, a cache
+ * row decoded with its other group's scale and min 20.5.  Compressed modes must also differ
+ * from fp32 (max |log-probability error| > 1e-2): compression took effect. */
+START_TEST(test_heldout)
+{
+	char dir[4300];
+	static struct heldout h;
+	static double lp[HROWS][HLEN - 1];
+
+	snprintf(dir, sizeof(dir), "%s/opt/opt-py-128x4", getenv("FGCORE_TESTDATA"));
+	load_heldout(dir, &h);
+	struct fg_config *c = config(dir, hmodes[_i]);
+	set(c, "policy.num_gpu_batches=4");
+	double ppl = score(c, &h, lp);
+	double worst = 0;
+	for (int r = 0; r < HROWS; r++)
+		for (int t = 0; t < HLEN - 1; t++)
+			worst = fmax(worst, fabs(lp[r][t] - h.lp[r][t]));
+	const double bound[4] = { h.ppl * 1.001, h.sim_ppl * 1.015, h.sim_ppl,
+				  h.sim_ppl * 1.015 * h.sim_ppl / h.ppl };
+	printf("opt-py-128x4, %s: perplexity %.4f (bound %.4f; Hugging Face fp32 %.4f, int4 weights simulated %.4f); max |log-probability - fp32| %.4f\n",
+	       hmode_names[_i], ppl, bound[_i], h.ppl, h.sim_ppl, worst);
+	ck_assert_msg(ppl <= bound[_i], "%s: perplexity %.4f above %.4f", hmode_names[_i], ppl,
+		      bound[_i]);
+	if (_i == 0) {
+		ck_assert_msg(worst <= 1e-3, "fp32: a log-probability off by %g", worst);
+		ck_assert_msg(ppl >= h.ppl / 1.001, "fp32: perplexity %.4f below %.4f", ppl, h.ppl);
+	} else {
+		ck_assert_msg(worst > 1e-2, "%s: log-probabilities equal fp32's (max error %g)",
+			      hmode_names[_i], worst);
+	}
 	fg_config_free(c);
 }
 END_TEST
@@ -159,12 +345,12 @@ START_TEST(test_placements_agree)
 
 	snprintf(model, sizeof(model), td && *td ? "%s/opt/opt-tiny-128x4" : "dummy:opt-125m", td);
 	struct fg_config *c = config(model, modes[2]);
-	run_golden(c, &ids[0][0], pad, &lw, want);
+	run_golden(c, PLEN, &ids[0][0], pad, &lw, want);
 	for (size_t p = 0; p < sizeof(placements) / sizeof(placements[0]); p++) {
 		struct fg_config *cp = config(model, modes[2]);
 		for (int i = 0; placements[p][i]; i++)
 			set(cp, placements[p][i]);
-		run_golden(cp, &ids[0][0], pad, &lg, got);
+		run_golden(cp, PLEN, &ids[0][0], pad, &lg, got);
 		printf("int4 weights + cache, %s%s%s: %s\n", placements[p][0],
 		       placements[p][1] ? ", " : "", placements[p][1] ? placements[p][1] : "",
 		       memcmp(want, got, sizeof(want)) ? "DIFFERENT" : "same tokens");
@@ -202,10 +388,19 @@ END_TEST
 
 int main(void)
 {
+	const char *td = getenv("FGCORE_TESTDATA");
+	int reference = td && *td;
 	Suite *s = suite_create("compression");
 	TCase *tc = tcase_create("int4");
 	tcase_set_timeout(tc, 900);
-	tcase_add_loop_test(tc, test_golden_error, 0, 6);
+	/* As in test_golden: without FGCORE_TESTDATA the reference cases cannot
+	 * run (skip); with it set (CI), missing files fail. */
+	if (reference) {
+		tcase_add_loop_test(tc, test_golden_error, 0, 9);
+		tcase_add_loop_test(tc, test_heldout, 0, 4);
+	} else {
+		printf("FGCORE_TESTDATA is not set: the Hugging Face reference cases are skipped\n");
+	}
 	tcase_add_test(tc, test_placements_agree);
 	tcase_add_test(tc, test_175b_bytes);
 	suite_add_tcase(s, tc);
@@ -213,5 +408,5 @@ int main(void)
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
-	return failed ? 1 : 0;
+	return failed ? 1 : reference ? 0 : 77;
 }

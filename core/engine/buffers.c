@@ -218,15 +218,14 @@ void fg_forward_free(struct fg_forward *f)
 {
 	if (!f)
 		return;
-	/* Errors of transfers still in flight have no caller left to report to;
-	 * fg_forward_drain (called after every step) already returned them. */
-	if (f->xfer_ready)
-		(void)fg_forward_drain(f);
+	/* A transfer still failing here has no caller left to return it to: say
+	 * so rather than drop it (after a step, fg_forward_drain returned it). */
+	int first = f->xfer_ready ? fg_forward_drain(f) : 0, r;
 	for (int s = 0; s < SLOTS; s++) {
-		(void)fg_xfer_fini(&f->wload[s]);
-		(void)fg_xfer_fini(&f->cload[s]);
-		(void)fg_xfer_fini(&f->cstore[s]);
-		(void)fg_xfer_fini(&f->hstore[s]);
+		struct fg_xfer *xs[4] = { &f->wload[s], &f->cload[s], &f->cstore[s], &f->hstore[s] };
+		for (int i = 0; i < 4; i++)
+			if ((r = fg_xfer_fini(xs[i])) && !first)
+				first = r;
 		if (f->wdone[s])
 			fg_backend_event_destroy(f->be, f->wdone[s]);
 		if (f->cdone[s])
@@ -238,7 +237,11 @@ void fg_forward_free(struct fg_forward *f)
 		free_on(f, FG_ROLE_COMPUTE, &f->hslot[s]);
 		free_on(f, FG_ROLE_HOST, &f->hbounce[s]);
 	}
-	(void)fg_xfer_fini(&f->hload);
+	if ((r = fg_xfer_fini(&f->hload)) && !first)
+		first = r;
+	if (first)
+		FG_LOG(FG_LOG_WARN, "freeing a forward pass: a transfer failed: %s",
+		       fg_last_error_text());
 	free_on(f, FG_ROLE_HOST, &f->hstage);
 	for (int64_t b = 0; f->gb && b < f->nb; b++) {
 		struct gpu_batch *g = &f->gb[b];

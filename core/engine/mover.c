@@ -48,11 +48,37 @@ int fg_xfer_init(struct fg_xfer *x, struct fg_mover *mv, size_t cap)
 	return rc ? rc : fg_backend_event_create(mv->be, &x->bounce_event);
 }
 
+/* Return the group's error with its line (again: the line recorded when the
+ * request was reaped may have been overwritten since). */
+static int xfer_error(struct fg_xfer *x)
+{
+	struct fg_tier *disk = x->mv->tier[FG_ROLE_DISK];
+
+	if (x->fail_len)
+		FG_ERR("%s: disk tier (%s): %s of %zu bytes at offset %llu failed: %s", x->what,
+		       disk->ph.plugin->name, x->fail_op == FG_IO_READ ? "read" : "write",
+		       x->fail_len, (unsigned long long)x->fail_off, strerror(-x->err));
+	else
+		FG_ERR("%s: disk tier (%s): waiting for its requests failed: %s", x->what,
+		       disk->ph.plugin->name, strerror(-x->err));
+	x->reported = 1;
+	return x->err;
+}
+
+/* An error of the group that no one was told about yet, or 0. */
+static int xfer_unreported(struct fg_xfer *x)
+{
+	return x->err && !x->reported ? xfer_error(x) : 0;
+}
+
 int fg_xfer_fini(struct fg_xfer *x)
 {
 	int rc = 0;
+
 	if (x->pending)
 		rc = fg_xfer_wait(x, NULL);
+	else if (x->mv)
+		rc = xfer_unreported(x);
 	if (x->event)
 		fg_backend_event_destroy(x->mv->be, x->event);
 	if (x->bounce_event)
@@ -66,10 +92,15 @@ int fg_xfer_fini(struct fg_xfer *x)
 int fg_xfer_reset(struct fg_xfer *x, const char *what)
 {
 	int rc = 0, r;
-	/* Requests in flight own their slots of x->ios: finish them first; a
-	 * failure among them is the caller's error, not dropped. */
-	if (x->pending)
+
+	/* Requests in flight own their slots of x->ios: finish them first. */
+	if (x->pending) {
 		rc = fg_xfer_wait(x, NULL);
+		if (x->pending)
+			return rc; /* the tier failed to reap: nothing can be reused */
+	} else {
+		rc = xfer_unreported(x);
+	}
 	/* Bounce buffers are refilled only after their last second hop read them. */
 	if (x->bounced && (r = fg_backend_event_sync(x->mv->be, x->bounce_event)) && !rc)
 		rc = r;
@@ -77,6 +108,8 @@ int fg_xfer_reset(struct fg_xfer *x, const char *what)
 	x->nios = x->nlater = 0;
 	x->has_event = 0;
 	x->err = 0;
+	x->reported = 0;
+	x->fail_len = 0;
 	snprintf(x->what, sizeof(x->what), "%s", what);
 	return rc;
 }
@@ -160,23 +193,29 @@ int fg_xfer_wait(struct fg_xfer *x, void *stream)
 	while (x->pending) {
 		int n = fg_tier_reap(mv->tier[FG_ROLE_DISK], done, 1, 64);
 		if (n < 0) {
-			x->err = x->err ? x->err : n;
-			break;
+			if (x->err)
+				return xfer_error(x);
+			FG_ERR("%s: disk tier (%s): waiting for %zu requests failed: %s", x->what,
+			       mv->tier[FG_ROLE_DISK]->ph.plugin->name, x->pending, fg_last_error());
+			x->err = n;
+			x->reported = 1;
+			return n;
 		}
+		/* Requests of other groups come back here too: each keeps its
+		 * error until its own wait, reset or fini returns it. */
 		for (int i = 0; i < n; i++) {
 			struct fg_xfer *g = done[i]->user;
 			g->pending--;
 			if (done[i]->result < 0 && !g->err) {
 				g->err = done[i]->result;
-				FG_ERR("%s: disk tier (%s): %s of %zu bytes at offset %llu failed: %s",
-				       g->what, mv->tier[FG_ROLE_DISK]->ph.plugin->name,
-				       done[i]->op == FG_IO_READ ? "read" : "write", done[i]->len,
-				       (unsigned long long)done[i]->offset, strerror(-done[i]->result));
+				g->fail_op = done[i]->op;
+				g->fail_len = done[i]->len;
+				g->fail_off = done[i]->offset;
 			}
 		}
 	}
 	if (x->err)
-		return x->err;
+		return xfer_error(x);
 	for (size_t i = 0; i < x->nlater; i++) {
 		rc = fg_backend_copy(mv->be, mv->load_stream, x->later[i].dst, x->later[i].src,
 				     x->later[i].len);

@@ -13,14 +13,14 @@
 #include <stdint.h>
 
 #include "core/backend/backend.h"
-#include "core/plan/policy.h"
+#include "core/engine/policy.h"
 #include "core/tier/tier.h"
 
 struct fg_mover {
 	struct fg_backend *be;
 	struct fg_tier *tier[FG_ROLES];
 	int device;        /* compute-tier memory is not host memory */
-	void *compute_stream;  /* where the ops run; the others order against it */
+	void *compute_stream;  /* where the ops run; the copies order against it */
 	void *load_stream, *store_stream;
 };
 
@@ -41,7 +41,11 @@ struct fg_xfer {
 	int has_event;
 	void *bounce_event;      /* recorded after the second hops out of bounce buffers */
 	int bounced;
-	int err;
+	int err;                 /* first error of the group, sticky until reset */
+	int reported;            /* err was returned by a wait, reset or fini */
+	int fail_op;             /* the failed disk request, for the error line */
+	size_t fail_len;
+	uint64_t fail_off;
 	char what[64];           /* for messages: "weights of block 3" */
 };
 
@@ -49,9 +53,14 @@ int fg_mover_init(struct fg_mover *mv, struct fg_backend *be, struct fg_tier *ti
 void fg_mover_fini(struct fg_mover *mv);
 
 int fg_xfer_init(struct fg_xfer *x, struct fg_mover *mv, size_t cap);
-/* Both wait for requests still in flight and return their first error. */
+/* Wait for what is in flight and free the group.  Returns an error of the
+ * group that no wait returned (a request failed in flight), with its line. */
 int fg_xfer_fini(struct fg_xfer *x);
-/* Start a new use of the group (it must have been waited for). */
+/* Start a new use of the group: waits for requests still in flight, then
+ * clears it.  Returns, with its error line, an error of the group's previous
+ * use that no fg_xfer_wait returned (a request that failed while in flight,
+ * possibly reaped by another group's wait), or the error of that wait; the
+ * group is cleared all the same unless requests stay in flight. */
 int fg_xfer_reset(struct fg_xfer *x, const char *what);
 
 /* Load: compute-tier memory dst <- len bytes at off of region r on `role`'s

@@ -1,7 +1,12 @@
-/* core/util/error.c - the core's fg_host: per-thread last error line and logging. */
+/* core/util/error.c - the core's fg_host: per-thread last error line, logging
+ * and the number of GPUs the machine shows. */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <fgcore/fgcore.h>
@@ -70,13 +75,105 @@ static struct fg_host fg_host_table = {
 	.priv		= NULL,
 };
 
+/* Entries of dir that do not start with '.' and, when prefix is set, are
+ * prefix followed by digits only; -1 when dir cannot be opened. */
+static int fg_count_entries(const char *dir, const char *prefix)
+{
+	size_t np = prefix ? strlen(prefix) : 0;
+	struct dirent *d;
+	DIR *dp = opendir(dir);
+	int n = 0;
+
+	if (!dp)
+		return -1;
+	while ((d = readdir(dp))) {
+		const char *s = d->d_name;
+		if (s[0] == '.')
+			continue;
+		if (prefix) {
+			if (strncmp(s, prefix, np) || !s[np] || strspn(s + np, "0123456789") != strlen(s + np))
+				continue;
+		}
+		n++;
+	}
+	closedir(dp);
+	return n;
+}
+
+/* How many of n devices a CUDA_VISIBLE_DEVICES value leaves visible.  CUDA
+ * reads the comma-separated list up to its first invalid entry: an index out
+ * of range, a negative or malformed one (so "" and "-1" hide every device).
+ * A repeated index is taken as invalid too, to never count a device twice;
+ * a UUID ("GPU-..." or "MIG-...") cannot be checked without the driver and
+ * counts as one device. */
+static int fg_visible_count(const char *visible, int n)
+{
+	char seen[256] = { 0 };
+	int count = 0;
+
+	for (const char *p = visible;; p++) {
+		const char *end = p + strcspn(p, ",");
+		char tok[128];
+		size_t len;
+
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		len = (size_t)(end - p);
+		while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+			len--;
+		if (!len || len >= sizeof(tok))
+			break;
+		memcpy(tok, p, len);
+		tok[len] = '\0';
+		if (tok[0] >= '0' && tok[0] <= '9') {
+			char *e;
+			errno = 0;
+			long i = strtol(tok, &e, 10);
+			if (errno || *e || i >= n || i >= (long)sizeof(seen) || seen[i])
+				break;
+			seen[i] = 1;
+		} else if (strncmp(tok, "GPU-", 4) && strncmp(tok, "MIG-", 4)) {
+			break;
+		}
+		count++;
+		if (!*end)
+			break;
+		p = end;
+	}
+	return count < n ? count : n;
+}
+
+int fg_gpu_count_scan(const char *proc_dir, const char *dev_dir, const char *visible)
+{
+	/* The driver's list of the GPUs it drives, else the device nodes
+	 * (a container may show only the nodes it was given). */
+	int n = proc_dir ? fg_count_entries(proc_dir, NULL) : -1;
+	if (n < 0)
+		n = dev_dir ? fg_count_entries(dev_dir, "nvidia") : -1;
+	if (n <= 0)
+		return 0;
+	return visible ? fg_visible_count(visible, n) : n;
+}
+
+static pthread_once_t fg_gpu_once = PTHREAD_ONCE_INIT;
+
+/* Once, on the first use of the host table: no CUDA header or library is
+ * needed to know how many devices a CUDA plugin would see. */
+static void fg_gpu_count_init(void)
+{
+	fg_host_table.gpu_count =
+		fg_gpu_count_scan("/proc/driver/nvidia/gpus", "/dev", getenv("CUDA_VISIBLE_DEVICES"));
+}
+
 const struct fg_host *fg_core_host(void)
 {
+	pthread_once(&fg_gpu_once, fg_gpu_count_init);
 	return &fg_host_table;
 }
 
 void fg_core_host_set_gpu_count(int n)
 {
+	pthread_once(&fg_gpu_once, fg_gpu_count_init);
 	fg_host_table.gpu_count = n < 0 ? 0 : n;
 }
 

@@ -15,8 +15,16 @@ void fg_clear_error(void);
 void fg_set_log_level(int level);
 int fg_log_level(void);
 
-/* Number of CUDA devices the core found (fg_host.gpu_count); 0 until set. */
+/* fg_host.gpu_count: the NVIDIA GPUs of the machine, counted once on the
+ * first fg_core_host() from fg_gpu_count_scan("/proc/driver/nvidia/gpus",
+ * "/dev", $CUDA_VISIBLE_DEVICES).  The setter overrides it (tests). */
 void fg_core_host_set_gpu_count(int n);
+
+/* GPUs seen: entries of proc_dir (one per GPU the driver drives) or, when
+ * proc_dir cannot be opened, nodes nvidiaN in dev_dir; limited by visible
+ * (CUDA_VISIBLE_DEVICES, NULL: unset) as CUDA limits them.  0 on error.
+ * Internal, taking its sources as arguments for tests. */
+int fg_gpu_count_scan(const char *proc_dir, const char *dev_dir, const char *visible);
 
 /* Record an error line from core code: FG_ERR("%s:%d: ...", file, line). */
 #define FG_ERR(...) fg_error(fg_core_host(), __VA_ARGS__)
