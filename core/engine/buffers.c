@@ -241,7 +241,7 @@ void fg_forward_free(struct fg_forward *f)
 		first = r;
 	if (first)
 		FG_LOG(FG_LOG_WARN, "freeing a forward pass: a transfer failed: %s",
-		       fg_last_error_text());
+		       fg_last_error());
 	free_on(f, FG_ROLE_HOST, &f->hstage);
 	for (int64_t b = 0; f->gb && b < f->nb; b++) {
 		struct gpu_batch *g = &f->gb[b];

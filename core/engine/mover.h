@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "core/backend/backend.h"
-#include "core/engine/policy.h"
+#include "core/plan/policy.h"
 #include "core/tier/tier.h"
 
 struct fg_mover {
