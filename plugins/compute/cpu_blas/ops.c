@@ -1,4 +1,4 @@
-/* plugins/compute/cpu_blas/ops.c - embedding gather, layer norm, KV append, and
+/* plugins/compute/cpu_blas/ops.c - embedding gather, layer and RMS norm, KV append, and
  * the 4-bit row codec (fgcore/q4.h) that kv_append, attention and linear use.
  *
  * kv_append copies fp32 or fp16 rows into a cache of the same type, or encodes
@@ -34,6 +34,8 @@ static void cb_embed_rows(void *arg, int64_t b, int64_t e, int tid)
 		float *o = (float *)a->out.data + i * a->out.ld;
 
 		fp16_simd_to_f32(o, (const uint16_t *)a->tok.data + a->ids[i] * a->tok.ld, (size_t)h);
+		if (!a->pos.data) /* no learned positions (rotary models) */
+			continue;
 		fp16_simd_to_f32(p, (const uint16_t *)a->pos.data + a->positions[i] * a->pos.ld,
 				 (size_t)h);
 		for (int64_t j = 0; j < h; j++)
@@ -41,53 +43,16 @@ static void cb_embed_rows(void *arg, int64_t b, int64_t e, int tid)
 	}
 }
 
+/* The core checked the arguments (core/backend/compute_ops.c). */
 int cpu_blas_embed(void *ctx, void *stream, const struct fg_embed_args *a)
 {
 	struct cpu_blas_ctx *c = ctx;
-	const char *op = "embed";
 	struct cb_embed E = { .c = c, .a = a };
-	int64_t h;
+	int64_t h = a->tok.cols;
 	int rc;
 
 	(void)stream;
-	if (!a) {
-		fg_error(c->host, "cpu_blas: embed: NULL arguments");
-		return -EINVAL;
-	}
-	if (a->n < 0) {
-		fg_error(c->host, "cpu_blas: embed: n = %" PRId64 " is negative", a->n);
-		return -EINVAL;
-	}
-	h = a->tok.cols;
-	if ((rc = cpu_blas_check_tensor(c, op, "tok", &a->tok, FG_DTYPE_F16, -1, -1)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "pos", &a->pos, FG_DTYPE_F16, -1, h)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "out", &a->out, FG_DTYPE_F32, a->n, h)))
-		return rc;
-	if (a->n == 0)
-		return 0;
-	if (!a->ids || !a->positions) {
-		fg_error(c->host, "cpu_blas: embed: ids or positions is NULL");
-		return -EINVAL;
-	}
-	for (int64_t i = 0; i < a->n; i++) {
-		if (a->ids[i] < 0 || a->ids[i] >= a->tok.rows) {
-			fg_error(c->host, "cpu_blas: embed: ids[%" PRId64 "] = %" PRId32
-				 " is outside the vocabulary [0, %" PRId64 ")", i, a->ids[i],
-				 a->tok.rows);
-			return -EINVAL;
-		}
-		if (a->positions[i] < 0 || a->positions[i] >= a->pos.rows) {
-			fg_error(c->host, "cpu_blas: embed: positions[%" PRId64 "] = %" PRId32
-				 " is outside the position table [0, %" PRId64 ")", i,
-				 a->positions[i], a->pos.rows);
-			return -EINVAL;
-		}
-	}
-	if (cpu_blas_overlap(&a->out, &a->tok) || cpu_blas_overlap(&a->out, &a->pos)) {
-		fg_error(c->host, "cpu_blas: embed: out overlaps the embedding tables");
-		return -EINVAL;
-	}
-	if (h == 0)
+	if (a->n == 0 || h == 0)
 		return 0;
 	pthread_mutex_lock(&c->lock);
 	rc = cpu_blas_scratch(c, (size_t)h);
@@ -97,11 +62,11 @@ int cpu_blas_embed(void *ctx, void *stream, const struct fg_embed_args *a)
 	return rc;
 }
 
-/* ---- layer norm ---------------------------------------------------------------- */
+/* ---- layer norm and RMS norm ------------------------------------------------------ */
 
 struct cb_layer_norm {
 	const struct fg_layer_norm_args *a;
-	const float *gamma, *beta;
+	const float *gamma, *beta; /* beta NULL: none */
 };
 
 static void cb_layer_norm_rows(void *arg, int64_t b, int64_t e, int tid)
@@ -126,46 +91,44 @@ static void cb_layer_norm_rows(void *arg, int64_t b, int64_t e, int tid)
 		}
 		rstd = 1.0 / sqrt(sq / (double)h + a->eps);
 		/* x is read before o[j] is written: out may be x. */
+		if (N->beta)
+			for (int64_t j = 0; j < h; j++)
+				o[j] = (float)((x[j] - mean) * rstd) * N->gamma[j] + N->beta[j];
+		else
+			for (int64_t j = 0; j < h; j++)
+				o[j] = (float)((x[j] - mean) * rstd) * N->gamma[j];
+	}
+}
+
+/* x / sqrt(mean(x²) + eps) * gamma: the mean in double, as the layer norm. */
+static void cb_rms_norm_rows(void *arg, int64_t b, int64_t e, int tid)
+{
+	struct cb_layer_norm *N = arg;
+	const struct fg_layer_norm_args *a = N->a;
+	int64_t h = a->x.cols;
+
+	(void)tid;
+	for (int64_t i = b; i < e; i++) {
+		const float *x = (const float *)a->x.data + i * a->x.ld;
+		float *o = (float *)a->out.data + i * a->out.ld;
+		double sq = 0, rstd;
+
 		for (int64_t j = 0; j < h; j++)
-			o[j] = (float)((x[j] - mean) * rstd) * N->gamma[j] + N->beta[j];
+			sq += (double)x[j] * x[j];
+		rstd = 1.0 / sqrt(sq / (double)h + a->eps);
+		for (int64_t j = 0; j < h; j++)
+			o[j] = (float)(x[j] * rstd) * N->gamma[j];
 	}
 }
 
 int cpu_blas_layer_norm(void *ctx, void *stream, const struct fg_layer_norm_args *a)
 {
 	struct cpu_blas_ctx *c = ctx;
-	const char *op = "layer_norm";
 	struct cb_layer_norm N = { .a = a };
+	int64_t n = a->x.rows, h = a->x.cols;
 	float *gb;
-	int64_t n, h;
-	int rc;
 
 	(void)stream;
-	if (!a) {
-		fg_error(c->host, "cpu_blas: layer_norm: NULL arguments");
-		return -EINVAL;
-	}
-	n = a->x.rows;
-	h = a->x.cols;
-	if ((rc = cpu_blas_check_tensor(c, op, "x", &a->x, FG_DTYPE_F32, -1, -1)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "gamma", &a->gamma, FG_DTYPE_F16, 1, h)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "beta", &a->beta, FG_DTYPE_F16, 1, h)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "out", &a->out, FG_DTYPE_F32, n, h)))
-		return rc;
-	if (!isfinite(a->eps) || a->eps < 0) {
-		fg_error(c->host, "cpu_blas: layer_norm: eps = %g, expected a finite value >= 0",
-			 (double)a->eps);
-		return -EINVAL;
-	}
-	if (cpu_blas_overlap(&a->out, &a->x) && !cpu_blas_same(&a->out, &a->x)) {
-		fg_error(c->host, "cpu_blas: layer_norm: out partly overlaps x; pass the same "
-			 "view for both or separate buffers");
-		return -EINVAL;
-	}
-	if (cpu_blas_overlap(&a->out, &a->gamma) || cpu_blas_overlap(&a->out, &a->beta)) {
-		fg_error(c->host, "cpu_blas: layer_norm: out overlaps gamma or beta");
-		return -EINVAL;
-	}
 	if (n == 0 || h == 0)
 		return 0;
 	gb = malloc(2 * (size_t)h * sizeof(float));
@@ -175,11 +138,14 @@ int cpu_blas_layer_norm(void *ctx, void *stream, const struct fg_layer_norm_args
 		return -ENOMEM;
 	}
 	fp16_simd_to_f32(gb, a->gamma.data, (size_t)h);
-	fp16_simd_to_f32(gb + h, a->beta.data, (size_t)h);
 	N.gamma = gb;
-	N.beta = gb + h;
+	if (a->beta.data) {
+		fp16_simd_to_f32(gb + h, a->beta.data, (size_t)h);
+		N.beta = gb + h;
+	}
 	pthread_mutex_lock(&c->lock);
-	cpu_blas_pool_run(c->pool, n, 1 + 16384 / h, cb_layer_norm_rows, &N);
+	cpu_blas_pool_run(c->pool, n, 1 + 16384 / h,
+			  a->kind == FG_NORM_RMS ? cb_rms_norm_rows : cb_layer_norm_rows, &N);
 	pthread_mutex_unlock(&c->lock);
 	free(gb);
 	return 0;
@@ -333,70 +299,29 @@ void cpu_blas_q4_cols_store(const struct fg_tensor *t, int64_t r, const float *x
 
 /* ---- KV append ----------------------------------------------------------------- */
 
+/* The core checked the arguments: src fp32 or fp16, the cache the same type or
+ * FG_DTYPE_Q4_COLS, separate buffers. */
 int cpu_blas_kv_append(void *ctx, void *stream, const struct fg_kv_append_args *a)
 {
 	struct cpu_blas_ctx *c = ctx;
-	const char *op = "kv_append";
-	int64_t h;
+	int64_t h = a->src.cols;
 	float *buf;
-	int rc, q4;
 
 	(void)stream;
-	if (!a) {
-		fg_error(c->host, "cpu_blas: kv_append: NULL arguments");
-		return -EINVAL;
-	}
-	if (a->batch < 0 || a->n < 0 || a->start < 0 || a->cache_stride < 0 ||
-	    a->start > a->cache_stride || a->n > a->cache_stride - a->start) {
-		fg_error(c->host, "cpu_blas: kv_append: batch %" PRId64 ", n %" PRId64
-			 ", start %" PRId64 ", cache_stride %" PRId64
-			 ": need 0 <= start and start + n <= cache_stride",
-			 a->batch, a->n, a->start, a->cache_stride);
-		return -EINVAL;
-	}
-	if ((a->n && a->batch > INT64_MAX / a->n) ||
-	    (a->cache_stride && a->batch > INT64_MAX / a->cache_stride)) {
-		fg_error(c->host, "cpu_blas: kv_append: batch %" PRId64 " is too large", a->batch);
-		return -EINVAL;
-	}
-	h = a->src.cols;
-	/* src fp32 or fp16; the cache the same type, or 4-bit groups along rows */
-	if (a->src.dtype != FG_DTYPE_F32 && a->src.dtype != FG_DTYPE_F16) {
-		fg_error(c->host, "cpu_blas: kv_append: src is %s, expected f32 or f16",
-			 cpu_blas_dtype_name(a->src.dtype));
-		return -EINVAL;
-	}
-	q4 = a->cache.dtype == FG_DTYPE_Q4_COLS;
-	if ((rc = cpu_blas_check_tensor(c, op, "src", &a->src, a->src.dtype, a->batch * a->n,
-					-1)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "cache", &a->cache,
-					q4 ? FG_DTYPE_Q4_COLS : a->src.dtype, -1, h)))
-		return rc;
-	if (a->cache.rows < a->batch * a->cache_stride) {
-		fg_error(c->host, "cpu_blas: kv_append: cache has %" PRId64 " rows, fewer than "
-			 "batch * cache_stride = %" PRId64, a->cache.rows,
-			 a->batch * a->cache_stride);
-		return -EINVAL;
-	}
 	if (h == 0 || a->n == 0 || a->batch == 0)
 		return 0;
-	if (!q4) {
+	if (a->cache.dtype != FG_DTYPE_Q4_COLS) {
 		size_t es = fg_dtype_size(a->src.dtype);
 
 		for (int64_t b = 0; b < a->batch; b++)
 			for (int64_t i = 0; i < a->n; i++)
-				memmove((char *)a->cache.data +
-						(size_t)((b * a->cache_stride + a->start + i) *
-							 a->cache.ld) * es,
-					(const char *)a->src.data +
-						(size_t)((b * a->n + i) * a->src.ld) * es,
-					(size_t)h * es);
+				memcpy((char *)a->cache.data +
+					       (size_t)((b * a->cache_stride + a->start + i) *
+							a->cache.ld) * es,
+				       (const char *)a->src.data +
+					       (size_t)((b * a->n + i) * a->src.ld) * es,
+				       (size_t)h * es);
 		return 0;
-	}
-	if (cpu_blas_overlap(&a->src, &a->cache)) {
-		fg_error(c->host, "cpu_blas: kv_append: src overlaps the 4-bit cache; encode "
-			 "from a separate buffer");
-		return -EINVAL;
 	}
 	buf = malloc((size_t)h * sizeof(float));
 	if (!buf) {
