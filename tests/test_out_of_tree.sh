@@ -113,10 +113,10 @@ installed() {
 installed env FGCORE_PLUGIN_PATH="$tmp/plugins" "$bin" plugins >"$tmp/out" 2>&1 ||
 	fail "installed fgcore plugins exited $?: $(cat "$tmp/out")"
 cat "$tmp/out"
-for want in "codec_skeleton (codec plugin, ABI 1.0): usable" \
-	"storage_skeleton (storage plugin, ABI 1.0): usable" \
-	"compute_skeleton (compute plugin, ABI 1.0): usable" \
-	"tiny_codec (codec plugin, ABI 1.0): usable"; do
+for want in "codec_skeleton (codec plugin, ABI 1.1): usable" \
+	"storage_skeleton (storage plugin, ABI 1.1): usable" \
+	"compute_skeleton (compute plugin, ABI 1.1): usable" \
+	"tiny_codec (codec plugin, ABI 1.1): usable"; do
 	grep -qF "$want" "$tmp/out" || fail "installed fgcore plugins lacks '$want'"
 done
 grep -q "refused" "$tmp/out" && fail "a plugin built out of tree was refused"
