@@ -5,8 +5,10 @@
 # Broken plugins: each is refused by the loader for its own reason.
 check_LTLIBRARIES += tests/plugins/bad_abi_major.la tests/plugins/newer_minor.la \
 	tests/plugins/wrong_kind.la tests/plugins/no_entry.la tests/plugins/missing_hook.la \
-	tests/plugins/name_mismatch.la tests/plugins/bad_option_table.la
-noinst_HEADERS += tests/plugins/codec_ops.h
+	tests/plugins/name_mismatch.la tests/plugins/bad_option_table.la \
+	tests/plugins/compute_no_rope.la tests/plugins/compute_no_supports.la \
+	tests/plugins/compute_half_streams.la tests/plugins/compute_abi10.la
+noinst_HEADERS += tests/plugins/codec_ops.h tests/plugins/compute_ops.h
 
 tests_plugins_bad_abi_major_la_SOURCES = tests/plugins/bad_abi_major.c
 tests_plugins_bad_abi_major_la_CFLAGS = $(PLUGIN_CFLAGS)
@@ -32,6 +34,21 @@ tests_plugins_name_mismatch_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
 tests_plugins_bad_option_table_la_SOURCES = tests/plugins/bad_option_table.c
 tests_plugins_bad_option_table_la_CFLAGS = $(PLUGIN_CFLAGS)
 tests_plugins_bad_option_table_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+# Compute ABI 1.1: without rope, without supports, half the stream hooks
+# (refused); built for ABI 1.0 (loads, runs the 1.0 ops, refused 1.1 features).
+tests_plugins_compute_no_rope_la_SOURCES = tests/plugins/compute_no_rope.c
+tests_plugins_compute_no_rope_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_compute_no_rope_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+tests_plugins_compute_no_supports_la_SOURCES = tests/plugins/compute_no_supports.c
+tests_plugins_compute_no_supports_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_compute_no_supports_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+tests_plugins_compute_half_streams_la_SOURCES = tests/plugins/compute_half_streams.c
+tests_plugins_compute_half_streams_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_compute_half_streams_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+tests_plugins_compute_abi10_la_SOURCES = tests/plugins/compute_abi10.c
+tests_plugins_compute_abi10_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_compute_abi10_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+tests_plugins_compute_abi10_la_LIBADD = -lm
 
 check_PROGRAMS += tests/test_loader tests/test_config
 tests_test_loader_SOURCES = tests/test_loader.c

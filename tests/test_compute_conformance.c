@@ -16,8 +16,15 @@
  * m = 1 decode shapes, k = 0), with every linear variant (bias, ReLU,
  * residual: none / separate / the same buffer as out), attention with pads
  * 0, random, all-but-one and all, batch > 1, heads > 1, cache_stride > len;
- * invalid arguments must be refused with -EINVAL and an error line, never
- * a crash.  cpu_blas also runs with its linear paths forced (OpenBLAS only,
+ * and the additions of compute ABI 1.1: RMS norm, layer norm without beta,
+ * embed without a position table, SiLU and the `mul` gate, rope (a scaled
+ * inv_freq table, attn_factor, partial rotary), grouped-query attention in
+ * prefill and decode (fp32, fp16 and 4-bit caches).  A variant runs where the
+ * backend's `supports` says it runs it (cpu_blas: everything).  Every op goes
+ * through the core's wrappers (core/backend/compute_ops.c), which validate the
+ * arguments: invalid ones must be refused with -EINVAL and one error line
+ * naming the plugin, the layer and the op, never a crash; an op the backend
+ * does not support with -ENOTSUP.  cpu_blas also runs with its linear paths forced (OpenBLAS only,
  * the fused kernel only), thread counts 1 and 3, its plain C helpers
  * (isa = none) and, on AVX-512 machines, its AVX2 kernels; with the fused
  * kernel, a row's result must not depend on m (bit for bit).
@@ -191,28 +198,122 @@ static void env_close(struct env *e)
 	fg_backend_close(&e->b);
 }
 
-/* Expect a refusal: -EINVAL and an error line naming the problem. */
-#define EXPECT_EINVAL(e, call, what)                                                        \
-	do {                                                                                \
-		int rc_;                                                                    \
-		fg_clear_error();                                                           \
-		rc_ = (call);                                                               \
-		EXPECT(rc_ == -EINVAL, "%s: %s: got %d, expected -EINVAL", (e)->label, \
-			      what, rc_);                                                   \
-		EXPECT(fg_last_error()[0] != '\0', "%s: %s: no error line",          \
-			      (e)->label, what);                                            \
+/* Every op goes through the core's wrappers, which validate the arguments
+ * (core/backend/compute_ops.c) and name layer TEST_LAYER and "probe". */
+#define TEST_LAYER 7
+
+static int op_embed(struct env *e, const struct fg_embed_args *a)
+{
+	return fg_backend_embed(&e->b, NULL, TEST_LAYER, "probe", a);
+}
+
+static int op_norm(struct env *e, const struct fg_layer_norm_args *a)
+{
+	return fg_backend_norm(&e->b, NULL, TEST_LAYER, "probe", a);
+}
+
+static int op_linear(struct env *e, const struct fg_linear_args *a)
+{
+	return fg_backend_linear(&e->b, NULL, TEST_LAYER, "probe", a);
+}
+
+static int op_rope(struct env *e, const struct fg_rope_args *a)
+{
+	return fg_backend_rope(&e->b, NULL, TEST_LAYER, "probe", a);
+}
+
+static int op_prefill(struct env *e, const struct fg_attention_args *a)
+{
+	return fg_backend_attention_prefill(&e->b, NULL, TEST_LAYER, "probe", a);
+}
+
+static int op_decode(struct env *e, const struct fg_attention_args *a)
+{
+	return fg_backend_attention_decode(&e->b, NULL, TEST_LAYER, "probe", a);
+}
+
+static int op_kv_append(struct env *e, const struct fg_kv_append_args *a)
+{
+	return fg_backend_kv_append(&e->b, NULL, TEST_LAYER, "probe", a);
+}
+
+static bool supports(struct env *e, enum fg_op op, enum fg_dtype t)
+{
+	return fg_backend_supports(&e->b, op, t);
+}
+
+static bool conf_is_cpu_blas(int ci)
+{
+	return strcmp(confs[ci].name, "cpu_blas") == 0;
+}
+
+/* Open configuration ci when its backend runs op on t (its `supports`); else
+ * say so and return false.  cpu_blas must run everything asked here. */
+static bool env_open_for(struct env *e, int ci, enum fg_op op, enum fg_dtype t)
+{
+	env_open(e, ci);
+	if (supports(e, op, t))
+		return true;
+	EXPECT(!conf_is_cpu_blas(ci), "%s: cpu_blas does not run %s on %s", e->label,
+	       fg_op_name(op), fg_dtype_name(t));
+	printf("%s: not run: the backend does not run %s on %s\n", e->label, fg_op_name(op),
+	       fg_dtype_name(t));
+	env_close(e);
+	return false;
+}
+
+/* The error line of a refused call: "<plugin>: layer 7: probe (<op>): ...". */
+static void expect_line(struct env *e, const char *what, const char *op)
+{
+	char want[160];
+
+	snprintf(want, sizeof(want), "%s: layer %d: probe (%s): ", e->b.ph.plugin->name,
+		 TEST_LAYER, op);
+	EXPECT(strncmp(fg_last_error(), want, strlen(want)) == 0,
+	       "%s: %s: the error line does not start with '%s': '%s'", e->label, what, want,
+	       fg_last_error());
+	EXPECT(strlen(fg_last_error()) > strlen(want) && !strchr(fg_last_error(), '\n'),
+	       "%s: %s: no reason or more than one line in '%s'", e->label, what, fg_last_error());
+}
+
+/* Expect a refusal: rc and the core's error line naming layer, what and op. */
+#define EXPECT_REFUSED(e, call, rc, op, what)                                                \
+	do {                                                                                 \
+		int rc_;                                                                     \
+		fg_clear_error();                                                            \
+		rc_ = (call);                                                                \
+		EXPECT(rc_ == (rc), "%s: %s: got %d, expected %d (%s)", (e)->label, what,    \
+		       rc_, (rc), fg_last_error());                                         \
+		expect_line((e), what, op);                                                  \
 	} while (0)
+#define EXPECT_EINVAL(e, call, op, what) EXPECT_REFUSED(e, call, -EINVAL, op, what)
 
 /* ---- linear -------------------------------------------------------------------------- */
 
 enum { RES_NONE, RES_SEPARATE, RES_ALIAS };
 
+/* The epilogue of fgcore/compute.h in double: act(s) ⊙ mul + residual. */
+static double act_ref(double s, enum fg_activation act)
+{
+	if (act == FG_ACT_RELU)
+		return s < 0 ? 0 : s;
+	if (act == FG_ACT_SILU)
+		return s / (1 + exp(-s));
+	return s;
+}
+
+static const char *act_name(enum fg_activation act)
+{
+	return act == FG_ACT_RELU ? "relu" : act == FG_ACT_SILU ? "silu" : "none";
+}
+
 static void linear_case(struct env *e, int64_t m, int64_t n, int64_t k, int64_t pad, bool bias,
-			bool relu, int res)
+			enum fg_activation act, int res, bool mul)
 {
 	int64_t ldx = k + pad, ldw = k + pad, ldo = n + pad;
 	float *x = f32_new(m, k, ldx, true), *out = f32_new(m, n, ldo, false);
 	float *resb = res == RES_SEPARATE ? f32_new(m, n, ldo + 1, true) : NULL;
+	float *mulb = mul ? f32_new(m, n, n + 2, true) : NULL;
 	uint16_t *w = f16_new(n, k, ldw, 1.0f), *b = bias ? f16_new(1, n, n, 1.0f) : NULL;
 	double *ref = malloc((size_t)(m * n + 1) * sizeof(*ref));
 	struct fg_linear_args a;
@@ -231,8 +332,9 @@ static void linear_case(struct env *e, int64_t m, int64_t n, int64_t k, int64_t 
 				s += (double)x[i * ldx + q] * h2d(w[j * ldw + q]);
 			if (b)
 				s += h2d(b[j]);
-			if (relu && s < 0)
-				s = 0;
+			s = act_ref(s, act);
+			if (mulb)
+				s *= mulb[i * (n + 2) + j];
 			if (res == RES_SEPARATE)
 				s += resb[i * (ldo + 1) + j];
 			else if (res == RES_ALIAS)
@@ -244,18 +346,20 @@ static void linear_case(struct env *e, int64_t m, int64_t n, int64_t k, int64_t 
 	a.x = tview(x, FG_DTYPE_F32, m, k, ldx);
 	a.w = tview(w, FG_DTYPE_F16, n, k, ldw);
 	a.bias = tview(b, FG_DTYPE_F16, 1, n, n);
-	a.act = relu ? FG_ACT_RELU : FG_ACT_NONE;
+	a.act = act;
 	a.out = tview(out, FG_DTYPE_F32, m, n, ldo);
 	if (res == RES_SEPARATE)
 		a.residual = tview(resb, FG_DTYPE_F32, m, n, ldo + 1);
 	else if (res == RES_ALIAS)
 		a.residual = a.out;
-	snprintf(what, sizeof(what), "%s: linear m=%lld n=%lld k=%lld pad=%lld bias=%d relu=%d "
-		 "res=%d", e->label, (long long)m, (long long)n, (long long)k, (long long)pad,
-		 bias, relu, res);
-	EXPECT(e->b.ops->linear(e->b.ctx, NULL, &a) == 0, "%s: %s", what, fg_last_error());
+	if (mulb)
+		a.mul = tview(mulb, FG_DTYPE_F32, m, n, n + 2);
+	snprintf(what, sizeof(what), "%s: linear m=%lld n=%lld k=%lld pad=%lld bias=%d act=%s "
+		 "res=%d mul=%d", e->label, (long long)m, (long long)n, (long long)k,
+		 (long long)pad, bias, act_name(act), res, mul);
+	EXPECT(op_linear(e, &a) == 0, "%s: %s", what, fg_last_error());
 	expect_close(what, out, ldo, ref, m, n, e->tol);
-	free(x), free(out), free(resb), free(w), free(b), free(ref);
+	free(x), free(out), free(resb), free(mulb), free(w), free(b), free(ref);
 }
 
 static const int64_t linear_shapes[][3] = {
@@ -272,7 +376,33 @@ START_TEST(test_linear)
 	for (size_t s = 0; s < sizeof(linear_shapes) / sizeof(linear_shapes[0]); s++)
 		for (int v = 0; v < 24; v++)
 			linear_case(&e, linear_shapes[s][0], linear_shapes[s][1], linear_shapes[s][2],
-				    (v & 1) ? 3 : 0, v & 2, v & 4, (v >> 3) % 3);
+				    (v & 1) ? 3 : 0, v & 2, (v & 4) ? FG_ACT_RELU : FG_ACT_NONE,
+				    (v >> 3) % 3, false);
+	env_close(&e);
+}
+END_TEST
+
+/* ABI 1.1: SiLU and the gating multiplier (SwiGLU), with and without bias and
+ * residual (none, separate, out itself), over the same shapes: for cpu_blas
+ * the fused fp16 kernels (small m), OpenBLAS (large m, or fused_max_m = 0). */
+START_TEST(test_linear_silu_mul)
+{
+	struct env e;
+
+	if (!env_open_for(&e, _i, FG_OP_LINEAR_SILU, FG_DTYPE_F16))
+		return;
+	ck_assert(supports(&e, FG_OP_LINEAR_MUL, FG_DTYPE_F16));
+	for (size_t s = 0; s < sizeof(linear_shapes) / sizeof(linear_shapes[0]); s++)
+		for (int v = 0; v < 12; v++) {
+			enum fg_activation act = v % 3 == 0 ? FG_ACT_SILU :
+						 v % 3 == 1 ? FG_ACT_NONE : FG_ACT_RELU;
+			bool mul = v % 3 != 1 || v >= 6; /* every act with mul, SiLU without */
+
+			linear_case(&e, linear_shapes[s][0], linear_shapes[s][1],
+				    linear_shapes[s][2], (v & 1) ? 2 : 0, v & 2, act, (v / 4) % 3,
+				    mul);
+		}
+	linear_case(&e, 3, 5, 0, 0, true, FG_ACT_SILU, RES_ALIAS, true); /* k = 0 */
 	env_close(&e);
 }
 END_TEST
@@ -284,11 +414,20 @@ START_TEST(test_linear_edges)
 
 	env_open(&e, _i);
 	for (int64_t m = 1; m <= 40; m += 3)
-		linear_case(&e, m, 29, 71, 1, true, m & 1, m % 3);
-	linear_case(&e, 3, 5, 0, 0, true, true, RES_SEPARATE);
-	linear_case(&e, 3, 5, 0, 2, false, false, RES_ALIAS);
-	linear_case(&e, 3, 600, 8192, 0, true, false, RES_SEPARATE); /* cpu_blas: w tiles */
-	linear_case(&e, 40, 70000, 1, 0, true, false, RES_ALIAS);    /* cpu_blas: row blocks */
+		linear_case(&e, m, 29, 71, 1, true, (m & 1) ? FG_ACT_RELU : FG_ACT_NONE, m % 3,
+			    false);
+	linear_case(&e, 3, 5, 0, 0, true, FG_ACT_RELU, RES_SEPARATE, false);
+	linear_case(&e, 3, 5, 0, 2, false, FG_ACT_NONE, RES_ALIAS, false);
+	/* cpu_blas: w tiles, row blocks */
+	linear_case(&e, 3, 600, 8192, 0, true, FG_ACT_NONE, RES_SEPARATE, false);
+	linear_case(&e, 40, 70000, 1, 0, true, FG_ACT_NONE, RES_ALIAS, false);
+	if (supports(&e, FG_OP_LINEAR_SILU, FG_DTYPE_F16) &&
+	    supports(&e, FG_OP_LINEAR_MUL, FG_DTYPE_F16)) {
+		for (int64_t m = 1; m <= 40; m += 3)
+			linear_case(&e, m, 29, 71, 1, true, FG_ACT_SILU, m % 3, m & 1);
+		linear_case(&e, 3, 600, 8192, 0, true, FG_ACT_SILU, RES_SEPARATE, true);
+		linear_case(&e, 40, 70000, 1, 0, false, FG_ACT_SILU, RES_ALIAS, true);
+	}
 	env_close(&e);
 }
 END_TEST
@@ -305,10 +444,10 @@ START_TEST(test_linear_empty)
 	a.x = tview(x, FG_DTYPE_F32, 0, 2, 2);
 	a.w = tview(w, FG_DTYPE_F16, 2, 2, 2);
 	a.out = tview(out, FG_DTYPE_F32, 0, 2, 2);
-	ck_assert_int_eq(e.b.ops->linear(e.b.ctx, NULL, &a), 0);
+	ck_assert_int_eq(op_linear(&e, &a), 0);
 	a.x.rows = a.out.rows = 2;
 	a.w.rows = a.out.cols = 0;
-	ck_assert_int_eq(e.b.ops->linear(e.b.ctx, NULL, &a), 0);
+	ck_assert_int_eq(op_linear(&e, &a), 0);
 	for (int i = 0; i < 4; i++)
 		EXPECT_TRUE(out[i] == 7);
 	env_close(&e);
@@ -331,43 +470,43 @@ START_TEST(test_linear_invalid)
 	g.w = tview(w, FG_DTYPE_F16, 6, 8, 8);
 	g.out = tview(out, FG_DTYPE_F32, 4, 6, 6);
 	g.bias = tview(bias, FG_DTYPE_F16, 1, 6, 6);
-	EXPECT(e.b.ops->linear(e.b.ctx, NULL, &g) == 0, "%s", fg_last_error());
+	EXPECT(op_linear(&e, &g) == 0, "%s", fg_last_error());
 
 	a = g, a.w.dtype = FG_DTYPE_F32;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "w f32");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "w f32");
 	a = g, a.x.dtype = FG_DTYPE_F16;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "x f16");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "x f16");
 	a = g, a.out.dtype = FG_DTYPE_I32;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "out i32");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "out i32");
 	a = g, a.x.dtype = (enum fg_dtype)77;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "x dtype 77");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "x dtype 77");
 	a = g, a.w.cols = 7, a.w.ld = 7;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "k mismatch");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "k mismatch");
 	a = g, a.out.cols = 5;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "n mismatch");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "n mismatch");
 	a = g, a.out.rows = 3;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "m mismatch");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "m mismatch");
 	a = g, a.x.ld = 7;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "ld < cols");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "ld < cols");
 	a = g, a.x.rows = -1, a.out.rows = -1;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "negative rows");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "negative rows");
 	a = g, a.bias.cols = 5;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "bias shape");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "bias shape");
 	a = g, a.bias.dtype = FG_DTYPE_F32;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "bias f32");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "bias f32");
 	a = g, a.residual = tview(out2, FG_DTYPE_F32, 4, 5, 6);
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "residual shape");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "residual shape");
 	a = g, a.act = (enum fg_activation)9;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "unknown activation");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "unknown activation");
 	a = g, a.out = tview(x, FG_DTYPE_F32, 4, 6, 6);
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "out aliases x");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "out aliases x");
 	a = g, a.residual = tview(out + 1, FG_DTYPE_F32, 4, 6, 6);
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "residual partly overlaps out");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "residual partly overlaps out");
 	a = g, a.x.data = NULL;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "x NULL");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "x NULL");
 	a = g, a.x.ld = INT64_MAX / 2, a.x.rows = 4;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &a), "x larger than memory");
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, NULL), "NULL args");
+	EXPECT_EINVAL(&e, op_linear(&e, &a), "linear", "x larger than memory");
+	EXPECT_EINVAL(&e, op_linear(&e, NULL), "linear", "NULL args");
 	env_close(&e);
 }
 END_TEST
@@ -390,12 +529,12 @@ START_TEST(test_linear_batch_invariance)
 	a.bias = tview(b, FG_DTYPE_F16, 1, n, n);
 	a.x = tview(x, FG_DTYPE_F32, M, k, k);
 	a.out = tview(full, FG_DTYPE_F32, M, n, n);
-	ck_assert_int_eq(e.b.ops->linear(e.b.ctx, NULL, &a), 0);
+	ck_assert_int_eq(op_linear(&e, &a), 0);
 	for (int64_t m = 1; m <= 7; m += 2) {
 		for (int64_t i0 = 0; i0 + m <= M; i0 += m) {
 			a.x = tview(x + i0 * k, FG_DTYPE_F32, m, k, k);
 			a.out = tview(part + i0 * n, FG_DTYPE_F32, m, n, n);
-			ck_assert_int_eq(e.b.ops->linear(e.b.ctx, NULL, &a), 0);
+			ck_assert_int_eq(op_linear(&e, &a), 0);
 		}
 		for (int64_t i = 0; i < (M / m) * m * n; i++)
 			EXPECT(memcmp(&part[i], &full[i], sizeof(float)) == 0,
@@ -417,7 +556,9 @@ START_TEST(test_embed)
 	struct env e;
 
 	env_open(&e, _i);
-	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+	for (size_t v = 0; v < 2 * sizeof(shapes) / sizeof(shapes[0]); v++) {
+		size_t s = v / 2;
+		bool nopos = v & 1; /* ABI 1.1: no position table (rotary models) */
 		int64_t V = shapes[s][0], P = shapes[s][1], H = shapes[s][2], n = shapes[s][3];
 		int64_t ldt = H + 2, ldp = H + 1, ldo = H + 3;
 		uint16_t *tok = f16_new(V, H, ldt, 2.0f), *pos = f16_new(P, H, ldp, 2.0f);
@@ -431,16 +572,24 @@ START_TEST(test_embed)
 			ids[i] = (int32_t)(i == 0 ? V - 1 : irand(V));
 			positions[i] = (int32_t)(i == 1 ? P - 1 : irand(P));
 			for (int64_t j = 0; j < H; j++)
-				ref[i * H + j] = h2d(tok[ids[i] * ldt + j]) + h2d(pos[positions[i] * ldp + j]);
+				ref[i * H + j] = h2d(tok[ids[i] * ldt + j]) +
+						 (nopos ? 0 : h2d(pos[positions[i] * ldp + j]));
 		}
+		memset(&a, 0, sizeof(a));
 		a.ids = ids;
-		a.positions = positions;
+		a.positions = nopos ? NULL : positions;
 		a.n = n;
 		a.tok = tview(tok, FG_DTYPE_F16, V, H, ldt);
-		a.pos = tview(pos, FG_DTYPE_F16, P, H, ldp);
+		if (!nopos)
+			a.pos = tview(pos, FG_DTYPE_F16, P, H, ldp);
 		a.out = tview(out, FG_DTYPE_F32, n, H, ldo);
-		EXPECT(e.b.ops->embed(e.b.ctx, NULL, &a) == 0, "%s", fg_last_error());
-		expect_close("embed", out, ldo, ref, n, H, e.tol);
+		if (nopos && !supports(&e, FG_OP_EMBED_TOKENS, FG_DTYPE_F16)) {
+			EXPECT(!conf_is_cpu_blas(_i), "cpu_blas: no embed without positions");
+		} else {
+			EXPECT(op_embed(&e, &a) == 0, "%s", fg_last_error());
+			expect_close(nopos ? "embed without positions" : "embed", out, ldo, ref, n,
+				     H, e.tol);
+		}
 		free(tok), free(pos), free(out), free(ids), free(positions), free(ref);
 	}
 	env_close(&e);
@@ -458,35 +607,36 @@ START_TEST(test_embed_invalid)
 	memset(tok, 0, sizeof(tok));
 	memset(pos, 0, sizeof(pos));
 	env_open(&e, _i);
+	memset(&g, 0, sizeof(g));
 	g.ids = ids;
 	g.positions = positions;
 	g.n = 3;
 	g.tok = tview(tok, FG_DTYPE_F16, 5, 4, 4);
 	g.pos = tview(pos, FG_DTYPE_F16, 3, 4, 4);
 	g.out = tview(out, FG_DTYPE_F32, 3, 4, 4);
-	EXPECT(e.b.ops->embed(e.b.ctx, NULL, &g) == 0, "%s", fg_last_error());
+	EXPECT(op_embed(&e, &g) == 0, "%s", fg_last_error());
 
 	ids[1] = 5;
-	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &g), "id == vocab");
+	EXPECT_EINVAL(&e, op_embed(&e, &g), "embed", "id == vocab");
 	ids[1] = -1;
-	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &g), "negative id");
+	EXPECT_EINVAL(&e, op_embed(&e, &g), "embed", "negative id");
 	ids[1] = 1;
 	positions[2] = 3;
-	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &g), "position out of range");
+	EXPECT_EINVAL(&e, op_embed(&e, &g), "embed", "position out of range");
 	positions[2] = 2;
 	a = g, a.tok.dtype = FG_DTYPE_F32;
-	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &a), "tok f32");
+	EXPECT_EINVAL(&e, op_embed(&e, &a), "embed", "tok f32");
 	a = g, a.out.dtype = FG_DTYPE_F16;
-	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &a), "out f16");
+	EXPECT_EINVAL(&e, op_embed(&e, &a), "embed", "out f16");
 	a = g, a.pos.cols = 3;
-	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &a), "hidden mismatch");
+	EXPECT_EINVAL(&e, op_embed(&e, &a), "embed", "hidden mismatch");
 	a = g, a.out.rows = 2;
-	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &a), "n mismatch");
+	EXPECT_EINVAL(&e, op_embed(&e, &a), "embed", "n mismatch");
 	a = g, a.ids = NULL;
-	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &a), "ids NULL");
+	EXPECT_EINVAL(&e, op_embed(&e, &a), "embed", "ids NULL");
 	a = g, a.n = -2;
-	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, &a), "negative n");
-	EXPECT_EINVAL(&e, e.b.ops->embed(e.b.ctx, NULL, NULL), "NULL args");
+	EXPECT_EINVAL(&e, op_embed(&e, &a), "embed", "negative n");
+	EXPECT_EINVAL(&e, op_embed(&e, NULL), "embed", "NULL args");
 	env_close(&e);
 }
 END_TEST
@@ -500,7 +650,10 @@ START_TEST(test_layer_norm)
 
 	env_open(&e, _i);
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
-		for (int inplace = 0; inplace < 2; inplace++) {
+		for (int vi = 0; vi < 6; vi++) {
+			/* layer norm with beta; ABI 1.1: without beta, RMS norm */
+			int inplace = vi & 1, kind = vi / 2;
+			const char *names[3] = { "layer_norm", "layer_norm without beta", "rms_norm" };
 			int64_t n = shapes[s][0], h = shapes[s][1], ldx = h + 2;
 			int64_t ldo = inplace ? ldx : h + 1;
 			float *x = f32_new(n, h, ldx, true), *out = inplace ? x : f32_new(n, h, ldo, false);
@@ -515,25 +668,35 @@ START_TEST(test_layer_norm)
 				/* an offset makes the variance computation matter */
 				for (int64_t j = 0; j < h; j++)
 					x[i * ldx + j] += 3.0f;
-				for (int64_t j = 0; j < h; j++)
+				for (int64_t j = 0; j < h && kind < 2; j++)
 					mean += x[i * ldx + j];
 				mean /= (double)h;
+				/* RMS: mean stays 0, var is mean(x²) */
 				for (int64_t j = 0; j < h; j++)
 					var += (x[i * ldx + j] - mean) * (x[i * ldx + j] - mean);
 				var /= (double)h;
 				for (int64_t j = 0; j < h; j++)
 					ref[i * h + j] = (x[i * ldx + j] - mean) / sqrt(var + 1e-5) *
-							 h2d(g[j]) + h2d(b[j]);
+							 h2d(g[j]) + (kind ? 0 : h2d(b[j]));
 			}
+			memset(&a, 0, sizeof(a));
 			a.x = tview(x, FG_DTYPE_F32, n, h, ldx);
 			a.gamma = tview(g, FG_DTYPE_F16, 1, h, h);
-			a.beta = tview(b, FG_DTYPE_F16, 1, h, h);
+			if (kind == 0)
+				a.beta = tview(b, FG_DTYPE_F16, 1, h, h);
 			a.eps = 1e-5f;
 			a.out = tview(out, FG_DTYPE_F32, n, h, ldo);
-			EXPECT(e.b.ops->layer_norm(e.b.ctx, NULL, &a) == 0, "%s",
-				      fg_last_error());
-			expect_close(inplace ? "layer_norm in place" : "layer_norm", out, ldo, ref,
-				     n, h, e.tol);
+			a.kind = kind == 2 ? FG_NORM_RMS : FG_NORM_LAYER;
+			if (kind == 2 && !supports(&e, FG_OP_RMS_NORM, FG_DTYPE_F32)) {
+				EXPECT(!conf_is_cpu_blas(_i), "cpu_blas: no RMS norm");
+			} else {
+				char what[96];
+
+				snprintf(what, sizeof(what), "%s [%lld, %lld]%s", names[kind],
+					 (long long)n, (long long)h, inplace ? " in place" : "");
+				EXPECT(op_norm(&e, &a) == 0, "%s: %s", what, fg_last_error());
+				expect_close(what, out, ldo, ref, n, h, e.tol);
+			}
 			if (!inplace)
 				free(out);
 			free(x), free(g), free(b), free(ref);
@@ -554,25 +717,26 @@ START_TEST(test_layer_norm_invalid)
 	memset(g, 0, sizeof(g));
 	memset(b, 0, sizeof(b));
 	env_open(&e, _i);
+	memset(&v, 0, sizeof(v));
 	v.x = tview(x, FG_DTYPE_F32, 4, 8, 8);
 	v.gamma = tview(g, FG_DTYPE_F16, 1, 8, 8);
 	v.beta = tview(b, FG_DTYPE_F16, 1, 8, 8);
 	v.eps = 1e-5f;
 	v.out = tview(out, FG_DTYPE_F32, 4, 8, 8);
-	EXPECT(e.b.ops->layer_norm(e.b.ctx, NULL, &v) == 0, "%s", fg_last_error());
+	EXPECT(op_norm(&e, &v) == 0, "%s", fg_last_error());
 	a = v, a.gamma.cols = 7;
-	EXPECT_EINVAL(&e, e.b.ops->layer_norm(e.b.ctx, NULL, &a), "gamma shape");
+	EXPECT_EINVAL(&e, op_norm(&e, &a), "layer_norm", "gamma shape");
 	a = v, a.beta.dtype = FG_DTYPE_F32;
-	EXPECT_EINVAL(&e, e.b.ops->layer_norm(e.b.ctx, NULL, &a), "beta f32");
+	EXPECT_EINVAL(&e, op_norm(&e, &a), "layer_norm", "beta f32");
 	a = v, a.eps = -1;
-	EXPECT_EINVAL(&e, e.b.ops->layer_norm(e.b.ctx, NULL, &a), "negative eps");
+	EXPECT_EINVAL(&e, op_norm(&e, &a), "layer_norm", "negative eps");
 	a = v, a.eps = NAN;
-	EXPECT_EINVAL(&e, e.b.ops->layer_norm(e.b.ctx, NULL, &a), "NaN eps");
+	EXPECT_EINVAL(&e, op_norm(&e, &a), "layer_norm", "NaN eps");
 	a = v, a.out = tview(x + 1, FG_DTYPE_F32, 4, 8, 8);
-	EXPECT_EINVAL(&e, e.b.ops->layer_norm(e.b.ctx, NULL, &a), "out partly overlaps x");
+	EXPECT_EINVAL(&e, op_norm(&e, &a), "layer_norm", "out partly overlaps x");
 	a = v, a.out.rows = 5;
-	EXPECT_EINVAL(&e, e.b.ops->layer_norm(e.b.ctx, NULL, &a), "out rows");
-	EXPECT_EINVAL(&e, e.b.ops->layer_norm(e.b.ctx, NULL, NULL), "NULL args");
+	EXPECT_EINVAL(&e, op_norm(&e, &a), "layer_norm", "out rows");
+	EXPECT_EINVAL(&e, op_norm(&e, NULL), "layer_norm", "NULL args");
 	env_close(&e);
 }
 END_TEST
@@ -611,12 +775,13 @@ static void attend_ref(const float *q, const float *k, int64_t ldk, const float 
 
 enum { PAD_ZERO, PAD_RANDOM, PAD_ALL_BUT_ONE, PAD_ALL, PAD_KINDS };
 
-static void prefill_case(struct env *e, int64_t B, int64_t S, int64_t H, int64_t hd, int padkind,
-			 int64_t ldpad, bool out_is_q)
+/* kv_heads KVH (0: heads): query head h reads key/value head h / (H / KVH). */
+static void prefill_case(struct env *e, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t hd,
+			 int padkind, int64_t ldpad, bool out_is_q)
 {
-	int64_t C = H * hd, R = B * S, ld = C + ldpad;
-	float *q = f32_new(R, C, ld, true), *k = f32_new(R, C, ld + 1, true);
-	float *v = f32_new(R, C, ld + 2, true), *out = out_is_q ? q : f32_new(R, C, ld + 3, false);
+	int64_t C = H * hd, R = B * S, ld = C + ldpad, G = KVH ? H / KVH : 1, KC = C / G;
+	float *q = f32_new(R, C, ld, true), *k = f32_new(R, KC, ld + 1, true);
+	float *v = f32_new(R, KC, ld + 2, true), *out = out_is_q ? q : f32_new(R, C, ld + 3, false);
 	int64_t ldo = out_is_q ? ld : ld + 3;
 	double *ref = malloc((size_t)(R * C) * sizeof(*ref));
 	int32_t *pad = malloc((size_t)B * sizeof(*pad));
@@ -631,24 +796,26 @@ static void prefill_case(struct env *e, int64_t B, int64_t S, int64_t H, int64_t
 	for (int64_t b = 0; b < B; b++)
 		for (int64_t h = 0; h < H; h++)
 			for (int64_t i = 0; i < S; i++)
-				attend_ref(q + (b * S + i) * ld + h * hd, k + b * S * (ld + 1) + h * hd,
-					   ld + 1, v + b * S * (ld + 2) + h * hd, ld + 2, pad[b], i,
+				attend_ref(q + (b * S + i) * ld + h * hd,
+					   k + b * S * (ld + 1) + h / G * hd, ld + 1,
+					   v + b * S * (ld + 2) + h / G * hd, ld + 2, pad[b], i,
 					   hd, (float)scale, ref + (b * S + i) * C + h * hd);
 	memset(&a, 0, sizeof(a));
 	a.q = tview(q, FG_DTYPE_F32, R, C, ld);
-	a.k = tview(k, FG_DTYPE_F32, R, C, ld + 1);
-	a.v = tview(v, FG_DTYPE_F32, R, C, ld + 2);
+	a.k = tview(k, FG_DTYPE_F32, R, KC, ld + 1);
+	a.v = tview(v, FG_DTYPE_F32, R, KC, ld + 2);
 	a.out = tview(out, FG_DTYPE_F32, R, C, ldo);
 	a.batch = B;
 	a.seq = S;
 	a.heads = H;
+	a.kv_heads = KVH;
 	a.head_dim = hd;
 	a.scale = (float)scale;
 	a.pad = pad;
-	snprintf(what, sizeof(what), "%s: attention_prefill B=%lld S=%lld H=%lld hd=%lld pad=%d%s",
-		 e->label, (long long)B, (long long)S, (long long)H, (long long)hd, padkind,
-		 out_is_q ? " out=q" : "");
-	EXPECT(e->b.ops->attention_prefill(e->b.ctx, NULL, &a) == 0, "%s: %s", what,
+	snprintf(what, sizeof(what), "%s: attention_prefill B=%lld S=%lld H=%lld KVH=%lld hd=%lld "
+		 "pad=%d%s", e->label, (long long)B, (long long)S, (long long)H, (long long)KVH,
+		 (long long)hd, padkind, out_is_q ? " out=q" : "");
+	EXPECT(op_prefill(e, &a) == 0, "%s: %s", what,
 		      fg_last_error());
 	expect_close(what, out, ldo, ref, R, C, e->tol);
 	for (int64_t b = 0; b < B; b++)
@@ -673,19 +840,40 @@ START_TEST(test_attention_prefill)
 	env_open(&e, _i);
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
 		for (int p = 0; p < PAD_KINDS; p++)
-			prefill_case(&e, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], p,
+			prefill_case(&e, shapes[s][0], shapes[s][1], shapes[s][2], 0, shapes[s][3], p,
 				     (int64_t)(s % 3), false);
-	prefill_case(&e, 2, 6, 2, 8, PAD_RANDOM, 1, true);
+	prefill_case(&e, 2, 6, 2, 0, 8, PAD_RANDOM, 1, true);
+	prefill_case(&e, 2, 5, 3, 3, 4, PAD_RANDOM, 0, false); /* kv_heads == heads */
 	env_close(&e);
 }
 END_TEST
 
-static void decode_case(struct env *e, int64_t B, int64_t H, int64_t hd, int64_t len,
+/* ABI 1.1: grouped-query prefill, groups of 2 to 8 query heads per kv head. */
+START_TEST(test_attention_prefill_gqa)
+{
+	static const int64_t shapes[][5] = { /* batch, seq, heads, kv_heads, head_dim */
+		{ 1, 1, 2, 1, 1 }, { 1, 5, 4, 2, 4 }, { 2, 7, 6, 3, 8 }, { 3, 9, 8, 1, 16 },
+		{ 2, 33, 8, 2, 64 }, { 1, 20, 6, 2, 12 },
+	};
+	struct env e;
+
+	if (!env_open_for(&e, _i, FG_OP_ATTENTION_GQA, FG_DTYPE_F32))
+		return;
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (int p = 0; p < PAD_KINDS; p++)
+			prefill_case(&e, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3],
+				     shapes[s][4], p, (int64_t)(s % 3), false);
+	prefill_case(&e, 2, 6, 4, 2, 8, PAD_RANDOM, 1, true);
+	env_close(&e);
+}
+END_TEST
+
+static void decode_case(struct env *e, int64_t B, int64_t H, int64_t KVH, int64_t hd, int64_t len,
 			int64_t stride, int padkind, bool out_is_q)
 {
-	int64_t C = H * hd, ld = C + 1;
-	float *q = f32_new(B, C, ld, true), *k = f32_new(B * stride, C, ld + 2, true);
-	float *v = f32_new(B * stride, C, ld + 3, true);
+	int64_t C = H * hd, ld = C + 1, G = KVH ? H / KVH : 1, KC = C / G;
+	float *q = f32_new(B, C, ld, true), *k = f32_new(B * stride, KC, ld + 2, true);
+	float *v = f32_new(B * stride, KC, ld + 3, true);
 	float *out = out_is_q ? q : f32_new(B, C, ld + 1, false);
 	int64_t ldo = out_is_q ? ld : ld + 1;
 	double *ref = malloc((size_t)(B * C) * sizeof(*ref));
@@ -700,26 +888,28 @@ static void decode_case(struct env *e, int64_t B, int64_t H, int64_t hd, int64_t
 				   len - 1);
 	for (int64_t b = 0; b < B; b++)
 		for (int64_t h = 0; h < H; h++)
-			attend_ref(q + b * ld + h * hd, k + b * stride * (ld + 2) + h * hd, ld + 2,
-				   v + b * stride * (ld + 3) + h * hd, ld + 3, pad[b], len - 1, hd,
+			attend_ref(q + b * ld + h * hd, k + b * stride * (ld + 2) + h / G * hd, ld + 2,
+				   v + b * stride * (ld + 3) + h / G * hd, ld + 3, pad[b], len - 1, hd,
 				   (float)scale, ref + b * C + h * hd);
 	memset(&a, 0, sizeof(a));
 	a.q = tview(q, FG_DTYPE_F32, B, C, ld);
-	a.k = tview(k, FG_DTYPE_F32, B * stride, C, ld + 2);
-	a.v = tview(v, FG_DTYPE_F32, B * stride, C, ld + 3);
+	a.k = tview(k, FG_DTYPE_F32, B * stride, KC, ld + 2);
+	a.v = tview(v, FG_DTYPE_F32, B * stride, KC, ld + 3);
 	a.out = tview(out, FG_DTYPE_F32, B, C, ldo);
 	a.batch = B;
 	a.seq = 1;
 	a.len = len;
 	a.cache_stride = stride;
 	a.heads = H;
+	a.kv_heads = KVH;
 	a.head_dim = hd;
 	a.scale = (float)scale;
 	a.pad = pad;
-	snprintf(what, sizeof(what), "%s: attention_decode B=%lld H=%lld hd=%lld len=%lld "
-		 "stride=%lld pad=%d%s", e->label, (long long)B, (long long)H, (long long)hd,
-		 (long long)len, (long long)stride, padkind, out_is_q ? " out=q" : "");
-	EXPECT(e->b.ops->attention_decode(e->b.ctx, NULL, &a) == 0, "%s: %s", what,
+	snprintf(what, sizeof(what), "%s: attention_decode B=%lld H=%lld KVH=%lld hd=%lld len=%lld "
+		 "stride=%lld pad=%d%s", e->label, (long long)B, (long long)H, (long long)KVH,
+		 (long long)hd, (long long)len, (long long)stride, padkind,
+		 out_is_q ? " out=q" : "");
+	EXPECT(op_decode(e, &a) == 0, "%s: %s", what,
 		      fg_last_error());
 	expect_close(what, out, ldo, ref, B, C, e->tol);
 	if (!out_is_q)
@@ -738,9 +928,29 @@ START_TEST(test_attention_decode)
 	env_open(&e, _i);
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
 		for (int p = 0; p <= PAD_ALL_BUT_ONE; p++)
-			decode_case(&e, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3],
+			decode_case(&e, shapes[s][0], shapes[s][1], 0, shapes[s][2], shapes[s][3],
 				    shapes[s][4], p, false);
-	decode_case(&e, 3, 2, 8, 6, 8, PAD_RANDOM, true);
+	decode_case(&e, 3, 2, 0, 8, 6, 8, PAD_RANDOM, true);
+	env_close(&e);
+}
+END_TEST
+
+/* ABI 1.1: grouped-query decode over an fp32 cache. */
+START_TEST(test_attention_decode_gqa)
+{
+	static const int64_t shapes[][6] = { /* batch, heads, kv_heads, head_dim, len, stride */
+		{ 1, 2, 1, 1, 1, 1 }, { 2, 6, 3, 8, 5, 9 }, { 3, 4, 2, 16, 17, 20 },
+		{ 4, 8, 2, 64, 33, 40 }, { 1, 8, 1, 64, 130, 130 }, { 5, 4, 1, 7, 2, 3 },
+	};
+	struct env e;
+
+	if (!env_open_for(&e, _i, FG_OP_ATTENTION_GQA, FG_DTYPE_F32))
+		return;
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (int p = 0; p <= PAD_ALL_BUT_ONE; p++)
+			decode_case(&e, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3],
+				    shapes[s][4], shapes[s][5], p, false);
+	decode_case(&e, 3, 4, 2, 8, 6, 8, PAD_RANDOM, true);
 	env_close(&e);
 }
 END_TEST
@@ -763,29 +973,29 @@ START_TEST(test_attention_invalid)
 	p.v = tview(v, FG_DTYPE_F32, 8, 8, 8);
 	p.out = tview(out, FG_DTYPE_F32, 8, 8, 8);
 	p.batch = 2, p.seq = 4, p.heads = 2, p.head_dim = 4, p.scale = 0.5f, p.pad = pad;
-	EXPECT(e.b.ops->attention_prefill(e.b.ctx, NULL, &p) == 0, "%s", fg_last_error());
+	EXPECT(op_prefill(&e, &p) == 0, "%s", fg_last_error());
 	pad[1] = 5;
-	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &p), "pad > seq");
+	EXPECT_EINVAL(&e, op_prefill(&e, &p), "attention_prefill", "pad > seq");
 	pad[1] = -1;
-	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &p), "negative pad");
+	EXPECT_EINVAL(&e, op_prefill(&e, &p), "attention_prefill", "negative pad");
 	pad[1] = 1;
 	a = p, a.pad = NULL;
-	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "pad NULL");
+	EXPECT_EINVAL(&e, op_prefill(&e, &a), "attention_prefill", "pad NULL");
 	a = p, a.heads = 3;
-	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "heads * head_dim");
+	EXPECT_EINVAL(&e, op_prefill(&e, &a), "attention_prefill", "heads * head_dim");
 	a = p, a.seq = 5;
-	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "batch * seq");
+	EXPECT_EINVAL(&e, op_prefill(&e, &a), "attention_prefill", "batch * seq");
 	a = p, a.k.dtype = FG_DTYPE_F16;
-	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "k f16");
+	EXPECT_EINVAL(&e, op_prefill(&e, &a), "attention_prefill", "k f16");
 	a = p, a.out = a.k;
-	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "out aliases k");
+	EXPECT_EINVAL(&e, op_prefill(&e, &a), "attention_prefill", "out aliases k");
 	a = p, a.scale = INFINITY;
-	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "scale inf");
+	EXPECT_EINVAL(&e, op_prefill(&e, &a), "attention_prefill", "scale inf");
 	a = p, a.batch = -1;
-	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "negative batch");
+	EXPECT_EINVAL(&e, op_prefill(&e, &a), "attention_prefill", "negative batch");
 	a = p, a.heads = INT64_MAX / 2, a.head_dim = 4;
-	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "heads overflow");
-	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, NULL), "NULL args");
+	EXPECT_EINVAL(&e, op_prefill(&e, &a), "attention_prefill", "heads overflow");
+	EXPECT_EINVAL(&e, op_prefill(&e, NULL), "attention_prefill", "NULL args");
 	/* decode: batch 2, len 3, cache_stride 5 */
 	memset(&d, 0, sizeof(d));
 	d.q = tview(q, FG_DTYPE_F32, 2, 8, 8);
@@ -794,19 +1004,252 @@ START_TEST(test_attention_invalid)
 	d.out = tview(out, FG_DTYPE_F32, 2, 8, 8);
 	d.batch = 2, d.seq = 1, d.len = 3, d.cache_stride = 5;
 	d.heads = 2, d.head_dim = 4, d.scale = 0.5f, d.pad = pad;
-	EXPECT(e.b.ops->attention_decode(e.b.ctx, NULL, &d) == 0, "%s", fg_last_error());
+	EXPECT(op_decode(&e, &d) == 0, "%s", fg_last_error());
 	a = d, a.len = 6;
-	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "len > cache_stride");
+	EXPECT_EINVAL(&e, op_decode(&e, &a), "attention_decode", "len > cache_stride");
 	a = d, a.len = 0;
-	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "len 0");
+	EXPECT_EINVAL(&e, op_decode(&e, &a), "attention_decode", "len 0");
 	a = d, a.k.rows = 9;
-	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "cache too short");
+	EXPECT_EINVAL(&e, op_decode(&e, &a), "attention_decode", "cache too short");
 	a = d, a.seq = 2;
-	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "seq != 1");
+	EXPECT_EINVAL(&e, op_decode(&e, &a), "attention_decode", "seq != 1");
 	pad[0] = 4;
-	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &d), "pad > len");
+	EXPECT_EINVAL(&e, op_decode(&e, &d), "attention_decode", "pad > len");
 	pad[0] = 0;
-	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, NULL), "NULL args");
+	EXPECT_EINVAL(&e, op_decode(&e, NULL), "attention_decode", "NULL args");
+	env_close(&e);
+}
+END_TEST
+
+/* ---- rope (ABI 1.1) ------------------------------------------------------------------- */
+
+/* Pair i of a head (values i and i + rot / 2) turns by the angle
+ * positions[r] * inv_freq[i], computed in fp32 as fgcore/compute.h says;
+ * cos, sin and the rotation in double.  Values past rot_dim stay exactly. */
+static void rope_case(struct env *e, int64_t n, int64_t H, int64_t hd, int64_t rot, int64_t pad,
+		      float factor, int32_t maxpos)
+{
+	int64_t C = H * hd, ld = C + pad, half = rot / 2;
+	float *x = f32_new(n, C, ld, true), *x0 = malloc((size_t)(n * ld + 1) * sizeof(float));
+	float *inv = malloc((size_t)(half + 1) * sizeof(float));
+	double *ref = malloc((size_t)(n * C + 1) * sizeof(double));
+	int32_t *pos = malloc((size_t)n * sizeof(int32_t));
+	struct fg_rope_args a;
+	char what[160];
+
+	EXPECT_TRUE(x0 && inv && ref && pos);
+	memcpy(x0, x, (size_t)(n * ld) * sizeof(float));
+	/* A Llama-3-like table: base 500000, the low frequencies divided by 8,
+	 * a smooth band between, as a scaling would leave it. */
+	for (int64_t i = 0; i < half; i++) {
+		double f = pow(500000.0, -2.0 * (double)i / (double)rot);
+		double t = (double)i / (double)(half > 1 ? half - 1 : 1);
+
+		inv[i] = (float)(t < 0.5 ? f : t < 0.75 ? f * (1 - (t - 0.5) * 3.5) : f / 8);
+	}
+	for (int64_t r = 0; r < n; r++)
+		pos[r] = r == 0 ? maxpos : r == 1 ? 0 : (int32_t)irand((int64_t)maxpos + 1);
+	for (int64_t r = 0; r < n; r++)
+		for (int64_t c = 0; c < C; c++)
+			ref[r * C + c] = x[r * ld + c];
+	for (int64_t r = 0; r < n; r++)
+		for (int64_t h = 0; h < H; h++)
+			for (int64_t i = 0; i < half; i++) {
+				float ang = (float)pos[r] * inv[i];
+				double cs = cos(ang) * factor, sn = sin(ang) * factor;
+				double u = x[r * ld + h * hd + i], v = x[r * ld + h * hd + i + half];
+
+				ref[r * C + h * hd + i] = u * cs - v * sn;
+				ref[r * C + h * hd + i + half] = v * cs + u * sn;
+			}
+	memset(&a, 0, sizeof(a));
+	a.x = tview(x, FG_DTYPE_F32, n, C, ld);
+	a.positions = pos;
+	a.n = n;
+	a.heads = H;
+	a.head_dim = hd;
+	a.rot_dim = rot;
+	a.inv_freq = inv;
+	a.attn_factor = factor;
+	snprintf(what, sizeof(what), "%s: rope n=%lld H=%lld hd=%lld rot=%lld factor=%g maxpos=%d",
+		 e->label, (long long)n, (long long)H, (long long)hd, (long long)rot,
+		 (double)factor, maxpos);
+	EXPECT(op_rope(e, &a) == 0, "%s: %s", what, fg_last_error());
+	expect_close(what, x, ld, ref, n, C, e->tol);
+	for (int64_t r = 0; r < n; r++)
+		for (int64_t h = 0; h < H; h++)
+			EXPECT(memcmp(x + r * ld + h * hd + rot, x0 + r * ld + h * hd + rot,
+				      (size_t)(hd - rot) * sizeof(float)) == 0,
+			       "%s: values past rot_dim changed (row %lld, head %lld)", what,
+			       (long long)r, (long long)h);
+	free(x), free(x0), free(inv), free(ref), free(pos);
+}
+
+START_TEST(test_rope)
+{
+	static const int64_t shapes[][5] = { /* n, heads, head_dim, rot_dim, ld padding */
+		{ 1, 1, 2, 2, 0 }, { 5, 2, 8, 8, 1 }, { 7, 4, 64, 64, 0 }, { 9, 3, 64, 32, 3 },
+		{ 33, 8, 128, 128, 0 }, { 3, 2, 6, 4, 2 }, { 4, 5, 10, 0, 0 },
+	};
+	struct env e;
+
+	if (!env_open_for(&e, _i, FG_OP_ROPE, FG_DTYPE_F32))
+		return;
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		rope_case(&e, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4],
+			  1.0f, 2047);
+		rope_case(&e, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4],
+			  1.3f, 32767);
+	}
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_rope_invalid)
+{
+	struct env e;
+	float x[64], inv[4] = { 1, 0.5f, 0.25f, 0.125f };
+	int32_t pos[4] = { 0, 1, 2, 3 };
+	struct fg_rope_args a, g;
+
+	memset(x, 0, sizeof(x));
+	if (!env_open_for(&e, _i, FG_OP_ROPE, FG_DTYPE_F32))
+		return;
+	memset(&g, 0, sizeof(g));
+	g.x = tview(x, FG_DTYPE_F32, 4, 16, 16);
+	g.positions = pos, g.n = 4, g.heads = 2, g.head_dim = 8, g.rot_dim = 8;
+	g.inv_freq = inv, g.attn_factor = 1;
+	EXPECT(op_rope(&e, &g) == 0, "%s", fg_last_error());
+	a = g, a.rot_dim = 7;
+	EXPECT_EINVAL(&e, op_rope(&e, &a), "rope", "odd rot_dim");
+	a = g, a.rot_dim = 10;
+	EXPECT_EINVAL(&e, op_rope(&e, &a), "rope", "rot_dim > head_dim");
+	a = g, a.heads = 3;
+	EXPECT_EINVAL(&e, op_rope(&e, &a), "rope", "x cols != heads * head_dim");
+	a = g, a.n = 3;
+	EXPECT_EINVAL(&e, op_rope(&e, &a), "rope", "x rows != n");
+	a = g, a.x.dtype = FG_DTYPE_F16;
+	EXPECT_EINVAL(&e, op_rope(&e, &a), "rope", "x f16");
+	a = g, a.positions = NULL;
+	EXPECT_EINVAL(&e, op_rope(&e, &a), "rope", "positions NULL");
+	a = g, a.inv_freq = NULL;
+	EXPECT_EINVAL(&e, op_rope(&e, &a), "rope", "inv_freq NULL");
+	a = g, a.attn_factor = INFINITY;
+	EXPECT_EINVAL(&e, op_rope(&e, &a), "rope", "attn_factor inf");
+	a = g, a.heads = -1;
+	EXPECT_EINVAL(&e, op_rope(&e, &a), "rope", "negative heads");
+	pos[2] = -5;
+	EXPECT_EINVAL(&e, op_rope(&e, &g), "rope", "negative position");
+	pos[2] = 2;
+	inv[1] = NAN;
+	EXPECT_EINVAL(&e, op_rope(&e, &g), "rope", "NaN frequency");
+	inv[1] = 0.5f;
+	EXPECT_EINVAL(&e, op_rope(&e, NULL), "rope", "NULL args");
+	env_close(&e);
+}
+END_TEST
+
+/* ---- ABI 1.1 arguments refused by the core ------------------------------------------------ */
+
+START_TEST(test_v11_invalid)
+{
+	struct env e;
+	float x[64], out[64], mul[64], q[256], k[256], v[256], o[256];
+	uint16_t w[64], g16[8], b16[8];
+	int32_t pad[2] = { 0, 1 };
+	struct fg_linear_args l, la;
+	struct fg_layer_norm_args n, na;
+	struct fg_attention_args p, pa;
+
+	memset(x, 0, sizeof(x)), memset(mul, 0, sizeof(mul)), memset(w, 0, sizeof(w));
+	memset(g16, 0, sizeof(g16)), memset(b16, 0, sizeof(b16));
+	memset(q, 0, sizeof(q)), memset(k, 0, sizeof(k)), memset(v, 0, sizeof(v));
+	if (!env_open_for(&e, _i, FG_OP_LINEAR_MUL, FG_DTYPE_F16))
+		return;
+	/* linear [4, 8] x [6, 8]ᵀ, SiLU, gated */
+	memset(&l, 0, sizeof(l));
+	l.x = tview(x, FG_DTYPE_F32, 4, 8, 8);
+	l.w = tview(w, FG_DTYPE_F16, 6, 8, 8);
+	l.out = tview(out, FG_DTYPE_F32, 4, 6, 6);
+	l.mul = tview(mul, FG_DTYPE_F32, 4, 6, 6);
+	l.act = FG_ACT_SILU;
+	EXPECT(op_linear(&e, &l) == 0, "%s", fg_last_error());
+	la = l, la.mul.cols = 5;
+	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "mul shape");
+	la = l, la.mul.dtype = FG_DTYPE_F16;
+	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "mul f16");
+	la = l, la.mul = tview(out + 2, FG_DTYPE_F32, 4, 6, 6);
+	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "mul overlaps out");
+	la = l, la.mul = la.out;
+	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "mul is out");
+	la = l, la.mul.ld = 4;
+	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "mul ld < cols");
+	la = l, la.act = (enum fg_activation)3;
+	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "activation 3");
+	/* norms */
+	memset(&n, 0, sizeof(n));
+	n.x = tview(x, FG_DTYPE_F32, 4, 8, 8);
+	n.gamma = tview(g16, FG_DTYPE_F16, 1, 8, 8);
+	n.eps = 1e-6f;
+	n.out = tview(out, FG_DTYPE_F32, 4, 8, 8);
+	n.kind = FG_NORM_RMS;
+	EXPECT(op_norm(&e, &n) == 0, "%s", fg_last_error());
+	na = n, na.beta = tview(b16, FG_DTYPE_F16, 1, 8, 8);
+	EXPECT_EINVAL(&e, op_norm(&e, &na), "rms_norm", "RMS norm with beta");
+	na = n, na.gamma.cols = 7;
+	EXPECT_EINVAL(&e, op_norm(&e, &na), "rms_norm", "RMS gamma shape");
+	na = n, na.out = tview(x + 1, FG_DTYPE_F32, 4, 8, 8);
+	EXPECT_EINVAL(&e, op_norm(&e, &na), "rms_norm", "RMS out partly overlaps x");
+	na = n, na.kind = (enum fg_norm_kind)5;
+	EXPECT_EINVAL(&e, op_norm(&e, &na), "layer_norm", "norm kind 5");
+	na = n, na.kind = FG_NORM_LAYER; /* no beta: fine from ABI 1.1 */
+	EXPECT(op_norm(&e, &na) == 0, "%s", fg_last_error());
+	/* grouped-query prefill: batch 2, seq 4, heads 4 of 2, kv_heads 2 */
+	memset(&p, 0, sizeof(p));
+	p.q = tview(q, FG_DTYPE_F32, 8, 8, 8);
+	p.k = tview(k, FG_DTYPE_F32, 8, 4, 4);
+	p.v = tview(v, FG_DTYPE_F32, 8, 4, 4);
+	p.out = tview(o, FG_DTYPE_F32, 8, 8, 8);
+	p.batch = 2, p.seq = 4, p.heads = 4, p.kv_heads = 2, p.head_dim = 2, p.scale = 0.5f;
+	p.pad = pad;
+	EXPECT(op_prefill(&e, &p) == 0, "%s", fg_last_error());
+	pa = p, pa.kv_heads = 3;
+	EXPECT_EINVAL(&e, op_prefill(&e, &pa), "attention_prefill", "heads % kv_heads");
+	pa = p, pa.kv_heads = 8;
+	EXPECT_EINVAL(&e, op_prefill(&e, &pa), "attention_prefill", "kv_heads > heads");
+	pa = p, pa.kv_heads = -2;
+	EXPECT_EINVAL(&e, op_prefill(&e, &pa), "attention_prefill", "negative kv_heads");
+	pa = p, pa.kv_heads = 0;
+	EXPECT_EINVAL(&e, op_prefill(&e, &pa), "attention_prefill", "k cols for all heads");
+	pa = p, pa.v.cols = 8, pa.v.ld = 8;
+	EXPECT_EINVAL(&e, op_prefill(&e, &pa), "attention_prefill", "v cols");
+	/* decode: batch 2, len 3, cache_stride 4 */
+	pa = p, pa.q.rows = pa.out.rows = 2, pa.seq = 1, pa.len = 3, pa.cache_stride = 4;
+	EXPECT(op_decode(&e, &pa) == 0, "%s", fg_last_error());
+	pa.kv_heads = 3;
+	EXPECT_EINVAL(&e, op_decode(&e, &pa), "attention_decode", "decode heads % kv_heads");
+	env_close(&e);
+}
+END_TEST
+
+/* A Q4_ROWS weight on a backend whose `supports` says no: -ENOTSUP, one line. */
+START_TEST(test_unsupported)
+{
+	struct env e;
+	float x[16], out[16];
+	uint8_t wq[1024];
+	struct fg_linear_args l;
+
+	env_open(&e, _i);
+	memset(x, 0, sizeof(x)), memset(wq, 0, sizeof(wq));
+	memset(&l, 0, sizeof(l));
+	l.x = tview(x, FG_DTYPE_F32, 2, 8, 8);
+	l.w = tview(wq, FG_DTYPE_Q4_ROWS, 6, 8, 8);
+	l.out = tview(out, FG_DTYPE_F32, 2, 6, 6);
+	if (supports(&e, FG_OP_LINEAR, FG_DTYPE_Q4_ROWS))
+		EXPECT(op_linear(&e, &l) == 0, "%s", fg_last_error());
+	else
+		EXPECT_REFUSED(&e, op_linear(&e, &l), -ENOTSUP, "linear", "q4 weight");
 	env_close(&e);
 }
 END_TEST
@@ -837,7 +1280,7 @@ START_TEST(test_kv_append)
 		a.n = n;
 		a.start = start;
 		a.cache_stride = stride;
-		EXPECT(e.b.ops->kv_append(e.b.ctx, NULL, &a) == 0, "%s", fg_last_error());
+		EXPECT(op_kv_append(&e, &a) == 0, "%s", fg_last_error());
 		for (int64_t b = 0; b < B; b++) {
 			for (int64_t t = 0; t < stride; t++) {
 				const float *got = cache + (b * stride + t) * (C + 2);
@@ -865,25 +1308,26 @@ START_TEST(test_kv_append_invalid)
 
 	memset(src, 0, sizeof(src));
 	env_open(&e, _i);
+	memset(&g, 0, sizeof(g));
 	g.src = tview(src, FG_DTYPE_F32, 4, 8, 8);
 	g.cache = tview(cache, FG_DTYPE_F32, 12, 8, 8);
 	g.batch = 2, g.n = 2, g.start = 3, g.cache_stride = 6;
-	EXPECT(e.b.ops->kv_append(e.b.ctx, NULL, &g) == 0, "%s", fg_last_error());
+	EXPECT(op_kv_append(&e, &g) == 0, "%s", fg_last_error());
 	a = g, a.start = 5;
-	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &a), "start + n > cache_stride");
+	EXPECT_EINVAL(&e, op_kv_append(&e, &a), "kv_append", "start + n > cache_stride");
 	a = g, a.start = -1;
-	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &a), "negative start");
+	EXPECT_EINVAL(&e, op_kv_append(&e, &a), "kv_append", "negative start");
 	a = g, a.cache.rows = 11;
-	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &a), "cache too short");
+	EXPECT_EINVAL(&e, op_kv_append(&e, &a), "kv_append", "cache too short");
 	a = g, a.cache.cols = 7;
-	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &a), "cols mismatch");
+	EXPECT_EINVAL(&e, op_kv_append(&e, &a), "kv_append", "cols mismatch");
 	a = g, a.src.rows = 3;
-	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &a), "src rows");
+	EXPECT_EINVAL(&e, op_kv_append(&e, &a), "kv_append", "src rows");
 	a = g, a.cache.dtype = FG_DTYPE_I32;
-	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &a), "cache i32");
+	EXPECT_EINVAL(&e, op_kv_append(&e, &a), "kv_append", "cache i32");
 	a = g, a.batch = INT64_MAX / 3, a.cache_stride = 6;
-	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &a), "batch overflow");
-	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, NULL), "NULL args");
+	EXPECT_EINVAL(&e, op_kv_append(&e, &a), "kv_append", "batch overflow");
+	EXPECT_EINVAL(&e, op_kv_append(&e, NULL), "kv_append", "NULL args");
 	env_close(&e);
 }
 END_TEST
@@ -927,11 +1371,6 @@ END_TEST
  * values in [-1, 1]). */
 
 #define TOL_F16_OUT 2e-3
-
-static bool conf_is_cpu_blas(int ci)
-{
-	return strcmp(confs[ci].name, "cpu_blas") == 0;
-}
 
 /* Element (r, c) of a 4-bit [rows, cols] tensor, decoded in double. */
 static double q4_value(const uint8_t *buf, int64_t rows, int64_t cols, int group_dim,
@@ -1018,7 +1457,7 @@ static void kv_append_q4_case(struct env *e, struct fg_codec *cd, int64_t B, int
 	snprintf(what, sizeof(what), "%s: kv_append q4 B=%lld n=%lld start=%lld stride=%lld C=%lld %s",
 		 e->label, (long long)B, (long long)n, (long long)start, (long long)stride,
 		 (long long)C, f16src ? "f16" : "f32");
-	EXPECT(e->b.ops->kv_append(e->b.ctx, NULL, &a) == 0, "%s: %s", what, fg_last_error());
+	EXPECT(op_kv_append(e, &a) == 0, "%s: %s", what, fg_last_error());
 	for (size_t i = 0; i < sz; i++)
 		EXPECT(cache[i] == want[i], "%s: byte %zu of %zu is %#x, the codec wrote %#x",
 		       what, i, sz, cache[i], want[i]);
@@ -1034,14 +1473,14 @@ START_TEST(test_kv_append_q4)
 	struct env e;
 	struct fg_codec cd;
 
-	if (!conf_is_cpu_blas(_i))
+	if (!env_open_for(&e, _i, FG_OP_KV_APPEND, FG_DTYPE_Q4_COLS))
 		return;
-	env_open(&e, _i);
 	codec_open_int4(&cd);
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
 		for (int f = 0; f < 2; f++)
-			kv_append_q4_case(&e, &cd, shapes[s][0], shapes[s][1], shapes[s][2],
-					  shapes[s][3], shapes[s][4], f);
+			if (!f || supports(&e, FG_OP_KV_APPEND, FG_DTYPE_F16))
+				kv_append_q4_case(&e, &cd, shapes[s][0], shapes[s][1],
+						  shapes[s][2], shapes[s][3], shapes[s][4], f);
 	fg_codec_close(&cd);
 	env_close(&e);
 }
@@ -1055,17 +1494,16 @@ START_TEST(test_kv_append_f16)
 	struct fg_kv_append_args a;
 	struct env e;
 
-	if (!conf_is_cpu_blas(_i)) {
+	if (!env_open_for(&e, _i, FG_OP_KV_APPEND, FG_DTYPE_F16)) {
 		free(src), free(cache), free(orig);
 		return;
 	}
-	env_open(&e, _i);
 	EXPECT_TRUE(orig);
 	memcpy(orig, cache, (size_t)(B * stride * (C + 2)) * sizeof(*orig));
 	a.src = tview(src, FG_DTYPE_F16, B * n, C, C + 1);
 	a.cache = tview(cache, FG_DTYPE_F16, B * stride, C, C + 2);
 	a.batch = B, a.n = n, a.start = start, a.cache_stride = stride;
-	EXPECT(e.b.ops->kv_append(e.b.ctx, NULL, &a) == 0, "%s", fg_last_error());
+	EXPECT(op_kv_append(&e, &a) == 0, "%s", fg_last_error());
 	for (int64_t b = 0; b < B; b++)
 		for (int64_t t = 0; t < stride; t++) {
 			bool in = t >= start && t < start + n;
@@ -1110,26 +1548,27 @@ static void attend_ref_d(const double *q, const double *k, const double *v, int6
 
 /* act: F32 or F16 (q, out); cache: F16 or Q4_COLS (k, v). */
 static void decode_mixed_case(struct env *e, struct fg_codec *cd, int64_t B, int64_t H,
-			      int64_t hd, int64_t len, int64_t stride, int padkind,
+			      int64_t KVH, int64_t hd, int64_t len, int64_t stride, int padkind,
 			      enum fg_dtype act, enum fg_dtype cache, bool out_is_q)
 {
 	int64_t C = H * hd, R = B * stride + 1, ldq = C + 1, ldo = out_is_q ? ldq : C + 3;
-	int64_t ldk = cache == FG_DTYPE_F16 ? C + 2 : C;
+	int64_t G = KVH ? H / KVH : 1, KC = C / G; /* the cache: [R, KC] */
+	int64_t ldk = cache == FG_DTYPE_F16 ? KC + 2 : KC;
 	double scale = 0.7 / sqrt((double)hd);
 	double *qd = malloc((size_t)(B * C) * sizeof(double)), *kd, *vd, *ref;
-	float *kf = malloc((size_t)(R * C) * sizeof(float)), *vf;
+	float *kf = malloc((size_t)(R * KC) * sizeof(float)), *vf;
 	void *q, *k, *v, *out;
 	int32_t *pad = malloc((size_t)B * sizeof(*pad));
 	struct fg_attention_args a;
 	size_t sz;
 	char what[200];
 
-	kd = malloc((size_t)(R * C) * sizeof(double));
-	vd = malloc((size_t)(R * C) * sizeof(double));
+	kd = malloc((size_t)(R * KC) * sizeof(double));
+	vd = malloc((size_t)(R * KC) * sizeof(double));
 	ref = malloc((size_t)(B * C) * sizeof(double));
-	vf = malloc((size_t)(R * C) * sizeof(float));
+	vf = malloc((size_t)(R * KC) * sizeof(float));
 	EXPECT_TRUE(qd && kd && vd && ref && kf && vf && pad);
-	for (int64_t i = 0; i < R * C; i++)
+	for (int64_t i = 0; i < R * KC; i++)
 		kf[i] = urand(), vf[i] = urand();
 	/* q and out: [B, C] with ld ldq / ldo; padding columns hold sentinels */
 	if (act == FG_DTYPE_F32) {
@@ -1155,21 +1594,22 @@ static void decode_mixed_case(struct env *e, struct fg_codec *cd, int64_t B, int
 		EXPECT_TRUE(kk && vv);
 		for (int64_t r = 0; r < R; r++)
 			for (int64_t c = 0; c < ldk; c++) {
-				kk[r * ldk + c] = c < C ? fg_float_to_half(kf[r * C + c]) : 0x7e00;
-				vv[r * ldk + c] = c < C ? fg_float_to_half(vf[r * C + c]) : 0x7e00;
-				if (c < C) {
-					kd[r * C + c] = h2d(kk[r * ldk + c]);
-					vd[r * C + c] = h2d(vv[r * ldk + c]);
+				kk[r * ldk + c] = c < KC ? fg_float_to_half(kf[r * KC + c]) : 0x7e00;
+				vv[r * ldk + c] = c < KC ? fg_float_to_half(vf[r * KC + c]) : 0x7e00;
+				if (c < KC) {
+					kd[r * KC + c] = h2d(kk[r * ldk + c]);
+					vd[r * KC + c] = h2d(vv[r * ldk + c]);
 				}
 			}
 		k = kk, v = vv;
 	} else {
-		uint8_t *kk = q4_encode(cd, kf, R, C, 1, &sz), *vv = q4_encode(cd, vf, R, C, 1, &sz);
+		uint8_t *kk = q4_encode(cd, kf, R, KC, 1, &sz);
+		uint8_t *vv = q4_encode(cd, vf, R, KC, 1, &sz);
 
 		for (int64_t r = 0; r < R; r++)
-			for (int64_t c = 0; c < C; c++) {
-				kd[r * C + c] = q4_value(kk, R, C, 1, r, c);
-				vd[r * C + c] = q4_value(vv, R, C, 1, r, c);
+			for (int64_t c = 0; c < KC; c++) {
+				kd[r * KC + c] = q4_value(kk, R, KC, 1, r, c);
+				vd[r * KC + c] = q4_value(vv, R, KC, 1, r, c);
 			}
 		k = kk, v = vv;
 	}
@@ -1178,21 +1618,22 @@ static void decode_mixed_case(struct env *e, struct fg_codec *cd, int64_t B, int
 				   len - 1);
 	for (int64_t b = 0; b < B; b++)
 		for (int64_t h = 0; h < H; h++)
-			attend_ref_d(qd + b * C + h * hd, kd + b * stride * C + h * hd,
-				     vd + b * stride * C + h * hd, C, pad[b], len - 1, hd,
+			attend_ref_d(qd + b * C + h * hd, kd + b * stride * KC + h / G * hd,
+				     vd + b * stride * KC + h / G * hd, KC, pad[b], len - 1, hd,
 				     (float)scale, ref + b * C + h * hd);
 	memset(&a, 0, sizeof(a));
 	a.q = tview(q, act, B, C, ldq);
 	a.out = tview(out, act, B, C, ldo);
-	a.k = tview(k, cache, R, C, ldk);
-	a.v = tview(v, cache, R, C, ldk);
+	a.k = tview(k, cache, R, KC, ldk);
+	a.v = tview(v, cache, R, KC, ldk);
 	a.batch = B, a.seq = 1, a.len = len, a.cache_stride = stride;
-	a.heads = H, a.head_dim = hd, a.scale = (float)scale, a.pad = pad;
-	snprintf(what, sizeof(what), "%s: attention_decode %s/%s B=%lld H=%lld hd=%lld len=%lld "
-		 "stride=%lld pad=%d%s", e->label, act == FG_DTYPE_F16 ? "f16" : "f32",
-		 cache == FG_DTYPE_F16 ? "f16" : "q4", (long long)B, (long long)H, (long long)hd,
-		 (long long)len, (long long)stride, padkind, out_is_q ? " out=q" : "");
-	EXPECT(e->b.ops->attention_decode(e->b.ctx, NULL, &a) == 0, "%s: %s", what,
+	a.heads = H, a.kv_heads = KVH, a.head_dim = hd, a.scale = (float)scale, a.pad = pad;
+	snprintf(what, sizeof(what), "%s: attention_decode %s/%s B=%lld H=%lld KVH=%lld hd=%lld "
+		 "len=%lld stride=%lld pad=%d%s", e->label, act == FG_DTYPE_F16 ? "f16" : "f32",
+		 cache == FG_DTYPE_F16 ? "f16" : "q4", (long long)B, (long long)H, (long long)KVH,
+		 (long long)hd, (long long)len, (long long)stride, padkind,
+		 out_is_q ? " out=q" : "");
+	EXPECT(op_decode(e, &a) == 0, "%s: %s", what,
 	       fg_last_error());
 	if (act == FG_DTYPE_F32) {
 		expect_close(what, out, ldo, ref, B, C, TOL_F32);
@@ -1225,21 +1666,41 @@ START_TEST(test_attention_decode_mixed)
 		{ FG_DTYPE_F16, FG_DTYPE_F16 }, { FG_DTYPE_F32, FG_DTYPE_Q4_COLS },
 		{ FG_DTYPE_F16, FG_DTYPE_Q4_COLS },
 	};
+	/* ABI 1.1, grouped-query: batch, heads, kv_heads, head_dim, len, cache_stride */
+	static const int64_t gqa[][6] = {
+		{ 1, 2, 1, 1, 1, 1 }, { 2, 6, 3, 8, 5, 9 }, { 3, 4, 2, 48, 17, 20 },
+		{ 2, 8, 2, 64, 33, 40 }, { 1, 6, 1, 7, 70, 70 },
+	};
 	struct env e;
 	struct fg_codec cd;
 
-	if (!conf_is_cpu_blas(_i))
-		return;
 	env_open(&e, _i);
 	codec_open_int4(&cd);
 	for (size_t t = 0; t < 3; t++) {
+		enum fg_dtype act = kinds[t][0], cache = kinds[t][1];
+
+		/* fp16 q/out on an fp32 backend: delegated attention, when it runs it */
+		if ((act != e.b.info.act_dtype && !supports(&e, FG_OP_ATTENTION_DECODE, act)) ||
+		    !supports(&e, FG_OP_ATTENTION_DECODE, cache)) {
+			EXPECT(!conf_is_cpu_blas(_i), "cpu_blas: no decode %s/%s",
+			       fg_dtype_name(act), fg_dtype_name(cache));
+			continue;
+		}
 		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
 			for (int p = 0; p <= PAD_ALL_BUT_ONE; p++)
-				decode_mixed_case(&e, &cd, shapes[s][0], shapes[s][1],
-						  shapes[s][2], shapes[s][3], shapes[s][4], p,
-						  kinds[t][0], kinds[t][1], false);
-		decode_mixed_case(&e, &cd, 3, 2, 8, 6, 8, PAD_RANDOM, kinds[t][0], kinds[t][1],
-				  true);
+				decode_mixed_case(&e, &cd, shapes[s][0], shapes[s][1], 0,
+						  shapes[s][2], shapes[s][3], shapes[s][4], p, act,
+						  cache, false);
+		decode_mixed_case(&e, &cd, 3, 2, 0, 8, 6, 8, PAD_RANDOM, act, cache, true);
+		if (!supports(&e, FG_OP_ATTENTION_GQA, cache)) {
+			EXPECT(!conf_is_cpu_blas(_i), "cpu_blas: no GQA over %s", fg_dtype_name(cache));
+			continue;
+		}
+		for (size_t s = 0; s < sizeof(gqa) / sizeof(gqa[0]); s++)
+			for (int p = 0; p <= PAD_ALL_BUT_ONE; p++)
+				decode_mixed_case(&e, &cd, gqa[s][0], gqa[s][1], gqa[s][2], gqa[s][3],
+						  gqa[s][4], gqa[s][5], p, act, cache, false);
+		decode_mixed_case(&e, &cd, 3, 4, 2, 8, 6, 8, PAD_RANDOM, act, cache, true);
 	}
 	fg_codec_close(&cd);
 	env_close(&e);
@@ -1247,10 +1708,11 @@ START_TEST(test_attention_decode_mixed)
 END_TEST
 
 static void linear_q4_case(struct env *e, struct fg_codec *cd, int64_t m, int64_t n, int64_t k,
-			   bool bias, bool relu, int res)
+			   bool bias, enum fg_activation act, int res, bool mul)
 {
 	int64_t ldx = k + 1, ldo = n + 2;
 	float *x = f32_new(m, k, ldx, true), *out = f32_new(m, n, ldo, false);
+	float *mulb = mul ? f32_new(m, n, n, true) : NULL;
 	float *wf = malloc((size_t)(n * k + 1) * sizeof(float)), *resid = NULL;
 	uint16_t *bs = bias ? f16_new(1, n, n, 1) : NULL;
 	double *ref = malloc((size_t)(m * n + 1) * sizeof(double));
@@ -1287,8 +1749,9 @@ static void linear_q4_case(struct env *e, struct fg_codec *cd, int64_t m, int64_
 				s += (double)x[i * ldx + c] * wd[j * k + c];
 			if (bias)
 				s += h2d(bs[j]);
-			if (relu && s < 0)
-				s = 0;
+			s = act_ref(s, act);
+			if (mulb)
+				s *= mulb[i * n + j];
 			if (resid)
 				s += resid[i * ldo + j];
 			ref[i * n + j] = s;
@@ -1298,17 +1761,20 @@ static void linear_q4_case(struct env *e, struct fg_codec *cd, int64_t m, int64_
 	a.w = tview(w, FG_DTYPE_Q4_ROWS, n, k, k);
 	if (bias)
 		a.bias = tview(bs, FG_DTYPE_F16, 1, n, n);
-	a.act = relu ? FG_ACT_RELU : FG_ACT_NONE;
+	a.act = act;
 	if (resid)
 		a.residual = tview(resid, FG_DTYPE_F32, m, n, ldo);
+	if (mulb)
+		a.mul = tview(mulb, FG_DTYPE_F32, m, n, n);
 	a.out = tview(out, FG_DTYPE_F32, m, n, ldo);
-	snprintf(what, sizeof(what), "%s: linear q4 m=%lld n=%lld k=%lld bias=%d relu=%d res=%d",
-		 e->label, (long long)m, (long long)n, (long long)k, bias, relu, res);
-	EXPECT(e->b.ops->linear(e->b.ctx, NULL, &a) == 0, "%s: %s", what, fg_last_error());
+	snprintf(what, sizeof(what), "%s: linear q4 m=%lld n=%lld k=%lld bias=%d act=%s res=%d "
+		 "mul=%d", e->label, (long long)m, (long long)n, (long long)k, bias,
+		 act_name(act), res, mul);
+	EXPECT(op_linear(e, &a) == 0, "%s: %s", what, fg_last_error());
 	expect_close(what, out, ldo, ref, m, n, TOL_F32);
 	if (resid && resid != out)
 		free(resid);
-	free(x), free(out), free(wf), free(bs), free(ref), free(w), free(wd);
+	free(x), free(out), free(mulb), free(wf), free(bs), free(ref), free(w), free(wd);
 }
 
 /* cpu_blas runs m <= fused_max_m (64 by default) through its fused 4-bit
@@ -1327,14 +1793,22 @@ START_TEST(test_linear_q4)
 	struct env e;
 	struct fg_codec cd;
 
-	if (!conf_is_cpu_blas(_i))
+	bool v11;
+
+	if (!env_open_for(&e, _i, FG_OP_LINEAR, FG_DTYPE_Q4_ROWS))
 		return;
-	env_open(&e, _i);
+	v11 = supports(&e, FG_OP_LINEAR_SILU, FG_DTYPE_Q4_ROWS) &&
+	      supports(&e, FG_OP_LINEAR_MUL, FG_DTYPE_Q4_ROWS);
 	codec_open_int4(&cd);
-	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
 		for (int v = 0; v < 6; v++)
 			linear_q4_case(&e, &cd, shapes[s][0], shapes[s][1], shapes[s][2], v & 1,
-				       v & 2, v % 3);
+				       (v & 2) ? FG_ACT_RELU : FG_ACT_NONE, v % 3, false);
+		/* ABI 1.1: SiLU, the gating multiplier, both (SwiGLU's gate) */
+		for (int v = 0; v < 3 && v11; v++)
+			linear_q4_case(&e, &cd, shapes[s][0], shapes[s][1], shapes[s][2], v & 1,
+				       v ? FG_ACT_SILU : FG_ACT_NONE, (v + (int)s) % 3, v != 1);
+	}
 	fg_codec_close(&cd);
 	env_close(&e);
 }
@@ -1366,12 +1840,12 @@ START_TEST(test_linear_q4_batch_invariance)
 	a.act = FG_ACT_RELU;
 	a.x = tview(x, FG_DTYPE_F32, M, k, k);
 	a.out = tview(full, FG_DTYPE_F32, M, n, n);
-	ck_assert_int_eq(e.b.ops->linear(e.b.ctx, NULL, &a), 0);
+	ck_assert_int_eq(op_linear(&e, &a), 0);
 	for (int64_t m = 1; m <= 9; m += 2) {
 		for (int64_t i0 = 0; i0 + m <= M; i0 += m) {
 			a.x = tview(x + i0 * k, FG_DTYPE_F32, m, k, k);
 			a.out = tview(part + i0 * n, FG_DTYPE_F32, m, n, n);
-			ck_assert_int_eq(e.b.ops->linear(e.b.ctx, NULL, &a), 0);
+			ck_assert_int_eq(op_linear(&e, &a), 0);
 		}
 		for (int64_t i = 0; i < (M / m) * m * n; i++)
 			EXPECT(memcmp(&part[i], &full[i], sizeof(float)) == 0,
@@ -1410,61 +1884,61 @@ START_TEST(test_mixed_invalid)
 	d.out = tview(o16, FG_DTYPE_F16, 2, 8, 8);
 	d.batch = 2, d.seq = 1, d.len = 3, d.cache_stride = 5;
 	d.heads = 2, d.head_dim = 4, d.scale = 0.5f, d.pad = pad;
-	EXPECT(e.b.ops->attention_decode(e.b.ctx, NULL, &d) == 0, "%s", fg_last_error());
+	EXPECT(op_decode(&e, &d) == 0, "%s", fg_last_error());
 	a = d, a.out = tview(out, FG_DTYPE_F32, 2, 8, 8);
-	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "f16 q, f32 out");
+	EXPECT_EINVAL(&e, op_decode(&e, &a), "attention_decode", "f16 q, f32 out");
 	a = d, a.v.dtype = FG_DTYPE_F32;
-	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "f16 k, f32 v");
+	EXPECT_EINVAL(&e, op_decode(&e, &a), "attention_decode", "f16 k, f32 v");
 	a = d, a.q = tview(q, FG_DTYPE_F32, 2, 8, 8), a.out = tview(out, FG_DTYPE_F32, 2, 8, 8);
-	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "f32 q, f16 cache");
+	EXPECT_EINVAL(&e, op_decode(&e, &a), "attention_decode", "f32 q, f16 cache");
 	a = d, a.seq = 3, a.batch = 1;
-	EXPECT_EINVAL(&e, e.b.ops->attention_prefill(e.b.ctx, NULL, &a), "f16 prefill");
+	EXPECT_EINVAL(&e, op_prefill(&e, &a), "attention_prefill", "f16 prefill");
 	/* decode, 4-bit cache [10, 8]: 64 data bytes + 10 groups */
 	a = d, a.k = tview(kq, FG_DTYPE_Q4_COLS, 10, 8, 8), a.v = tview(vq, FG_DTYPE_Q4_COLS, 10, 8, 8);
-	EXPECT(e.b.ops->attention_decode(e.b.ctx, NULL, &a) == 0, "%s", fg_last_error());
+	EXPECT(op_decode(&e, &a) == 0, "%s", fg_last_error());
 	a.q = tview(q, FG_DTYPE_F32, 2, 8, 8), a.out = tview(out, FG_DTYPE_F32, 2, 8, 8);
-	EXPECT(e.b.ops->attention_decode(e.b.ctx, NULL, &a) == 0, "%s", fg_last_error());
+	EXPECT(op_decode(&e, &a) == 0, "%s", fg_last_error());
 	a.out = tview(o16, FG_DTYPE_F16, 2, 8, 8);
-	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "f32 q, f16 out, q4");
+	EXPECT_EINVAL(&e, op_decode(&e, &a), "attention_decode", "f32 q, f16 out, q4");
 	a.out = tview(out, FG_DTYPE_F32, 2, 8, 8), a.k.ld = 9;
-	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "q4 ld != cols");
+	EXPECT_EINVAL(&e, op_decode(&e, &a), "attention_decode", "q4 ld != cols");
 	a.k.ld = 8, a.v.dtype = FG_DTYPE_Q4_ROWS;
-	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "q4_rows v");
+	EXPECT_EINVAL(&e, op_decode(&e, &a), "attention_decode", "q4_rows v");
 	a.v.dtype = FG_DTYPE_Q4_COLS, a.k.rows = 9;
-	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "q4 cache too short");
+	EXPECT_EINVAL(&e, op_decode(&e, &a), "attention_decode", "q4 cache too short");
 	a.k.rows = 10, a.out = tview(kq + 8, FG_DTYPE_F32, 2, 8, 8);
-	EXPECT_EINVAL(&e, e.b.ops->attention_decode(e.b.ctx, NULL, &a), "out inside q4 k");
+	EXPECT_EINVAL(&e, op_decode(&e, &a), "attention_decode", "out inside q4 k");
 	/* kv_append */
 	g.src = tview(q16, FG_DTYPE_F16, 4, 8, 8);
 	g.cache = tview(k16, FG_DTYPE_F16, 12, 8, 8);
 	g.batch = 2, g.n = 2, g.start = 3, g.cache_stride = 6;
-	EXPECT(e.b.ops->kv_append(e.b.ctx, NULL, &g) == 0, "%s", fg_last_error());
+	EXPECT(op_kv_append(&e, &g) == 0, "%s", fg_last_error());
 	ka = g, ka.src = tview(q, FG_DTYPE_F32, 4, 8, 8);
-	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &ka), "f32 src, f16 cache");
+	EXPECT_EINVAL(&e, op_kv_append(&e, &ka), "kv_append", "f32 src, f16 cache");
 	ka = g, ka.cache = tview(kq, FG_DTYPE_Q4_COLS, 12, 8, 8);
-	EXPECT(e.b.ops->kv_append(e.b.ctx, NULL, &ka) == 0, "%s", fg_last_error());
+	EXPECT(op_kv_append(&e, &ka) == 0, "%s", fg_last_error());
 	ka.cache.ld = 16;
-	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &ka), "q4 cache ld");
+	EXPECT_EINVAL(&e, op_kv_append(&e, &ka), "kv_append", "q4 cache ld");
 	ka.cache.ld = 8, ka.cache.rows = 11;
-	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &ka), "q4 cache too short");
+	EXPECT_EINVAL(&e, op_kv_append(&e, &ka), "kv_append", "q4 cache too short");
 	ka.cache.rows = 12, ka.cache.dtype = FG_DTYPE_Q4_ROWS;
-	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &ka), "q4_rows cache");
+	EXPECT_EINVAL(&e, op_kv_append(&e, &ka), "kv_append", "q4_rows cache");
 	ka = g, ka.src = tview(kq, FG_DTYPE_Q4_COLS, 4, 8, 8);
-	EXPECT_EINVAL(&e, e.b.ops->kv_append(e.b.ctx, NULL, &ka), "q4 src");
+	EXPECT_EINVAL(&e, op_kv_append(&e, &ka), "kv_append", "q4 src");
 	/* linear with a 4-bit weight [6, 8] */
 	memset(&l, 0, sizeof(l));
 	l.x = tview(x, FG_DTYPE_F32, 2, 8, 8);
 	l.w = tview(wq, FG_DTYPE_Q4_ROWS, 6, 8, 8);
 	l.out = tview(lo, FG_DTYPE_F32, 2, 6, 6);
-	EXPECT(e.b.ops->linear(e.b.ctx, NULL, &l) == 0, "%s", fg_last_error());
+	EXPECT(op_linear(&e, &l) == 0, "%s", fg_last_error());
 	la = l, la.w.dtype = FG_DTYPE_Q4_COLS;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &la), "q4_cols weight");
+	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "q4_cols weight");
 	la = l, la.w.ld = 10;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &la), "q4 weight ld");
+	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "q4 weight ld");
 	la = l, la.w.cols = 7;
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &la), "q4 weight cols");
+	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "q4 weight cols");
 	la = l, la.out = tview(wq + 4, FG_DTYPE_F32, 2, 6, 6);
-	EXPECT_EINVAL(&e, e.b.ops->linear(e.b.ctx, NULL, &la), "out inside q4 weight");
+	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "out inside q4 weight");
 	env_close(&e);
 }
 END_TEST
@@ -1644,6 +2118,10 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_attention_decode_mixed, 0, nconfs);
 	tcase_add_loop_test(tc, test_linear_q4, 0, nconfs);
 	tcase_add_loop_test(tc, test_linear_q4_batch_invariance, 0, nconfs);
+	tcase_add_loop_test(tc, test_linear_silu_mul, 0, nconfs);
+	tcase_add_loop_test(tc, test_rope, 0, nconfs);
+	tcase_add_loop_test(tc, test_attention_prefill_gqa, 0, nconfs);
+	tcase_add_loop_test(tc, test_attention_decode_gqa, 0, nconfs);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("invalid");
@@ -1653,6 +2131,9 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_attention_invalid, 0, nconfs);
 	tcase_add_loop_test(tc, test_kv_append_invalid, 0, nconfs);
 	tcase_add_loop_test(tc, test_mixed_invalid, 0, nconfs);
+	tcase_add_loop_test(tc, test_rope_invalid, 0, nconfs);
+	tcase_add_loop_test(tc, test_v11_invalid, 0, nconfs);
+	tcase_add_loop_test(tc, test_unsupported, 0, nconfs);
 	suite_add_tcase(s, tc);
 
 	/* The fused kernel exists on x86-64 with AVX2, FMA and F16C only. */

@@ -16,6 +16,7 @@
 #include <fgcore/compute.h>
 #include <fgcore/fgcore.h>
 #include <fgcore/storage.h>
+#include "core/backend/backend.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
 
@@ -84,6 +85,16 @@ START_TEST(test_refusals)
 		  "the plugin calls itself 'some_other_name' but its file is 'name_mismatch.so'" },
 		{ "bad_option_table.so", -EINVAL,
 		  "option 'width' (int, 8 bytes at offset 8) lies outside the 8-byte options struct" },
+		{ "compute_no_rope.so", -EINVAL,
+		  "compute plugin built for ABI 1.1 lacks the hook 'rope', required from compute "
+		  "ABI 1.1 on" },
+		{ "compute_no_supports.so", -EINVAL,
+		  "compute plugin built for ABI 1.1 lacks the hook 'supports', required from "
+		  "compute ABI 1.1 on" },
+		{ "compute_half_streams.so", -EINVAL,
+		  "compute plugin defines some of the stream/event hooks (stream_create, "
+		  "stream_destroy, stream_sync, event_create, event_destroy, event_record, "
+		  "stream_wait) but not all seven" },
 		{ "not_a_plugin.so", -ENOEXEC, "not loadable as a plugin" },
 		{ "does_not_exist.so", -ENOENT, "cannot open the plugin: No such file or directory" },
 	};
@@ -287,28 +298,44 @@ static uint16_t to_half(float f)
 			  ((b >> 13) & 0x3ff));
 }
 
-START_TEST(test_skeleton_compute)
+/* Open a compute plugin of `dir` as the engine does: loader, options, backend. */
+static void compute_open(const char *dir, const char *name, struct fg_backend *b,
+			 const char *key, const char *val)
 {
-	const struct fg_compute_ops *ops;
 	struct fg_plugin_handle h;
-	struct fg_compute_info info;
-	void *opts, *ctx;
-	/* linear: x [2,3] . w[4,3]^T + bias, relu, + residual */
+	void *opts;
+
+	use_path(dir);
+	ck_assert_msg(fg_plugin_load(name, FG_PLUGIN_COMPUTE, &h) == 0, "%s", fg_last_error());
+	opts = fg_plugin_opts_new(h.plugin);
+	ck_assert_ptr_nonnull(opts);
+	if (key)
+		ck_assert_int_eq(fg_plugin_opts_set(h.plugin, opts, key, val, "test"), 0);
+	ck_assert_msg(fg_backend_open(b, &h, opts) == 0, "%s", fg_last_error());
+	ck_assert_int_eq(b->info.act_dtype, FG_DTYPE_F32);
+}
+
+/* A refusal through the core's wrappers: rc and one line with every fragment. */
+static void expect_refused(int got, int rc, const char *frag1, const char *frag2)
+{
+	const char *e = fg_last_error();
+
+	ck_assert_msg(got == rc, "got %d, expected %d (%s)", got, rc, e);
+	ck_assert_msg(strstr(e, frag1) != NULL, "'%s' lacks '%s'", e, frag1);
+	ck_assert_msg(!frag2 || strstr(e, frag2) != NULL, "'%s' lacks '%s'", e, frag2);
+	ck_assert_ptr_null(strchr(e, '\n'));
+}
+
+/* linear: x [2,3] . w[4,3]^T + bias, relu, + residual */
+static void linear_check(struct fg_backend *b, const char *plugin)
+{
 	float x[6] = { 1, 2, 3, -1, 0.5f, 2 };
 	float wf[12] = { 1, 0, 0, 0, 1, 0, 0, 0, 1, -1, -1, -1 };
 	float bf[4] = { 0.5f, 0, 0, 0.25f };
 	uint16_t w[12], bias[4];
 	float res[8], out[8];
+	char want[128];
 
-	use_path(skel_dir);
-	ck_assert_int_eq(fg_plugin_load("compute_skeleton", FG_PLUGIN_COMPUTE, &h), 0);
-	ops = h.plugin->ops;
-	opts = fg_plugin_opts_new(h.plugin);
-	ck_assert_ptr_nonnull(opts);
-	ck_assert_int_eq(fg_plugin_opts_set(h.plugin, opts, "check_finite", "yes", "test"), 0);
-	ck_assert_int_eq(ops->init(fg_core_host(), opts, &ctx), 0);
-	ops->info(ctx, &info);
-	ck_assert_int_eq(info.act_dtype, FG_DTYPE_F32);
 	for (int i = 0; i < 12; i++)
 		w[i] = to_half(wf[i]);
 	for (int i = 0; i < 4; i++)
@@ -323,47 +350,183 @@ START_TEST(test_skeleton_compute)
 		.residual = { res, FG_DTYPE_F32, 2, 4, 4 },
 		.out = { out, FG_DTYPE_F32, 2, 4, 4 },
 	};
-	ck_assert_int_eq(ops->linear(ctx, NULL, &la), 0);
+	ck_assert_int_eq(fg_backend_linear(b, NULL, -1, NULL, &la), 0);
 	{
-		const float want[8] = { 1.5f + 0, 2 + 1, 3 + 2, 0 + 3,
-					0 + 4, 0.5f + 5, 2 + 6, 0 + 7 };
+		const float want_out[8] = { 1.5f + 0, 2 + 1, 3 + 2, 0 + 3,
+					    0 + 4, 0.5f + 5, 2 + 6, 0 + 7 };
 
 		for (int i = 0; i < 8; i++)
-			ck_assert_float_eq_tol(out[i], want[i], 1e-6);
+			ck_assert_float_eq_tol(out[i], want_out[i], 1e-6);
 	}
-	/* A wrong shape is refused with a message. */
+	/* A wrong shape is refused by the core, with the plugin, layer and op. */
 	la.out.cols = 3;
-	ck_assert_int_eq(ops->linear(ctx, NULL, &la), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(fg_last_error(), "compute_skeleton: linear: out is"));
+	expect_refused(fg_backend_linear(b, NULL, -1, NULL, &la), -EINVAL,
+		       "linear: out is [2, 3], expected [2, 4]", NULL);
+	snprintf(want, sizeof(want), "%s: layer 3: fc1 (linear): out is [2, 3], expected [2, 4]",
+		 plugin);
+	expect_refused(fg_backend_linear(b, NULL, 3, "fc1", &la), -EINVAL, want, NULL);
+}
 
-	/* prefill with seq 2, one head of 2, no padding: row 0 attends to itself
-	 * only (out = v0), row 1 to both. */
+/* prefill with seq 2, one head of 2, no padding: row 0 attends to itself
+ * only (out = v0), row 1 to both. */
+static void prefill_check(struct fg_backend *b)
+{
+	float q[4] = { 1, 0, 1, 0 }, k[4] = { 1, 0, 0, 1 }, v[4] = { 1, 2, 3, 4 };
+	float o[4];
+	int32_t pad[1] = { 0 };
+	struct fg_attention_args aa = {
+		.q = { q, FG_DTYPE_F32, 2, 2, 2 }, .k = { k, FG_DTYPE_F32, 2, 2, 2 },
+		.v = { v, FG_DTYPE_F32, 2, 2, 2 }, .out = { o, FG_DTYPE_F32, 2, 2, 2 },
+		.batch = 1, .seq = 2, .heads = 1, .head_dim = 2, .scale = 1, .pad = pad,
+	};
+	double p0 = exp(1.0) / (exp(1.0) + 1);
+
+	ck_assert_int_eq(fg_backend_attention_prefill(b, NULL, 0, "attn", &aa), 0);
+	ck_assert_float_eq_tol(o[0], 1, 1e-6);
+	ck_assert_float_eq_tol(o[1], 2, 1e-6);
+	ck_assert_float_eq_tol(o[2], p0 * 1 + (1 - p0) * 3, 1e-5);
+	ck_assert_float_eq_tol(o[3], p0 * 2 + (1 - p0) * 4, 1e-5);
+	pad[0] = 1; /* row 0 is padding: zeros; row 1 sees only key 1 */
+	ck_assert_int_eq(fg_backend_attention_prefill(b, NULL, 0, "attn", &aa), 0);
+	ck_assert_float_eq(o[0], 0);
+	ck_assert_float_eq_tol(o[2], 3, 1e-6);
+	pad[0] = 3;
+	expect_refused(fg_backend_attention_prefill(b, NULL, 0, "attn", &aa), -EINVAL,
+		       "layer 0: attn (attention_prefill): pad[0] = 3 is outside [0, 2]", NULL);
+}
+
+START_TEST(test_skeleton_compute)
+{
+	struct fg_backend b;
+
+	compute_open(skel_dir, "compute_skeleton", &b, "check_finite", "yes");
+	ck_assert_uint_eq(b.minor, 1);
+	ck_assert_int_eq(fg_backend_supports(&b, FG_OP_ROPE, FG_DTYPE_F32), 1);
+	ck_assert_int_eq(fg_backend_supports(&b, FG_OP_LINEAR, FG_DTYPE_Q4_ROWS), 0);
+	linear_check(&b, "compute_skeleton");
+	prefill_check(&b);
+	/* rope, 1.1: one row, one head of 4, rotated by a quarter turn on pair 0 */
 	{
-		float q[4] = { 1, 0, 1, 0 }, k[4] = { 1, 0, 0, 1 }, v[4] = { 1, 2, 3, 4 };
-		float o[4];
-		int32_t pad[1] = { 0 };
-		struct fg_attention_args aa = {
-			.q = { q, FG_DTYPE_F32, 2, 2, 2 }, .k = { k, FG_DTYPE_F32, 2, 2, 2 },
-			.v = { v, FG_DTYPE_F32, 2, 2, 2 }, .out = { o, FG_DTYPE_F32, 2, 2, 2 },
-			.batch = 1, .seq = 2, .heads = 1, .head_dim = 2, .scale = 1, .pad = pad,
+		float x[4] = { 1, 2, 3, 4 }, inv[2] = { 1.57079632679489662f, 0 };
+		int32_t pos[1] = { 1 };
+		struct fg_rope_args ra = {
+			.x = { x, FG_DTYPE_F32, 1, 4, 4 }, .positions = pos, .n = 1, .heads = 1,
+			.head_dim = 4, .rot_dim = 4, .inv_freq = inv, .attn_factor = 1,
 		};
-		double p0 = exp(1.0) / (exp(1.0) + 1);
 
-		ck_assert_int_eq(ops->attention_prefill(ctx, NULL, &aa), 0);
-		ck_assert_float_eq_tol(o[0], 1, 1e-6);
-		ck_assert_float_eq_tol(o[1], 2, 1e-6);
-		ck_assert_float_eq_tol(o[2], p0 * 1 + (1 - p0) * 3, 1e-5);
-		ck_assert_float_eq_tol(o[3], p0 * 2 + (1 - p0) * 4, 1e-5);
-		pad[0] = 1; /* row 0 is padding: zeros; row 1 sees only key 1 */
-		ck_assert_int_eq(ops->attention_prefill(ctx, NULL, &aa), 0);
-		ck_assert_float_eq(o[0], 0);
-		ck_assert_float_eq_tol(o[2], 3, 1e-6);
-		pad[0] = 3;
-		ck_assert_int_eq(ops->attention_prefill(ctx, NULL, &aa), -EINVAL);
+		ck_assert_int_eq(fg_backend_rope(&b, NULL, 0, "q", &ra), 0);
+		/* pair (1, 3) by 90 degrees: (-3, 1); pair (2, 4) by 0: unchanged */
+		ck_assert_float_eq_tol(x[0], -3, 1e-6);
+		ck_assert_float_eq_tol(x[2], 1, 1e-6);
+		ck_assert_float_eq_tol(x[1], 2, 1e-6);
+		ck_assert_float_eq_tol(x[3], 4, 1e-6);
 	}
-	ops->fini(ctx);
-	free(opts);
-	fg_plugin_close(&h);
+	fg_backend_close(&b);
+}
+END_TEST
+
+/* A plugin built for ABI 1.0 loads under a 1.1 core, runs the 1.0 ops, and
+ * is refused cleanly, naming the feature, when asked for one of 1.1; the core
+ * answers `supports` for it from native_codecs and never calls the 1.1
+ * members (traps that abort in the test plugin). */
+START_TEST(test_compute_abi10)
+{
+	struct fg_backend b;
+	float x[8] = { 1, 2, 3, 4, -1, 0, 1, 2 }, out[8], mul[8] = { 0 };
+	float q[4] = { 1, 0, 0, 1 }, kc[8] = { 0 }, vc[8] = { 0 }, src[4] = { 1, 0, 5, 6 };
+	float inv[1] = { 1 };
+	uint16_t g[4], be[4], tok[8], pos[8], w[8];
+	int32_t ids[2] = { 1, 0 }, positions[2] = { 0, 1 }, pad[1] = { 0 };
+
+	compute_open(bad_dir, "compute_abi10", &b, NULL, NULL);
+	ck_assert_uint_eq(b.minor, 0);
+	/* supports, from the 1.0 op set and native_codecs = "fp16" */
+	ck_assert_int_eq(fg_backend_supports(&b, FG_OP_LINEAR, FG_DTYPE_F16), 1);
+	ck_assert_int_eq(fg_backend_supports(&b, FG_OP_LINEAR, FG_DTYPE_Q4_ROWS), 0);
+	ck_assert_int_eq(fg_backend_supports(&b, FG_OP_ATTENTION_DECODE, FG_DTYPE_F32), 1);
+	ck_assert_int_eq(fg_backend_supports(&b, FG_OP_ATTENTION_DECODE, FG_DTYPE_Q4_COLS), 0);
+	ck_assert_int_eq(fg_backend_supports(&b, FG_OP_LAYER_NORM, FG_DTYPE_F32), 1);
+	ck_assert_int_eq(fg_backend_supports(&b, FG_OP_EMBED, FG_DTYPE_F16), 1);
+	ck_assert_int_eq(fg_backend_supports(&b, FG_OP_RMS_NORM, FG_DTYPE_F32), 0);
+	ck_assert_int_eq(fg_backend_supports(&b, FG_OP_ROPE, FG_DTYPE_F32), 0);
+	ck_assert_int_eq(fg_backend_supports(&b, FG_OP_LINEAR_SILU, FG_DTYPE_F16), 0);
+	ck_assert_int_eq(fg_backend_supports(&b, FG_OP_ATTENTION_GQA, FG_DTYPE_F32), 0);
+
+	/* the 1.0 ops run */
+	linear_check(&b, "compute_abi10");
+	prefill_check(&b);
+	for (int i = 0; i < 4; i++)
+		g[i] = to_half(1), be[i] = to_half(0.5f);
+	for (int i = 0; i < 8; i++)
+		tok[i] = to_half((float)i), pos[i] = to_half(i < 4 ? 0 : 0.5f), w[i] = to_half(1);
+	struct fg_layer_norm_args ln = {
+		.x = { x, FG_DTYPE_F32, 2, 4, 4 }, .gamma = { g, FG_DTYPE_F16, 1, 4, 4 },
+		.beta = { be, FG_DTYPE_F16, 1, 4, 4 }, .eps = 0,
+		.out = { out, FG_DTYPE_F32, 2, 4, 4 }, .kind = FG_NORM_LAYER,
+	};
+	ck_assert_int_eq(fg_backend_norm(&b, NULL, 2, "ln", &ln), 0);
+	/* row 0: mean 2.5, var 1.25 */
+	ck_assert_float_eq_tol(out[0], (1 - 2.5) / sqrt(1.25) + 0.5, 1e-6);
+	struct fg_embed_args em = {
+		.ids = ids, .positions = positions, .n = 2, .tok = { tok, FG_DTYPE_F16, 2, 4, 4 },
+		.pos = { pos, FG_DTYPE_F16, 2, 4, 4 }, .out = { out, FG_DTYPE_F32, 2, 4, 4 },
+	};
+	ck_assert_int_eq(fg_backend_embed(&b, NULL, -1, "tok", &em), 0);
+	ck_assert_float_eq(out[0], 4);	  /* token 1, position 0 */
+	ck_assert_float_eq(out[4], 0.5f); /* token 0, position 1 */
+	struct fg_kv_append_args kv = {
+		.src = { src, FG_DTYPE_F32, 2, 2, 2 }, .cache = { kc, FG_DTYPE_F32, 4, 2, 2 },
+		.batch = 1, .n = 2, .start = 0, .cache_stride = 4,
+	};
+	ck_assert_int_eq(fg_backend_kv_append(&b, NULL, 1, "k", &kv), 0);
+	kv.cache.data = vc;
+	ck_assert_int_eq(fg_backend_kv_append(&b, NULL, 1, "v", &kv), 0);
+	struct fg_attention_args d = {
+		.q = { q, FG_DTYPE_F32, 1, 2, 2 }, .k = { kc, FG_DTYPE_F32, 4, 2, 2 },
+		.v = { vc, FG_DTYPE_F32, 4, 2, 2 }, .out = { out, FG_DTYPE_F32, 1, 2, 2 },
+		.batch = 1, .seq = 1, .len = 2, .cache_stride = 4, .heads = 1, .head_dim = 2,
+		.scale = 0, .pad = pad,
+	};
+	ck_assert_int_eq(fg_backend_attention_decode(&b, NULL, 1, "attn", &d), 0);
+	ck_assert_float_eq_tol(out[0], 3, 1e-6); /* scale 0: the mean of v rows */
+
+	/* the features of 1.1: refused, each named, -ENOTSUP */
+	ln.kind = FG_NORM_RMS;
+	ln.beta.data = NULL;
+	expect_refused(fg_backend_norm(&b, NULL, 2, "ln", &ln), -ENOTSUP,
+		       "compute_abi10: layer 2: ln (rms_norm): RMS norm needs a backend built for "
+		       "compute ABI 1.1, this plugin is built for 1.0", NULL);
+	ln.kind = FG_NORM_LAYER;
+	expect_refused(fg_backend_norm(&b, NULL, 2, "ln", &ln), -ENOTSUP,
+		       "layer norm without beta needs a backend built for compute ABI 1.1", NULL);
+	em.pos.data = NULL;
+	expect_refused(fg_backend_embed(&b, NULL, -1, "tok", &em), -ENOTSUP,
+		       "compute_abi10: tok (embed): embed without a position table needs", NULL);
+	struct fg_linear_args la = {
+		.x = { x, FG_DTYPE_F32, 2, 4, 4 }, .w = { w, FG_DTYPE_F16, 2, 4, 4 },
+		.act = FG_ACT_SILU, .out = { out, FG_DTYPE_F32, 2, 2, 2 },
+	};
+	expect_refused(fg_backend_linear(&b, NULL, 5, "gate", &la), -ENOTSUP,
+		       "layer 5: gate (linear): SiLU needs", "ABI 1.1");
+	la.act = FG_ACT_NONE;
+	la.mul = (struct fg_tensor){ mul, FG_DTYPE_F32, 2, 2, 2 };
+	expect_refused(fg_backend_linear(&b, NULL, 5, "up", &la), -ENOTSUP,
+		       "layer 5: up (linear): a gating multiplier (mul) needs", "ABI 1.1");
+	struct fg_rope_args ra = {
+		.x = { x, FG_DTYPE_F32, 2, 4, 4 }, .positions = positions, .n = 2, .heads = 2,
+		.head_dim = 2, .rot_dim = 2, .inv_freq = inv, .attn_factor = 1,
+	};
+	expect_refused(fg_backend_rope(&b, NULL, 4, "q", &ra), -ENOTSUP,
+		       "layer 4: q (rope): rope needs a backend built for compute ABI 1.1", NULL);
+	d.q = (struct fg_tensor){ x, FG_DTYPE_F32, 1, 4, 4 };
+	d.out = (struct fg_tensor){ out, FG_DTYPE_F32, 1, 4, 4 };
+	d.heads = 2, d.kv_heads = 1;
+	expect_refused(fg_backend_attention_decode(&b, NULL, 1, "attn", &d), -ENOTSUP,
+		       "layer 1: attn (attention_decode): grouped-query attention", "ABI 1.1");
+	/* kv_heads == heads is plain multi-head attention: fine for 1.0 */
+	d.q.cols = d.q.ld = d.out.cols = d.out.ld = 2, d.heads = 1, d.kv_heads = 1;
+	ck_assert_int_eq(fg_backend_attention_decode(&b, NULL, 1, "attn", &d), 0);
+	fg_backend_close(&b);
 }
 END_TEST
 
@@ -738,6 +901,7 @@ Suite *loader_suite(void)
 	tcase_add_test(tc, test_skeleton_storage);
 	tcase_add_test(tc, test_skeleton_codec);
 	tcase_add_test(tc, test_skeleton_compute);
+	tcase_add_test(tc, test_compute_abi10);
 	tcase_add_test(tc, test_foreach);
 	tcase_add_test(tc, test_opts_defaults);
 	tcase_add_test(tc, test_opts_bool);

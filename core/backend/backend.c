@@ -14,16 +14,28 @@
  * keep "NULL means not created" bookkeeping. */
 static char fg_backend_dummy_event;
 
-static int fg_backend_has_streams(const struct fg_compute_ops *o)
+/* 1 when the comma-separated list names `word` (spaces around names allowed). */
+static int fg_backend_lists(const char *list, const char *word)
 {
-	return o->stream_create || o->stream_destroy || o->stream_sync || o->event_create ||
-	       o->event_destroy || o->event_record || o->stream_wait;
-}
+	size_t n = strlen(word);
 
-static int fg_backend_has_all_streams(const struct fg_compute_ops *o)
-{
-	return o->stream_create && o->stream_destroy && o->stream_sync && o->event_create &&
-	       o->event_destroy && o->event_record && o->stream_wait;
+	for (const char *s = list; *s;) {
+		const char *e;
+
+		while (*s == ' ' || *s == ',')
+			s++;
+		e = s;
+		while (*e && *e != ',')
+			e++;
+		while (e > s && e[-1] == ' ')
+			e--;
+		if ((size_t)(e - s) == n && strncmp(s, word, n) == 0)
+			return 1;
+		s = e;
+		while (*s && *s != ',')
+			s++;
+	}
+	return 0;
 }
 
 static void fg_backend_release(struct fg_plugin_handle *ph, void *opts)
@@ -46,13 +58,9 @@ int fg_backend_open(struct fg_backend *b, struct fg_plugin_handle *ph, void *opt
 		fg_backend_release(ph, opts);
 		return -EINVAL;
 	}
+	/* The loader checked the hooks (required ones, the stream hooks all or
+	 * none, those of minor 1 for a 1.1 plugin). */
 	o = p->ops;
-	if (fg_backend_has_streams(o) && !fg_backend_has_all_streams(o)) {
-		FG_ERR("%s: compute plugin %s defines some stream/event hooks but not all seven, "
-		       "define all of them or none", ph->path, p->name);
-		fg_backend_release(ph, opts);
-		return -EINVAL;
-	}
 	fg_clear_error();
 	rc = o->init(fg_core_host(), opts, &ctx);
 	if (rc < 0) {
@@ -75,6 +83,7 @@ int fg_backend_open(struct fg_backend *b, struct fg_plugin_handle *ph, void *opt
 	b->ops = o;
 	b->opts = opts;
 	b->ctx = ctx;
+	b->minor = FG_ABI_MINOR_OF(p->abi_version);
 	o->info(ctx, &b->info);
 	if (b->info.act_dtype != FG_DTYPE_F32 && b->info.act_dtype != FG_DTYPE_F16) {
 		FG_ERR("%s: compute plugin %s reports activation dtype %d, expected f32 or f16",
@@ -84,6 +93,9 @@ int fg_backend_open(struct fg_backend *b, struct fg_plugin_handle *ph, void *opt
 	}
 	if (!b->info.native_codecs)
 		b->info.native_codecs = "";
+	/* A 1.0 plugin names what it reads natively; 1.1 answers `supports`. */
+	if (b->minor == 0)
+		b->q4_native = fg_backend_lists(b->info.native_codecs, "int4_group64");
 	return 0;
 }
 
@@ -174,13 +186,7 @@ int fg_codec_open(struct fg_codec *c, struct fg_plugin_handle *ph)
 		fg_plugin_close(ph);
 		return -EINVAL;
 	}
-	o = p->ops;
-	if (!o->encoded_size || !o->encode_f32 || !o->decode_f32) {
-		FG_ERR("%s: codec %s lacks encoded_size, encode_f32 or decode_f32", ph->path,
-		       p->name);
-		fg_plugin_close(ph);
-		return -EINVAL;
-	}
+	o = p->ops; /* its required hooks were checked by the loader */
 	c->ph = *ph;
 	c->ops = o;
 	return 0;

@@ -13,6 +13,8 @@ struct fg_backend {
 	void *opts; /* owned */
 	void *ctx;
 	struct fg_compute_info info;
+	uint32_t minor; /* the plugin's ABI minor: members of minor 1 are read only when >= 1 */
+	int q4_native;  /* ABI 1.0 only: native_codecs lists int4_group64 */
 };
 
 /* Takes ownership of *ph and opts. */
@@ -36,9 +38,17 @@ int fg_backend_copy(struct fg_backend *b, void *stream, void *dst, const void *s
  * set with the codecs its native_codecs names. */
 int fg_backend_supports(const struct fg_backend *b, enum fg_op op, enum fg_dtype dtype);
 
-/* The compute ops, validated once here: dtypes, shapes, strides and that the
- * backend supports the op.  `layer` (-1: none) and `what` (e.g. "q_proj")
- * name the caller in the error line. */
+/* Names for messages: "f16", "q4_cols", ...; "RMS norm", "linear with SiLU", ... */
+const char *fg_dtype_name(enum fg_dtype t);
+const char *fg_op_name(enum fg_op op);
+
+/* The compute ops, validated once here against fgcore/compute.h: dtypes,
+ * shapes, strides, aliasing, index ranges, that the plugin's ABI has the
+ * feature and that the backend supports the op.  `layer` (-1: none) and
+ * `what` (e.g. "q_proj"; NULL: none) name the caller in the error line
+ * "<plugin>: layer <l>: <what> (<op>): <what is wrong>".  -EINVAL for
+ * arguments outside the contract; -ENOTSUP for an op, variant or dtype the
+ * backend does not run (1.1 features asked of a 1.0 plugin included). */
 int fg_backend_embed(struct fg_backend *b, void *stream, int64_t layer, const char *what,
 		     const struct fg_embed_args *a);
 int fg_backend_norm(struct fg_backend *b, void *stream, int64_t layer, const char *what,
@@ -54,7 +64,8 @@ int fg_backend_attention_decode(struct fg_backend *b, void *stream, int64_t laye
 int fg_backend_kv_append(struct fg_backend *b, void *stream, int64_t layer, const char *what,
 			 const struct fg_kv_append_args *a);
 /* Row-wise argmax into host memory: the plugin's hook when it has one; else
- * -ENOTSUP (the caller copies the logits out and uses fg_argmax). */
+ * -ENOTSUP without an error line (the caller copies the logits out and uses
+ * fg_argmax). */
 int fg_backend_argmax(struct fg_backend *b, void *stream, const struct fg_tensor *x, int32_t *out);
 
 struct fg_codec {

@@ -1,80 +1,557 @@
-/* core/backend/compute_ops.c - the compute ops as the engine calls them:
- * arguments validated once here, then the backend's hook.
- * (Pass-through placeholder: validation is filled in with the 1.1 ABI work.) */
+/* core/backend/compute_ops.c - the compute ops as the engine calls them: every
+ * argument checked once here against the contract of fgcore/compute.h, then
+ * the backend's hook.  Backends check only their own device limits.
+ *
+ * The checks cost a few comparisons per tensor and one pass over the host
+ * index arrays (ids, positions, pads), which the backends made before; text
+ * is formatted only when a check fails. */
 #include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+
+#include <fgcore/q4.h>
 
 #include "core/backend/backend.h"
 #include "core/util/error.h"
 
-int fg_backend_supports(const struct fg_backend *b, enum fg_op op, enum fg_dtype dtype)
+/* Sizes and element counts beyond this are refused: a product of a checked
+ * count and an element size (at most 8 bytes) stays inside int64_t. */
+#define FG_SIZE_MAX (INT64_MAX / 8)
+
+/* Who is calling, for the error line: plugin, layer, what and op. */
+struct fg_call {
+	const struct fg_backend *b;
+	int64_t layer;    /* -1: none */
+	const char *what; /* NULL: none */
+	const char *op;
+};
+
+const char *fg_dtype_name(enum fg_dtype t)
 {
-	if (FG_ABI_MINOR_OF(b->ph.plugin->abi_version) >= 1 && b->ops->supports)
-		return b->ops->supports(b->ctx, op, dtype);
+	switch (t) {
+	case FG_DTYPE_F32:
+		return "f32";
+	case FG_DTYPE_F16:
+		return "f16";
+	case FG_DTYPE_I32:
+		return "i32";
+	case FG_DTYPE_Q4_ROWS:
+		return "q4_rows";
+	case FG_DTYPE_Q4_COLS:
+		return "q4_cols";
+	}
+	return "an unknown dtype";
+}
+
+const char *fg_op_name(enum fg_op op)
+{
 	switch (op) {
 	case FG_OP_EMBED:
+		return "embed";
+	case FG_OP_EMBED_TOKENS:
+		return "embed without a position table";
+	case FG_OP_LAYER_NORM:
+		return "layer norm";
+	case FG_OP_RMS_NORM:
+		return "RMS norm";
+	case FG_OP_LINEAR:
+		return "linear";
+	case FG_OP_LINEAR_SILU:
+		return "linear with SiLU";
+	case FG_OP_LINEAR_MUL:
+		return "linear with a gating multiplier (mul)";
+	case FG_OP_ROPE:
+		return "rope";
+	case FG_OP_ATTENTION_PREFILL:
+		return "prefill attention";
+	case FG_OP_ATTENTION_DECODE:
+		return "decode attention";
+	case FG_OP_ATTENTION_GQA:
+		return "grouped-query attention";
+	case FG_OP_KV_APPEND:
+		return "kv_append";
+	}
+	return "an unknown op";
+}
+
+static int fg_call_fail(const struct fg_call *c, int rc, const char *fmt, ...) FG_PRINTF(3, 4);
+
+/* One line: "<plugin>: layer <l>: <what> (<op>): <msg>"; returns rc. */
+static int fg_call_fail(const struct fg_call *c, int rc, const char *fmt, ...)
+{
+	char msg[512], where[48] = "";
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (c->layer >= 0)
+		snprintf(where, sizeof(where), "layer %" PRId64 ": ", c->layer);
+	if (c->what && *c->what)
+		FG_ERR("%s: %s%s (%s): %s", c->b->ph.plugin->name, where, c->what, c->op, msg);
+	else
+		FG_ERR("%s: %s%s: %s", c->b->ph.plugin->name, where, c->op, msg);
+	return rc;
+}
+
+/* ---- what the backend runs ------------------------------------------------------ */
+
+int fg_backend_supports(const struct fg_backend *b, enum fg_op op, enum fg_dtype dtype)
+{
+	/* `supports` is a minor-1 member: never read from a 1.0 plugin's table. */
+	if (b->minor >= 1)
+		return b->ops->supports(b->ctx, op, dtype) != 0;
+	switch (op) {
+	case FG_OP_EMBED:
+		return dtype == FG_DTYPE_F16;
 	case FG_OP_LAYER_NORM:
 	case FG_OP_ATTENTION_PREFILL:
-		return 1;
+		return dtype == b->info.act_dtype;
 	case FG_OP_LINEAR:
-		return dtype == FG_DTYPE_F16 ||
-		       (dtype == FG_DTYPE_Q4_ROWS && strstr(b->info.native_codecs, "int4_group64"));
+		return dtype == FG_DTYPE_F16 || (dtype == FG_DTYPE_Q4_ROWS && b->q4_native);
 	case FG_OP_ATTENTION_DECODE:
 	case FG_OP_KV_APPEND:
-		return dtype == b->info.act_dtype ||
-		       (dtype == FG_DTYPE_Q4_COLS && strstr(b->info.native_codecs, "int4_group64"));
+		return dtype == b->info.act_dtype || (dtype == FG_DTYPE_Q4_COLS && b->q4_native);
 	default:
-		return 0;
+		return 0; /* the ops and variants of minor 1 */
 	}
 }
+
+static int fg_need(const struct fg_call *c, enum fg_op op, enum fg_dtype dtype)
+{
+	if (fg_backend_supports(c->b, op, dtype))
+		return 0;
+	return fg_call_fail(c, -ENOTSUP, "the backend does not run %s on %s operands (its "
+			    "`supports` says no): use another backend, codec or policy",
+			    fg_op_name(op), fg_dtype_name(dtype));
+}
+
+/* A feature of compute ABI 1.1: refused, with its name, for a 1.0 plugin. */
+static int fg_need_11(const struct fg_call *c, const char *feature)
+{
+	uint32_t v = c->b->ph.plugin->abi_version;
+
+	if (c->b->minor >= 1)
+		return 0;
+	return fg_call_fail(c, -ENOTSUP, "%s needs a backend built for compute ABI 1.1, this "
+			    "plugin is built for %u.%u: rebuild it against this fgcore's headers "
+			    "or use another backend", feature, FG_ABI_MAJOR_OF(v), FG_ABI_MINOR_OF(v));
+}
+
+/* The activations' dtype of decode attention and kv_append: the backend's, or
+ * the other plain type when the backend runs the op on it (delegation). */
+static enum fg_dtype fg_act_of(const struct fg_backend *b, enum fg_op op, enum fg_dtype t)
+{
+	if (t != b->info.act_dtype && (t == FG_DTYPE_F32 || t == FG_DTYPE_F16) &&
+	    fg_backend_supports(b, op, t))
+		return t;
+	return b->info.act_dtype;
+}
+
+/* ---- tensor views --------------------------------------------------------------- */
+
+static int fg_q4(enum fg_dtype t)
+{
+	return t == FG_DTYPE_Q4_ROWS || t == FG_DTYPE_Q4_COLS;
+}
+
+/* dtype, shape (rows/cols < 0: any), ld, data and extent of one view. */
+static int fg_check_tensor(const struct fg_call *c, const char *name, const struct fg_tensor *t,
+			   enum fg_dtype dtype, int64_t rows, int64_t cols)
+{
+	if (t->dtype != dtype)
+		return fg_call_fail(c, -EINVAL, "%s is %s, expected %s", name,
+				    fg_dtype_name(t->dtype), fg_dtype_name(dtype));
+	if (t->rows < 0 || t->cols < 0)
+		return fg_call_fail(c, -EINVAL, "%s has a negative shape [%" PRId64 ", %" PRId64
+				    "]", name, t->rows, t->cols);
+	if ((rows >= 0 && t->rows != rows) || (cols >= 0 && t->cols != cols))
+		return fg_call_fail(c, -EINVAL, "%s is [%" PRId64 ", %" PRId64 "], expected [%"
+				    PRId64 ", %" PRId64 "]", name, t->rows, t->cols,
+				    rows >= 0 ? rows : t->rows, cols >= 0 ? cols : t->cols);
+	/* The grouped 4-bit layout has no row padding: its parameters follow the data. */
+	if (fg_q4(dtype) && t->ld != t->cols)
+		return fg_call_fail(c, -EINVAL, "%s is %s with ld %" PRId64 " != cols %" PRId64
+				    ": a 4-bit view covers its whole encoded tensor", name,
+				    fg_dtype_name(dtype), t->ld, t->cols);
+	if (t->ld < t->cols)
+		return fg_call_fail(c, -EINVAL, "%s has ld %" PRId64 " < cols %" PRId64
+				    ": rows must not overlap", name, t->ld, t->cols);
+	if (t->rows == 0 || t->cols == 0)
+		return 0;
+	if (!t->data)
+		return fg_call_fail(c, -EINVAL, "%s [%" PRId64 ", %" PRId64 "] has a NULL data "
+				    "pointer", name, t->rows, t->cols);
+	/* (rows - 1) * ld + cols elements must be addressable. */
+	if (fg_q4(dtype) ? t->rows > FG_SIZE_MAX / t->cols :
+			   t->rows - 1 > (FG_SIZE_MAX - t->cols) / t->ld)
+		return fg_call_fail(c, -EINVAL, "%s [%" PRId64 ", %" PRId64 "] with ld %" PRId64
+				    " is larger than the address space", name, t->rows, t->cols,
+				    t->ld);
+	if (!fg_q4(dtype) && (uintptr_t)t->data % fg_dtype_size(dtype))
+		return fg_call_fail(c, -EINVAL, "%s at %p is not aligned to its %u-byte elements",
+				    name, t->data, fg_dtype_size(dtype));
+	return 0;
+}
+
+/* Bytes a checked view spans (0 for an empty one). */
+static uint64_t fg_extent(const struct fg_tensor *t)
+{
+	if (t->rows == 0 || t->cols == 0 || !t->data)
+		return 0;
+	if (fg_q4(t->dtype))
+		return fg_q4_bytes((uint64_t)t->rows, (uint64_t)t->cols,
+				   t->dtype == FG_DTYPE_Q4_ROWS ? 0 : 1);
+	return (uint64_t)((t->rows - 1) * t->ld + t->cols) * fg_dtype_size(t->dtype);
+}
+
+/* 1 when two checked views share a byte. */
+static int fg_overlap(const struct fg_tensor *a, const struct fg_tensor *b)
+{
+	uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
+	uint64_t an = fg_extent(a), bn = fg_extent(b);
+
+	return an && bn && a0 < b0 + bn && b0 < a0 + an;
+}
+
+/* 1 when two checked views of one shape are the same memory and layout. */
+static int fg_same(const struct fg_tensor *a, const struct fg_tensor *b)
+{
+	return a->data == b->data && a->ld == b->ld && a->dtype == b->dtype;
+}
+
+static int fg_no_args(const struct fg_call *c)
+{
+	return fg_call_fail(c, -EINVAL, "no arguments (NULL)");
+}
+
+/* ---- embed ---------------------------------------------------------------------- */
 
 int fg_backend_embed(struct fg_backend *b, void *stream, int64_t layer, const char *what,
 		     const struct fg_embed_args *a)
 {
+	struct fg_call c = { b, layer, what, "embed" };
+	int has_pos, rc;
+	int64_t h;
+
+	if (!a)
+		return fg_no_args(&c);
+	has_pos = a->pos.data != NULL;
+	if (!has_pos && (rc = fg_need_11(&c, "embed without a position table")))
+		return rc;
+	if (a->n < 0 || a->n > FG_SIZE_MAX)
+		return fg_call_fail(&c, -EINVAL, "n = %" PRId64 " is out of range", a->n);
+	h = a->tok.cols;
+	if ((rc = fg_check_tensor(&c, "tok", &a->tok, FG_DTYPE_F16, -1, -1)) ||
+	    (has_pos && (rc = fg_check_tensor(&c, "pos", &a->pos, FG_DTYPE_F16, -1, h))) ||
+	    (rc = fg_check_tensor(&c, "out", &a->out, b->info.act_dtype, a->n, h)))
+		return rc;
+	if (a->n > 0 && (!a->ids || (has_pos && !a->positions)))
+		return fg_call_fail(&c, -EINVAL, "%s is NULL for %" PRId64 " tokens",
+				    a->ids ? "positions" : "ids", a->n);
+	for (int64_t i = 0; i < a->n; i++) {
+		if (a->ids[i] < 0 || a->ids[i] >= a->tok.rows)
+			return fg_call_fail(&c, -EINVAL, "ids[%" PRId64 "] = %" PRId32 " is outside "
+					    "the vocabulary [0, %" PRId64 ")", i, a->ids[i],
+					    a->tok.rows);
+		if (has_pos && (a->positions[i] < 0 || a->positions[i] >= a->pos.rows))
+			return fg_call_fail(&c, -EINVAL, "positions[%" PRId64 "] = %" PRId32
+					    " is outside the position table [0, %" PRId64 ")", i,
+					    a->positions[i], a->pos.rows);
+	}
+	if (fg_overlap(&a->out, &a->tok) || (has_pos && fg_overlap(&a->out, &a->pos)))
+		return fg_call_fail(&c, -EINVAL, "out overlaps the embedding tables");
+	if ((rc = fg_need(&c, has_pos ? FG_OP_EMBED : FG_OP_EMBED_TOKENS, a->tok.dtype)))
+		return rc;
 	return b->ops->embed(b->ctx, stream, a);
 }
+
+/* ---- norm ----------------------------------------------------------------------- */
 
 int fg_backend_norm(struct fg_backend *b, void *stream, int64_t layer, const char *what,
 		    const struct fg_layer_norm_args *a)
 {
+	struct fg_call c = { b, layer, what, "layer_norm" };
+	int rms, has_beta, rc;
+	int64_t n, h;
+
+	if (!a)
+		return fg_no_args(&c);
+	if (a->kind != FG_NORM_LAYER && a->kind != FG_NORM_RMS)
+		return fg_call_fail(&c, -EINVAL, "unknown norm kind %d: use FG_NORM_LAYER or "
+				    "FG_NORM_RMS", (int)a->kind);
+	rms = a->kind == FG_NORM_RMS;
+	if (rms)
+		c.op = "rms_norm";
+	has_beta = a->beta.data != NULL;
+	if ((rms && (rc = fg_need_11(&c, "RMS norm"))) ||
+	    (!rms && !has_beta && (rc = fg_need_11(&c, "layer norm without beta"))))
+		return rc;
+	if (rms && has_beta)
+		return fg_call_fail(&c, -EINVAL, "an RMS norm has no beta: pass beta with data "
+				    "NULL");
+	n = a->x.rows;
+	h = a->x.cols;
+	if ((rc = fg_check_tensor(&c, "x", &a->x, b->info.act_dtype, -1, -1)) ||
+	    (rc = fg_check_tensor(&c, "gamma", &a->gamma, FG_DTYPE_F16, 1, h)) ||
+	    (has_beta && (rc = fg_check_tensor(&c, "beta", &a->beta, FG_DTYPE_F16, 1, h))) ||
+	    (rc = fg_check_tensor(&c, "out", &a->out, b->info.act_dtype, n, h)))
+		return rc;
+	if (!isfinite(a->eps) || a->eps < 0)
+		return fg_call_fail(&c, -EINVAL, "eps = %g, expected a finite value >= 0",
+				    (double)a->eps);
+	if (fg_overlap(&a->out, &a->x) && !fg_same(&a->out, &a->x))
+		return fg_call_fail(&c, -EINVAL, "out partly overlaps x: pass the same view for "
+				    "both or separate buffers");
+	if (fg_overlap(&a->out, &a->gamma) || (has_beta && fg_overlap(&a->out, &a->beta)))
+		return fg_call_fail(&c, -EINVAL, "out overlaps gamma or beta");
+	if ((rc = fg_need(&c, rms ? FG_OP_RMS_NORM : FG_OP_LAYER_NORM, a->x.dtype)))
+		return rc;
 	return b->ops->layer_norm(b->ctx, stream, a);
 }
+
+/* ---- linear --------------------------------------------------------------------- */
 
 int fg_backend_linear(struct fg_backend *b, void *stream, int64_t layer, const char *what,
 		      const struct fg_linear_args *a)
 {
+	struct fg_call c = { b, layer, what, "linear" };
+	enum fg_dtype act = b->info.act_dtype;
+	int64_t m, k, n;
+	int has_mul, rc;
+
+	if (!a)
+		return fg_no_args(&c);
+	if (a->act != FG_ACT_NONE && a->act != FG_ACT_RELU && a->act != FG_ACT_SILU)
+		return fg_call_fail(&c, -EINVAL, "unknown activation %d: use FG_ACT_NONE, "
+				    "FG_ACT_RELU or FG_ACT_SILU", (int)a->act);
+	has_mul = a->mul.data != NULL;
+	if ((a->act == FG_ACT_SILU && (rc = fg_need_11(&c, "SiLU"))) ||
+	    (has_mul && (rc = fg_need_11(&c, "a gating multiplier (mul)"))))
+		return rc;
+	m = a->x.rows;
+	k = a->x.cols;
+	n = a->w.rows;
+	if ((rc = fg_check_tensor(&c, "x", &a->x, act, -1, -1)) ||
+	    (rc = fg_check_tensor(&c, "w", &a->w, a->w.dtype == FG_DTYPE_Q4_ROWS ?
+				  FG_DTYPE_Q4_ROWS : FG_DTYPE_F16, -1, k)) ||
+	    (rc = fg_check_tensor(&c, "out", &a->out, act, m, n)) ||
+	    (a->bias.data && (rc = fg_check_tensor(&c, "bias", &a->bias, FG_DTYPE_F16, 1, n))) ||
+	    (a->residual.data &&
+	     (rc = fg_check_tensor(&c, "residual", &a->residual, act, m, n))) ||
+	    (has_mul && (rc = fg_check_tensor(&c, "mul", &a->mul, act, m, n))))
+		return rc;
+	if (fg_overlap(&a->out, &a->x) || fg_overlap(&a->out, &a->w) ||
+	    (a->bias.data && fg_overlap(&a->out, &a->bias)))
+		return fg_call_fail(&c, -EINVAL, "out overlaps x, w or bias: write to a separate "
+				    "buffer");
+	if (a->residual.data && fg_overlap(&a->out, &a->residual) &&
+	    !fg_same(&a->out, &a->residual))
+		return fg_call_fail(&c, -EINVAL, "out partly overlaps residual: pass the same view "
+				    "for both or separate buffers");
+	if (has_mul && fg_overlap(&a->out, &a->mul))
+		return fg_call_fail(&c, -EINVAL, "out overlaps mul: write to a separate buffer");
+	if ((rc = fg_need(&c, a->act == FG_ACT_SILU ? FG_OP_LINEAR_SILU : FG_OP_LINEAR,
+			  a->w.dtype)) ||
+	    (has_mul && (rc = fg_need(&c, FG_OP_LINEAR_MUL, a->w.dtype))))
+		return rc;
 	return b->ops->linear(b->ctx, stream, a);
 }
+
+/* ---- rope ----------------------------------------------------------------------- */
 
 int fg_backend_rope(struct fg_backend *b, void *stream, int64_t layer, const char *what,
 		    const struct fg_rope_args *a)
 {
-	if (!b->ops->rope)
-		return -ENOTSUP;
+	struct fg_call c = { b, layer, what, "rope" };
+	int rc;
+
+	if (!a)
+		return fg_no_args(&c);
+	if ((rc = fg_need_11(&c, "rope")))
+		return rc;
+	if (a->n < 0 || a->heads < 0 || a->head_dim < 0 || a->n > FG_SIZE_MAX ||
+	    (a->heads && a->head_dim > FG_SIZE_MAX / a->heads))
+		return fg_call_fail(&c, -EINVAL, "n %" PRId64 ", heads %" PRId64 ", head_dim %"
+				    PRId64 ": need non-negative sizes", a->n, a->heads,
+				    a->head_dim);
+	if (a->rot_dim < 0 || a->rot_dim % 2 || a->rot_dim > a->head_dim)
+		return fg_call_fail(&c, -EINVAL, "rot_dim = %" PRId64 ": need an even value in "
+				    "[0, head_dim = %" PRId64 "]", a->rot_dim, a->head_dim);
+	if ((rc = fg_check_tensor(&c, "x", &a->x, b->info.act_dtype, a->n,
+				  a->heads * a->head_dim)))
+		return rc;
+	if (!isfinite(a->attn_factor))
+		return fg_call_fail(&c, -EINVAL, "attn_factor is not finite");
+	if (a->n > 0 && !a->positions)
+		return fg_call_fail(&c, -EINVAL, "positions is NULL for %" PRId64 " rows", a->n);
+	for (int64_t i = 0; i < a->n; i++)
+		if (a->positions[i] < 0)
+			return fg_call_fail(&c, -EINVAL, "positions[%" PRId64 "] = %" PRId32
+					    " is negative", i, a->positions[i]);
+	if (a->rot_dim > 0 && !a->inv_freq)
+		return fg_call_fail(&c, -EINVAL, "inv_freq is NULL, pass rot_dim / 2 = %" PRId64
+				    " frequencies", a->rot_dim / 2);
+	for (int64_t i = 0; i < a->rot_dim / 2; i++)
+		if (!isfinite(a->inv_freq[i]))
+			return fg_call_fail(&c, -EINVAL, "inv_freq[%" PRId64 "] is not finite", i);
+	if ((rc = fg_need(&c, FG_OP_ROPE, a->x.dtype)))
+		return rc;
 	return b->ops->rope(b->ctx, stream, a);
+}
+
+/* ---- attention ------------------------------------------------------------------ */
+
+static int fg_attention_check(const struct fg_call *c, const struct fg_attention_args *a,
+			      int decode)
+{
+	const struct fg_backend *b = c->b;
+	enum fg_op op = decode ? FG_OP_ATTENTION_DECODE : FG_OP_ATTENTION_PREFILL;
+	int64_t kvh, hcols, kvcols, qrows, kvrows, keys;
+	enum fg_dtype act, cache;
+	int gqa, rc;
+
+	if (!a)
+		return fg_no_args(c);
+	if (a->batch < 0 || a->seq < 0 || a->heads < 0 || a->head_dim < 0 || a->kv_heads < 0 ||
+	    a->batch > FG_SIZE_MAX || a->seq > FG_SIZE_MAX ||
+	    (a->heads && a->head_dim > FG_SIZE_MAX / a->heads))
+		return fg_call_fail(c, -EINVAL, "batch %" PRId64 ", seq %" PRId64 ", heads %" PRId64
+				    ", kv_heads %" PRId64 ", head_dim %" PRId64 ": need "
+				    "non-negative sizes", a->batch, a->seq, a->heads, a->kv_heads,
+				    a->head_dim);
+	kvh = a->kv_heads ? a->kv_heads : a->heads;
+	gqa = kvh != a->heads;
+	if (gqa && (rc = fg_need_11(c, "grouped-query attention (kv_heads != heads)")))
+		return rc;
+	if (kvh > a->heads || (kvh && a->heads % kvh))
+		return fg_call_fail(c, -EINVAL, "kv_heads %" PRId64 " does not divide heads %"
+				    PRId64, a->kv_heads, a->heads);
+	hcols = a->heads * a->head_dim;
+	kvcols = kvh * a->head_dim;
+	if (decode) {
+		if (a->seq != 1 || a->len < 1 || a->cache_stride < a->len ||
+		    (a->batch && a->cache_stride > FG_SIZE_MAX / a->batch))
+			return fg_call_fail(c, -EINVAL, "seq %" PRId64 ", len %" PRId64
+					    ", cache_stride %" PRId64 ": need seq == 1 and 1 <= len "
+					    "<= cache_stride", a->seq, a->len, a->cache_stride);
+		qrows = a->batch;
+		kvrows = a->batch * a->cache_stride;
+		keys = a->len;
+		act = fg_act_of(b, op, a->q.dtype);
+	} else {
+		if (a->batch && a->seq > FG_SIZE_MAX / a->batch)
+			return fg_call_fail(c, -EINVAL, "batch %" PRId64 " * seq %" PRId64
+					    " overflows", a->batch, a->seq);
+		qrows = kvrows = a->batch * a->seq;
+		keys = a->seq;
+		act = b->info.act_dtype;
+	}
+	cache = decode && a->k.dtype == FG_DTYPE_Q4_COLS ? FG_DTYPE_Q4_COLS : act;
+	if ((rc = fg_check_tensor(c, "q", &a->q, act, qrows, hcols)) ||
+	    (rc = fg_check_tensor(c, "out", &a->out, act, qrows, hcols)) ||
+	    (rc = fg_check_tensor(c, "k", &a->k, cache, -1, kvcols)) ||
+	    (rc = fg_check_tensor(c, "v", &a->v, cache, -1, kvcols)))
+		return rc;
+	if (a->k.rows < kvrows || a->v.rows < kvrows)
+		return fg_call_fail(c, -EINVAL, "k has %" PRId64 " and v %" PRId64 " rows, need %"
+				    PRId64 " (batch * %s)", a->k.rows, a->v.rows, kvrows,
+				    decode ? "cache_stride" : "seq");
+	if (!isfinite(a->scale))
+		return fg_call_fail(c, -EINVAL, "scale is not finite");
+	if (qrows > 0 && hcols > 0) {
+		if (!a->pad)
+			return fg_call_fail(c, -EINVAL, "pad is NULL: pass the left-pad count of "
+					    "each of the %" PRId64 " rows", a->batch);
+		for (int64_t i = 0; i < a->batch; i++)
+			if (a->pad[i] < 0 || a->pad[i] > keys)
+				return fg_call_fail(c, -EINVAL, "pad[%" PRId64 "] = %" PRId32
+						    " is outside [0, %" PRId64 "]", i, a->pad[i],
+						    keys);
+	}
+	if ((fg_overlap(&a->out, &a->q) && !fg_same(&a->out, &a->q)) ||
+	    fg_overlap(&a->out, &a->k) || fg_overlap(&a->out, &a->v))
+		return fg_call_fail(c, -EINVAL, "out overlaps k or v (or part of q): use a "
+				    "separate buffer");
+	if ((rc = fg_need(c, op, cache)) || (gqa && (rc = fg_need(c, FG_OP_ATTENTION_GQA, cache))))
+		return rc;
+	return 0;
 }
 
 int fg_backend_attention_prefill(struct fg_backend *b, void *stream, int64_t layer,
 				 const char *what, const struct fg_attention_args *a)
 {
-	return b->ops->attention_prefill(b->ctx, stream, a);
+	struct fg_call c = { b, layer, what, "attention_prefill" };
+	int rc = fg_attention_check(&c, a, 0);
+
+	return rc ? rc : b->ops->attention_prefill(b->ctx, stream, a);
 }
 
 int fg_backend_attention_decode(struct fg_backend *b, void *stream, int64_t layer,
 				const char *what, const struct fg_attention_args *a)
 {
-	return b->ops->attention_decode(b->ctx, stream, a);
+	struct fg_call c = { b, layer, what, "attention_decode" };
+	int rc = fg_attention_check(&c, a, 1);
+
+	return rc ? rc : b->ops->attention_decode(b->ctx, stream, a);
 }
+
+/* ---- KV append ------------------------------------------------------------------ */
 
 int fg_backend_kv_append(struct fg_backend *b, void *stream, int64_t layer, const char *what,
 			 const struct fg_kv_append_args *a)
 {
+	struct fg_call c = { b, layer, what, "kv_append" };
+	enum fg_dtype act;
+	int64_t h;
+	int rc;
+
+	if (!a)
+		return fg_no_args(&c);
+	if (a->batch < 0 || a->n < 0 || a->start < 0 || a->cache_stride < 0 ||
+	    a->start > a->cache_stride || a->n > a->cache_stride - a->start)
+		return fg_call_fail(&c, -EINVAL, "batch %" PRId64 ", n %" PRId64 ", start %" PRId64
+				    ", cache_stride %" PRId64 ": need 0 <= start and start + n <= "
+				    "cache_stride", a->batch, a->n, a->start, a->cache_stride);
+	if (a->cache_stride && a->batch > FG_SIZE_MAX / a->cache_stride)
+		return fg_call_fail(&c, -EINVAL, "batch %" PRId64 " * cache_stride %" PRId64
+				    " overflows", a->batch, a->cache_stride);
+	act = fg_act_of(b, FG_OP_KV_APPEND, a->src.dtype);
+	h = a->src.cols;
+	if ((rc = fg_check_tensor(&c, "src", &a->src, act, a->batch * a->n, -1)) ||
+	    (rc = fg_check_tensor(&c, "cache", &a->cache, a->cache.dtype == FG_DTYPE_Q4_COLS ?
+				  FG_DTYPE_Q4_COLS : act, -1, h)))
+		return rc;
+	if (a->cache.rows < a->batch * a->cache_stride)
+		return fg_call_fail(&c, -EINVAL, "cache has %" PRId64 " rows, fewer than batch * "
+				    "cache_stride = %" PRId64, a->cache.rows,
+				    a->batch * a->cache_stride);
+	if (fg_overlap(&a->src, &a->cache))
+		return fg_call_fail(&c, -EINVAL, "src overlaps the cache: append from a separate "
+				    "buffer");
+	if ((rc = fg_need(&c, FG_OP_KV_APPEND, a->cache.dtype)))
+		return rc;
 	return b->ops->kv_append(b->ctx, stream, a);
 }
 
+/* ---- argmax --------------------------------------------------------------------- */
+
 int fg_backend_argmax(struct fg_backend *b, void *stream, const struct fg_tensor *x, int32_t *out)
 {
+	struct fg_call c = { b, -1, NULL, "argmax" };
+	int rc;
+
 	if (!b->ops->argmax)
-		return -ENOTSUP;
+		return -ENOTSUP; /* the caller copies the logits out instead */
+	if (!x || !out)
+		return fg_call_fail(&c, -EINVAL, "x or out is NULL");
+	if ((rc = fg_check_tensor(&c, "x", x, b->info.act_dtype, -1, -1)))
+		return rc;
+	if (x->rows > 0 && x->cols == 0)
+		return fg_call_fail(&c, -EINVAL, "x has %" PRId64 " rows of no columns", x->rows);
 	return b->ops->argmax(b->ctx, stream, x, out);
 }

@@ -365,7 +365,7 @@ static int compute(struct prof *p, struct fg_hardware *hw)
 		return rc;
 	hw->mm_gemv_bdw = 2.0 * (double)h * (double)h / secs / 1e9;
 	say(p, "matrix-vector product, 1 row (GB/s of fp16 weights)", hw->mm_gemv_bdw, "GB/s");
-	if (p->be.info.native_codecs && strstr(p->be.info.native_codecs, "int4_group64")) {
+	if (fg_backend_supports(&p->be, FG_OP_LINEAR, FG_DTYPE_Q4_ROWS)) {
 		if ((rc = linear_time(p, 1, h, h, FG_DTYPE_Q4_ROWS, &secs)))
 			return rc;
 		hw->q4_decode_bdw = (double)fg_q4_bytes((uint64_t)h, (uint64_t)h, 0) / secs / 1e9;

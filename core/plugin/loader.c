@@ -159,7 +159,6 @@ static const char *fg_storage_missing(const struct fg_storage_ops *o, uint32_t a
 
 static const char *fg_compute_missing(const struct fg_compute_ops *o, uint32_t abi)
 {
-	(void)abi;
 	if (!o->init)
 		return "init";
 	if (!o->fini)
@@ -178,7 +177,24 @@ static const char *fg_compute_missing(const struct fg_compute_ops *o, uint32_t a
 		return "attention_decode";
 	if (!o->kv_append)
 		return "kv_append";
+	/* Members of minor 1: a 1.0 plugin's table ends before them, so they are
+	 * read only from a plugin built for 1.1 or later. */
+	if (abi >= FG_ABI(1, 1)) {
+		if (!o->rope)
+			return "rope";
+		if (!o->supports)
+			return "supports";
+	}
 	return NULL;
+}
+
+/* The stream and event hooks come as a set: none (synchronous) or all seven. */
+static int fg_compute_streams_ok(const struct fg_compute_ops *o)
+{
+	int n = !!o->stream_create + !!o->stream_destroy + !!o->stream_sync + !!o->event_create +
+		!!o->event_destroy + !!o->event_record + !!o->stream_wait;
+
+	return n == 0 || n == 7;
 }
 
 static const char *fg_codec_missing(const struct fg_codec_ops *o, uint32_t abi)
@@ -384,6 +400,19 @@ static int fg_check_plugin(const char *path, const struct fg_plugin *p, uint32_t
 	}
 	case FG_PLUGIN_COMPUTE:
 		missing = fg_compute_missing(p->ops, p->abi_version);
+		if (missing && (strcmp(missing, "rope") == 0 || strcmp(missing, "supports") == 0)) {
+			FG_ERR("%s: compute plugin built for ABI %u.%u lacks the hook '%s', required "
+			       "from compute ABI 1.1 on (struct fg_compute_ops): implement it",
+			       path, major, minor, missing);
+			return -EINVAL;
+		}
+		if (!missing && !fg_compute_streams_ok(p->ops)) {
+			FG_ERR("%s: compute plugin defines some of the stream/event hooks "
+			       "(stream_create, stream_destroy, stream_sync, event_create, "
+			       "event_destroy, event_record, stream_wait) but not all seven: define "
+			       "all of them or none", path);
+			return -EINVAL;
+		}
 		break;
 	case FG_PLUGIN_CODEC:
 		missing = fg_codec_missing(p->ops, p->abi_version);

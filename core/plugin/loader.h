@@ -13,7 +13,9 @@ struct fg_plugin_handle {
 
 /* Open one file and validate it: exported fg_plugin_entry, ABI major equal and
  * minor <= ours, kind == want_kind (0: any), name == want_name (NULL: the
- * file's base name without ".so"), every required hook of the kind present.
+ * file's base name without ".so"), every required hook of the kind present
+ * (for compute: those of the plugin's ABI minor, the stream/event hooks all
+ * or none; members newer than the plugin's minor are never read).
  * No plugin code runs before all checks pass.  On failure: -errno and an error
  * line "<path>: <reason>". */
 int fg_plugin_open_file(const char *path, uint32_t want_kind, const char *want_name,

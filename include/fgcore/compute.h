@@ -5,9 +5,14 @@
  * cublas); small index arrays (token ids, positions, pad counts) are host
  * memory and the backend copies them where it needs them.
  *
- * Element types: weights are FG_DTYPE_F16; activations, the KV cache and
- * outputs use the backend's activation type (fg_compute_info.act_dtype).
- * Accumulation is always in fp32 or wider.
+ * Element types: weights are FG_DTYPE_F16 (linear also takes FG_DTYPE_Q4_ROWS);
+ * activations, the KV cache and outputs use the backend's activation type
+ * (fg_compute_info.act_dtype); the decode attention and kv_append also take a
+ * FG_DTYPE_Q4_COLS cache.  Accumulation is always in fp32 or wider.
+ * attention_decode and kv_append also run on activations (q, out, src) of the
+ * other plain type t, with a cache of t or FG_DTYPE_Q4_COLS, when the backend
+ * answers supports(op, t): that is how the CPU backend (fp32) computes the
+ * attention an fp16 GPU backend delegates to it (cpu_cache_compute).
  *
  * Ops are issued on a stream (the engine's compute stream from stream_create;
  * NULL for a backend without streams) and may run asynchronously; events order
@@ -61,16 +66,20 @@ enum fg_norm_kind {
 	FG_NORM_RMS = 1,   /* minor 1: x / sqrt(mean(x²) + eps) * gamma */
 };
 
-/* What `supports` is asked about: an op, or a variant of one. */
+/* What `supports` is asked about: an op, or a variant of one, with the dtype
+ * of the operand named here.  The core asks before every call (a linear with
+ * SiLU and a `mul` asks LINEAR_SILU and LINEAR_MUL; a grouped-query decode asks
+ * ATTENTION_DECODE and ATTENTION_GQA), and for foreign activations (see above)
+ * asks the op with the activations' dtype as well. */
 enum fg_op {
-	FG_OP_EMBED = 1,          /* embed with a position table */
-	FG_OP_EMBED_TOKENS,       /* minor 1: embed without one (pos.data NULL) */
-	FG_OP_LAYER_NORM,         /* layer_norm, kind FG_NORM_LAYER */
-	FG_OP_RMS_NORM,           /* minor 1: layer_norm, kind FG_NORM_RMS */
+	FG_OP_EMBED = 1,          /* embed with a position table; dtype: tok's */
+	FG_OP_EMBED_TOKENS,       /* minor 1: embed without one (pos.data NULL); dtype: tok's */
+	FG_OP_LAYER_NORM,         /* layer_norm, kind FG_NORM_LAYER; dtype: x's */
+	FG_OP_RMS_NORM,           /* minor 1: layer_norm, kind FG_NORM_RMS; dtype: x's */
 	FG_OP_LINEAR,             /* linear with act NONE or RELU; dtype: w's */
 	FG_OP_LINEAR_SILU,        /* minor 1: linear with act SILU; dtype: w's */
 	FG_OP_LINEAR_MUL,         /* minor 1: linear with a `mul` operand; dtype: w's */
-	FG_OP_ROPE,               /* minor 1: rope */
+	FG_OP_ROPE,               /* minor 1: rope; dtype: x's */
 	FG_OP_ATTENTION_PREFILL,  /* dtype: act */
 	FG_OP_ATTENTION_DECODE,   /* dtype: the cache's (act, or FG_DTYPE_Q4_COLS) */
 	FG_OP_ATTENTION_GQA,      /* minor 1: either attention with kv_heads < heads; dtype: the cache's */

@@ -1,8 +1,10 @@
-/* plugins/compute/cpu_blas/attention.c - multi-head attention, prefill and decode.
+/* plugins/compute/cpu_blas/attention.c - multi-head and grouped-query
+ * attention, prefill and decode.
  *
  * One task per (batch, head, query): a row of scores in per-thread scratch,
  * a softmax in fp32 with the maximum subtracted, then the weighted sum of v.
- * Nothing of size [seq, seq] is ever allocated.
+ * Nothing of size [seq, seq] is ever allocated.  Query head h reads the
+ * columns of key/value head h / (heads / kv_heads) (all heads: h itself).
  *
  * Decode also reads fp16 tensors (CPU attention delegation from an fp16 GPU
  * backend) and 4-bit caches (FG_DTYPE_Q4_COLS): each (batch, head) task widens
@@ -21,6 +23,7 @@ struct cb_attn {
 	const struct fg_attention_args *a;
 	int decode;
 	int widen; /* decode with fp16 or 4-bit tensors: widen each task's rows first */
+	int64_t group; /* query heads per key/value head */
 };
 
 /* ---- vector helpers: AVX2+FMA where available, plain C otherwise --------------------- */
@@ -131,17 +134,15 @@ static void cb_attend(const struct cpu_blas_ctx *c, const float *q, const float 
 static void cb_attn_widened(struct cb_attn *A, int64_t t, float *sc, float *acc)
 {
 	const struct fg_attention_args *a = A->a;
-	int64_t hd = a->head_dim, b = t / a->heads, h = t % a->heads;
+	int64_t hd = a->head_dim, b = t / a->heads, h = t % a->heads, kc = h / A->group * hd;
 	int64_t krow = b * a->cache_stride, lo = a->pad[b], hi = a->len - 1;
 	float *qb = acc + ((hd + 15) & ~(int64_t)15), *ob = qb + ((hd + 15) & ~(int64_t)15);
 	float *kb = ob + ((hd + 15) & ~(int64_t)15), *vb = kb + a->len * hd;
 	const float *q = cpu_blas_load(A->c->isa, &a->q, b, h * hd, hd, qb);
 
 	for (int64_t j = lo; j <= hi; j++) {
-		const float *kr = cpu_blas_load(A->c->isa, &a->k, krow + j, h * hd, hd,
-						 kb + j * hd);
-		const float *vr = cpu_blas_load(A->c->isa, &a->v, krow + j, h * hd, hd,
-						 vb + j * hd);
+		const float *kr = cpu_blas_load(A->c->isa, &a->k, krow + j, kc, hd, kb + j * hd);
+		const float *vr = cpu_blas_load(A->c->isa, &a->v, krow + j, kc, hd, vb + j * hd);
 
 		/* fp32 k or v: pointers into the cache itself, copied for one layout */
 		if (kr != kb + j * hd)
@@ -174,7 +175,7 @@ static void cb_attn_rows(void *arg, int64_t b0, int64_t e0, int tid)
 	}
 	for (int64_t t = b0; t < e0; t++) {
 		int64_t b = t / (a->heads * seq), h = (t / seq) % a->heads, i = t % seq;
-		int64_t row = b * seq + i, krow, lo, hi;
+		int64_t row = b * seq + i, kc = h / A->group * hd, krow, lo, hi;
 		const float *q = (const float *)a->q.data + row * a->q.ld + h * hd;
 		float *o = (float *)a->out.data + row * a->out.ld + h * hd;
 
@@ -187,95 +188,26 @@ static void cb_attn_rows(void *arg, int64_t b0, int64_t e0, int tid)
 			lo = a->pad[b];
 			hi = i; /* i < pad[b] gives an empty range: zeros */
 		}
-		cb_attend(A->c, q, (const float *)a->k.data + krow * a->k.ld + h * hd, a->k.ld,
-			  (const float *)a->v.data + krow * a->v.ld + h * hd, a->v.ld, lo, hi, hd,
+		cb_attend(A->c, q, (const float *)a->k.data + krow * a->k.ld + kc, a->k.ld,
+			  (const float *)a->v.data + krow * a->v.ld + kc, a->v.ld, lo, hi, hd,
 			  a->scale, sc, acc, o);
 	}
 }
 
+/* The core checked the arguments (core/backend/compute_ops.c): prefill is
+ * fp32; decode has fp32 or fp16 q/out with a cache of their type or 4-bit. */
 static int cb_attention(struct cpu_blas_ctx *c, const struct fg_attention_args *a, int decode)
 {
-	const char *op = decode ? "attention_decode" : "attention_prefill";
 	struct cb_attn A = { .c = c, .a = a, .decode = decode };
-	int64_t hcols, qrows, kvrows, keys;
-	enum fg_dtype act, cache;
+	int64_t qrows = decode ? a->batch : a->batch * a->seq, keys = decode ? a->len : a->seq;
+	int64_t kvh = a->kv_heads ? a->kv_heads : a->heads;
 	size_t need;
 	int rc;
 
-	if (!a) {
-		fg_error(c->host, "cpu_blas: %s: NULL arguments", op);
-		return -EINVAL;
-	}
-	if (a->batch < 0 || a->seq < 0 || a->heads < 0 || a->head_dim < 0 ||
-	    (a->heads && a->head_dim > INT64_MAX / a->heads)) {
-		fg_error(c->host, "cpu_blas: %s: batch %" PRId64 ", seq %" PRId64 ", heads %" PRId64
-			 ", head_dim %" PRId64 ": need non-negative sizes", op, a->batch, a->seq,
-			 a->heads, a->head_dim);
-		return -EINVAL;
-	}
-	hcols = a->heads * a->head_dim;
-	if (decode) {
-		if (a->seq != 1 || a->len < 1 || a->cache_stride < a->len ||
-		    (a->batch && a->cache_stride > INT64_MAX / a->batch)) {
-			fg_error(c->host, "cpu_blas: %s: seq %" PRId64 ", len %" PRId64
-				 ", cache_stride %" PRId64 ": need seq == 1 and "
-				 "1 <= len <= cache_stride", op, a->seq, a->len, a->cache_stride);
-			return -EINVAL;
-		}
-		qrows = a->batch;
-		kvrows = a->batch * a->cache_stride;
-		keys = a->len;
-	} else {
-		if (a->batch && a->seq > INT64_MAX / a->batch) {
-			fg_error(c->host, "cpu_blas: %s: batch * seq overflows", op);
-			return -EINVAL;
-		}
-		qrows = kvrows = a->batch * a->seq;
-		keys = a->seq;
-	}
-	/* Decode also takes fp16 q/out with an fp16 cache, and fp32 or fp16 q/out
-	 * with a 4-bit cache (FG_DTYPE_Q4_COLS); prefill is fp32 only. */
-	act = FG_DTYPE_F32;
-	cache = FG_DTYPE_F32;
-	if (decode) {
-		act = a->q.dtype == FG_DTYPE_F16 ? FG_DTYPE_F16 : FG_DTYPE_F32;
-		cache = a->k.dtype == FG_DTYPE_Q4_COLS ? FG_DTYPE_Q4_COLS : act;
-	}
-	if ((rc = cpu_blas_check_tensor(c, op, "q", &a->q, act, qrows, hcols)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "out", &a->out, act, qrows, hcols)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "k", &a->k, cache, -1, hcols)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "v", &a->v, cache, -1, hcols)))
-		return rc;
-	A.widen = act != FG_DTYPE_F32 || cache != FG_DTYPE_F32;
-	if (a->k.rows < kvrows || a->v.rows < kvrows) {
-		fg_error(c->host, "cpu_blas: %s: k has %" PRId64 " and v %" PRId64 " rows, need %"
-			 PRId64 "%s", op, a->k.rows, a->v.rows, kvrows,
-			 decode ? " (batch * cache_stride)" : " (batch * seq)");
-		return -EINVAL;
-	}
-	if (!isfinite(a->scale)) {
-		fg_error(c->host, "cpu_blas: %s: scale is not finite", op);
-		return -EINVAL;
-	}
-	if (qrows == 0 || hcols == 0)
+	if (qrows == 0 || a->heads == 0 || a->head_dim == 0)
 		return 0;
-	if (!a->pad) {
-		fg_error(c->host, "cpu_blas: %s: pad is NULL, pass batch left-pad counts", op);
-		return -EINVAL;
-	}
-	for (int64_t b = 0; b < a->batch; b++) {
-		if (a->pad[b] < 0 || a->pad[b] > keys) {
-			fg_error(c->host, "cpu_blas: %s: pad[%" PRId64 "] = %" PRId32
-				 " is outside [0, %" PRId64 "]", op, b, a->pad[b], keys);
-			return -EINVAL;
-		}
-	}
-	if ((cpu_blas_overlap(&a->out, &a->q) && !cpu_blas_same(&a->out, &a->q)) ||
-	    cpu_blas_overlap(&a->out, &a->k) || cpu_blas_overlap(&a->out, &a->v)) {
-		fg_error(c->host, "cpu_blas: %s: out overlaps k or v (or part of q); use a "
-			 "separate buffer", op);
-		return -EINVAL;
-	}
+	A.group = a->heads / kvh;
+	A.widen = a->q.dtype != FG_DTYPE_F32 || a->k.dtype != FG_DTYPE_F32;
 	pthread_mutex_lock(&c->lock);
 	need = (size_t)(keys + 16 + a->head_dim);
 	if (A.widen) /* q, out, then keys rows of k and of v (cb_attn_widened) */

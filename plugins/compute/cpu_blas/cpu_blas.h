@@ -106,22 +106,6 @@ void cpu_blas_q4_dot(int isa, int im, int jn, const float *x, int64_t ldx, const
 void cpu_blas_q4_decode(int isa, const uint8_t *w, const float *s, const float *mn, int64_t k,
 			float *dst);
 
-/* ---- argument checks (check.c) ---------------------------------------------- */
-
-/* Check one tensor view: dtype, shape (rows/cols < 0: any), ld >= cols, a
- * non-NULL pointer and an addressable extent.  -EINVAL and an error line
- * "cpu_blas: <op>: <name> ..." on failure. */
-int cpu_blas_check_tensor(struct cpu_blas_ctx *c, const char *op, const char *name,
-			  const struct fg_tensor *t, enum fg_dtype dtype, int64_t rows, int64_t cols);
-/* Byte extent of a checked view (0 for an empty one). */
-size_t cpu_blas_extent(const struct fg_tensor *t);
-/* 1 when the two checked views share any byte. */
-int cpu_blas_overlap(const struct fg_tensor *a, const struct fg_tensor *b);
-/* 1 when the two views are the same memory with the same layout. */
-int cpu_blas_same(const struct fg_tensor *a, const struct fg_tensor *b);
-/* Name of a dtype for messages. */
-const char *cpu_blas_dtype_name(enum fg_dtype t);
-
 /* ---- 4-bit groups (ops.c; layout: fgcore/q4.h) ------------------------------------- */
 
 /* dst[0..w) = columns [c0, c0 + w) of row r of a checked view: fp32, fp16 or
@@ -136,7 +120,9 @@ void cpu_blas_q4_rows_row(const struct fg_tensor *t, int64_t r, float *dst);
  * with a neighbouring row is kept). */
 void cpu_blas_q4_cols_store(const struct fg_tensor *t, int64_t r, const float *x);
 
-/* ---- ops ---------------------------------------------------------------------- */
+/* ---- ops ----------------------------------------------------------------------
+ * The core validates every argument against fgcore/compute.h before calling
+ * these (core/backend/compute_ops.c); they check only this backend's limits. */
 
 int cpu_blas_embed(void *ctx, void *stream, const struct fg_embed_args *a);
 int cpu_blas_layer_norm(void *ctx, void *stream, const struct fg_layer_norm_args *a);
@@ -144,5 +130,6 @@ int cpu_blas_kv_append(void *ctx, void *stream, const struct fg_kv_append_args *
 int cpu_blas_linear(void *ctx, void *stream, const struct fg_linear_args *a);
 int cpu_blas_attention_prefill(void *ctx, void *stream, const struct fg_attention_args *a);
 int cpu_blas_attention_decode(void *ctx, void *stream, const struct fg_attention_args *a);
+int cpu_blas_rope(void *ctx, void *stream, const struct fg_rope_args *a);
 
 #endif

@@ -1,9 +1,9 @@
-/* plugins/compute/cpu_blas/ops.c - embedding gather, layer norm, KV append, and
+/* plugins/compute/cpu_blas/ops.c - embedding gather, layer and RMS norm, KV append, and
  * the 4-bit row codec (fgcore/q4.h) that kv_append, attention and linear use.
  *
  * kv_append copies fp32 or fp16 rows into a cache of the same type, or encodes
- * them into a FG_DTYPE_Q4_COLS cache with fgcore/q4.h's encoder, the rule the
- * int4_group64 codec follows too (plugins cannot call each other). */
+ * them into a FG_DTYPE_Q4_COLS cache with the int4_group64 codec's exact rules
+ * (plugins cannot call each other, hence the second encoder here). */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -34,6 +34,8 @@ static void cb_embed_rows(void *arg, int64_t b, int64_t e, int tid)
 		float *o = (float *)a->out.data + i * a->out.ld;
 
 		fg_fp16_simd_to_f32(o, (const uint16_t *)a->tok.data + a->ids[i] * a->tok.ld, (size_t)h);
+		if (!a->pos.data) /* no learned positions (rotary models) */
+			continue;
 		fg_fp16_simd_to_f32(p, (const uint16_t *)a->pos.data + a->positions[i] * a->pos.ld,
 				 (size_t)h);
 		for (int64_t j = 0; j < h; j++)
@@ -41,53 +43,16 @@ static void cb_embed_rows(void *arg, int64_t b, int64_t e, int tid)
 	}
 }
 
+/* The core checked the arguments (core/backend/compute_ops.c). */
 int cpu_blas_embed(void *ctx, void *stream, const struct fg_embed_args *a)
 {
 	struct cpu_blas_ctx *c = ctx;
-	const char *op = "embed";
 	struct cb_embed E = { .c = c, .a = a };
-	int64_t h;
+	int64_t h = a->tok.cols;
 	int rc;
 
 	(void)stream;
-	if (!a) {
-		fg_error(c->host, "cpu_blas: embed: NULL arguments");
-		return -EINVAL;
-	}
-	if (a->n < 0) {
-		fg_error(c->host, "cpu_blas: embed: n = %" PRId64 " is negative", a->n);
-		return -EINVAL;
-	}
-	h = a->tok.cols;
-	if ((rc = cpu_blas_check_tensor(c, op, "tok", &a->tok, FG_DTYPE_F16, -1, -1)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "pos", &a->pos, FG_DTYPE_F16, -1, h)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "out", &a->out, FG_DTYPE_F32, a->n, h)))
-		return rc;
-	if (a->n == 0)
-		return 0;
-	if (!a->ids || !a->positions) {
-		fg_error(c->host, "cpu_blas: embed: ids or positions is NULL");
-		return -EINVAL;
-	}
-	for (int64_t i = 0; i < a->n; i++) {
-		if (a->ids[i] < 0 || a->ids[i] >= a->tok.rows) {
-			fg_error(c->host, "cpu_blas: embed: ids[%" PRId64 "] = %" PRId32
-				 " is outside the vocabulary [0, %" PRId64 ")", i, a->ids[i],
-				 a->tok.rows);
-			return -EINVAL;
-		}
-		if (a->positions[i] < 0 || a->positions[i] >= a->pos.rows) {
-			fg_error(c->host, "cpu_blas: embed: positions[%" PRId64 "] = %" PRId32
-				 " is outside the position table [0, %" PRId64 ")", i,
-				 a->positions[i], a->pos.rows);
-			return -EINVAL;
-		}
-	}
-	if (cpu_blas_overlap(&a->out, &a->tok) || cpu_blas_overlap(&a->out, &a->pos)) {
-		fg_error(c->host, "cpu_blas: embed: out overlaps the embedding tables");
-		return -EINVAL;
-	}
-	if (h == 0)
+	if (a->n == 0 || h == 0)
 		return 0;
 	pthread_mutex_lock(&c->lock);
 	rc = cpu_blas_scratch(c, (size_t)h);
@@ -97,11 +62,11 @@ int cpu_blas_embed(void *ctx, void *stream, const struct fg_embed_args *a)
 	return rc;
 }
 
-/* ---- layer norm ---------------------------------------------------------------- */
+/* ---- layer norm and RMS norm ------------------------------------------------------ */
 
 struct cb_layer_norm {
 	const struct fg_layer_norm_args *a;
-	const float *gamma, *beta;
+	const float *gamma, *beta; /* beta NULL: none */
 };
 
 static void cb_layer_norm_rows(void *arg, int64_t b, int64_t e, int tid)
@@ -126,46 +91,44 @@ static void cb_layer_norm_rows(void *arg, int64_t b, int64_t e, int tid)
 		}
 		rstd = 1.0 / sqrt(sq / (double)h + a->eps);
 		/* x is read before o[j] is written: out may be x. */
+		if (N->beta)
+			for (int64_t j = 0; j < h; j++)
+				o[j] = (float)((x[j] - mean) * rstd) * N->gamma[j] + N->beta[j];
+		else
+			for (int64_t j = 0; j < h; j++)
+				o[j] = (float)((x[j] - mean) * rstd) * N->gamma[j];
+	}
+}
+
+/* x / sqrt(mean(x²) + eps) * gamma: the mean in double, as the layer norm. */
+static void cb_rms_norm_rows(void *arg, int64_t b, int64_t e, int tid)
+{
+	struct cb_layer_norm *N = arg;
+	const struct fg_layer_norm_args *a = N->a;
+	int64_t h = a->x.cols;
+
+	(void)tid;
+	for (int64_t i = b; i < e; i++) {
+		const float *x = (const float *)a->x.data + i * a->x.ld;
+		float *o = (float *)a->out.data + i * a->out.ld;
+		double sq = 0, rstd;
+
 		for (int64_t j = 0; j < h; j++)
-			o[j] = (float)((x[j] - mean) * rstd) * N->gamma[j] + N->beta[j];
+			sq += (double)x[j] * x[j];
+		rstd = 1.0 / sqrt(sq / (double)h + a->eps);
+		for (int64_t j = 0; j < h; j++)
+			o[j] = (float)(x[j] * rstd) * N->gamma[j];
 	}
 }
 
 int cpu_blas_layer_norm(void *ctx, void *stream, const struct fg_layer_norm_args *a)
 {
 	struct cpu_blas_ctx *c = ctx;
-	const char *op = "layer_norm";
 	struct cb_layer_norm N = { .a = a };
+	int64_t n = a->x.rows, h = a->x.cols;
 	float *gb;
-	int64_t n, h;
-	int rc;
 
 	(void)stream;
-	if (!a) {
-		fg_error(c->host, "cpu_blas: layer_norm: NULL arguments");
-		return -EINVAL;
-	}
-	n = a->x.rows;
-	h = a->x.cols;
-	if ((rc = cpu_blas_check_tensor(c, op, "x", &a->x, FG_DTYPE_F32, -1, -1)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "gamma", &a->gamma, FG_DTYPE_F16, 1, h)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "beta", &a->beta, FG_DTYPE_F16, 1, h)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "out", &a->out, FG_DTYPE_F32, n, h)))
-		return rc;
-	if (!isfinite(a->eps) || a->eps < 0) {
-		fg_error(c->host, "cpu_blas: layer_norm: eps = %g, expected a finite value >= 0",
-			 (double)a->eps);
-		return -EINVAL;
-	}
-	if (cpu_blas_overlap(&a->out, &a->x) && !cpu_blas_same(&a->out, &a->x)) {
-		fg_error(c->host, "cpu_blas: layer_norm: out partly overlaps x; pass the same "
-			 "view for both or separate buffers");
-		return -EINVAL;
-	}
-	if (cpu_blas_overlap(&a->out, &a->gamma) || cpu_blas_overlap(&a->out, &a->beta)) {
-		fg_error(c->host, "cpu_blas: layer_norm: out overlaps gamma or beta");
-		return -EINVAL;
-	}
 	if (n == 0 || h == 0)
 		return 0;
 	gb = malloc(2 * (size_t)h * sizeof(float));
@@ -175,17 +138,22 @@ int cpu_blas_layer_norm(void *ctx, void *stream, const struct fg_layer_norm_args
 		return -ENOMEM;
 	}
 	fg_fp16_simd_to_f32(gb, a->gamma.data, (size_t)h);
-	fg_fp16_simd_to_f32(gb + h, a->beta.data, (size_t)h);
 	N.gamma = gb;
-	N.beta = gb + h;
+	if (a->beta.data) {
+		fg_fp16_simd_to_f32(gb + h, a->beta.data, (size_t)h);
+		N.beta = gb + h;
+	}
 	pthread_mutex_lock(&c->lock);
-	cpu_blas_pool_run(c->pool, n, 1 + 16384 / h, cb_layer_norm_rows, &N);
+	cpu_blas_pool_run(c->pool, n, 1 + 16384 / h,
+			  a->kind == FG_NORM_RMS ? cb_rms_norm_rows : cb_layer_norm_rows, &N);
 	pthread_mutex_unlock(&c->lock);
 	free(gb);
 	return 0;
 }
 
 /* ---- 4-bit groups (fgcore/q4.h) ------------------------------------------------- */
+
+#define CB_F16_MAX 65504.0f
 
 static const uint8_t *cb_q4_params(const struct fg_tensor *t)
 {
@@ -250,91 +218,110 @@ void cpu_blas_q4_rows_row(const struct fg_tensor *t, int64_t r, float *dst)
 	}
 }
 
-/* Row r of a FG_DTYPE_Q4_COLS tensor from x, by q4.h's rule (the codec's bytes). */
+/* The fp16 one step below / above h (h finite, not at the range's end). */
+static uint16_t cb_half_down(uint16_t h)
+{
+	if (h == 0 || h == 0x8000)
+		return 0x8001;
+	return h & 0x8000 ? (uint16_t)(h + 1) : (uint16_t)(h - 1);
+}
+
+/* Largest fp16 <= v and smallest fp16 >= v, for |v| <= 65504. */
+static uint16_t cb_half_floor(float v)
+{
+	uint16_t h = fg_float_to_half(v);
+
+	return fg_half_to_float(h) > v ? cb_half_down(h) : h;
+}
+
+static uint16_t cb_half_ceil(float v) /* v >= 0 */
+{
+	uint16_t h = fg_float_to_half(v);
+
+	return fg_half_to_float(h) < v ? (uint16_t)(h + 1) : h;
+}
+
+/* Both fp16, so the sum in double is exact. */
+static int cb_q4_covers(double m, uint16_t hs, float hi)
+{
+	return m + 15.0 * (double)fg_half_to_float(hs) >= (double)hi;
+}
+
 void cpu_blas_q4_cols_store(const struct fg_tensor *t, int64_t r, const float *x)
 {
 	uint8_t *data = t->data, *params = (uint8_t *)cb_q4_params(t);
 	uint64_t cols = (uint64_t)t->cols, gcols = fg_q4_grid_cols(cols, 1);
 	uint64_t e0 = (uint64_t)r * cols;
-	uint8_t q[FG_Q4_GROUP];
 
 	for (uint64_t g = 0; g < gcols; g++) {
 		uint64_t c0 = g * FG_Q4_GROUP, w = cols - c0 < FG_Q4_GROUP ? cols - c0 : FG_Q4_GROUP;
-		struct fg_q4_param p;
+		float lo = INFINITY, hi = -INFINITY, m, s, inv;
+		uint16_t hm, hs;
+		uint8_t *b;
 
-		fg_q4_encode_group(x + c0, (size_t)w, &p, q);
-		fg_q4_param_store(params, (uint64_t)r * gcols + g, &p);
-		for (uint64_t j = 0; j < w; j++)
-			fg_q4_set_nibble(data, e0 + c0 + j, q[j]);
+		for (uint64_t j = c0; j < c0 + w; j++) { /* NaN never wins */
+			lo = x[j] < lo ? x[j] : lo;
+			hi = x[j] > hi ? x[j] : hi;
+		}
+		if (!(lo <= hi))
+			lo = hi = 0.0f;
+		lo = lo < -CB_F16_MAX ? -CB_F16_MAX : lo > CB_F16_MAX ? CB_F16_MAX : lo;
+		hi = hi < -CB_F16_MAX ? -CB_F16_MAX : hi > CB_F16_MAX ? CB_F16_MAX : hi;
+		lo += 0.0f; /* -0 -> +0, as the codec does */
+		hi += 0.0f;
+		hm = cb_half_floor(lo);
+		m = fg_half_to_float(hm);
+		hs = cb_half_ceil((float)(((double)hi - m) / 15.0));
+		while (hs < 0x7bffu && !cb_q4_covers(m, hs, hi))
+			hs++;
+		while (hs > 0 && cb_q4_covers(m, (uint16_t)(hs - 1), hi))
+			hs--;
+		s = fg_half_to_float(hs);
+		inv = s > 0.0f ? 1.0f / s : 0.0f;
+		b = params + 4 * (r * gcols + g);
+		b[0] = (uint8_t)hs;
+		b[1] = (uint8_t)(hs >> 8);
+		b[2] = (uint8_t)hm;
+		b[3] = (uint8_t)(hm >> 8);
+		for (uint64_t j = c0; j < c0 + w; j++) {
+			float q = (x[j] - m) * inv;
+			uint64_t e = e0 + j;
+			uint8_t v;
+
+			q = q > 0.0f ? q : 0.0f; /* NaN -> 0 */
+			q = q < 15.0f ? q : 15.0f;
+			v = (uint8_t)nearbyintf(q); /* default rounding: nearest, ties to even */
+			data[e / 2] = e & 1 ? (uint8_t)((data[e / 2] & 0xf0u) | v) :
+					      (uint8_t)((data[e / 2] & 0x0fu) | v << 4);
+		}
 	}
 }
 
 /* ---- KV append ----------------------------------------------------------------- */
 
+/* The core checked the arguments: src fp32 or fp16, the cache the same type or
+ * FG_DTYPE_Q4_COLS, separate buffers. */
 int cpu_blas_kv_append(void *ctx, void *stream, const struct fg_kv_append_args *a)
 {
 	struct cpu_blas_ctx *c = ctx;
-	const char *op = "kv_append";
-	int64_t h;
+	int64_t h = a->src.cols;
 	float *buf;
-	int rc, q4;
 
 	(void)stream;
-	if (!a) {
-		fg_error(c->host, "cpu_blas: kv_append: NULL arguments");
-		return -EINVAL;
-	}
-	if (a->batch < 0 || a->n < 0 || a->start < 0 || a->cache_stride < 0 ||
-	    a->start > a->cache_stride || a->n > a->cache_stride - a->start) {
-		fg_error(c->host, "cpu_blas: kv_append: batch %" PRId64 ", n %" PRId64
-			 ", start %" PRId64 ", cache_stride %" PRId64
-			 ": need 0 <= start and start + n <= cache_stride",
-			 a->batch, a->n, a->start, a->cache_stride);
-		return -EINVAL;
-	}
-	if ((a->n && a->batch > INT64_MAX / a->n) ||
-	    (a->cache_stride && a->batch > INT64_MAX / a->cache_stride)) {
-		fg_error(c->host, "cpu_blas: kv_append: batch %" PRId64 " is too large", a->batch);
-		return -EINVAL;
-	}
-	h = a->src.cols;
-	/* src fp32 or fp16; the cache the same type, or 4-bit groups along rows */
-	if (a->src.dtype != FG_DTYPE_F32 && a->src.dtype != FG_DTYPE_F16) {
-		fg_error(c->host, "cpu_blas: kv_append: src is %s, expected f32 or f16",
-			 cpu_blas_dtype_name(a->src.dtype));
-		return -EINVAL;
-	}
-	q4 = a->cache.dtype == FG_DTYPE_Q4_COLS;
-	if ((rc = cpu_blas_check_tensor(c, op, "src", &a->src, a->src.dtype, a->batch * a->n,
-					-1)) ||
-	    (rc = cpu_blas_check_tensor(c, op, "cache", &a->cache,
-					q4 ? FG_DTYPE_Q4_COLS : a->src.dtype, -1, h)))
-		return rc;
-	if (a->cache.rows < a->batch * a->cache_stride) {
-		fg_error(c->host, "cpu_blas: kv_append: cache has %" PRId64 " rows, fewer than "
-			 "batch * cache_stride = %" PRId64, a->cache.rows,
-			 a->batch * a->cache_stride);
-		return -EINVAL;
-	}
 	if (h == 0 || a->n == 0 || a->batch == 0)
 		return 0;
-	if (!q4) {
+	if (a->cache.dtype != FG_DTYPE_Q4_COLS) {
 		size_t es = fg_dtype_size(a->src.dtype);
 
 		for (int64_t b = 0; b < a->batch; b++)
 			for (int64_t i = 0; i < a->n; i++)
-				memmove((char *)a->cache.data +
-						(size_t)((b * a->cache_stride + a->start + i) *
-							 a->cache.ld) * es,
-					(const char *)a->src.data +
-						(size_t)((b * a->n + i) * a->src.ld) * es,
-					(size_t)h * es);
+				memcpy((char *)a->cache.data +
+					       (size_t)((b * a->cache_stride + a->start + i) *
+							a->cache.ld) * es,
+				       (const char *)a->src.data +
+					       (size_t)((b * a->n + i) * a->src.ld) * es,
+				       (size_t)h * es);
 		return 0;
-	}
-	if (cpu_blas_overlap(&a->src, &a->cache)) {
-		fg_error(c->host, "cpu_blas: kv_append: src overlaps the 4-bit cache; encode "
-			 "from a separate buffer");
-		return -EINVAL;
 	}
 	buf = malloc((size_t)h * sizeof(float));
 	if (!buf) {

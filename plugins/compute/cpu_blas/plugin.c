@@ -190,8 +190,34 @@ static void cpu_blas_info(void *ctx, struct fg_compute_info *info)
 {
 	(void)ctx;
 	info->act_dtype = FG_DTYPE_F32;
-	/* 4-bit weights (fused kernel or tile by tile) and a 4-bit cache are read inside the ops */
-	info->native_codecs = "fp16,int4_group64";
+	info->native_codecs = NULL; /* ABI 1.0 only: `supports` says it */
+}
+
+/* fp32 activations; fp16 or 4-bit weights (fused kernels or tile by tile);
+ * decode attention and kv_append also over fp16 tensors (the attention an
+ * fp16 GPU backend delegates) and a 4-bit cache. */
+static int cpu_blas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
+{
+	(void)ctx;
+	switch (op) {
+	case FG_OP_EMBED:
+	case FG_OP_EMBED_TOKENS:
+		return dtype == FG_DTYPE_F16;
+	case FG_OP_LAYER_NORM:
+	case FG_OP_RMS_NORM:
+	case FG_OP_ROPE:
+	case FG_OP_ATTENTION_PREFILL:
+		return dtype == FG_DTYPE_F32;
+	case FG_OP_LINEAR:
+	case FG_OP_LINEAR_SILU:
+	case FG_OP_LINEAR_MUL:
+		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS;
+	case FG_OP_ATTENTION_DECODE:
+	case FG_OP_ATTENTION_GQA:
+	case FG_OP_KV_APPEND:
+		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS;
+	}
+	return 0;
 }
 
 static const struct fg_compute_ops cpu_blas_ops = {
@@ -204,10 +230,12 @@ static const struct fg_compute_ops cpu_blas_ops = {
 	.attention_prefill	= cpu_blas_attention_prefill,
 	.attention_decode	= cpu_blas_attention_decode,
 	.kv_append		= cpu_blas_kv_append,
+	.rope			= cpu_blas_rope,
+	.supports		= cpu_blas_supports,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_ABI_VERSION, /* 1.1: rope, supports, RMS norm, SiLU, mul, GQA */
 	.kind		= FG_PLUGIN_COMPUTE,
 	.name		= "cpu_blas",
 	.description	= "CPU backend: OpenBLAS sgemm on fp32 activations, fp16 weights widened on the fly",

@@ -1,0 +1,18 @@
+/* tests/plugins/compute_no_rope.c - built for ABI 1.1 without its required
+ * rope hook: refused with its own message. */
+#include "tests/plugins/compute_ops.h"
+
+static const struct fg_compute_ops no_rope_ops = {
+	TRAP_COMPUTE_OPS,
+	.supports	= trap_supports,
+	/* .rope is missing */
+};
+
+FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
+	.abi_version	= FG_ABI(1, 1),
+	.kind		= FG_PLUGIN_COMPUTE,
+	.name		= "compute_no_rope",
+	.description	= "test: ABI 1.1 compute plugin without rope",
+	.probe		= NULL,
+	.ops		= &no_rope_ops,
+};
