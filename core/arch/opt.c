@@ -349,7 +349,7 @@ static int opt_ops(const struct fg_model_config *c, enum fg_dtype wdt, enum fg_d
 	(void)c;
 #define OP(o, d) (ops[n] = (o), dts[n++] = (d))
 	OP(FG_OP_EMBED, FG_DTYPE_F16);
-	OP(FG_OP_LAYER_NORM, FG_DTYPE_F16);
+	OP(FG_OP_LAYER_NORM, act);
 	OP(FG_OP_LINEAR, wdt);
 	OP(FG_OP_ATTENTION_PREFILL, act);
 	OP(FG_OP_ATTENTION_DECODE, cdt);

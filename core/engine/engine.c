@@ -116,8 +116,9 @@ static int check_ops(const struct fg_backend *be, const char *section,
 			FG_ERR("[policy] compress_cache = true, but %s %s does not read a 4-bit (int4_group64) KV cache: set compress_cache = false or use a backend that does (cpu_blas, cublas)",
 			       section, name);
 		else
-			FG_ERR("model %s (%s): %s %s does not run compute op %d with dtype %d, which this family needs: use a backend that does (cpu_blas, cublas)",
-			       c->name, c->arch->name, section, name, (int)ops[i], (int)dts[i]);
+			FG_ERR("model %s (%s family): %s %s does not run %s over %s, which the family needs: use a backend that does (cpu_blas, cublas)",
+			       c->name, c->arch->name, section, name, fg_op_name(ops[i]),
+			       fg_dtype_name(dts[i]));
 		return -ENOTSUP;
 	}
 	return 0;
