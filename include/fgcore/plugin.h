@@ -59,8 +59,9 @@ struct fg_host {
 	 * what is wrong and what to do).  The last call wins. */
 	void (*error)(const struct fg_host *host, const char *fmt, ...) FG_PRINTF(2, 3);
 	void (*log)(const struct fg_host *host, int level, const char *fmt, ...) FG_PRINTF(3, 4);
-	/* Number of CUDA devices the core saw (0 on a machine without a GPU or
-	 * in a build without CUDA). */
+	/* NVIDIA GPUs the core counted without CUDA (/proc/driver/nvidia/gpus,
+	 * else /dev/nvidiaN), limited by CUDA_VISIBLE_DEVICES as CUDA limits it;
+	 * counted once, at first use; 0 without a GPU. */
 	int gpu_count;
 	void *priv; /* core-private */
 };
