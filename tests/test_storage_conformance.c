@@ -4,8 +4,10 @@
  *   shadow copy; aligned requests; regions that come and go without
  *   overlapping; 256 requests in flight, each completed exactly once; the
  *   capacity cap; reads past a region's end refused; for file tiers a region
- *   past 4 GiB.  posix_file also runs with o_direct = true, and is checked for
- *   fault injection (FGCORE_POSIX_FILE_FAULT) and the `size` reservation.
+ *   past 4 GiB; the core's fault-injection shim (FGCORE_<PLUGIN>_FAULT and
+ *   _DELAY_US) over every plugin, file and memory tiers alike.  posix_file also
+ *   runs with o_direct = true, and is checked for its documented
+ *   FGCORE_POSIX_FILE_FAULT cases and the `size` reservation.
  *
  * The plugins are listed in the parent; each case opens its tier inside the
  * forked child (CUDA contexts do not survive fork).  FGCORE_TEST_SEED changes
@@ -576,13 +578,15 @@ START_TEST(test_fault_injection)
 	fg_tier_free(&t, &r);
 	fg_tier_close(&t);
 
-	/* The 1st read fails through the synchronous path, naming the file. */
+	/* The 1st read fails through the synchronous path, naming the tier, the
+	 * request and the variable. */
 	ck_assert_int_eq(setenv("FGCORE_POSIX_FILE_FAULT", "read:EIO:1", 1), 0);
 	ck_assert_int_eq(open_tier(&t, c, 0), 0);
 	ck_assert_int_eq(fg_tier_alloc(&t, 4096, &r), 0);
 	fg_clear_error();
 	ck_assert_int_eq(fg_tier_read(&t, &r, 10, buf[0], 100), -EIO);
-	ck_assert_msg(strstr(fg_last_error(), "fgcore-") && strstr(fg_last_error(), ".tier") &&
+	ck_assert_msg(strstr(fg_last_error(), "tier test (posix_file)") &&
+		      strstr(fg_last_error(), "FGCORE_POSIX_FILE_FAULT") &&
 		      strstr(fg_last_error(), "offset 10") &&
 		      strstr(fg_last_error(), "Input/output error"), "got \"%s\"",
 		      fg_last_error());
@@ -650,6 +654,111 @@ START_TEST(test_fault_spec_malformed)
 	ck_assert_int_eq(open_tier(&t, c, 0), 0);
 	fg_tier_close(&t);
 	unsetenv("FGCORE_POSIX_FILE_FAULT");
+}
+END_TEST
+
+/* ---- the fault-injection shim over every plugin ---------------------------- */
+
+/* FGCORE_<NAME>_<what> for the plugin of c. */
+static void plugin_env(const struct conf *c, const char *what, char *buf, size_t n)
+{
+	size_t k = (size_t)snprintf(buf, n, "FGCORE_");
+
+	for (const char *p = c->name; *p && k + 1 < n; p++)
+		buf[k++] = (char)(*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p);
+	snprintf(buf + k, n - k, "_%s", what);
+}
+
+/* Submit n requests and reap them all (each exactly once). */
+static void submit_reap(struct fg_tier *t, struct fg_io *io, unsigned n)
+{
+	struct fg_io *ios[8], *done[8];
+	unsigned got = 0;
+
+	ck_assert_uint_le(n, 8);
+	for (unsigned i = 0; i < n; i++) {
+		io[i].result = 12345;
+		ios[i] = &io[i];
+	}
+	ck_assert_int_eq(fg_tier_submit(t, ios, n), 0);
+	while (got < n) {
+		int k = fg_tier_reap(t, done, n - got, 8);
+
+		ck_assert_int_gt(k, 0);
+		for (int j = 0; j < k; j++)
+			ck_assert_int_ne(done[j]->result, 12345);
+		got += (unsigned)k;
+	}
+	ck_assert_int_eq(fg_tier_reap(t, done, 1, 8), 0);
+}
+
+START_TEST(test_shim_every_plugin)
+{
+	const struct conf *c = &confs[_i];
+	const size_t len = 10000;
+	char fault_env[96], delay_env[96];
+	unsigned char *data, *back;
+	struct fg_tier t;
+	struct fg_region r;
+	struct fg_io io[4];
+
+	plugin_env(c, "FAULT", fault_env, sizeof(fault_env));
+	plugin_env(c, "DELAY_US", delay_env, sizeof(delay_env));
+	/* Writes: #2 (async) fails.  Reads: #2 (async) fails, #3 (async) is cut
+	 * short and resumed, #4 (sync) is cut short. */
+	ck_assert_int_eq(setenv(fault_env, "write:EIO:2,read:ENOSPC:2,read:SHORT:3,"
+			       "read:SHORT:4", 1), 0);
+	if (open_tier(&t, c, 0))
+		return;
+	data = malloc(len);
+	back = malloc(len);
+	rnd_fill(data, len);
+	ck_assert_int_eq(fg_tier_alloc(&t, len, &r), 0);
+	ck_assert_int_eq(fg_tier_write(&t, &r, 0, data, len), 0);
+	memset(back, 0x5a, len);
+	io[0] = (struct fg_io){ .op = FG_IO_WRITE, .region = &r, .offset = 100, .buf = back,
+				.len = 3000 };
+	submit_reap(&t, io, 1);
+	ck_assert_msg(io[0].result == -EIO, "%s: injected write got %d", c->label, io[0].result);
+
+	memset(back, 0, len);
+	ck_assert_int_eq(fg_tier_read(&t, &r, 0, back, len), 0);
+	ck_assert_msg(!memcmp(back, data, len), "%s: an injected write reached the plugin",
+		      c->label);
+	memset(back, 0, len);
+	io[0] = (struct fg_io){ .op = FG_IO_READ, .region = &r, .offset = 0, .buf = back,
+				.len = 5000 };
+	io[1] = (struct fg_io){ .op = FG_IO_READ, .region = &r, .offset = 5001,
+				.buf = back + 5001, .len = 4999 };
+	submit_reap(&t, io, 2);
+	ck_assert_int_eq(io[0].result, -ENOSPC);
+	ck_assert_int_eq(io[1].result, 0);
+	ck_assert_msg(!memcmp(back + 5001, data + 5001, 4999), "%s: short read differs",
+		      c->label);
+	ck_assert_int_eq(fg_tier_read(&t, &r, 1, back + 1, 4097), 0);
+	ck_assert_msg(!memcmp(back + 1, data + 1, 4097), "%s: short sync read differs", c->label);
+	fg_tier_free(&t, &r);
+	fg_tier_close(&t);
+	unsetenv(fault_env);
+
+	/* A slow tier: requests come back right, each exactly once. */
+	ck_assert_int_eq(setenv(delay_env, "20000", 1), 0);
+	ck_assert_int_eq(open_tier(&t, c, 0), 0);
+	ck_assert_int_eq(fg_tier_alloc(&t, len, &r), 0);
+	for (unsigned i = 0; i < 4; i++)
+		io[i] = (struct fg_io){ .op = FG_IO_WRITE, .region = &r, .offset = 2500u * i,
+					.buf = data + 2500u * i, .len = 2500 };
+	submit_reap(&t, io, 4);
+	for (unsigned i = 0; i < 4; i++)
+		ck_assert_int_eq(io[i].result, 0);
+	memset(back, 0, len);
+	ck_assert_int_eq(fg_tier_read(&t, &r, 0, back, len), 0);
+	ck_assert_msg(!memcmp(back, data, len), "%s: delayed writes differ", c->label);
+	fg_tier_free(&t, &r);
+	fg_tier_close(&t);
+	unsetenv(delay_env);
+	free(data);
+	free(back);
 }
 END_TEST
 
@@ -921,6 +1030,7 @@ static int collect(const char *path, void *user)
 	const struct fg_plugin *p;
 	struct conf *c;
 	size_t used = strlen(load_failures);
+	char env[96];
 
 	(void)user;
 	if (fg_plugin_open_file(path, 0, NULL, &h) != 0) {
@@ -952,6 +1062,11 @@ static int collect(const char *path, void *user)
 		snprintf(c->name, sizeof(c->name), "%s", p->name);
 		c->o_direct = direct;
 		c->dir = direct ? direct_dir : tmp_dir;
+		/* The shim's variables must not leak in from outside. */
+		plugin_env(c, "FAULT", env, sizeof(env));
+		unsetenv(env);
+		plugin_env(c, "DELAY_US", env, sizeof(env));
+		unsetenv(env);
 		c->big_dir = pick_big_dir(c->dir, c->big_why, sizeof(c->big_why));
 		if (!c->big_dir && var_dir[0]) {
 			/* /var/tmp is usually disk when TMPDIR is tmpfs */
@@ -989,6 +1104,7 @@ Suite *storage_conformance_suite(void)
 	tcase_add_loop_test(tc, test_bounds, 0, nconfs);
 	tcase_add_loop_test(tc, test_fault_injection, 0, nconfs);
 	tcase_add_loop_test(tc, test_fault_spec_malformed, 0, nconfs);
+	tcase_add_loop_test(tc, test_shim_every_plugin, 0, nconfs);
 	tcase_add_loop_test(tc, test_size_reservation, 0, nconfs);
 	tcase_add_loop_test(tc, test_posix_file_paths, 0, nconfs);
 	tcase_add_loop_test(tc, test_mlock, 0, nconfs);

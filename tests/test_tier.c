@@ -1,5 +1,6 @@
 /* tests/test_tier.c - the core's tier wrapper: accounting, capacity caps, the
- * -ENOSPC message, bounds checks and the default synchronous submit/reap.
+ * -ENOSPC message, bounds checks, the default synchronous submit/reap, and the
+ * fault-injection shim stacked over a plugin without submit/reap.
  * A fake in-process storage plugin stands in for a real one. */
 #include <check.h>
 #include <errno.h>
@@ -7,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/tier/tier.h"
 #include "core/util/error.h"
@@ -17,9 +19,18 @@
 
 struct fake {
 	uint64_t capacity;
-	int reads, writes, allocs, frees, closes;
+	int reads, writes, allocs, frees, closes, opens;
 	int fail_open;
+	uint64_t write_ns; /* CLOCK_MONOTONIC of the last write */
 };
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static struct fake fake_state;
 static int fake_opts_seen;
@@ -31,6 +42,7 @@ static int fake_opts_seen;
 static int fake_open(const struct fg_host *host, const void *opts, void **ctx,
 		     struct fg_storage_info *info)
 {
+	fake_state.opens++;
 	if (opts)
 		fake_opts_seen = *(const int *)opts;
 	if (fake_state.fail_open) {
@@ -84,15 +96,11 @@ static int fake_write(void *ctx, const struct fg_region *r, uint64_t off, const 
 		      size_t len)
 {
 	((struct fake *)ctx)->writes++;
+	((struct fake *)ctx)->write_ns = now_ns();
 	if (off == 13)  /* the fake's "broken sector" */
 		return -EIO;
 	memcpy((char *)r->addr + off, src, len);
 	return 0;
-}
-
-static int fake_submit(void *ctx, struct fg_io *const *ios, unsigned n)
-{
-	return -ENOTSUP;
 }
 
 static const struct fg_storage_ops fake_ops = {
@@ -104,30 +112,12 @@ static const struct fg_storage_ops fake_ops = {
 	.write	= fake_write,
 };
 
-/* submit without reap: a broken plugin the tier must refuse. */
-static const struct fg_storage_ops fake_half_async_ops = {
-	.open	= fake_open,
-	.close	= fake_close,
-	.alloc	= fake_alloc,
-	.free	= fake_free,
-	.read	= fake_read,
-	.write	= fake_write,
-	.submit	= fake_submit,
-};
-
 static const struct fg_plugin fake_plugin = {
 	.abi_version	= FG_ABI_VERSION,
 	.kind		= FG_PLUGIN_STORAGE,
 	.name		= "fake_mem",
 	.description	= "test double",
 	.ops		= &fake_ops,
-};
-
-static const struct fg_plugin fake_half_async_plugin = {
-	.abi_version	= FG_ABI_VERSION,
-	.kind		= FG_PLUGIN_STORAGE,
-	.name		= "fake_half",
-	.ops		= &fake_half_async_ops,
 };
 
 static const struct fg_plugin fake_codec_plugin = {
@@ -476,8 +466,6 @@ START_TEST(test_open_refusals)
 
 	ck_assert_int_eq(open_fake(&t, &fake_codec_plugin, 1000, 0), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(fg_last_error(), "not a storage plugin"));
-	ck_assert_int_eq(open_fake(&t, &fake_half_async_plugin, 1000, 0), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(fg_last_error(), "lacks a required hook"));
 	ck_assert_int_eq(fake_state.closes, 0);
 
 	/* The plugin's open fails: its message survives, the options are freed
@@ -513,6 +501,129 @@ START_TEST(test_open_refusals)
 }
 END_TEST
 
+/* ---- the fault-injection shim over a plugin without submit/reap ------------ */
+
+/* Submit one request and reap it; its result. */
+static int io_one(struct fg_tier *t, enum fg_io_op op, const struct fg_region *r, uint64_t off,
+		  void *buf, size_t len)
+{
+	struct fg_io io = { .op = op, .region = r, .offset = off, .buf = buf, .len = len,
+			    .result = 12345 };
+	struct fg_io *p = &io, *done[2];
+
+	ck_assert_int_eq(fg_tier_submit(t, &p, 1), 0);
+	ck_assert_int_eq(fg_tier_reap(t, done, 1, 2), 1);
+	ck_assert_ptr_eq(done[0], &io);
+	return io.result;
+}
+
+START_TEST(test_shim_faults)
+{
+	struct fg_tier t;
+	struct fg_region r;
+	char out[16] = "0123456789abcdef", in[16];
+
+	/* Writes: #2 (async) fails; reads: #1 is short (two reads reach the
+	 * plugin), #3 fails through the synchronous path. */
+	ck_assert_int_eq(setenv("FGCORE_FAKE_MEM_FAULT", "write:EIO:2,read:SHORT:1,"
+			       "read:ENOSPC:3", 1), 0);
+	ck_assert_int_eq(open_fake(&t, &fake_plugin, 1 << 20, 0), 0);
+	ck_assert_ptr_ne(t.ops, fake_plugin.ops);
+	ck_assert_int_eq(fg_tier_alloc(&t, 64, &r), 0);
+	ck_assert_int_eq(fg_tier_write(&t, &r, 0, out, 16), 0);
+	ck_assert_int_eq(fake_state.writes, 1);
+	ck_assert_int_eq(io_one(&t, FG_IO_WRITE, &r, 20, out, 16), -EIO);
+	ck_assert_int_eq(fake_state.writes, 1); /* it never reached the plugin */
+	ck_assert_int_eq(io_one(&t, FG_IO_WRITE, &r, 20, out, 16), 0);
+	ck_assert_int_eq(fake_state.writes, 2);
+
+	memset(in, 0, sizeof(in));
+	ck_assert_int_eq(io_one(&t, FG_IO_READ, &r, 0, in, 16), 0);
+	ck_assert_int_eq(fake_state.reads, 2);
+	ck_assert_int_eq(memcmp(in, out, 16), 0);
+	memset(in, 0, sizeof(in));
+	ck_assert_int_eq(fg_tier_read(&t, &r, 20, in, 16), 0);
+	ck_assert_int_eq(memcmp(in, out, 16), 0);
+	fg_clear_error();
+	ck_assert_int_eq(fg_tier_read(&t, &r, 5, in, 3), -ENOSPC);
+	ck_assert_int_eq(fake_state.reads, 3);
+	ck_assert_ptr_nonnull(strstr(fg_last_error(), "tier host (fake_mem): read of 3 bytes at "
+				     "offset 5 failed: No space left on device (injected by "
+				     "FGCORE_FAKE_MEM_FAULT)"));
+	ck_assert_int_eq(fg_tier_read(&t, &r, 5, in, 3), 0);
+	/* Accounting is the tier's, under the shim as without it. */
+	ck_assert_uint_eq(t.used, 64);
+	fg_tier_free(&t, &r);
+	ck_assert_uint_eq(t.used, 0);
+	fg_tier_close(&t);
+	ck_assert_int_eq(fake_state.closes, 1);
+
+	/* A malformed value refuses the tier before the plugin opens. */
+	ck_assert_int_eq(setenv("FGCORE_FAKE_MEM_FAULT", "read:EIO", 1), 0);
+	ck_assert_int_eq(open_fake(&t, &fake_plugin, 1 << 20, 0), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(fg_last_error(), "FGCORE_FAKE_MEM_FAULT=\"read:EIO\""));
+	ck_assert_int_eq(fake_state.opens, 0);
+	/* An empty value is no value: no shim. */
+	ck_assert_int_eq(setenv("FGCORE_FAKE_MEM_FAULT", "", 1), 0);
+	ck_assert_int_eq(open_fake(&t, &fake_plugin, 1 << 20, 0), 0);
+	ck_assert_ptr_eq(t.ops, fake_plugin.ops);
+	fg_tier_close(&t);
+	unsetenv("FGCORE_FAKE_MEM_FAULT");
+}
+END_TEST
+
+START_TEST(test_shim_delay)
+{
+	const uint64_t delay_ns = 50 * 1000000u;
+	struct fg_tier t;
+	struct fg_region r;
+	struct fg_io io[5], *ios[5], *done[8];
+	char out[5][8], in[8];
+	uint64_t t0;
+	void *mem;
+	int n = 0;
+
+	ck_assert_int_eq(setenv("FGCORE_FAKE_MEM_DELAY_US", "1000001", 1), 0);
+	ck_assert_int_eq(open_fake(&t, &fake_plugin, 1 << 20, 0), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(fg_last_error(), "FGCORE_FAKE_MEM_DELAY_US"));
+	ck_assert_int_eq(setenv("FGCORE_FAKE_MEM_DELAY_US", "50000", 1), 0);
+	ck_assert_int_eq(open_fake(&t, &fake_plugin, 1 << 20, 0), 0);
+	ck_assert_int_eq(fg_tier_alloc(&t, 64, &r), 0);
+	for (int i = 0; i < 5; i++) {
+		memset(out[i], 'a' + i, 8);
+		io[i] = (struct fg_io){ .op = FG_IO_WRITE, .region = &r, .offset = 8u * i,
+					.buf = out[i], .len = 8, .result = 12345 };
+		ios[i] = &io[i];
+	}
+	t0 = now_ns();
+	ck_assert_int_eq(fg_tier_submit(&t, ios, 5), 0);
+	/* Reap waits for what is delayed. */
+	while (n < 5) {
+		int k = fg_tier_reap(&t, done, 5, 8);
+
+		ck_assert_int_gt(k, 0);
+		for (int i = 0; i < k; i++)
+			ck_assert_int_eq(done[i]->result, 0);
+		n += k;
+	}
+	ck_assert_int_eq(fake_state.writes, 5);
+	/* The plugin got the last one no earlier than the delay after submit. */
+	ck_assert_uint_ge(fake_state.write_ns - t0, delay_ns);
+	ck_assert_int_eq(fg_tier_reap(&t, done, 1, 8), 0);
+	/* Synchronous calls are not delayed, and see what the writes wrote. */
+	ck_assert_int_eq(fg_tier_read(&t, &r, 24, in, 8), 0);
+	ck_assert_int_eq(memcmp(in, out[3], 8), 0);
+	/* Closing with requests still delayed hands them on first (the region
+	 * stays until then: it is freed by hand below). */
+	mem = r.addr;
+	ck_assert_int_eq(fg_tier_submit(&t, ios, 2), 0);
+	fg_tier_close(&t);
+	ck_assert_int_eq(fake_state.writes, 7);
+	free(mem);
+	unsetenv("FGCORE_FAKE_MEM_DELAY_US");
+}
+END_TEST
+
 Suite *tier_suite(void)
 {
 	Suite *s = suite_create("tier");
@@ -527,6 +638,8 @@ Suite *tier_suite(void)
 	tcase_add_test(tc, test_bounds);
 	tcase_add_test(tc, test_default_submit_reap);
 	tcase_add_test(tc, test_open_refusals);
+	tcase_add_test(tc, test_shim_faults);
+	tcase_add_test(tc, test_shim_delay);
 	suite_add_tcase(s, tc);
 	return s;
 }

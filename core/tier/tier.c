@@ -1,11 +1,13 @@
 /* core/tier/tier.c - a storage plugin opened as a tier: accounting, bounds
- * checks and the default (synchronous) submit/reap. */
+ * checks, the default (synchronous) submit/reap, and the fault-injection shim
+ * stacked over the plugin when the environment asks for it. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/tier/fault_shim.h"
 #include "core/tier/tier.h"
 #include "core/util/error.h"
 
@@ -53,6 +55,8 @@ int fg_tier_open(struct fg_tier *t, const char *role, struct fg_plugin_handle *p
 		 uint64_t cap)
 {
 	struct fg_plugin_handle own;
+	struct fg_fault_shim_opts shim;
+	const void *open_opts = opts;
 	int err;
 
 	if (!t || !role || !ph || !ph->plugin) {
@@ -70,19 +74,24 @@ int fg_tier_open(struct fg_tier *t, const char *role, struct fg_plugin_handle *p
 	t->ph = own;
 	t->opts = opts;
 
-	if (own.plugin->kind != FG_PLUGIN_STORAGE || !own.plugin->ops) {
+	/* The loader refused plugins without their required hooks; the kind is
+	 * the caller's to get right. */
+	if (own.plugin->kind != FG_PLUGIN_STORAGE) {
 		FG_ERR("tier %s: %s: plugin %s is a %s plugin, not a storage plugin", t->role,
 		       own.path, fg_tier_plugin_name(t), fg_plugin_kind_name(own.plugin->kind));
 		err = -EINVAL;
 		goto fail;
 	}
 	t->ops = own.plugin->ops;
-	if (!t->ops->open || !t->ops->close || !t->ops->alloc || !t->ops->free ||
-	    !t->ops->read || !t->ops->write || !t->ops->submit != !t->ops->reap) {
-		FG_ERR("tier %s: %s: storage plugin %s lacks a required hook", t->role, own.path,
-		       fg_tier_plugin_name(t));
-		err = -EINVAL;
+	err = fg_fault_shim_config(fg_tier_plugin_name(t), t->role, &shim);
+	if (err < 0)
 		goto fail;
+	if (err > 0) {
+		/* Every plugin gets the same injection, none contains any. */
+		shim.inner = t->ops;
+		shim.inner_opts = opts;
+		t->ops = &fg_fault_shim_ops;
+		open_opts = &shim;
 	}
 	t->pending = calloc(1, sizeof(*t->pending));
 	if (!t->pending) {
@@ -94,7 +103,7 @@ int fg_tier_open(struct fg_tier *t, const char *role, struct fg_plugin_handle *p
 	pthread_cond_init(&t->pending->more, NULL);
 	pthread_mutex_init(&t->lock, NULL);
 
-	err = t->ops->open(fg_core_host(), opts, &t->ctx, &t->info);
+	err = t->ops->open(fg_core_host(), open_opts, &t->ctx, &t->info);
 	if (err) {
 		if (err > 0)
 			err = -EIO;

@@ -1,7 +1,7 @@
 /* io_uring_nvme - a file tier on NVMe through io_uring (liburing).
  *
  * The tier file, its regions and the request queue are those of every
- * queue-driven file tier (file_regions.c, nvme_tier.c: O_DIRECT, requests cut
+ * queue-driven file tier (file_regions.c, file_queue.c: O_DIRECT, requests cut
  * into request_size pieces, up to queue_depth in flight, bounce buffers for
  * unaligned requests).  This file is the kernel side: one ring with
  * queue_depth entries, the tier file registered with it, the bounce buffers
@@ -9,7 +9,8 @@
  * read_fixed/write_fixed, and optionally a kernel thread polling the
  * submission queue (sqpoll) so that submitting costs no system call.
  *
- * Fault injection: FGCORE_IO_URING_FAULT="read:EIO:N" (see nvme_tier.h).
+ * Fault injection and a slow disk come from the core's shim over every tier
+ * (core/tier/fault_shim.c), as for any other plugin.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,19 +27,19 @@
 #include <fgcore/plugin.h>
 #include <fgcore/storage.h>
 
-#include "plugins/storage/nvme_tier.h"
+#include "plugins/storage/file_queue.h"
 
 #define IU_NAME "io_uring_nvme"
 #define IU_SQ_IDLE_MS 1000 /* the polling thread sleeps after this long without work */
 
 struct io_uring_nvme_opts {
-	struct nvme_tier_opts base;
+	struct file_queue_opts base;
 	int sqpoll;
 	int register_buffers;
 };
 
 static const struct fg_option io_uring_nvme_options[] = {
-	NVME_TIER_OPTIONS(struct io_uring_nvme_opts, base),
+	FILE_QUEUE_OPTIONS(struct io_uring_nvme_opts, base),
 	{ .key = "sqpoll", .type = FG_OPT_BOOL, .def = "false",
 	  .help = "a kernel thread polls the submission queue (IORING_SETUP_SQPOLL): no system "
 		  "call per submission, one CPU core busy while requests flow",
@@ -57,10 +58,10 @@ struct iu_ring {
 	int fd;
 };
 
-static int io_uring_nvme_setup(struct nvme_tier *nt, const void *opts, void **priv)
+static int io_uring_nvme_setup(struct file_queue *q, const void *opts, void **priv)
 {
 	const struct io_uring_nvme_opts *o = opts;
-	const struct fg_host *host = nvme_tier_host(nt);
+	const struct fg_host *host = file_queue_host(q);
 	struct io_uring_params p;
 	const struct iovec *iov;
 	struct iu_ring *u;
@@ -72,23 +73,23 @@ static int io_uring_nvme_setup(struct nvme_tier *nt, const void *opts, void **pr
 		fg_error(host, IU_NAME ": out of memory");
 		return -ENOMEM;
 	}
-	u->fd = nvme_tier_fd(nt);
+	u->fd = file_queue_fd(q);
 	memset(&p, 0, sizeof(p));
 	if (o->sqpoll) {
 		p.flags = IORING_SETUP_SQPOLL;
 		p.sq_thread_idle = IU_SQ_IDLE_MS;
 	}
-	err = io_uring_queue_init_params(nvme_tier_queue_depth(nt), &u->ring, &p);
+	err = io_uring_queue_init_params(file_queue_queue_depth(q), &u->ring, &p);
 	if (err && o->sqpoll) {
 		fg_log(host, FG_LOG_WARN, IU_NAME ": %s: the kernel refuses sqpoll (%s); running "
 		       "without it (older kernels need CAP_SYS_NICE; set sqpoll = false to "
-		       "silence this)", nvme_tier_path(nt), strerror(-err));
+		       "silence this)", file_queue_path(q), strerror(-err));
 		memset(&p, 0, sizeof(p));
-		err = io_uring_queue_init_params(nvme_tier_queue_depth(nt), &u->ring, &p);
+		err = io_uring_queue_init_params(file_queue_queue_depth(q), &u->ring, &p);
 	}
 	if (err) {
 		fg_error(host, IU_NAME ": %s: cannot set up an io_uring of %u entries: %s; %s",
-			 nvme_tier_path(nt), nvme_tier_queue_depth(nt), strerror(-err),
+			 file_queue_path(q), file_queue_queue_depth(q), strerror(-err),
 			 err == -ENOMEM ? "lower queue_depth or raise `ulimit -l`"
 			 : err == -EPERM || err == -ENOSYS ? "io_uring is disabled here "
 			 "(kernel.io_uring_disabled, seccomp): use plugin = libaio_nvme or "
@@ -100,7 +101,7 @@ static int io_uring_nvme_setup(struct nvme_tier *nt, const void *opts, void **pr
 	/* A registered file spares a lookup per request (and old kernels need it
 	 * with sqpoll); without it, the plain descriptor works as well. */
 	u->fixed_file = io_uring_register_files(&u->ring, &u->fd, 1) == 0;
-	iov = nvme_tier_bounce_iov(nt, &nbuf);
+	iov = file_queue_bounce_iov(q, &nbuf);
 	if (o->register_buffers && nbuf) {
 		err = io_uring_register_buffers(&u->ring, iov, nbuf);
 		if (err) {
@@ -116,12 +117,12 @@ static int io_uring_nvme_setup(struct nvme_tier *nt, const void *opts, void **pr
 			fg_log(host, FG_LOG_WARN, IU_NAME ": %s: cannot register %zu KiB of bounce "
 			       "buffers (%s; locked-memory limit %s); using them unregistered "
 			       "(raise `ulimit -l`, lower queue_depth or set register_buffers = "
-			       "false)", nvme_tier_path(nt), bytes >> 10, strerror(-err), lim);
+			       "false)", file_queue_path(q), bytes >> 10, strerror(-err), lim);
 		} else {
 			u->fixed_bufs = true;
 		}
 	}
-	fg_log(host, FG_LOG_DEBUG, IU_NAME ": %s: ring of %u entries%s%s%s", nvme_tier_path(nt),
+	fg_log(host, FG_LOG_DEBUG, IU_NAME ": %s: ring of %u entries%s%s%s", file_queue_path(q),
 	       p.sq_entries, p.flags & IORING_SETUP_SQPOLL ? ", sqpoll" : "",
 	       u->fixed_file ? ", registered file" : "",
 	       u->fixed_bufs ? ", registered bounce buffers" : "");
@@ -129,7 +130,7 @@ static int io_uring_nvme_setup(struct nvme_tier *nt, const void *opts, void **pr
 	return 0;
 }
 
-static void io_uring_nvme_teardown(struct nvme_tier *nt, void *priv)
+static void io_uring_nvme_teardown(struct file_queue *q, void *priv)
 {
 	struct iu_ring *u = priv;
 
@@ -138,7 +139,7 @@ static void io_uring_nvme_teardown(struct nvme_tier *nt, void *priv)
 	free(u);
 }
 
-static void io_uring_nvme_prep(struct nvme_tier *nt, void *priv, struct nvme_piece *p)
+static void io_uring_nvme_prep(struct file_queue *q, void *priv, struct file_piece *p)
 {
 	struct iu_ring *u = priv;
 	struct io_uring_sqe *sqe;
@@ -169,7 +170,7 @@ static void io_uring_nvme_prep(struct nvme_tier *nt, void *priv, struct nvme_pie
 	io_uring_sqe_set_data(sqe, p);
 }
 
-static int io_uring_nvme_wait(struct nvme_tier *nt, void *priv, unsigned min)
+static int io_uring_nvme_wait(struct file_queue *q, void *priv, unsigned min)
 {
 	struct iu_ring *u = priv;
 	struct io_uring_cqe *cqe;
@@ -184,7 +185,7 @@ static int io_uring_nvme_wait(struct nvme_tier *nt, void *priv, unsigned min)
 			return ret;
 		seen = 0;
 		io_uring_for_each_cqe(&u->ring, head, cqe) {
-			nvme_tier_complete(nt, io_uring_cqe_get_data(cqe), cqe->res);
+			file_queue_complete(q, io_uring_cqe_get_data(cqe), cqe->res);
 			seen++;
 		}
 		io_uring_cq_advance(&u->ring, seen);
@@ -197,13 +198,12 @@ static int io_uring_nvme_wait(struct nvme_tier *nt, void *priv, unsigned min)
 }
 
 static const struct io_uring_nvme_opts io_uring_nvme_defaults = {
-	.base = NVME_TIER_DEFAULTS,
+	.base = FILE_QUEUE_DEFAULTS,
 	.register_buffers = 1,
 };
 
-const struct nvme_engine nvme_tier_engine = {
+const struct file_engine file_queue_engine = {
 	.name		= IU_NAME,
-	.fault_env	= "FGCORE_IO_URING_FAULT",
 	.defaults	= &io_uring_nvme_defaults,
 	.setup		= io_uring_nvme_setup,
 	.teardown	= io_uring_nvme_teardown,
@@ -228,8 +228,8 @@ FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
 	.name		= IU_NAME,
 	.description	= "NVMe file tier through io_uring (O_DIRECT, deep queue)",
 	.probe		= io_uring_nvme_probe,
-	.ops		= &nvme_tier_ops,
+	.ops		= &file_queue_ops,
 	.options	= io_uring_nvme_options,
 	.opts_size	= sizeof(struct io_uring_nvme_opts),
-	.capabilities	= "async,o_direct,sparse,fault_injection",
+	.capabilities	= "async,o_direct,sparse",
 };

@@ -1,13 +1,14 @@
 /* libaio_nvme - a file tier on NVMe through Linux native AIO (libaio).
  *
  * The tier file, its regions and the request queue are those of every
- * queue-driven file tier (file_regions.c, nvme_tier.c: O_DIRECT, requests cut
+ * queue-driven file tier (file_regions.c, file_queue.c: O_DIRECT, requests cut
  * into request_size pieces, up to queue_depth in flight, aligned bounce
  * buffers for unaligned requests).  This file is the kernel side: an AIO
  * context of queue_depth events, one iocb per piece slot, io_submit and
  * io_getevents.  For kernels or sandboxes without io_uring.
  *
- * Fault injection: FGCORE_LIBAIO_FAULT="read:EIO:N" (see nvme_tier.h).
+ * Fault injection and a slow disk come from the core's shim over every tier
+ * (core/tier/fault_shim.c), as for any other plugin.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,17 +24,17 @@
 #include <fgcore/plugin.h>
 #include <fgcore/storage.h>
 
-#include "plugins/storage/nvme_tier.h"
+#include "plugins/storage/file_queue.h"
 
 #define LA_NAME "libaio_nvme"
 #define LA_MAX_STALLS 10000 /* 1 ms naps while the kernel refuses every submission */
 
 struct libaio_nvme_opts {
-	struct nvme_tier_opts base;
+	struct file_queue_opts base;
 };
 
 static const struct fg_option libaio_nvme_options[] = {
-	NVME_TIER_OPTIONS(struct libaio_nvme_opts, base),
+	FILE_QUEUE_OPTIONS(struct libaio_nvme_opts, base),
 	{ .key = NULL },
 };
 
@@ -48,7 +49,7 @@ struct la_ctx {
 	struct io_event *events;
 };
 
-static void libaio_nvme_teardown(struct nvme_tier *nt, void *priv)
+static void libaio_nvme_teardown(struct file_queue *q, void *priv)
 {
 	struct la_ctx *a = priv;
 	struct io_event ev;
@@ -65,17 +66,17 @@ static void libaio_nvme_teardown(struct nvme_tier *nt, void *priv)
 	free(a);
 }
 
-static int libaio_nvme_setup(struct nvme_tier *nt, const void *opts, void **priv)
+static int libaio_nvme_setup(struct file_queue *q, const void *opts, void **priv)
 {
-	const struct fg_host *host = nvme_tier_host(nt);
+	const struct fg_host *host = file_queue_host(q);
 	struct la_ctx *a;
 	int err;
 
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		goto nomem;
-	a->fd = nvme_tier_fd(nt);
-	a->qd = nvme_tier_queue_depth(nt);
+	a->fd = file_queue_fd(q);
+	a->qd = file_queue_queue_depth(q);
 	a->iocbs = calloc(a->qd, sizeof(*a->iocbs));
 	a->staged = calloc(a->qd, sizeof(*a->staged));
 	a->events = calloc(a->qd, sizeof(*a->events));
@@ -84,13 +85,13 @@ static int libaio_nvme_setup(struct nvme_tier *nt, const void *opts, void **priv
 	err = io_setup((int)a->qd, &a->ctx);
 	if (err) {
 		fg_error(host, LA_NAME ": %s: cannot set up an AIO context of %u requests: %s; %s",
-			 nvme_tier_path(nt), a->qd, strerror(-err),
+			 file_queue_path(q), a->qd, strerror(-err),
 			 err == -EAGAIN ? "the system-wide limit fs.aio-max-nr is reached: lower "
 			 "queue_depth or raise that sysctl"
 			 : err == -ENOSYS ? "this kernel has no native AIO: use plugin = posix_file"
 			 : "lower queue_depth");
 		a->ctx = 0;
-		libaio_nvme_teardown(nt, a);
+		libaio_nvme_teardown(q, a);
 		return err;
 	}
 	*priv = a;
@@ -103,11 +104,11 @@ nomem:
 		free(a);
 	}
 	fg_error(host, LA_NAME ": out of memory for a queue of %u requests",
-		 nvme_tier_queue_depth(nt));
+		 file_queue_queue_depth(q));
 	return -ENOMEM;
 }
 
-static void libaio_nvme_prep(struct nvme_tier *nt, void *priv, struct nvme_piece *p)
+static void libaio_nvme_prep(struct file_queue *q, void *priv, struct file_piece *p)
 {
 	struct la_ctx *a = priv;
 	struct iocb *cb = &a->iocbs[p->slot];
@@ -126,7 +127,7 @@ static void libaio_nvme_prep(struct nvme_tier *nt, void *priv, struct nvme_piece
 /* Hand the staged iocbs to the kernel.  One it refuses outright (io_submit
  * reports the first bad iocb) completes with that error; EAGAIN leaves the
  * rest staged for the next call. */
-static void la_flush(struct nvme_tier *nt, struct la_ctx *a)
+static void la_flush(struct file_queue *q, struct la_ctx *a)
 {
 	while (a->nstaged) {
 		int r = io_submit(a->ctx, (long)a->nstaged, a->staged);
@@ -140,7 +141,7 @@ static void la_flush(struct nvme_tier *nt, struct la_ctx *a)
 
 			a->nstaged--;
 			memmove(a->staged, a->staged + 1, a->nstaged * sizeof(*a->staged));
-			nvme_tier_complete(nt, bad->data, r);
+			file_queue_complete(q, bad->data, r);
 			continue;
 		}
 		a->nkernel += (unsigned)r;
@@ -149,7 +150,7 @@ static void la_flush(struct nvme_tier *nt, struct la_ctx *a)
 	}
 }
 
-static int libaio_nvme_wait(struct nvme_tier *nt, void *priv, unsigned min)
+static int libaio_nvme_wait(struct file_queue *q, void *priv, unsigned min)
 {
 	struct la_ctx *a = priv;
 	struct timespec zero = { 0, 0 };
@@ -157,7 +158,7 @@ static int libaio_nvme_wait(struct nvme_tier *nt, void *priv, unsigned min)
 	int r;
 
 	for (;;) {
-		la_flush(nt, a);
+		la_flush(q, a);
 		if (!a->nkernel) {
 			/* Nothing accepted: either all is done or the kernel refuses for now. */
 			if (total >= min || !a->nstaged)
@@ -167,7 +168,7 @@ static int libaio_nvme_wait(struct nvme_tier *nt, void *priv, unsigned min)
 
 				a->nstaged--;
 				memmove(a->staged, a->staged + 1, a->nstaged * sizeof(*a->staged));
-				nvme_tier_complete(nt, cb->data, -EAGAIN);
+				file_queue_complete(q, cb->data, -EAGAIN);
 				total++;
 				continue;
 			}
@@ -182,7 +183,7 @@ static int libaio_nvme_wait(struct nvme_tier *nt, void *priv, unsigned min)
 			return r;
 		a->nkernel -= (unsigned)r;
 		for (int i = 0; i < r; i++)
-			nvme_tier_complete(nt, a->events[i].data, (long)a->events[i].res);
+			file_queue_complete(q, a->events[i].data, (long)a->events[i].res);
 		total += (unsigned)r;
 		if (total >= min)
 			return (int)total;
@@ -190,12 +191,11 @@ static int libaio_nvme_wait(struct nvme_tier *nt, void *priv, unsigned min)
 }
 
 static const struct libaio_nvme_opts libaio_nvme_defaults = {
-	.base = NVME_TIER_DEFAULTS,
+	.base = FILE_QUEUE_DEFAULTS,
 };
 
-const struct nvme_engine nvme_tier_engine = {
+const struct file_engine file_queue_engine = {
 	.name		= LA_NAME,
-	.fault_env	= "FGCORE_LIBAIO_FAULT",
 	.defaults	= &libaio_nvme_defaults,
 	.setup		= libaio_nvme_setup,
 	.teardown	= libaio_nvme_teardown,
@@ -220,8 +220,8 @@ FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
 	.name		= LA_NAME,
 	.description	= "NVMe file tier through Linux native AIO (O_DIRECT, deep queue)",
 	.probe		= libaio_nvme_probe,
-	.ops		= &nvme_tier_ops,
+	.ops		= &file_queue_ops,
 	.options	= libaio_nvme_options,
 	.opts_size	= sizeof(struct libaio_nvme_opts),
-	.capabilities	= "async,o_direct,sparse,fault_injection",
+	.capabilities	= "async,o_direct,sparse",
 };

@@ -9,11 +9,11 @@ plugins_storage_pinned_host_la_CFLAGS += $(CUDA_CFLAGS) -DHAVE_CUDA
 plugins_storage_pinned_host_la_LIBADD = $(CUDA_LIBS)
 endif
 
-# What every file-backed tier compiles in: the tier file and its regions, and
-# the fault-injection rules (compiled into each plugin, hidden there).
+# What every file tier compiles in (hidden there): the tier file and its
+# regions, and the queue core; each plugin adds only its engine.
 FILE_TIER_SOURCES = \
 	plugins/storage/file_regions.c plugins/storage/file_regions.h \
-	plugins/storage/fault_rules.c plugins/storage/fault_rules.h
+	plugins/storage/file_queue.c plugins/storage/file_queue.h
 
 pkglib_LTLIBRARIES += plugins/storage/posix_file.la
 plugins_storage_posix_file_la_SOURCES = plugins/storage/posix_file.c $(FILE_TIER_SOURCES)

@@ -1,23 +1,23 @@
-/* plugins/storage/fault_rules.c - parsing and matching the fault-injection
- * rules of the file-backed storage plugins (see fault_rules.h). */
+/* core/tier/fault_rules.c - parsing and matching the rules of the
+ * fault-injection shim (see fault_rules.h). */
 #include <errno.h>
 #include <string.h>
 
 #include <fgcore/storage.h>
 
-#include "plugins/storage/fault_rules.h"
+#include "core/tier/fault_rules.h"
 
 static const struct {
 	const char *name;
 	int err;
-} fault_errnames[] = {
+} fg_fault_errnames[] = {
 	{ "EIO", EIO }, { "ENOSPC", ENOSPC }, { "ENOMEM", ENOMEM }, { "EROFS", EROFS },
 	{ "EDQUOT", EDQUOT }, { "EFBIG", EFBIG }, { "EBADF", EBADF }, { "EINVAL", EINVAL },
 	{ "EAGAIN", EAGAIN }, { "EINTR", EINTR }, { "ENXIO", ENXIO },
 	{ "ETIMEDOUT", ETIMEDOUT }, { "EPERM", EPERM }, { "EACCES", EACCES },
 };
 
-bool fault_rules_u64(const char *s, size_t n, uint64_t *out)
+bool fg_fault_rules_u64(const char *s, size_t n, uint64_t *out)
 {
 	uint64_t v = 0;
 
@@ -33,7 +33,7 @@ bool fault_rules_u64(const char *s, size_t n, uint64_t *out)
 }
 
 /* One rule "op:ERRNO:N" in s[0, n). */
-static bool fault_rule_parse(const char *s, size_t n, bool allow_short, struct fault_rule *f)
+static bool fg_fault_rule_parse(const char *s, size_t n, struct fg_fault_rule *f)
 {
 	const char *c1 = memchr(s, ':', n), *c2, *e;
 	size_t elen;
@@ -52,20 +52,20 @@ static bool fault_rule_parse(const char *s, size_t n, bool allow_short, struct f
 		return false;
 	e = c1 + 1;
 	elen = (size_t)(c2 - e);
-	f->err = allow_short && elen == 5 && !memcmp(e, "SHORT", 5) ? FAULT_SHORT : 0;
-	for (size_t i = 0; i < sizeof(fault_errnames) / sizeof(fault_errnames[0]); i++)
-		if (strlen(fault_errnames[i].name) == elen &&
-		    !memcmp(fault_errnames[i].name, e, elen))
-			f->err = fault_errnames[i].err;
+	f->err = elen == 5 && !memcmp(e, "SHORT", 5) ? FG_FAULT_SHORT : 0;
+	for (size_t i = 0; i < sizeof(fg_fault_errnames) / sizeof(fg_fault_errnames[0]); i++)
+		if (strlen(fg_fault_errnames[i].name) == elen &&
+		    !memcmp(fg_fault_errnames[i].name, e, elen))
+			f->err = fg_fault_errnames[i].err;
 	if (!f->err) {
-		if (!fault_rules_u64(e, elen, &v) || v == 0 || v > 4095)
+		if (!fg_fault_rules_u64(e, elen, &v) || v == 0 || v > 4095)
 			return false;
 		f->err = (int)v;
 	}
-	return fault_rules_u64(c2 + 1, n - (size_t)(c2 + 1 - s), &f->nth) && f->nth > 0;
+	return fg_fault_rules_u64(c2 + 1, n - (size_t)(c2 + 1 - s), &f->nth) && f->nth > 0;
 }
 
-int fault_rules_parse(struct fault_rules *f, const char *val, bool allow_short)
+int fg_fault_rules_parse(struct fg_fault_rules *f, const char *val)
 {
 	const char *p = val;
 
@@ -74,7 +74,7 @@ int fault_rules_parse(struct fault_rules *f, const char *val, bool allow_short)
 		const char *comma = strchr(p, ',');
 		size_t n = comma ? (size_t)(comma - p) : strlen(p);
 
-		if (f->n == FAULT_RULES_MAX || !fault_rule_parse(p, n, allow_short, &f->rule[f->n]))
+		if (f->n == FG_FAULT_RULES_MAX || !fg_fault_rule_parse(p, n, &f->rule[f->n]))
 			break;
 		f->n++;
 		if (!comma)
@@ -85,7 +85,7 @@ int fault_rules_parse(struct fault_rules *f, const char *val, bool allow_short)
 	return -EINVAL;
 }
 
-int fault_rules_match(const struct fault_rules *f, int op, uint64_t nth)
+int fg_fault_rules_match(const struct fg_fault_rules *f, int op, uint64_t nth)
 {
 	for (int i = 0; i < f->n; i++)
 		if (f->rule[i].op == op && f->rule[i].nth == nth)
