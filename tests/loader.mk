@@ -4,7 +4,7 @@
 
 # Broken plugins: each is refused by the loader for its own reason.
 check_LTLIBRARIES += tests/plugins/bad_abi_major.la tests/plugins/newer_minor.la \
-	tests/plugins/wrong_kind.la tests/plugins/no_entry.la tests/plugins/missing_hook.la \
+	tests/plugins/wrong_kind.la tests/plugins/no_entry.la tests/plugins/missing_hook.la tests/plugins/submit_no_reap.la \
 	tests/plugins/name_mismatch.la tests/plugins/bad_option_table.la \
 	tests/plugins/compute_no_rope.la tests/plugins/compute_no_supports.la \
 	tests/plugins/compute_half_streams.la tests/plugins/compute_abi10.la
@@ -28,6 +28,9 @@ tests_plugins_no_entry_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhe
 tests_plugins_missing_hook_la_SOURCES = tests/plugins/missing_hook.c
 tests_plugins_missing_hook_la_CFLAGS = $(PLUGIN_CFLAGS)
 tests_plugins_missing_hook_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+tests_plugins_submit_no_reap_la_SOURCES = tests/plugins/submit_no_reap.c
+tests_plugins_submit_no_reap_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_submit_no_reap_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
 tests_plugins_name_mismatch_la_SOURCES = tests/plugins/name_mismatch.c
 tests_plugins_name_mismatch_la_CFLAGS = $(PLUGIN_CFLAGS)
 tests_plugins_name_mismatch_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)

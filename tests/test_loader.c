@@ -81,6 +81,8 @@ START_TEST(test_refusals)
 		{ "no_entry.so", -ENOEXEC, "no fg_plugin_entry symbol, so not an fgcore plugin" },
 		{ "missing_hook.so", -EINVAL,
 		  "storage plugin lacks the required hook 'read' (struct fg_storage_ops)" },
+		{ "submit_no_reap.so", -EINVAL,
+		  "storage plugin has the optional hook 'submit' but not 'reap': provide both or neither" },
 		{ "name_mismatch.so", -EINVAL,
 		  "the plugin calls itself 'some_other_name' but its file is 'name_mismatch.so'" },
 		{ "bad_option_table.so", -EINVAL,
