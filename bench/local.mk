@@ -4,3 +4,4 @@ include $(srcdir)/bench/tokenizer.mk
 .PHONY: bench
 include $(srcdir)/bench/disk.mk
 include $(srcdir)/bench/gpu.mk
+EXTRA_DIST += bench/h200_run.sh
