@@ -16,7 +16,6 @@
 #include "core/config/config.h"
 #include "core/engine/engine.h"
 #include "core/util/error.h"
-#include "core/util/clock.h"
 
 static void set(struct fg_config *c, const char *kv)
 {
@@ -65,31 +64,30 @@ START_TEST(test_device_tier_host_backend)
 }
 END_TEST
 
-/* Refused before a weight is read: opening OPT-175B's dummy weights would
- * take minutes, the refusal must not. */
+/* Refused before a weight is placed: OPT-175B on a 1 GiB compute tier would
+ * otherwise fail for want of room (-ENOSPC) after reading its weights. */
 START_TEST(test_compress_needs_backend)
 {
 	static const char *const keys[] = { "policy.compress_weight=true",
 					    "policy.compress_cache=true" };
 	static const char *const named[] = { "compress_weight", "compress_cache" };
-	struct fg_config *c = config("fp16_only_abi10", "pinned_host");
+	struct fg_config *c = config("compute_abi10", "pinned_host");
 	struct fg_engine *e = NULL;
 
 	set(c, "model.path=dummy:opt-175b");
+	set(c, "tier.compute.capacity=1G");
 	set(c, keys[_i]);
-	double t0 = fg_now();
 	ck_assert_int_eq(fg_engine_open(c, &e), -ENOTSUP);
 	const char *msg = fg_last_error_text();
-	ck_assert_msg(strstr(msg, named[_i]) && strstr(msg, "fp16_only_abi10"), "%s", msg);
-	ck_assert_msg(fg_now() - t0 < 30, "refused only after %.1f s", fg_now() - t0);
+	ck_assert_msg(strstr(msg, named[_i]) && strstr(msg, "compute_abi10"), "%s", msg);
 	fg_config_free(c);
 }
 END_TEST
 
-/* Without compression the same backend passes the checks (it would run). */
+/* Without compression the same backend passes the checks and opens. */
 START_TEST(test_plain_backend_accepted)
 {
-	struct fg_config *c = config("fp16_only_abi10", "pinned_host");
+	struct fg_config *c = config("compute_abi10", "pinned_host");
 	struct fg_engine *e = NULL;
 
 	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
