@@ -298,9 +298,13 @@ START_TEST(test_heldout)
 	static struct heldout h;
 	static double lp[HROWS][HLEN - 1];
 
-	snprintf(dir, sizeof(dir), "%s/opt/opt-py-128x4", getenv("FGCORE_TESTDATA"));
+	static const char *const hmodels[2] = { "opt/opt-py-128x4", "llama/llama-py-128x4" };
+	const char *name = strchr(hmodels[_i / 4], '/') + 1;
+	int mode = _i % 4;
+
+	snprintf(dir, sizeof(dir), "%s/%s", getenv("FGCORE_TESTDATA"), hmodels[_i / 4]);
 	load_heldout(dir, &h);
-	struct fg_config *c = config(dir, hmodes[_i]);
+	struct fg_config *c = config(dir, hmodes[mode]);
 	set(c, "policy.num_gpu_batches=4");
 	double ppl = score(c, &h, lp);
 	double worst = 0;
@@ -309,16 +313,21 @@ START_TEST(test_heldout)
 			worst = fmax(worst, fabs(lp[r][t] - h.lp[r][t]));
 	const double bound[4] = { h.ppl * 1.001, h.sim_ppl * 1.015, h.sim_ppl,
 				  h.sim_ppl * 1.015 * h.sim_ppl / h.ppl };
-	printf("opt-py-128x4, %s: perplexity %.4f (bound %.4f; Hugging Face fp32 %.4f, int4 weights simulated %.4f); max |log-probability - fp32| %.4f\n",
-	       hmode_names[_i], ppl, bound[_i], h.ppl, h.sim_ppl, worst);
-	ck_assert_msg(ppl <= bound[_i], "%s: perplexity %.4f above %.4f", hmode_names[_i], ppl,
-		      bound[_i]);
-	if (_i == 0) {
-		ck_assert_msg(worst <= 1e-3, "fp32: a log-probability off by %g", worst);
+	printf("%s, %s: perplexity %.4f (bound %.4f; Hugging Face fp32 %.4f, int4 weights simulated %.4f); max |log-probability - fp32| %.4f\n",
+	       name, hmode_names[mode], ppl, bound[mode], h.ppl, h.sim_ppl, worst);
+	ck_assert_msg(ppl <= bound[mode], "%s, %s: perplexity %.4f above %.4f", name,
+		      hmode_names[mode], ppl, bound[mode]);
+	if (mode == 0) {
+		/* The README's 1e-3, except for llama-py-128x4, whose reference
+		 * log-probabilities are themselves up to 4.28e-3 from a float64
+		 * recomputation (tests/reference/llama_f64.py; the engine is within
+		 * 2e-5 of it). */
+		double tol = _i / 4 ? 5e-3 : 1e-3;
+		ck_assert_msg(worst <= tol, "fp32: a log-probability off by %g", worst);
 		ck_assert_msg(ppl >= h.ppl / 1.001, "fp32: perplexity %.4f below %.4f", ppl, h.ppl);
 	} else {
 		ck_assert_msg(worst > 1e-2, "%s: log-probabilities equal fp32's (max error %g)",
-			      hmode_names[_i], worst);
+			      hmode_names[mode], worst);
 	}
 	fg_config_free(c);
 }
@@ -397,7 +406,7 @@ int main(void)
 	 * run (skip); with it set (CI), missing files fail. */
 	if (reference) {
 		tcase_add_loop_test(tc, test_golden_error, 0, 9);
-		tcase_add_loop_test(tc, test_heldout, 0, 4);
+		tcase_add_loop_test(tc, test_heldout, 0, 8);
 	} else {
 		printf("FGCORE_TESTDATA is not set: the Hugging Face reference cases are skipped\n");
 	}

@@ -3,6 +3,7 @@
 #include <check.h>
 #include <ftw.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,6 +228,67 @@ START_TEST(test_config_written)
 }
 END_TEST
 
+/* A Llama 3.1 config.json: grouped-query heads, untied head, llama3 rope
+ * scaling (inv_freq checked against the formula of Meta's release, in
+ * double: low frequencies divided by factor, high ones kept, the band between
+ * blended). */
+START_TEST(test_llama_config)
+{
+	struct fg_model_config c;
+	const char *path = write_config(
+		"llama-31",
+		"{\"model_type\": \"llama\", \"vocab_size\": 1000, \"hidden_size\": 256,"
+		" \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"num_hidden_layers\": 2,"
+		" \"intermediate_size\": 512, \"max_position_embeddings\": 131072,"
+		" \"rms_norm_eps\": 1e-05, \"rope_theta\": 500000.0, \"hidden_act\": \"silu\","
+		" \"rope_scaling\": {\"factor\": 8.0, \"low_freq_factor\": 1.0,"
+		" \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192,"
+		" \"rope_type\": \"llama3\"}, \"tie_word_embeddings\": false,"
+		" \"bos_token_id\": 1, \"eos_token_id\": [2, 3]}");
+	ck_assert_msg(fg_model_config_load(path, &c) == 0, "%s", fg_last_error());
+	ck_assert_str_eq(c.arch->name, "llama");
+	ck_assert_int_eq(c.kv_heads, 1);
+	ck_assert_int_eq(c.head_dim, 128);
+	ck_assert_int_eq(c.rot_dim, 128);
+	ck_assert_int_eq(c.eos_id, 2);
+	ck_assert(!(c.features & FG_FEAT_TIED));
+	for (int i = 0; i < 64; i++) {
+		double f = pow(500000.0, -2.0 * i / 128), w = 2 * M_PI / f, want = f;
+		if (w > 8192)
+			want = f / 8;
+		else if (w >= 2048) {
+			double s = (8192 / w - 1) / 3;
+			want = (1 - s) * f / 8 + s * f;
+		}
+		ck_assert_msg(fabs(c.rope_inv_freq[i] - want) <= 1e-6 * want, "pair %d: %g, want %g", i,
+			      c.rope_inv_freq[i], want);
+	}
+	/* 1 (tok) + 1 (norm) + 1 (lm_head) + 2 layers x (4 projections + 3 MLP + 2 norms) */
+	ck_assert_int_eq(fg_arch_tensor_count(&c), 3 + 2 * 9);
+	ck_assert_int_eq(fg_arch_tensor_index(&c, "lm_head.weight"), 2);
+	ck_assert_int_lt(fg_arch_tensor_index(&c, "model.layers.0.self_attn.q_proj.bias"), 0);
+	/* qwen2: q, k, v biases */
+	path = write_config(
+		"qwen2-small",
+		"{\"model_type\": \"qwen2\", \"vocab_size\": 1000, \"hidden_size\": 128,"
+		" \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"num_hidden_layers\": 1,"
+		" \"intermediate_size\": 256, \"max_position_embeddings\": 4096,"
+		" \"rope_theta\": 1000000.0, \"tie_word_embeddings\": true,"
+		" \"use_sliding_window\": false, \"sliding_window\": 4096}");
+	ck_assert_msg(fg_model_config_load(path, &c) == 0, "%s", fg_last_error());
+	ck_assert_int_ge(fg_arch_tensor_index(&c, "model.layers.0.self_attn.k_proj.bias"), 0);
+	ck_assert_int_lt(fg_arch_tensor_index(&c, "model.layers.0.self_attn.o_proj.bias"), 0);
+	ck_assert_int_lt(fg_arch_tensor_index(&c, "lm_head.weight"), 0);
+	ck_assert_int_eq(c.sliding_window, 0);
+	/* presets */
+	ck_assert_int_eq(fg_model_preset("llama-2-70b", &c), 0);
+	ck_assert_int_eq(c.kv_heads, 8);
+	ck_assert_int_eq(fg_model_preset("mistral-7b", &c), 0);
+	ck_assert_str_eq(c.arch->name, "mistral");
+	ck_assert_int_eq(c.sliding_window, 4096);
+}
+END_TEST
+
 START_TEST(test_config_testdata)
 {
 	const char *td = getenv("FGCORE_TESTDATA");
@@ -252,6 +314,12 @@ START_TEST(test_config_testdata)
 	ck_assert_int_eq(c.ffn, 512);
 }
 END_TEST
+
+/* A minimal Llama config.json with `extra` keys appended. */
+#define LLAMA_CFG(extra)                                                                  \
+	"{\"model_type\": \"llama\", \"vocab_size\": 100, \"hidden_size\": 16,"                \
+	" \"num_attention_heads\": 4, \"num_hidden_layers\": 1, \"intermediate_size\": 32,"    \
+	" \"max_position_embeddings\": 64" extra "}"
 
 struct bad_case {
 	const char *what;
@@ -320,8 +388,26 @@ static const struct bad_case bad_cases[] = {
 	{ "post-LN", NULL, ", \"do_layer_norm_before\": false", -ENOTSUP,
 	  "post-LayerNorm OPT (opt-350m style) with project_in/out is not supported; use "
 	  "another OPT size" },
-	{ "llama", "{\"model_type\": \"llama\", \"hidden_size\": 4096}", NULL, -ENOTSUP,
-	  "model_type \"llama\" is not supported" },
+	{ "unknown family", "{\"model_type\": \"gemma\", \"hidden_size\": 4096}", NULL, -ENOTSUP,
+	  "model_type \"gemma\" is not supported; supported: \"opt\", \"llama\"" },
+	{ "llama: kv heads do not divide", LLAMA_CFG(", \"num_key_value_heads\": 3"), NULL, -EINVAL,
+	  "num_key_value_heads 3 does not divide num_attention_heads 4" },
+	{ "llama: unknown rope scaling", LLAMA_CFG(", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}"),
+	  NULL, -ENOTSUP, "rope_scaling.rope_type \"yarn\" is not supported" },
+	{ "llama: rope_parameters not an object", LLAMA_CFG(", \"rope_parameters\": 5"), NULL, -EINVAL,
+	  "\"rope_parameters\" must be an object" },
+	{ "llama: llama3 scaling without a factor", LLAMA_CFG(", \"rope_scaling\": {\"rope_type\": \"llama3\"}"),
+	  NULL, -EINVAL, "rope_scaling.factor must be a number >= 1" },
+	{ "llama: gelu", LLAMA_CFG(", \"hidden_act\": \"gelu\""), NULL, -ENOTSUP,
+	  "hidden_act gelu is not supported" },
+	{ "llama: soft-capping", LLAMA_CFG(", \"final_logit_softcapping\": 30.0"), NULL, -ENOTSUP,
+	  "key \"final_logit_softcapping\" changes the model's math" },
+	{ "llama: partial rotary", LLAMA_CFG(", \"partial_rotary_factor\": 0.5"), NULL, -ENOTSUP,
+	  "partial_rotary_factor 0.5" },
+	{ "llama: odd head_dim", LLAMA_CFG(", \"head_dim\": 7"), NULL, -EINVAL,
+	  "head_dim 7 must be even" },
+	{ "llama: theta", LLAMA_CFG(", \"rope_theta\": 0.5"), NULL, -EINVAL,
+	  "rope_theta 0.5 must be a finite number above 1" },
 	{ "project_in/out", NULL, ", \"word_embed_proj_dim\": 512", -ENOTSUP,
 	  "word_embed_proj_dim 512 differs from hidden_size 64" },
 	{ "gelu", NULL, ", \"activation_function\": \"gelu\"", -ENOTSUP,
@@ -429,6 +515,7 @@ static Suite *model_config_suite(void)
 	tc = tcase_create("config_json");
 	tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
 	tcase_add_test(tc, test_config_written);
+	tcase_add_test(tc, test_llama_config);
 	tcase_add_test(tc, test_config_malformed);
 	tcase_add_test(tc, test_config_missing_file);
 	tcase_add_test(tc, test_config_too_large);

@@ -210,9 +210,8 @@ static void teardown(void)
 	rmdir(tmpdir);
 }
 
-START_TEST(test_equivalence)
+static void equivalence(const struct variant *v)
 {
-	const struct variant *v = &variants[_i];
 	int32_t want[NPROMPT][NEW], got[NPROMPT][NEW];
 	float *lw, *lg;
 	struct fg_config *c;
@@ -245,6 +244,21 @@ START_TEST(test_equivalence)
 	free(lw);
 	free(lg);
 	fg_config_free(c);
+}
+
+START_TEST(test_equivalence)
+{
+	equivalence(&variants[_i]);
+}
+END_TEST
+
+/* The whole matrix again on the trained Llama checkpoint: grouped-query
+ * attention (2 query heads over 1 key/value head), rotary positions, SwiGLU,
+ * tied embeddings, through every placement. */
+START_TEST(test_equivalence_llama)
+{
+	snprintf(model, sizeof(model), "%s/llama/llama-py-128x4", getenv("FGCORE_TESTDATA"));
+	equivalence(&variants[_i]);
 }
 END_TEST
 
@@ -353,6 +367,19 @@ static int variant_ok(int i)
 	return !why;
 }
 
+static int llama_ok(int i)
+{
+	const char *td = getenv("FGCORE_TESTDATA");
+	const char *why = cannot_run(&variants[i]);
+	if (!why && (!td || !*td))
+		why = "FGCORE_TESTDATA is not set";
+	if (why) {
+		printf("skipped: llama-py-128x4, %s: %s\n", variants[i].name, why);
+		skipped++;
+	}
+	return !why;
+}
+
 static int other_ok(int i)
 {
 	const char *td = getenv("FGCORE_TESTDATA");
@@ -385,6 +412,7 @@ int main(void)
 	tcase_set_timeout(tc, 900);
 	add_runnable(tc, test_equivalence, NVARIANTS, variant_ok);
 	add_runnable(tc, test_equivalence_other_models, 12, other_ok);
+	add_runnable(tc, test_equivalence_llama, NVARIANTS, llama_ok);
 	tcase_add_test(tc, test_memory_accounting);
 	tcase_add_test(tc, test_capacity_refusal);
 	suite_add_tcase(s, tc);

@@ -23,6 +23,14 @@
 
 struct fg_arch;
 
+#define FG_ROPE_MAX 512 /* the largest rotary dimension (head_dim) */
+
+/* Optional tensors a config may have (fg_model_config.features). */
+#define FG_FEAT_QKV_BIAS 1u /* biases on q, k, v projections */
+#define FG_FEAT_O_BIAS 2u   /* bias on the attention output projection */
+#define FG_FEAT_MLP_BIAS 4u /* biases on the MLP projections */
+#define FG_FEAT_TIED 8u     /* the output projection is the token embedding */
+
 /* Hyper-parameters of a model, whatever its family. */
 struct fg_model_config {
 	const struct fg_arch *arch;
@@ -38,6 +46,14 @@ struct fg_model_config {
 	int64_t pos_rows; /* rows of a learned position table (OPT: max_pos + 2), else 0 */
 	float norm_eps;
 	int32_t pad_id, bos_id, eos_id;
+	unsigned features;     /* FG_FEAT_*: which optional tensors the model has */
+	int64_t sliding_window; /* attention window (Mistral); 0: none */
+	/* Rotary positions (families that use them): the first rot_dim values
+	 * of each head rotate by position * rope_inv_freq[i] (scaling applied),
+	 * cos and sin multiplied by rope_attn_factor. */
+	int64_t rot_dim;
+	float rope_attn_factor;
+	float rope_inv_freq[FG_ROPE_MAX / 2];
 };
 
 /* Symbolic dimensions of the tensor table. */
@@ -67,7 +83,12 @@ struct fg_tensor_def {
 	enum fg_dim rows, cols;
 	unsigned flags;
 	enum fg_init init;
+	unsigned needs;    /* FG_FEAT_* the config must have for the tensor to exist */
+	unsigned unless;   /* FG_FEAT_* under which it does not exist */
 };
+
+/* Does the model have this tensor of its table? */
+int fg_arch_present(const struct fg_model_config *c, const struct fg_tensor_def *d);
 
 /* The operands of a block body that live in the compute tier's workspace
  * (sized by the memory plan), and how many rows each has: one per token of
@@ -122,6 +143,7 @@ struct fg_arch {
 /* The families this build knows. */
 const struct fg_arch *fg_arch_find(const char *model_type);
 extern const struct fg_arch fg_arch_opt;
+extern const struct fg_arch fg_arch_llama, fg_arch_mistral, fg_arch_qwen2;
 
 /* "dummy:<preset>": the family whose preset it is. */
 int fg_model_preset(const char *name, struct fg_model_config *c);

@@ -29,8 +29,10 @@ int fg_block_linear(struct fg_block_ctx *x, const char *what, int w, int b, stru
 	struct fg_tensor bias = { 0 };
 	int rc;
 
-	if (b >= 0)
+	if (b >= 0 && x->w[b].npieces)
 		bias = fg_block_weight(x, b);
+	else
+		b = -1; /* no bias, or one this config does not have */
 	/* Each piece holds a range of W's rows: a range of out's columns. */
 	for (int i = 0; i < wv->npieces; i++) {
 		int64_t r0 = wv->piece[i].row0, nr = wv->piece[i].t.rows;

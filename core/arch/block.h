@@ -44,11 +44,12 @@ struct fg_block_ctx {
 	void *sched;
 };
 
-/* A vector (or a whole matrix) of the block: its only piece. */
+/* A vector (or a whole matrix) of the block: its only piece (data NULL for
+ * an optional tensor the model does not have). */
 struct fg_tensor fg_block_weight(const struct fg_block_ctx *x, int i);
 
 /* out = act(in · W[w]ᵀ + W[b]) ⊙ mul + res, one op per piece of W[w]
- * (b < 0: no bias; res, mul with data NULL: none). */
+ * (b < 0 or absent: no bias; res, mul with data NULL: none). */
 int fg_block_linear(struct fg_block_ctx *x, const char *what, int w, int b, struct fg_tensor in,
 		    enum fg_activation act, struct fg_tensor res, struct fg_tensor mul,
 		    struct fg_tensor out);

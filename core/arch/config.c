@@ -13,7 +13,8 @@
 /* A config.json is a few hundred bytes; refuse to slurp anything huge. */
 #define FG_CONFIG_MAX_BYTES (1u << 20)
 
-static const struct fg_arch *const fg_archs[] = { &fg_arch_opt };
+static const struct fg_arch *const fg_archs[] = { &fg_arch_opt, &fg_arch_llama, &fg_arch_mistral,
+						   &fg_arch_qwen2 };
 #define FG_NARCHS (sizeof(fg_archs) / sizeof(fg_archs[0]))
 
 const struct fg_arch *fg_arch_find(const char *model_type)
@@ -40,14 +41,17 @@ int fg_model_preset(const char *name, struct fg_model_config *c)
 	int rc = -ENOENT;
 
 	for (size_t i = 0; i < FG_NARCHS; i++) {
+		if (!fg_archs[i]->preset)
+			continue;
 		rc = fg_archs[i]->preset(name, c);
 		if (rc != -ENOENT)
 			return rc;
 	}
 	names[0] = '\0';
 	for (size_t i = 0; i < FG_NARCHS && used < sizeof(names); i++)
-		used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s", i ? ", " : "",
-					 fg_archs[i]->presets);
+		if (fg_archs[i]->presets)
+			used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s",
+						 used ? ", " : "", fg_archs[i]->presets);
 	FG_ERR("model preset \"%s\" is unknown; known presets: %s", name ? name : "", names);
 	return -ENOENT;
 }

@@ -229,31 +229,31 @@ enum {
 #define LIN FG_TD_LINEAR
 
 static const struct fg_tensor_def opt_globals[OPT_NGLOBAL] = {
-	{ "decoder.embed_tokens.weight", FG_BLOCK_INPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, 0, FG_INIT_MATRIX },
-	{ "decoder.embed_positions.weight", FG_BLOCK_INPUT, FG_DIM_POS, FG_DIM_HIDDEN, 0, FG_INIT_MATRIX },
-	{ "decoder.final_layer_norm.weight", FG_BLOCK_OUTPUT, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES },
-	{ "decoder.final_layer_norm.bias", FG_BLOCK_OUTPUT, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS },
+	{ "decoder.embed_tokens.weight", FG_BLOCK_INPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, 0, FG_INIT_MATRIX, 0, 0 },
+	{ "decoder.embed_positions.weight", FG_BLOCK_INPUT, FG_DIM_POS, FG_DIM_HIDDEN, 0, FG_INIT_MATRIX, 0, 0 },
+	{ "decoder.final_layer_norm.weight", FG_BLOCK_OUTPUT, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+	{ "decoder.final_layer_norm.bias", FG_BLOCK_OUTPUT, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
 	/* lm_head is the token embedding, placed again as the output projection */
-	{ "decoder.embed_tokens.weight", FG_BLOCK_OUTPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, LIN | FG_TD_TIED, FG_INIT_MATRIX },
+	{ "decoder.embed_tokens.weight", FG_BLOCK_OUTPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, LIN | FG_TD_TIED, FG_INIT_MATRIX, 0, 0 },
 };
 
 static const struct fg_tensor_def opt_layer[] = {
-	{ L "self_attn.q_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX },
-	{ L "self_attn.q_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS },
-	{ L "self_attn.k_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX },
-	{ L "self_attn.k_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS },
-	{ L "self_attn.v_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX },
-	{ L "self_attn.v_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS },
-	{ L "self_attn.out_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX },
-	{ L "self_attn.out_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS },
-	{ L "self_attn_layer_norm.weight", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES },
-	{ L "self_attn_layer_norm.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS },
-	{ L "fc1.weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX },
-	{ L "fc1.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_FFN, 0, FG_INIT_BIAS },
-	{ L "fc2.weight", FG_BLOCK_MLP, FG_DIM_HIDDEN, FG_DIM_FFN, LIN, FG_INIT_MATRIX },
-	{ L "fc2.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS },
-	{ L "final_layer_norm.weight", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES },
-	{ L "final_layer_norm.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS },
+	{ L "self_attn.q_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	{ L "self_attn.q_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
+	{ L "self_attn.k_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	{ L "self_attn.k_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
+	{ L "self_attn.v_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	{ L "self_attn.v_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
+	{ L "self_attn.out_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	{ L "self_attn.out_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
+	{ L "self_attn_layer_norm.weight", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+	{ L "self_attn_layer_norm.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
+	{ L "fc1.weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	{ L "fc1.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_FFN, 0, FG_INIT_BIAS, 0, 0 },
+	{ L "fc2.weight", FG_BLOCK_MLP, FG_DIM_HIDDEN, FG_DIM_FFN, LIN, FG_INIT_MATRIX, 0, 0 },
+	{ L "fc2.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
+	{ L "final_layer_norm.weight", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+	{ L "final_layer_norm.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
 };
 #undef L
 #undef LIN

@@ -27,46 +27,62 @@ int64_t fg_dim_value(const struct fg_model_config *c, enum fg_dim d)
 	return 0;
 }
 
-/* Global tensors a checkpoint holds: the table's, less the tied ones. */
-static int fg_arch_globals(const struct fg_arch *a, int *map)
+int fg_arch_present(const struct fg_model_config *c, const struct fg_tensor_def *d)
 {
-	int n = 0;
-	for (int i = 0; i < a->nglobals; i++)
-		if (!(a->globals[i].flags & FG_TD_TIED))
-			map[n++] = i;
-	return n;
+	return (d->needs & ~c->features) == 0 && (d->unless & c->features) == 0;
 }
+
+/* Tensors a checkpoint holds, as indices into a table: those the config
+ * has, less the tied ones (read under another entry's name). */
+static int fg_arch_held(const struct fg_model_config *c, const struct fg_tensor_def *t, int n,
+			int *map)
+{
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		if (!(t[i].flags & FG_TD_TIED) && fg_arch_present(c, &t[i]))
+			map[k++] = i;
+	return k;
+}
+
+#define FG_ARCH_TABLE_MAX 64
 
 int64_t fg_arch_tensor_count(const struct fg_model_config *c)
 {
-	int map[64];
-	return fg_arch_globals(c->arch, map) + (int64_t)c->arch->nlayer * c->layers;
+	int map[FG_ARCH_TABLE_MAX];
+	const struct fg_arch *a = c->arch;
+	return fg_arch_held(c, a->globals, a->nglobals, map) +
+	       (int64_t)fg_arch_held(c, a->layer, a->nlayer, map) * c->layers;
 }
 
 const struct fg_tensor_def *fg_arch_tensor_def(const struct fg_model_config *c, int64_t idx)
 {
 	const struct fg_arch *a = c->arch;
-	int map[64], ng = fg_arch_globals(a, map);
+	int gmap[FG_ARCH_TABLE_MAX], lmap[FG_ARCH_TABLE_MAX];
+	int ng = fg_arch_held(c, a->globals, a->nglobals, gmap);
+	int nl = fg_arch_held(c, a->layer, a->nlayer, lmap);
 
 	if (idx < 0 || idx >= fg_arch_tensor_count(c))
 		return NULL;
 	if (idx < ng)
-		return &a->globals[map[idx]];
-	return &a->layer[(idx - ng) % a->nlayer];
+		return &a->globals[gmap[idx]];
+	return &a->layer[lmap[(idx - ng) % nl]];
 }
 
 int fg_arch_tensor_info(const struct fg_model_config *c, int64_t idx, char *name, size_t len,
 			int *rank, int64_t *rows, int64_t *cols)
 {
 	const struct fg_tensor_def *d = fg_arch_tensor_def(c, idx);
-	int map[64], ng = fg_arch_globals(c->arch, map), n;
+	const struct fg_arch *a = c->arch;
+	int map[FG_ARCH_TABLE_MAX], n;
+	int ng = fg_arch_held(c, a->globals, a->nglobals, map);
+	int nl = fg_arch_held(c, a->layer, a->nlayer, map);
 
 	if (!d)
 		return -EINVAL;
 	if (idx < ng)
 		n = snprintf(name, len, "%s", d->name);
 	else
-		n = snprintf(name, len, d->name, (int)((idx - ng) / c->arch->nlayer));
+		n = snprintf(name, len, d->name, (int)((idx - ng) / nl));
 	if (n < 0 || (size_t)n >= len)
 		return -EINVAL;
 	*rank = d->rows == FG_DIM_ONE ? 1 : 2;
@@ -103,7 +119,9 @@ static int fg_match_layer(const struct fg_model_config *c, const char *pat, cons
 int64_t fg_arch_tensor_index(const struct fg_model_config *c, const char *name)
 {
 	const struct fg_arch *a = c->arch;
-	int map[64], ng = fg_arch_globals(a, map);
+	int gmap[FG_ARCH_TABLE_MAX], lmap[FG_ARCH_TABLE_MAX];
+	int ng = fg_arch_held(c, a->globals, a->nglobals, gmap);
+	int nl = fg_arch_held(c, a->layer, a->nlayer, lmap);
 	const char *n = name;
 	int64_t layer;
 
@@ -117,14 +135,14 @@ int64_t fg_arch_tensor_index(const struct fg_model_config *c, const char *name)
 	for (int i = 0; i < a->nalias; i++)
 		if (strcmp(n, a->alias[i]) == 0)
 			for (int g = 0; g < ng; g++)
-				if (map[g] == a->alias_of[i])
+				if (gmap[g] == a->alias_of[i])
 					return g;
 	for (int g = 0; g < ng; g++)
-		if (strcmp(n, a->globals[map[g]].name) == 0)
+		if (strcmp(n, a->globals[gmap[g]].name) == 0)
 			return g;
-	for (int i = 0; i < a->nlayer; i++)
-		if (fg_match_layer(c, a->layer[i].name, n, &layer))
-			return ng + layer * a->nlayer + i;
+	for (int i = 0; i < nl; i++)
+		if (fg_match_layer(c, a->layer[lmap[i]].name, n, &layer))
+			return ng + layer * nl + i;
 	return -1;
 }
 

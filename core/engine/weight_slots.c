@@ -25,6 +25,8 @@ void fg_block_views(const struct fg_forward *f, int64_t bi, int slot, struct fg_
 	for (int i = 0; i < pb->ntensors; i++) {
 		const struct fg_plan_tensor *t = &pb->t[i];
 		out[i].npieces = t->npieces;
+		out[i].piece[0].t = (struct fg_tensor){ 0 }; /* an absent tensor: no data */
+		out[i].piece[0].row0 = 0;
 		for (int k = 0; k < t->npieces; k++) {
 			const struct fg_plan_piece *p = &t->piece[k];
 			char *addr;

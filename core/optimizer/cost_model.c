@@ -69,7 +69,7 @@ static double t_block_lin(const struct ctx *x, enum fg_block_kind kind, double m
 	for (int g = 0; g < 2; g++)
 		for (int i = 0; i < counts[g]; i++) {
 			const struct fg_tensor_def *d = &defs[g][i];
-			if (d->block == kind && (d->flags & FG_TD_LINEAR))
+			if (d->block == kind && (d->flags & FG_TD_LINEAR) && fg_arch_present(x->c, d))
 				t += t_lin(x, m, (double)fg_dim_value(x->c, d->cols),
 					   (double)fg_dim_value(x->c, d->rows));
 		}
@@ -277,7 +277,8 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 			m[FG_ROLE_HOST].a[FG_X_CN] += 4 * gbs * kvs;
 			m[FG_ROLE_HOST].a[FG_X_CC] += 4 * gbs * kvs * off_seq_cc;
 		}
-		m[FG_ROLE_HOST].c += (act_disk ? 2 * hsz : 0) + (x.cpu ? 4 * hsz : 0);
+		m[FG_ROLE_HOST].c += (act_disk ? 2 * hsz : 0) +
+				     (x.cpu ? 2 * x.gbs * x.s * (x.qw + x.kv) * x.a : 0);
 		t->slot[FG_ROLE_HOST] = disk_w ? nslots : 0;
 	}
 	m[FG_ROLE_DISK].a[FG_X_WN] = l * (Wa + Wm);

@@ -43,6 +43,7 @@ static void fg_plan_describe(const struct fg_model_config *c, const struct fg_po
 				continue;
 			struct fg_plan_tensor *t = &b->t[b->ntensors++];
 			t->def = d;
+			t->present = fg_arch_present(c, d);
 			t->rows = fg_dim_value(c, d->rows);
 			t->cols = fg_dim_value(c, d->cols);
 			t->dtype = (d->flags & FG_TD_LINEAR) && p->compress_weight ? FG_DTYPE_Q4_ROWS
@@ -58,12 +59,15 @@ void fg_plan_block(const struct fg_model_config *c, const struct fg_policy *p,
 
 	fg_plan_describe(c, p, kind, b);
 	for (int i = 0; i < b->ntensors; i++)
-		total += (double)b->t[i].rows * (double)b->t[i].cols;
+		if (b->t[i].present)
+			total += (double)b->t[i].rows * (double)b->t[i].cols;
 	double cut1 = total * pc[FG_ROLE_DISK] / 100.0;
 	double cut2 = total * (pc[FG_ROLE_DISK] + pc[FG_ROLE_HOST]) / 100.0;
 	for (int i = 0; i < b->ntensors; i++) {
 		struct fg_plan_tensor *t = &b->t[i];
 		double size = (double)t->rows * (double)t->cols, row = (double)t->cols;
+		if (!t->present)
+			continue;
 		/* The input block's tables are gathered from, never split. */
 		if (p->exact && kind != FG_BLOCK_INPUT && t->rows > 1) {
 			int64_t g = t->dtype == FG_DTYPE_Q4_ROWS ? FG_Q4_GROUP : 1;
@@ -116,6 +120,12 @@ int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 		FG_ERR("plan: batch %lld x %lld, prompt %lld, gen %lld, activations of %u bytes: not a run the engine accepts",
 		       (long long)nb, (long long)bs, (long long)prompt_len, (long long)gen_len, asz);
 		return -EINVAL;
+	}
+	if (c->sliding_window > 0 && total > c->sliding_window) {
+		FG_ERR("%s: config.json sets sliding_window %lld, and this run needs %lld positions: sliding-window attention is not implemented; keep prompt + generation within %lld tokens",
+		       c->name, (long long)c->sliding_window, (long long)total,
+		       (long long)c->sliding_window);
+		return -ENOTSUP;
 	}
 	if (total > c->max_pos) {
 		FG_ERR("prompt length %lld + generation length %lld exceed %s's %lld positions",
@@ -188,7 +198,9 @@ int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 	o->hslot = any_off_act ? o->hidden : 0;
 	o->hbounce = any_off_act && env->device && o->acount[FG_ROLE_DISK] ? o->hidden : 0;
 	/* Delegated attention stages q, k, v and its result in host memory. */
-	o->hstage = o->delegate && env->device ? 4 * o->hidden : 0;
+	uint64_t qb = ALIGN(rows * (uint64_t)fg_dim_value(c, FG_DIM_Q) * asz, 64);
+	uint64_t kb = ALIGN(rows * (uint64_t)fg_dim_value(c, FG_DIM_KV) * asz, 64);
+	o->hstage = o->delegate && env->device ? 2 * (qb + kb) : 0; /* q, k, v, result */
 
 	uint64_t *run = o->run;
 	run[FG_ROLE_COMPUTE] = o->scratch + (uint64_t)o->nslots * o->wslot +

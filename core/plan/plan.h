@@ -28,6 +28,7 @@ struct fg_plan_piece {
 
 struct fg_plan_tensor {
 	const struct fg_tensor_def *def;
+	int present;         /* 0: an optional tensor this config does not have (no pieces) */
 	int64_t rows, cols;
 	enum fg_dtype dtype; /* F16, or Q4_ROWS for compressed linear weights */
 	int npieces;

@@ -1,0 +1,532 @@
+/* core/arch/llama.c - the Llama family: model types "llama" (Llama 1/2/3/3.1),
+ * "mistral" and "qwen2": presets and Hugging Face's config.json, one tensor
+ * table and the blocks.
+ *
+ * The math is Hugging Face's LlamaModel: h = embed_tokens(ids); per layer
+ * h += o_proj(attn(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))) with
+ * n1 = rmsnorm(h) and grouped-query heads, h += down_proj(silu(gate_proj(n2))
+ * ⊙ up_proj(n2)) with n2 = rmsnorm(h); logits = rmsnorm(h) · lm_headᵀ (or the
+ * token embedding when tied).  Positions count real tokens from 0, so a
+ * left-padded row computes what the prompt alone would.  Qwen2 adds biases to
+ * q, k and v; Llama's attention_bias / mlp_bias add them everywhere. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/arch/arch.h"
+#include "core/arch/block.h"
+#include "core/arch/config.h"
+#include "core/util/error.h"
+
+/* ---- hyper-parameters ------------------------------------------------------ */
+
+enum { ROPE_DEFAULT, ROPE_LINEAR, ROPE_LLAMA3 };
+
+struct llama_rope {
+	int type;
+	double theta, factor, low_freq_factor, high_freq_factor, original_max_pos;
+};
+
+struct llama_preset {
+	const char *name;
+	const struct fg_arch *arch;
+	int64_t vocab, hidden, layers, heads, kv_heads, ffn, max_pos;
+	double theta, eps;
+	unsigned features;
+	int64_t sliding_window;
+	struct llama_rope rope; /* type ROPE_DEFAULT unless scaled */
+};
+
+#define Q FG_FEAT_QKV_BIAS
+/* Published shapes (each model's config.json on the Hugging Face Hub). */
+static const struct llama_preset llama_presets[] = {
+	{ "llama-2-7b", &fg_arch_llama, 32000, 4096, 32, 32, 32, 11008, 4096, 1e4, 1e-5, 0, 0, { 0 } },
+	{ "llama-2-13b", &fg_arch_llama, 32000, 5120, 40, 40, 40, 13824, 4096, 1e4, 1e-5, 0, 0, { 0 } },
+	{ "llama-2-70b", &fg_arch_llama, 32000, 8192, 80, 64, 8, 28672, 4096, 1e4, 1e-5, 0, 0, { 0 } },
+	{ "llama-3-8b", &fg_arch_llama, 128256, 4096, 32, 32, 8, 14336, 8192, 5e5, 1e-5, 0, 0, { 0 } },
+	{ "llama-3-70b", &fg_arch_llama, 128256, 8192, 80, 64, 8, 28672, 8192, 5e5, 1e-5, 0, 0, { 0 } },
+	{ "llama-3.1-8b", &fg_arch_llama, 128256, 4096, 32, 32, 8, 14336, 131072, 5e5, 1e-5, 0, 0,
+	  { ROPE_LLAMA3, 5e5, 8, 1, 4, 8192 } },
+	{ "llama-3.1-70b", &fg_arch_llama, 128256, 8192, 80, 64, 8, 28672, 131072, 5e5, 1e-5, 0, 0,
+	  { ROPE_LLAMA3, 5e5, 8, 1, 4, 8192 } },
+	{ "mistral-7b", &fg_arch_mistral, 32000, 4096, 32, 32, 8, 14336, 32768, 1e4, 1e-5, 0, 4096, { 0 } },
+	{ "qwen2-7b", &fg_arch_qwen2, 152064, 3584, 28, 28, 4, 18944, 32768, 1e6, 1e-6, Q, 0, { 0 } },
+	{ "qwen2-72b", &fg_arch_qwen2, 152064, 8192, 80, 64, 8, 29568, 32768, 1e6, 1e-5, Q, 0, { 0 } },
+};
+#undef Q
+#define LLAMA_NPRESETS (sizeof(llama_presets) / sizeof(llama_presets[0]))
+
+/* inv_freq of each rotary pair, as Hugging Face computes it (in fp32), then
+ * its scaling. */
+static void llama_rope_table(struct fg_model_config *c, const struct llama_rope *r)
+{
+	int64_t d = c->head_dim;
+	c->rot_dim = d;
+	c->rope_attn_factor = 1.0f;
+	for (int64_t i = 0; i < d / 2; i++) {
+		float f = 1.0f / powf((float)r->theta, (float)(2 * i) / (float)d);
+		if (r->type == ROPE_LINEAR) {
+			f = (float)(f / r->factor);
+		} else if (r->type == ROPE_LLAMA3) {
+			/* Long wavelengths slow down by factor, short ones keep their
+			 * frequency, the band between blends the two. */
+			double lo = r->original_max_pos / r->low_freq_factor;
+			double hi = r->original_max_pos / r->high_freq_factor;
+			double wavelen = 2 * M_PI / f;
+			if (wavelen > lo) {
+				f = (float)(f / r->factor);
+			} else if (wavelen >= hi) {
+				double s = (r->original_max_pos / wavelen - r->low_freq_factor) /
+					   (r->high_freq_factor - r->low_freq_factor);
+				f = (float)((1 - s) * f / r->factor + s * f);
+			}
+		}
+		c->rope_inv_freq[i] = f;
+	}
+}
+
+static int llama_preset(const char *name, struct fg_model_config *c)
+{
+	const char *base = name ? name : "";
+	const char *slash = strrchr(base, '/');
+
+	if (slash) /* "meta-llama/llama-2-7b" */
+		base = slash + 1;
+	for (size_t i = 0; i < LLAMA_NPRESETS; i++) {
+		const struct llama_preset *p = &llama_presets[i];
+		if (strcasecmp(base, p->name) != 0)
+			continue;
+		memset(c, 0, sizeof(*c));
+		c->arch = p->arch;
+		snprintf(c->name, sizeof(c->name), "%s", p->name);
+		c->vocab = p->vocab;
+		c->hidden = p->hidden;
+		c->layers = p->layers;
+		c->heads = p->heads;
+		c->kv_heads = p->kv_heads;
+		c->head_dim = p->hidden / p->heads;
+		c->ffn = p->ffn;
+		c->max_pos = p->max_pos;
+		c->norm_eps = (float)p->eps;
+		c->features = p->features;
+		c->sliding_window = p->sliding_window;
+		c->bos_id = 1, c->eos_id = 2, c->pad_id = 0;
+		struct llama_rope r = p->rope;
+		if (r.type == ROPE_DEFAULT)
+			r.theta = p->theta;
+		llama_rope_table(c, &r);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* Keys of other models' math that this family does not compute. */
+static const char *const llama_refused_keys[] = {
+	"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar",
+	"num_experts", "num_local_experts", "moe_intermediate_size", "qk_layernorm",
+	"use_qk_norm", "embedding_multiplier", "residual_multiplier", "attention_multiplier",
+	"logits_scaling", "logit_scale", "no_rope_layers", "layer_types",
+};
+
+/* rope_theta and the scaling: the newer `rope_parameters` object, or the
+ * older `rope_theta` + `rope_scaling` keys. */
+static int llama_rope_config(const char *path, json_t *root, struct llama_rope *r)
+{
+	json_t *params = json_object_get(root, "rope_parameters");
+	json_t *scaling = json_object_get(root, "rope_scaling");
+	const char *where = "rope_scaling";
+	json_t *s = scaling;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	r->theta = 10000;
+	if (params && !json_is_null(params)) {
+		if (!json_is_object(params)) {
+			FG_ERR("%s: key \"rope_parameters\" must be an object", path);
+			return -EINVAL;
+		}
+		if ((rc = fg_json_number(path, params, "rope_theta", &r->theta)))
+			return rc;
+		s = params;
+		where = "rope_parameters";
+	} else if ((rc = fg_json_number(path, root, "rope_theta", &r->theta))) {
+		return rc;
+	}
+	if (!(r->theta > 1) || !isfinite(r->theta)) {
+		FG_ERR("%s: rope_theta %g must be a finite number above 1", path, r->theta);
+		return -EINVAL;
+	}
+	if (!s || json_is_null(s))
+		return 0;
+	if (!json_is_object(s)) {
+		FG_ERR("%s: key \"%s\" must be an object or null", path, where);
+		return -EINVAL;
+	}
+	json_t *t = json_object_get(s, "rope_type");
+	if (!t)
+		t = json_object_get(s, "type");
+	const char *type = t && json_is_string(t) ? json_string_value(t) : NULL;
+	if (t && !type) {
+		FG_ERR("%s: %s.rope_type must be a string", path, where);
+		return -EINVAL;
+	}
+	if (!type || strcmp(type, "default") == 0)
+		return 0;
+	r->factor = 0;
+	if ((rc = fg_json_number(path, s, "factor", &r->factor)))
+		return rc;
+	if (!(r->factor >= 1) || !isfinite(r->factor)) {
+		FG_ERR("%s: %s.factor must be a number >= 1 for rope_type \"%s\"", path, where, type);
+		return -EINVAL;
+	}
+	if (strcmp(type, "linear") == 0) {
+		r->type = ROPE_LINEAR;
+		return 0;
+	}
+	if (strcmp(type, "llama3") == 0) {
+		r->type = ROPE_LLAMA3;
+		r->low_freq_factor = 1, r->high_freq_factor = 4, r->original_max_pos = 8192;
+		if ((rc = fg_json_number(path, s, "low_freq_factor", &r->low_freq_factor)) ||
+		    (rc = fg_json_number(path, s, "high_freq_factor", &r->high_freq_factor)) ||
+		    (rc = fg_json_number(path, s, "original_max_position_embeddings",
+					 &r->original_max_pos)))
+			return rc;
+		if (!(r->low_freq_factor > 0) || !(r->high_freq_factor > r->low_freq_factor) ||
+		    !(r->original_max_pos >= 1)) {
+			FG_ERR("%s: %s: llama3 scaling needs 0 < low_freq_factor < high_freq_factor and original_max_position_embeddings >= 1",
+			       path, where);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	FG_ERR("%s: %s.rope_type \"%s\" is not supported (supported: default, linear, llama3)",
+	       path, where, type);
+	return -ENOTSUP;
+}
+
+static int llama_config_of(const char *path, json_t *root, const struct fg_arch *arch,
+			   struct fg_model_config *c)
+{
+	struct llama_rope rope;
+	double eps = 1e-6, partial = 1;
+	int flag, rc;
+	json_t *v;
+
+	memset(c, 0, sizeof(*c));
+	c->arch = arch;
+	if ((rc = fg_json_dim(path, root, "vocab_size", &c->vocab)) ||
+	    (rc = fg_json_dim(path, root, "hidden_size", &c->hidden)) ||
+	    (rc = fg_json_dim(path, root, "num_attention_heads", &c->heads)) ||
+	    (rc = fg_json_dim(path, root, "num_hidden_layers", &c->layers)) ||
+	    (rc = fg_json_dim(path, root, "intermediate_size", &c->ffn)) ||
+	    (rc = fg_json_dim(path, root, "max_position_embeddings", &c->max_pos)))
+		return rc;
+	c->kv_heads = c->heads;
+	if (json_object_get(root, "num_key_value_heads") &&
+	    !json_is_null(json_object_get(root, "num_key_value_heads")) &&
+	    (rc = fg_json_dim(path, root, "num_key_value_heads", &c->kv_heads)))
+		return rc;
+	if (c->heads % c->kv_heads) {
+		FG_ERR("%s: num_key_value_heads %lld does not divide num_attention_heads %lld",
+		       path, (long long)c->kv_heads, (long long)c->heads);
+		return -EINVAL;
+	}
+	if (json_object_get(root, "head_dim") && !json_is_null(json_object_get(root, "head_dim"))) {
+		if ((rc = fg_json_dim(path, root, "head_dim", &c->head_dim)))
+			return rc;
+	} else if (c->hidden % c->heads) {
+		FG_ERR("%s: hidden_size %lld is not a multiple of num_attention_heads %lld (and no head_dim is given)",
+		       path, (long long)c->hidden, (long long)c->heads);
+		return -EINVAL;
+	} else {
+		c->head_dim = c->hidden / c->heads;
+	}
+	if (c->head_dim % 2 || c->head_dim > FG_ROPE_MAX) {
+		FG_ERR("%s: head_dim %lld must be even and at most %d", path, (long long)c->head_dim,
+		       FG_ROPE_MAX);
+		return -EINVAL;
+	}
+	if ((rc = fg_json_number(path, root, "rms_norm_eps", &eps)))
+		return rc;
+	if (!(eps > 0) || eps > 1) {
+		FG_ERR("%s: rms_norm_eps %g must be in (0, 1]", path, eps);
+		return -EINVAL;
+	}
+	c->norm_eps = (float)eps;
+	v = json_object_get(root, "hidden_act");
+	if (v && (!json_is_string(v) || strcmp(json_string_value(v), "silu") != 0)) {
+		FG_ERR("%s: hidden_act %s is not supported; this family computes \"silu\" (SwiGLU)",
+		       path, json_is_string(v) ? json_string_value(v) : "(not a string)");
+		return -ENOTSUP;
+	}
+	for (size_t i = 0; i < sizeof(llama_refused_keys) / sizeof(llama_refused_keys[0]); i++) {
+		v = json_object_get(root, llama_refused_keys[i]);
+		if (v && !json_is_null(v) && !json_is_false(v)) {
+			FG_ERR("%s: key \"%s\" changes the model's math and is not implemented for %s models",
+			       path, llama_refused_keys[i], arch->name);
+			return -ENOTSUP;
+		}
+	}
+	if ((rc = fg_json_number(path, root, "partial_rotary_factor", &partial)))
+		return rc;
+	if (partial != 1) {
+		FG_ERR("%s: partial_rotary_factor %g: only full rotary embeddings (1.0) are implemented",
+		       path, partial);
+		return -ENOTSUP;
+	}
+	if ((rc = llama_rope_config(path, root, &rope)))
+		return rc;
+
+	/* Optional tensors. */
+	flag = 0;
+	if ((rc = fg_json_bool(path, root, "tie_word_embeddings", &flag)))
+		return rc;
+	c->features |= flag ? FG_FEAT_TIED : 0;
+	if (arch == &fg_arch_qwen2) {
+		c->features |= FG_FEAT_QKV_BIAS;
+	} else {
+		flag = 0;
+		if ((rc = fg_json_bool(path, root, "attention_bias", &flag)))
+			return rc;
+		c->features |= flag ? FG_FEAT_QKV_BIAS | FG_FEAT_O_BIAS : 0;
+	}
+	flag = 0;
+	if ((rc = fg_json_bool(path, root, "mlp_bias", &flag)))
+		return rc;
+	c->features |= flag ? FG_FEAT_MLP_BIAS : 0;
+
+	/* Sliding-window attention: the run is refused (core/plan) when its
+	 * positions exceed the window. */
+	int use_window = arch == &fg_arch_mistral;
+	if (arch == &fg_arch_qwen2 && (rc = fg_json_bool(path, root, "use_sliding_window", &use_window)))
+		return rc;
+	v = json_object_get(root, "sliding_window");
+	if (use_window && v && !json_is_null(v) &&
+	    (rc = fg_json_dim(path, root, "sliding_window", &c->sliding_window)))
+		return rc;
+
+	/* Token ids: all optional; a missing one falls back to another. */
+	c->pad_id = c->bos_id = c->eos_id = -1;
+	if ((rc = fg_json_token(path, root, "bos_token_id", c->vocab, &c->bos_id)))
+		return rc;
+	v = json_object_get(root, "eos_token_id");
+	if (v && json_is_array(v)) { /* Llama 3 lists several: the first ends a sequence here */
+		json_t *first = json_array_get(v, 0);
+		if (!json_is_integer(first) || json_integer_value(first) < 0 ||
+		    json_integer_value(first) >= c->vocab) {
+			FG_ERR("%s: eos_token_id[0] must be a token id in [0, %lld)", path,
+			       (long long)c->vocab);
+			return -EINVAL;
+		}
+		c->eos_id = (int32_t)json_integer_value(first);
+	} else if (v && !json_is_null(v) &&
+		   (rc = fg_json_token(path, root, "eos_token_id", c->vocab, &c->eos_id))) {
+		return rc;
+	}
+	if ((rc = fg_json_token(path, root, "pad_token_id", c->vocab, &c->pad_id)))
+		return rc;
+	if (c->pad_id < 0)
+		c->pad_id = c->eos_id >= 0 ? c->eos_id : 0;
+	if (c->bos_id < 0)
+		c->bos_id = c->pad_id;
+	if (c->eos_id < 0)
+		c->eos_id = c->pad_id;
+	fg_json_name_from_path(path, arch->name, c->name, sizeof(c->name));
+	llama_rope_table(c, &rope);
+	return 0;
+}
+
+static int llama_config(const char *path, const void *json, struct fg_model_config *c)
+{
+	return llama_config_of(path, (json_t *)json, &fg_arch_llama, c);
+}
+
+static int mistral_config(const char *path, const void *json, struct fg_model_config *c)
+{
+	return llama_config_of(path, (json_t *)json, &fg_arch_mistral, c);
+}
+
+static int qwen2_config(const char *path, const void *json, struct fg_model_config *c)
+{
+	return llama_config_of(path, (json_t *)json, &fg_arch_qwen2, c);
+}
+
+/* ---- the tensor table ------------------------------------------------------ */
+
+#define L "model.layers.%d."
+#define LIN FG_TD_LINEAR
+
+static const struct fg_tensor_def llama_globals[] = {
+	{ "model.embed_tokens.weight", FG_BLOCK_INPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, 0, FG_INIT_MATRIX, 0, 0 },
+	{ "model.norm.weight", FG_BLOCK_OUTPUT, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+	{ "lm_head.weight", FG_BLOCK_OUTPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, FG_FEAT_TIED },
+	{ "model.embed_tokens.weight", FG_BLOCK_OUTPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, LIN | FG_TD_TIED,
+	  FG_INIT_MATRIX, FG_FEAT_TIED, 0 },
+};
+enum { LL_NORM = 0, LL_HEAD, LL_TIED }; /* the output block's tensors */
+
+static const struct fg_tensor_def llama_layer[] = {
+	{ L "self_attn.q_proj.weight", FG_BLOCK_ATTN, FG_DIM_Q, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	{ L "self_attn.q_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_Q, 0, FG_INIT_BIAS, FG_FEAT_QKV_BIAS, 0 },
+	{ L "self_attn.k_proj.weight", FG_BLOCK_ATTN, FG_DIM_KV, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	{ L "self_attn.k_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_KV, 0, FG_INIT_BIAS, FG_FEAT_QKV_BIAS, 0 },
+	{ L "self_attn.v_proj.weight", FG_BLOCK_ATTN, FG_DIM_KV, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	{ L "self_attn.v_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_KV, 0, FG_INIT_BIAS, FG_FEAT_QKV_BIAS, 0 },
+	{ L "self_attn.o_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_Q, LIN, FG_INIT_MATRIX, 0, 0 },
+	{ L "self_attn.o_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, FG_FEAT_O_BIAS, 0 },
+	{ L "input_layernorm.weight", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+	{ L "mlp.gate_proj.weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	{ L "mlp.gate_proj.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_FFN, 0, FG_INIT_BIAS, FG_FEAT_MLP_BIAS, 0 },
+	{ L "mlp.up_proj.weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	{ L "mlp.up_proj.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_FFN, 0, FG_INIT_BIAS, FG_FEAT_MLP_BIAS, 0 },
+	{ L "mlp.down_proj.weight", FG_BLOCK_MLP, FG_DIM_HIDDEN, FG_DIM_FFN, LIN, FG_INIT_MATRIX, 0, 0 },
+	{ L "mlp.down_proj.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, FG_FEAT_MLP_BIAS, 0 },
+	{ L "post_attention_layernorm.weight", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+};
+#undef L
+#undef LIN
+enum { LL_Q = 0, LL_QB, LL_K, LL_KB, LL_V, LL_VB, LL_O, LL_OB, LL_N1 };
+enum { LL_GATE = 0, LL_GATEB, LL_UP, LL_UPB, LL_DOWN, LL_DOWNB, LL_N2 };
+
+/* ---- the blocks ---------------------------------------------------------- */
+
+enum { WS_X, WS_Q, WS_K, WS_V, WS_A, WS_GATE, WS_UP, WS_LOGITS, LLAMA_NWS };
+
+static const struct fg_workspace_def llama_workspace[LLAMA_NWS] = {
+	{ "x", 1, FG_DIM_HIDDEN }, { "q", 1, FG_DIM_Q },      { "k", 1, FG_DIM_KV },
+	{ "v", 1, FG_DIM_KV },     { "a", 1, FG_DIM_Q },      { "gate", 1, FG_DIM_FFN },
+	{ "up", 1, FG_DIM_FFN },   { "logits", 0, FG_DIM_VOCAB },
+};
+
+static const struct fg_tensor none;
+
+static int llama_norm(struct fg_block_ctx *x, const char *what, struct fg_tensor in, int g,
+		      struct fg_tensor out)
+{
+	struct fg_layer_norm_args a = {
+		.x = in, .gamma = fg_block_weight(x, g), .eps = x->cfg->norm_eps, .out = out,
+		.kind = FG_NORM_RMS,
+	};
+	return fg_backend_norm(x->be, x->stream, x->layer, what, &a);
+}
+
+static int llama_input(struct fg_block_ctx *x)
+{
+	struct fg_embed_args e = {
+		.ids = x->ids, .n = x->bs * x->n, .tok = fg_block_weight(x, 0), .out = x->h,
+	};
+	return fg_backend_embed(x->be, x->stream, -1, "embed_tokens", &e);
+}
+
+static int llama_rope(struct fg_block_ctx *x, const char *what, struct fg_tensor t, int64_t heads)
+{
+	const struct fg_model_config *c = x->cfg;
+	struct fg_rope_args r = {
+		.x = t, .positions = x->pos, .n = t.rows, .heads = heads, .head_dim = c->head_dim,
+		.rot_dim = c->rot_dim, .inv_freq = c->rope_inv_freq,
+		.attn_factor = c->rope_attn_factor,
+	};
+	return fg_backend_rope(x->be, x->stream, x->layer, what, &r);
+}
+
+static int llama_attention(struct fg_block_ctx *x)
+{
+	const struct fg_model_config *c = x->cfg;
+	int64_t rows = x->h.rows, n = x->n;
+	struct fg_tensor in = fg_rows(x->ws[WS_X], 0, rows), q = fg_rows(x->ws[WS_Q], 0, rows);
+	struct fg_tensor k = fg_rows(x->ws[WS_K], 0, rows), v = fg_rows(x->ws[WS_V], 0, rows);
+	struct fg_tensor a = fg_rows(x->ws[WS_A], 0, rows);
+	int rc;
+
+	/* Real tokens count from 0; pads (masked out) take 0 too. */
+	for (int64_t s = 0; s < x->bs; s++)
+		for (int64_t i = 0; i < n; i++) {
+			int64_t col = x->step + i;
+			x->pos[s * n + i] = col < x->pad[s] ? 0 : (int32_t)(col - x->pad[s]);
+		}
+	if ((rc = llama_norm(x, "input_layernorm", x->h, LL_N1, in)) ||
+	    (rc = fg_block_linear(x, "q_proj", LL_Q, LL_QB, in, FG_ACT_NONE, none, none, q)) ||
+	    (rc = fg_block_linear(x, "k_proj", LL_K, LL_KB, in, FG_ACT_NONE, none, none, k)) ||
+	    (rc = fg_block_linear(x, "v_proj", LL_V, LL_VB, in, FG_ACT_NONE, none, none, v)) ||
+	    (rc = llama_rope(x, "q rope", q, c->heads)) ||
+	    (rc = llama_rope(x, "k rope", k, c->kv_heads)) ||
+	    (rc = x->attend(x, q, k, v, a)))
+		return rc;
+	return fg_block_linear(x, "o_proj", LL_O, LL_OB, a, FG_ACT_NONE, x->h, none, x->h);
+}
+
+static int llama_mlp(struct fg_block_ctx *x)
+{
+	int64_t rows = x->h.rows;
+	struct fg_tensor in = fg_rows(x->ws[WS_X], 0, rows), g = fg_rows(x->ws[WS_GATE], 0, rows);
+	struct fg_tensor up = fg_rows(x->ws[WS_UP], 0, rows);
+	int rc;
+
+	if ((rc = llama_norm(x, "post_attention_layernorm", x->h, LL_N2, in)) ||
+	    (rc = fg_block_linear(x, "up_proj", LL_UP, LL_UPB, in, FG_ACT_NONE, none, none, up)) ||
+	    (rc = fg_block_linear(x, "gate_proj", LL_GATE, LL_GATEB, in, FG_ACT_SILU, none, up, g)))
+		return rc;
+	return fg_block_linear(x, "down_proj", LL_DOWN, LL_DOWNB, g, FG_ACT_NONE, x->h, none, x->h);
+}
+
+/* The final norm of each sequence's last position, then its logits. */
+static int llama_output(struct fg_block_ctx *x)
+{
+	struct fg_tensor last = fg_rows(x->h, x->n - 1, x->bs), in = fg_rows(x->ws[WS_X], 0, x->bs);
+	int head = x->w[LL_HEAD].npieces ? LL_HEAD : LL_TIED;
+	int rc;
+
+	last.ld = x->n * x->h.ld; /* every n-th row */
+	if ((rc = llama_norm(x, "model.norm", last, LL_NORM, in)))
+		return rc;
+	return fg_block_linear(x, "lm_head", head, -1, in, FG_ACT_NONE, none, none,
+			       x->ws[WS_LOGITS]);
+}
+
+static int llama_ops(const struct fg_model_config *c, enum fg_dtype wdt, enum fg_dtype act,
+		     enum fg_dtype cdt, enum fg_op ops[16], enum fg_dtype dts[16])
+{
+	int n = 0;
+#define OP(o, d) (ops[n] = (o), dts[n++] = (d))
+	OP(FG_OP_EMBED_TOKENS, FG_DTYPE_F16);
+	OP(FG_OP_RMS_NORM, act);
+	OP(FG_OP_LINEAR, wdt);
+	OP(FG_OP_LINEAR_SILU, wdt);
+	OP(FG_OP_LINEAR_MUL, wdt);
+	OP(FG_OP_ROPE, act);
+	OP(FG_OP_ATTENTION_PREFILL, act);
+	OP(FG_OP_ATTENTION_DECODE, cdt);
+	OP(FG_OP_KV_APPEND, cdt);
+	if (c->kv_heads < c->heads) {
+		OP(FG_OP_ATTENTION_GQA, act);
+		OP(FG_OP_ATTENTION_GQA, cdt);
+	}
+#undef OP
+	return n;
+}
+
+#define LLAMA_PRESETS "llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, mistral-7b, qwen2-7b, qwen2-72b"
+
+/* The three model types share the table and the blocks. */
+#define LLAMA_FAMILY(type, cfg_fn, preset_fn, preset_names)                       \
+	{                                                                         \
+		.name		= type,                                           \
+		.presets	= preset_names,                                   \
+		.preset		= preset_fn,                                      \
+		.config		= cfg_fn,                                         \
+		.globals	= llama_globals,                                  \
+		.nglobals	= (int)(sizeof(llama_globals) / sizeof(llama_globals[0])), \
+		.layer		= llama_layer,                                    \
+		.nlayer		= (int)(sizeof(llama_layer) / sizeof(llama_layer[0])), \
+		.workspace	= llama_workspace,                                \
+		.nworkspace	= LLAMA_NWS,                                      \
+		.body		= { llama_input, llama_attention, llama_mlp, llama_output }, \
+		.ops		= llama_ops,                                      \
+	}
+
+/* Presets of all three types are found through "llama" (their own arch is set). */
+const struct fg_arch fg_arch_llama = LLAMA_FAMILY("llama", llama_config, llama_preset, LLAMA_PRESETS);
+const struct fg_arch fg_arch_mistral = LLAMA_FAMILY("mistral", mistral_config, NULL, NULL);
+const struct fg_arch fg_arch_qwen2 = LLAMA_FAMILY("qwen2", qwen2_config, NULL, NULL);
