@@ -41,6 +41,12 @@ if [ -n "$td" ]; then
 	case "$a" in "Hello world"*) ;; *) die "generate does not echo the prompt: $a" ;; esac
 	"$fg" $m generate >/dev/null 2>&1; [ $? -eq 2 ] || die "generate without a prompt must be a usage error"
 
+	# the Llama family: bench on the trained checkpoint, plain and with 4-bit weights and cache
+	for extra in "" "-o policy.compress_weight=true -o policy.compress_cache=true"; do
+		out=$("$fg" -o model.path="$td/llama/llama-py-128x4" $small $extra -o policy.gpu_batch_size=2 bench 2>&1) ||
+			die "bench on llama-py-128x4 $extra: $out"
+	done
+
 	# run-batch: plain and enveloped requests, malformed lines get their own records
 	cat > "$tmp/in.jsonl" <<'JSONL'
 {"custom_id": "a", "prompt": "Hello world", "max_tokens": 4, "ignore_eos": true}

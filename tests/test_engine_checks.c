@@ -15,6 +15,7 @@
 #include <fgcore/fgcore.h>
 #include "core/config/config.h"
 #include "core/engine/engine.h"
+#include "core/plan/plan.h"
 #include "core/util/error.h"
 
 static void set(struct fg_config *c, const char *kv)
@@ -96,6 +97,25 @@ START_TEST(test_plain_backend_accepted)
 }
 END_TEST
 
+/* Mistral's sliding window: a run longer than the window is refused (the
+ * windowed attention is not implemented), a run within it is planned. */
+START_TEST(test_sliding_window)
+{
+	struct fg_model_config c;
+	struct fg_policy p = { .gpu_batch_size = 1, .num_gpu_batches = 1,
+			       .weight = { 0, 0, 100 }, .cache = { 0, 0, 100 }, .act = { 0, 0, 100 },
+			       .attn_sparsity = 1 };
+	struct fg_plan_env env = { 2, 1 };
+	static struct fg_plan plan;
+
+	ck_assert_int_eq(fg_model_preset("mistral-7b", &c), 0);
+	ck_assert_int_eq(fg_plan_make(&c, &p, &env, 4000, 96, &plan), 0);
+	ck_assert_int_eq(fg_plan_make(&c, &p, &env, 4000, 97, &plan), -ENOTSUP);
+	ck_assert_msg(strstr(fg_last_error_text(), "sliding_window 4096"), "%s",
+		      fg_last_error_text());
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("engine_checks");
@@ -104,6 +124,7 @@ int main(void)
 	tcase_add_test(tc, test_device_tier_host_backend);
 	tcase_add_loop_test(tc, test_compress_needs_backend, 0, 2);
 	tcase_add_test(tc, test_plain_backend_accepted);
+	tcase_add_test(tc, test_sliding_window);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -117,6 +117,34 @@ END_TEST
  * --gpu-batch-size 32 --num-gpu-batches 8 --cpu-cache-compute: the weights
  * (325 GB, more than the DRAM) half on the host, half on disk, none on the
  * GPU; the cache on disk; an effective batch of 256. */
+/* The Llama family plans like OPT: Llama-2-70B (grouped-query, 8 key/value
+ * heads of 128) on FlexGen's T4.  Its KV cache is kv_heads wide: per
+ * sequence and position 2 x 80 layers x 1024 values, an eighth of a
+ * multi-head cache of the same hidden size. */
+START_TEST(test_t4_llama2_70b)
+{
+	struct fg_optimize_params p;
+	struct fg_optimize_out o;
+	t4_params(&p, "llama-2-70b");
+	ck_assert_msg(fg_optimize(&p, &o) == 0, "%s", fg_last_error_text());
+	show("Llama-2-70B on FlexGen's T4", &o);
+	const struct fg_policy *b = &o.best[0].policy;
+	for (int r = 0; r < FG_ROLES; r++)
+		ck_assert_uint_le(o.best[0].pred.mem.total[r], o.best[0].pred.capacity[r]);
+	const struct fg_plan *m = &o.best[0].pred.mem;
+	uint64_t cache = 0;
+	for (int r = 0; r < FG_ROLES; r++)
+		cache += m->kv[r];
+	uint64_t want = 0;
+	for (int r = 0; r < FG_ROLES; r++)
+		if (m->ccount[r])
+			want += ((uint64_t)m->ccount[r] * 544 * 1024 * 2 + 63) & ~(uint64_t)63;
+	ck_assert_msg(!b->compress_cache, "no int4 rate given");
+	ck_assert_uint_eq(cache, want);
+	fg_optimize_out_free(&o);
+}
+END_TEST
+
 START_TEST(test_t4_opt175b)
 {
 	struct fg_optimize_params p;
@@ -646,6 +674,7 @@ int main(void)
 #ifdef HAVE_GLPK
 	tcase_add_test(tc, test_t4_opt30b);
 	tcase_add_test(tc, test_t4_opt175b);
+	tcase_add_test(tc, test_t4_llama2_70b);
 	tcase_add_test(tc, test_t4_opt175b_compressed);
 	tcase_add_test(tc, test_infeasible);
 	tcase_add_test(tc, test_monotone_gpu_memory);
