@@ -4,4 +4,4 @@ include $(srcdir)/bench/tokenizer.mk
 .PHONY: bench
 include $(srcdir)/bench/disk.mk
 include $(srcdir)/bench/gpu.mk
-EXTRA_DIST += bench/h200_run.sh
+EXTRA_DIST += bench/h200_run.sh bench/h200_llama.sh
