@@ -117,7 +117,8 @@ int fg_bench_run(struct fg_engine *e, const struct fg_bench_params *p, struct fg
 		return rc;
 	r->batch = rows;
 	r->model_bytes = fg_model_param_count(c) * 2;
-	r->cache_bytes = 2 * (uint64_t)(rows * seq * c->layers * c->hidden) * 2;
+	/* FlexGen's fp16 figure, over the key/value width (grouped-query heads) */
+	r->cache_bytes = 2 * (uint64_t)(rows * seq * c->layers * fg_dim_value(c, FG_DIM_KV)) * 2;
 	r->hidden_bytes = (uint64_t)(rows * seq * c->hidden) * 2;
 	for (int i = 0; i < FG_ROLES; i++)
 		if (e->tier[i]) {
