@@ -46,9 +46,11 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		 "(-v and -q on the command line override it)."),
 
 	KEY("model", "path", FG_CFG_STRING, "dummy:opt-125m",
-	    "The model: a Hugging Face folder (config.json and safetensors), a FlexGen -np "
-	    "folder of .npy weights, or dummy:<preset> for random weights of an OPT size "
-	    "(e.g. dummy:opt-1.3b)."),
+	    "The model: a Hugging Face folder (config.json and safetensors) of an OPT, Llama, "
+	    "Mistral or Qwen2 model, a FlexGen -np folder of .npy weights, or dummy:<preset> "
+	    "for random weights of a published size (opt-125m ... opt-175b, llama-2-7b, "
+	    "llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, "
+	    "mistral-7b, qwen2-7b, qwen2-72b)."),
 	KEY("model", "tokenizer", FG_CFG_STRING, "",
 	    "Folder of the tokenizer files (tokenizer.json or vocab.json and merges.txt); "
 	    "empty: the model folder."),
