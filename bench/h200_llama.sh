@@ -26,12 +26,12 @@ tests)
 	fi
 	timeout 200 make check TESTS="tests/test_cublas" > "$out/tests.log" 2>&1
 	FGCORE_TEST_BACKEND=cublas timeout 300 make check \
-		TESTS="tests/test_golden_llama tests/test_policy" >> "$out/tests.log" 2>&1
+		TESTS="tests/test_golden tests/test_policy" >> "$out/tests.log" 2>&1
 	grep -E "^(PASS|FAIL|SKIP|ERROR)" "$out/tests.log"
-	for t in test_cublas test_golden_llama test_policy; do
+	for t in test_cublas test_golden test_policy; do
 		echo "#### $t" && cat "tests/$t.log"
 	done > "$out/test_logs.txt" 2>&1
-	grep -hE ":[EF]:" tests/test_cublas.log tests/test_golden_llama.log tests/test_policy.log | head -20
+	grep -hE ":[EF]:" tests/test_cublas.log tests/test_golden.log tests/test_policy.log | head -20
 	bench conf/h200_llama3_8b.ini bench_8b_256.log ""
 	bench conf/h200_llama3_8b.ini bench_8b_512.log "-o policy.gpu_batch_size=512"
 	;;

@@ -312,6 +312,18 @@ START_TEST(test_config_testdata)
 	ck_assert_int_eq(c.heads, 8);
 	ck_assert_int_eq(c.layers, 4);
 	ck_assert_int_eq(c.ffn, 512);
+
+	/* the trained Llama: rope_parameters.rope_theta 500000, 2 query heads over
+	 * 1 key/value head of 64, tied embeddings */
+	snprintf(path, sizeof(path), "%s/llama/llama-py-128x4/config.json", td);
+	ck_assert_msg(fg_model_config_load(path, &c) == 0, "%s", fg_last_error());
+	ck_assert_str_eq(c.arch->name, "llama");
+	ck_assert_int_eq(c.heads, 2);
+	ck_assert_int_eq(c.kv_heads, 1);
+	ck_assert_int_eq(c.head_dim, 64);
+	ck_assert_int_eq(c.ffn, 384);
+	ck_assert(c.features & FG_FEAT_TIED);
+	ck_assert(fabs(c.rope_inv_freq[1] - pow(5e5, -2.0 / 64)) < 1e-7);
 }
 END_TEST
 

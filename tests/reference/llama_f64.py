@@ -11,7 +11,7 @@ Measured 2026-12-01: Hugging Face's fp32 figures are off from float64 by
 4.7e-4 (prefill logits), 1.41e-3 (teacher-forced top-5 logits) and 4.28e-3
 (held-out log-probabilities; mean 1.1e-4); fgcore's cpu_blas fp32 path is
 within 1.8e-5 of float64 on the held-out log-probabilities.  The tests'
-tolerances for this checkpoint (tests/test_golden_llama.c,
+tolerances for this checkpoint (tests/test_golden.c,
 tests/test_compression.c) follow from these figures."""
 import json
 import struct
