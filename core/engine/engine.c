@@ -196,7 +196,9 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 	}
 	/* A host-memory compute tier and the host tier are one RAM: one budget
 	 * refuses what their shares ask together beyond it, before any weight is read. */
-	fg_tier_budget_init(&e->host_mem, e->tier, FG_ROLES);
+	struct fg_tier *members[FG_ROLES] = { e->tier[FG_ROLE_COMPUTE], e->tier[FG_ROLE_HOST],
+					      e->tier[FG_ROLE_DISK] };
+	fg_tier_budget_init(&e->host_mem, members, FG_ROLES);
 	if (e->policy.cpu_cache_compute &&
 	    !(e->tiers[FG_ROLE_COMPUTE].info.flags & FG_STORAGE_HOST_MEMORY) &&
 	    (rc = open_host_backend(e)))
