@@ -56,7 +56,8 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	    "empty: the model folder."),
 
 	KEY_INT("policy", "gpu_batch_size", "4", 1, 65536,
-		"Sequences computed together in one pass over a layer."),
+		"Sequences computed together in one pass over a layer; generate and run-batch "
+		"shrink a batch to the requests it holds (one request runs a batch of 1)."),
 	KEY_INT("policy", "num_gpu_batches", "1", 1, 4096,
 		"GPU batches that share each layer's weights before the next layer is loaded; "
 		"the effective batch is gpu_batch_size x num_gpu_batches."),
@@ -116,11 +117,18 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	    "Storage plugin of the compute tier (cuda_mem with cublas, pinned_host with "
 	    "cpu_blas); its options go in this section too."),
 	KEY("tier.compute", "capacity", FG_CFG_SIZE, "0",
-	    "Bytes the compute tier may use; 0: what the plugin reports."),
+	    "Bytes the compute tier may use; 0: what the plugin reports.  A host-memory "
+	    "compute tier (pinned_host with cpu_blas) is the same RAM as the host tier: "
+	    "besides each tier's own capacity, the two together may use no more than the "
+	    "smaller physical size their plugins report, and a run that would is refused "
+	    "before it allocates."),
 	KEY("tier.host", "plugin", FG_CFG_STRING, "pinned_host",
 	    "Storage plugin of the host tier; its options go in this section too."),
 	KEY("tier.host", "capacity", FG_CFG_SIZE, "0",
-	    "Bytes the host tier may use; 0: what the plugin reports."),
+	    "Bytes the host tier may use; 0: what the plugin reports.  It holds the host's "
+	    "copies of the logits (gpu_batch_size x vocab) and, when sampling, every row's "
+	    "logits too; it shares the RAM with a host-memory compute tier (see "
+	    "[tier.compute] capacity)."),
 	KEY("tier.disk", "plugin", FG_CFG_STRING, "posix_file",
 	    "Storage plugin of the disk tier (posix_file, io_uring_nvme, libaio_nvme); its "
 	    "options go in this section too."),

@@ -107,6 +107,13 @@ int fg_bench_run(struct fg_engine *e, const struct fg_bench_params *p, struct fg
 		       (long long)p->cut_gen_len);
 		return -EINVAL;
 	}
+	/* The measured run must fit before anything runs: a warm-up of a batch
+	 * the tiers then refuse costs its whole time and memory for nothing.
+	 * (The warm-up's shorter prompt and single token need less than this.) */
+	struct fg_forward_env env;
+	fg_engine_forward_env(e, e->policy.num_gpu_batches, &env);
+	if ((rc = fg_forward_check(&env, p->prompt_len, p->gen_len)))
+		return rc;
 	if (p->warmup) {
 		int64_t wp = p->prompt_len < 32 ? p->prompt_len : 32;
 		if ((rc = bench_once(e, wp, 1, 1, r)))

@@ -73,12 +73,38 @@ static int check_fits(const struct fg_forward_env *env, const struct fg_plan_env
 		avail[r] = UINT64_MAX;
 		snprintf(names[r], sizeof(names[r]), "%s", fg_role_name(r));
 		if (t) {
-			avail[r] = t->capacity > t->used ? t->capacity - t->used : 0;
+			avail[r] = fg_tier_room(t);
 			snprintf(names[r], sizeof(names[r]), "%s (%s)", t->role, t->ph.plugin->name);
 		}
 		np[r] = names[r];
 	}
-	return fg_plan_fits(&m->cfg, &env->policy, pe, prompt_len, gen_len, avail, np);
+	int rc = fg_plan_fits(&m->cfg, &env->policy, pe, prompt_len, gen_len, avail, np);
+	/* Tiers of one memory must also fit it together. */
+	const struct fg_tier_budget *b = m->tier[FG_ROLE_HOST] ? m->tier[FG_ROLE_HOST]->budget : NULL;
+	if (!rc && b) {
+		unsigned mask = 0;
+		for (int r = 0; r < FG_ROLES; r++)
+			if (m->tier[r] && m->tier[r]->budget == b)
+				mask |= 1u << r;
+		rc = fg_plan_fits_shared(&m->cfg, &env->policy, pe, prompt_len, gen_len, mask,
+					 b->capacity > b->used ? b->capacity - b->used : 0, b->names);
+	}
+	return rc;
+}
+
+int fg_forward_check(const struct fg_forward_env *env, int64_t prompt_len, int64_t gen_len)
+{
+	const struct fg_policy *p = &env->policy;
+	struct fg_plan_env pe;
+
+	fg_forward_plan_env(env, &pe);
+	if (p->gpu_batch_size < 1 || p->num_gpu_batches < 1 || prompt_len < 1 || gen_len < 0) {
+		FG_ERR("forward: invalid batch %lld x %lld, prompt %lld, gen %lld",
+		       (long long)p->num_gpu_batches, (long long)p->gpu_batch_size,
+		       (long long)prompt_len, (long long)gen_len);
+		return -EINVAL;
+	}
+	return check_fits(env, &pe, prompt_len, gen_len);
 }
 
 int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
@@ -91,13 +117,7 @@ int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 	int rc = -ENOMEM;
 
 	fg_forward_plan_env(env, &pe);
-	if (p->gpu_batch_size < 1 || p->num_gpu_batches < 1 || prompt_len < 1 || gen_len < 0) {
-		FG_ERR("forward: invalid batch %lld x %lld, prompt %lld, gen %lld",
-		       (long long)p->num_gpu_batches, (long long)p->gpu_batch_size,
-		       (long long)prompt_len, (long long)gen_len);
-		return -EINVAL;
-	}
-	if ((rc = check_fits(env, &pe, prompt_len, gen_len)))
+	if ((rc = fg_forward_check(env, prompt_len, gen_len)))
 		return rc;
 	f = calloc(1, sizeof(*f));
 	if (!f) {
@@ -146,15 +166,26 @@ int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 	}
 
 	f->gb = calloc((size_t)nb, sizeof(*f->gb));
-	f->pos = malloc(sizeof(int32_t) * (size_t)(bs * prompt_len));
-	f->host_logits = malloc((size_t)(bs * c->vocab) * f->asz);
-	f->host_argmax = malloc((size_t)(bs * c->vocab) * sizeof(float));
-	if (!f->gb || !f->pos || !f->host_logits || !f->host_argmax) {
-		FG_ERR("forward: out of host memory for a %lld x %lld batch", (long long)nb,
+	if (!f->gb) {
+		FG_ERR("forward: out of memory for a %lld x %lld batch", (long long)nb,
 		       (long long)bs);
 		rc = -ENOMEM;
 		goto fail;
 	}
+	/* The host's copies of a GPU batch's logits, and its positions, come from
+	 * the host tier: they scale with gpu_batch_size x vocab, so the plan and
+	 * the tier's accounting must see them. */
+	if ((rc = alloc_on(f, FG_ROLE_HOST, pl->host_scratch, &f->host_scratch, "logits on the host")))
+		goto fail;
+	if (!f->host_scratch.addr) {
+		FG_ERR("forward: [tier.host] plugin %s gave no address for the host logits: use a host-memory tier (pinned_host)",
+		       f->tier[FG_ROLE_HOST]->ph.plugin->name);
+		rc = -EINVAL;
+		goto fail;
+	}
+	f->host_argmax = f->host_scratch.addr;
+	f->host_logits = f->asz == 2 ? (char *)f->host_scratch.addr + pl->hs_logits : NULL;
+	f->pos = (int32_t *)(void *)((char *)f->host_scratch.addr + pl->hs_pos);
 	/* The family's workspaces, one region on the compute tier. */
 	if ((rc = alloc_on(f, FG_ROLE_COMPUTE, pl->scratch, &f->scratch, "workspace")))
 		goto fail;
@@ -243,6 +274,7 @@ void fg_forward_free(struct fg_forward *f)
 		FG_LOG(FG_LOG_WARN, "freeing a forward pass: a transfer failed: %s",
 		       fg_last_error());
 	free_on(f, FG_ROLE_HOST, &f->hstage);
+	free_on(f, FG_ROLE_HOST, &f->host_scratch);
 	for (int64_t b = 0; f->gb && b < f->nb; b++) {
 		struct gpu_batch *g = &f->gb[b];
 		for (int r = 0; r < FG_ROLES; r++) {
@@ -259,9 +291,6 @@ void fg_forward_free(struct fg_forward *f)
 	free(f->gb);
 	free(f->ufirst);
 	free(f->ucount);
-	free(f->pos);
-	free(f->host_logits);
-	free(f->host_argmax);
 	free(f);
 }
 
@@ -273,7 +302,7 @@ void fg_forward_bytes(const struct fg_forward *f, uint64_t bytes[FG_ROLES])
 		bytes[FG_ROLE_COMPUTE] += f->wslot[s].size + f->cslot[s].size + f->hslot[s].size;
 		bytes[FG_ROLE_HOST] += f->wbounce[s].size + f->cbounce[s].size + f->hbounce[s].size;
 	}
-	bytes[FG_ROLE_HOST] += f->hstage.size;
+	bytes[FG_ROLE_HOST] += f->hstage.size + f->host_scratch.size;
 	bytes[FG_ROLE_COMPUTE] += f->scratch.size;
 	for (int64_t b = 0; b < f->nb; b++) {
 		const struct gpu_batch *g = &f->gb[b];

@@ -194,6 +194,11 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 		rc = -EINVAL;
 		goto fail;
 	}
+	/* A host-memory compute tier and the host tier are one RAM: one budget
+	 * refuses what their shares ask together beyond it, before any weight is read. */
+	struct fg_tier *members[FG_ROLES] = { e->tier[FG_ROLE_COMPUTE], e->tier[FG_ROLE_HOST],
+					      e->tier[FG_ROLE_DISK] };
+	fg_tier_budget_init(&e->host_mem, members, FG_ROLES);
 	if (e->policy.cpu_cache_compute &&
 	    !(e->tiers[FG_ROLE_COMPUTE].info.flags & FG_STORAGE_HOST_MEMORY) &&
 	    (rc = open_host_backend(e)))
@@ -236,6 +241,7 @@ void fg_engine_close(struct fg_engine *e)
 		fg_model_unload(&e->model);
 	if (e->q4.ops)
 		fg_codec_close(&e->q4);
+	fg_tier_budget_fini(&e->host_mem);
 	for (int r = 0; r < FG_ROLES; r++)
 		if (e->tier[r])
 			fg_tier_close(e->tier[r]);

@@ -35,6 +35,9 @@ struct fg_forward_env {
 int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 		   int64_t prompt_len, int64_t gen_len);
 void fg_forward_free(struct fg_forward *f);
+/* What fg_forward_new checks before it allocates anything: 0 when the run's
+ * buffers fit the tiers' free room, or its -EINVAL / -ENOSPC and line. */
+int fg_forward_check(const struct fg_forward_env *env, int64_t prompt_len, int64_t gen_len);
 
 /* ids: nb*bs rows of prompt_len token ids, left-padded; pad: left pad count of
  * each row.  Writes the next-token logits of every row to logits [nb*bs, vocab]

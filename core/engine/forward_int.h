@@ -47,6 +47,7 @@ struct fg_forward {
 	struct fg_region scratch;
 	struct fg_tensor ws[FG_WS_MAX];    /* the family's workspaces */
 	struct fg_tensor logits;           /* the "logits" workspace */
+	struct fg_region host_scratch; /* host tier: the three below */
 	int32_t *pos;
 	void *host_logits;  /* bs rows of logits in the activation type */
 	float *host_argmax; /* bs rows of float logits for the host's argmax */

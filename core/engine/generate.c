@@ -2,11 +2,13 @@
  * through the forward pass, tokens back to results.
  *
  * Requests are sorted by prompt length (so a batch wastes little padding) and
- * cut into effective batches of gpu_batch_size x num_gpu_batches rows; every
+ * cut into effective batches of at most gpu_batch_size x num_gpu_batches rows,
+ * each sized to the requests it holds; every
  * request keeps its own sampling parameters and random stream, so its result
  * does not depend on which requests share its batch. */
 #define _GNU_SOURCE /* memmem */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,19 +152,49 @@ static void accept(struct fg_engine *e, struct job *j, int32_t tok)
 	}
 }
 
-/* Run one effective batch of jobs (count <= bs * nb). */
+/* Every row's logits, for sampling, from the host tier: rows x vocab floats
+ * are the largest host buffer of a sampled batch, so the tier accounts them
+ * and refuses them in one line rather than the kernel later. */
+static int alloc_logits(struct fg_engine *e, int64_t rows, struct fg_region *r)
+{
+	const struct fg_model_config *c = &e->model.cfg;
+	struct fg_tier *t = e->tier[FG_ROLE_HOST];
+	char hint[160];
+	int rc;
+
+	snprintf(hint, sizeof(hint), "(the logits of %lld sampled sequences x %lld ids) fewer sequences per batch (gpu_batch_size x num_gpu_batches) would fit",
+		 (long long)rows, (long long)c->vocab);
+	if ((rc = fg_tier_alloc_hint(t, (uint64_t)rows * (uint64_t)c->vocab * sizeof(float), r, hint)))
+		return rc;
+	if (!r->addr) {
+		fg_tier_free(t, r);
+		FG_ERR("generate: [tier.host] plugin %s gave no address for the logits: use a host-memory tier (pinned_host)",
+		       t->ph.plugin->name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Run one effective batch of jobs (count <= gpu_batch_size * num_gpu_batches).
+ * The batch is sized to the jobs: the GPU batches gpu_batch_size needs, each
+ * as small as the jobs allow (one 2-token prompt runs a batch of 1, whatever
+ * gpu_batch_size says); a row's result never depends on its batch mates. */
 static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 {
 	const struct fg_model_config *c = &e->model.cfg;
-	int64_t bs = e->policy.gpu_batch_size, nb = ((int64_t)count + bs - 1) / bs, rows = bs * nb;
+	int64_t bs = e->policy.gpu_batch_size, nb = ((int64_t)count + bs - 1) / bs;
 	struct fg_forward_env env;
 	int64_t plen = 0, glen = 0;
 	struct fg_forward *f = NULL;
 	struct fg_sampler *smp = NULL;
+	struct fg_region lr = { 0 };
 	int32_t *ids = NULL, *pad = NULL, *next = NULL, *top = NULL;
 	int greedy = 1;
 	float *logits = NULL;
 	int rc;
+
+	bs = ((int64_t)count + nb - 1) / nb;
+	int64_t rows = bs * nb;
 
 	for (size_t i = 0; i < count; i++) {
 		if ((int64_t)jobs[i]->n_prompt > plen)
@@ -174,11 +206,10 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	pad = malloc(sizeof(int32_t) * (size_t)rows);
 	next = malloc(sizeof(int32_t) * (size_t)rows);
 	top = malloc(sizeof(int32_t) * (size_t)rows);
-	logits = malloc(sizeof(float) * (size_t)(rows * c->vocab));
 	/* All-greedy batches only need each row's top token, not its logits. */
 	for (size_t i = 0; i < count; i++)
 		greedy &= jobs[i]->req->temperature <= 0;
-	if (!ids || !pad || !next || !top || !logits) {
+	if (!ids || !pad || !next || !top) {
 		FG_ERR("out of memory for a batch of %lld x %lld tokens", (long long)rows,
 		       (long long)plen);
 		rc = -ENOMEM;
@@ -192,10 +223,13 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 		for (int64_t i = 0; i < plen; i++)
 			ids[r * plen + i] = i < pad[r] ? c->pad_id : p[i - pad[r]];
 	}
-	if ((rc = fg_sampler_new(&smp, c->vocab)) ||
-	    (fg_engine_forward_env(e, nb, &env), 0) ||
-	    (rc = fg_forward_new(&f, &env, plen, glen)) ||
-	    (rc = fg_forward_prefill(f, ids, pad, greedy ? NULL : logits, top)))
+	fg_engine_forward_env(e, nb, &env);
+	env.policy.gpu_batch_size = bs;
+	if ((rc = fg_sampler_new(&smp, c->vocab)) || (rc = fg_forward_new(&f, &env, plen, glen)) ||
+	    (!greedy && (rc = alloc_logits(e, rows, &lr))))
+		goto out;
+	logits = lr.addr;
+	if ((rc = fg_forward_prefill(f, ids, pad, logits, top)))
 		goto out;
 	for (int64_t t = 0;; t++) {
 		int live = 0;
@@ -212,17 +246,18 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 		}
 		if (!live || t + 1 >= glen)
 			break;
-		if ((rc = fg_forward_decode(f, next, greedy ? NULL : logits, top)))
+		if ((rc = fg_forward_decode(f, next, logits, top)))
 			goto out;
 	}
 out:
+	if (lr.size)
+		fg_tier_free(e->tier[FG_ROLE_HOST], &lr);
 	fg_forward_free(f);
 	fg_sampler_free(smp);
 	free(ids);
 	free(pad);
 	free(next);
 	free(top);
-	free(logits);
 	return rc;
 }
 

@@ -202,11 +202,18 @@ int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 	uint64_t kb = ALIGN(rows * (uint64_t)fg_dim_value(c, FG_DIM_KV) * asz, 64);
 	o->hstage = o->delegate && env->device ? 2 * (qb + kb) : 0; /* q, k, v, result */
 
+	/* The host's view of one GPU batch's logits: floats for a host argmax
+	 * (backends without one), the f16 copy that conversion reads, positions. */
+	uint64_t lrows = (uint64_t)bs * (uint64_t)c->vocab;
+	o->hs_logits = ALIGN(lrows * 4, 64);
+	o->hs_pos = o->hs_logits + (asz == 2 ? ALIGN(lrows * 2, 64) : 0);
+	o->host_scratch = o->hs_pos + ALIGN(rows * 4, 64);
+
 	uint64_t *run = o->run;
 	run[FG_ROLE_COMPUTE] = o->scratch + (uint64_t)o->nslots * o->wslot +
 			       FG_PLAN_SLOTS * (o->cslot + o->hslot);
 	run[FG_ROLE_HOST] = (uint64_t)o->nslots * o->wbounce +
-			    FG_PLAN_SLOTS * (o->cbounce + o->hbounce) + o->hstage;
+			    FG_PLAN_SLOTS * (o->cbounce + o->hbounce) + o->hstage + o->host_scratch;
 	for (int r = 0; r < FG_ROLES; r++) {
 		run[r] += (uint64_t)o->acount[r] * o->hidden + (uint64_t)nb * (uint64_t)c->layers * o->cache[r];
 		o->total[r] = o->weights[r] + run[r];
@@ -214,11 +221,41 @@ int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 	return 0;
 }
 
+static uint64_t run_on(const struct fg_plan *pl, unsigned mask)
+{
+	uint64_t sum = 0;
+	for (int r = 0; r < FG_ROLES; r++)
+		if (mask & (1u << r))
+			sum += pl->run[r];
+	return sum;
+}
+
+/* The largest gpu_batch_size below p's whose run buffers on the tiers of
+ * `mask` take at most `avail` bytes; 0: none. */
+static int64_t largest_fit(const struct fg_model_config *c, const struct fg_policy *p,
+			   const struct fg_plan_env *env, int64_t prompt_len, int64_t gen_len,
+			   unsigned mask, uint64_t avail)
+{
+	struct fg_policy q = *p;
+	int64_t fit = 0;
+
+	for (int64_t lo = 1, hi = p->gpu_batch_size - 1; lo <= hi;) {
+		int64_t mid = lo + (hi - lo) / 2;
+		struct fg_plan smaller;
+		q.gpu_batch_size = mid;
+		if (!fg_plan_make(c, &q, env, prompt_len, gen_len, &smaller) &&
+		    run_on(&smaller, mask) <= avail)
+			fit = mid, lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return fit;
+}
+
 int fg_plan_fits(const struct fg_model_config *c, const struct fg_policy *p,
 		 const struct fg_plan_env *env, int64_t prompt_len, int64_t gen_len,
 		 const uint64_t avail[FG_ROLES], const char *const names[FG_ROLES])
 {
-	struct fg_policy q = *p;
 	struct fg_plan plan;
 	int rc;
 
@@ -227,17 +264,7 @@ int fg_plan_fits(const struct fg_model_config *c, const struct fg_policy *p,
 	for (int r = 0; r < FG_ROLES; r++) {
 		if (!plan.run[r] || plan.run[r] <= avail[r])
 			continue;
-		int64_t fit = 0;
-		for (int64_t lo = 1, hi = p->gpu_batch_size - 1; lo <= hi;) {
-			int64_t mid = lo + (hi - lo) / 2;
-			struct fg_plan smaller;
-			q.gpu_batch_size = mid;
-			if (!fg_plan_make(c, &q, env, prompt_len, gen_len, &smaller) &&
-			    smaller.run[r] <= avail[r])
-				fit = mid, lo = mid + 1;
-			else
-				hi = mid - 1;
-		}
+		int64_t fit = largest_fit(c, p, env, prompt_len, gen_len, 1u << r, avail[r]);
 		char need[32], free_[32];
 		fg_format_bytes(plan.run[r], need, sizeof(need));
 		fg_format_bytes(avail[r], free_, sizeof(free_));
@@ -252,4 +279,40 @@ int fg_plan_fits(const struct fg_model_config *c, const struct fg_policy *p,
 		return -ENOSPC;
 	}
 	return 0;
+}
+
+int fg_plan_fits_shared(const struct fg_model_config *c, const struct fg_policy *p,
+			const struct fg_plan_env *env, int64_t prompt_len, int64_t gen_len,
+			unsigned mask, uint64_t avail, const char *group)
+{
+	struct fg_plan plan;
+	char need[32], free_[32], parts[FG_ROLES * 48] = "";
+	size_t len = 0;
+	int rc;
+
+	if ((rc = fg_plan_make(c, p, env, prompt_len, gen_len, &plan)))
+		return rc;
+	if (run_on(&plan, mask) <= avail)
+		return 0;
+	for (int r = FG_ROLES - 1; r >= 0; r--) {
+		char one[32];
+		if (!(mask & (1u << r)))
+			continue;
+		int w = snprintf(parts + len, sizeof(parts) - len, "%s%s %s", len ? ", " : "",
+				 fg_role_name(r), fg_format_bytes(plan.run[r], one, sizeof(one)));
+		if (w > 0 && (size_t)w < sizeof(parts) - len)
+			len += (size_t)w;
+	}
+	int64_t fit = largest_fit(c, p, env, prompt_len, gen_len, mask, avail);
+	char tail[96];
+	if (fit)
+		snprintf(tail, sizeof(tail), "the largest gpu_batch_size that fits is %lld", (long long)fit);
+	else
+		snprintf(tail, sizeof(tail), "no gpu_batch_size fits");
+	FG_ERR("tiers %s share one host memory: a %lld x %lld batch of %lld + %lld tokens needs %s there (%s) for cache, activations and buffers, %s are free: %s (or move cache/activation shares to the disk tier in [policy] percent)",
+	       group, (long long)p->num_gpu_batches, (long long)p->gpu_batch_size,
+	       (long long)prompt_len, (long long)gen_len,
+	       fg_format_bytes(run_on(&plan, mask), need, sizeof(need)), parts,
+	       fg_format_bytes(avail, free_, sizeof(free_)), tail);
+	return -ENOSPC;
 }

@@ -77,6 +77,8 @@ struct fg_plan {
 	uint64_t cslot, cbounce;      /* each KV cache slot (compute) / bounce (host) */
 	uint64_t hslot, hbounce;      /* each activation slot (compute) / bounce (host) */
 	uint64_t hstage;              /* host staging of delegated attention */
+	uint64_t host_scratch;        /* host: the logits' host copies and positions ... */
+	uint64_t hs_logits, hs_pos;   /* ... at these offsets (host argmax floats at 0) */
 	uint64_t kv[FG_ROLES];        /* one K (or V) of a GPU batch's sequences on a tier */
 	uint64_t cache[FG_ROLES];     /* one layer's K and V of one GPU batch, per tier */
 	uint64_t run[FG_ROLES];       /* run buffers per tier (fg_forward_bytes) */
@@ -99,5 +101,13 @@ uint64_t fg_plan_kv_bytes(const struct fg_model_config *c, int64_t nseq, int64_t
 int fg_plan_fits(const struct fg_model_config *c, const struct fg_policy *p,
 		 const struct fg_plan_env *env, int64_t prompt_len, int64_t gen_len,
 		 const uint64_t avail[FG_ROLES], const char *const names[FG_ROLES]);
+
+/* Would the run buffers on the tiers of `mask` (bit 1 << role), which share
+ * one memory named `group`, fit its `avail` free bytes together?  0, or
+ * -ENOSPC with one line naming the tiers, the bytes asked of each and the
+ * largest gpu_batch_size that would fit. */
+int fg_plan_fits_shared(const struct fg_model_config *c, const struct fg_policy *p,
+			const struct fg_plan_env *env, int64_t prompt_len, int64_t gen_len,
+			unsigned mask, uint64_t avail, const char *group);
 
 #endif

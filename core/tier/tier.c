@@ -153,9 +153,33 @@ void fg_tier_close(struct fg_tier *t)
 	t->ops = NULL;
 }
 
+/* The budget's refusal of `size` more bytes on t: one line naming every member. */
+static void fg_tier_budget_refuse(const struct fg_tier *t, const struct fg_tier_budget *b,
+				  uint64_t size, const char *hint)
+{
+	char want[32], free_[32], cap[32], parts[FG_TIER_BUDGET_MAX * 48] = "";
+	size_t len = 0;
+
+	for (int i = 0; i < b->n && len < sizeof(parts); i++) {
+		char one[32];
+		int w = snprintf(parts + len, sizeof(parts) - len, "%s%s %s", i ? ", " : "",
+				 b->member[i]->role,
+				 fg_format_bytes(b->member[i]->used, one, sizeof(one)));
+		if (w > 0)
+			len += (size_t)w;
+	}
+	FG_ERR("tiers %s share one host memory of %s: cannot allocate %s on tier %s: %s free (in use: %s); "
+	       "give these tiers smaller shares together ([policy] percent: the disk tier takes the rest)%s%s",
+	       b->names, fg_format_bytes(b->capacity, cap, sizeof(cap)),
+	       fg_format_bytes(size, want, sizeof(want)), t->role,
+	       fg_format_bytes(b->capacity > b->used ? b->capacity - b->used : 0, free_, sizeof(free_)),
+	       parts, hint && *hint ? "; " : "", hint && *hint ? hint : "");
+}
+
 int fg_tier_alloc_hint(struct fg_tier *t, uint64_t size, struct fg_region *r, const char *hint)
 {
 	char want[32], used[32], cap[32];
+	struct fg_tier_budget *b;
 	uint64_t in_use;
 	int err;
 
@@ -163,6 +187,7 @@ int fg_tier_alloc_hint(struct fg_tier *t, uint64_t size, struct fg_region *r, co
 		FG_ERR("tier: alloc called without an open tier or a region");
 		return -EINVAL;
 	}
+	b = t->budget;
 	pthread_mutex_lock(&t->lock);
 	in_use = t->used;
 	if (size > t->capacity || in_use > t->capacity - size) {
@@ -175,6 +200,20 @@ int fg_tier_alloc_hint(struct fg_tier *t, uint64_t size, struct fg_region *r, co
 		       hint && *hint ? "; " : "", hint && *hint ? hint : "");
 		return -ENOSPC;
 	}
+	/* Lock order: the tier, then its budget. */
+	if (b) {
+		pthread_mutex_lock(&b->lock);
+		if (size > b->capacity || b->used > b->capacity - size) {
+			fg_tier_budget_refuse(t, b, size, hint);
+			pthread_mutex_unlock(&b->lock);
+			pthread_mutex_unlock(&t->lock);
+			return -ENOSPC;
+		}
+		b->used += size;
+		if (b->used > b->peak)
+			b->peak = b->used;
+		pthread_mutex_unlock(&b->lock);
+	}
 	/* Reserve first so that concurrent allocations cannot overshoot. */
 	t->used += size;
 	pthread_mutex_unlock(&t->lock);
@@ -184,6 +223,11 @@ int fg_tier_alloc_hint(struct fg_tier *t, uint64_t size, struct fg_region *r, co
 	pthread_mutex_lock(&t->lock);
 	if (err) {
 		t->used -= size;
+		if (b) {
+			pthread_mutex_lock(&b->lock);
+			b->used -= size;
+			pthread_mutex_unlock(&b->lock);
+		}
 	} else {
 		if (t->used > t->peak)
 			t->peak = t->used;
@@ -217,8 +261,66 @@ void fg_tier_free(struct fg_tier *t, struct fg_region *r)
 	} else {
 		t->used -= size;
 	}
+	if (t->budget) {
+		pthread_mutex_lock(&t->budget->lock);
+		t->budget->used -= size < t->budget->used ? size : t->budget->used;
+		pthread_mutex_unlock(&t->budget->lock);
+	}
 	pthread_mutex_unlock(&t->lock);
 	memset(r, 0, sizeof(*r));
+}
+
+int fg_tier_budget_init(struct fg_tier_budget *b, struct fg_tier *const *tiers, int n)
+{
+	size_t len = 0;
+
+	memset(b, 0, sizeof(*b));
+	for (int i = 0; i < n; i++)
+		if (tiers[i] && tiers[i]->ops && (tiers[i]->info.flags & FG_STORAGE_HOST_MEMORY) &&
+		    b->n < FG_TIER_BUDGET_MAX)
+			b->member[b->n++] = tiers[i];
+	if (b->n < 2) {
+		b->n = 0;
+		return 0;
+	}
+	pthread_mutex_init(&b->lock, NULL);
+	/* 0 is a plugin that does not know its size: no bound from it. */
+	b->capacity = UINT64_MAX;
+	for (int i = 0; i < b->n; i++) {
+		struct fg_tier *t = b->member[i];
+		if (t->info.capacity && t->info.capacity < b->capacity)
+			b->capacity = t->info.capacity;
+		b->used += t->used;
+		int w = snprintf(b->names + len, sizeof(b->names) - len, "%s%s (%s)",
+				 i == 0 ? "" : i + 1 == b->n ? " and " : ", ", t->role,
+				 fg_tier_plugin_name(t));
+		if (w > 0 && (size_t)w < sizeof(b->names) - len)
+			len += (size_t)w;
+	}
+	b->peak = b->used;
+	for (int i = 0; i < b->n; i++)
+		b->member[i]->budget = b;
+	return b->n;
+}
+
+void fg_tier_budget_fini(struct fg_tier_budget *b)
+{
+	if (!b || !b->n)
+		return;
+	for (int i = 0; i < b->n; i++)
+		if (b->member[i]->budget == b)
+			b->member[i]->budget = NULL;
+	pthread_mutex_destroy(&b->lock);
+	b->n = 0;
+}
+
+uint64_t fg_tier_room(const struct fg_tier *t)
+{
+	uint64_t own = t->capacity > t->used ? t->capacity - t->used : 0;
+	const struct fg_tier_budget *b = t->budget;
+	uint64_t shared = b ? (b->capacity > b->used ? b->capacity - b->used : 0) : UINT64_MAX;
+
+	return own < shared ? own : shared;
 }
 
 static int fg_tier_check(const struct fg_tier *t, const struct fg_region *r, uint64_t off,
