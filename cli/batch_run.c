@@ -83,6 +83,9 @@ long fg_cli_generate_batches(struct fg_engine *e, const struct fg_request *reqs,
 			continue;
 		}
 		/* One request may have failed the batch: run each alone. */
+		if (cnt > 1)
+			FG_LOG(FG_LOG_WARN, "a batch of %zu requests failed (%s): running them one at a time",
+			       cnt, fg_last_error());
 		for (size_t k = 0; k < cnt; k++) {
 			size_t at = ord[i + k].index;
 
