@@ -34,6 +34,7 @@
 #include "cli/request.h"
 #include "cli/utf8.h"
 #include "core/engine/engine.h"
+#include "core/util/fileio.h"
 
 #define MAX_LINE (64u << 20)
 
@@ -283,12 +284,6 @@ static int same_file(const struct stat *a, const struct stat *b)
 	return a && b && a->st_dev == b->st_dev && a->st_ino == b->st_ino;
 }
 
-static const char *kind_of(mode_t m)
-{
-	return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
-	     : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
-}
-
 /* Open where the results go, before any work: every way the output can be
  * wrong is found here.  in: the input file (NULL: not a regular file).
  * Returns 0, or 2 (the output named is wrong) / 1 (it cannot be made) with one
@@ -329,7 +324,7 @@ static int output_open(struct output *o, const char *path, const struct stat *in
 		if (fd < 0) {
 			int e = errno;
 			fprintf(stderr, "fgcore: run-batch: cannot write to --output %s (%s): %s\n", path,
-				kind_of(st.st_mode),
+				fg_file_kind(st.st_mode),
 				e == ENXIO && S_ISFIFO(st.st_mode) ? "no process has it open for reading; start the reader first"
 								   : strerror(e));
 			return 1;
@@ -531,7 +526,7 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	struct fg_engine *e = NULL;
 	struct output out = { 0 };
 	struct sigaction old_sig[2], old_pipe, ign;
-	struct stat in_st;
+	struct stat in_st = { 0 };
 	int have_in_st = 0, signals_set = 0, c, rc = 2;
 	char *buf = NULL, not_run[96] = "";
 	size_t bcap = 0;
@@ -585,7 +580,7 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		}
 		if (fstat(fd, &in_st) != 0 || !S_ISREG(in_st.st_mode)) {
 			fprintf(stderr, "fgcore: run-batch: --input %s is %s: give a file, or '-' to read standard input\n",
-				in_path, kind_of(in_st.st_mode));
+				in_path, fg_file_kind(in_st.st_mode));
 			close(fd);
 			return 2;
 		}

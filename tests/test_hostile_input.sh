@@ -77,7 +77,7 @@ done
 printf '{"custom_id": "a", "prompt_token_ids": [2, 5], "max_tokens": 1}\n' >"$tmp/in.jsonl"
 mkfifo "$tmp/in.fifo"
 run 2 "$fg" -o model.path=dummy:opt-125m run-batch --input "$tmp/in.fifo" --output "$tmp/o.jsonl"
-has_err "--input $tmp/in.fifo is a FIFO: give a file, or '-' to read standard input"
+has_err "--input $tmp/in.fifo is a FIFO (named pipe): give a file, or '-' to read standard input"
 one_error_line
 run 2 "$fg" -o model.path=dummy:opt-125m generate --prompt-file "$tmp/in.fifo"
 has_err "--prompt-file $tmp/in.fifo is not a regular file"
