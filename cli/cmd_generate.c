@@ -1,16 +1,28 @@
 /* cli/cmd_generate.c - `fgcore generate`: complete prompts given on the command
- * line or in a file (one prompt per line). */
+ * line or in a file.
+ *
+ * A prompt file holds one prompt per line (empty lines skipped) or, when any
+ * of its lines is a lone form feed (^L), the texts between such lines, each a
+ * prompt that may span lines.  Each output is the prompt followed by its
+ * completion; with several prompts each is headed "==> prompt N <==" and the
+ * outputs are separated by an empty line, as head(1) separates files. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fgcore/fgcore.h>
+#include "cli/batch_run.h"
 #include "cli/commands.h"
 #include "cli/request.h"
 #include "core/engine/engine.h"
+
+#define PROMPT_FILE_MAX (64u << 20)
 
 struct strlist {
 	char **v;
@@ -19,11 +31,15 @@ struct strlist {
 
 static int push(struct strlist *l, char *s)
 {
+	if (!s)
+		return -ENOMEM;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? 2 * l->cap : 8;
 		char **v = realloc(l->v, cap * sizeof(*v));
-		if (!v)
+		if (!v) {
+			free(s);
 			return -ENOMEM;
+		}
 		l->v = v;
 		l->cap = cap;
 	}
@@ -31,34 +47,177 @@ static int push(struct strlist *l, char *s)
 	return 0;
 }
 
-static int read_prompts(const char *path, struct strlist *l)
+/* The whole of f (at most PROMPT_FILE_MAX bytes) in a NUL-terminated buffer. */
+static int slurp(FILE *f, const char *path, char **out, size_t *len)
 {
-	FILE *f = strcmp(path, "-") ? fopen(path, "r") : stdin;
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t len;
-	int rc = 0;
+	size_t cap = 4096, n = 0;
+	char *b = malloc(cap);
 
-	if (!f) {
-		fprintf(stderr, "fgcore: generate: cannot open %s: %s\n", path, strerror(errno));
-		return -errno;
-	}
-	while ((len = getline(&line, &cap, f)) >= 0) {
-		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-			line[--len] = '\0';
-		if (len == 0)
-			continue;
-		char *s = strdup(line);
-		if (!s || push(l, s)) {
-			free(s);
-			rc = -ENOMEM;
+	while (b) {
+		size_t got = fread(b + n, 1, cap - n - 1, f);
+
+		n += got;
+		if (got == 0)
 			break;
+		if (n + 1 == cap) {
+			char *nb = cap > PROMPT_FILE_MAX ? NULL : realloc(b, 2 * cap);
+			if (!nb && cap > PROMPT_FILE_MAX) {
+				fprintf(stderr, "fgcore: generate: %s: more than %u MiB of prompts\n", path,
+					PROMPT_FILE_MAX >> 20);
+				free(b);
+				return -EFBIG;
+			}
+			if (!nb)
+				free(b);
+			b = nb;
+			cap *= 2;
 		}
 	}
-	free(line);
+	if (!b) {
+		fprintf(stderr, "fgcore: generate: out of memory reading %s\n", path);
+		return -ENOMEM;
+	}
+	if (ferror(f)) {
+		fprintf(stderr, "fgcore: generate: reading %s failed: %s\n", path, strerror(errno));
+		free(b);
+		return -EIO;
+	}
+	b[n] = '\0';
+	*out = b;
+	*len = n;
+	return 0;
+}
+
+/* Is [s, e) a line holding only a form feed (and a CR)? */
+static int ff_line(const char *s, const char *e)
+{
+	return (e - s == 1 && s[0] == '\f') || (e - s == 2 && s[0] == '\f' && s[1] == '\r');
+}
+
+/* [s, e) as a prompt, without the line end that closes it; empty: none. */
+static int emit(struct strlist *l, const char *s, const char *e)
+{
+	if (e > s && e[-1] == '\n')
+		e--;
+	if (e > s && e[-1] == '\r')
+		e--;
+	return e > s ? push(l, strndup(s, (size_t)(e - s))) : 0;
+}
+
+static int split_prompts(const char *text, size_t len, struct strlist *l)
+{
+	const char *end = text + len, *p, *nl, *start = text;
+	int blocks = 0;
+
+	for (p = text; p < end && !blocks; p = nl + 1) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl)
+			nl = end;
+		blocks = ff_line(p, nl);
+	}
+	for (p = text; p < end; p = nl < end ? nl + 1 : end) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl)
+			nl = end;
+		if (!blocks) {
+			if (emit(l, p, nl))
+				return -ENOMEM;
+		} else if (ff_line(p, nl)) {
+			if (emit(l, start, p))
+				return -ENOMEM;
+			start = nl < end ? nl + 1 : end;
+		}
+	}
+	return blocks ? emit(l, start, end) : 0;
+}
+
+static int read_prompts(const char *path, struct strlist *l)
+{
+	FILE *f = stdin;
+	char *text;
+	size_t len;
+	int rc;
+
+	if (strcmp(path, "-")) {
+		/* O_NONBLOCK: a FIFO must not hang the open; only regular files. */
+		struct stat st;
+		int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+
+		if (fd < 0) {
+			rc = -errno;
+			fprintf(stderr, "fgcore: generate: cannot open %s: %s\n", path, strerror(-rc));
+			return rc;
+		}
+		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+			fprintf(stderr, "fgcore: generate: --prompt-file %s is not a regular file: give a file, or '-' to read standard input\n",
+				path);
+			close(fd);
+			return -EINVAL;
+		}
+		rc = fcntl(fd, F_GETFL);
+		if (rc != -1)
+			(void)fcntl(fd, F_SETFL, rc & ~O_NONBLOCK);
+		f = fdopen(fd, "r");
+		if (!f) {
+			close(fd);
+			fprintf(stderr, "fgcore: generate: out of memory\n");
+			return -ENOMEM;
+		}
+	}
+	rc = slurp(f, path, &text, &len);
 	if (f != stdin)
 		fclose(f);
+	if (rc)
+		return rc;
+	rc = split_prompts(text, len, l);
+	free(text);
+	if (rc)
+		fprintf(stderr, "fgcore: generate: out of memory\n");
 	return rc;
+}
+
+/* C-style escapes of a --stop text: \n \t \r \\ ; anything else after a
+ * backslash is refused rather than guessed. */
+static char *unescape(const char *s)
+{
+	char *out = malloc(strlen(s) + 1), *o = out;
+
+	if (!out) {
+		fprintf(stderr, "fgcore: generate: out of memory\n");
+		return NULL;
+	}
+	for (; *s; s++) {
+		if (*s != '\\') {
+			*o++ = *s;
+			continue;
+		}
+		switch (*++s) {
+		case 'n':
+			*o++ = '\n';
+			break;
+		case 't':
+			*o++ = '\t';
+			break;
+		case 'r':
+			*o++ = '\r';
+			break;
+		case '\\':
+			*o++ = '\\';
+			break;
+		default:
+			fprintf(stderr, "fgcore: generate: --stop: unknown escape '\\%.1s': the escapes are \\n, \\t, \\r and \\\\\n",
+				*s ? s : "");
+			free(out);
+			return NULL;
+		}
+	}
+	*o = '\0';
+	if (!*out) {
+		fprintf(stderr, "fgcore: generate: --stop: the stop text is empty\n");
+		free(out);
+		return NULL;
+	}
+	return out;
 }
 
 static int parse_num(const char *opt, const char *v, double lo, double hi, double *out)
@@ -73,6 +232,17 @@ static int parse_num(const char *opt, const char *v, double lo, double hi, doubl
 	}
 	*out = d;
 	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: fgcore [-c CONFIG] [-o section.key=value]... generate\n"
+		   "       (--prompt TEXT)... | --prompt-file FILE\n"
+		   "       [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
+		   "       [--seed S] [--stop TEXT]... [--ignore-eos]\n"
+		   "  FILE: one prompt per line, or prompts separated by lines holding a lone\n"
+		   "  form feed (^L); '-': stdin.  --stop TEXT understands \\n \\t \\r \\\\.\n"
+		   "  Several prompts: each output is headed \"==> prompt N <==\".\n");
 }
 
 int fg_cmd_generate(struct fg_config *cfg, int argc, char **argv)
@@ -91,18 +261,24 @@ int fg_cmd_generate(struct fg_config *cfg, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct strlist prompts = { 0 }, stops = { 0 };
-	struct fg_request base;
+	struct fg_request base, *reqs = NULL;
+	struct fg_result *res = NULL;
+	unsigned char *done = NULL;
 	struct fg_engine *e = NULL;
 	int ignore_eos = 0, c, rc = 2;
+	long got;
 	double d;
 
 	fg_cli_request_defaults(cfg, &base);
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			if (push(&prompts, strdup(optarg)))
+			if (push(&prompts, strdup(optarg))) {
+				fprintf(stderr, "fgcore: generate: out of memory\n");
 				goto out;
+			}
 			break;
 		case 'f':
 			if (read_prompts(optarg, &prompts))
@@ -134,26 +310,36 @@ int fg_cmd_generate(struct fg_config *cfg, int argc, char **argv)
 			base.seed = (uint64_t)d;
 			break;
 		case 'S':
-			if (push(&stops, optarg))
+			if (push(&stops, unescape(optarg)))
 				goto out;
 			break;
 		case 'E':
 			ignore_eos = 1;
 			break;
 		case 'h':
-			printf("usage: fgcore [-c CONFIG] [-o section.key=value]... generate\n"
-			       "       (--prompt TEXT)... | --prompt-file FILE\n"
-			       "       [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
-			       "       [--seed S] [--stop TEXT]... [--ignore-eos]\n");
+			usage(stdout);
 			rc = 0;
 			goto out;
+		case ':':
+			fprintf(stderr, "fgcore: generate: option '%s' needs a value: see fgcore generate --help\n",
+				argv[optind - 1]);
+			goto out;
 		default:
+			if (optopt)
+				fprintf(stderr, "fgcore: generate: unknown option '-%c': see fgcore generate --help\n",
+					optopt);
+			else
+				fprintf(stderr, "fgcore: generate: unknown option '%s': see fgcore generate --help\n",
+					argv[optind - 1]);
 			goto out;
 		}
 	}
 	if (optind < argc || prompts.n == 0) {
-		fprintf(stderr, "fgcore: generate: %s: give --prompt TEXT or --prompt-file FILE\n",
-			optind < argc ? "unexpected argument" : "no prompt");
+		if (optind < argc)
+			fprintf(stderr, "fgcore: generate: unexpected argument '%s': give --prompt TEXT or --prompt-file FILE\n",
+				argv[optind]);
+		else
+			fprintf(stderr, "fgcore: generate: no prompt: give --prompt TEXT or --prompt-file FILE\n");
 		goto out;
 	}
 	rc = 1;
@@ -161,13 +347,12 @@ int fg_cmd_generate(struct fg_config *cfg, int argc, char **argv)
 		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
 		goto out;
 	}
-	struct fg_request *reqs = calloc(prompts.n, sizeof(*reqs));
-	struct fg_result *res = calloc(prompts.n, sizeof(*res));
+	reqs = calloc(prompts.n, sizeof(*reqs));
+	res = calloc(prompts.n, sizeof(*res));
+	done = calloc(prompts.n, 1);
 	int32_t eos = e->model.cfg.eos_id;
-	if (!reqs || !res) {
+	if (!reqs || !res || !done) {
 		fprintf(stderr, "fgcore: generate: out of memory\n");
-		free(reqs);
-		free(res);
 		goto out;
 	}
 	for (size_t i = 0; i < prompts.n; i++) {
@@ -178,29 +363,36 @@ int fg_cmd_generate(struct fg_config *cfg, int argc, char **argv)
 		reqs[i].stop_ids = ignore_eos ? NULL : &eos;
 		reqs[i].n_stop_ids = ignore_eos ? 0 : 1;
 	}
-	if (fg_generate(e, reqs, prompts.n, res)) {
-		fprintf(stderr, "fgcore: generate: %s\n", fg_last_error_text());
-	} else {
-		rc = 0;
-		for (size_t i = 0; i < prompts.n; i++) {
-			if (res[i].finish_reason == FG_FINISH_ERROR) {
-				fprintf(stderr, "fgcore: generate: prompt %zu: %s\n", i + 1, res[i].error);
-				rc = 1;
-				continue;
-			}
-			printf("%s%s\n", prompts.v[i], res[i].text);
-			fg_result_clear(&res[i]);
-		}
-		for (size_t i = 0; i < prompts.n; i++)
-			fg_result_clear(&res[i]);
+	/* A prompt the model cannot run costs only its own output. */
+	got = fg_cli_generate_batches(e, reqs, prompts.n, res, done, NULL);
+	if (got < 0) {
+		fprintf(stderr, "fgcore: generate: out of memory\n");
+		goto out;
 	}
+	rc = 0;
+	for (size_t i = 0; i < prompts.n; i++) {
+		if (res[i].finish_reason == FG_FINISH_ERROR) {
+			fprintf(stderr, "fgcore: generate: prompt %zu: %s\n", i + 1,
+				res[i].error ? res[i].error : "out of memory");
+			rc = 1;
+			continue;
+		}
+		if (prompts.n > 1)
+			printf("%s==> prompt %zu <==\n", i ? "\n" : "", i + 1);
+		printf("%s%s\n", prompts.v[i], res[i].text);
+	}
+out:
+	for (size_t i = 0; res && i < prompts.n; i++)
+		fg_result_clear(&res[i]);
 	free(reqs);
 	free(res);
-out:
+	free(done);
 	fg_engine_close(e);
 	for (size_t i = 0; i < prompts.n; i++)
 		free(prompts.v[i]);
 	free(prompts.v);
+	for (size_t i = 0; i < stops.n; i++)
+		free(stops.v[i]);
 	free(stops.v);
 	return rc;
 }

@@ -4,22 +4,37 @@
  * A line is a request {"custom_id", "prompt" | "prompt_token_ids",
  * "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "ignore_eos"}
  * or the same fields in an OpenAI Batch API envelope {"custom_id", "method",
- * "url", "body": {...}}.  A malformed line yields an error record naming the
- * line; the other lines still run.  The output is written to OUT.tmp and
- * renamed to OUT only once complete. */
+ * "url", "body": {...}}.  A malformed line, or a request the engine cannot run,
+ * yields an error record naming the line; the other lines still run.
+ *
+ * No finished work is thrown away: the output is opened (and a file output
+ * created as OUT.tmp) before the model is loaded, so a bad output path fails at
+ * once; a failed write removes OUT.tmp and says so; OUT.tmp is renamed to OUT
+ * only once complete.  An output that is not a regular file (stdout, a device,
+ * a FIFO) is written through.  SIGINT/SIGTERM stop the job after the batch in
+ * flight: the finished results are written, the other lines get "interrupted"
+ * error records, and the exit status is 128 + the signal. */
+#define _GNU_SOURCE /* realpath */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include <fgcore/fgcore.h>
+#include "cli/batch_run.h"
 #include "cli/commands.h"
 #include "cli/request.h"
+#include "cli/utf8.h"
 #include "core/engine/engine.h"
+#include "core/util/fileio.h"
 
 #define MAX_LINE (64u << 20)
 
@@ -182,28 +197,316 @@ static const char *finish_name(enum fg_finish_reason r)
 	return r == FG_FINISH_STOP ? "stop" : "length";
 }
 
-static int write_record(FILE *out, const struct line *l, size_t lineno, const struct fg_result *r)
+/* A JSON string of s, ill-formed UTF-8 replaced by U+FFFD: byte-level BPE can
+ * stop in the middle of a character, and an error text may quote a file name. */
+static json_t *jstr(const char *s)
+{
+	json_t *j;
+	char *fixed;
+
+	if (!s)
+		s = "out of memory";
+	j = json_string(s);
+	if (j)
+		return j;
+	fixed = fg_utf8_repair(s, strlen(s));
+	j = fixed ? json_string(fixed) : NULL;
+	free(fixed);
+	return j;
+}
+
+/* One record as a JSON line in a malloc'd string (NULL: out of memory). */
+static char *format_record(const struct line *l, size_t lineno, const struct fg_result *r,
+			   const char *not_run)
 {
 	json_t *o;
-	if (l->error || r->finish_reason == FG_FINISH_ERROR) {
-		o = json_pack("{s:O?, s:I, s:s}", "custom_id", l->custom_id, "line",
-			      (json_int_t)lineno, "error", l->error ? l->error : r->error);
+	char *text;
+
+	if (l->error || not_run || r->finish_reason == FG_FINISH_ERROR) {
+		o = json_pack("{s:O?, s:I, s:o}", "custom_id", l->custom_id, "line",
+			      (json_int_t)lineno, "error",
+			      jstr(l->error ? l->error : not_run ? not_run : r->error));
 	} else {
 		json_t *ids = json_array();
 		for (size_t i = 0; ids && i < r->n_tokens; i++)
-			json_array_append_new(ids, json_integer(r->token_ids[i]));
-		o = json_pack("{s:O, s:s, s:o, s:s, s:{s:I, s:I, s:I}}", "custom_id", l->custom_id,
-			      "text", r->text, "token_ids", ids, "finish_reason",
+			if (json_array_append_new(ids, json_integer(r->token_ids[i]))) {
+				json_decref(ids);
+				ids = NULL;
+			}
+		o = json_pack("{s:O, s:o, s:o, s:s, s:{s:I, s:I, s:I}}", "custom_id", l->custom_id,
+			      "text", jstr(r->text), "token_ids", ids, "finish_reason",
 			      finish_name(r->finish_reason), "usage", "prompt_tokens",
 			      (json_int_t)r->n_prompt_tokens, "completion_tokens",
 			      (json_int_t)r->n_tokens, "total_tokens",
 			      (json_int_t)(r->n_prompt_tokens + r->n_tokens));
 	}
 	if (!o)
-		return -1;
-	int rc = json_dumpf(o, out, JSON_COMPACT | JSON_ENSURE_ASCII);
+		return NULL;
+	text = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
 	json_decref(o);
-	return rc || fputc('\n', out) == EOF ? -1 : 0;
+	return text;
+}
+
+/* ---- the output ---------------------------------------------------------------- */
+
+struct output {
+	const char *name;  /* for messages: the path as given, or "stdout" */
+	char *final;       /* a regular file: renamed onto once complete */
+	char *tmp;         /* final + ".tmp"; NULL: written through */
+	FILE *f;
+};
+
+/* "-", /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N: that descriptor
+ * (written to as it is, never replaced by a file); else -1. */
+static int named_fd(const char *path)
+{
+	const char *num = NULL;
+	char *end;
+	long fd;
+
+	if (!strcmp(path, "-") || !strcmp(path, "/dev/stdout"))
+		return 1;
+	if (!strcmp(path, "/dev/stderr"))
+		return 2;
+	if (!strncmp(path, "/dev/fd/", 8))
+		num = path + 8;
+	else if (!strncmp(path, "/proc/self/fd/", 14))
+		num = path + 14;
+	if (!num || *num < '0' || *num > '9')
+		return -1;
+	errno = 0;
+	fd = strtol(num, &end, 10);
+	return *end || errno || fd > INT_MAX ? -1 : (int)fd;
+}
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+	return a && b && a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* Open where the results go, before any work: every way the output can be
+ * wrong is found here.  in: the input file (NULL: not a regular file).
+ * Returns 0, or 2 (the output named is wrong) / 1 (it cannot be made) with one
+ * line printed. */
+static int output_open(struct output *o, const char *path, const struct stat *in)
+{
+	struct stat st, lst;
+	int fd = named_fd(path), flags;
+
+	memset(o, 0, sizeof(*o));
+	o->name = strcmp(path, "-") ? path : "stdout";
+	if (fd >= 0) {
+		int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+
+		if (d < 0) {
+			fprintf(stderr, "fgcore: run-batch: --output %s: descriptor %d is not open\n",
+				path, fd);
+			return 2;
+		}
+		if (fstat(d, &st) == 0 && in && S_ISREG(st.st_mode) && same_file(&st, in)) {
+			fprintf(stderr, "fgcore: run-batch: --output %s is the input file: give another output\n",
+				path);
+			close(d);
+			return 2;
+		}
+		fd = d;
+		goto through;
+	}
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		if (S_ISDIR(st.st_mode)) {
+			fprintf(stderr, "fgcore: run-batch: --output %s is a directory: give a file name for the results\n",
+				path);
+			return 2;
+		}
+		/* A device, FIFO or socket is written through, never replaced;
+		 * O_NONBLOCK: a FIFO without a reader fails at once instead of hanging. */
+		fd = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0) {
+			int e = errno;
+			fprintf(stderr, "fgcore: run-batch: cannot write to --output %s (%s): %s\n", path,
+				fg_file_kind(st.st_mode),
+				e == ENXIO && S_ISFIFO(st.st_mode) ? "no process has it open for reading; start the reader first"
+								   : strerror(e));
+			return 1;
+		}
+		flags = fcntl(fd, F_GETFL);
+		if (flags != -1)
+			(void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+		goto through;
+	}
+	if (stat(path, &st) == 0 && same_file(&st, in)) {
+		fprintf(stderr, "fgcore: run-batch: --output %s is the input file: the results would replace the requests; give another output\n",
+			path);
+		return 2;
+	}
+	/* A symbolic link's target is replaced, not the link. */
+	if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && stat(path, &st) == 0)
+		o->final = realpath(path, NULL);
+	else
+		o->final = strdup(path);
+	o->tmp = o->final ? malloc(strlen(o->final) + 5) : NULL;
+	if (!o->tmp) {
+		fprintf(stderr, "fgcore: run-batch: out of memory\n");
+		return 1;
+	}
+	sprintf(o->tmp, "%s.tmp", o->final);
+	if (stat(o->tmp, &st) == 0 && same_file(&st, in)) {
+		fprintf(stderr, "fgcore: run-batch: --output %s would be written through %s, the input file: give another output\n",
+			path, o->tmp);
+		return 2;
+	}
+	fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		int e = errno;
+		fprintf(stderr, "fgcore: run-batch: cannot create %s for --output %s: %s%s\n", o->tmp,
+			path, strerror(e), e == ENOENT ? " (does its folder exist?)" : "");
+		free(o->tmp);
+		o->tmp = NULL;
+		return 1;
+	}
+	o->f = fdopen(fd, "w");
+	if (!o->f) {
+		fprintf(stderr, "fgcore: run-batch: out of memory\n");
+		close(fd);
+		return 1;
+	}
+	return 0;
+through:
+	free(o->final);
+	o->final = NULL;
+	o->f = fdopen(fd, "w");
+	if (!o->f) {
+		fprintf(stderr, "fgcore: run-batch: out of memory\n");
+		close(fd);
+		return 1;
+	}
+	return 0;
+}
+
+/* Give up on the output: a file output's OUT.tmp is removed. */
+static void output_abandon(struct output *o)
+{
+	if (o->f)
+		fclose(o->f);
+	o->f = NULL;
+	if (o->tmp)
+		unlink(o->tmp);
+}
+
+static void output_free(struct output *o)
+{
+	free(o->final);
+	free(o->tmp);
+	memset(o, 0, sizeof(*o));
+}
+
+/* A failed write: say what happened to the output. */
+static void output_failed(struct output *o, int err)
+{
+	if (o->tmp) {
+		output_abandon(o);
+		fprintf(stderr, "fgcore: run-batch: writing %s failed: %s; removed it, nothing written to %s\n",
+			o->tmp, strerror(err), o->final);
+	} else {
+		output_abandon(o);
+		fprintf(stderr, "fgcore: run-batch: writing the results to %s failed: %s\n", o->name,
+			strerror(err));
+	}
+}
+
+/* Complete the output: flush, sync and rename a file output.  0, or 1 with
+ * one line printed (nothing left behind). */
+static int output_commit(struct output *o)
+{
+	int err;
+
+	if (fflush(o->f) != 0) {
+		output_failed(o, errno ? errno : EIO);
+		return 1;
+	}
+	if (o->tmp && fsync(fileno(o->f)) != 0) {
+		output_failed(o, errno);
+		return 1;
+	}
+	err = fclose(o->f);
+	o->f = NULL;
+	if (err) {
+		output_failed(o, errno ? errno : EIO);
+		return 1;
+	}
+	if (o->tmp && rename(o->tmp, o->final) != 0) {
+		err = errno;
+		unlink(o->tmp);
+		fprintf(stderr, "fgcore: run-batch: cannot rename %s to %s: %s; removed it\n", o->tmp,
+			o->final, strerror(err));
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- signals ----------------------------------------------------------------- */
+
+static volatile sig_atomic_t rb_signal;
+static char rb_tmp[PATH_MAX + 8];  /* removed when a second signal ends us at once */
+static char rb_quit[PATH_MAX + 160];
+static size_t rb_quit_len;
+
+/* Async-signal-safe only: the first signal sets a flag (the job stops after
+ * the batch in flight); a second removes OUT.tmp and ends the process. */
+static void rb_on_signal(int sig)
+{
+	ssize_t w;
+
+	if (rb_signal) {
+		if (rb_tmp[0])
+			unlink(rb_tmp);
+		w = write(STDERR_FILENO, rb_quit, rb_quit_len);
+		(void)w;
+		_exit(128 + sig);
+	}
+	rb_signal = sig;
+}
+
+static void rb_signals(const struct output *o, struct sigaction old[2])
+{
+	struct sigaction sa;
+
+	rb_signal = 0;
+	rb_tmp[0] = '\0';
+	if (o->tmp && strlen(o->tmp) < sizeof(rb_tmp))
+		memcpy(rb_tmp, o->tmp, strlen(o->tmp) + 1);
+	snprintf(rb_quit, sizeof(rb_quit),
+		 "fgcore: run-batch: interrupted again: the batch in flight abandoned, nothing written to %s\n",
+		 o->final ? o->final : o->name);
+	rb_quit_len = strlen(rb_quit);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = rb_on_signal;
+	sa.sa_flags = SA_RESTART; /* the batch in flight goes on undisturbed */
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGINT);
+	sigaddset(&sa.sa_mask, SIGTERM);
+	sigaction(SIGINT, &sa, &old[0]);
+	sigaction(SIGTERM, &sa, &old[1]);
+}
+
+static void rb_signals_restore(const struct sigaction old[2])
+{
+	sigaction(SIGINT, &old[0], NULL);
+	sigaction(SIGTERM, &old[1], NULL);
+}
+
+static const char *signal_name(int sig)
+{
+	return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+}
+
+/* ---- the command ----------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: fgcore [-c CONFIG] [-o section.key=value]... run-batch --input IN.jsonl --output OUT.jsonl\n"
+		   "  IN or OUT '-': stdin, stdout; an OUT that is not a regular file (a device, a\n"
+		   "  FIFO) is written through; a file OUT is written as OUT.tmp, renamed once complete\n");
 }
 
 int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
@@ -218,16 +521,22 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	struct line *lines = NULL;
 	struct fg_result *res = NULL;
 	struct fg_request *reqs = NULL;
-	size_t *map = NULL, n = 0, cap = 0, nreq = 0, failed = 0;
+	unsigned char *done = NULL;
+	size_t *map = NULL, n = 0, cap = 0, nreq = 0, failed = 0, finished = 0;
 	struct fg_engine *e = NULL;
-	char *buf = NULL, tmp[4096];
+	struct output out = { 0 };
+	struct sigaction old_sig[2], old_pipe, ign;
+	struct stat in_st = { 0 };
+	int have_in_st = 0, signals_set = 0, c, rc = 2;
+	char *buf = NULL, not_run[96] = "";
 	size_t bcap = 0;
 	ssize_t len;
-	FILE *in = NULL, *out = NULL;
-	int c, rc = 2;
+	FILE *in = NULL;
+	long got;
 
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'i':
 			in_path = optarg;
@@ -236,22 +545,75 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 			out_path = optarg;
 			break;
 		case 'h':
-			printf("usage: fgcore [-c CONFIG] [-o section.key=value]... run-batch --input IN.jsonl --output OUT.jsonl\n");
+			usage(stdout);
 			return 0;
+		case ':':
+			fprintf(stderr, "fgcore: run-batch: option '%s' needs a value: see fgcore run-batch --help\n",
+				argv[optind - 1]);
+			return 2;
 		default:
+			if (optopt)
+				fprintf(stderr, "fgcore: run-batch: unknown option '-%c': see fgcore run-batch --help\n",
+					optopt);
+			else
+				fprintf(stderr, "fgcore: run-batch: unknown option '%s': see fgcore run-batch --help\n",
+					argv[optind - 1]);
 			return 2;
 		}
 	}
 	if (!in_path || !out_path || optind < argc) {
-		fprintf(stderr, "fgcore: run-batch: give --input IN.jsonl and --output OUT.jsonl\n");
+		if (optind < argc)
+			fprintf(stderr, "fgcore: run-batch: unexpected argument '%s': give --input IN.jsonl and --output OUT.jsonl\n",
+				argv[optind]);
+		else
+			fprintf(stderr, "fgcore: run-batch: give --input IN.jsonl and --output OUT.jsonl\n");
 		return 2;
 	}
 	rc = 1;
-	in = strcmp(in_path, "-") ? fopen(in_path, "r") : stdin;
-	if (!in) {
-		fprintf(stderr, "fgcore: run-batch: cannot open %s: %s\n", in_path, strerror(errno));
-		return 1;
+	if (strcmp(in_path, "-")) {
+		/* O_NONBLOCK: a FIFO must not hang the open; only regular files. */
+		int fd = open(in_path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+
+		if (fd < 0) {
+			fprintf(stderr, "fgcore: run-batch: cannot open %s: %s\n", in_path, strerror(errno));
+			return 1;
+		}
+		if (fstat(fd, &in_st) != 0 || !S_ISREG(in_st.st_mode)) {
+			fprintf(stderr, "fgcore: run-batch: --input %s is %s: give a file, or '-' to read standard input\n",
+				in_path, fg_file_kind(in_st.st_mode));
+			close(fd);
+			return 2;
+		}
+		have_in_st = 1;
+		int fl = fcntl(fd, F_GETFL);
+		if (fl != -1)
+			(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+		in = fdopen(fd, "r");
+		if (!in) {
+			close(fd);
+			goto oom;
+		}
+	} else {
+		in = stdin;
+		have_in_st = fstat(STDIN_FILENO, &in_st) == 0 && S_ISREG(in_st.st_mode);
 	}
+	rc = output_open(&out, out_path, have_in_st ? &in_st : NULL);
+	if (rc) {
+		output_free(&out);
+		if (in != stdin)
+			fclose(in);
+		return rc;
+	}
+	rc = 1;
+	/* From here on a signal finishes the batch in flight, then writes what is done;
+	 * a reader gone from a pipe output is a write error, not a silent death. */
+	rb_signals(&out, old_sig);
+	signals_set = 1;
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	sigemptyset(&ign.sa_mask);
+	sigaction(SIGPIPE, &ign, &old_pipe);
+
 	while ((len = getline(&buf, &bcap, in)) >= 0) {
 		if (n == cap) {
 			size_t ncap = cap ? 2 * cap : 256;
@@ -272,19 +634,23 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 			l->error = parse_line(buf, (size_t)len, l);
 	}
 	if (ferror(in)) {
-		fprintf(stderr, "fgcore: run-batch: reading %s failed: %s\n", in_path, strerror(errno));
+		fprintf(stderr, "fgcore: run-batch: reading %s failed: %s; %s not written\n", in_path,
+			strerror(errno), out.final ? out.final : out.name);
+		output_abandon(&out);
 		goto out;
 	}
-	if (fg_engine_open(cfg, &e)) {
+	if (!rb_signal && fg_engine_open(cfg, &e)) {
 		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
+		output_abandon(&out);
 		goto out;
 	}
 	reqs = calloc(n ? n : 1, sizeof(*reqs));
 	res = calloc(n ? n : 1, sizeof(*res));
 	map = calloc(n ? n : 1, sizeof(*map));
-	if (!reqs || !res || !map)
+	done = calloc(n ? n : 1, 1);
+	if (!reqs || !res || !map || !done)
 		goto oom;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && e; i++) {
 		if (lines[i].error)
 			continue;
 		if (!lines[i].ignore_eos) {
@@ -294,50 +660,77 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		map[nreq] = i;
 		reqs[nreq++] = lines[i].req;
 	}
-	if (fg_generate(e, reqs, nreq, res)) {
-		fprintf(stderr, "fgcore: run-batch: %s\n", fg_last_error_text());
+	got = e ? fg_cli_generate_batches(e, reqs, nreq, res, done, &rb_signal) : 0;
+	if (got < 0)
+		goto oom;
+	finished = (size_t)got;
+	if (rb_signal && finished == 0) {
+		output_abandon(&out);
+		fprintf(stderr, "fgcore: run-batch: interrupted (%s) before any request finished; nothing written to %s\n",
+			signal_name(rb_signal), out.final ? out.final : out.name);
+		rc = 128 + rb_signal;
 		goto out;
 	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp", out_path);
-	out = fopen(tmp, "w");
-	if (!out) {
-		fprintf(stderr, "fgcore: run-batch: cannot create %s: %s\n", tmp, strerror(errno));
-		goto out;
-	}
+	if (rb_signal)
+		snprintf(not_run, sizeof(not_run), "not run: the job was interrupted (%s)",
+			 signal_name(rb_signal));
 	for (size_t i = 0, k = 0; i < n; i++) {
 		static const struct fg_result none;
 		const struct fg_result *r = &none;
-		if (k < nreq && map[k] == i)
-			r = &res[k++];
-		failed += lines[i].error || r->finish_reason == FG_FINISH_ERROR;
-		if (write_record(out, &lines[i], i + 1, r)) {
-			fprintf(stderr, "fgcore: run-batch: writing %s failed\n", tmp);
+		const char *why = NULL;
+		char *rec;
+
+		if (k < nreq && map[k] == i) {
+			if (done[k])
+				r = &res[k];
+			else
+				why = not_run;
+			k++;
+		}
+		failed += lines[i].error || why || r->finish_reason == FG_FINISH_ERROR;
+		rec = format_record(&lines[i], i + 1, r, why);
+		if (!rec) {
+			output_abandon(&out);
+			fprintf(stderr, "fgcore: run-batch: out of memory formatting the record of line %zu; %s not written\n",
+				i + 1, out.final ? out.final : out.name);
 			goto out;
 		}
+		errno = 0;
+		if (fputs(rec, out.f) == EOF || fputc('\n', out.f) == EOF) {
+			free(rec);
+			output_failed(&out, errno ? errno : EIO);
+			goto out;
+		}
+		free(rec);
 	}
-	if (fflush(out) || fsync(fileno(out)) || fclose(out)) {
-		out = NULL;
-		fprintf(stderr, "fgcore: run-batch: writing %s failed: %s\n", tmp, strerror(errno));
+	if (output_commit(&out))
 		goto out;
-	}
-	out = NULL;
-	if (rename(tmp, out_path)) {
-		fprintf(stderr, "fgcore: run-batch: cannot rename %s to %s: %s\n", tmp, out_path,
-			strerror(errno));
-		remove(tmp);
+	/* Written: a late signal must not unlink or report anything any more. */
+	rb_signals_restore(old_sig);
+	signals_set = 0;
+	sigaction(SIGPIPE, &old_pipe, NULL);
+	if (rb_signal) {
+		fprintf(stderr, "fgcore: run-batch: interrupted (%s) after the batch in flight: %zu of %zu requests finished, their results are in %s; the other %zu lines have \"interrupted\" error records\n",
+			signal_name(rb_signal), finished, nreq, out.final ? out.final : out.name,
+			nreq - finished);
+		rc = 128 + rb_signal;
 		goto out;
 	}
 	if (failed)
 		fprintf(stderr, "fgcore: run-batch: %zu of %zu lines failed; see their error records in %s\n",
-			failed, n, out_path);
+			failed, n, out.final ? out.final : out.name);
 	rc = failed ? 1 : 0;
 	goto out;
 oom:
 	fprintf(stderr, "fgcore: run-batch: out of memory\n");
+	output_abandon(&out);
 out:
-	if (out) {
-		fclose(out);
-		remove(tmp);
+	if (out.f)
+		output_abandon(&out);
+	output_free(&out);
+	if (signals_set) {
+		rb_signals_restore(old_sig);
+		sigaction(SIGPIPE, &old_pipe, NULL);
 	}
 	for (size_t i = 0; i < n; i++) {
 		json_decref(lines[i].root);
@@ -351,6 +744,7 @@ out:
 	free(reqs);
 	free(res);
 	free(map);
+	free(done);
 	free(buf);
 	if (in && in != stdin)
 		fclose(in);

@@ -8,6 +8,10 @@ void fg_cli_request_defaults(const struct fg_config *cfg, struct fg_request *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->max_new_tokens = (int)fg_config_int(cfg, "generate", "max_new_tokens");
+	/* FlexGen's --gen-len (bench.gen_len) given on the command line is the
+	 * number of new tokens for generate and run-batch too. */
+	if (fg_config_origin_of(cfg, "bench", "gen_len") == FG_CONFIG_FROM_ARGS)
+		r->max_new_tokens = (int)fg_config_int(cfg, "bench", "gen_len");
 	r->temperature = (float)fg_config_double(cfg, "generate", "temperature");
 	r->top_k = (int)fg_config_int(cfg, "generate", "top_k");
 	r->top_p = (float)fg_config_double(cfg, "generate", "top_p");

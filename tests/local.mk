@@ -27,3 +27,4 @@ include $(srcdir)/tests/gpu.mk
 include $(srcdir)/tests/optimizer.mk
 include $(srcdir)/tests/engine_checks.mk
 include $(srcdir)/tests/budget.mk
+include $(srcdir)/tests/hostile.mk

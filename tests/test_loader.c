@@ -2,6 +2,7 @@
  * naming the file, the skeleton plugins loading and working, the search path,
  * option parsing, and the core's host (error line, log). */
 #include <check.h>
+#include <elf.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -891,6 +892,138 @@ START_TEST(test_host_log)
 }
 END_TEST
 
+/* ---- damaged ELF files ------------------------------------------------------------ */
+
+/* A plugin truncated or with a foreign ELF header is refused before dlopen
+ * (which would die of SIGBUS mapping segments past the end of the file). */
+static unsigned char *read_whole(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	unsigned char *b;
+	long n;
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	ck_assert_int_gt(n, (long)sizeof(Elf64_Ehdr));
+	rewind(f);
+	b = malloc((size_t)n);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_uint_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return b;
+}
+
+static void write_bytes(const char *path, const void *b, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(b, 1, n, f), n);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+static void elf_refused(const char *path, const char *fragment)
+{
+	struct fg_plugin_handle h;
+
+	ck_assert_int_eq(fg_plugin_open_file(path, 0, NULL, &h), -ENOEXEC);
+	ck_assert_msg(strstr(fg_last_error(), path) != NULL, "no file in: %s", fg_last_error());
+	ck_assert_msg(strstr(fg_last_error(), fragment) != NULL, "'%s' not in: %s", fragment,
+		      fg_last_error());
+	ck_assert_ptr_null(strchr(fg_last_error(), '\n'));
+}
+
+START_TEST(test_damaged_elf)
+{
+	const char *b = getenv("FGCORE_BUILDDIR");
+	char src[PATH_MAX], path[PATH_MAX + 32], *tmp = make_tmpdir();
+	struct fg_plugin_handle h;
+	unsigned char *elf, *copy;
+	size_t len;
+
+	snprintf(src, sizeof(src), "%s/plugins/codec/.libs/fp16.so", b && *b ? b : ".");
+	elf = read_whole(src, &len);
+	copy = malloc(len);
+	ck_assert_ptr_nonnull(copy);
+
+	/* the whole file loads: the check refuses no good plugin */
+	snprintf(path, sizeof(path), "%s/fp16.so", tmp);
+	write_bytes(path, elf, len);
+	ck_assert_int_eq(fg_plugin_open_file(path, 0, NULL, &h), 0);
+	ck_assert_str_eq(h.plugin->name, "fp16");
+	fg_plugin_close(&h);
+
+	/* cut inside the first segment, at half, one byte short, ... */
+	const size_t cuts[] = { 0, 3, 63, 100, 1000, 4097, len / 2, len - 100, len - 1 };
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+		snprintf(path, sizeof(path), "%s/cut%zu.so", tmp, cuts[i]);
+		write_bytes(path, elf, cuts[i]);
+		elf_refused(path, cuts[i] < 4 ? "not an ELF file" : "truncated");
+	}
+	/* ... and through the search path, by name */
+	snprintf(path, sizeof(path), "%s/p", tmp);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/p/fp16.so", tmp);
+	write_bytes(path, elf, len / 2);
+	snprintf(path, sizeof(path), "%s/p", tmp);
+	use_path(path);
+	ck_assert_int_eq(fg_plugin_load("fp16", 0, &h), -ENOEXEC);
+	ck_assert_ptr_nonnull(strstr(fg_last_error(), "truncated"));
+
+	/* header fields of another build or kind of file */
+	Elf64_Ehdr *eh = (Elf64_Ehdr *)copy;
+	ck_assert_int_eq(elf[EI_CLASS], ELFCLASS64); /* the patches below are 64-bit */
+	memcpy(copy, elf, len);
+	eh->e_ident[EI_CLASS] = ELFCLASS32;
+	snprintf(path, sizeof(path), "%s/class.so", tmp);
+	write_bytes(path, copy, len);
+	elf_refused(path, "a 32-bit ELF file; this build is 64-bit");
+
+	memcpy(copy, elf, len);
+	eh->e_type = ET_REL;
+	snprintf(path, sizeof(path), "%s/rel.so", tmp);
+	write_bytes(path, copy, len);
+	elf_refused(path, "object file (.o), not a shared object");
+
+	memcpy(copy, elf, len);
+	eh->e_machine = (Elf64_Half)(eh->e_machine == EM_S390 ? EM_AARCH64 : EM_S390);
+	snprintf(path, sizeof(path), "%s/machine.so", tmp);
+	write_bytes(path, copy, len);
+	elf_refused(path, "built for ELF machine");
+
+	memcpy(copy, elf, len);
+	eh->e_phoff = UINT64_MAX - 8; /* offset + size overflows */
+	snprintf(path, sizeof(path), "%s/phoff.so", tmp);
+	write_bytes(path, copy, len);
+	elf_refused(path, "program headers at byte");
+
+	memcpy(copy, elf, len);
+	eh->e_shoff = (Elf64_Off)len - 8;
+	snprintf(path, sizeof(path), "%s/shoff.so", tmp);
+	write_bytes(path, copy, len);
+	elf_refused(path, "the section headers start at byte");
+
+	/* a segment reaching past the end of an otherwise complete file */
+	memcpy(copy, elf, len);
+	Elf64_Phdr *ph = (Elf64_Phdr *)(copy + eh->e_phoff);
+	for (unsigned i = 0; i < eh->e_phnum; i++)
+		if (ph[i].p_type == PT_LOAD) {
+			ph[i].p_filesz = ph[i].p_memsz = (Elf64_Xword)len * 2;
+			break;
+		}
+	snprintf(path, sizeof(path), "%s/segment.so", tmp);
+	write_bytes(path, copy, len);
+	elf_refused(path, "(PT_LOAD, bytes ");
+
+	free(copy);
+	free(elf);
+	rm_rf(tmp);
+	free(tmp);
+}
+END_TEST
+
 Suite *loader_suite(void)
 {
 	Suite *s = suite_create("loader");
@@ -913,6 +1046,7 @@ Suite *loader_suite(void)
 	tcase_add_test(tc, test_opts_unknown_and_format);
 	tcase_add_test(tc, test_host_error);
 	tcase_add_test(tc, test_host_log);
+	tcase_add_test(tc, test_damaged_elf);
 	suite_add_tcase(s, tc);
 	return s;
 }

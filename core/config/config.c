@@ -9,12 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <ini.h>
 
 #include "core/config/config.h"
 #include "core/config/schema.h"
 #include "core/util/error.h"
+#include "core/util/fileio.h"
 #include "core/util/parse.h"
 
 #define FG_CFG_VALUE_MAX 4096 /* bytes of one value: a sanity bound */
@@ -716,10 +718,20 @@ int fg_config_load(struct fg_config *c, const char *path)
 	struct fg_cfg_load st = { .path = path };
 	int r, e;
 
-	st.f = fopen(path, "r");
+	/* A regular file or /dev/null (no settings): a FIFO would hang open(2),
+	 * a directory reads as nothing. */
+	r = fg_open_file(path, FG_OPEN_NULL_OK, NULL);
+	if (r < 0) {
+		if (r != -EINVAL)
+			FG_ERR("%s: cannot open: %s: check the path (-c, FGCORE_CONFIG)", path,
+			       strerror(-r));
+		return r;
+	}
+	st.f = fdopen(r, "r");
 	if (st.f == NULL) {
 		e = errno;
-		FG_ERR("%s: cannot open: %s: check the path (-c, FGCORE_CONFIG)", path, strerror(e));
+		close(r);
+		FG_ERR("%s: cannot open: %s", path, strerror(e));
 		return -e;
 	}
 	st.c = fg_config_dup(c);
@@ -780,6 +792,17 @@ static const char *fg_config_typed(const struct fg_config *c, const char *sectio
 	       "key of another type");
 	(void)t;
 	return c->vals[row].text;
+}
+
+enum fg_config_origin fg_config_origin_of(const struct fg_config *c, const char *section,
+					  const char *key)
+{
+	int row = fg_cfg_find_key(section, key);
+
+	assert(row >= 0 && "key not in the configuration schema");
+	if (c->vals[row].origin.text == NULL)
+		return FG_CONFIG_DEFAULT;
+	return c->vals[row].origin.is_file ? FG_CONFIG_FROM_FILE : FG_CONFIG_FROM_ARGS;
 }
 
 int64_t fg_config_int(const struct fg_config *c, const char *section, const char *key)

@@ -19,6 +19,12 @@ int fg_config_bool(const struct fg_config *c, const char *section, const char *k
 uint64_t fg_config_size(const struct fg_config *c, const char *section, const char *key);
 const char *fg_config_str(const struct fg_config *c, const char *section, const char *key);
 
+/* Where a schema key's value came from: its default, a configuration file, or
+ * the command line (fg_config_set: -o or a FlexGen flag). */
+enum fg_config_origin { FG_CONFIG_DEFAULT, FG_CONFIG_FROM_FILE, FG_CONFIG_FROM_ARGS };
+enum fg_config_origin fg_config_origin_of(const struct fg_config *c, const char *section,
+					  const char *key);
+
 /* Load the plugin that `section.plugin` names (kind `kind`; 0: the section's
  * kind), create its option struct with the defaults and apply the section's
  * other keys.  On success *ph holds the plugin and *opts the struct (free()).

@@ -213,17 +213,9 @@ int fg_npy_open(const char *path, struct fg_npy_info *info)
 	int fd, rc;
 
 	memset(info, 0, sizeof(*info));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		FG_ERR("%s: cannot open: %s", path, strerror(-rc));
-		return rc;
-	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		FG_ERR("%s: not a regular file", path);
-		rc = -EINVAL;
-		goto out;
-	}
+	fd = fg_open_regular(path, &st);
+	if (fd < 0)
+		return fd;
 	info->file_size = (uint64_t)st.st_size;
 	if (info->file_size < 10 || fg_pread_full(fd, pre, 10, 0) != 0 ||
 	    memcmp(pre, magic, 6) != 0) {

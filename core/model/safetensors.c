@@ -265,15 +265,9 @@ int fg_st_open(const char *path, struct fg_st_file **out)
 		FG_ERR("%s: out of memory", path);
 		return -ENOMEM;
 	}
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	f->fd = fg_open_regular(path, &st);
 	if (f->fd < 0) {
-		rc = -errno;
-		FG_ERR("%s: cannot open: %s", path, strerror(-rc));
-		goto fail;
-	}
-	if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		FG_ERR("%s: not a regular file", path);
-		rc = -EINVAL;
+		rc = f->fd;
 		goto fail;
 	}
 	f->size = (uint64_t)st.st_size;

@@ -642,13 +642,17 @@ static int wt_read(struct fg_weights *w, const char *name, int64_t row0, int64_t
 	if (fd < 0) {
 		struct stat st;
 
-		fd = open(f->path, O_RDONLY | O_CLOEXEC);
+		/* The file was regular when the model was opened; a FIFO put in
+		 * its place since must not hang the read. */
+		fd = fg_open_regular(f->path, &st);
 		if (fd < 0) {
-			rc = -errno;
-			FG_ERR("%s: cannot open tensor \"%s\": %s", f->path, canon, strerror(-rc));
-			return rc;
+			char why[512];
+
+			snprintf(why, sizeof(why), "%s", fg_last_error());
+			FG_ERR("%s (tensor \"%s\")", why, canon);
+			return fd;
 		}
-		if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != f->size) {
+		if ((uint64_t)st.st_size != f->size) {
 			FG_ERR("%s: the file changed size since the model was opened (tensor "
 			       "\"%s\")",
 			       f->path, canon);

@@ -14,7 +14,9 @@
 #include <fgcore/codec.h>
 #include <fgcore/compute.h>
 #include <fgcore/storage.h>
+#include "core/plugin/elf_check.h"
 #include "core/plugin/loader.h"
+#include "core/util/fileio.h"
 #include "core/util/error.h"
 #include "core/util/parse.h"
 
@@ -429,6 +431,27 @@ static int fg_check_plugin(const char *path, const struct fg_plugin *p, uint32_t
 
 /* ---- opening --------------------------------------------------------------- */
 
+/* A damaged file (truncated: its segments reach past its end) would kill the
+ * process with SIGBUS inside dlopen; refuse it first. */
+static int fg_plugin_check_elf(const char *path)
+{
+	char why[256] = "";
+	struct stat st;
+	int fd, r;
+
+	fd = fg_open_regular(path, &st);
+	if (fd < 0)
+		return fd == -EINVAL ? -ENOEXEC : fd;
+	r = fg_elf_check_fd(fd, (unsigned long long)st.st_size, why, sizeof(why));
+	close(fd);
+	if (r == 0)
+		return 0;
+	if (why[0] == '\0')
+		snprintf(why, sizeof(why), "cannot read its ELF headers: %s", strerror(-r));
+	FG_ERR("%s: not loadable as a plugin: %s", path, why);
+	return r == -ENOMEM ? r : -ENOEXEC;
+}
+
 int fg_plugin_open_file(const char *path, uint32_t want_kind, const char *want_name,
 			struct fg_plugin_handle *out)
 {
@@ -457,6 +480,9 @@ int fg_plugin_open_file(const char *path, uint32_t want_kind, const char *want_n
 		       "<name>.so)", path);
 		return -ENOEXEC;
 	}
+	r = fg_plugin_check_elf(path);
+	if (r != 0)
+		return r;
 	/* Without a '/', dlopen would search the library path instead of the file.
 	 * RTLD_NODELETE: a plugin's code stays mapped after dlclose, because the
 	 * runtimes plugins bring (CUDA, libstdc++) leave atexit handlers, thread

@@ -1,3 +1,3 @@
 # core/plugin
-libfgcore_internal_la_SOURCES += core/plugin/loader.c
-noinst_HEADERS += core/plugin/loader.h
+libfgcore_internal_la_SOURCES += core/plugin/loader.c core/plugin/elf_check.c
+noinst_HEADERS += core/plugin/loader.h core/plugin/elf_check.h
