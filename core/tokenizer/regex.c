@@ -31,7 +31,7 @@ int fg_regex_compile(const char *pat, size_t len, bool literal, struct fg_regex 
 
 	*out = NULL;
 	if (literal)
-		opts |= PCRE2_LITERAL;
+		opts = (opts & ~(uint32_t)PCRE2_UCP) | PCRE2_LITERAL;	/* UCP is refused there */
 	re = calloc(1, sizeof(*re));
 	if (!re)
 		return -ENOMEM;

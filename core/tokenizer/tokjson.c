@@ -162,7 +162,7 @@ static int normalizer(struct ld *l, json_t *o, const char *jp, int depth)
 	bool is_re;
 	int rc;
 
-	if (json_is_null(o))
+	if (!o || json_is_null(o))
 		return 0;
 	rc = type_of(l, o, jp, &type);
 	if (rc)
@@ -213,7 +213,7 @@ static int pre_tokenizer(struct ld *l, json_t *o, const char *jp, int depth)
 	json_t *v;
 	int rc;
 
-	if (json_is_null(o))
+	if (!o || json_is_null(o))
 		return 0;
 	rc = type_of(l, o, jp, &type);
 	if (rc)
@@ -283,7 +283,7 @@ static int decoder(struct ld *l, json_t *o, const char *jp, int depth)
 	bool is_re;
 	int rc;
 
-	if (json_is_null(o))
+	if (!o || json_is_null(o))
 		return 0;
 	p->has_decoder = true;
 	rc = type_of(l, o, jp, &type);
@@ -333,7 +333,7 @@ static int post_processor(struct ld *l, json_t *o, const char *jp, int depth)
 	json_t *single, *first, *sp;
 	int rc;
 
-	if (json_is_null(o))
+	if (!o || json_is_null(o))
 		return 0;
 	rc = type_of(l, o, jp, &type);
 	if (rc)
