@@ -45,8 +45,11 @@ static int sbuf_room(struct sbuf *b, size_t more)
 
 static int sbuf_add(struct sbuf *b, const char *s, size_t n)
 {
-	int rc = sbuf_room(b, n);
+	int rc;
 
+	if (!n)
+		return 0;
+	rc = sbuf_room(b, n);
 	if (rc)
 		return rc;
 	memcpy(b->p + b->n, s, n);

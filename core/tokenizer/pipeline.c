@@ -46,8 +46,11 @@ static int buf_room(struct buf *b, size_t need)
 
 static int buf_add(struct buf *b, const char *s, size_t n)
 {
-	int rc = buf_room(b, b->n + n);
+	int rc;
 
+	if (!n)
+		return 0;
+	rc = buf_room(b, b->n + n);
 	if (rc)
 		return rc;
 	memcpy(b->p + b->n, s, n);

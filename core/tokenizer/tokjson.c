@@ -533,10 +533,13 @@ static int added_tokens(struct ld *l, json_t *arr)
 		rc = fg_tok_check_content(where, s, n);
 		if (rc)
 			return rc;
-		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+		for (size_t k = sizeof(keys) / sizeof(keys[0]); k-- > 0;) {
 			bool b = false;
 
-			rc = get_bool(l, e, jp, keys[k].key, false, &b);
+			/* special first: "normalized" defaults to its opposite */
+			rc = get_bool(l, e, jp, keys[k].key,
+				      keys[k].flag == FG_ADDED_NORMALIZED && !(f & FG_ADDED_SPECIAL),
+				      &b);
 			if (rc)
 				return rc;
 			f |= b ? keys[k].flag : 0;
