@@ -1,8 +1,9 @@
-/* bench/tokenizer_bench.c - GPT-2 BPE encode/decode throughput.
+/* bench/tokenizer_bench.c - BPE encode/decode throughput (GPT-2 files or tokenizer.json).
  *
  *   tokenizer_bench [-d DIR] [-s MIB] [-r REPEAT] [-t THREADS] [FILE]
  *
- * DIR holds vocab.json + merges.txt (default $FGCORE_TESTDATA/tokenizer/gpt2).
+ * DIR holds vocab.json + merges.txt or a tokenizer.json, loaded as
+ * fg_tokenizer_load_dir does (default $FGCORE_TESTDATA/tokenizer/gpt2).
  * FILE is the text to encode; without it, about MIB MiB (default 20) of text
  * is made from DIR/golden.json's texts and built-in prose (English, other
  * Latin-script languages, Cyrillic, Greek, CJK, emoji, code, numbers).
@@ -159,7 +160,8 @@ static void *encode_job(void *p)
 static void usage(void)
 {
 	fprintf(stderr, "usage: tokenizer_bench [-d DIR] [-s MIB] [-r REPEAT] [-t THREADS] [FILE]\n"
-			"  DIR: vocab.json + merges.txt (default $FGCORE_TESTDATA/tokenizer/gpt2)\n");
+			"  DIR: tokenizer.json, or vocab.json + merges.txt (default "
+			"$FGCORE_TESTDATA/tokenizer/gpt2)\n");
 }
 
 int main(int argc, char **argv)

@@ -26,7 +26,7 @@ int fg_cmd_tokenize(struct fg_config *cfg, int argc, char **argv)
 	if (!dir || !*dir)
 		dir = fg_config_str(cfg, "model", "path");
 	if (!strncmp(dir, "dummy:", 6)) {
-		fprintf(stderr, "fgcore: tokenize: model %s has no tokenizer: set [model] tokenizer = DIR to a folder with vocab.json and merges.txt\n",
+		fprintf(stderr, "fgcore: tokenize: model %s has no tokenizer: set [model] tokenizer = DIR to a folder with tokenizer.json, or vocab.json and merges.txt\n",
 			dir);
 		return 2;
 	}

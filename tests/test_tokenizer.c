@@ -17,6 +17,7 @@
 #include "core/tokenizer/tok_internal.h"
 #include "core/tokenizer/tokenizer.h"
 #include "core/util/error.h"
+#include "tests/test_tokenizer_utf8.h"
 
 static char gpt2_dir[PATH_MAX];
 static char vocab_path[PATH_MAX + 32];
@@ -52,20 +53,39 @@ static void encode_ok(const struct fg_tokenizer *t, const char *s, size_t len, i
 	ck_assert_msg(rc == 0, "encode: %d %s", rc, fg_last_error());
 }
 
+/* The tokens' bytes give the input back exactly; decode gives it as valid
+ * UTF-8 (invalid bytes replaced as Python's errors="replace" does). */
 static void check_roundtrip(const struct fg_tokenizer *t, const char *s, size_t len)
 {
 	int32_t *ids;
-	size_t n, dlen;
-	char *back;
+	size_t n, dlen, rlen, o = 0;
+	char *back, *want, *raw = malloc(len + 1);
 	int rc;
 
+	ck_assert_ptr_nonnull(raw);
 	encode_ok(t, s, len, &ids, &n);
 	ck_assert_uint_le(n, len);
+	for (size_t i = 0; i < n; i++) {
+		size_t bl;
+		const char *b = fg_tokenizer_token_bytes(t, ids[i], &bl);
+
+		ck_assert_ptr_nonnull(b);
+		ck_assert_uint_le(o + bl, len);
+		memcpy(raw + o, b, bl);
+		o += bl;
+	}
+	ck_assert_uint_eq(o, len);
+	ck_assert_msg(memcmp(raw, s, len) == 0, "token bytes differ from the text (len %zu)", len);
 	rc = fg_tokenizer_decode(t, ids, n, &back, &dlen);
 	ck_assert_msg(rc == 0, "decode: %d %s", rc, fg_last_error());
-	ck_assert_uint_eq(dlen, len);
-	ck_assert_msg(memcmp(back, s, len) == 0, "round trip differs (len %zu)", len);
+	rlen = ref_utf8_repair(s, len, &want);
+	ck_assert_ptr_nonnull(want);
+	ck_assert_uint_eq(dlen, rlen);
+	ck_assert_msg(memcmp(back, want, rlen) == 0, "decode differs from the repaired text "
+		      "(len %zu)", len);
 	ck_assert_int_eq(back[dlen], '\0');
+	free(want);
+	free(raw);
 	free(back);
 	free(ids);
 }
@@ -317,10 +337,28 @@ START_TEST(test_gpt2_tables)
 	ck_assert(len == 13 && !memcmp(b, "<|endoftext|>", 13));
 	ck_assert_ptr_null(fg_tokenizer_token_bytes(t, -1, &len));
 	ck_assert_ptr_null(fg_tokenizer_token_bytes(t, 50257, &len));
-	fg_clear_error();
-	ck_assert_int_eq(fg_tokenizer_decode(t, bad, 2, &text, &len), -EINVAL);
-	ck_assert_ptr_null(text);
-	ck_assert(strstr(fg_last_error(), "50257"));
+	/* An id past the vocabulary (a model's 50272 over GPT-2's 50257)
+	 * decodes to U+FFFD: decoding never fails a job. */
+	ck_assert_int_eq(fg_tokenizer_decode(t, bad, 2, &text, &len), 0);
+	ck_assert_uint_eq(len, 8);
+	ck_assert(!memcmp(text, "Hello\xEF\xBF\xBD", 9));
+	free(text);
+	bad[1] = -1;
+	ck_assert_int_eq(fg_tokenizer_decode(t, bad, 2, &text, &len), 0);
+	ck_assert(!strcmp(text, "Hello\xEF\xBF\xBD"));
+	free(text);
+	/* Byte tokens that stop inside a character: one U+FFFD for the cut
+	 * sequence E6 9D (of U+6771), then the next character whole. */
+	{
+		int32_t cut[3] = { t->byte_id[0xE6], t->byte_id[0x9D], 15496 };
+
+		ck_assert_int_eq(fg_tokenizer_decode(t, cut, 3, &text, &len), 0);
+		ck_assert(!strcmp(text, "\xEF\xBF\xBDHello"));
+		free(text);
+		ck_assert_int_eq(fg_tokenizer_decode(t, cut, 1, &text, &len), 0);
+		ck_assert(!strcmp(text, "\xEF\xBF\xBD"));
+		free(text);
+	}
 	ck_assert_int_eq(fg_tokenizer_decode(t, NULL, 0, &text, &len), 0);
 	ck_assert_uint_eq(len, 0);
 	ck_assert_int_eq(text[0], '\0');

@@ -52,9 +52,10 @@ static int open_tokenizer(const struct fg_config *c, struct fg_engine *e)
 
 	if (!explicit)
 		dir = model;
-	if (!explicit && (!is_dir(dir) || !file_exists(dir, "vocab.json"))) {
+	if (!explicit && (!is_dir(dir) || (!file_exists(dir, "vocab.json") &&
+					   !file_exists(dir, "tokenizer.json")))) {
 		snprintf(e->tok_error, sizeof(e->tok_error),
-			 "model %s has no tokenizer (vocab.json, merges.txt): set [model] tokenizer = DIR to a folder holding them",
+			 "model %s has no tokenizer (tokenizer.json, or vocab.json and merges.txt): set [model] tokenizer = DIR to a folder holding them",
 			 model);
 		return 0;
 	}

@@ -6,6 +6,11 @@
  * run that loop on arrays with cached pair ranks; long ones use a heap of
  * (rank, position), taking all entries of the lowest rank as one pass so that
  * pairs formed during a pass wait for the next, as in the reference.
+ * Symbols are byte tokens (byte-level BPE) or, for a tokenizer.json without
+ * ByteLevel, character, <0xXX> byte-fallback and unk tokens.  Hugging Face's
+ * loop (one merge at a time by (rank, position)) gives the same result on
+ * every merges list in which no merge forms a pair ranked before itself,
+ * which is what its trainer writes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -26,8 +31,9 @@ static void pair_of(const struct fg_tokenizer *t, int32_t a, int32_t b, uint32_t
 	*merged = s ? s->merged : -1;
 }
 
-/* Returns the number of ids written to out. */
-static size_t bpe_small(const struct fg_tokenizer *t, const unsigned char *w, size_t n,
+/* Merges the n symbols of init (which may be out) and returns the number of
+ * ids written to out. */
+static size_t bpe_small(const struct fg_tokenizer *t, const int32_t *init, size_t n,
 			int32_t *out)
 {
 	int32_t ids[SMALL_WORD], mrg[SMALL_WORD], nids[SMALL_WORD];
@@ -35,8 +41,7 @@ static size_t bpe_small(const struct fg_tokenizer *t, const unsigned char *w, si
 	uint8_t changed[SMALL_WORD];
 	size_t src[SMALL_WORD];
 
-	for (size_t i = 0; i < n; i++)
-		ids[i] = t->byte_id[w[i]];
+	memcpy(ids, init, n * sizeof(*ids));
 	for (size_t i = 0; i + 1 < n; i++)
 		pair_of(t, ids[i], ids[i + 1], &rank[i], &mrg[i]);
 	while (n > 1) {
@@ -184,7 +189,7 @@ static int push_pair(const struct fg_tokenizer *t, struct heap_mem *m, size_t *h
 }
 
 static int bpe_heap(const struct fg_tokenizer *t, struct fg_bpe_scratch *sc,
-		    const unsigned char *w, size_t n, int32_t *out, size_t *nout)
+		    const int32_t *init, size_t n, int32_t *out, size_t *nout)
 {
 	struct heap_mem m;
 	size_t hn = 0;
@@ -199,7 +204,7 @@ static int bpe_heap(const struct fg_tokenizer *t, struct fg_bpe_scratch *sc,
 		return rc;
 	sc->nlater = 0;
 	for (size_t i = 0; i < n; i++) {
-		m.id[i] = t->byte_id[w[i]];
+		m.id[i] = init[i];
 		m.prev[i] = (int32_t)i - 1;
 		m.next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
 	}
@@ -238,18 +243,28 @@ static int bpe_heap(const struct fg_tokenizer *t, struct fg_bpe_scratch *sc,
 	return 0;
 }
 
-int fg_bpe_word(const struct fg_tokenizer *t, struct fg_bpe_scratch *sc,
-		const unsigned char *w, size_t n, int32_t *out, size_t *nout, int use_heap)
+int fg_bpe_merge(const struct fg_tokenizer *t, struct fg_bpe_scratch *sc, int32_t *out,
+		 size_t *nout, size_t n, int use_heap)
 {
-	if (n == 0)
-		return 0;
-	if (n == 1) {
-		out[(*nout)++] = t->byte_id[w[0]];
+	int32_t *init = out + *nout;
+
+	if (n <= 1) {
+		*nout += n;
 		return 0;
 	}
 	if (!use_heap && n <= SMALL_WORD) {
-		*nout += bpe_small(t, w, n, out + *nout);
+		*nout += bpe_small(t, init, n, init);
 		return 0;
 	}
-	return bpe_heap(t, sc, w, n, out, nout);
+	return bpe_heap(t, sc, init, n, out, nout);
+}
+
+int fg_bpe_word(const struct fg_tokenizer *t, struct fg_bpe_scratch *sc,
+		const unsigned char *w, size_t n, int32_t *out, size_t *nout, int use_heap)
+{
+	int32_t *init = out + *nout;
+
+	for (size_t i = 0; i < n; i++)
+		init[i] = t->byte_id[w[i]];
+	return fg_bpe_merge(t, sc, out, nout, n, use_heap);
 }

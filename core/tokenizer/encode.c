@@ -1,8 +1,9 @@
 /* core/tokenizer/encode.c - text <-> ids on a loaded (read-only) tokenizer.
  *
- * encode: special tokens are cut out first (leftmost, then longest), each
- * stretch between them is pre-tokenized and every pre-token BPE-merged.  No
- * cache and no shared scratch: a const tokenizer serves any number of threads.
+ * encode (GPT-2 files): special tokens are cut out first (leftmost, then
+ * longest), each stretch between them is pre-tokenized and every pre-token
+ * BPE-merged; a tokenizer.json runs its own pipeline (pipeline.c).  No cache
+ * and no shared scratch: a const tokenizer serves any number of threads.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,12 +12,7 @@
 #include "core/tokenizer/tok_internal.h"
 #include "core/util/error.h"
 
-struct idvec {
-	int32_t *v;
-	size_t n, cap;
-};
-
-static int idvec_room(struct idvec *o, size_t more)
+int fg_idvec_room(struct fg_idvec *o, size_t more)
 {
 	size_t cap;
 	int32_t *v;
@@ -36,35 +32,102 @@ static int idvec_room(struct idvec *o, size_t more)
 	return 0;
 }
 
-/* Leftmost special token at or after pos: its offset (len when none). */
-static size_t find_special(const struct fg_tokenizer *t, const char *s, size_t len, size_t pos,
-			   const struct fg_tok_special **hit)
+static int is_space_at(const unsigned char *s, size_t len, size_t pos, size_t *clen)
 {
-	if (!t->n_special)
-		return len;
-	for (; pos < len; pos++) {
-		unsigned char c = (unsigned char)s[pos];
+	uint32_t cp;
 
-		for (uint32_t i = t->special_start[c]; i < t->special_start[c + 1]; i++) {
-			const struct fg_tok_special *sp = &t->special[i];
+	*clen = fg_utf8_next(s + pos, len - pos, &cp);
+	return fg_uc_class_of(cp) == FG_UC_WS;
+}
 
-			if (sp->len <= len - pos && !memcmp(t->blob + sp->off, s + pos, sp->len)) {
-				*hit = sp;
-				return pos;
+/* A "word" character as in \w: letter, number or underscore. */
+static int is_word_cp(uint32_t cp)
+{
+	enum fg_uc_class c = fg_uc_class_of(cp);
+
+	return cp == '_' || c == FG_UC_L || c == FG_UC_N;
+}
+
+/* The code point ending at s[end) (end > 0). */
+static uint32_t cp_before(const unsigned char *s, size_t end)
+{
+	size_t b = end - 1;
+	uint32_t cp;
+
+	while (b > 0 && end - b < 4 && (s[b] & 0xC0) == 0x80)
+		b--;
+	if (fg_utf8_next(s + b, end - b, &cp) != end - b)
+		return FG_UC_INVALID;
+	return cp;
+}
+
+int fg_tok_find_added(const struct fg_tok_matcher *m, const char *blob, const char *text,
+		      size_t len, size_t pos, size_t floor, size_t *ms, size_t *me, int32_t *id)
+{
+	const unsigned char *s = (const unsigned char *)text;
+
+	if (!m->n)
+		return 0;
+	while (pos < len) {
+		unsigned char c = s[pos];
+		const struct fg_tok_special *sp = NULL;
+		size_t start, stop, clen;
+		uint32_t cp;
+
+		for (uint32_t i = m->start[c]; i < m->start[c + 1]; i++) {
+			const struct fg_tok_special *e = &m->v[i];
+
+			if (e->len <= len - pos && !memcmp(blob + e->off, s + pos, e->len)) {
+				sp = e;
+				break;
 			}
 		}
+		if (!sp) {
+			pos++;
+			continue;
+		}
+		start = pos;
+		stop = pos + sp->len;
+		if (sp->flags & FG_ADDED_SINGLE_WORD) {
+			int word_before = start > 0 && is_word_cp(cp_before(s, start));
+			int word_after = stop < len &&
+					 (fg_utf8_next(s + stop, len - stop, &cp), is_word_cp(cp));
+
+			if (word_before || word_after) {
+				pos = stop;	/* the match is used up, as Hugging Face's is */
+				continue;
+			}
+		}
+		if (sp->flags & FG_ADDED_LSTRIP) {
+			while (start > floor) {
+				size_t b = start - 1;
+
+				while (b > floor && (s[b] & 0xC0) == 0x80)
+					b--;
+				if (!is_space_at(s, len, b, &clen) || b + clen != start)
+					break;
+				start = b;
+			}
+		}
+		if (sp->flags & FG_ADDED_RSTRIP)
+			while (stop < len && is_space_at(s, len, stop, &clen))
+				stop += clen;
+		*ms = start;
+		*me = stop;
+		*id = sp->id;
+		return 1;
 	}
-	return len;
+	return 0;
 }
 
 static int encode_plain(const struct fg_tokenizer *t, struct fg_bpe_scratch *sc, const char *s,
-			size_t len, struct idvec *o)
+			size_t len, struct fg_idvec *o)
 {
 	size_t pos = 0;
 
 	while (pos < len) {
 		size_t end = fg_pretok_next(s, len, pos);
-		int rc = idvec_room(o, end - pos);
+		int rc = fg_idvec_room(o, end - pos);
 
 		if (!rc)
 			rc = fg_bpe_word(t, sc, (const unsigned char *)s + pos, end - pos, o->v,
@@ -80,7 +143,7 @@ int fg_tokenizer_encode(const struct fg_tokenizer *t, const char *text, size_t l
 			int32_t **ids, size_t *n)
 {
 	struct fg_bpe_scratch sc = { 0 };
-	struct idvec o = { 0 };
+	struct fg_idvec o = { 0 };
 	size_t pos = 0;
 	int rc;
 
@@ -91,19 +154,22 @@ int fg_tokenizer_encode(const struct fg_tokenizer *t, const char *text, size_t l
 	*ids = NULL;
 	*n = 0;
 	/* About 4 bytes per token for English; grown as needed. */
-	rc = idvec_room(&o, len / 4 + 16);
-	while (!rc && pos < len) {
-		const struct fg_tok_special *sp = NULL;
-		size_t at = find_special(t, text, len, pos, &sp);
+	rc = fg_idvec_room(&o, len / 4 + 16);
+	if (!rc && t->pipe)
+		rc = fg_tok_encode_json(t, text, len, &o);
+	while (!rc && !t->pipe && pos < len) {
+		size_t ms = len, me = len;
+		int32_t id = -1;
+		int hit = fg_tok_find_added(&t->added, t->blob, text, len, pos, pos, &ms, &me, &id);
 
-		rc = encode_plain(t, &sc, text + pos, at - pos, &o);
-		if (rc || !sp)
+		rc = encode_plain(t, &sc, text + pos, ms - pos, &o);
+		if (rc || !hit)
 			break;
-		rc = idvec_room(&o, 1);
+		rc = fg_idvec_room(&o, 1);
 		if (rc)
 			break;
-		o.v[o.n++] = sp->id;
-		pos = at + sp->len;
+		o.v[o.n++] = id;
+		pos = me;
 	}
 	fg_bpe_scratch_free(&sc);
 	if (rc) {
@@ -114,47 +180,6 @@ int fg_tokenizer_encode(const struct fg_tokenizer *t, const char *text, size_t l
 	}
 	*ids = o.v;
 	*n = o.n;
-	return 0;
-}
-
-int fg_tokenizer_decode(const struct fg_tokenizer *t, const int32_t *ids, size_t n, char **text,
-			size_t *len)
-{
-	size_t total = 0, o = 0;
-	char *s;
-
-	if (!t || !text || !len || (!ids && n)) {
-		FG_ERR("fg_tokenizer_decode: invalid arguments");
-		return -EINVAL;
-	}
-	*text = NULL;
-	*len = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (ids[i] < 0 || (size_t)ids[i] >= t->n_ids || t->bytes[ids[i]].len == UINT32_MAX) {
-			FG_ERR("tokenizer: cannot decode id %d at position %zu: not a token of this "
-			       "vocabulary (0..%zu)", ids[i], i, t->n_ids - 1);
-			return -EINVAL;
-		}
-		if (t->bytes[ids[i]].len > SIZE_MAX - 1 - total) {
-			FG_ERR("tokenizer: decoding %zu tokens overflows", n);
-			return -ENOMEM;
-		}
-		total += t->bytes[ids[i]].len;
-	}
-	s = malloc(total + 1);
-	if (!s) {
-		FG_ERR("tokenizer: out of memory decoding %zu tokens", n);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < n; i++) {
-		const struct fg_tok_str *b = &t->bytes[ids[i]];
-
-		memcpy(s + o, t->blob + b->off, b->len);
-		o += b->len;
-	}
-	s[o] = '\0';
-	*text = s;
-	*len = o;
 	return 0;
 }
 

@@ -7,17 +7,19 @@
  *  - special_tokens_map.json: the *_token keys and additional_special_tokens,
  *    overriding tokenizer_config.json;
  *  - added_tokens.json: {"token": id}.
- * A role the files do not name keeps GPT2Tokenizer's default: bos, eos and
- * unk are <|endoftext|> (when the vocabulary has it).  A named token missing
- * from the vocabulary gets the next free id, as transformers does.  The
- * lstrip/rstrip/single_word flags of added tokens are not applied: tokens
- * match their exact content.
+ * A role the files do not name keeps the default of the tokenizer's form
+ * (GPT2Tokenizer's: bos, eos and unk are <|endoftext|>, when the vocabulary
+ * has it).  A named token missing from the vocabulary gets the next free id,
+ * as transformers does.  With the GPT-2 files the lstrip/rstrip/single_word
+ * flags of added tokens are not applied: tokens match their exact content;
+ * a tokenizer.json's added tokens keep the flags it gives them.
  */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -31,30 +33,30 @@ static const char *const role_keys[N_ROLES] = {
 };
 
 static const char default_special[] = "<|endoftext|>";
+static const char *const gpt2_defaults[3] = { default_special, default_special, default_special };
 
-struct idlist {
-	int32_t *v;
-	size_t n, cap;
-};
-
-static int idlist_push(struct idlist *l, int32_t id)
+int fg_tok_queue_added(struct fg_tokenizer *t, int32_t id, unsigned flags)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		int32_t *v = realloc(l->v, cap * sizeof(*v));
+	if (t->n_pend == t->pend_cap) {
+		size_t cap = t->pend_cap ? t->pend_cap * 2 : 16;
+		struct fg_tok_pending *v = realloc(t->pend, cap * sizeof(*v));
 
 		if (!v)
 			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
+		t->pend = v;
+		t->pend_cap = cap;
 	}
-	l->v[l->n++] = id;
+	t->pend[t->n_pend++] = (struct fg_tok_pending){ id, flags };
 	return 0;
 }
 
+/* A side file's token is special and matched as written (the GPT-2 files
+ * apply no flags). */
+#define SIDE_FLAGS FG_ADDED_SPECIAL
+
 /* Give id the text s: its decoded bytes are the text itself (added tokens
  * are not byte-level encoded). */
-static int set_token(struct fg_tokenizer *t, int32_t id, const char *s, size_t len)
+int fg_tok_set_token(struct fg_tokenizer *t, int32_t id, const char *s, size_t len)
 {
 	int rc = fg_tok_grow_ids(t, (size_t)id + 1);
 
@@ -67,7 +69,7 @@ static int set_token(struct fg_tokenizer *t, int32_t id, const char *s, size_t l
 	return fg_strmap_insert(t, id);
 }
 
-static int check_content(const char *path, const char *s, size_t len)
+int fg_tok_check_content(const char *path, const char *s, size_t len)
 {
 	char q[96];
 
@@ -81,11 +83,11 @@ static int check_content(const char *path, const char *s, size_t len)
 
 /* A token with an id fixed by the files. */
 static int add_explicit(struct fg_tokenizer *t, const char *path, json_int_t id, const char *s,
-			size_t len, struct idlist *l)
+			size_t len, unsigned flags)
 {
 	char q[96], q2[96];
 	int32_t have;
-	int rc = check_content(path, s, len);
+	int rc = fg_tok_check_content(path, s, len);
 
 	if (rc)
 		return rc;
@@ -98,7 +100,7 @@ static int add_explicit(struct fg_tokenizer *t, const char *path, json_int_t id,
 	have = fg_strmap_find(t, s, len);
 	if ((size_t)id < t->n_ids && t->text[id].len != UINT32_MAX) {
 		if (have == id)
-			return idlist_push(l, (int32_t)id);
+			return fg_tok_queue_added(t, (int32_t)id, flags);
 		FG_ERR("%s: token \"%s\" has id %lld, which is already the id of \"%s\"", path, q,
 		       (long long)id, fg_tok_quote(t->blob + t->text[id].off, t->text[id].len,
 						    q2, sizeof(q2)));
@@ -109,19 +111,19 @@ static int add_explicit(struct fg_tokenizer *t, const char *path, json_int_t id,
 		       (long long)id, have);
 		return -EINVAL;
 	}
-	rc = set_token(t, (int32_t)id, s, len);
-	return rc ? rc : idlist_push(l, (int32_t)id);
+	rc = fg_tok_set_token(t, (int32_t)id, s, len);
+	return rc ? rc : fg_tok_queue_added(t, (int32_t)id, flags);
 }
 
 /* A token named by content only: its id, or a new one. */
 static int add_named(struct fg_tokenizer *t, const char *path, const char *s, size_t len,
-		     struct idlist *l, int32_t *idp)
+		     int32_t *idp)
 {
 	int32_t id = fg_strmap_find(t, s, len);
 	int rc;
 
 	if (id < 0) {
-		rc = check_content(path, s, len);
+		rc = fg_tok_check_content(path, s, len);
 		if (rc)
 			return rc;
 		if (t->n_ids >= t->n_vocab + FG_TOK_MAX_ADDED) {
@@ -129,13 +131,13 @@ static int add_named(struct fg_tokenizer *t, const char *path, const char *s, si
 			return -EINVAL;
 		}
 		id = (int32_t)t->n_ids;
-		rc = set_token(t, id, s, len);
+		rc = fg_tok_set_token(t, id, s, len);
 		if (rc)
 			return rc;
 	}
 	if (idp)
 		*idp = id;
-	return idlist_push(l, id);
+	return fg_tok_queue_added(t, id, SIDE_FLAGS);
 }
 
 /* A special-token value: "text", {"content": "text", ...} or null.
@@ -192,61 +194,32 @@ static int load_json(const char *dir, const char *name, size_t flags, char *path
 	return 0;
 }
 
-static int cmp_special(const void *a, const void *b)
+/* The flags of an added_tokens_decoder entry (tokenizer.json form only). */
+static unsigned entry_flags(const struct fg_tokenizer *t, json_t *ent)
 {
-	const struct fg_tok_special *x = a, *y = b;
-	if (x->first != y->first)
-		return x->first < y->first ? -1 : 1;
-	if (x->len != y->len)
-		return x->len > y->len ? -1 : 1;	/* longest first */
-	return x->id < y->id ? -1 : x->id > y->id;
+	static const struct { const char *key; unsigned flag; } keys[] = {
+		{ "lstrip", FG_ADDED_LSTRIP }, { "rstrip", FG_ADDED_RSTRIP },
+		{ "single_word", FG_ADDED_SINGLE_WORD }, { "special", FG_ADDED_SPECIAL },
+	};
+	unsigned f = 0;
+	json_t *nv;
+
+	if (!t->pipe)
+		return SIDE_FLAGS;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (json_is_true(json_object_get(ent, keys[i].key)))
+			f |= keys[i].flag;
+	/* transformers: normalized defaults to "not special". */
+	nv = json_object_get(ent, "normalized");
+	if (json_is_boolean(nv) ? json_is_true(nv) : !(f & FG_ADDED_SPECIAL))
+		f |= FG_ADDED_NORMALIZED;
+	return f;
 }
 
-static int build_match_table(struct fg_tokenizer *t, struct idlist *l)
-{
-	uint8_t *seen = calloc(t->n_ids ? t->n_ids : 1, 1);
-	struct fg_tok_special *sp;
-	size_t n = 0;
-
-	if (!seen)
-		return -ENOMEM;
-	sp = malloc((l->n ? l->n : 1) * sizeof(*sp));
-	if (!sp) {
-		free(seen);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < l->n; i++) {
-		int32_t id = l->v[i];
-
-		if (seen[id])
-			continue;
-		seen[id] = 1;
-		/* Decoding gives a special token's own text. */
-		t->bytes[id] = t->text[id];
-		sp[n++] = (struct fg_tok_special){
-			.off = t->text[id].off,
-			.len = t->text[id].len,
-			.id = id,
-			.first = (unsigned char)t->blob[t->text[id].off],
-		};
-	}
-	free(seen);
-	qsort(sp, n, sizeof(*sp), cmp_special);
-	memset(t->special_start, 0, sizeof(t->special_start));
-	for (size_t i = 0; i < n; i++)
-		t->special_start[sp[i].first + 1]++;
-	for (int c = 0; c < 256; c++)
-		t->special_start[c + 1] += t->special_start[c];
-	t->special = sp;
-	t->n_special = n;
-	return 0;
-}
-
-int fg_tok_load_special(struct fg_tokenizer *t, const char *dir)
+int fg_tok_load_special(struct fg_tokenizer *t, const char *dir, const char *const defaults[3])
 {
 	char cfg_path[PATH_MAX], map_path[PATH_MAX], added_path[PATH_MAX];
 	json_t *cfg = NULL, *map = NULL, *added = NULL, *v, *extra;
-	struct idlist l = { 0 };
 	int32_t role_id[N_ROLES];
 	const char *key, *extra_path = NULL;
 	int rc = 0;
@@ -304,7 +277,7 @@ int fg_tok_load_special(struct fg_tokenizer *t, const char *dir)
 				goto out;
 			}
 			token_value(cfg_path, key, ent, &s, &len);
-			rc = add_explicit(t, cfg_path, id, s, len, &l);
+			rc = add_explicit(t, cfg_path, id, s, len, entry_flags(t, ent));
 			if (rc)
 				goto out;
 		}
@@ -325,16 +298,18 @@ int fg_tok_load_special(struct fg_tokenizer *t, const char *dir)
 				goto out;
 			}
 			rc = add_explicit(t, added_path, json_integer_value(v), key, strlen(key),
-					  &l);
+					  SIDE_FLAGS);
 			if (rc)
 				goto out;
 		}
 	}
 
 	/* Roles: special_tokens_map.json wins over tokenizer_config.json. */
+	if (!defaults)
+		defaults = gpt2_defaults;
 	for (int r = 0; r < N_ROLES; r++) {
-		const char *path = NULL, *s = default_special;
-		size_t len = sizeof(default_special) - 1;
+		const char *path = NULL, *s = r <= ROLE_UNK ? defaults[r] : NULL;
+		size_t len = s ? strlen(s) : 0;
 		json_t *src = NULL;
 
 		role_id[r] = -1;
@@ -348,15 +323,16 @@ int fg_tok_load_special(struct fg_tokenizer *t, const char *dir)
 				goto out;
 			if (rc == 0)
 				continue;
-			rc = add_named(t, path, s, len, &l, &role_id[r]);
+			rc = add_named(t, path, s, len, &role_id[r]);
 			if (rc)
 				goto out;
-		} else if (r <= ROLE_UNK) {
+		} else if (s) {
 			int32_t id = fg_strmap_find(t, s, len);
 
+			/* A tokenizer.json matches only the tokens it lists as added. */
 			if (id >= 0) {
 				role_id[r] = id;
-				rc = idlist_push(&l, id);
+				rc = t->pipe ? 0 : fg_tok_queue_added(t, id, SIDE_FLAGS);
 				if (rc)
 					goto out;
 			}
@@ -385,7 +361,7 @@ int fg_tok_load_special(struct fg_tokenizer *t, const char *dir)
 				goto out;
 			if (rc == 0)
 				continue;
-			rc = add_named(t, extra_path, s, len, &l, NULL);
+			rc = add_named(t, extra_path, s, len, NULL);
 			if (rc)
 				goto out;
 		}
@@ -396,30 +372,121 @@ int fg_tok_load_special(struct fg_tokenizer *t, const char *dir)
 		rc = -EINVAL;
 		goto out;
 	}
-	t->add_bos = v && json_is_true(v);
+	/* Absent: the form's default, set by the caller. */
+	if (v && json_is_boolean(v))
+		t->add_bos = json_is_true(v);
 	t->bos = role_id[ROLE_BOS];
 	t->eos = role_id[ROLE_EOS];
 	t->unk = role_id[ROLE_UNK];
 	t->pad = role_id[ROLE_PAD];
-	rc = build_match_table(t, &l);
 out:
 	if (rc == -ENOMEM)
 		FG_ERR("%s: out of memory loading special tokens", dir ? dir : "tokenizer");
-	free(l.v);
 	json_decref(cfg);
 	json_decref(map);
 	json_decref(added);
 	return rc;
 }
 
+static int cmp_special(const void *a, const void *b)
+{
+	const struct fg_tok_special *x = a, *y = b;
+	if (x->first != y->first)
+		return x->first < y->first ? -1 : 1;
+	if (x->len != y->len)
+		return x->len > y->len ? -1 : 1;	/* longest first */
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static void index_matcher(struct fg_tok_matcher *m)
+{
+	qsort(m->v, m->n, sizeof(*m->v), cmp_special);
+	memset(m->start, 0, sizeof(m->start));
+	for (size_t i = 0; i < m->n; i++)
+		m->start[m->v[i].first + 1]++;
+	for (int c = 0; c < 256; c++)
+		m->start[c + 1] += m->start[c];
+}
+
+int fg_tok_build_added(struct fg_tokenizer *t)
+{
+	uint8_t *seen = calloc(t->n_ids ? t->n_ids : 1, 1);
+	struct fg_tok_matcher *raw = &t->added, *norm = &t->added_norm;
+	int rc = 0;
+
+	raw->v = malloc((t->n_pend ? t->n_pend : 1) * sizeof(*raw->v));
+	norm->v = malloc((t->n_pend ? t->n_pend : 1) * sizeof(*norm->v));
+	if (!seen || !raw->v || !norm->v) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < t->n_pend; i++) {
+		int32_t id = t->pend[i].id;
+		unsigned f = t->pend[i].flags;
+		struct fg_tok_str c = t->text[id];
+		struct fg_tok_matcher *m = raw;
+
+		if (seen[id])
+			continue;
+		seen[id] = 1;
+		if (!t->pipe) {
+			/* GPT-2 files: decoding gives a special token's own text. */
+			t->bytes[id] = t->text[id];
+			f = 0;
+		}
+		if (t->pipe && (f & FG_ADDED_NORMALIZED) && t->pipe->n_norm) {
+			/* Matched in normalized text, so its content is normalized too. */
+			char *ns;
+			size_t nn;
+
+			rc = fg_tok_normalize(t, t->blob + c.off, c.len, &ns, &nn);
+			if (!rc && nn)
+				rc = fg_tok_blob_add(t, ns, nn, &c.off);
+			free(ns);
+			if (rc)
+				goto out;
+			if (!nn)
+				continue;
+			c.len = (uint32_t)nn;
+		}
+		if (f & FG_ADDED_NORMALIZED)
+			m = norm;
+		m->v[m->n++] = (struct fg_tok_special){
+			.off = c.off,
+			.len = c.len,
+			.id = id,
+			.first = (unsigned char)t->blob[c.off],
+			.flags = (uint8_t)f,
+		};
+	}
+	index_matcher(raw);
+	index_matcher(norm);
+out:
+	free(seen);
+	free(t->pend);
+	t->pend = NULL;
+	t->n_pend = t->pend_cap = 0;
+	if (rc == -ENOMEM)
+		FG_ERR("tokenizer: out of memory building the added-token tables");
+	return rc;
+}
+
 int fg_tokenizer_load_dir(const char *dir, struct fg_tokenizer **out)
 {
 	char vocab[PATH_MAX], merges[PATH_MAX];
+	struct stat st;
 	int rc;
 
 	if (!dir || !out)
 		return -EINVAL;
 	*out = NULL;
+	if ((size_t)snprintf(vocab, sizeof(vocab), "%s/tokenizer.json", dir) >= sizeof(vocab)) {
+		FG_ERR("%s: path too long", dir);
+		return -ENAMETOOLONG;
+	}
+	/* Whatever stands there (a FIFO, a folder) is refused by the loader. */
+	if (lstat(vocab, &st) == 0)
+		return fg_tok_load_json(dir, out);
 	if ((size_t)snprintf(vocab, sizeof(vocab), "%s/vocab.json", dir) >= sizeof(vocab) ||
 	    (size_t)snprintf(merges, sizeof(merges), "%s/merges.txt", dir) >= sizeof(merges)) {
 		FG_ERR("%s: path too long", dir);
@@ -428,7 +495,9 @@ int fg_tokenizer_load_dir(const char *dir, struct fg_tokenizer **out)
 	rc = fg_tok_load_bpe(vocab, merges, out);
 	if (rc)
 		return rc;
-	rc = fg_tok_load_special(*out, dir);
+	rc = fg_tok_load_special(*out, dir, NULL);
+	if (!rc)
+		rc = fg_tok_build_added(*out);
 	if (rc) {
 		fg_tokenizer_free(*out);
 		*out = NULL;

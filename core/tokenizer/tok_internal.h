@@ -1,10 +1,17 @@
-/* core/tokenizer/tok_internal.h - shared by the tokenizer's files; not an API. */
+/* core/tokenizer/tok_internal.h - shared by the tokenizer's files; not an API.
+ *
+ * Two forms share one model: the GPT-2 files (vocab.json + merges.txt, t->pipe
+ * NULL) and a Hugging Face tokenizer.json (t->pipe set: its normalizers,
+ * pre-tokenizers, BPE options and decoders).  Both use one merge loop
+ * (bpe.c), one byte-level alphabet (vocab.c) and one added-token matcher. */
 #ifndef FG_TOKENIZER_TOK_INTERNAL_H
 #define FG_TOKENIZER_TOK_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <jansson.h>
 
 #include "core/tokenizer/tokenizer.h"
 
@@ -14,6 +21,7 @@
 #define FG_TOK_MAX_MERGES	(1u << 22)	/* lines of merges.txt */
 #define FG_TOK_MAX_ADDED	65536u		/* added / special tokens */
 #define FG_TOK_MAX_TOKEN_BYTES	16384u		/* one token's text */
+#define FG_TOK_MAX_STEPS	32u		/* normalizers, pre-tokenizers or decoders */
 
 /* ---- Unicode classes (unicode_tables.c, pretokenize.c) ---- */
 enum fg_uc_class {
@@ -40,12 +48,21 @@ enum fg_uc_class fg_uc_class_of(uint32_t cp);
 size_t fg_utf8_next(const unsigned char *s, size_t len, uint32_t *cp);
 /* End offset (> pos) of the GPT-2 pre-token starting at s[pos]; pos < len. */
 size_t fg_pretok_next(const char *s, size_t len, size_t pos);
+/* Length of the valid UTF-8 sequence at s (len > 0), or 0 when invalid; then
+ * *bad is the length of its maximal invalid subpart (Unicode's "substitution
+ * of maximal subparts", as Python's errors="replace" and Rust's
+ * from_utf8_lossy do). */
+size_t fg_utf8_seq(const unsigned char *s, size_t len, size_t *bad);
 
 /* ---- byte-level alphabet (vocab.c) ---- */
 /* GPT-2's bytes_to_unicode: the code point standing for byte b. */
 uint32_t fg_bytelevel_cp(unsigned char b);
 /* Inverse: the byte for code point cp, or -1 when cp is not in the alphabet. */
 int fg_bytelevel_byte(uint32_t cp);
+/* The bytes a byte-level token stands for (out has room for len bytes): its
+ * characters mapped back through the alphabet, or, when one is outside it
+ * (a special token stored verbatim), its own UTF-8 text.  Returns the length. */
+size_t fg_bytelevel_to_bytes(const char *s, size_t len, char *out);
 
 /* ---- loading helpers (vocab.c) ---- */
 /* Read a whole file of at most FG_TOK_MAX_FILE_BYTES (+ a NUL byte).  An
@@ -59,9 +76,36 @@ int fg_tok_blob_add(struct fg_tokenizer *t, const char *s, size_t len, uint32_t 
 int fg_tok_grow_ids(struct fg_tokenizer *t, size_t n);
 /* Load vocab.json and merges.txt into a new tokenizer (no special tokens). */
 int fg_tok_load_bpe(const char *vocab_json, const char *merges_txt, struct fg_tokenizer **out);
-/* Register the special tokens: from the files in dir, or GPT-2's default
- * <|endoftext|> when dir is NULL. */
-int fg_tok_load_special(struct fg_tokenizer *t, const char *dir);
+/* A new empty tokenizer (roles -1). */
+struct fg_tokenizer *fg_tok_new(void);
+/* Give the model's ids 0..n-1 the texts of a {"token": id} object (ids must
+ * number the tokens from 0, no duplicates) and index them; byte_level maps
+ * each token's characters back through the byte-level alphabet for its
+ * bytes.  `what` names the object in errors ("vocab.json", "model.vocab"). */
+int fg_tok_load_vocab_obj(struct fg_tokenizer *t, const char *path, const char *what,
+			  json_t *obj, bool byte_level);
+/* Set t->byte_id[] from the byte-level alphabet: every byte must have a token. */
+int fg_tok_byte_ids(struct fg_tokenizer *t, const char *path);
+/* One merge "a b" of rank `rank`; errors name `where` (file:line or JSON path). */
+int fg_tok_add_merge(struct fg_tokenizer *t, const char *where, const char *vocab_name,
+		     const char *a, size_t alen, const char *b, size_t blen, uint32_t rank,
+		     char *cat);
+/* Register the special tokens of the side files in dir (tokenizer_config.json,
+ * special_tokens_map.json, added_tokens.json); dir NULL: none.  A role the
+ * files do not name takes defaults[role] (bos, eos, unk) when the vocabulary
+ * has it.  Adds to the pending added-token list; fg_tok_build_added() makes
+ * the match tables. */
+int fg_tok_load_special(struct fg_tokenizer *t, const char *dir, const char *const defaults[3]);
+/* Give id (grown as needed) the text s, decoding to itself, and index it. */
+int fg_tok_set_token(struct fg_tokenizer *t, int32_t id, const char *s, size_t len);
+/* An added token's text: 1 to FG_TOK_MAX_TOKEN_BYTES bytes, no NUL (errors name where). */
+int fg_tok_check_content(const char *where, const char *s, size_t len);
+/* Queue id as matched whole (flags FG_ADDED_*); the first queueing of an id wins. */
+int fg_tok_queue_added(struct fg_tokenizer *t, int32_t id, unsigned flags);
+/* Build the match tables from the queue (and free it). */
+int fg_tok_build_added(struct fg_tokenizer *t);
+/* Load dir/tokenizer.json (and the side files) into a new tokenizer. */
+int fg_tok_load_json(const char *dir, struct fg_tokenizer **out);
 
 /* ---- hash tables (hash.c) ---- */
 /* string -> id; the strings live in the tokenizer's blob. */
@@ -90,12 +134,35 @@ struct fg_tok_str {
 	uint32_t len;
 };
 
+/* Flags of an added token (tokenizer.json's AddedToken). */
+#define FG_ADDED_LSTRIP		1u	/* swallows the white space before it */
+#define FG_ADDED_RSTRIP		2u	/* ... and after it */
+#define FG_ADDED_SINGLE_WORD	4u	/* only between non-word characters */
+#define FG_ADDED_NORMALIZED	8u	/* matched in the normalized text */
+#define FG_ADDED_SPECIAL	16u
+
 /* A token matched whole in the input before pre-tokenization. */
 struct fg_tok_special {
-	uint32_t off, len;	/* content, in blob */
+	uint32_t off, len;	/* content to match (normalized when FG_ADDED_NORMALIZED), in blob */
 	int32_t id;
 	unsigned char first;	/* blob[off] */
+	uint8_t flags;
 };
+
+/* Tokens sorted by first byte then longest first; those starting with byte c
+ * are v[start[c] .. start[c + 1]). */
+struct fg_tok_matcher {
+	struct fg_tok_special *v;
+	size_t n;
+	uint32_t start[257];
+};
+
+struct fg_tok_pending {
+	int32_t id;
+	unsigned flags;
+};
+
+struct fg_tok_pipeline;
 
 struct fg_tokenizer {
 	char *blob;			/* all strings, each NUL-terminated */
@@ -106,16 +173,28 @@ struct fg_tokenizer {
 	struct fg_tok_str *bytes;	/* [n_ids] decoded bytes; len UINT32_MAX = unused id */
 	struct fg_strmap vocab;		/* text -> id */
 	struct fg_pairmap merges;	/* (left, right) -> rank, merged id */
-	int32_t byte_id[256];		/* id of each single-byte token */
-	/* Tokens matched whole, sorted by first byte then longest first;
-	 * those starting with byte c are special[special_start[c] ..
-	 * special_start[c + 1]). */
-	struct fg_tok_special *special;
-	size_t n_special;
-	uint32_t special_start[257];
+	int32_t byte_id[256];		/* id of each single-byte token (byte-level form) */
+	struct fg_tok_matcher added;	/* matched in the raw text */
+	struct fg_tok_matcher added_norm; /* matched in the normalized text (tokenizer.json) */
+	struct fg_tok_pending *pend;	/* while loading */
+	size_t n_pend, pend_cap;
 	int32_t bos, eos, unk, pad;
 	bool add_bos;
+	struct fg_tok_pipeline *pipe;	/* NULL: the GPT-2 files */
 };
+
+/* Leftmost-longest added token in s[pos..len) (honouring its flags): its
+ * span [*ms, *me) (widened by lstrip/rstrip, never before `floor`) and id;
+ * 0 when none. */
+int fg_tok_find_added(const struct fg_tok_matcher *m, const char *blob, const char *s,
+		      size_t len, size_t pos, size_t floor, size_t *ms, size_t *me, int32_t *id);
+
+struct fg_idvec {
+	int32_t *v;
+	size_t n, cap;
+};
+
+int fg_idvec_room(struct fg_idvec *o, size_t more);
 
 uint32_t fg_tok_hash(const char *s, size_t len);
 int fg_strmap_init(struct fg_strmap *m, size_t expect);
@@ -146,7 +225,85 @@ struct fg_bpe_scratch {
  * has room for n more ids.  use_heap forces the O(n log n) path (tests). */
 int fg_bpe_word(const struct fg_tokenizer *t, struct fg_bpe_scratch *sc,
 		const unsigned char *w, size_t n, int32_t *out, size_t *nout, int use_heap);
+/* The same from n initial symbol ids already at out[*nout...] (merged in place). */
+int fg_bpe_merge(const struct fg_tokenizer *t, struct fg_bpe_scratch *sc, int32_t *out,
+		 size_t *nout, size_t n, int use_heap);
 void fg_bpe_scratch_free(struct fg_bpe_scratch *sc);
+
+/* ---- tokenizer.json (pipeline.c, tokjson.c) ---- */
+/* PCRE2 pattern, compiled once, shared read-only by all threads. */
+struct fg_regex;
+/* Per-call matching state (never shared between threads). */
+struct fg_regex_scratch {
+	void *md;	/* pcre2_match_data */
+	void *mctx;	/* pcre2_match_context */
+	void *jit;	/* pcre2_jit_stack */
+};
+/* Compile (literal: the pattern is plain text).  On failure, msg gets
+ * "at offset N: reason" and -EINVAL is returned. */
+int fg_regex_compile(const char *pat, size_t len, bool literal, struct fg_regex **out,
+		     char *msg, size_t msgsz);
+void fg_regex_free(struct fg_regex *re);
+/* First non-empty match in s[pos..len): 1 and [*ms, *me), 0 when none,
+ * negative errno (with FG_ERR) when the matcher fails. */
+int fg_regex_next(const struct fg_regex *re, struct fg_regex_scratch *sc, const char *s,
+		  size_t len, size_t pos, size_t *ms, size_t *me);
+void fg_regex_scratch_free(struct fg_regex_scratch *sc);
+
+enum fg_norm_kind { FG_NORM_PREPEND, FG_NORM_REPLACE };
+struct fg_tok_norm {
+	enum fg_norm_kind kind;
+	struct fg_tok_str str;		/* Prepend's text, or Replace's String pattern */
+	struct fg_tok_str content;	/* Replace's replacement */
+	struct fg_regex *re;		/* Replace's Regex pattern, else NULL */
+};
+
+enum fg_split_behavior {
+	FG_SPLIT_ISOLATED, FG_SPLIT_REMOVED, FG_SPLIT_MERGED_PREV, FG_SPLIT_MERGED_NEXT,
+	FG_SPLIT_CONTIGUOUS,
+};
+enum fg_pre_kind { FG_PRE_SPLIT, FG_PRE_BYTELEVEL };
+struct fg_tok_pre {
+	enum fg_pre_kind kind;
+	struct fg_regex *re;		/* Split */
+	enum fg_split_behavior behavior;
+	bool invert;
+	bool add_prefix_space, use_regex;	/* ByteLevel */
+};
+
+enum fg_dec_kind { FG_DEC_BYTELEVEL, FG_DEC_REPLACE, FG_DEC_BYTEFALLBACK, FG_DEC_FUSE, FG_DEC_STRIP };
+struct fg_tok_dec {
+	enum fg_dec_kind kind;
+	struct fg_tok_str pat, content;	/* Replace */
+	uint32_t strip_cp;		/* Strip: the character, how many at each end */
+	uint32_t start, stop;
+};
+
+struct fg_tok_pipeline {
+	struct fg_tok_norm norm[FG_TOK_MAX_STEPS];
+	size_t n_norm;
+	struct fg_tok_pre pre[FG_TOK_MAX_STEPS];
+	size_t n_pre;
+	struct fg_tok_dec dec[FG_TOK_MAX_STEPS];
+	size_t n_dec;
+	bool has_decoder;	/* false: tokens are joined with " " (as Hugging Face does) */
+	bool byte_level;	/* a ByteLevel pre-tokenizer: BPE on bytes */
+	bool byte_fallback, fuse_unk, ignore_merges;
+	int32_t model_unk;	/* model.unk_token, or -1 */
+	int32_t fallback_id[256];	/* <0xXX> tokens, -1 when absent */
+};
+
+/* s run through the normalizers (*out malloc'd, possibly empty). */
+int fg_tok_normalize(const struct fg_tokenizer *t, const char *s, size_t n, char **out,
+		     size_t *outn);
+/* Encode one text with the tokenizer.json pipeline, appending to o. */
+int fg_tok_encode_json(const struct fg_tokenizer *t, const char *text, size_t len,
+		       struct fg_idvec *o);
+/* Run the decoders over ids.  raw (one token, for token_bytes): the bytes
+ * the token stands for, with no repair and no positional step. */
+int fg_tok_decode_json(const struct fg_tokenizer *t, const int32_t *ids, size_t n, bool raw,
+		       char **text, size_t *len);
+void fg_tok_pipeline_free(struct fg_tok_pipeline *p);
 
 /* ---- inline pair lookup (hot path) ---- */
 static inline uint64_t fg_tok_mix64(uint64_t x)

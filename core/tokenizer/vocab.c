@@ -1,4 +1,5 @@
-/* core/tokenizer/vocab.c - load and validate vocab.json and merges.txt. */
+/* core/tokenizer/vocab.c - load and validate vocab.json and merges.txt (and
+ * the vocabulary and merges of a tokenizer.json, through the same helpers). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -78,7 +79,8 @@ int fg_tok_read_file(const char *path, char **buf, size_t *len, bool optional)
 	char *b;
 	int fd, err;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO in the file's place must not hang open(2). */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		err = errno;
 		if (!(optional && err == ENOENT))
@@ -170,7 +172,7 @@ int fg_tok_grow_ids(struct fg_tokenizer *t, size_t n)
 /* The bytes a vocab token stands for: each character mapped back through the
  * byte-level alphabet; a token with characters outside it (a special token
  * stored verbatim) stands for its own UTF-8 text. */
-static size_t token_to_bytes(const char *s, size_t len, char *out)
+size_t fg_bytelevel_to_bytes(const char *s, size_t len, char *out)
 {
 	size_t i = 0, o = 0;
 
@@ -189,41 +191,36 @@ static size_t token_to_bytes(const char *s, size_t len, char *out)
 	return o;
 }
 
-static int load_vocab(struct fg_tokenizer *t, const char *path)
+int fg_tok_load_vocab_obj(struct fg_tokenizer *t, const char *path, const char *what,
+			  json_t *root, bool byte_level)
 {
-	char q[96], q2[96];
-	json_error_t jerr;
+	char q[96], q2[96], where[4200];
 	const char *key;
-	json_t *root, *val;
-	char *buf, *dec = NULL;
-	size_t len, n;
-	int rc;
+	json_t *val;
+	char *dec = NULL;
+	size_t n;
+	int rc = -EINVAL;
 
-	rc = fg_tok_read_file(path, &buf, &len, false);
-	if (rc)
-		return rc;
-	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
-	free(buf);
-	if (!root) {
-		FG_ERR("%s:%d:%d: not valid JSON (%s); expected a GPT-2 BPE vocab.json", path,
-		       jerr.line, jerr.column, jerr.text);
+	/* vocab.json's messages name the file alone, as they always have. */
+	if (!strcmp(what, "vocab.json"))
+		snprintf(where, sizeof(where), "%s", path);
+	else
+		snprintf(where, sizeof(where), "%s: %s", path, what);
+	if (!json_is_object(root)) {
+		FG_ERR("%s: %s is not a JSON object; expected {\"token\": id, ...}", where,
+		       strcmp(what, "vocab.json") ? "it" : "the top level");
 		return -EINVAL;
 	}
-	rc = -EINVAL;
-	if (!json_is_object(root)) {
-		FG_ERR("%s: the top level is not a JSON object; expected {\"token\": id, ...}",
-		       path);
-		goto out;
-	}
 	n = json_object_size(root);
-	if (n < 256 || n > FG_TOK_MAX_VOCAB) {
-		FG_ERR("%s: %zu tokens; a byte-level BPE vocabulary has between 256 and %u", path,
-		       n, FG_TOK_MAX_VOCAB);
-		goto out;
+	if (n < (byte_level ? 256u : 1u) || n > FG_TOK_MAX_VOCAB) {
+		FG_ERR("%s: %zu tokens; a %s vocabulary has between %u and %u", where, n,
+		       byte_level ? "byte-level BPE" : "BPE", byte_level ? 256u : 1u,
+		       FG_TOK_MAX_VOCAB);
+		return -EINVAL;
 	}
 	rc = fg_tok_grow_ids(t, n);
 	if (rc)
-		goto out;
+		return rc;
 	t->n_vocab = n;
 	rc = -ENOMEM;
 	dec = malloc(FG_TOK_MAX_TOKEN_BYTES);
@@ -236,23 +233,23 @@ static int load_vocab(struct fg_tokenizer *t, const char *path)
 		rc = -EINVAL;
 		fg_tok_quote(key, klen, q, sizeof(q));
 		if (!json_is_integer(val)) {
-			FG_ERR("%s: key \"%s\": the id is not an integer", path, q);
+			FG_ERR("%s: key \"%s\": the id is not an integer", where, q);
 			goto out;
 		}
 		id = json_integer_value(val);
 		if (id < 0 || (uint64_t)id >= n) {
 			FG_ERR("%s: key \"%s\": id %lld is out of range 0..%zu (ids must number "
-			       "the %zu tokens from 0)", path, q, (long long)id, n - 1, n);
+			       "the %zu tokens from 0)", where, q, (long long)id, n - 1, n);
 			goto out;
 		}
 		if (t->text[id].len != UINT32_MAX) {
-			FG_ERR("%s: key \"%s\": id %lld is already the id of \"%s\"", path, q,
+			FG_ERR("%s: key \"%s\": id %lld is already the id of \"%s\"", where, q,
 			       (long long)id, fg_tok_quote(t->blob + t->text[id].off,
 							    t->text[id].len, q2, sizeof(q2)));
 			goto out;
 		}
 		if (klen == 0 || klen > FG_TOK_MAX_TOKEN_BYTES) {
-			FG_ERR("%s: key \"%s\" (id %lld): a token must have 1 to %u bytes", path, q,
+			FG_ERR("%s: key \"%s\" (id %lld): a token must have 1 to %u bytes", where, q,
 			       (long long)id, FG_TOK_MAX_TOKEN_BYTES);
 			goto out;
 		}
@@ -260,17 +257,26 @@ static int load_vocab(struct fg_tokenizer *t, const char *path)
 		if (rc)
 			goto out;
 		t->text[id].len = (uint32_t)klen;
-		dlen = token_to_bytes(key, klen, dec);
-		rc = fg_tok_blob_add(t, dec, dlen, &t->bytes[id].off);
-		if (rc)
-			goto out;
-		t->bytes[id].len = (uint32_t)dlen;
+		if (byte_level) {
+			dlen = fg_bytelevel_to_bytes(key, klen, dec);
+			rc = fg_tok_blob_add(t, dec, dlen, &t->bytes[id].off);
+			if (rc)
+				goto out;
+			t->bytes[id].len = (uint32_t)dlen;
+		} else {
+			t->bytes[id] = t->text[id];	/* set by the decoders later */
+		}
 	}
 	rc = fg_strmap_init(&t->vocab, n);
 	for (size_t id = 0; !rc && id < n; id++)
 		rc = fg_strmap_insert(t, (int32_t)id);
-	if (rc)
-		goto out;
+out:
+	free(dec);
+	return rc;
+}
+
+int fg_tok_byte_ids(struct fg_tokenizer *t, const char *path)
+{
 	for (int b = 0; b < 256; b++) {
 		char ch[4];
 		uint32_t cp = fg_bytelevel_cp((unsigned char)b);
@@ -283,31 +289,79 @@ static int load_vocab(struct fg_tokenizer *t, const char *path)
 			ch[1] = (char)(0x80 | (cp & 0x3F));
 		}
 		t->byte_id[b] = fg_strmap_find(t, ch, cl);
-		if (t->byte_id[b] < 0) {
+		if (t->byte_id[b] < 0 || (size_t)t->byte_id[b] >= t->n_vocab) {
 			FG_ERR("%s: no token for byte 0x%02x (U+%04X); not a byte-level BPE "
 			       "vocabulary", path, b, (unsigned)cp);
-			rc = -EINVAL;
-			goto out;
+			return -EINVAL;
 		}
 	}
-	rc = 0;
-out:
-	free(dec);
+	return 0;
+}
+
+static int load_vocab(struct fg_tokenizer *t, const char *path)
+{
+	json_error_t jerr;
+	json_t *root;
+	char *buf;
+	size_t len;
+	int rc;
+
+	rc = fg_tok_read_file(path, &buf, &len, false);
+	if (rc)
+		return rc;
+	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	free(buf);
+	if (!root) {
+		FG_ERR("%s:%d:%d: not valid JSON (%s); expected a GPT-2 BPE vocab.json", path,
+		       jerr.line, jerr.column, jerr.text);
+		return -EINVAL;
+	}
+	rc = fg_tok_load_vocab_obj(t, path, "vocab.json", root, true);
+	if (!rc)
+		rc = fg_tok_byte_ids(t, path);
 	json_decref(root);
 	return rc;
 }
 
-static int merge_error(const char *path, size_t line, const char *what, const char *s, size_t len)
+static int merge_error(const char *where, const char *what, const char *s, size_t len)
 {
 	char q[96];
 
-	FG_ERR("%s:%zu: %s \"%s\"", path, line, what, fg_tok_quote(s, len, q, sizeof(q)));
+	FG_ERR("%s: %s \"%s\"", where, what, fg_tok_quote(s, len, q, sizeof(q)));
 	return -EINVAL;
+}
+
+int fg_tok_add_merge(struct fg_tokenizer *t, const char *where, const char *vocab_name,
+		     const char *a, size_t alen, const char *b, size_t blen, uint32_t rank,
+		     char *cat)
+{
+	char what[64];
+	int32_t ia, ib, m;
+
+	snprintf(what, sizeof(what), "not in %s: token", vocab_name);
+	ia = fg_strmap_find(t, a, alen);
+	if (ia < 0 || (size_t)ia >= t->n_vocab)
+		return merge_error(where, what, a, alen);
+	ib = fg_strmap_find(t, b, blen);
+	if (ib < 0 || (size_t)ib >= t->n_vocab)
+		return merge_error(where, what, b, blen);
+	if (alen + blen > FG_TOK_MAX_TOKEN_BYTES)
+		return merge_error(where, "merged token too long:", a, alen);
+	memcpy(cat, a, alen);
+	memcpy(cat + alen, b, blen);
+	m = fg_strmap_find(t, cat, alen + blen);
+	if (m < 0 || (size_t)m >= t->n_vocab) {
+		snprintf(what, sizeof(what), "not in %s: merged token", vocab_name);
+		return merge_error(where, what, cat, alen + blen);
+	}
+	/* As in Hugging Face, a pair listed twice keeps its later rank. */
+	fg_pairmap_set(&t->merges, ia, ib, rank, m);
+	return 0;
 }
 
 static int load_merges(struct fg_tokenizer *t, const char *path)
 {
-	char *buf, *cat = NULL;
+	char *buf, *cat = NULL, where[4200];
 	size_t len, lines = 1, lineno = 0, pos = 0;
 	uint32_t rank = 0;
 	int rc;
@@ -333,7 +387,6 @@ static int load_merges(struct fg_tokenizer *t, const char *path)
 	while (pos < len) {
 		char *s = buf + pos, *nl = memchr(s, '\n', len - pos), *sp;
 		size_t n = nl ? (size_t)(nl - s) : len - pos;
-		int32_t a, b, m;
 
 		pos += n + 1;
 		lineno++;
@@ -344,35 +397,16 @@ static int load_merges(struct fg_tokenizer *t, const char *path)
 		sp = memchr(s, ' ', n);
 		if (!sp || sp == s || sp == s + n - 1 ||
 		    memchr(sp + 1, ' ', n - (size_t)(sp - s) - 1)) {
-			rc = merge_error(path, lineno, "expected two tokens separated by one "
-					 "space, got", s, n);
+			snprintf(where, sizeof(where), "%s:%zu", path, lineno);
+			rc = merge_error(where, "expected two tokens separated by one space, got",
+					 s, n);
 			goto out;
 		}
-		a = fg_strmap_find(t, s, (size_t)(sp - s));
-		if (a < 0) {
-			rc = merge_error(path, lineno, "not in vocab.json: token", s,
-					 (size_t)(sp - s));
+		snprintf(where, sizeof(where), "%s:%zu", path, lineno);
+		rc = fg_tok_add_merge(t, where, "vocab.json", s, (size_t)(sp - s), sp + 1,
+				      n - (size_t)(sp - s) - 1, rank++, cat);
+		if (rc)
 			goto out;
-		}
-		b = fg_strmap_find(t, sp + 1, n - (size_t)(sp - s) - 1);
-		if (b < 0) {
-			rc = merge_error(path, lineno, "not in vocab.json: token", sp + 1,
-					 n - (size_t)(sp - s) - 1);
-			goto out;
-		}
-		if (n - 1 > FG_TOK_MAX_TOKEN_BYTES) {
-			rc = merge_error(path, lineno, "merged token too long:", s, n);
-			goto out;
-		}
-		memcpy(cat, s, (size_t)(sp - s));
-		memcpy(cat + (sp - s), sp + 1, n - (size_t)(sp - s) - 1);
-		m = fg_strmap_find(t, cat, n - 1);
-		if (m < 0) {
-			rc = merge_error(path, lineno, "not in vocab.json: merged token", cat, n - 1);
-			goto out;
-		}
-		/* As in Hugging Face, a pair listed twice keeps its later rank. */
-		fg_pairmap_set(&t->merges, a, b, rank++, m);
 	}
 	rc = 0;
 out:
@@ -387,10 +421,9 @@ int fg_tok_load_bpe(const char *vocab_json, const char *merges_txt, struct fg_to
 	int rc;
 
 	*out = NULL;
-	t = calloc(1, sizeof(*t));
+	t = fg_tok_new();
 	if (!t)
 		return -ENOMEM;
-	t->bos = t->eos = t->unk = t->pad = -1;
 	rc = load_vocab(t, vocab_json);
 	if (!rc)
 		rc = load_merges(t, merges_txt);
@@ -404,6 +437,15 @@ int fg_tok_load_bpe(const char *vocab_json, const char *merges_txt, struct fg_to
 	return 0;
 }
 
+struct fg_tokenizer *fg_tok_new(void)
+{
+	struct fg_tokenizer *t = calloc(1, sizeof(*t));
+
+	if (t)
+		t->bos = t->eos = t->unk = t->pad = -1;
+	return t;
+}
+
 int fg_tokenizer_load(const char *vocab_json, const char *merges_txt, struct fg_tokenizer **out)
 {
 	int rc;
@@ -413,7 +455,9 @@ int fg_tokenizer_load(const char *vocab_json, const char *merges_txt, struct fg_
 	rc = fg_tok_load_bpe(vocab_json, merges_txt, out);
 	if (rc)
 		return rc;
-	rc = fg_tok_load_special(*out, NULL);
+	rc = fg_tok_load_special(*out, NULL, NULL);
+	if (!rc)
+		rc = fg_tok_build_added(*out);
 	if (rc) {
 		fg_tokenizer_free(*out);
 		*out = NULL;
@@ -427,7 +471,10 @@ void fg_tokenizer_free(struct fg_tokenizer *t)
 		return;
 	fg_strmap_free(&t->vocab);
 	fg_pairmap_free(&t->merges);
-	free(t->special);
+	fg_tok_pipeline_free(t->pipe);
+	free(t->added.v);
+	free(t->added_norm.v);
+	free(t->pend);
 	free(t->text);
 	free(t->bytes);
 	free(t->blob);
