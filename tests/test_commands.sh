@@ -74,6 +74,11 @@ JSONL
 	# tokenize: GPT-2's ids for a golden text
 	out=$("$fg" -o model.tokenizer=$td/tokenizer/gpt2 tokenize "Hello world" 2>&1)
 	[ "$out" = "[15496, 995]" ] || die "tokenize: $out"
+	# a folder holding only a tokenizer.json (the trained Llama's): its golden prompt's ids
+	out=$("$fg" -o model.path="$td/llama/llama-py-128x4" tokenize "import inspect
+
+" 2>&1)
+	[ "$out" = "[320, 634, 1035, 806, 628]" ] || die "tokenize with tokenizer.json: $out"
 else
 	echo "FGCORE_TESTDATA unset: generate, run-batch and tokenize cases skipped"
 fi

@@ -256,6 +256,42 @@ START_TEST(test_batch_independence)
 }
 END_TEST
 
+/* Text in, text out, for the checkpoints that ship a tokenizer (the Llama
+ * one's tokenizer.json): fg_generate on each prompt text — tokenized, bos
+ * prepended as the model's config says — completes it with Hugging Face's
+ * greedy text, for the rows whose margins never fall below the tolerance. */
+START_TEST(test_text)
+{
+	const struct model *m = &models[NMODELS - 1];
+	struct fg_engine *e = open_engine(m, ROWS, 1);
+	char path[4400];
+	json_error_t err;
+
+	snprintf(path, sizeof(path), "%s/%s/golden.json", getenv("FGCORE_TESTDATA"), m->dir);
+	json_t *root = json_load_file(path, 0, &err);
+	ck_assert_msg(root, "%s: %s", path, err.text);
+	json_t *prompts = json_object_get(root, "prompt_texts"), *texts = json_object_get(root, "greedy_texts");
+	json_t *margin = json_object_get(root, "greedy_top1_top2_margin");
+	ck_assert(json_array_size(prompts) == ROWS && json_array_size(texts) == ROWS);
+	for (int r = 0; r < ROWS; r++) {
+		double low = INFINITY;
+		for (int t = 0; t < GEN; t++)
+			low = fmin(low, json_number_value(json_array_get(json_array_get(margin, r), t)));
+		if (low < TOL)
+			continue; /* a near-tie: the texts may part */
+		struct fg_request req = { .prompt = json_string_value(json_array_get(prompts, r)),
+					  .max_new_tokens = GEN };
+		struct fg_result res;
+		ck_assert_msg(fg_generate(e, &req, 1, &res) == 0, "%s", fg_last_error_text());
+		ck_assert_msg(res.finish_reason != FG_FINISH_ERROR, "row %d: %s", r, res.error);
+		ck_assert_str_eq(res.text, json_string_value(json_array_get(texts, r)));
+		fg_result_clear(&res);
+	}
+	json_decref(root);
+	fg_engine_close(e);
+}
+END_TEST
+
 /* Same seed, same tokens, whatever the batch; other seeds, other tokens. */
 START_TEST(test_seeded_sampling)
 {
@@ -392,6 +428,7 @@ static Suite *golden_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, test_reference, 0, NMODELS);
 	tcase_add_loop_test(tc, test_batch_independence, 0, NMODELS);
+	tcase_add_test(tc, test_text);
 	tcase_add_test(tc, test_seeded_sampling);
 	tcase_add_test(tc, test_stops);
 	tcase_add_test(tc, test_refused_requests);

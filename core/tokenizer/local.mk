@@ -13,8 +13,8 @@ libfgcore_internal_la_SOURCES += \
 	core/tokenizer/tokjson.c \
 	core/tokenizer/unicode_tables.c \
 	core/tokenizer/vocab.c
-libfgcore_internal_la_CFLAGS += $(PCRE2_CFLAGS)
-libfgcore_internal_la_LIBADD += $(PCRE2_LIBS)
+libfgcore_internal_la_CFLAGS += $(PCRE2_CFLAGS) $(UTF8PROC_CFLAGS)
+libfgcore_internal_la_LIBADD += $(PCRE2_LIBS) $(UTF8PROC_LIBS)
 noinst_HEADERS += \
 	core/tokenizer/tokenizer.h \
 	core/tokenizer/tok_internal.h

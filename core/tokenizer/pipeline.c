@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <utf8proc.h>
+
 #include "core/tokenizer/tok_internal.h"
 #include "core/util/error.h"
 
@@ -71,6 +73,42 @@ struct enc {
 
 /* ---- normalizers ---- */
 
+/* Unicode NFC (canonical composition) of the valid UTF-8 runs of s; bytes
+ * that are not UTF-8 pass unchanged, as they would through byte-level BPE. */
+static int norm_nfc(const char *s, size_t n, struct buf *o)
+{
+	const utf8proc_uint8_t *u = (const utf8proc_uint8_t *)s;
+	size_t pos = 0;
+	int rc = 0;
+
+	while (pos < n && !rc) {
+		size_t end = pos;
+		utf8proc_int32_t cp;
+
+		while (end < n) {
+			utf8proc_ssize_t k = utf8proc_iterate(u + end, (utf8proc_ssize_t)(n - end), &cp);
+			if (k <= 0)
+				break;
+			end += (size_t)k;
+		}
+		if (end > pos) {
+			utf8proc_uint8_t *nfc = NULL;
+			utf8proc_ssize_t len = utf8proc_map(u + pos, (utf8proc_ssize_t)(end - pos), &nfc,
+							    UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+			if (len < 0) {
+				FG_ERR("tokenizer: NFC normalization failed: %s", utf8proc_errmsg(len));
+				return -EINVAL;
+			}
+			rc = buf_add(o, (const char *)nfc, (size_t)len);
+			free(nfc);
+		}
+		if (!rc && end < n) /* one byte that starts no valid sequence */
+			rc = buf_add(o, s + end, 1), end++;
+		pos = end;
+	}
+	return rc;
+}
+
 static int norm_one(const struct fg_tokenizer *t, const struct fg_tok_norm *nm,
 		    struct fg_regex_scratch *rx, const char *s, size_t n, struct buf *o)
 {
@@ -79,7 +117,9 @@ static int norm_one(const struct fg_tokenizer *t, const struct fg_tok_norm *nm,
 	int rc = 0;
 
 	o->n = 0;
-	if (nm->kind == FG_NORM_PREPEND) {
+	if (nm->kind == FG_TOK_NORM_NFC)
+		return norm_nfc(s, n, o);
+	if (nm->kind == FG_TOK_NORM_PREPEND) {
 		if (!n)
 			return 0;
 		rc = buf_add(o, blob + nm->str.off, nm->str.len);

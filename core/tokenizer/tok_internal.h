@@ -250,9 +250,9 @@ int fg_regex_next(const struct fg_regex *re, struct fg_regex_scratch *sc, const 
 		  size_t len, size_t pos, size_t *ms, size_t *me);
 void fg_regex_scratch_free(struct fg_regex_scratch *sc);
 
-enum fg_norm_kind { FG_NORM_PREPEND, FG_NORM_REPLACE };
+enum fg_tok_norm_kind { FG_TOK_NORM_PREPEND, FG_TOK_NORM_REPLACE, FG_TOK_NORM_NFC };
 struct fg_tok_norm {
-	enum fg_norm_kind kind;
+	enum fg_tok_norm_kind kind;
 	struct fg_tok_str str;		/* Prepend's text, or Replace's String pattern */
 	struct fg_tok_str content;	/* Replace's replacement */
 	struct fg_regex *re;		/* Replace's Regex pattern, else NULL */

@@ -3,7 +3,7 @@
  * Supported (the forms LLaMA-family checkpoints ship):
  *  - model: BPE (vocab, merges as "a b" or ["a", "b"], unk_token,
  *    byte_fallback, fuse_unk, ignore_merges);
- *  - normalizer: null, Prepend, Replace, Sequence of these;
+ *  - normalizer: null, Prepend, Replace, NFC (Qwen2; by utf8proc), Sequence of these;
  *  - pre_tokenizer: null, Split (Regex or String, any behaviour, invert),
  *    ByteLevel (last), Sequence of these;
  *  - decoder: null, ByteLevel, Replace (String), ByteFallback, Fuse, Strip,
@@ -169,19 +169,21 @@ static int normalizer(struct ld *l, json_t *o, const char *jp, int depth)
 		return rc;
 	if (!strcmp(type, "Sequence"))
 		return sequence(l, o, jp, "normalizers", depth, normalizer, l);
-	if (strcmp(type, "Prepend") && strcmp(type, "Replace"))
+	if (strcmp(type, "Prepend") && strcmp(type, "Replace") && strcmp(type, "NFC"))
 		return bad(l, jp, "normalizer type \"%.40s\" is not supported (supported: "
-			   "Prepend, Replace, Sequence of these)", type);
+			   "Prepend, Replace, NFC, Sequence of these)", type);
 	if (p->n_norm == FG_TOK_MAX_STEPS)
 		return bad(l, jp, "more than %u normalizers", FG_TOK_MAX_STEPS);
 	nm = &p->norm[p->n_norm];
-	if (!strcmp(type, "Prepend")) {
-		nm->kind = FG_NORM_PREPEND;
+	if (!strcmp(type, "NFC")) {
+		nm->kind = FG_TOK_NORM_NFC;
+	} else if (!strcmp(type, "Prepend")) {
+		nm->kind = FG_TOK_NORM_PREPEND;
 		rc = get_str(l, o, jp, "prepend", &s, &n);
 		if (!rc)
 			rc = keep(l, s, n, &nm->str);
 	} else {
-		nm->kind = FG_NORM_REPLACE;
+		nm->kind = FG_TOK_NORM_REPLACE;
 		rc = get_pattern(l, o, jp, &s, &n, &is_re);
 		if (!rc && is_re)
 			rc = compile(l, jp, s, n, false, &nm->re);
