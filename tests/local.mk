@@ -26,3 +26,4 @@ include $(srcdir)/tests/nvme.mk
 include $(srcdir)/tests/gpu.mk
 include $(srcdir)/tests/optimizer.mk
 include $(srcdir)/tests/engine_checks.mk
+include $(srcdir)/tests/flexgen.mk
