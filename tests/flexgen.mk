@@ -9,3 +9,10 @@ tests_test_flexgen_flags_LDADD = $(CHECK_LIBS) -lm
 
 TESTS += tests/test_flexgen_cli.sh tests/test_flexgen_suite.sh
 EXTRA_DIST += tests/test_flexgen_cli.sh tests/test_flexgen_suite.sh tests/flexgen_bench_suite.txt
+
+# sampling: the partial selection gives the full sort's token, bit for bit
+check_PROGRAMS += tests/test_sample
+TESTS += tests/test_sample
+tests_test_sample_SOURCES = tests/test_sample.c
+tests_test_sample_CFLAGS = $(TEST_CFLAGS)
+tests_test_sample_LDADD = $(TEST_LIBS)
