@@ -125,4 +125,13 @@ if [ -e "$FGCORE_BUILDDIR/plugins/compute/.libs/cublas.so" ]; then
 	echo "$out" | grep -q 'unknown key' && die "--ab gave cpu_blas's threads to cublas: $out"
 fi
 
+# ---- optimize's advice is a command line that works ---------------------------------
+"$fg" $cpu optimize >/dev/null 2>"$tmp/err"
+prof=$(sed -n 's/.*run `fgcore -c CONFIG profile --output hw.ini`, then `fgcore -c CONFIG optimize --hardware hw.ini`.*/ok/p' "$tmp/err")
+[ "$prof" = ok ] || die "optimize's advice changed: $(cat "$tmp/err")"
+(cd "$tmp" && "$fg" -c "$tmp/empty.ini" $cpu profile --output hw.ini --quick --no-disk --copy-size 4M --hidden 256 --min-time 0.01 >/dev/null 2>&1) ||
+	die "the advice's profile command failed"
+(cd "$tmp" && "$fg" -c "$tmp/empty.ini" $cpu optimize --hardware hw.ini >"$tmp/out" 2>&1) ||
+	die "the advice's optimize command failed: $(cat "$tmp/out")"
+
 exit $fail
