@@ -134,4 +134,22 @@ prof=$(sed -n 's/.*run `fgcore -c CONFIG profile --output hw.ini`, then `fgcore 
 (cd "$tmp" && "$fg" -c "$tmp/empty.ini" $cpu optimize --hardware hw.ini >"$tmp/out" 2>&1) ||
 	die "the advice's optimize command failed: $(cat "$tmp/out")"
 
+# ---- fgcore(1): the generate example keeps its quotes; every FlexGen flag documented --
+man1="${FGCORE_SRCDIR:-.}/doc/fgcore.1"
+if command -v nroff >/dev/null 2>&1; then
+	nroff -man "$man1" 2>/dev/null | col -b >"$tmp/man.raw"
+	tr -s ' \t\n' ' ' <"$tmp/man.raw" >"$tmp/man.txt"
+	sed -n '/^FLEXGEN FLAGS/,/^EXIT STATUS/p' "$tmp/man.raw" >"$tmp/man.flexgen"
+	grep -qF 'generate --prompt "Paris is the capital city of" --max-new-tokens 16' "$tmp/man.txt" ||
+		die "fgcore(1): the generate example lost its quotes"
+	for f in --model --path --offload-dir --prompt-len --gen-len --cut-gen-len --debug-mode \
+		--gpu-batch-size --num-gpu-batches --percent --overlap --sep-layer --pin-weight \
+		--cpu-cache-compute --compress-weight --compress-cache --attn-sparsity --log-file \
+		--no-log --verbose; do
+		grep -q -- "$f" "$tmp/man.flexgen" || die "fgcore(1) FLEXGEN FLAGS lacks $f"
+	done
+else
+	echo "nroff not found: the manual page checks skipped"
+fi
+
 exit $fail
