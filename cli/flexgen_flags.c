@@ -239,6 +239,8 @@ static int resolve(const char *name, size_t len, const struct option *host, int 
 								 "%s--%s", used ? ", " : "", o->name);
 			}
 	}
+	if (m->flag && m->host && !prefixes && len == strlen(m->host->name))
+		m->flag = NULL; /* a command's own option of that name wins */
 	if (n > 1) {
 		memset(m, 0, sizeof(*m));
 		return fail(err, errlen, "ambiguous option: --%.*s%s could match %s", CLIPPED(name),
@@ -471,6 +473,7 @@ int fg_flexgen_flags_take(struct fg_flexgen_flags *ff, const struct fg_flexgen_s
 			  int *argc, char **argv, char *err, size_t errlen)
 {
 	enum { BEFORE, LOCAL, OTHER, DONE } state = BEFORE;
+	const struct option *other = NULL; /* OTHER: that command's options, if known */
 	int out = 1, rc = 0;
 
 	memset(ff, 0, sizeof(*ff));
@@ -478,12 +481,17 @@ int fg_flexgen_flags_take(struct fg_flexgen_flags *ff, const struct fg_flexgen_s
 	for (int i = 1; i < *argc && !rc; i++) {
 		char *a = argv[i];
 		const struct option *host = state == BEFORE ? scope->global
-					  : state == LOCAL ? scope->local : NULL;
+					  : state == LOCAL ? scope->local : other;
 
 		if (state == DONE || a[0] != '-' || a[1] == '\0') {
 			argv[out++] = a; /* a value or an operand */
-			if (state == BEFORE && a[0] != '-')
+			if (state == BEFORE && a[0] != '-') {
 				state = scope->command && !strcmp(a, scope->command) ? LOCAL : OTHER;
+				for (const struct fg_flexgen_command *c = scope->others;
+				     state == OTHER && c && c->name; c++)
+					if (!strcmp(a, c->name))
+						other = c->opts;
+			}
 			continue;
 		}
 		if (!strcmp(a, "--")) {

@@ -36,6 +36,13 @@ struct fg_flexgen_scope {
 	const char *global_short_arg; /* its short options that take a value ("co") */
 	const char *command;          /* the command whose options are `local` ("bench") */
 	const struct option *local;   /* that command's long options */
+	/* other commands whose options are known: after one of them only full
+	 * names are FlexGen's, and the command's own option of the same name
+	 * wins (optimize's --gpu-batch-size); NULL-terminated by name */
+	const struct fg_flexgen_command {
+		const char *name;
+		const struct option *opts;
+	} *others;
 };
 
 /* Remove FlexGen's flags from argv and turn them into sets and fields of ff.
@@ -58,7 +65,9 @@ void fg_flexgen_flags_free(struct fg_flexgen_flags *ff);
 /* The flags of this run (cli/main.c fills it before the command runs). */
 extern struct fg_flexgen_flags fg_cli_flexgen;
 
-/* bench's own long options (cli/cmd_bench.c), for the prefix rules above. */
+/* bench's and optimize's own long options (cli/cmd_bench.c,
+ * cli/cmd_optimize.c), for the rules above. */
 extern const struct option fg_bench_longopts[];
+extern const struct option fg_optimize_longopts[];
 
 #endif

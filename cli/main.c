@@ -136,6 +136,10 @@ int main(int argc, char **argv)
 		.global_short_arg = "co",
 		.command = "bench",
 		.local = fg_bench_longopts,
+		.others = (const struct fg_flexgen_command[]){
+			{ "optimize", fg_optimize_longopts },
+			{ NULL, NULL },
+		},
 	};
 	char ferr[256];
 	size_t n_sets = 0;

@@ -133,6 +133,11 @@ prof=$(sed -n 's/.*run `fgcore -c CONFIG profile --output hw.ini`, then `fgcore 
 	die "the advice's profile command failed"
 (cd "$tmp" && "$fg" -c "$tmp/empty.ini" $cpu optimize --hardware hw.ini >"$tmp/out" 2>&1) ||
 	die "the advice's optimize command failed: $(cat "$tmp/out")"
+# optimize's own --gpu-batch-size (fix the batch) is not FlexGen's flag there
+(cd "$tmp" && "$fg" -c "$tmp/empty.ini" $cpu optimize --hardware hw.ini --gpu-batch-size 8 --top 3 >"$tmp/out" 2>&1) ||
+	die "optimize --gpu-batch-size 8: $(cat "$tmp/out")"
+[ "$(grep -c '^[0-9]  *8x' "$tmp/out")" -ge 1 ] && ! grep -q '^[0-9]  *\([0-79]\|[0-9][0-9]\)x' "$tmp/out" ||
+	die "optimize --gpu-batch-size 8 searched other batch sizes: $(cat "$tmp/out")"
 
 # ---- fgcore(1): the generate example keeps its quotes; every FlexGen flag documented --
 man1="${FGCORE_SRCDIR:-.}/doc/fgcore.1"

@@ -34,11 +34,21 @@ static const struct option global[] = {
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
 };
+static const struct option optimize_opts[] = {
+	{ "gpu-batch-size", required_argument, NULL, 'b' },
+	{ "output", required_argument, NULL, 'O' },
+	{ NULL, 0, NULL, 0 },
+};
+static const struct fg_flexgen_command others[] = {
+	{ "optimize", optimize_opts },
+	{ NULL, NULL },
+};
 static const struct fg_flexgen_scope scope = {
 	.global = global,
 	.global_short_arg = "co",
 	.command = "bench",
 	.local = fg_bench_longopts,
+	.others = others,
 };
 
 struct parsed {
@@ -336,6 +346,17 @@ START_TEST(scopes)
 	ck_assert_int_eq(p.argc, 4);
 	ck_assert_str_eq(p.argv[2], "--prompt");
 	ck_assert_str_eq(set_of(&p, "policy.percent"), "0 100 100 0 100 0");
+	done(&p);
+	/* a known command's own option of a FlexGen name is its own */
+	parse(&p, "optimize", "--gpu-batch-size", "8", "--output", "--cpu", "--percent", "0",
+	      "100", "100", "0", "100", "0", "--cpu-cache-compute", NULL);
+	ck_assert_msg(p.rc == 0, "%s", p.err);
+	ck_assert_int_eq(p.argc, 6);
+	ck_assert_str_eq(p.argv[2], "--gpu-batch-size");
+	ck_assert_str_eq(p.argv[5], "--cpu");
+	ck_assert_ptr_null(set_of(&p, "policy.gpu_batch_size"));
+	ck_assert_str_eq(set_of(&p, "policy.percent"), "0 100 100 0 100 0");
+	ck_assert_str_eq(set_of(&p, "policy.cpu_cache_compute"), "true");
 	done(&p);
 	/* "--" ends the flags */
 	parse(&p, "bench", "--", "--cpu", NULL);
