@@ -148,27 +148,24 @@ static char *flexgen_log_name(const struct fg_config *cfg)
 	/* policy.percent is six validated integers: it fits */
 	for (const char *p = fg_config_str(cfg, "policy", "percent"); *p && n + 2 < sizeof(percent);
 	     p++)
-		percent[n++] = *p == ' ' ? '-' : *p;
+		if (*p != ' ' && *p != '\t')
+			percent[n++] = *p;
+		else if (n && percent[n - 1] != '-')
+			percent[n++] = '-';
 	percent[n] = '\0';
 	const char *size = dash ? dash + 1 : model;
-	int len = snprintf(NULL, 0, "fo-%s-gbs%lld-ngbs%lld-prompt%lld-gen%lld-percent-%s-%s%s%s.log",
-			   size, (long long)fg_config_int(cfg, "policy", "gpu_batch_size"),
-			   (long long)fg_config_int(cfg, "policy", "num_gpu_batches"),
-			   (long long)fg_config_int(cfg, "bench", "prompt_len"),
-			   (long long)fg_config_int(cfg, "bench", "gen_len"), percent,
-			   fg_config_bool(cfg, "policy", "cpu_cache_compute") ? "cpu-cache" : "gpu-cache",
-			   fg_config_bool(cfg, "policy", "compress_weight") ? "-compw" : "",
-			   fg_config_bool(cfg, "policy", "compress_cache") ? "-compc" : "");
+#define LOG_NAME_ARGS "fo-%s-gbs%lld-ngbs%lld-prompt%lld-gen%lld-percent-%s-%s%s%s.log", size,      \
+	(long long)fg_config_int(cfg, "policy", "gpu_batch_size"),                                \
+	(long long)fg_config_int(cfg, "policy", "num_gpu_batches"),                               \
+	(long long)fg_config_int(cfg, "bench", "prompt_len"),                                     \
+	(long long)fg_config_int(cfg, "bench", "gen_len"), percent,                               \
+	fg_config_bool(cfg, "policy", "cpu_cache_compute") ? "cpu-cache" : "gpu-cache",           \
+	fg_config_bool(cfg, "policy", "compress_weight") ? "-compw" : "",                         \
+	fg_config_bool(cfg, "policy", "compress_cache") ? "-compc" : ""
+	int len = snprintf(NULL, 0, LOG_NAME_ARGS); /* the model name is user text: sized */
 	if (len > 0 && (name = malloc((size_t)len + 1)))
-		snprintf(name, (size_t)len + 1,
-			 "fo-%s-gbs%lld-ngbs%lld-prompt%lld-gen%lld-percent-%s-%s%s%s.log", size,
-			 (long long)fg_config_int(cfg, "policy", "gpu_batch_size"),
-			 (long long)fg_config_int(cfg, "policy", "num_gpu_batches"),
-			 (long long)fg_config_int(cfg, "bench", "prompt_len"),
-			 (long long)fg_config_int(cfg, "bench", "gen_len"), percent,
-			 fg_config_bool(cfg, "policy", "cpu_cache_compute") ? "cpu-cache" : "gpu-cache",
-			 fg_config_bool(cfg, "policy", "compress_weight") ? "-compw" : "",
-			 fg_config_bool(cfg, "policy", "compress_cache") ? "-compc" : "");
+		snprintf(name, (size_t)len + 1, LOG_NAME_ARGS);
+#undef LOG_NAME_ARGS
 	return name;
 }
 
