@@ -7,8 +7,9 @@ tests_test_flexgen_flags_SOURCES = tests/test_flexgen_flags.c cli/flexgen_flags.
 tests_test_flexgen_flags_CFLAGS = $(TEST_CFLAGS)
 tests_test_flexgen_flags_LDADD = $(CHECK_LIBS) -lm
 
-TESTS += tests/test_flexgen_cli.sh tests/test_flexgen_suite.sh
-EXTRA_DIST += tests/test_flexgen_cli.sh tests/test_flexgen_suite.sh tests/flexgen_bench_suite.txt
+TESTS += tests/test_flexgen_cli.sh tests/test_flexgen_suite.sh tests/test_configure_rm.sh
+EXTRA_DIST += tests/test_flexgen_cli.sh tests/test_flexgen_suite.sh tests/flexgen_bench_suite.txt \
+	tests/test_configure_rm.sh
 
 # sampling: the partial selection gives the full sort's token, bit for bit
 check_PROGRAMS += tests/test_sample
