@@ -243,8 +243,8 @@ static int resolve(const char *name, size_t len, const struct option *host, int 
 		m->flag = NULL; /* a command's own option of that name wins */
 	if (n > 1) {
 		memset(m, 0, sizeof(*m));
-		return fail(err, errlen, "ambiguous option: --%.*s%s could match %s", CLIPPED(name),
-			    list);
+		return fail(err, errlen, "ambiguous option: --%.*s%s could match %s",
+			    len > CLIP ? CLIP : (int)len, name, len > CLIP ? "..." : "", list);
 	}
 	return 0;
 }
