@@ -4,4 +4,5 @@ include $(srcdir)/bench/tokenizer.mk
 .PHONY: bench
 include $(srcdir)/bench/disk.mk
 include $(srcdir)/bench/gpu.mk
+include $(srcdir)/bench/sample.mk
 EXTRA_DIST += bench/h200_run.sh bench/h200_llama.sh

@@ -8,6 +8,7 @@
 
 #include <fgcore/fgcore.h>
 #include "cli/commands.h"
+#include "cli/flexgen_flags.h"
 #include "core/backend/backend.h"
 #include "core/config/config.h"
 #include "core/model/weights.h"
@@ -88,26 +89,29 @@ static int write_config(struct fg_config *cfg, const struct fg_policy *p, const 
 	return FG_EXIT_OK;
 }
 
+/* File scope: cli/flexgen_flags.c must know them (--gpu-batch-size is
+ * optimize's own here, not FlexGen's). */
+const struct option fg_optimize_longopts[] = {
+	{ "hardware", required_argument, NULL, 'W' },
+	{ "gpu-mem", required_argument, NULL, 'g' },
+	{ "cpu-mem", required_argument, NULL, 'c' },
+	{ "disk-mem", required_argument, NULL, 'd' },
+	{ "prompt-len", required_argument, NULL, 'p' },
+	{ "gen-len", required_argument, NULL, 'n' },
+	{ "gpu-batch-size", required_argument, NULL, 'b' },
+	{ "num-gpu-batches", required_argument, NULL, 'k' },
+	{ "max-batch", required_argument, NULL, 'm' },
+	{ "margin", required_argument, NULL, 'M' },
+	{ "no-compress", no_argument, NULL, 'C' },
+	{ "no-cpu-attention", no_argument, NULL, 'A' },
+	{ "top", required_argument, NULL, 't' },
+	{ "output", required_argument, NULL, 'O' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
 int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "hardware", required_argument, NULL, 'W' },
-		{ "gpu-mem", required_argument, NULL, 'g' },
-		{ "cpu-mem", required_argument, NULL, 'c' },
-		{ "disk-mem", required_argument, NULL, 'd' },
-		{ "prompt-len", required_argument, NULL, 'p' },
-		{ "gen-len", required_argument, NULL, 'n' },
-		{ "gpu-batch-size", required_argument, NULL, 'b' },
-		{ "num-gpu-batches", required_argument, NULL, 'k' },
-		{ "max-batch", required_argument, NULL, 'm' },
-		{ "margin", required_argument, NULL, 'M' },
-		{ "no-compress", no_argument, NULL, 'C' },
-		{ "no-cpu-attention", no_argument, NULL, 'A' },
-		{ "top", required_argument, NULL, 't' },
-		{ "output", required_argument, NULL, 'O' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	struct fg_optimize_params prm = { .margin = 0.05 };
 	uint64_t mem[3];
 	int have_mem[3] = { 0 };
@@ -118,7 +122,7 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+h", fg_optimize_longopts, NULL)) != -1) {
 		int i = c == 'g' ? 0 : c == 'c' ? 1 : 2;
 		switch (c) {
 		case 'W':

@@ -39,6 +39,17 @@ static const struct fg_command fg_commands[] = {
 };
 
 int fg_cli_verbosity;
+struct fg_flexgen_flags fg_cli_flexgen;
+
+static const struct option longopts[] = {
+	{ "config", required_argument, NULL, 'c' },
+	{ "set", required_argument, NULL, 'o' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
+};
 
 static void fg_usage(FILE *out)
 {
@@ -117,18 +128,19 @@ static int fg_apply_log_level(const struct fg_config *cfg)
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "set", required_argument, NULL, 'o' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
-	};
 	const char *config_path = NULL;
 	const char **sets = NULL;
-	struct fg_flexgen_flags ff;
+	struct fg_flexgen_flags *ff = &fg_cli_flexgen;
+	const struct fg_flexgen_scope scope = {
+		.global = longopts,
+		.global_short_arg = "co",
+		.command = "bench",
+		.local = fg_bench_longopts,
+		.others = (const struct fg_flexgen_command[]){
+			{ "optimize", fg_optimize_longopts },
+			{ NULL, NULL },
+		},
+	};
 	char ferr[256];
 	size_t n_sets = 0;
 	struct fg_config *cfg = NULL;
@@ -138,7 +150,7 @@ int main(int argc, char **argv)
 	int cargc, opt, rc = FG_EXIT_USAGE;
 
 	/* FlexGen's flags may stand anywhere; they apply after -o overrides. */
-	if (fg_flexgen_flags_take(&ff, &argc, argv, ferr, sizeof(ferr))) {
+	if (fg_flexgen_flags_take(ff, &scope, &argc, argv, ferr, sizeof(ferr))) {
 		fprintf(stderr, "fgcore: %s\n", ferr);
 		return FG_EXIT_USAGE;
 	}
@@ -198,8 +210,8 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	for (size_t i = 0; i < ff.n; i++) {
-		if (fg_config_set(cfg, ff.sets[i], "FlexGen flag") != 0) {
+	for (size_t i = 0; i < ff->n; i++) {
+		if (fg_config_set(cfg, ff->sets[i], ff->wheres[i]) != 0) {
 			fprintf(stderr, "fgcore: %s\n", fg_last_error());
 			goto out;
 		}
@@ -223,6 +235,16 @@ int main(int argc, char **argv)
 			cargv[0], optind < argc ? "" : " ([fgcore] command)", list);
 		goto out;
 	}
+	if (ff->bench_only && cmd->run != fg_cmd_bench) {
+		fprintf(stderr, "fgcore: --%s is a flag of FlexGen's benchmark: only `fgcore bench` "
+			"takes it, not %s\n", ff->bench_only, cmd->name);
+		goto out;
+	}
+	if (fg_flexgen_flags_prepare(ff, ferr, sizeof(ferr)) != 0) {
+		fprintf(stderr, "fgcore: %s\n", ferr);
+		rc = FG_EXIT_RUNTIME;
+		goto out;
+	}
 	rc = cmd->run(cfg, cargc, cargv);
 
 out:
@@ -234,7 +256,7 @@ out:
 		}
 	}
 	fg_config_free(cfg);
-	fg_flexgen_flags_free(&ff);
+	fg_flexgen_flags_free(ff);
 	free(sets);
 	return rc;
 }

@@ -28,3 +28,4 @@ include $(srcdir)/tests/optimizer.mk
 include $(srcdir)/tests/engine_checks.mk
 include $(srcdir)/tests/budget.mk
 include $(srcdir)/tests/hostile.mk
+include $(srcdir)/tests/flexgen.mk

@@ -15,7 +15,7 @@ small="-o bench.prompt_len=8 -o bench.gen_len=3 -o bench.warmup=false -o tier.di
 # bench: FlexGen's five lines in order, then the breakdown; --json complete
 out=$("$fg" -o model.path=dummy:opt-125m $small -o policy.gpu_batch_size=2 bench --json "$tmp/b.json" 2>&1) || die "bench failed: $out"
 echo "$out" | sed -n 1p | grep -q '^model size: .* GB	cache size: .* GB	hidden size (p): .* GB$' || die "bench line 1: $out"
-echo "$out" | sed -n 2p | grep -q '^peak gpu mem: .* GB	projected: False$' || die "bench line 2: $out"
+echo "$out" | sed -n 2p | grep -q '^peak gpu mem: [0-9.]* GB (compute tier: pinned_host, host memory)	projected: False$' || die "bench line 2: $out"
 echo "$out" | sed -n 3p | grep -q '^prefill latency: .* s	prefill throughput: .* token/s$' || die "bench line 3"
 echo "$out" | sed -n 4p | grep -q '^decode latency: .* s	decode throughput: .* token/s$' || die "bench line 4"
 echo "$out" | sed -n 5p | grep -q '^total latency: .* s	total throughput: .* token/s$' || die "bench line 5"

@@ -313,6 +313,26 @@ fail:
 	return NULL;
 }
 
+int fg_config_copy(const struct fg_config *c, const char *drop_options, struct fg_config **out)
+{
+	struct fg_config *d = fg_config_dup(c);
+	size_t kept = 0;
+
+	if (d == NULL) {
+		FG_ERR("configuration: out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < d->n_extras; i++) {
+		if (drop_options && strcmp(d->extras[i].section, drop_options) == 0)
+			fg_extra_clear(&d->extras[i]);
+		else
+			d->extras[kept++] = d->extras[i];
+	}
+	d->n_extras = kept;
+	*out = d;
+	return 0;
+}
+
 /* Move everything of src into dst and free src's shell. */
 static void fg_config_take(struct fg_config *dst, struct fg_config *src)
 {

@@ -32,6 +32,11 @@ enum fg_config_origin fg_config_origin_of(const struct fg_config *c, const char 
 int fg_config_open_plugin(const struct fg_config *c, const char *section, uint32_t kind,
 			  struct fg_plugin_handle *ph, void **opts);
 
+/* A copy of c (free it with fg_config_free); drop_options, when not NULL, names
+ * a plugin section whose plugin options (its keys outside the schema) are left
+ * out, so that another plugin can be set there (`bench --ab compute.plugin=...`). */
+int fg_config_copy(const struct fg_config *c, const char *drop_options, struct fg_config **out);
+
 /* Write fgcore.ini(5), in roff: every section and key of the schema and the
  * options of every plugin found in the plugin search path. */
 int fg_config_write_man(FILE *out);

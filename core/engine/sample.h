@@ -25,7 +25,12 @@ int32_t fg_argmax(const float *x, int64_t n);
 struct fg_sampler; /* scratch for one vocabulary size */
 int fg_sampler_new(struct fg_sampler **out, int64_t vocab);
 void fg_sampler_free(struct fg_sampler *s);
+/* The next token; one uniform draw from rng when temperature > 0. */
 int32_t fg_sample(struct fg_sampler *s, const float *logits, const struct fg_sampling *p,
 		  struct fg_rng *rng);
+/* The same token by sorting the whole vocabulary: the definition fg_sample
+ * must equal bit for bit (tests, benchmarks, and its own rare cases). */
+int32_t fg_sample_sorted(struct fg_sampler *s, const float *logits, const struct fg_sampling *p,
+			 struct fg_rng *rng);
 
 #endif

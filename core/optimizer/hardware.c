@@ -84,7 +84,8 @@ int fg_hardware_check(const struct fg_hardware *hw)
 	else if (hw->act_bytes != 2 && hw->act_bytes != 4)
 		missing = "act_bytes (2 or 4)";
 	if (missing) {
-		FG_ERR("[hardware] %s is not set: run `fgcore profile -c CONFIG` and include its output, or give the value",
+		FG_ERR("[hardware] %s is not set: run `fgcore -c CONFIG profile --output hw.ini`, then "
+		       "`fgcore -c CONFIG optimize --hardware hw.ini` (or set the value in [hardware])",
 		       missing);
 		return -EINVAL;
 	}

@@ -1,0 +1,204 @@
+/* tests/test_sample.c - fg_sample (partial selection) against fg_sample_sorted
+ * (the whole vocabulary sorted, the definition): the same token and the same
+ * random stream afterwards for every row, over logit shapes (spread, flat,
+ * ties, signed zeros, spikes, non-finite values), vocabulary sizes, and
+ * temperature x top_k x top_p; draws of u = 1 - 2^-53 force the rare path
+ * where the draw falls past every candidate. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine/sample.h"
+
+/* A standard normal from the project's generator (Box-Muller). */
+static double normal(struct fg_rng *r)
+{
+	double u = fg_rng_uniform(r), v = fg_rng_uniform(r);
+	return sqrt(-2 * log(1 - u)) * cos(6.283185307179586 * v);
+}
+
+enum shape { SPREAD, WIDE, FLAT, TIES, ZEROS, SPIKE, NONFINITE, SHAPES };
+
+static void fill(float *l, int64_t n, enum shape sh, struct fg_rng *r)
+{
+	for (int64_t i = 0; i < n; i++) {
+		switch (sh) {
+		case SPREAD: /* a language model's logits: a few nats apart */
+			l[i] = (float)(3 * normal(r));
+			break;
+		case WIDE: /* most of the vocabulary far below the top */
+			l[i] = (float)(25 * normal(r));
+			break;
+		case FLAT: /* random weights: everything within a few hundredths */
+			l[i] = (float)(0.01 * normal(r));
+			break;
+		case TIES: /* few distinct values: the order falls to the ids */
+			l[i] = (float)(int)(4 * fg_rng_uniform(r)) - 2.0f;
+			break;
+		case ZEROS: /* -0 and +0 compare equal */
+			l[i] = fg_rng_uniform(r) < 0.5 ? -0.0f : 0.0f;
+			if (fg_rng_uniform(r) < 0.01)
+				l[i] = -50.0f;
+			break;
+		case SPIKE: /* one token dominates */
+			l[i] = (float)normal(r);
+			break;
+		case NONFINITE:
+			l[i] = (float)normal(r);
+			break;
+		default:
+			break;
+		}
+	}
+	if (sh == SPIKE)
+		l[(int64_t)(fg_rng_uniform(r) * (double)n)] = 60.0f;
+	if (sh == NONFINITE && n > 2) {
+		l[n / 2] = -INFINITY;
+		l[n / 3] = INFINITY;
+	}
+}
+
+/* An rng whose next uniform is exactly 1 - 2^-53: xoshiro256**'s output is
+ * rotl(s[1] * 5, 7) * 9, so s[1] is chosen to make it all ones. */
+static void rng_at_top(struct fg_rng *r, uint64_t salt)
+{
+	const uint64_t inv9 = 0x8e38e38e38e38e39ull, inv5 = 0xcccccccccccccccdull;
+	uint64_t want = ~0ull, x = want * inv9;
+	x = (x >> 7) | (x << 57);
+	fg_rng_seed(r, salt);
+	r->s[1] = x * inv5;
+}
+
+static int checked;
+
+static void compare(struct fg_sampler *s, const float *l, int64_t n, const struct fg_sampling *p,
+		    const struct fg_rng *start, const char *what)
+{
+	struct fg_rng a = *start, b = *start;
+	int32_t want = fg_sample_sorted(s, l, p, &a);
+	int32_t got = fg_sample(s, l, p, &b);
+
+	ck_assert_msg(got == want, "%s n=%lld T=%g top_k=%d top_p=%.9g: fg_sample %d, full sort %d",
+		      what, (long long)n, p->temperature, p->top_k, p->top_p, got, want);
+	ck_assert_msg(!memcmp(&a, &b, sizeof(a)), "%s: the random streams diverged", what);
+	ck_assert(got >= 0 && got < n);
+	checked++;
+}
+
+START_TEST(same_token_as_full_sort)
+{
+	static const int64_t sizes[] = { 1, 2, 7, 300, 50272 };
+	static const float temps[] = { 0.05f, 0.7f, 1.0f, 1.5f, 100.0f };
+	static const float top_ps[] = { 0, 0.5f, 0.9f, 0.99999994f, 1 };
+	struct fg_rng r, stream;
+	fg_rng_seed(&r, 2024);
+
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(*sizes); si++) {
+		int64_t n = sizes[si];
+		float *l = malloc(sizeof(float) * (size_t)n);
+		struct fg_sampler *s;
+		ck_assert_ptr_nonnull(l);
+		ck_assert_int_eq(fg_sampler_new(&s, n), 0);
+		const int top_ks[] = { 0, 1, 5, 50, (int)n - 1, (int)n, (int)n + 5 };
+		for (int sh = 0; sh < SHAPES; sh++) {
+			/* big rows: fewer combinations, so that the test stays quick */
+			int reps = n > 1000 ? 1 : 3;
+			for (int rep = 0; rep < reps; rep++) {
+				fill(l, n, (enum shape)sh, &r);
+				for (size_t ti = 0; ti < 5; ti++)
+					for (size_t ki = 0; ki < 7; ki++)
+						for (size_t pi = 0; pi < 5; pi++) {
+							struct fg_sampling p = {
+								.temperature = temps[ti],
+								.top_k = top_ks[ki] < 0 ? 0 : top_ks[ki],
+								.top_p = top_ps[pi],
+							};
+							if (n > 1000 && (ki % 2 || ti % 2 == 0 ||
+									 pi % 2))
+								continue;
+							fg_rng_seed(&stream, (uint64_t)(sh * 1000 + rep * 100 +
+											  ti * 10 + pi));
+							compare(s, l, n, &p, &stream, "seeded");
+							rng_at_top(&stream, ki);
+							compare(s, l, n, &p, &stream, "u = 1 - 2^-53");
+						}
+			}
+		}
+		fg_sampler_free(s);
+		free(l);
+	}
+	ck_assert_int_gt(checked, 5000);
+}
+END_TEST
+
+/* Many seeded draws from one OPT-sized row: the distribution of a real run. */
+START_TEST(many_draws_one_row)
+{
+	const int64_t n = 50272;
+	float *l = malloc(sizeof(float) * (size_t)n);
+	struct fg_sampler *s;
+	struct fg_rng r, a, b;
+	struct fg_sampling p = { .temperature = 0.8f, .top_k = 0, .top_p = 0.95f };
+
+	ck_assert_ptr_nonnull(l);
+	ck_assert_int_eq(fg_sampler_new(&s, n), 0);
+	fg_rng_seed(&r, 5);
+	fill(l, n, SPREAD, &r);
+	fg_rng_seed(&a, 99);
+	b = a;
+	for (int i = 0; i < 400; i++) {
+		p.top_p = i % 2 ? 0.95f : 1.0f;
+		int32_t want = fg_sample_sorted(s, l, &p, &a);
+		int32_t got = fg_sample(s, l, &p, &b);
+		ck_assert_int_eq(got, want);
+	}
+	fg_sampler_free(s);
+	free(l);
+}
+END_TEST
+
+/* Greedy (temperature 0) is the first largest logit and draws nothing. */
+START_TEST(greedy)
+{
+	float l[] = { 1, 3, -2, 3, 0 };
+	struct fg_sampler *s;
+	struct fg_rng r, before;
+	struct fg_sampling p = { 0 };
+
+	ck_assert_int_eq(fg_sampler_new(&s, 5), 0);
+	fg_rng_seed(&r, 1);
+	before = r;
+	ck_assert_int_eq(fg_sample(s, l, &p, &r), 1);
+	ck_assert(!memcmp(&r, &before, sizeof(r)));
+	fg_sampler_free(s);
+	/* the crafted stream really draws the top of [0, 1) */
+	rng_at_top(&r, 3);
+	ck_assert(fg_rng_uniform(&r) == 1 - 0x1.0p-53);
+}
+END_TEST
+
+static Suite *sample_suite(void)
+{
+	Suite *s = suite_create("sample");
+	TCase *tc = tcase_create("partial_selection");
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, same_token_as_full_sort);
+	tcase_add_test(tc, many_draws_one_row);
+	tcase_add_test(tc, greedy);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(sample_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
