@@ -32,7 +32,7 @@
 #include "cli/batch_run.h"
 #include "cli/commands.h"
 #include "cli/request.h"
-#include "cli/utf8.h"
+#include "core/util/utf8.h"
 #include "core/engine/engine.h"
 #include "core/util/fileio.h"
 

@@ -7,7 +7,6 @@ EXTRA_DIST += tests/test_hostile_input.sh
 tests_test_hostile_files_SOURCES = tests/test_hostile_files.c
 tests_test_hostile_files_CFLAGS = $(TEST_CFLAGS)
 tests_test_hostile_files_LDADD = $(TEST_LIBS)
-# cli/utf8.c is part of the fgcore program, not of the library
-tests_test_utf8_repair_SOURCES = tests/test_utf8_repair.c cli/utf8.c
+tests_test_utf8_repair_SOURCES = tests/test_utf8_repair.c
 tests_test_utf8_repair_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS)
-tests_test_utf8_repair_LDADD = $(CHECK_LIBS) $(JANSSON_LIBS)
+tests_test_utf8_repair_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)

@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "cli/utf8.h"
+#include "core/util/utf8.h"
 #include "tests/test_rng.h"
 
 static const struct {

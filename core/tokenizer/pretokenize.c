@@ -97,41 +97,6 @@ invalid:
 	return 1;
 }
 
-size_t fg_utf8_seq(const unsigned char *s, size_t len, size_t *bad)
-{
-	unsigned char c = s[0], lo = 0x80, hi = 0xBF;
-	size_t need, k;
-
-	*bad = 1;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF)
-		need = 1;
-	else if (c >= 0xE0 && c <= 0xEF)
-		need = 2;
-	else if (c >= 0xF0 && c <= 0xF4)
-		need = 3;
-	else
-		return 0;
-	if (c == 0xE0)
-		lo = 0xA0;
-	else if (c == 0xED)
-		hi = 0x9F;
-	else if (c == 0xF0)
-		lo = 0x90;
-	else if (c == 0xF4)
-		hi = 0x8F;
-	if (len < 2 || s[1] < lo || s[1] > hi)
-		return 0;
-	for (k = 2; k <= need; k++)
-		if (k >= len || (s[k] & 0xC0) != 0x80)
-			break;
-	if (k > need)
-		return need + 1;
-	*bad = k;
-	return 0;
-}
-
 /* Class and length of the code point at s[pos]. */
 static inline enum fg_uc_class class_at(const unsigned char *s, size_t len, size_t pos,
 					size_t *clen)

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "core/tokenizer/tokenizer.h"
+#include "core/util/utf8.h"
 
 /* Limits checked before anything is allocated from file contents. */
 #define FG_TOK_MAX_FILE_BYTES	(256u << 20)	/* vocab.json, merges.txt, json side files */
@@ -48,11 +49,6 @@ enum fg_uc_class fg_uc_class_of(uint32_t cp);
 size_t fg_utf8_next(const unsigned char *s, size_t len, uint32_t *cp);
 /* End offset (> pos) of the GPT-2 pre-token starting at s[pos]; pos < len. */
 size_t fg_pretok_next(const char *s, size_t len, size_t pos);
-/* Length of the valid UTF-8 sequence at s (len > 0), or 0 when invalid; then
- * *bad is the length of its maximal invalid subpart (Unicode's "substitution
- * of maximal subparts", as Python's errors="replace" and Rust's
- * from_utf8_lossy do). */
-size_t fg_utf8_seq(const unsigned char *s, size_t len, size_t *bad);
 
 /* ---- byte-level alphabet (vocab.c) ---- */
 /* GPT-2's bytes_to_unicode: the code point standing for byte b. */
