@@ -5,6 +5,8 @@
 #                                  and the policy matrix on cublas, Llama-3-8B
 #                                  all on GPU at 256 and 512 x 1
 #   sh bench/h200_llama.sh 70b     Llama-2-70B, 4-bit weights and cache (built tree)
+# .devdeps: ../shared/tools/gpu-deps libpcre2-dev libpcre2-8-0 libpcre2-16-0
+#   libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2
 set -u
 out=${OUT:-/tmp/fgcore-out}
 mkdir -p "$out"

@@ -2,8 +2,9 @@
 # bench/h200_run.sh - one full run on the H200 test machine: build with CUDA,
 # the GPU op tests, the Hugging Face reference and policy tests on cublas, and
 # two benchmarks (all on GPU; weights on host).  Logs go to $OUT.
-#   run there with .devdeps (../shared/tools/gpu-deps) and the test data
-#   copied to _gpudata/testdata carried along.
+#   run there with .devdeps (../shared/tools/gpu-deps libpcre2-dev libpcre2-8-0
+#   libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2) and
+#   the test data copied to _gpudata/testdata carried along.
 set -u
 out=${OUT:-/tmp/fgcore-out}
 mkdir -p "$out"
