@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench/h200_run.sh - one full run on the H200 test machine: build with CUDA,
 # the GPU op tests, the Hugging Face reference and policy tests on cublas, and
-# two benchmarks (all on GPU; weights on host).  Logs go to $OUT.
+# three benchmarks (all on GPU; Llama-3-8B at 768; weights on host).  Logs go to $OUT.
 #   run there with .devdeps (../shared/tools/gpu-deps libpcre2-dev libpcre2-8-0
 #   libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2) and
 #   the test data copied to _gpudata/testdata carried along.
@@ -10,6 +10,7 @@ out=${OUT:-/tmp/fgcore-out}
 mkdir -p "$out"
 . .devdeps/env.sh
 export FGCORE_TESTDATA=$PWD/_gpudata/testdata
+export FGCORE_PLUGIN_PATH=$PWD/plugins/storage/.libs:$PWD/plugins/compute/.libs:$PWD/plugins/codec/.libs
 step() { echo "== $*"; }
 step build
 if ! { autoreconf -fi && ./configure --with-cuda && make -j16 &&
@@ -21,7 +22,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
 step "GPU op tests"
 timeout 240 make check TESTS="tests/test_cuda_mem tests/test_cublas" > "$out/tests.log" 2>&1
 step "reference and policy tests on cublas"
-FGCORE_TEST_BACKEND=cublas timeout 200 make check TESTS="tests/test_golden tests/test_policy" \
+FGCORE_TEST_BACKEND=cublas timeout 300 make check TESTS="tests/test_golden tests/test_policy" \
 	>> "$out/tests.log" 2>&1
 grep -E "^(PASS|FAIL|SKIP|ERROR)" "$out/tests.log"
 for t in test_cuda_mem test_cublas test_golden test_policy; do
@@ -30,6 +31,9 @@ done > "$out/test_logs.txt" 2>&1
 grep -hE ":[EF]:" tests/test_cublas.log tests/test_golden.log tests/test_policy.log | head -20
 step "bench OPT-6.7B all on GPU, 256 x 1"
 timeout 150 ./fgcore -c conf/h200_opt6.7b.ini bench > "$out/bench.log" 2>&1
+tail -12 "$out/bench.log"
+step "bench Llama-3-8B all on GPU, 768 x 1"
+timeout 150 ./fgcore -c conf/h200_llama3_8b.ini -o policy.gpu_batch_size=768 bench >> "$out/bench.log" 2>&1
 tail -12 "$out/bench.log"
 step "bench OPT-30B weights on host, 48 x 3"
 timeout 200 ./fgcore -c conf/h200_opt30b_host.ini bench >> "$out/bench.log" 2>&1
