@@ -112,6 +112,33 @@ static int by_logit_desc(const void *a, const void *b, void *ctx)
 	return (i > j) - (i < j);
 }
 
+/* The softmax weights of the first k candidates s->idx[0..k) at temperature
+ * T into s->prob, in double and in that order; returns their sum. */
+static double cand_weights(struct fg_sampler *s, const float *logits, int64_t k, double maxl,
+			   float t)
+{
+	double sum = 0;
+	for (int64_t i = 0; i < k; i++) {
+		double e = exp(((double)logits[s->idx[i]] - maxl) / t);
+		s->prob[i] = (float)e;
+		sum += e;
+	}
+	return sum;
+}
+
+/* The candidate a draw u (already scaled by the sum) lands on among the
+ * first k, or -1 when it falls past them (u rounded up to the float sum). */
+static int64_t cand_draw(const struct fg_sampler *s, int64_t k, double u)
+{
+	double acc = 0;
+	for (int64_t i = 0; i < k; i++) {
+		acc += s->prob[i];
+		if (u < acc)
+			return i;
+	}
+	return -1;
+}
+
 int32_t fg_sample_sorted(struct fg_sampler *s, const float *logits, const struct fg_sampling *p,
 		  struct fg_rng *rng)
 {
@@ -126,12 +153,7 @@ int32_t fg_sample_sorted(struct fg_sampler *s, const float *logits, const struct
 	keep = p->top_k > 0 && p->top_k < n ? p->top_k : n;
 
 	/* Softmax over the candidates at this temperature, in double for stability. */
-	double maxl = logits[s->idx[0]], sum = 0;
-	for (int64_t i = 0; i < keep; i++) {
-		double e = exp(((double)logits[s->idx[i]] - maxl) / p->temperature);
-		s->prob[i] = (float)e;
-		sum += e;
-	}
+	double maxl = logits[s->idx[0]], sum = cand_weights(s, logits, keep, maxl, p->temperature);
 	if (p->top_p > 0 && p->top_p < 1) {
 		double mass = 0;
 		int64_t i;
@@ -145,13 +167,8 @@ int32_t fg_sample_sorted(struct fg_sampler *s, const float *logits, const struct
 		for (i = 0; i < keep; i++)
 			sum += s->prob[i];
 	}
-	double u = fg_rng_uniform(rng) * sum, acc = 0;
-	for (int64_t i = 0; i < keep; i++) {
-		acc += s->prob[i];
-		if (u < acc)
-			return s->idx[i];
-	}
-	return s->idx[keep - 1];
+	int64_t at = cand_draw(s, keep, fg_rng_uniform(rng) * sum);
+	return s->idx[at >= 0 ? at : keep - 1];
 }
 
 /* Sort key: ascending key = descending logit, then ascending id (the order of
@@ -281,12 +298,7 @@ int32_t fg_sample(struct fg_sampler *s, const float *logits, const struct fg_sam
 	}
 
 	/* From here on the same arithmetic as fg_sample_sorted, in the same order. */
-	double sum = 0;
-	for (int64_t i = 0; i < kc; i++) {
-		double e = exp(((double)logits[s->idx[i]] - maxl) / p->temperature);
-		s->prob[i] = (float)e;
-		sum += e;
-	}
+	double sum = cand_weights(s, logits, kc, maxl, p->temperature);
 	if (p->top_p > 0 && p->top_p < 1) {
 		double mass = 0;
 		int64_t i;
@@ -301,20 +313,12 @@ int32_t fg_sample(struct fg_sampler *s, const float *logits, const struct fg_sam
 		sum = 0;
 		for (i = 0; i < keep; i++)
 			sum += s->prob[i];
-		double u = fg_rng_uniform(rng) * sum, acc = 0;
-		for (i = 0; i < keep; i++) {
-			acc += s->prob[i];
-			if (u < acc)
-				return s->idx[i];
-		}
-		return s->idx[keep - 1];
+		int64_t at = cand_draw(s, keep, fg_rng_uniform(rng) * sum);
+		return s->idx[at >= 0 ? at : keep - 1];
 	}
-	double u = fg_rng_uniform(rng) * sum, acc = 0;
-	for (int64_t i = 0; i < kc; i++) {
-		acc += s->prob[i];
-		if (u < acc)
-			return s->idx[i];
-	}
+	int64_t at = cand_draw(s, kc, fg_rng_uniform(rng) * sum);
+	if (at >= 0)
+		return s->idx[at];
 	/* Past every candidate (u rounded up to the float sum): the last kept one. */
 	if (keep == kc)
 		return s->idx[keep - 1];

@@ -18,45 +18,6 @@
 static const char replacement[] = "\xEF\xBF\xBD";	/* U+FFFD */
 #define REPL_LEN 3
 
-struct sbuf {
-	char *p;
-	size_t n, cap;
-};
-
-static int sbuf_room(struct sbuf *b, size_t more)
-{
-	size_t cap;
-	char *p;
-
-	if (b->cap - b->n > more)	/* keeps room for a NUL */
-		return 0;
-	if (more > SIZE_MAX / 2 - b->n)
-		return -ENOMEM;
-	cap = b->cap ? b->cap : 64;
-	while (cap <= b->n + more)
-		cap *= 2;
-	p = realloc(b->p, cap);
-	if (!p)
-		return -ENOMEM;
-	b->p = p;
-	b->cap = cap;
-	return 0;
-}
-
-static int sbuf_add(struct sbuf *b, const char *s, size_t n)
-{
-	int rc;
-
-	if (!n)
-		return 0;
-	rc = sbuf_room(b, n);
-	if (rc)
-		return rc;
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	return 0;
-}
-
 static bool utf8_valid(const char *s, size_t n)
 {
 	size_t i = 0, bad;
@@ -77,7 +38,7 @@ static bool utf8_valid(const char *s, size_t n)
 }
 
 /* Append s with every maximal invalid subpart replaced by U+FFFD. */
-static int add_repaired(struct sbuf *o, const char *s, size_t n)
+static int add_repaired(struct fg_tok_buf *o, const char *s, size_t n)
 {
 	size_t i = 0, bad;
 	int rc = 0;
@@ -94,11 +55,11 @@ static int add_repaired(struct sbuf *o, const char *s, size_t n)
 				break;
 			run += k;
 		}
-		rc = sbuf_add(o, s + i, run - i);
+		rc = fg_tok_buf_add(o, s + i, run - i);
 		i = run;
 		if (!rc && i < n) {
 			fg_utf8_seq((const unsigned char *)s + i, n - i, &bad);
-			rc = sbuf_add(o, replacement, REPL_LEN);
+			rc = fg_tok_buf_add(o, replacement, REPL_LEN);
 			i += bad;
 		}
 	}
@@ -106,13 +67,13 @@ static int add_repaired(struct sbuf *o, const char *s, size_t n)
 }
 
 /* The text in b repaired into *text (b is consumed). */
-static int finish(struct sbuf *b, char **text, size_t *len, bool raw)
+static int finish(struct fg_tok_buf *b, char **text, size_t *len, bool raw)
 {
-	struct sbuf r = { 0 };
+	struct fg_tok_buf r = { 0 };
 	int rc;
 
 	if (raw || utf8_valid(b->p, b->n)) {
-		rc = sbuf_room(b, 1);
+		rc = fg_tok_buf_room(b, 1);
 		if (rc)
 			return rc;
 		b->p[b->n] = '\0';
@@ -123,7 +84,7 @@ static int finish(struct sbuf *b, char **text, size_t *len, bool raw)
 	}
 	rc = add_repaired(&r, b->p, b->n);
 	if (!rc)
-		rc = sbuf_room(&r, 1);
+		rc = fg_tok_buf_room(&r, 1);
 	if (rc) {
 		free(r.p);
 		return rc;
@@ -142,7 +103,7 @@ static bool known(const struct fg_tokenizer *t, int32_t id)
 /* ---- the decoders of a tokenizer.json, over a list of token strings ---- */
 
 struct toks {
-	struct sbuf b;
+	struct fg_tok_buf b;
 	size_t *end;	/* token i is b.p[i ? end[i - 1] : 0 .. end[i]) */
 	size_t n, cap;
 };
@@ -165,7 +126,7 @@ static int toks_new(struct toks *l)
 /* Append to the last token. */
 static int toks_cat(struct toks *l, const char *s, size_t n)
 {
-	int rc = sbuf_add(&l->b, s, n);
+	int rc = fg_tok_buf_add(&l->b, s, n);
 
 	if (!rc)
 		l->end[l->n - 1] = l->b.n;
@@ -200,7 +161,7 @@ static int byte_token(const char *s, size_t n)
 
 /* Push a run of byte-fallback bytes: one token when it is UTF-8, else one
  * U+FFFD per byte (tokenizers' ByteFallback). */
-static int flush_bytes(struct toks *o, struct sbuf *run, bool raw)
+static int flush_bytes(struct toks *o, struct fg_tok_buf *run, bool raw)
 {
 	int rc = 0;
 
@@ -218,7 +179,7 @@ static int flush_bytes(struct toks *o, struct sbuf *run, bool raw)
 static int step(const struct fg_tokenizer *t, const struct fg_tok_dec *d, const struct toks *in,
 		struct toks *o, bool raw)
 {
-	struct sbuf run = { 0 };
+	struct fg_tok_buf run = { 0 };
 	size_t n;
 	const char *s;
 	int rc = 0;
@@ -236,7 +197,7 @@ static int step(const struct fg_tokenizer *t, const struct fg_tok_dec *d, const 
 		rc = toks_new(o);
 		for (size_t i = 0; !rc && i < in->n; i++) {
 			s = tok_at(in, i, &n);
-			rc = sbuf_room(&run, n);
+			rc = fg_tok_buf_room(&run, n);
 			if (!rc)
 				run.n += fg_bytelevel_to_bytes(s, n, run.p + run.n);
 		}
@@ -277,7 +238,7 @@ static int step(const struct fg_tokenizer *t, const struct fg_tok_dec *d, const 
 			if (b >= 0) {
 				char c = (char)b;
 
-				rc = sbuf_add(&run, &c, 1);
+				rc = fg_tok_buf_add(&run, &c, 1);
 				continue;
 			}
 			rc = flush_bytes(o, &run, raw);
@@ -323,7 +284,7 @@ int fg_tok_decode_json(const struct fg_tokenizer *t, const int32_t *ids, size_t 
 {
 	const struct fg_tok_pipeline *p = t->pipe;
 	struct toks a = { 0 }, b = { 0 }, tmp;
-	struct sbuf out = { 0 };
+	struct fg_tok_buf out = { 0 };
 	int rc = 0;
 
 	for (size_t i = 0; !rc && i < n; i++) {
@@ -345,9 +306,9 @@ int fg_tok_decode_json(const struct fg_tokenizer *t, const int32_t *ids, size_t 
 		const char *s = tok_at(&a, i, &tl);
 
 		if (i && !p->has_decoder)
-			rc = sbuf_add(&out, " ", 1);
+			rc = fg_tok_buf_add(&out, " ", 1);
 		if (!rc)
-			rc = sbuf_add(&out, s, tl);
+			rc = fg_tok_buf_add(&out, s, tl);
 	}
 	if (!rc)
 		rc = finish(&out, text, len, raw);
@@ -362,7 +323,7 @@ int fg_tok_decode_json(const struct fg_tokenizer *t, const int32_t *ids, size_t 
 int fg_tokenizer_decode(const struct fg_tokenizer *t, const int32_t *ids, size_t n, char **text,
 			size_t *len)
 {
-	struct sbuf b = { 0 };
+	struct fg_tok_buf b = { 0 };
 	size_t total = 0;
 	int rc;
 
@@ -384,13 +345,13 @@ int fg_tokenizer_decode(const struct fg_tokenizer *t, const int32_t *ids, size_t
 			}
 			total += l;
 		}
-		rc = sbuf_room(&b, total);
+		rc = fg_tok_buf_room(&b, total);
 		for (size_t i = 0; !rc && i < n; i++) {
 			if (known(t, ids[i]))
-				rc = sbuf_add(&b, t->blob + t->bytes[ids[i]].off,
+				rc = fg_tok_buf_add(&b, t->blob + t->bytes[ids[i]].off,
 					      t->bytes[ids[i]].len);
 			else
-				rc = sbuf_add(&b, replacement, REPL_LEN);
+				rc = fg_tok_buf_add(&b, replacement, REPL_LEN);
 		}
 		if (!rc)
 			rc = finish(&b, text, len, false);

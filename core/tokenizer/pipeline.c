@@ -21,61 +21,22 @@
 #include "core/tokenizer/tok_internal.h"
 #include "core/util/error.h"
 
-struct buf {
-	char *p;
-	size_t n, cap;
-};
-
-static int buf_room(struct buf *b, size_t need)
-{
-	size_t cap;
-	char *p;
-
-	if (need <= b->cap)
-		return 0;
-	if (need > SIZE_MAX / 2)
-		return -ENOMEM;
-	cap = b->cap ? b->cap : 256;
-	while (cap < need)
-		cap *= 2;
-	p = realloc(b->p, cap);
-	if (!p)
-		return -ENOMEM;
-	b->p = p;
-	b->cap = cap;
-	return 0;
-}
-
-static int buf_add(struct buf *b, const char *s, size_t n)
-{
-	int rc;
-
-	if (!n)
-		return 0;
-	rc = buf_room(b, b->n + n);
-	if (rc)
-		return rc;
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	return 0;
-}
-
 struct enc {
 	const struct fg_tokenizer *t;
 	const struct fg_tok_pipeline *p;
 	struct fg_idvec *o;
 	struct fg_bpe_scratch bpe;
 	struct fg_regex_scratch rx;
-	struct buf norm[2];			/* normalizer output, ping-pong */
-	struct buf prefix[FG_TOK_MAX_STEPS];	/* ByteLevel add_prefix_space copies */
-	struct buf spell;			/* byte-level spelling (ignore_merges) */
+	struct fg_tok_buf norm[2];			/* normalizer output, ping-pong */
+	struct fg_tok_buf prefix[FG_TOK_MAX_STEPS];	/* ByteLevel add_prefix_space copies */
+	struct fg_tok_buf spell;			/* byte-level spelling (ignore_merges) */
 };
 
 /* ---- normalizers ---- */
 
 /* Unicode NFC (canonical composition) of the valid UTF-8 runs of s; bytes
  * that are not UTF-8 pass unchanged, as they would through byte-level BPE. */
-static int norm_nfc(const char *s, size_t n, struct buf *o)
+static int norm_nfc(const char *s, size_t n, struct fg_tok_buf *o)
 {
 	const utf8proc_uint8_t *u = (const utf8proc_uint8_t *)s;
 	size_t pos = 0;
@@ -99,18 +60,18 @@ static int norm_nfc(const char *s, size_t n, struct buf *o)
 				FG_ERR("tokenizer: NFC normalization failed: %s", utf8proc_errmsg(len));
 				return -EINVAL;
 			}
-			rc = buf_add(o, (const char *)nfc, (size_t)len);
+			rc = fg_tok_buf_add(o, (const char *)nfc, (size_t)len);
 			free(nfc);
 		}
 		if (!rc && end < n) /* one byte that starts no valid sequence */
-			rc = buf_add(o, s + end, 1), end++;
+			rc = fg_tok_buf_add(o, s + end, 1), end++;
 		pos = end;
 	}
 	return rc;
 }
 
 static int norm_one(const struct fg_tokenizer *t, const struct fg_tok_norm *nm,
-		    struct fg_regex_scratch *rx, const char *s, size_t n, struct buf *o)
+		    struct fg_regex_scratch *rx, const char *s, size_t n, struct fg_tok_buf *o)
 {
 	const char *blob = t->blob;
 	size_t pos = 0, ms, me;
@@ -122,8 +83,8 @@ static int norm_one(const struct fg_tokenizer *t, const struct fg_tok_norm *nm,
 	if (nm->kind == FG_TOK_NORM_PREPEND) {
 		if (!n)
 			return 0;
-		rc = buf_add(o, blob + nm->str.off, nm->str.len);
-		return rc ? rc : buf_add(o, s, n);
+		rc = fg_tok_buf_add(o, blob + nm->str.off, nm->str.len);
+		return rc ? rc : fg_tok_buf_add(o, s, n);
 	}
 	for (;;) {
 		int hit;
@@ -145,26 +106,26 @@ static int norm_one(const struct fg_tokenizer *t, const struct fg_tok_norm *nm,
 		}
 		if (!hit)
 			break;
-		rc = buf_add(o, s + pos, ms - pos);
+		rc = fg_tok_buf_add(o, s + pos, ms - pos);
 		if (!rc)
-			rc = buf_add(o, blob + nm->content.off, nm->content.len);
+			rc = fg_tok_buf_add(o, blob + nm->content.off, nm->content.len);
 		if (rc)
 			return rc;
 		pos = me;
 	}
-	return buf_add(o, s + pos, n - pos);
+	return fg_tok_buf_add(o, s + pos, n - pos);
 }
 
 /* Run all normalizers; *res points into bufs (or at s when there are none). */
 static int normalize(const struct fg_tokenizer *t, struct fg_regex_scratch *rx,
-		     struct buf bufs[2], const char *s, size_t n, const char **res, size_t *rn)
+		     struct fg_tok_buf bufs[2], const char *s, size_t n, const char **res, size_t *rn)
 {
 	const struct fg_tok_pipeline *p = t->pipe;
 
 	*res = s;
 	*rn = n;
 	for (size_t k = 0; k < p->n_norm; k++) {
-		struct buf *o = &bufs[k & 1];
+		struct fg_tok_buf *o = &bufs[k & 1];
 		int rc = norm_one(t, &p->norm[k], rx, *res, *rn, o);
 
 		if (rc)
@@ -179,7 +140,7 @@ int fg_tok_normalize(const struct fg_tokenizer *t, const char *s, size_t n, char
 		     size_t *outn)
 {
 	struct fg_regex_scratch rx = { 0 };
-	struct buf bufs[2] = { { 0 }, { 0 } };
+	struct fg_tok_buf bufs[2] = { { 0 }, { 0 } };
 	const char *r;
 	size_t rn;
 	int rc = normalize(t, &rx, bufs, s, n, &r, &rn);
@@ -276,10 +237,10 @@ static int model(struct enc *e, const char *s, size_t n)
 		/* A pre-token that is itself a token is that token. */
 		int32_t id;
 
-		rc = buf_room(&e->spell, 2 * n);
+		e->spell.n = 0;
+		rc = fg_tok_buf_room(&e->spell, 2 * n);
 		if (rc)
 			return rc;
-		e->spell.n = 0;
 		for (size_t i = 0; i < n; i++) {
 			uint32_t cp = fg_bytelevel_cp((unsigned char)s[i]);
 
@@ -406,12 +367,12 @@ static int pretok(struct enc *e, size_t k, const char *s, size_t n)
 	/* ByteLevel (the last pre-tokenizer): the byte mapping itself is the
 	 * model's (bytes are its symbols). */
 	if (pre->add_prefix_space && s[0] != ' ') {
-		struct buf *b = &e->prefix[k];
+		struct fg_tok_buf *b = &e->prefix[k];
 
 		b->n = 0;
-		rc = buf_add(b, " ", 1);
+		rc = fg_tok_buf_add(b, " ", 1);
 		if (!rc)
-			rc = buf_add(b, s, n);
+			rc = fg_tok_buf_add(b, s, n);
 		if (rc)
 			return rc;
 		s = b->p;

@@ -7,9 +7,12 @@
 #ifndef FG_TOKENIZER_TOK_INTERNAL_H
 #define FG_TOKENIZER_TOK_INTERNAL_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <jansson.h>
 
@@ -245,6 +248,47 @@ void fg_regex_free(struct fg_regex *re);
 int fg_regex_next(const struct fg_regex *re, struct fg_regex_scratch *sc, const char *s,
 		  size_t len, size_t pos, size_t *ms, size_t *me);
 void fg_regex_scratch_free(struct fg_regex_scratch *sc);
+
+/* A growable byte buffer, shared by encoding and decoding: room is always
+ * kept for a NUL after the n bytes. */
+struct fg_tok_buf {
+	char *p;
+	size_t n, cap;
+};
+
+static inline int fg_tok_buf_room(struct fg_tok_buf *b, size_t more)
+{
+	size_t cap;
+	char *p;
+
+	if (b->cap - b->n > more)
+		return 0;
+	if (more > SIZE_MAX / 2 - b->n)
+		return -ENOMEM;
+	cap = b->cap ? b->cap : 64;
+	while (cap <= b->n + more)
+		cap *= 2;
+	p = realloc(b->p, cap);
+	if (!p)
+		return -ENOMEM;
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+static inline int fg_tok_buf_add(struct fg_tok_buf *b, const char *s, size_t n)
+{
+	int rc;
+
+	if (!n)
+		return 0;
+	rc = fg_tok_buf_room(b, n);
+	if (rc)
+		return rc;
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+	return 0;
+}
 
 enum fg_tok_norm_kind { FG_TOK_NORM_PREPEND, FG_TOK_NORM_REPLACE, FG_TOK_NORM_NFC };
 struct fg_tok_norm {
