@@ -164,9 +164,6 @@ static int token_value(const char *path, const char *key, json_t *v, const char 
 static int load_json(const char *dir, const char *name, size_t flags, char *path, size_t pathsz,
 		     json_t **root)
 {
-	json_error_t jerr;
-	char *buf;
-	size_t len;
 	int rc;
 
 	*root = NULL;
@@ -174,17 +171,11 @@ static int load_json(const char *dir, const char *name, size_t flags, char *path
 		FG_ERR("%s: path too long", dir);
 		return -ENAMETOOLONG;
 	}
-	rc = fg_tok_read_file(path, &buf, &len, true);
+	rc = fg_tok_read_json(path, true, flags, "", root);
 	if (rc == -ENOENT)
 		return 0;
 	if (rc)
 		return rc;
-	*root = json_loadb(buf, len, flags, &jerr);
-	free(buf);
-	if (!*root) {
-		FG_ERR("%s:%d:%d: not valid JSON (%s)", path, jerr.line, jerr.column, jerr.text);
-		return -EINVAL;
-	}
 	if (!json_is_object(*root)) {
 		FG_ERR("%s: the top level is not a JSON object", path);
 		json_decref(*root);

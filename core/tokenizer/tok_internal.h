@@ -67,6 +67,11 @@ size_t fg_bytelevel_to_bytes(const char *s, size_t len, char *out);
 /* Read a whole file of at most FG_TOK_MAX_FILE_BYTES (+ a NUL byte).  An
  * optional file that does not exist gives -ENOENT and records no error. */
 int fg_tok_read_file(const char *path, char **buf, size_t *len, bool optional);
+/* The same file parsed as JSON with jansson's decoding flags; a syntax error
+ * is one line "path:line:col: not valid JSON (...)" followed by `expected`
+ * ("" for none).  -ENOENT, with no error, for an optional missing file. */
+int fg_tok_read_json(const char *path, bool optional, size_t flags, const char *expected,
+		     json_t **root);
 /* Printable, truncated rendering of s for error messages. */
 const char *fg_tok_quote(const char *s, size_t len, char *out, size_t outsz);
 /* Append len bytes + NUL to the blob; *off receives their offset. */

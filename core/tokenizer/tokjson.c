@@ -674,10 +674,7 @@ int fg_tok_load_json(const char *dir, struct fg_tokenizer **out)
 {
 	char path[PATH_MAX];
 	struct ld l = { 0 };
-	json_error_t jerr;
 	json_t *root;
-	char *buf;
-	size_t len;
 	int rc;
 
 	*out = NULL;
@@ -685,16 +682,10 @@ int fg_tok_load_json(const char *dir, struct fg_tokenizer **out)
 		FG_ERR("%s: path too long", dir);
 		return -ENAMETOOLONG;
 	}
-	rc = fg_tok_read_file(path, &buf, &len, false);
+	rc = fg_tok_read_json(path, false, JSON_REJECT_DUPLICATES,
+			      "; expected a Hugging Face tokenizer.json", &root);
 	if (rc)
 		return rc;
-	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
-	free(buf);
-	if (!root) {
-		FG_ERR("%s:%d:%d: not valid JSON (%s); expected a Hugging Face tokenizer.json", path,
-		       jerr.line, jerr.column, jerr.text);
-		return -EINVAL;
-	}
 	l.path = path;
 	l.t = fg_tok_new();
 	l.p = l.t ? calloc(1, sizeof(*l.p)) : NULL;

@@ -298,24 +298,37 @@ int fg_tok_byte_ids(struct fg_tokenizer *t, const char *path)
 	return 0;
 }
 
-static int load_vocab(struct fg_tokenizer *t, const char *path)
+int fg_tok_read_json(const char *path, bool optional, size_t flags, const char *expected,
+		     json_t **root)
 {
 	json_error_t jerr;
-	json_t *root;
 	char *buf;
 	size_t len;
 	int rc;
 
-	rc = fg_tok_read_file(path, &buf, &len, false);
+	*root = NULL;
+	rc = fg_tok_read_file(path, &buf, &len, optional);
 	if (rc)
 		return rc;
-	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	*root = json_loadb(buf, len, flags, &jerr);
 	free(buf);
-	if (!root) {
-		FG_ERR("%s:%d:%d: not valid JSON (%s); expected a GPT-2 BPE vocab.json", path,
-		       jerr.line, jerr.column, jerr.text);
+	if (!*root) {
+		FG_ERR("%s:%d:%d: not valid JSON (%s)%s", path, jerr.line, jerr.column, jerr.text,
+		       expected);
 		return -EINVAL;
 	}
+	return 0;
+}
+
+static int load_vocab(struct fg_tokenizer *t, const char *path)
+{
+	json_t *root;
+	int rc;
+
+	rc = fg_tok_read_json(path, false, JSON_REJECT_DUPLICATES, "; expected a GPT-2 BPE vocab.json",
+			      &root);
+	if (rc)
+		return rc;
 	rc = fg_tok_load_vocab_obj(t, path, "vocab.json", root, true);
 	if (!rc)
 		rc = fg_tok_byte_ids(t, path);
