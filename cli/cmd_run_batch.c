@@ -364,16 +364,11 @@ static int output_open(struct output *o, const char *path, const struct stat *in
 		o->tmp = NULL;
 		return 1;
 	}
-	o->f = fdopen(fd, "w");
-	if (!o->f) {
-		fprintf(stderr, "fgcore: run-batch: out of memory\n");
-		close(fd);
-		return 1;
-	}
-	return 0;
+	goto open;
 through:
 	free(o->final);
 	o->final = NULL;
+open:
 	o->f = fdopen(fd, "w");
 	if (!o->f) {
 		fprintf(stderr, "fgcore: run-batch: out of memory\n");
