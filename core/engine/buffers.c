@@ -30,12 +30,12 @@ static void free_on(struct fg_forward *f, enum fg_role role, struct fg_region *r
 	memset(r, 0, sizeof(*r));
 }
 
-int fg_forward_plan_env(const struct fg_forward_env *env, struct fg_plan_env *out)
+/* How the compute tier and backend look to the plan. */
+static void plan_env(const struct fg_forward_env *env, struct fg_plan_env *out)
 {
 	const struct fg_tier *ct = env->model->tier[FG_ROLE_COMPUTE];
 	out->act_bytes = fg_dtype_size(env->be->info.act_dtype);
 	out->device = !(ct->info.flags & FG_STORAGE_HOST_MEMORY);
-	return 0;
 }
 
 /* Units: the input block, per layer one (or with sep_layer two) units, the output block. */
@@ -97,7 +97,7 @@ int fg_forward_check(const struct fg_forward_env *env, int64_t prompt_len, int64
 	const struct fg_policy *p = &env->policy;
 	struct fg_plan_env pe;
 
-	fg_forward_plan_env(env, &pe);
+	plan_env(env, &pe);
 	if (p->gpu_batch_size < 1 || p->num_gpu_batches < 1 || prompt_len < 1 || gen_len < 0) {
 		FG_ERR("forward: invalid batch %lld x %lld, prompt %lld, gen %lld",
 		       (long long)p->num_gpu_batches, (long long)p->gpu_batch_size,
@@ -116,7 +116,7 @@ int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 	struct fg_forward *f;
 	int rc = -ENOMEM;
 
-	fg_forward_plan_env(env, &pe);
+	plan_env(env, &pe);
 	if ((rc = fg_forward_check(env, prompt_len, gen_len)))
 		return rc;
 	f = calloc(1, sizeof(*f));

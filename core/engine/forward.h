@@ -52,9 +52,6 @@ const struct fg_forward_stats *fg_forward_stats(const struct fg_forward *f);
 /* Bytes this run holds per tier (cache, activations, buffers), as allocated. */
 void fg_forward_bytes(const struct fg_forward *f, uint64_t bytes[FG_ROLES]);
 
-/* The plan a run's buffers come from. */
-int fg_forward_plan_env(const struct fg_forward_env *env, struct fg_plan_env *out);
-
 /* Wait for every transfer in flight (end of a step, or before freeing). */
 int fg_forward_drain(struct fg_forward *f);
 
