@@ -33,3 +33,10 @@ TESTS += tests/test_mover
 tests_test_mover_SOURCES = tests/test_mover.c
 tests_test_mover_CFLAGS = $(TEST_CFLAGS)
 tests_test_mover_LDADD = $(TEST_LIBS)
+
+# log-probabilities out of fg_generate (prompt scores, completion scores) against Hugging Face
+check_PROGRAMS += tests/test_scoring
+TESTS += tests/test_scoring
+tests_test_scoring_SOURCES = tests/test_scoring.c
+tests_test_scoring_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS)
+tests_test_scoring_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)

@@ -31,6 +31,8 @@ struct fg_block_ctx {
 	const struct fg_model_config *cfg;
 	int64_t layer;        /* -1 for the input and output blocks */
 	int64_t bs, n, step;  /* sequences, new tokens of each, positions before them */
+	int64_t out_pos;      /* the output block: which of the n positions it computes
+			       * the next-token logits of (n - 1 but when scoring a prompt) */
 	const int32_t *pad;   /* bs left-pad counts */
 	const int32_t *ids;   /* bs * n token ids (the input block) */
 	int32_t *pos;         /* host scratch of bs * n positions */

@@ -471,10 +471,10 @@ static int llama_mlp(struct fg_block_ctx *x)
 	return fg_block_linear(x, "down_proj", LL_DOWN, LL_DOWNB, g, FG_ACT_NONE, x->h, none, x->h);
 }
 
-/* The final norm of each sequence's last position, then its logits. */
+/* The final norm of each sequence at position out_pos, then its logits. */
 static int llama_output(struct fg_block_ctx *x)
 {
-	struct fg_tensor last = fg_rows(x->h, x->n - 1, x->bs), in = fg_rows(x->ws[WS_X], 0, x->bs);
+	struct fg_tensor last = fg_rows(x->h, x->out_pos, x->bs), in = fg_rows(x->ws[WS_X], 0, x->bs);
 	int head = x->w[LL_HEAD].npieces ? LL_HEAD : LL_TIED;
 	int rc;
 

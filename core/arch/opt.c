@@ -329,11 +329,11 @@ static int opt_mlp(struct fg_block_ctx *x)
 	return fg_block_linear(x, "fc2", OPT_FC2, OPT_FC2B, f, FG_ACT_NONE, x->h, none, x->h);
 }
 
-/* The final norm of each sequence's last position, then its logits.  Output
+/* The final norm of each sequence at position out_pos, then its logits.  Output
  * block tensors: lnf, lnfb, lm_head. */
 static int opt_output(struct fg_block_ctx *x)
 {
-	struct fg_tensor last = fg_rows(x->h, x->n - 1, x->bs), in = fg_rows(x->ws[WS_X], 0, x->bs);
+	struct fg_tensor last = fg_rows(x->h, x->out_pos, x->bs), in = fg_rows(x->ws[WS_X], 0, x->bs);
 	int rc;
 
 	last.ld = x->n * x->h.ld; /* every n-th row */

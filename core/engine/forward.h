@@ -44,6 +44,17 @@ int fg_forward_check(const struct fg_forward_env *env, int64_t prompt_len, int64
  * and/or (when top is not NULL) each row's most likely next token to top[nb*bs]. */
 int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *pad,
 		       float *logits, int32_t *top);
+/* Scoring a prompt: the next-token logits of every prompt position, handed
+ * to the host GPU batch by GPU batch.  logits holds `rows` rows (the
+ * sequences [row0, row0 + rows) of the effective batch) of vocab floats,
+ * all at position pos (0-based, padding included) of their row. */
+typedef int (*fg_position_logits_fn)(void *arg, int64_t row0, int64_t rows, int64_t pos,
+				     const float *logits);
+/* The prefill above that also calls fn for each position p < prompt_len - 1
+ * at or after the GPU batch's smallest pad (the last position's logits are
+ * the outputs as above). */
+int fg_forward_prefill_scored(struct fg_forward *f, const int32_t *ids, const int32_t *pad,
+			      float *logits, int32_t *top, fg_position_logits_fn fn, void *arg);
 /* One decode step: ids holds the new token of every row; outputs as above. */
 int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, int32_t *top);
 

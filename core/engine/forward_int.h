@@ -55,6 +55,8 @@ struct fg_forward {
 	/* the item being computed (for attend) */
 	int64_t cur_k;
 	int cur_slot;
+	fg_position_logits_fn score_fn; /* set during a scored prefill */
+	void *score_arg;
 	struct fg_forward_stats stats;
 };
 
@@ -86,5 +88,9 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 
 /* logits.c */
 int fg_logits_out(struct fg_forward *f, float *logits, int32_t *top);
+/* A scored prefill: every earlier prompt position's logits of GPU batch k
+ * through the output body `body`, to f->score_fn. */
+int fg_logits_score(struct fg_forward *f, struct fg_block_ctx *x, int64_t k,
+		    int (*body)(struct fg_block_ctx *x));
 
 #endif

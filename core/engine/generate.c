@@ -8,6 +8,7 @@
  * does not depend on which requests share its batch. */
 #define _GNU_SOURCE /* memmem */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include <fgcore/fgcore.h>
 #include "core/engine/engine.h"
 #include "core/engine/forward.h"
+#include "core/engine/logprob.h"
 #include "core/engine/sample.h"
 #include "core/util/error.h"
 
@@ -30,6 +32,8 @@ struct job {
 	int done;
 	enum fg_finish_reason why;
 	size_t cut;            /* stop string: bytes of text to keep; SIZE_MAX: none */
+	float *plp, *tlp;      /* log-probabilities of the prompt's, the completion's tokens */
+	struct fg_logprob *ptop, *ttop; /* and the top_logprobs most likely at each */
 };
 
 static int job_prompt(struct fg_engine *e, struct job *j)
@@ -90,10 +94,31 @@ static int job_prompt(struct fg_engine *e, struct job *j)
 		FG_ERR("sampling parameters out of range: temperature >= 0, top_k >= 0, 0 <= top_p <= 1");
 		return -EINVAL;
 	}
-	j->out = malloc(sizeof(int32_t) * ((size_t)r->max_new_tokens + 1));
-	if (!j->out) {
+	if (r->top_logprobs < 0 || r->top_logprobs > FG_TOP_LOGPROBS_MAX) {
+		FG_ERR("top_logprobs is %d: it must lie in [0, %d]", r->top_logprobs,
+		       FG_TOP_LOGPROBS_MAX);
+		return -EINVAL;
+	}
+	size_t gen = (size_t)r->max_new_tokens + 1, k = (size_t)r->top_logprobs;
+	j->out = malloc(sizeof(int32_t) * gen);
+	if (r->logprobs) {
+		j->tlp = malloc(sizeof(float) * gen);
+		j->ttop = malloc(sizeof(struct fg_logprob) * gen * (k ? k : 1));
+	}
+	if (r->score_prompt) {
+		j->plp = malloc(sizeof(float) * j->n_prompt);
+		j->ptop = malloc(sizeof(struct fg_logprob) * j->n_prompt * (k ? k : 1));
+	}
+	if (!j->out || (r->logprobs && (!j->tlp || !j->ttop)) ||
+	    (r->score_prompt && (!j->plp || !j->ptop))) {
 		FG_ERR("out of memory");
 		return -ENOMEM;
+	}
+	if (r->score_prompt) {
+		/* Nothing precedes the first token: no log-probability, no top. */
+		j->plp[0] = NAN;
+		for (size_t i = 0; i < k; i++)
+			j->ptop[i] = (struct fg_logprob){ -1, NAN };
 	}
 	fg_rng_seed(&j->rng, r->seed);
 	j->cut = SIZE_MAX;
@@ -131,13 +156,20 @@ static int check_stop_strings(struct fg_engine *e, struct job *j)
 	return 0;
 }
 
-static void accept(struct fg_engine *e, struct job *j, int32_t tok)
+/* Emit tok; logits (NULL when not on the host) is the row it was chosen from. */
+static void accept(struct fg_engine *e, struct job *j, int32_t tok, const float *logits)
 {
 	const struct fg_request *r = j->req;
+	int k = r->top_logprobs;
 
 	if (j->done)
 		return;
+	if (r->logprobs)
+		fg_logprob_row(logits, e->model.cfg.vocab, tok, k, &j->tlp[j->n_out],
+			       j->ttop + j->n_out * (size_t)k);
 	j->out[j->n_out++] = tok;
+	if (r->on_token)
+		r->on_token(r->on_token_arg, tok);
 	for (size_t i = 0; i < r->n_stop_ids; i++)
 		if (r->stop_ids[i] == tok) {
 			j->done = 1;
@@ -175,6 +207,32 @@ static int alloc_logits(struct fg_engine *e, int64_t rows, struct fg_region *r)
 	return 0;
 }
 
+/* A scored prefill's logits at position pos of rows [row0, row0 + rows): the
+ * log-probability of each scoring job's next prompt token. */
+struct scoring {
+	struct job **jobs;
+	size_t count;
+	const int32_t *pad;
+	int64_t vocab;
+};
+
+static int score_position(void *arg, int64_t row0, int64_t rows, int64_t pos, const float *logits)
+{
+	const struct scoring *s = arg;
+
+	for (int64_t r = row0; r < row0 + rows && r < (int64_t)s->count; r++) {
+		struct job *j = s->jobs[r];
+		int64_t i = pos - s->pad[r] + 1; /* the prompt token scored */
+		int k = j->req->top_logprobs;
+
+		if (!j->req->score_prompt || i < 1)
+			continue;
+		fg_logprob_row(logits + (r - row0) * s->vocab, s->vocab, j->prompt[i], k, &j->plp[i],
+			       j->ptop + (size_t)i * (size_t)k);
+	}
+	return 0;
+}
+
 /* Run one effective batch of jobs (count <= gpu_batch_size * num_gpu_batches).
  * The batch is sized to the jobs: the GPU batches gpu_batch_size needs, each
  * as small as the jobs allow (one 2-token prompt runs a batch of 1, whatever
@@ -189,7 +247,7 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	struct fg_sampler *smp = NULL;
 	struct fg_region lr = { 0 };
 	int32_t *ids = NULL, *pad = NULL, *next = NULL, *top = NULL;
-	int greedy = 1;
+	int greedy = 1, scored = 0;
 	float *logits = NULL;
 	int rc;
 
@@ -206,9 +264,12 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	pad = malloc(sizeof(int32_t) * (size_t)rows);
 	next = malloc(sizeof(int32_t) * (size_t)rows);
 	top = malloc(sizeof(int32_t) * (size_t)rows);
-	/* All-greedy batches only need each row's top token, not its logits. */
-	for (size_t i = 0; i < count; i++)
-		greedy &= jobs[i]->req->temperature <= 0;
+	/* All-greedy batches only need each row's top token, not its logits;
+	 * log-probabilities need the logits. */
+	for (size_t i = 0; i < count; i++) {
+		greedy &= jobs[i]->req->temperature <= 0 && !jobs[i]->req->logprobs;
+		scored |= jobs[i]->req->score_prompt;
+	}
 	if (!ids || !pad || !next || !top) {
 		FG_ERR("out of memory for a batch of %lld x %lld tokens", (long long)rows,
 		       (long long)plen);
@@ -229,7 +290,9 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	    (!greedy && (rc = alloc_logits(e, rows, &lr))))
 		goto out;
 	logits = lr.addr;
-	if ((rc = fg_forward_prefill(f, ids, pad, logits, top)))
+	struct scoring sc = { jobs, count, pad, c->vocab };
+	if ((rc = scored ? fg_forward_prefill_scored(f, ids, pad, logits, top, score_position, &sc)
+			 : fg_forward_prefill(f, ids, pad, logits, top)))
 		goto out;
 	for (int64_t t = 0;; t++) {
 		int live = 0;
@@ -239,9 +302,9 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 				continue;
 			const struct fg_request *q = jobs[r]->req;
 			struct fg_sampling sp = { q->temperature, q->top_k, q->top_p };
-			next[r] = q->temperature > 0 ? fg_sample(smp, logits + r * c->vocab, &sp, &jobs[r]->rng)
-						     : top[r];
-			accept(e, jobs[r], next[r]);
+			const float *row = logits ? logits + r * c->vocab : NULL;
+			next[r] = q->temperature > 0 ? fg_sample(smp, row, &sp, &jobs[r]->rng) : top[r];
+			accept(e, jobs[r], next[r], row);
 			live += !jobs[r]->done;
 		}
 		if (!live || t + 1 >= glen)
@@ -280,7 +343,15 @@ static int finish(struct fg_engine *e, struct job *j, struct fg_result *res)
 	res->n_tokens = j->n_out;
 	res->finish_reason = j->why;
 	res->token_ids = j->out;
+	res->prompt_ids = j->prompt;
+	res->prompt_logprobs = j->plp;
+	res->prompt_top = j->ptop;
+	res->token_logprobs = j->tlp;
+	res->token_top = j->ttop;
 	j->out = NULL;
+	j->prompt = NULL;
+	j->plp = j->tlp = NULL;
+	j->ptop = j->ttop = NULL;
 	if (e->tok) {
 		size_t len;
 		int rc = fg_tokenizer_decode(e->tok, res->token_ids, keep, &res->text, &len);
@@ -327,7 +398,7 @@ int fg_generate(struct fg_engine *e, const struct fg_request *reqs, size_t n,
 		size_t cnt = live - i < eff ? live - i : eff;
 		int any = 0;
 		for (size_t k = 0; k < cnt; k++)
-			any |= !order[i + k]->done;
+			any |= !order[i + k]->done || order[i + k]->req->score_prompt;
 		if (any)
 			rc = run_batch(e, order + i, cnt);
 	}
@@ -336,6 +407,10 @@ int fg_generate(struct fg_engine *e, const struct fg_request *reqs, size_t n,
 	for (size_t i = 0; i < n; i++) {
 		free(jobs[i].prompt);
 		free(jobs[i].out);
+		free(jobs[i].plp);
+		free(jobs[i].tlp);
+		free(jobs[i].ptop);
+		free(jobs[i].ttop);
 		if (rc)
 			fg_result_clear(&results[i]);
 	}
@@ -349,6 +424,11 @@ void fg_result_clear(struct fg_result *r)
 	free(r->text);
 	free(r->token_ids);
 	free(r->error);
+	free(r->prompt_ids);
+	free(r->prompt_logprobs);
+	free(r->prompt_top);
+	free(r->token_logprobs);
+	free(r->token_top);
 	memset(r, 0, sizeof(*r));
 }
 

@@ -1,6 +1,7 @@
 /* core/engine/logits.c - the output block's logits out of the compute tier:
  * as floats, and/or each row's greedy token (the backend's argmax where it
- * has one, which spares copying whole rows). */
+ * has one, which spares copying whole rows); when scoring a prompt, those of
+ * every prompt position. */
 #include <errno.h>
 
 #include "core/engine/forward_int.h"
@@ -38,6 +39,28 @@ static int fg_logits_argmax(struct fg_forward *f, int32_t *top)
 	for (int64_t r = 0; r < f->bs; r++)
 		top[r] = fg_argmax(f->host_argmax + r * V, V);
 	return 0;
+}
+
+int fg_logits_score(struct fg_forward *f, struct fg_block_ctx *x, int64_t k,
+		    int (*body)(struct fg_block_ctx *x))
+{
+	const int32_t *pad = f->gb[k].pad;
+	int64_t first = x->n;
+	double t0 = fg_now();
+	int rc = 0;
+
+	for (int64_t s = 0; s < f->bs; s++)
+		first = pad[s] < first ? pad[s] : first;
+	/* One position of every sequence at a time: the logits workspace holds
+	 * one row per sequence, as for the last position. */
+	for (int64_t p = first; p + 1 < x->n && !rc; p++) {
+		x->out_pos = p;
+		if (!(rc = body(x)) && !(rc = fg_logits_to_host(f, f->host_argmax)))
+			rc = f->score_fn(f->score_arg, k * f->bs, f->bs, p, f->host_argmax);
+	}
+	x->out_pos = x->n - 1;
+	f->stats.logits_s += fg_now() - t0;
+	return rc;
 }
 
 int fg_logits_out(struct fg_forward *f, float *logits, int32_t *top)

@@ -80,7 +80,7 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 		const struct fg_block *b = &f->m->blocks[bi];
 		struct fg_block_ctx x = {
 			.be = f->be, .stream = f->stream, .cfg = f->cfg, .layer = b->layer,
-			.bs = f->bs, .n = n, .step = f->step, .pad = f->gb[it->k].pad,
+			.bs = f->bs, .n = n, .out_pos = n - 1, .step = f->step, .pad = f->gb[it->k].pad,
 			.ids = ids + it->k * f->bs * n, .pos = f->pos,
 			.h = fg_view(h, f->act, f->bs * n, f->cfg->hidden), .w = w,
 			.attend = fg_kv_attend, .sched = f,
@@ -88,6 +88,9 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 		for (int i = 0; i < f->plan.nws; i++)
 			x.ws[i] = f->ws[i];
 		fg_block_views(f, bi, ws, w);
+		if (b->plan->kind == FG_BLOCK_OUTPUT && f->score_fn &&
+		    (rc = fg_logits_score(f, &x, it->k, f->cfg->arch->body[FG_BLOCK_OUTPUT])))
+			return rc;
 		if ((rc = f->cfg->arch->body[b->plan->kind](&x)))
 			return rc;
 		if (b->plan->kind == FG_BLOCK_OUTPUT &&
@@ -281,6 +284,17 @@ int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *
 		}
 	f->step = 0;
 	return step(f, ids, f->plen, logits, top);
+}
+
+int fg_forward_prefill_scored(struct fg_forward *f, const int32_t *ids, const int32_t *pad,
+			      float *logits, int32_t *top, fg_position_logits_fn fn, void *arg)
+{
+	f->score_fn = fn;
+	f->score_arg = arg;
+	int rc = fg_forward_prefill(f, ids, pad, logits, top);
+	f->score_fn = NULL;
+	f->score_arg = NULL;
+	return rc;
 }
 
 int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, int32_t *top)

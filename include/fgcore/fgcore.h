@@ -49,6 +49,14 @@ enum fg_finish_reason {
 	FG_FINISH_ERROR = 2,  /* the request was refused (see fg_result.error) */
 };
 
+/* A token and its log-probability (natural log). */
+struct fg_logprob {
+	int32_t id;
+	float logprob;
+};
+
+#define FG_TOP_LOGPROBS_MAX 20
+
 struct fg_request {
 	const char *prompt;          /* text; or NULL and: */
 	const int32_t *prompt_ids;   /* token ids */
@@ -62,6 +70,18 @@ struct fg_request {
 	size_t n_stop_ids;
 	const char *const *stop;     /* stop strings: the text is cut before the match */
 	size_t n_stop;
+	/* Log-probabilities, of the model's own distribution (before temperature,
+	 * top-k and top-p): logprobs 1 gives each completion token's, score_prompt
+	 * 1 each prompt token's given the tokens before it; top_logprobs (0 to
+	 * FG_TOP_LOGPROBS_MAX) adds that many most likely tokens at each of those
+	 * positions.  max_new_tokens 0 with score_prompt scores without generating. */
+	int logprobs;
+	int score_prompt;
+	int top_logprobs;
+	/* Called on fg_generate's thread with each token the request emits, as
+	 * it is emitted (streaming); NULL: none. */
+	void (*on_token)(void *arg, int32_t id);
+	void *on_token_arg;
 };
 
 struct fg_result {
@@ -71,6 +91,16 @@ struct fg_result {
 	size_t n_prompt_tokens;
 	enum fg_finish_reason finish_reason;
 	char *error;                 /* FG_FINISH_ERROR: why (malloc'd), else NULL */
+	int32_t *prompt_ids;         /* the prompt as the model read it (a text's with its
+				      * leading bos token), n_prompt_tokens ids */
+	/* fg_request.score_prompt: n_prompt_tokens entries, [0] NAN (nothing
+	 * precedes the first token); fg_request.logprobs: n_tokens entries.  The
+	 * top arrays hold top_logprobs entries per position, most likely first
+	 * (prompt_top's first row: ids -1). */
+	float *prompt_logprobs;
+	struct fg_logprob *prompt_top;
+	float *token_logprobs;
+	struct fg_logprob *token_top;
 };
 
 /* Run n requests; results in input order.  Prompts of different lengths share
