@@ -1,11 +1,15 @@
 /* cli/cmd_run_batch.c - `fgcore run-batch`: JSONL requests in, JSONL results
  * out, one output line per input line, in input order.
  *
- * A line is a request {"custom_id", "prompt" | "prompt_token_ids",
- * "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "ignore_eos"}
- * or the same fields in an OpenAI Batch API envelope {"custom_id", "method",
- * "url", "body": {...}}.  A malformed line, or a request the engine cannot run,
- * yields an error record naming the line; the other lines still run.
+ * A line is an OpenAI completions body (cli/completion.h: prompt, max_tokens,
+ * temperature, top_p, stop, seed, echo, logprobs, ..., plus top_k,
+ * ignore_eos and the older prompt_token_ids) with a "custom_id", answered by
+ * a plain record {custom_id, text, token_ids, finish_reason, usage
+ * [, logprobs]}; or an OpenAI Batch API line {"custom_id", "method", "url":
+ * "/v1/completions", "body"}, answered by OpenAI's batch output line {id,
+ * custom_id, response: {status_code, request_id, body: <completion>}, error}.
+ * A malformed line, or a request the engine cannot run, yields an error
+ * record naming the line; the other lines still run.
  *
  * No finished work is thrown away: the output is opened (and a file output
  * created as OUT.tmp) before the model is loaded, so a bad output path fails at
@@ -31,8 +35,8 @@
 #include <fgcore/fgcore.h>
 #include "cli/batch_run.h"
 #include "cli/commands.h"
+#include "cli/completion.h"
 #include "cli/request.h"
-#include "core/util/utf8.h"
 #include "core/engine/engine.h"
 #include "core/util/fileio.h"
 
@@ -41,127 +45,19 @@
 struct line {
 	json_t *custom_id;  /* borrowed from root, or NULL */
 	json_t *root;
+	int envelope;       /* an OpenAI Batch line: OpenAI's output line */
 	char *error;        /* set: an error record is written */
-	struct fg_request req;
-	int32_t *ids;
-	const char **stop;
-	int ignore_eos;
+	const char *param;  /* the field at fault, or NULL */
+	struct fg_completion comp;
+	size_t first;       /* its first request in the job's list */
 };
 
-static char *errorf(const char *fmt, const char *a)
-{
-	char buf[512];
-	snprintf(buf, sizeof(buf), fmt, a);
-	return strdup(buf);
-}
-
-static char *parse_stop(json_t *v, struct line *l)
-{
-	size_t n = json_is_string(v) ? 1 : json_is_array(v) ? json_array_size(v) : 0;
-	if (!json_is_string(v) && !json_is_array(v))
-		return strdup("\"stop\" must be a string or an array of strings");
-	if (n > 64)
-		return strdup("\"stop\" has more than 64 strings");
-	l->stop = calloc(n ? n : 1, sizeof(char *));
-	if (!l->stop)
-		return strdup("out of memory");
-	for (size_t i = 0; i < n; i++) {
-		json_t *s = json_is_string(v) ? v : json_array_get(v, i);
-		if (!json_is_string(s))
-			return strdup("\"stop\" must be a string or an array of strings");
-		l->stop[i] = json_string_value(s);
-	}
-	l->req.stop = l->stop;
-	l->req.n_stop = n;
-	return NULL;
-}
-
-static char *parse_ids(json_t *v, struct line *l)
-{
-	size_t n = json_is_array(v) ? json_array_size(v) : 0;
-	if (!n)
-		return strdup("\"prompt_token_ids\" must be a non-empty array of integers");
-	l->ids = malloc(n * sizeof(int32_t));
-	if (!l->ids)
-		return strdup("out of memory");
-	for (size_t i = 0; i < n; i++) {
-		json_t *x = json_array_get(v, i);
-		if (!json_is_integer(x) || json_integer_value(x) < 0 ||
-		    json_integer_value(x) > INT32_MAX)
-			return strdup("\"prompt_token_ids\" must hold non-negative integers");
-		l->ids[i] = (int32_t)json_integer_value(x);
-	}
-	l->req.prompt_ids = l->ids;
-	l->req.n_prompt_ids = n;
-	return NULL;
-}
-
-static int number(json_t *v, double lo, double hi, double *out)
-{
-	if (!json_is_number(v))
-		return -1;
-	*out = json_number_value(v);
-	return *out >= lo && *out <= hi ? 0 : -1;
-}
-
-/* Fill l->req from the request body; returns an error text or NULL. */
-static char *parse_body(json_t *body, struct line *l)
-{
-	const char *key;
-	json_t *v;
-	double d;
-
-	json_object_foreach(body, key, v) {
-		if (!strcmp(key, "prompt")) {
-			if (!json_is_string(v))
-				return strdup("\"prompt\" must be a string");
-			l->req.prompt = json_string_value(v);
-		} else if (!strcmp(key, "prompt_token_ids")) {
-			char *e = parse_ids(v, l);
-			if (e)
-				return e;
-		} else if (!strcmp(key, "max_tokens")) {
-			if (!json_is_integer(v) || number(v, 0, 1048576, &d))
-				return strdup("\"max_tokens\" must be an integer in [0, 1048576]");
-			l->req.max_new_tokens = (int)d;
-		} else if (!strcmp(key, "temperature")) {
-			if (number(v, 0, 100, &d))
-				return strdup("\"temperature\" must be a number in [0, 100]");
-			l->req.temperature = (float)d;
-		} else if (!strcmp(key, "top_p")) {
-			if (number(v, 0, 1, &d))
-				return strdup("\"top_p\" must be a number in [0, 1]");
-			l->req.top_p = (float)d;
-		} else if (!strcmp(key, "top_k")) {
-			/* -1 means off, as in vLLM */
-			if (!json_is_integer(v) || number(v, -1, 1000000, &d))
-				return strdup("\"top_k\" must be an integer in [-1, 1000000]");
-			l->req.top_k = d < 0 ? 0 : (int)d;
-		} else if (!strcmp(key, "seed")) {
-			if (!json_is_integer(v) || json_integer_value(v) < 0)
-				return strdup("\"seed\" must be a non-negative integer");
-			l->req.seed = (uint64_t)json_integer_value(v);
-		} else if (!strcmp(key, "stop")) {
-			char *e = parse_stop(v, l);
-			if (e)
-				return e;
-		} else if (!strcmp(key, "ignore_eos")) {
-			if (!json_is_boolean(v))
-				return strdup("\"ignore_eos\" must be true or false");
-			l->ignore_eos = json_is_true(v);
-		} else if (strcmp(key, "model") && strcmp(key, "user") && strcmp(key, "custom_id")) {
-			return errorf("unsupported field \"%s\": known fields are prompt, prompt_token_ids, max_tokens, temperature, top_p, top_k, seed, stop, ignore_eos", key);
-		}
-	}
-	if (!!l->req.prompt == !!l->req.prompt_ids)
-		return strdup("give exactly one of \"prompt\" and \"prompt_token_ids\"");
-	return NULL;
-}
-
-static char *parse_line(const char *text, size_t len, struct line *l)
+static char *parse_line(const char *text, size_t len, const struct fg_request *defaults,
+			struct line *l)
 {
 	json_error_t err;
 	json_t *body;
+	char *e;
 
 	l->root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
 	if (!l->root) {
@@ -176,70 +72,101 @@ static char *parse_line(const char *text, size_t len, struct line *l)
 		return strdup("\"custom_id\" (a string) is required");
 	body = json_object_get(l->root, "body");
 	if (body) {
-		json_t *url = json_object_get(l->root, "url");
+		json_t *url = json_object_get(l->root, "url"), *method = json_object_get(l->root, "method");
 		const char *key;
 		json_t *v;
+		l->envelope = 1;
 		if (!json_is_object(body))
 			return strdup("\"body\" must be an object");
 		if (url && (!json_is_string(url) || strcmp(json_string_value(url), "/v1/completions")))
 			return strdup("\"url\" must be \"/v1/completions\" (the only endpoint run-batch serves)");
+		if (method && (!json_is_string(method) || strcmp(json_string_value(method), "POST")))
+			return strdup("\"method\" must be \"POST\"");
 		json_object_foreach(l->root, key, v)
 			if (strcmp(key, "custom_id") && strcmp(key, "method") && strcmp(key, "url") &&
-			    strcmp(key, "body"))
-				return errorf("unsupported envelope field \"%s\": known are custom_id, method, url, body", key);
-		return parse_body(body, l);
+			    strcmp(key, "body")) {
+				char buf[200];
+				snprintf(buf, sizeof(buf), "unsupported envelope field \"%.40s\": known are custom_id, method, url, body", key);
+				return strdup(buf);
+			}
+		return fg_completion_parse(body, defaults, 1, &l->comp, &l->param);
 	}
-	return parse_body(l->root, l);
+	if ((e = fg_completion_parse(l->root, defaults, 1, &l->comp, &l->param)))
+		return e;
+	if (l->comp.n != 1)
+		return strdup("a plain request line takes one prompt: for several, use the OpenAI Batch form {\"custom_id\", \"method\", \"url\", \"body\"}");
+	if (l->comp.stream)
+		return strdup("\"stream\" is for serve: run-batch writes whole results");
+	return NULL;
 }
 
-static const char *finish_name(enum fg_finish_reason r)
+/* A plain line's record: {custom_id, text, token_ids, finish_reason, usage
+ * [, logprobs]}, or {custom_id, line, error}. */
+static json_t *plain_record(struct fg_engine *e, const struct line *l, size_t lineno,
+			    const struct fg_result *r, const char *why)
 {
-	return r == FG_FINISH_STOP ? "stop" : "length";
+	if (why)
+		return json_pack("{s:O?, s:I, s:o}", "custom_id", l->custom_id, "line",
+				 (json_int_t)lineno, "error", fg_json_text(why));
+	json_t *ch = fg_completion_choice(e, &l->comp, 0, r), *ids = json_array();
+	for (size_t i = 0; ids && i < r->n_tokens; i++)
+		if (json_array_append_new(ids, json_integer(r->token_ids[i]))) {
+			json_decref(ids);
+			ids = NULL;
+		}
+	if (!ch || !ids) {
+		json_decref(ch);
+		json_decref(ids);
+		return NULL;
+	}
+	json_t *o = json_pack("{s:O, s:O, s:o, s:O, s:o}", "custom_id", l->custom_id, "text",
+			      json_object_get(ch, "text"), "token_ids", ids, "finish_reason",
+			      json_object_get(ch, "finish_reason"), "usage",
+			      fg_completion_usage(&l->comp, r));
+	if (o && l->comp.logprobs >= 0 &&
+	    json_object_set(o, "logprobs", json_object_get(ch, "logprobs"))) {
+		json_decref(o);
+		o = NULL;
+	}
+	json_decref(ch);
+	return o;
 }
 
-/* A JSON string of s, ill-formed UTF-8 replaced by U+FFFD: byte-level BPE can
- * stop in the middle of a character, and an error text may quote a file name. */
-static json_t *jstr(const char *s)
+/* An OpenAI Batch output line: {id, custom_id, response: {status_code,
+ * request_id, body: <completion>}, error: null}, or response null and an
+ * error {code, message}. */
+static json_t *batch_record(struct fg_engine *e, const struct line *l, size_t lineno,
+			    const struct fg_result *r, const char *why, const char *code)
 {
-	json_t *j;
-	char *fixed;
+	char id[48], req[48];
 
-	if (!s)
-		s = "out of memory";
-	j = json_string(s);
-	if (j)
-		return j;
-	fixed = fg_utf8_repair(s, strlen(s));
-	j = fixed ? json_string(fixed) : NULL;
-	free(fixed);
-	return j;
+	snprintf(id, sizeof(id), "batch_req_%zu", lineno);
+	snprintf(req, sizeof(req), "req_%zu", lineno);
+	if (why)
+		return json_pack("{s:s, s:O?, s:n, s:{s:s, s:o, s:I}}", "id", id, "custom_id",
+				 l->custom_id, "response", "error", "code", code, "message",
+				 fg_json_text(why), "line", (json_int_t)lineno);
+	char cid[48];
+	snprintf(cid, sizeof(cid), "cmpl-%zu", lineno);
+	json_t *body = fg_completion_object(e, &l->comp, r, cid,
+					    l->comp.model ? l->comp.model : e->model.cfg.name, 0);
+	return body ? json_pack("{s:s, s:O, s:{s:i, s:s, s:o}, s:n}", "id", id, "custom_id",
+				l->custom_id, "response", "status_code", 200, "request_id", req,
+				"body", body, "error")
+		    : NULL;
 }
 
-/* One record as a JSON line in a malloc'd string (NULL: out of memory). */
-static char *format_record(const struct line *l, size_t lineno, const struct fg_result *r,
-			   const char *not_run)
+/* One record as a JSON line in a malloc'd string (NULL: out of memory).
+ * res: the line's results (one per choice); not_run: why it did not run. */
+static char *format_record(struct fg_engine *e, const struct line *l, size_t lineno,
+			   const struct fg_result *res, const char *not_run)
 {
-	json_t *o;
+	const char *why = l->error ? l->error : not_run ? not_run : fg_completion_error(&l->comp, res);
+	const char *code = l->error ? "invalid_request" : not_run ? "not_run" : "refused";
+	json_t *o = l->envelope ? batch_record(e, l, lineno, res, why, code)
+				: plain_record(e, l, lineno, res, why);
 	char *text;
 
-	if (l->error || not_run || r->finish_reason == FG_FINISH_ERROR) {
-		o = json_pack("{s:O?, s:I, s:o}", "custom_id", l->custom_id, "line",
-			      (json_int_t)lineno, "error",
-			      jstr(l->error ? l->error : not_run ? not_run : r->error));
-	} else {
-		json_t *ids = json_array();
-		for (size_t i = 0; ids && i < r->n_tokens; i++)
-			if (json_array_append_new(ids, json_integer(r->token_ids[i]))) {
-				json_decref(ids);
-				ids = NULL;
-			}
-		o = json_pack("{s:O, s:o, s:o, s:s, s:{s:I, s:I, s:I}}", "custom_id", l->custom_id,
-			      "text", jstr(r->text), "token_ids", ids, "finish_reason",
-			      finish_name(r->finish_reason), "usage", "prompt_tokens",
-			      (json_int_t)r->n_prompt_tokens, "completion_tokens",
-			      (json_int_t)r->n_tokens, "total_tokens",
-			      (json_int_t)(r->n_prompt_tokens + r->n_tokens));
-	}
 	if (!o)
 		return NULL;
 	text = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
@@ -514,10 +441,11 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	};
 	const char *in_path = NULL, *out_path = NULL;
 	struct line *lines = NULL;
+	struct fg_request defaults;
 	struct fg_result *res = NULL;
 	struct fg_request *reqs = NULL;
 	unsigned char *done = NULL;
-	size_t *map = NULL, n = 0, cap = 0, nreq = 0, failed = 0, finished = 0;
+	size_t n = 0, cap = 0, nreq = 0, failed = 0, finished = 0;
 	struct fg_engine *e = NULL;
 	struct output out = { 0 };
 	struct sigaction old_sig[2], old_pipe, ign;
@@ -609,6 +537,7 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	sigemptyset(&ign.sa_mask);
 	sigaction(SIGPIPE, &ign, &old_pipe);
 
+	fg_cli_request_defaults(cfg, &defaults);
 	while ((len = getline(&buf, &bcap, in)) >= 0) {
 		if (n == cap) {
 			size_t ncap = cap ? 2 * cap : 256;
@@ -620,13 +549,12 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		}
 		struct line *l = &lines[n++];
 		memset(l, 0, sizeof(*l));
-		fg_cli_request_defaults(cfg, &l->req);
 		while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
 			len--;
 		if ((size_t)len > MAX_LINE)
 			l->error = strdup("line longer than 64 MiB");
 		else
-			l->error = parse_line(buf, (size_t)len, l);
+			l->error = parse_line(buf, (size_t)len, &defaults, l);
 	}
 	if (ferror(in)) {
 		fprintf(stderr, "fgcore: run-batch: reading %s failed: %s; %s not written\n", in_path,
@@ -639,21 +567,21 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		output_abandon(&out);
 		goto out;
 	}
-	reqs = calloc(n ? n : 1, sizeof(*reqs));
-	res = calloc(n ? n : 1, sizeof(*res));
-	map = calloc(n ? n : 1, sizeof(*map));
-	done = calloc(n ? n : 1, 1);
-	if (!reqs || !res || !map || !done)
+	for (size_t i = 0; i < n; i++)
+		nreq += lines[i].error ? 0 : lines[i].comp.n;
+	reqs = calloc(nreq ? nreq : 1, sizeof(*reqs));
+	res = calloc(nreq ? nreq : 1, sizeof(*res));
+	done = calloc(nreq ? nreq : 1, 1);
+	if (!reqs || !res || !done)
 		goto oom;
+	nreq = 0;
 	for (size_t i = 0; i < n && e; i++) {
 		if (lines[i].error)
 			continue;
-		if (!lines[i].ignore_eos) {
-			lines[i].req.stop_ids = &e->model.cfg.eos_id;
-			lines[i].req.n_stop_ids = 1;
-		}
-		map[nreq] = i;
-		reqs[nreq++] = lines[i].req;
+		fg_completion_bind(&lines[i].comp, e);
+		lines[i].first = nreq;
+		for (size_t k = 0; k < lines[i].comp.n; k++)
+			reqs[nreq++] = lines[i].comp.reqs[k];
 	}
 	got = e ? fg_cli_generate_batches(e, reqs, nreq, res, done, &rb_signal) : 0;
 	if (got < 0)
@@ -669,21 +597,17 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	if (rb_signal)
 		snprintf(not_run, sizeof(not_run), "not run: the job was interrupted (%s)",
 			 signal_name(rb_signal));
-	for (size_t i = 0, k = 0; i < n; i++) {
-		static const struct fg_result none;
-		const struct fg_result *r = &none;
+	for (size_t i = 0; i < n; i++) {
+		const struct line *l = &lines[i];
+		const struct fg_result *r = l->error ? NULL : &res[l->first];
 		const char *why = NULL;
 		char *rec;
 
-		if (k < nreq && map[k] == i) {
-			if (done[k])
-				r = &res[k];
-			else
+		for (size_t k = 0; r && k < l->comp.n; k++)
+			if (!done[l->first + k])
 				why = not_run;
-			k++;
-		}
-		failed += lines[i].error || why || r->finish_reason == FG_FINISH_ERROR;
-		rec = format_record(&lines[i], i + 1, r, why);
+		failed += l->error || why || (r && fg_completion_error(&l->comp, r));
+		rec = format_record(e, l, i + 1, r, why);
 		if (!rec) {
 			output_abandon(&out);
 			fprintf(stderr, "fgcore: run-batch: out of memory formatting the record of line %zu; %s not written\n",
@@ -730,15 +654,13 @@ out:
 	for (size_t i = 0; i < n; i++) {
 		json_decref(lines[i].root);
 		free(lines[i].error);
-		free(lines[i].ids);
-		free(lines[i].stop);
+		fg_completion_free(&lines[i].comp);
 	}
 	for (size_t i = 0; res && i < nreq; i++)
 		fg_result_clear(&res[i]);
 	free(lines);
 	free(reqs);
 	free(res);
-	free(map);
 	free(done);
 	free(buf);
 	if (in && in != stdin)

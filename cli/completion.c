@@ -1,0 +1,493 @@
+/* cli/completion.c - OpenAI's completions semantics (see completion.h).
+ *
+ * Accepted as OpenAI accepts them: model, prompt (a string, an array of
+ * strings, an array of token ids, an array of such arrays: one choice each),
+ * max_tokens, temperature, top_p, stop, seed, echo, logprobs (null or 0..20),
+ * stream, stream_options, user, and the harmless settings n = 1, best_of = 1,
+ * presence/frequency_penalty = 0, logit_bias = {} or null, suffix = null.
+ * Anything else that would change the result is refused by name.  fgcore's
+ * own: top_k, ignore_eos. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/completion.h"
+#include "core/engine/engine.h"
+#include "core/util/utf8.h"
+
+#define MAX_PROMPTS 4096
+#define MAX_STOP 64
+
+static char *errorf(const char *fmt, const char *a)
+{
+	char buf[512];
+	snprintf(buf, sizeof(buf), fmt, a);
+	return strdup(buf);
+}
+
+static int number(json_t *v, double lo, double hi, double *out)
+{
+	if (!json_is_number(v))
+		return -1;
+	*out = json_number_value(v);
+	return *out >= lo && *out <= hi ? 0 : -1;
+}
+
+/* An array of token ids into a malloc'd int32 array. */
+static char *token_ids(json_t *v, const char *field, int32_t **out, size_t *n)
+{
+	size_t len = json_array_size(v);
+
+	if (!len)
+		return errorf("\"%s\" holds an empty array of token ids: give at least one", field);
+	*out = malloc(len * sizeof(int32_t));
+	if (!*out)
+		return strdup("out of memory");
+	for (size_t i = 0; i < len; i++) {
+		json_t *x = json_array_get(v, i);
+		if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT32_MAX)
+			return errorf("\"%s\": token ids must be non-negative integers", field);
+		(*out)[i] = (int32_t)json_integer_value(x);
+	}
+	*n = len;
+	return NULL;
+}
+
+/* The prompt's shape: how many choices, and each one's text or ids. */
+static char *parse_prompt(json_t *v, const char *field, const struct fg_request *defaults,
+			  struct fg_completion *c)
+{
+	size_t n = 1;
+	int texts = json_is_string(v), nested = 0;
+
+	if (json_is_array(v)) {
+		json_t *first = json_array_get(v, 0);
+		n = json_array_size(v);
+		if (!n)
+			return errorf("\"%s\" is an empty array: give a string, strings, or token ids", field);
+		texts = json_is_string(first);
+		nested = json_is_array(first);
+		if (!texts && !nested)
+			n = 1; /* one prompt of token ids */
+		if (!texts && !nested && !json_is_integer(first))
+			return errorf("\"%s\" must be a string, an array of strings, an array of token ids or an array of such arrays", field);
+	} else if (!texts) {
+		return errorf("\"%s\" must be a string, an array of strings, an array of token ids or an array of such arrays", field);
+	}
+	if (n > MAX_PROMPTS)
+		return errorf("\"%s\" holds more than 4096 prompts: split the request", field);
+	c->reqs = calloc(n, sizeof(*c->reqs));
+	c->ids = calloc(n, sizeof(*c->ids));
+	if (!c->reqs || !c->ids)
+		return strdup("out of memory");
+	c->n = n;
+	for (size_t i = 0; i < n; i++) {
+		struct fg_request *r = &c->reqs[i];
+		json_t *p = json_is_array(v) && (texts || nested) ? json_array_get(v, i) : v;
+		char *e;
+
+		*r = *defaults;
+		if (texts) {
+			if (!json_is_string(p))
+				return errorf("\"%s\": every prompt of an array of strings must be a string", field);
+			r->prompt = json_string_value(p);
+		} else {
+			if (!json_is_array(p))
+				return errorf("\"%s\": every prompt of an array of token-id arrays must be an array", field);
+			if ((e = token_ids(p, field, &c->ids[i], &r->n_prompt_ids)))
+				return e;
+			r->prompt_ids = c->ids[i];
+		}
+	}
+	return NULL;
+}
+
+static char *parse_stop(json_t *v, struct fg_completion *c)
+{
+	size_t n = json_is_string(v) ? 1 : json_array_size(v);
+
+	if (json_is_null(v))
+		return NULL;
+	if (!json_is_string(v) && !json_is_array(v))
+		return strdup("\"stop\" must be a string or an array of strings");
+	if (n > MAX_STOP)
+		return strdup("\"stop\" has more than 64 strings");
+	c->stop = calloc(n ? n : 1, sizeof(char *));
+	if (!c->stop)
+		return strdup("out of memory");
+	for (size_t i = 0; i < n; i++) {
+		json_t *s = json_is_string(v) ? v : json_array_get(v, i);
+		if (!json_is_string(s))
+			return strdup("\"stop\" must be a string or an array of strings");
+		c->stop[i] = json_string_value(s);
+	}
+	c->n_stop = n;
+	return NULL;
+}
+
+/* A field that must keep its default (OpenAI's harmless settings). */
+static int is_default(const char *key, json_t *v)
+{
+	if (!strcmp(key, "n") || !strcmp(key, "best_of"))
+		return json_is_null(v) || (json_is_integer(v) && json_integer_value(v) == 1);
+	if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty"))
+		return json_is_null(v) || (json_is_number(v) && json_number_value(v) == 0);
+	if (!strcmp(key, "logit_bias"))
+		return json_is_null(v) || (json_is_object(v) && !json_object_size(v));
+	if (!strcmp(key, "suffix"))
+		return json_is_null(v) || (json_is_string(v) && !*json_string_value(v));
+	return 0;
+}
+
+static const char *const harmless[] = { "n", "best_of", "presence_penalty", "frequency_penalty",
+					"logit_bias", "suffix" };
+
+char *fg_completion_parse(json_t *body, const struct fg_request *defaults, int legacy,
+			  struct fg_completion *c, const char **param)
+{
+	json_t *prompt = NULL, *v;
+	const char *key, *pfield = "prompt";
+	struct fg_request d = *defaults;
+	double x;
+	char *e;
+
+	memset(c, 0, sizeof(*c));
+	c->logprobs = -1;
+	*param = NULL;
+	if (!json_is_object(body))
+		return strdup("the request body must be a JSON object");
+	json_object_foreach(body, key, v) {
+		*param = key;
+		if (!strcmp(key, "prompt") || (legacy && !strcmp(key, "prompt_token_ids"))) {
+			if (prompt)
+				return strdup("give exactly one of \"prompt\" and \"prompt_token_ids\"");
+			prompt = v;
+			pfield = key;
+		} else if (!strcmp(key, "model")) {
+			if (!json_is_string(v) && !json_is_null(v))
+				return strdup("\"model\" must be a string");
+			c->model = json_string_value(v);
+		} else if (!strcmp(key, "max_tokens")) {
+			if (json_is_null(v))
+				continue;
+			if (!json_is_integer(v) || number(v, 0, 1048576, &x))
+				return strdup("\"max_tokens\" must be an integer in [0, 1048576]");
+			d.max_new_tokens = (int)x;
+		} else if (!strcmp(key, "temperature")) {
+			if (json_is_null(v))
+				continue;
+			if (number(v, 0, 100, &x))
+				return strdup("\"temperature\" must be a number in [0, 100]");
+			d.temperature = (float)x;
+		} else if (!strcmp(key, "top_p")) {
+			if (json_is_null(v))
+				continue;
+			if (number(v, 0, 1, &x))
+				return strdup("\"top_p\" must be a number in [0, 1]");
+			d.top_p = (float)x;
+		} else if (!strcmp(key, "top_k")) {
+			/* -1 means off, as in vLLM */
+			if (!json_is_integer(v) || number(v, -1, 1000000, &x))
+				return strdup("\"top_k\" must be an integer in [-1, 1000000]");
+			d.top_k = x < 0 ? 0 : (int)x;
+		} else if (!strcmp(key, "seed")) {
+			if (json_is_null(v))
+				continue;
+			if (!json_is_integer(v))
+				return strdup("\"seed\" must be an integer");
+			d.seed = (uint64_t)json_integer_value(v);
+		} else if (!strcmp(key, "stop")) {
+			if ((e = parse_stop(v, c)))
+				return e;
+		} else if (!strcmp(key, "echo")) {
+			if (!json_is_boolean(v))
+				return strdup("\"echo\" must be true or false");
+			c->echo = json_is_true(v);
+		} else if (!strcmp(key, "logprobs")) {
+			if (json_is_null(v))
+				continue;
+			if (!json_is_integer(v) || number(v, 0, FG_TOP_LOGPROBS_MAX, &x))
+				return strdup("\"logprobs\" must be null or an integer in [0, 20]");
+			c->logprobs = (int)x;
+		} else if (!strcmp(key, "stream")) {
+			if (!json_is_boolean(v) && !json_is_null(v))
+				return strdup("\"stream\" must be true or false");
+			c->stream = json_is_true(v);
+		} else if (!strcmp(key, "stream_options")) {
+			json_t *u = json_object_get(v, "include_usage");
+			if (json_is_null(v))
+				continue;
+			if (!json_is_object(v) || json_object_size(v) != (u ? 1u : 0u) ||
+			    (u && !json_is_boolean(u)))
+				return strdup("\"stream_options\" takes only {\"include_usage\": true|false}");
+			c->stream_usage = json_is_true(u);
+		} else if (!strcmp(key, "ignore_eos")) {
+			if (!json_is_boolean(v))
+				return strdup("\"ignore_eos\" must be true or false");
+			c->ignore_eos = json_is_true(v);
+		} else if (!strcmp(key, "user")) {
+			if (!json_is_string(v) && !json_is_null(v))
+				return strdup("\"user\" must be a string");
+		} else if (!strcmp(key, "custom_id") && legacy) {
+			/* run-batch's lines carry it beside the fields */
+		} else {
+			size_t h = 0;
+			while (h < sizeof(harmless) / sizeof(*harmless) && strcmp(key, harmless[h]))
+				h++;
+			if (h < sizeof(harmless) / sizeof(*harmless)) {
+				if (!is_default(key, v))
+					return errorf("\"%s\" other than its default (n 1, best_of 1, penalties 0, empty logit_bias, no suffix) is not implemented", key);
+				continue;
+			}
+			return errorf("unsupported field \"%s\": known fields are model, prompt, max_tokens, temperature, top_p, top_k, seed, stop, echo, logprobs, stream, stream_options, user, ignore_eos (and n, best_of, penalties, logit_bias, suffix at their defaults)", key);
+		}
+	}
+	*param = pfield;
+	if (!prompt)
+		return strdup(legacy ? "give \"prompt\" (or \"prompt_token_ids\")" : "\"prompt\" is required");
+	if (!strcmp(pfield, "prompt_token_ids") && !json_is_array(prompt))
+		return strdup("\"prompt_token_ids\" must be an array of token ids");
+	if (c->logprobs >= 0) {
+		d.logprobs = 1;
+		d.top_logprobs = c->logprobs;
+		d.score_prompt = c->echo;
+	}
+	d.stop = c->stop;
+	d.n_stop = c->n_stop;
+	if ((e = parse_prompt(prompt, pfield, &d, c)))
+		return e;
+	*param = NULL;
+	return NULL;
+}
+
+void fg_completion_bind(struct fg_completion *c, struct fg_engine *e)
+{
+	for (size_t i = 0; i < c->n && !c->ignore_eos; i++) {
+		c->reqs[i].stop_ids = &e->model.cfg.eos_id;
+		c->reqs[i].n_stop_ids = 1;
+	}
+}
+
+void fg_completion_free(struct fg_completion *c)
+{
+	for (size_t i = 0; c->ids && i < c->n; i++)
+		free(c->ids[i]);
+	free(c->ids);
+	free(c->reqs);
+	free(c->stop);
+	memset(c, 0, sizeof(*c));
+}
+
+const char *fg_completion_error(const struct fg_completion *c, const struct fg_result *res)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (res[i].finish_reason == FG_FINISH_ERROR)
+			return res[i].error ? res[i].error : "out of memory";
+	return NULL;
+}
+
+const char *fg_completion_finish(enum fg_finish_reason r)
+{
+	return r == FG_FINISH_STOP ? "stop" : "length";
+}
+
+json_t *fg_json_text(const char *s)
+{
+	json_t *j;
+	char *fixed;
+
+	if (!s)
+		s = "out of memory";
+	if ((j = json_string(s)))
+		return j;
+	fixed = fg_utf8_repair(s, strlen(s));
+	j = fixed ? json_string(fixed) : NULL;
+	free(fixed);
+	return j;
+}
+
+/* Code points of a UTF-8 string (what a Python client indexes by). */
+static long chars(const char *s)
+{
+	long n = 0;
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xC0) != 0x80;
+	return n;
+}
+
+static char *decode(struct fg_engine *e, const int32_t *ids, size_t n)
+{
+	char *t = NULL;
+	if (!e->tok)
+		return strdup("");
+	return fg_detokenize(e, ids, n, &t) ? NULL : t;
+}
+
+/* The text echoed for choice i: the prompt as given, or its ids decoded;
+ * with `skip` the tokens at its front the engine added (a text's bos). */
+static char *prompt_text(struct fg_engine *e, const struct fg_completion *c, size_t i,
+			 const struct fg_result *r, size_t *skip)
+{
+	*skip = c->reqs[i].prompt && r->n_prompt_tokens && r->prompt_ids[0] == e->model.cfg.bos_id;
+	if (c->reqs[i].prompt)
+		return strdup(c->reqs[i].prompt);
+	return decode(e, r->prompt_ids, r->n_prompt_tokens);
+}
+
+/* {id: logprob} of a position: the top entries, then the chosen token if it
+ * is not among them (OpenAI: up to logprobs + 1 entries). */
+static json_t *top_dict(struct fg_engine *e, const struct fg_logprob *top, int k, int32_t chosen,
+			float lp)
+{
+	json_t *d = json_object();
+	int have = 0;
+
+	for (int i = 0; d && i <= k; i++) {
+		int32_t id = i < k ? top[i].id : chosen;
+		float v = i < k ? top[i].logprob : lp;
+		char *t;
+
+		if (id < 0 || (i == k && have))
+			continue;
+		have |= id == chosen;
+		t = decode(e, &id, 1);
+		json_t *key = t ? fg_json_text(t) : NULL;
+		/* Two ids with one text: the more likely (first) keeps the key. */
+		if (!key || (!json_object_get(d, json_string_value(key)) &&
+			     json_object_set_new(d, json_string_value(key), json_real(v)))) {
+			json_decref(key);
+			free(t);
+			json_decref(d);
+			return NULL;
+		}
+		json_decref(key);
+		free(t);
+	}
+	return d;
+}
+
+static int append(json_t *a, json_t *v)
+{
+	return v ? json_array_append_new(a, v) : -1;
+}
+
+static json_t *lp_value(float lp)
+{
+	return isnan(lp) ? json_null() : json_real(isinf(lp) ? -9999.0 : lp);
+}
+
+json_t *fg_completion_logprobs(struct fg_engine *e, const struct fg_completion *c, size_t i,
+			       const struct fg_result *r)
+{
+	json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+	char *ptext = NULL;
+	size_t skip = 0;
+	long base = 0;
+	int k = c->logprobs, ok = tokens && lps && tops && offs;
+
+	if (c->logprobs < 0) {
+		json_decref(tokens);
+		json_decref(lps);
+		json_decref(tops);
+		json_decref(offs);
+		return json_null();
+	}
+	if (ok && c->echo && r->prompt_logprobs) {
+		ok = (ptext = prompt_text(e, c, i, r, &skip)) != NULL;
+		for (size_t t = 0; ok && t < r->n_prompt_tokens; t++) {
+			/* offset: the characters the tokens before it decode to */
+			char *pre = t > skip ? decode(e, r->prompt_ids + skip, t - skip) : strdup("");
+			char *tok = decode(e, &r->prompt_ids[t], 1);
+			float lp = r->prompt_logprobs[t];
+			ok = pre && tok && !append(tokens, fg_json_text(tok)) &&
+			     !append(lps, lp_value(lp)) &&
+			     !append(offs, json_integer(pre ? chars(pre) : 0)) &&
+			     !append(tops, t == 0 ? json_null()
+						  : top_dict(e, r->prompt_top + t * (size_t)k, k,
+							     r->prompt_ids[t], lp));
+			free(pre);
+			free(tok);
+		}
+		base = ptext ? chars(ptext) : 0;
+	}
+	for (size_t t = 0; ok && t < r->n_tokens; t++) {
+		char *pre = decode(e, r->token_ids, t);
+		char *tok = decode(e, &r->token_ids[t], 1);
+		float lp = r->token_logprobs[t];
+		ok = pre && tok && !append(tokens, fg_json_text(tok)) && !append(lps, lp_value(lp)) &&
+		     !append(offs, json_integer(base + chars(pre))) &&
+		     !append(tops, top_dict(e, r->token_top + t * (size_t)k, k, r->token_ids[t], lp));
+		free(pre);
+		free(tok);
+	}
+	free(ptext);
+	if (!ok) {
+		json_decref(tokens);
+		json_decref(lps);
+		json_decref(tops);
+		json_decref(offs);
+		return NULL;
+	}
+	return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps,
+			 "top_logprobs", tops, "text_offset", offs);
+}
+
+json_t *fg_completion_choice(struct fg_engine *e, const struct fg_completion *c, size_t i,
+			     const struct fg_result *r)
+{
+	char *text = NULL;
+	size_t skip;
+
+	if (c->echo) {
+		char *p = prompt_text(e, c, i, r, &skip);
+		size_t lp = p ? strlen(p) : 0, lc = strlen(r->text);
+		text = p ? malloc(lp + lc + 1) : NULL;
+		if (text) {
+			memcpy(text, p, lp);
+			memcpy(text + lp, r->text, lc + 1);
+		}
+		free(p);
+		if (!text)
+			return NULL;
+	}
+	json_t *lp = fg_completion_logprobs(e, c, i, r);
+	json_t *o = lp ? json_pack("{s:o, s:I, s:o, s:s}", "text", fg_json_text(text ? text : r->text),
+				   "index", (json_int_t)i, "logprobs", lp, "finish_reason",
+				   fg_completion_finish(r->finish_reason))
+		       : NULL;
+	free(text);
+	return o;
+}
+
+json_t *fg_completion_usage(const struct fg_completion *c, const struct fg_result *res)
+{
+	json_int_t p = 0, g = 0;
+
+	for (size_t i = 0; i < c->n; i++) {
+		p += (json_int_t)res[i].n_prompt_tokens;
+		g += (json_int_t)res[i].n_tokens;
+	}
+	return json_pack("{s:I, s:I, s:I}", "prompt_tokens", p, "completion_tokens", g,
+			 "total_tokens", p + g);
+}
+
+json_t *fg_completion_object(struct fg_engine *e, const struct fg_completion *c,
+			     const struct fg_result *res, const char *id, const char *model,
+			     long long created)
+{
+	json_t *choices = json_array();
+
+	for (size_t i = 0; choices && i < c->n; i++)
+		if (append(choices, fg_completion_choice(e, c, i, &res[i]))) {
+			json_decref(choices);
+			return NULL;
+		}
+	if (!choices)
+		return NULL;
+	return json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", id, "object", "text_completion",
+			 "created", (json_int_t)created, "model", model, "choices", choices, "usage",
+			 fg_completion_usage(c, res));
+}

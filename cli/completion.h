@@ -1,0 +1,64 @@
+/* cli/completion.h - OpenAI's legacy completions API (POST /v1/completions)
+ * on fg_generate: a request body to engine requests, one per prompt (choice),
+ * and their results to a completion object.  run-batch and serve share it, so
+ * a body means the same in a batch file and over HTTP. */
+#ifndef FG_CLI_COMPLETION_H
+#define FG_CLI_COMPLETION_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include <fgcore/fgcore.h>
+
+struct fg_completion {
+	struct fg_request *reqs;  /* one per prompt: choice i */
+	size_t n;
+	int echo;                 /* the prompt comes back before each completion */
+	int logprobs;             /* -1: none (absent or null); else 0..FG_TOP_LOGPROBS_MAX */
+	int stream;               /* serve: server-sent events */
+	int stream_usage;         /* stream_options.include_usage */
+	int ignore_eos;           /* generation goes on past the model's eos token */
+	const char *model;        /* as the body names it (borrowed), or NULL */
+	/* owned: per-prompt token ids, the stop strings */
+	int32_t **ids;
+	const char **stop;
+	size_t n_stop;
+};
+
+/* Parse a completions body over `defaults` (sampling, max_new_tokens).
+ * Returns NULL, or a malloc'd error text with *param the field at fault (a
+ * static name, or NULL); c is to be freed either way.  `legacy` also takes
+ * run-batch's older fields: prompt_token_ids. */
+char *fg_completion_parse(json_t *body, const struct fg_request *defaults, int legacy,
+			  struct fg_completion *c, const char **param);
+/* Stop at the engine's eos token unless ignore_eos. */
+void fg_completion_bind(struct fg_completion *c, struct fg_engine *e);
+void fg_completion_free(struct fg_completion *c);
+
+/* The first refused choice's error text, or NULL when every choice ran. */
+const char *fg_completion_error(const struct fg_completion *c, const struct fg_result *res);
+
+/* One choice {text, index, logprobs, finish_reason} of result r (the
+ * prompt's text in front when echoing: `prompt` as given, or NULL to decode
+ * the prompt's ids); NULL: out of memory. */
+json_t *fg_completion_choice(struct fg_engine *e, const struct fg_completion *c, size_t i,
+			     const struct fg_result *r);
+/* The logprobs object {tokens, token_logprobs, top_logprobs, text_offset} of
+ * result r of choice i (json null when c->logprobs < 0). */
+json_t *fg_completion_logprobs(struct fg_engine *e, const struct fg_completion *c, size_t i,
+			       const struct fg_result *r);
+/* {"prompt_tokens", "completion_tokens", "total_tokens"} over every choice. */
+json_t *fg_completion_usage(const struct fg_completion *c, const struct fg_result *res);
+/* The whole completion object {id, object, created, model, choices, usage};
+ * NULL: out of memory. */
+json_t *fg_completion_object(struct fg_engine *e, const struct fg_completion *c,
+			     const struct fg_result *res, const char *id, const char *model,
+			     long long created);
+
+/* "stop" or "length". */
+const char *fg_completion_finish(enum fg_finish_reason r);
+/* A JSON string of s, ill-formed UTF-8 replaced by U+FFFD (NULL: "out of memory"). */
+json_t *fg_json_text(const char *s);
+
+#endif
