@@ -40,3 +40,7 @@ TESTS += tests/test_scoring
 tests_test_scoring_SOURCES = tests/test_scoring.c
 tests_test_scoring_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS)
 tests_test_scoring_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)
+
+# fgcore score and run-batch's echo + logprobs against Hugging Face's held-out log-probabilities
+TESTS += tests/test_score.sh
+EXTRA_DIST += tests/test_score.sh
