@@ -13,10 +13,20 @@
 #include "core/config/config.h"
 #include "core/config/schema.h"
 #include "core/engine/bench.h"
+#include "core/engine/devtime.h"
 #include "core/engine/engine.h"
 #include "core/optimizer/bench_predict.h"
 
 #define GB 1073741824.0 /* FlexGen's GB is 2^30 bytes */
+
+/* The device's time of a run with [bench] device_timing (0: not measured). */
+static double dev_total(const struct fg_forward_stats *st)
+{
+	double t = 0;
+	for (int i = 0; i < FG_DEV_PHASES; i++)
+		t += st->dev_s[i];
+	return t;
+}
 
 static json_t *tiers_json(const struct fg_engine *e, const struct fg_bench_result *r)
 {
@@ -69,6 +79,18 @@ static int write_json(const char *path, const struct fg_config *cfg, const struc
 			      "cache", (json_int_t)st->cache_bytes,
 			      "activations", (json_int_t)st->hidden_bytes,
 			      "tiers", tiers_json(e, r));
+	if (o && dev_total(st) > 0 &&
+	    json_object_set_new(o, "device_time_s",
+				json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "compute",
+					  st->dev_s[FG_DEV_COMPUTE], "wait_weights",
+					  st->dev_s[FG_DEV_WAIT_WEIGHT], "wait_cache",
+					  st->dev_s[FG_DEV_WAIT_CACHE], "wait_activations",
+					  st->dev_s[FG_DEV_WAIT_HIDDEN], "host_attention",
+					  st->dev_s[FG_DEV_HOST_ATTN], "logits",
+					  st->dev_s[FG_DEV_LOGITS], "total", dev_total(st)))) {
+		json_decref(o);
+		o = NULL;
+	}
 	if (!o) {
 		fprintf(stderr, "fgcore: bench: cannot build the JSON report\n");
 		return 1;
@@ -107,6 +129,11 @@ static void print_report(const struct fg_engine *e, const struct fg_bench_result
 	printf("time: compute %.3f s\twait weights %.3f s\twait cache %.3f s\twait activations %.3f s\thost attention %.3f s\tlogits %.3f s\n",
 	       st->compute_s, st->wait_weight_s, st->wait_cache_s, st->wait_hidden_s,
 	       st->host_attn_s, st->logits_s);
+	if (dev_total(st) > 0)
+		printf("device time: compute %.3f s\twait weights %.3f s\twait cache %.3f s\twait activations %.3f s\thost attention %.3f s\tlogits %.3f s\ttotal %.3f s\n",
+		       st->dev_s[FG_DEV_COMPUTE], st->dev_s[FG_DEV_WAIT_WEIGHT],
+		       st->dev_s[FG_DEV_WAIT_CACHE], st->dev_s[FG_DEV_WAIT_HIDDEN],
+		       st->dev_s[FG_DEV_HOST_ATTN], st->dev_s[FG_DEV_LOGITS], dev_total(st));
 	uint64_t stored = 0;
 	for (int i = 0; i < FG_ROLES; i++)
 		stored += e->model.bytes[i];
@@ -420,6 +447,7 @@ int fg_cmd_bench(struct fg_config *cfg, int argc, char **argv)
 		.gen_len = fg_config_int(cfg, "bench", "gen_len"),
 		.cut_gen_len = fg_config_int(cfg, "bench", "cut_gen_len"),
 		.warmup = fg_config_bool(cfg, "bench", "warmup"),
+		.device_timing = fg_config_bool(cfg, "bench", "device_timing"),
 	};
 	/* FlexGen's debug modes time a few decode steps and project the rest:
 	 * fgcore's unit is a token, so they run 4 (the fewest a projection needs). */

@@ -44,3 +44,7 @@ tests_test_scoring_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)
 # fgcore score and run-batch's echo + logprobs against Hugging Face's held-out log-probabilities
 TESTS += tests/test_score.sh
 EXTRA_DIST += tests/test_score.sh
+
+# bench's device time (compute ABI 1.2 timers) adds up to the run
+TESTS += tests/test_device_timing.sh
+EXTRA_DIST += tests/test_device_timing.sh

@@ -7,7 +7,8 @@ check_LTLIBRARIES += tests/plugins/bad_abi_major.la tests/plugins/newer_minor.la
 	tests/plugins/wrong_kind.la tests/plugins/no_entry.la tests/plugins/missing_hook.la tests/plugins/submit_no_reap.la \
 	tests/plugins/name_mismatch.la tests/plugins/bad_option_table.la \
 	tests/plugins/compute_no_rope.la tests/plugins/compute_no_supports.la \
-	tests/plugins/compute_half_streams.la tests/plugins/compute_abi10.la
+	tests/plugins/compute_half_streams.la tests/plugins/compute_abi10.la \
+	tests/plugins/compute_half_timers.la
 noinst_HEADERS += tests/plugins/codec_ops.h tests/plugins/compute_ops.h
 
 tests_plugins_bad_abi_major_la_SOURCES = tests/plugins/bad_abi_major.c
@@ -39,6 +40,9 @@ tests_plugins_bad_option_table_la_CFLAGS = $(PLUGIN_CFLAGS)
 tests_plugins_bad_option_table_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
 # Compute ABI 1.1: without rope, without supports, half the stream hooks
 # (refused); built for ABI 1.0 (loads, runs the 1.0 ops, refused 1.1 features).
+tests_plugins_compute_half_timers_la_SOURCES = tests/plugins/compute_half_timers.c
+tests_plugins_compute_half_timers_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_compute_half_timers_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
 tests_plugins_compute_no_rope_la_SOURCES = tests/plugins/compute_no_rope.c
 tests_plugins_compute_no_rope_la_CFLAGS = $(PLUGIN_CFLAGS)
 tests_plugins_compute_no_rope_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)

@@ -165,6 +165,35 @@ int fg_backend_event_sync(struct fg_backend *b, void *event)
 	return 0;
 }
 
+/* Timers are members of minor 2: a 1.1 plugin's table ends before them. */
+static int fg_backend_has_timers(const struct fg_backend *b)
+{
+	return b->minor >= 2 && b->ops->timer_create;
+}
+
+int fg_backend_timer_create(struct fg_backend *b, void **timer)
+{
+	*timer = NULL;
+	return fg_backend_has_timers(b) ? b->ops->timer_create(b->ctx, timer) : -ENOTSUP;
+}
+
+void fg_backend_timer_destroy(struct fg_backend *b, void *timer)
+{
+	if (timer && fg_backend_has_timers(b))
+		b->ops->timer_destroy(b->ctx, timer);
+}
+
+int fg_backend_timer_record(struct fg_backend *b, void *timer, void *stream)
+{
+	return fg_backend_has_timers(b) ? b->ops->timer_record(b->ctx, timer, stream) : -ENOTSUP;
+}
+
+int fg_backend_timer_elapsed(struct fg_backend *b, void *start, void *end, double *seconds)
+{
+	return fg_backend_has_timers(b) ? b->ops->timer_elapsed(b->ctx, start, end, seconds)
+					: -ENOTSUP;
+}
+
 int fg_backend_copy(struct fg_backend *b, void *stream, void *dst, const void *src, size_t len)
 {
 	if (b->ops->copy)

@@ -30,6 +30,11 @@ void fg_backend_event_destroy(struct fg_backend *b, void *event);
 int fg_backend_event_record(struct fg_backend *b, void *event, void *stream);
 int fg_backend_stream_wait(struct fg_backend *b, void *stream, void *event);
 int fg_backend_event_sync(struct fg_backend *b, void *event);
+/* Timers (compute ABI 1.2): -ENOTSUP when the plugin has none. */
+int fg_backend_timer_create(struct fg_backend *b, void **timer);
+void fg_backend_timer_destroy(struct fg_backend *b, void *timer);
+int fg_backend_timer_record(struct fg_backend *b, void *timer, void *stream);
+int fg_backend_timer_elapsed(struct fg_backend *b, void *start, void *end, double *seconds);
 /* The plugin's copy on the stream, or memmove at once. */
 int fg_backend_copy(struct fg_backend *b, void *stream, void *dst, const void *src, size_t len);
 

@@ -97,6 +97,11 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		"them, as FlexGen does; 0: generate all."),
 	KEY("bench", "warmup", FG_CFG_BOOL, "true",
 	    "Run one untimed batch first so that timings exclude start-up costs."),
+	KEY("bench", "device_timing", FG_CFG_BOOL, "false",
+	    "Also time each phase on the compute backend's own clock (timers of compute ABI "
+	    "1.2), printed as the `device time:` line: what the device spent computing, "
+	    "waiting for weights, cache, activations and the host's attention, and copying "
+	    "logits, adding up to the run's device time.  Costs a few marks a block."),
 
 	KEY_INT("generate", "max_new_tokens", "32", 0, 1048576,
 		"Tokens generated at most per request."),

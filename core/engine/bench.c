@@ -39,7 +39,7 @@ static double project(const double *cost, int64_t steps, int64_t gen_len)
 /* One generation of `gen` tokens (of which `run` are computed) after `plen`
  * synthetic prompt tokens. */
 static int bench_once(struct fg_engine *e, int64_t plen, int64_t gen, int64_t run,
-		      struct fg_bench_result *r)
+		      int device_timing, struct fg_bench_result *r)
 {
 	const struct fg_model_config *c = &e->model.cfg;
 	int64_t bs = e->policy.gpu_batch_size, nb = e->policy.num_gpu_batches, rows = bs * nb;
@@ -63,6 +63,7 @@ static int bench_once(struct fg_engine *e, int64_t plen, int64_t gen, int64_t ru
 	for (int64_t i = 0; i < rows * plen; i++)
 		ids[i] = 4 + (int32_t)(fg_rng_uniform(&rng) * (double)(c->vocab - 4));
 	fg_engine_forward_env(e, nb, &env);
+	env.device_timing = device_timing;
 	if ((rc = fg_forward_new(&f, &env, plen, gen)))
 		goto out;
 	uint64_t placed[FG_ROLES];
@@ -116,11 +117,11 @@ int fg_bench_run(struct fg_engine *e, const struct fg_bench_params *p, struct fg
 		return rc;
 	if (p->warmup) {
 		int64_t wp = p->prompt_len < 32 ? p->prompt_len : 32;
-		if ((rc = bench_once(e, wp, 1, 1, r)))
+		if ((rc = bench_once(e, wp, 1, 1, 0, r)))
 			return rc;
 	}
 	reset_peaks(e); /* the measured run's peaks, not the warm-up's */
-	if ((rc = bench_once(e, p->prompt_len, p->gen_len, run, r)))
+	if ((rc = bench_once(e, p->prompt_len, p->gen_len, run, p->device_timing, r)))
 		return rc;
 	r->batch = rows;
 	r->model_bytes = fg_model_param_count(c) * 2;

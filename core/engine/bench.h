@@ -13,6 +13,7 @@ struct fg_bench_params {
 	int64_t prompt_len, gen_len;
 	int64_t cut_gen_len; /* > 0: run this many tokens and project the rest, as FlexGen does */
 	int warmup;          /* one run with prompt 32 and one new token first, as FlexGen does */
+	int device_timing;   /* stats.dev_s of the measured run */
 };
 
 struct fg_bench_result {

@@ -23,6 +23,9 @@ struct fg_forward_stats {
 	double host_attn_s;    /* attention delegated to the host (cpu_cache_compute) */
 	double logits_s;       /* copying logits out */
 	uint64_t weight_bytes, cache_bytes, hidden_bytes; /* moved between tiers */
+	/* With device_timing: the compute stream's time by phase (devtime.h:
+	 * compute, wait weights, cache, activations, host attention, logits). */
+	double dev_s[6];
 };
 
 struct fg_forward_env {
@@ -30,6 +33,7 @@ struct fg_forward_env {
 	struct fg_backend *be;      /* computes on the compute tier */
 	struct fg_backend *host_be; /* attention on the host (cpu_cache_compute); may be be */
 	struct fg_policy policy;
+	int device_timing;          /* stats.dev_s: the device's time by phase */
 };
 
 int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,

@@ -10,6 +10,7 @@
 #define FG_ENGINE_FORWARD_INT_H
 
 #include "core/arch/block.h"
+#include "core/engine/devtime.h"
 #include "core/engine/forward.h"
 #include "core/engine/mover.h"
 #include "core/plan/plan.h"
@@ -55,6 +56,9 @@ struct fg_forward {
 	/* the item being computed (for attend) */
 	int64_t cur_k;
 	int cur_slot;
+	void **dt_timer;        /* device timing: the step's marks, reused */
+	enum fg_dev_phase *dt_phase;
+	int dt_n, dt_cap;
 	fg_position_logits_fn score_fn; /* set during a scored prefill */
 	void *score_arg;
 	struct fg_forward_stats stats;

@@ -138,7 +138,11 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 				return rc;
 		}
 	}
-	if (p->delegate && p->ccount[FG_ROLE_HOST])
-		return fg_host_attention(f, x, q, k, v, out);
-	return 0;
+	if (!p->delegate || !p->ccount[FG_ROLE_HOST])
+		return 0;
+	/* The device waits for the host's attention: a phase of its own. */
+	rc = fg_devtime_mark(f, FG_DEV_COMPUTE);
+	if (!rc)
+		rc = fg_host_attention(f, x, q, k, v, out);
+	return rc ? rc : fg_devtime_mark(f, FG_DEV_HOST_ATTN);
 }

@@ -66,12 +66,14 @@ int fg_logits_score(struct fg_forward *f, struct fg_block_ctx *x, int64_t k,
 int fg_logits_out(struct fg_forward *f, float *logits, int32_t *top)
 {
 	double t0 = fg_now();
-	int rc = 0;
+	int rc = fg_devtime_mark(f, FG_DEV_COMPUTE);
 
-	if (logits)
+	if (!rc && logits)
 		rc = fg_logits_to_host(f, logits);
 	if (!rc && top)
 		rc = fg_logits_argmax(f, top);
+	if (!rc)
+		rc = fg_devtime_mark(f, FG_DEV_LOGITS);
 	f->stats.logits_s += fg_now() - t0;
 	return rc;
 }

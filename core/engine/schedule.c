@@ -123,7 +123,7 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 		if (!rc && !(rc = fg_backend_event_record(f->be, f->hload.event, f->mv.load_stream)))
 			rc = fg_backend_stream_wait(f->be, f->stream, f->hload.event);
 		f->stats.wait_hidden_s += fg_now() - t0;
-		if (rc)
+		if (rc || (rc = fg_devtime_mark(f, FG_DEV_WAIT_HIDDEN)))
 			return rc;
 	}
 	if (g->hidden_role != FG_ROLE_COMPUTE && unit_kind(f, it->u) != FG_BLOCK_INPUT) {
@@ -135,6 +135,8 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 			return rc;
 		f->stats.hidden_bytes += hlen;
 		f->stats.wait_hidden_s += fg_now() - t0;
+		if ((rc = fg_devtime_mark(f, FG_DEV_WAIT_HIDDEN)))
+			return rc;
 	}
 	/* The compute below appends to the cache slot: the slot's store from two
 	 * items back must have read it first.  Decode steps waited for it before
@@ -143,7 +145,7 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 		t0 = fg_now();
 		rc = fg_xfer_wait(&f->cstore[cs], f->stream);
 		f->stats.wait_cache_s += fg_now() - t0;
-		if (rc)
+		if (rc || (rc = fg_devtime_mark(f, FG_DEV_WAIT_CACHE)))
 			return rc;
 	}
 	/* This item's cache (prefetched, or loaded now without overlap). */
@@ -153,12 +155,13 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 		t0 = fg_now();
 		rc = fg_xfer_wait(&f->cload[cs], f->stream);
 		f->stats.wait_cache_s += fg_now() - t0;
-		if (rc)
+		if (rc || (rc = fg_devtime_mark(f, FG_DEV_WAIT_CACHE)))
 			return rc;
 	}
 
 	t0 = fg_now();
 	if ((rc = compute_item(f, it, ids, n, h, logits, top)) ||
+	    (rc = fg_devtime_mark(f, FG_DEV_COMPUTE)) ||
 	    (rc = fg_backend_event_record(f->be, f->cdone[cs], f->stream)))
 		return rc;
 	f->stats.compute_s += fg_now() - t0;
@@ -224,6 +227,8 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 			       (long long)c->vocab);
 			return -EINVAL;
 		}
+	if ((rc = fg_devtime_mark(f, FG_DEV_COMPUTE))) /* the step's start */
+		goto out;
 	if (overlap && (rc = fg_unit_weights_load(f, 0, 0)))
 		goto out;
 	if (overlap && (rc = cache_prefetch(f, &(struct item){ 0, 0, 0 })))
@@ -242,7 +247,7 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 				t0 = fg_now();
 				rc = fg_xfer_wait(&f->wload[ws], f->stream);
 				f->stats.wait_weight_s += fg_now() - t0;
-				if (rc)
+				if (rc || (rc = fg_devtime_mark(f, FG_DEV_WAIT_WEIGHT)))
 					goto out;
 			}
 			struct item next = { k + 1 < f->nb ? u : u + 1, k + 1 < f->nb ? k + 1 : 0, t + 1 };
@@ -261,6 +266,9 @@ out:
 		t0 = fg_now();
 		int r = fg_forward_drain(f);
 		f->stats.wait_cache_s += fg_now() - t0;
+		if (!rc)
+			rc = r;
+		r = fg_devtime_collect(f);
 		if (!rc)
 			rc = r;
 	}

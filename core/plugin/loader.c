@@ -199,6 +199,16 @@ static int fg_compute_streams_ok(const struct fg_compute_ops *o)
 	return n == 0 || n == 7;
 }
 
+/* The timers (minor 2) come as a set too; a 1.1 plugin's table has none. */
+static int fg_compute_timers_ok(const struct fg_compute_ops *o, uint32_t abi)
+{
+	int n = abi >= FG_ABI(1, 2) ? !!o->timer_create + !!o->timer_destroy + !!o->timer_record +
+					      !!o->timer_elapsed
+				    : 0;
+
+	return n == 0 || n == 4;
+}
+
 static const char *fg_codec_missing(const struct fg_codec_ops *o, uint32_t abi)
 {
 	(void)abi;
@@ -412,6 +422,12 @@ static int fg_check_plugin(const char *path, const struct fg_plugin *p, uint32_t
 			FG_ERR("%s: compute plugin defines some of the stream/event hooks "
 			       "(stream_create, stream_destroy, stream_sync, event_create, "
 			       "event_destroy, event_record, stream_wait) but not all seven: define "
+			       "all of them or none", path);
+			return -EINVAL;
+		}
+		if (!missing && !fg_compute_timers_ok(p->ops, p->abi_version)) {
+			FG_ERR("%s: compute plugin defines some of the timer hooks (timer_create, "
+			       "timer_destroy, timer_record, timer_elapsed) but not all four: define "
 			       "all of them or none", path);
 			return -EINVAL;
 		}

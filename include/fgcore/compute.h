@@ -31,6 +31,8 @@
  *   1.1  RMS norm, optional beta and position table, SiLU and a gating
  *        multiplier in linear (SwiGLU), rotary position embedding, grouped-query
  *        attention (kv_heads), and `supports`, which replaces native_codecs.
+ *   1.2  timers: marks on a stream whose elapsed time the core reads back, so
+ *        a run's breakdown is the device's time, not the issuing thread's.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -203,6 +205,16 @@ struct fg_compute_ops {
 	 * `dtype` (see enum fg_op for which operand).  Asked before a run, so that
 	 * an unsupported model, codec or policy is refused before any weight is read. */
 	int (*supports)(void *ctx, enum fg_op op, enum fg_dtype dtype);
+
+	/* minor 2, optional, all four or none: timers.  timer_record marks the
+	 * point the stream has reached once the work queued before it is done;
+	 * timer_elapsed waits for both marks and gives the seconds between them
+	 * on the device's clock.  A synchronous backend records the time of the
+	 * call. */
+	int (*timer_create)(void *ctx, void **timer);
+	void (*timer_destroy)(void *ctx, void *timer);
+	int (*timer_record)(void *ctx, void *timer, void *stream);
+	int (*timer_elapsed)(void *ctx, void *start, void *end, double *seconds);
 };
 
 #ifdef __cplusplus

@@ -9,7 +9,8 @@ plugins_compute_cpu_blas_la_SOURCES = \
 	plugins/compute/cpu_blas/fused.c \
 	plugins/compute/cpu_blas/attention.c \
 	plugins/compute/cpu_blas/ops.c \
-	plugins/compute/cpu_blas/rope.c
+	plugins/compute/cpu_blas/rope.c \
+	plugins/compute/cpu_blas/timer.c
 plugins_compute_cpu_blas_la_CFLAGS = $(PLUGIN_CFLAGS) $(BLAS_CFLAGS)
 plugins_compute_cpu_blas_la_LDFLAGS = $(PLUGIN_LDFLAGS) $(AM_LDFLAGS)
 plugins_compute_cpu_blas_la_LIBADD = $(BLAS_LIBS) $(PTHREAD_LIBS) -lm

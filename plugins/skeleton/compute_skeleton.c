@@ -402,7 +402,7 @@ static const struct fg_compute_ops skeleton_compute_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION, /* the headers' version: 1.1 */
+	.abi_version	= FG_ABI_VERSION, /* the headers' version (1.2; its timers are optional) */
 	.kind		= FG_PLUGIN_COMPUTE,
 	.name		= "compute_skeleton",
 	.description	= "example compute backend: plain C loops on fp32 (plugins/skeleton: copy it to write a backend)",

@@ -232,10 +232,14 @@ static const struct fg_compute_ops cpu_blas_ops = {
 	.kv_append		= cpu_blas_kv_append,
 	.rope			= cpu_blas_rope,
 	.supports		= cpu_blas_supports,
+	.timer_create		= cpu_blas_timer_create,
+	.timer_destroy		= cpu_blas_timer_destroy,
+	.timer_record		= cpu_blas_timer_record,
+	.timer_elapsed		= cpu_blas_timer_elapsed,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION, /* 1.1: rope, supports, RMS norm, SiLU, mul, GQA */
+	.abi_version	= FG_ABI_VERSION, /* 1.1: rope, supports, RMS norm, SiLU, mul, GQA; 1.2: timers */
 	.kind		= FG_PLUGIN_COMPUTE,
 	.name		= "cpu_blas",
 	.description	= "CPU backend: OpenBLAS sgemm on fp32 activations, fp16 weights widened on the fly",

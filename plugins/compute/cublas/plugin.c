@@ -371,6 +371,41 @@ static int cublas_copy(void *ctx, void *stream, void *dst, const void *src, size
 	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "copy", "cudaMemcpyAsync", e);
 }
 
+/* ---- timers: events that record time ------------------------------------------------ */
+
+static int cublas_timer_create(void *ctx, void **timer)
+{
+	struct cublas_ctx *c = ctx;
+	cudaEvent_t ev;
+	cudaError_t e;
+	int rc;
+
+	*timer = NULL;
+	if ((rc = cublas_enter(c, "timer_create")))
+		return rc;
+	e = cudaEventCreate(&ev);
+	if (e != cudaSuccess)
+		return cublas_cuda_fail(c, "timer_create", "cudaEventCreate", e);
+	*timer = ev;
+	return 0;
+}
+
+static int cublas_timer_elapsed(void *ctx, void *start, void *end, double *seconds)
+{
+	struct cublas_ctx *c = ctx;
+	float ms = 0;
+	cudaError_t e;
+	int rc;
+
+	if ((rc = cublas_enter(c, "timer_elapsed")))
+		return rc;
+	e = cudaEventSynchronize((cudaEvent_t)end);
+	if (e == cudaSuccess)
+		e = cudaEventElapsedTime(&ms, (cudaEvent_t)start, (cudaEvent_t)end);
+	*seconds = 1e-3 * (double)ms;
+	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "timer_elapsed", "cudaEventElapsedTime", e);
+}
+
 static int cublas_argmax(void *ctx, void *stream, const struct fg_tensor *x, int32_t *out)
 {
 	struct cublas_ctx *c = ctx;
@@ -572,6 +607,10 @@ static const struct fg_compute_ops cublas_ops = {
 	.event_sync		= cublas_event_sync,
 	.copy			= cublas_copy,
 	.argmax			= cublas_argmax,
+	.timer_create		= cublas_timer_create,
+	.timer_destroy		= cublas_event_destroy, /* a timer is an event */
+	.timer_record		= cublas_event_record,
+	.timer_elapsed		= cublas_timer_elapsed,
 	.rope			= cublas_rope,
 	.supports		= cublas_supports,
 };
