@@ -155,8 +155,8 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		   "(thousands of rows), TFLOP/s."),
 	KEY_DOUBLE("hardware", "mm_flops_decode", "0", 0, 1e6,
 		   "Matrix product of the compute backend (fp16 weights) with 64 rows, TFLOP/s; "
-		   "above 64 rows the cost model scales it linearly with the rows up to "
-		   "mm_flops_prefill."),
+		   "above 64 rows (or mm_batch_rows, when measured) the cost model keeps the "
+		   "last measured time until mm_flops_prefill makes a product slower."),
 	KEY_DOUBLE("hardware", "mm_gemv_bdw", "0", 0, 1e6,
 		   "Matrix-vector product of the compute backend (one row, fp16 weights), GB/s "
 		   "of weights read; below 64 rows the cost model interpolates a product's "
