@@ -389,7 +389,8 @@ static int linear_time(struct prof *p, const struct shapes *sh, int64_t m, enum 
 	if (!rc)
 		rc = timed(p, do_linear, &l, secs);
 	free_all(p, r, 3 + l.nw);
-	*secs /= copies;
+	if (!rc)
+		*secs /= copies;
 	*wbytes_out = (double)layer;
 	return rc;
 }
