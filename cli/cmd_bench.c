@@ -346,6 +346,8 @@ const struct option fg_bench_longopts[] = {
 	{ "ab", required_argument, NULL, 'a' },
 	{ "rounds", required_argument, NULL, 'r' },
 	{ "predict", no_argument, NULL, 'P' },
+	{ "predict-only", no_argument, NULL, 'Y' },
+	{ "hardware", required_argument, NULL, 'W' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -353,10 +355,15 @@ const struct option fg_bench_longopts[] = {
 static void bench_help(void)
 {
 	printf("usage: fgcore [-c CONFIG] [-o section.key=value]... bench [--json FILE] [--predict]\n"
-	       "       [--ab section.key=A,B[,...] [--rounds N]] [FLEXGEN FLAGS]\n"
+	       "       [--predict-only] [--hardware NAME|FILE] [--ab section.key=A,B[,...] [--rounds N]]\n"
+	       "       [FLEXGEN FLAGS]\n"
 	       "\n"
 	       "  --json FILE          also write the results as JSON\n"
 	       "  --predict            print the cost model's prediction beside the measurement\n"
+	       "  --predict-only       print the prediction and whether the plan fits [hardware],\n"
+	       "                       without loading the model or running (exit 1: it does not fit)\n"
+	       "  --hardware NAME|FILE [hardware] from a preset (t4, h200, a100-80g, l4, ...) or a\n"
+	       "                       file `fgcore profile --output FILE` wrote\n"
 	       "  --ab S.K=A,B[,...]   the benchmark with each value in turn (S.K=plugin: the\n"
 	       "                       other plugins run without the section's plugin options)\n"
 	       "  --rounds N           rounds of --ab (default 3)\n"
@@ -386,6 +393,7 @@ static void bench_help(void)
 int fg_cmd_bench(struct fg_config *cfg, int argc, char **argv)
 {
 	const char *json = NULL, *ab = NULL;
+	const char *hardware = NULL;
 	int rounds = 3, predict = 0;
 	struct fg_engine *e;
 	struct fg_bench_result r;
@@ -402,7 +410,13 @@ int fg_cmd_bench(struct fg_config *cfg, int argc, char **argv)
 			ab = optarg;
 			break;
 		case 'P':
-			predict = 1;
+			predict = predict ? predict : 1;
+			break;
+		case 'Y':
+			predict = 2;
+			break;
+		case 'W':
+			hardware = optarg;
 			break;
 		case 'r': {
 			char *end;
@@ -441,6 +455,16 @@ int fg_cmd_bench(struct fg_config *cfg, int argc, char **argv)
 		fprintf(stderr, "fgcore: bench: unexpected argument '%.100s': see fgcore bench --help\n",
 			argv[optind]);
 		return 2;
+	}
+	if (hardware && fg_hardware_load(cfg, hardware)) {
+		fprintf(stderr, "fgcore: bench: %s\n", fg_last_error_text());
+		return 2;
+	}
+	if (predict == 2) {
+		rc = fg_cost_print_config(stdout, cfg);
+		if (rc < 0)
+			fprintf(stderr, "fgcore: bench --predict-only: %s\n", fg_last_error_text());
+		return rc < 0 ? 2 : rc;
 	}
 	struct fg_bench_params p = {
 		.prompt_len = fg_config_int(cfg, "bench", "prompt_len"),

@@ -13,6 +13,7 @@
 #include "core/config/config.h"
 #include "core/model/weights.h"
 #include "core/optimizer/optimize.h"
+#include "core/tier/tier.h"
 #include "core/util/parse.h"
 
 static void optimize_usage(FILE *f)
@@ -26,7 +27,10 @@ static void optimize_usage(FILE *f)
 		"[hardware] (see `fgcore profile`), the model from [model] path, the\n"
 		"workload from [bench] prompt_len and gen_len.\n"
 		"\n"
-		"  --hardware FILE        read a [hardware] section from FILE first\n"
+		"  --hardware NAME|FILE   the machine: a preset (t4, h200, a100-80g, l4, or any\n"
+		"                         NAME.ini in $FGCORE_HARDWARE_PATH or the installed\n"
+		"                         hardware folder) or a [hardware] file such as\n"
+		"                         `fgcore profile --output FILE` writes\n"
 		"  --gpu-mem SIZE         compute tier capacity (overrides [hardware] gpu_mem;\n"
 		"                         the --output file caps [tier.compute] capacity to it)\n"
 		"  --cpu-mem SIZE         host tier capacity (overrides cpu_mem; likewise)\n"
@@ -60,6 +64,33 @@ static int backend_act_bytes(const struct fg_config *cfg)
 static int set_key(void *user, const char *kv)
 {
 	return fg_config_set(user, kv, "fgcore optimize");
+}
+
+/* 1 when [tier.compute] is host memory, 0 when it is not or cannot be opened. */
+static int compute_tier_is_host(const struct fg_config *cfg)
+{
+	struct fg_plugin_handle ph;
+	struct fg_tier t;
+	void *opts;
+	if (fg_config_open_plugin(cfg, "tier.compute", FG_PLUGIN_STORAGE, &ph, &opts) ||
+	    fg_tier_open(&t, "compute", &ph, opts, 0))
+		return 0;
+	int host = !!(t.info.flags & FG_STORAGE_HOST_MEMORY);
+	fg_tier_close(&t);
+	return host;
+}
+
+/* A plan for a GPU machine ([hardware] compute_host_memory = false) runs on
+ * the GPU path: when the configuration's compute tier is host memory, the
+ * written configuration names cublas and cuda_mem instead. */
+static int plan_plugins(struct fg_config *cfg, const struct fg_hardware *hw)
+{
+	if (hw->compute_host_memory || !compute_tier_is_host(cfg))
+		return 0;
+	fprintf(stderr, "optimize: [hardware] describes a GPU but [tier.compute] is host memory: "
+		"the configuration written names compute.plugin = cublas and tier.compute.plugin = "
+		"cuda_mem, to run on that GPU\n");
+	return set_key(cfg, "compute.plugin=cublas") || set_key(cfg, "tier.compute.plugin=cuda_mem");
 }
 
 static int write_config(struct fg_config *cfg, const struct fg_policy *p, const char *path)
@@ -189,7 +220,7 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 			argv[optind]);
 		return FG_EXIT_USAGE;
 	}
-	if (hwfile && fg_config_load(cfg, hwfile)) {
+	if (hwfile && fg_hardware_load(cfg, hwfile)) {
 		fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
 		return FG_EXIT_USAGE;
 	}
@@ -240,7 +271,12 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 	fg_optimize_print(stdout, &out);
 	printf("best:\n");
 	fg_cost_print(stdout, &out.best[0].pred, NULL);
-	rc = output ? write_config(cfg, &out.best[0].policy, output) : FG_EXIT_OK;
+	if (output && plan_plugins(cfg, &cc->hw)) {
+		fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
+		rc = FG_EXIT_RUNTIME;
+	} else {
+		rc = output ? write_config(cfg, &out.best[0].policy, output) : FG_EXIT_OK;
+	}
 	fg_optimize_out_free(&out);
 	return rc;
 }

@@ -11,6 +11,7 @@
 #include <fgcore/fgcore.h>
 #include "cli/commands.h"
 #include "core/config/config.h"
+#include "core/model/weights.h"
 #include "core/optimizer/profile.h"
 #include "core/util/parse.h"
 
@@ -20,15 +21,19 @@ static void profile_usage(FILE *f)
 		"usage: fgcore [-c CONFIG] [-o section.key=value]... profile [OPTIONS]\n"
 		"\n"
 		"Measure the compute backend and the tiers the configuration names and write\n"
-		"their rates as a [hardware] section (add it to the configuration, or give it\n"
-		"to `fgcore optimize --hardware FILE`).\n"
+		"their rates as a [hardware] section (add it to the configuration, give it to\n"
+		"`fgcore optimize --hardware FILE`, or drop it into a hardware preset folder).\n"
+		"The products and attention run at the shapes the engine runs: the layer of\n"
+		"[model] path, [policy] gpu_batch_size rows and sequences, [bench] prompt_len\n"
+		"and gen_len.\n"
 		"\n"
 		"  --output FILE      write the section to FILE (default: standard output)\n"
 		"  --no-disk          do not measure the disk tier\n"
 		"  --quick            small sizes and short repetitions (a rough estimate)\n"
 		"  --copy-size SIZE   bytes of each compute<->host transfer (default 256M)\n"
 		"  --disk-size SIZE   bytes written and read on the disk tier (default 1G)\n"
-		"  --hidden N         matrix and attention width (default 4096)\n"
+		"  --hidden N         a hidden x hidden matrix and hidden/128 heads instead of\n"
+		"                     the model's layer\n"
 		"  --min-time SEC     repeat each measurement at least this long (default 0.25)\n");
 }
 
@@ -60,8 +65,8 @@ int fg_cmd_profile(struct fg_config *cfg, int argc, char **argv)
 	};
 	struct fg_profile_params pp = { .log = stderr };
 	const char *output = NULL;
-	char why[128];
-	int c;
+	char why[128], shapes[160];
+	int c, quick = 0;
 
 	optind = 0;
 	opterr = 0;
@@ -76,9 +81,8 @@ int fg_cmd_profile(struct fg_config *cfg, int argc, char **argv)
 		case 'Q':
 			pp.copy_bytes = pp.copy_bytes ? pp.copy_bytes : 32 << 20;
 			pp.disk_bytes = pp.disk_bytes ? pp.disk_bytes : 64 << 20;
-			pp.hidden = pp.hidden ? pp.hidden : 1024;
 			pp.prefill_rows = 512;
-			pp.seq = 256;
+			quick = 1;
 			pp.min_seconds = pp.min_seconds > 0 ? pp.min_seconds : 0.05;
 			break;
 		case 'C':
@@ -118,12 +122,34 @@ int fg_cmd_profile(struct fg_config *cfg, int argc, char **argv)
 		return FG_EXIT_USAGE;
 	}
 
+	/* The engine's shapes: the model's layer (its shape only: nothing is read). */
+	struct fg_model_config model;
+	pp.batch = fg_config_int(cfg, "policy", "gpu_batch_size");
+	pp.gen_len = fg_config_int(cfg, "bench", "gen_len");
+	if (pp.hidden) {
+		pp.seq = quick ? 256 : 0;
+		snprintf(shapes, sizeof(shapes), "a %lld x %lld matrix, %lld sequences",
+			 (long long)pp.hidden, (long long)pp.hidden, (long long)pp.batch);
+	} else {
+		struct fg_weights *w;
+		if (fg_weights_open(fg_config_str(cfg, "model", "path"), &model, &w)) {
+			fprintf(stderr, "fgcore: profile: %s (profile measures that model's shapes; "
+				"--hidden N measures a square matrix instead)\n", fg_last_error_text());
+			return FG_EXIT_USAGE;
+		}
+		fg_weights_close(w);
+		pp.model = &model;
+		pp.seq = fg_config_int(cfg, "bench", "prompt_len");
+		snprintf(shapes, sizeof(shapes), "shapes of %s, GPU batch %lld, prompt %lld + %lld",
+			 model.name, (long long)pp.batch, (long long)pp.seq, (long long)pp.gen_len);
+	}
+
 	struct fg_hardware hw;
 	if (fg_profile_run(cfg, &pp, &hw)) {
 		fprintf(stderr, "fgcore: profile: %s\n", fg_last_error_text());
 		return FG_EXIT_RUNTIME;
 	}
-	char origin[256], host[64] = "this machine", date[32] = "";
+	char origin[512], host[64] = "this machine", date[32] = "";
 	time_t t = time(NULL);
 	struct tm tm;
 	if (gethostname(host, sizeof(host)))
@@ -131,8 +157,8 @@ int fg_cmd_profile(struct fg_config *cfg, int argc, char **argv)
 	host[sizeof(host) - 1] = '\0';
 	if (localtime_r(&t, &tm))
 		strftime(date, sizeof(date), "%Y-%m-%d %H:%M", &tm);
-	snprintf(origin, sizeof(origin), "measured by `fgcore profile` on %s, %s (compute plugin %s)",
-		 host, date, fg_config_str(cfg, "compute", "plugin"));
+	snprintf(origin, sizeof(origin), "measured by `fgcore profile` on %s, %s (compute plugin %s; %s)",
+		 host, date, fg_config_str(cfg, "compute", "plugin"), shapes);
 
 	if (!output)
 		return fg_hardware_write(stdout, &hw, origin) ? FG_EXIT_RUNTIME : FG_EXIT_OK;

@@ -6,6 +6,7 @@ AM_TESTS_ENVIRONMENT = \
 	export FGCORE_PLUGIN_PATH; \
 	FGCORE_BUILDDIR='$(abs_top_builddir)'; export FGCORE_BUILDDIR; \
 	FGCORE_SRCDIR='$(abs_top_srcdir)'; export FGCORE_SRCDIR; \
+	FGCORE_HARDWARE_PATH='$(abs_top_srcdir)/conf/hardware'; export FGCORE_HARDWARE_PATH; \
 	ASAN_OPTIONS='detect_leaks=1:abort_on_error=1'; export ASAN_OPTIONS; \
 	UBSAN_OPTIONS='print_stacktrace=1:halt_on_error=1'; export UBSAN_OPTIONS;
 

@@ -5,3 +5,7 @@ TESTS += tests/test_optimizer
 tests_test_optimizer_SOURCES = tests/test_optimizer.c
 tests_test_optimizer_CFLAGS = $(TEST_CFLAGS)
 tests_test_optimizer_LDADD = $(TEST_LIBS)
+
+# Hardware presets, optimize --hardware NAME|FILE, bench --predict-only.
+TESTS += tests/test_optimize_presets.sh
+EXTRA_DIST += tests/test_optimize_presets.sh

@@ -1,7 +1,8 @@
 /* tests/test_optimizer.c - the policy optimizer: its memory model against a
  * real engine, the LP against brute force over the same cost model, FlexGen's
  * published T4 policies from FlexGen's fitted T4 constants, infeasible inputs,
- * monotonicity, the [hardware] section and the profiler on the CPU config. */
+ * monotonicity, the [hardware] section and its presets, the profiler on the
+ * CPU config. */
 #include <config.h>
 
 #include <check.h>
@@ -639,6 +640,106 @@ START_TEST(test_hardware_round_trip)
 }
 END_TEST
 
+/* A profiled batch-rows point (mm_batch_rows, mm_flops_batch): at those rows
+ * a product costs rows x 2KN over that rate, halfway to them it costs the
+ * mean of that and the 64-row time; without it, the 64-row time holds up to
+ * the prefill rate. */
+START_TEST(test_batch_rows_point)
+{
+	struct fg_cost_case cc = { .prompt_len = 8, .gen_len = 2 };
+	struct fg_policy p = { .num_gpu_batches = 1, .weight[FG_ROLE_COMPUTE] = 100,
+			       .cache[FG_ROLE_COMPUTE] = 100, .act[FG_ROLE_COMPUTE] = 100,
+			       .overlap = 1, .pin_weight = 1, .attn_sparsity = 1 };
+	struct fg_cost_prediction at64, mid, atR, flat;
+
+	ck_assert_int_eq(fg_model_preset("opt-6.7b", &cc.model), 0);
+	t4(&cc.hw);
+	cc.hw.attn_decode_bdw = 1e12; /* leave the linear layers alone in the decode step */
+	cc.hw.mm_flops_prefill = 1e4; /* and never compute-bound */
+	const struct fg_model_config *m = &cc.model;
+	double macs = (double)m->layers * (4.0 * m->hidden * m->hidden + 2.0 * m->hidden * m->ffn) +
+		      (double)m->hidden * m->vocab;
+	double t64 = 2.0 * 64 * macs / (cc.hw.mm_flops_decode * 1e12);
+	p.gpu_batch_size = 64;
+	ck_assert_int_eq(fg_cost_predict(&cc, &p, &at64), 0);
+	p.gpu_batch_size = 256;
+	ck_assert_int_eq(fg_cost_predict(&cc, &p, &flat), 0);
+	cc.hw.mm_batch_rows = 256;
+	cc.hw.mm_flops_batch = 2 * cc.hw.mm_flops_decode; /* 256 rows in twice the 64-row time */
+	ck_assert_int_eq(fg_cost_predict(&cc, &p, &atR), 0);
+	p.gpu_batch_size = 160;
+	ck_assert_int_eq(fg_cost_predict(&cc, &p, &mid), 0);
+	/* decode_s is the one decode step (gen_len 2); besides the products it
+	 * copies each row's logits to the host */
+	double logit_row = (double)m->vocab * 2 / (cc.hw.gtoc_bdw * 1e9);
+	double rest = at64.decode_s - t64 - 64 * logit_row;
+	ck_assert_double_eq_tol(flat.decode_s - rest - 256 * logit_row, t64, 1e-6 * t64);
+	ck_assert_double_eq_tol(atR.decode_s - rest - 256 * logit_row, 2 * t64, 1e-6 * t64);
+	ck_assert_double_eq_tol(mid.decode_s - rest - 160 * logit_row, 1.5 * t64, 1e-6 * t64);
+}
+END_TEST
+
+/* conf/hardware/t4.ini holds FlexGen's fitted T4 constants (the ones above),
+ * found by name through FGCORE_HARDWARE_PATH; every preset passes the check. */
+START_TEST(test_t4_preset)
+{
+	struct fg_config *c;
+	struct fg_hardware want, got;
+	static const char *const presets[] = { "t4", "h200", "a100-80g", "l4" };
+
+	t4(&want);
+	for (size_t i = 0; i < sizeof(presets) / sizeof(presets[0]); i++) {
+		ck_assert_int_eq(fg_config_new(&c), 0);
+		ck_assert_msg(fg_hardware_load(c, presets[i]) == 0, "%s: %s", presets[i],
+			      fg_last_error_text());
+		ck_assert_int_eq(fg_hardware_from_config(c, &got), 0);
+		ck_assert_msg(fg_hardware_check(&got) == 0, "%s: %s", presets[i], fg_last_error_text());
+		fg_config_free(c);
+		if (strcmp(presets[i], "t4"))
+			continue;
+		ck_assert_uint_eq(got.gpu_mem, want.gpu_mem);
+		ck_assert_uint_eq(got.cpu_mem, want.cpu_mem);
+		ck_assert_uint_eq(got.disk_mem, want.disk_mem);
+		double g[] = { got.ctog_bdw, got.dtoc_bdw, got.ctod_bdw, got.mm_flops_prefill,
+			       got.mm_flops_decode, got.attn_flops, got.attn_decode_bdw, got.cpu_attn_bdw };
+		double w[] = { want.ctog_bdw, want.dtoc_bdw, want.ctod_bdw, want.mm_flops_prefill,
+			       want.mm_flops_decode, want.attn_flops, want.attn_decode_bdw,
+			       want.cpu_attn_bdw };
+		for (size_t k = 0; k < sizeof(g) / sizeof(g[0]); k++)
+			ck_assert_msg(fabs(g[k] - w[k]) <= 1e-3 * w[k], "t4.ini rate %zu: %g, FlexGen's %g",
+				      k, g[k], w[k]);
+		ck_assert_int_eq(got.act_bytes, 2);
+		ck_assert_int_eq(got.compute_host_memory, 0);
+	}
+	/* an unknown name: the line lists the presets */
+	ck_assert_int_eq(fg_config_new(&c), 0);
+	ck_assert_int_eq(fg_hardware_load(c, "no-such-gpu"), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(fg_last_error_text(), "a100-80g, h200, l4, t4"));
+	fg_config_free(c);
+}
+END_TEST
+
+/* The profiler at a model's shapes: a GPU batch above 64 rows adds the
+ * batch-rows point, and every rate is measured. */
+START_TEST(test_profile_model_shapes)
+{
+	struct fg_config *c = cpu_config();
+	struct fg_model_config model;
+	ck_assert_int_eq(fg_model_preset("opt-125m", &model), 0);
+	struct fg_profile_params pp = { .copy_bytes = 4 << 20, .model = &model, .batch = 72,
+					 .prefill_rows = 128, .seq = 16, .gen_len = 4,
+					 .min_seconds = 0.01, .skip_disk = 1, .log = stdout };
+	struct fg_hardware hw;
+	ck_assert_msg(fg_profile_run(c, &pp, &hw) == 0, "%s", fg_last_error_text());
+	ck_assert_int_eq(hw.mm_batch_rows, 72);
+	double r[] = { hw.mm_flops_batch, hw.q4_batch_bdw, hw.mm_gemv_bdw, hw.attn_decode_bdw,
+		       hw.cpu_append_bdw, hw.cpu_append_q4_bdw };
+	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++)
+		ck_assert_msg(r[i] > 0 && isfinite(r[i]), "rate %zu is %g", i, r[i]);
+	fg_config_free(c);
+}
+END_TEST
+
 /* The profiler on the CPU configuration measures every rate it writes
  * (values are not judged: timings belong in benchmarks). */
 START_TEST(test_profile_cpu)
@@ -657,7 +758,8 @@ START_TEST(test_profile_cpu)
 	double r[] = { hw.ctog_bdw, hw.gtoc_bdw, hw.ctog_bdw_pageable, hw.gtoc_bdw_pageable,
 		       hw.dtoc_bdw, hw.ctod_bdw, hw.mm_flops_prefill, hw.mm_flops_decode,
 		       hw.mm_gemv_bdw, hw.attn_flops, hw.attn_decode_bdw, hw.cpu_attn_bdw,
-		       hw.q4_decode_bdw, hw.attn_decode_q4_bdw, hw.cpu_attn_q4_bdw };
+		       hw.q4_decode_bdw, hw.attn_decode_q4_bdw, hw.cpu_attn_q4_bdw, hw.cpu_append_bdw,
+		       hw.cpu_append_q4_bdw };
 	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++)
 		ck_assert_msg(r[i] > 0 && isfinite(r[i]), "rate %zu is %g", i, r[i]);
 	ck_assert_int_eq(fg_hardware_check(&hw), 0);
@@ -688,6 +790,9 @@ int main(void)
 	tcase_add_test(tc, test_predict_engine_policy);
 	tcase_add_test(tc, test_hardware_round_trip);
 	tcase_add_test(tc, test_profile_cpu);
+	tcase_add_test(tc, test_batch_rows_point);
+	tcase_add_test(tc, test_t4_preset);
+	tcase_add_test(tc, test_profile_model_shapes);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

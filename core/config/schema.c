@@ -160,13 +160,23 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		   "(thousands of rows), TFLOP/s."),
 	KEY_DOUBLE("hardware", "mm_flops_decode", "0", 0, 1e6,
 		   "Matrix product of the compute backend (fp16 weights) with 64 rows, TFLOP/s; "
-		   "above 64 rows the cost model scales it linearly with the rows up to "
-		   "mm_flops_prefill."),
+		   "above 64 rows (or mm_batch_rows, when measured) the cost model keeps the "
+		   "last measured time until mm_flops_prefill makes a product slower."),
 	KEY_DOUBLE("hardware", "mm_gemv_bdw", "0", 0, 1e6,
 		   "Matrix-vector product of the compute backend (one row, fp16 weights), GB/s "
 		   "of weights read; below 64 rows the cost model interpolates a product's "
 		   "time between this and mm_flops_decode.  0: unknown (a product of fewer "
 		   "than 64 rows then costs as much as one of 64)."),
+	KEY_INT("hardware", "mm_batch_rows", "0", 0, 1 << 20,
+		"Rows of mm_flops_batch and q4_batch_bdw: the GPU batch of the policy fgcore "
+		"profile measured for (more than 64); 0: not measured."),
+	KEY_DOUBLE("hardware", "mm_flops_batch", "0", 0, 1e6,
+		   "Matrix product of the compute backend (fp16 weights) with mm_batch_rows rows, "
+		   "TFLOP/s; between 64 and mm_batch_rows rows the cost model interpolates a "
+		   "product's time, above it scales it up to mm_flops_prefill."),
+	KEY_DOUBLE("hardware", "q4_batch_bdw", "0", 0, 1e6,
+		   "Matrix product with 4-bit weights and mm_batch_rows rows, GB/s of packed "
+		   "weights; 0: priced from q4_decode_bdw."),
 	KEY_DOUBLE("hardware", "attn_flops", "0", 0, 1e6,
 		   "Prefill attention of the compute backend, TFLOP/s counted as "
 		   "4 x batch x seq^2 x hidden."),
@@ -178,6 +188,12 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	KEY_DOUBLE("hardware", "cpu_attn_q4_bdw", "0", 0, 1e6,
 		   "Decode attention on the host over a 4-bit cache (cpu_cache_compute with "
 		   "compress_cache), GB/s of packed cache read; 0: that pair is never chosen."),
+	KEY_DOUBLE("hardware", "cpu_append_bdw", "0", 0, 1e6,
+		   "Appending the prefill's K and V rows to a host KV cache (cpu_cache_compute), "
+		   "GB/s of cache written; 0: unknown (the append is then not priced)."),
+	KEY_DOUBLE("hardware", "cpu_append_q4_bdw", "0", 0, 1e6,
+		   "The same into a 4-bit host cache (cpu_cache_compute with compress_cache), "
+		   "encoding included, GB/s of packed cache written; 0: unknown."),
 	KEY_DOUBLE("hardware", "q4_decode_bdw", "0", 0, 1e6,
 		   "Matrix-vector product with 4-bit weights, GB/s of packed weights; 0: the "
 		   "backend does not read int4 (no compression)."),

@@ -4,7 +4,9 @@
 
 #include <fgcore/fgcore.h>
 #include "core/engine/bench.h"
+#include "core/config/config.h"
 #include "core/engine/engine.h"
+#include "core/model/weights.h"
 #include "core/optimizer/bench_predict.h"
 #include "core/util/error.h"
 
@@ -54,4 +56,51 @@ void fg_cost_print_prediction(FILE *out, const struct fg_config *cfg, const stru
 					fg_role_name(i), (unsigned long long)pred.mem.total[i],
 					(unsigned long long)r->placed[i]);
 	}
+}
+
+/* A tier's capacity: [hardware]'s, capped by the tier's `capacity` key. */
+static uint64_t capped(uint64_t hw, uint64_t cap)
+{
+	return cap && (!hw || cap < hw) ? cap : hw;
+}
+
+int fg_cost_print_config(FILE *out, const struct fg_config *cfg)
+{
+	static const double GB = 1073741824.0;
+	struct fg_cost_case cc;
+	struct fg_cost_prediction pred;
+	struct fg_policy p;
+	struct fg_weights *w;
+	int rc;
+
+	memset(&cc, 0, sizeof(cc));
+	if ((rc = fg_hardware_from_config(cfg, &cc.hw)) || (rc = fg_policy_from_config(cfg, &p)))
+		return rc;
+	if (cc.hw.act_bytes != 2 && cc.hw.act_bytes != 4) {
+		FG_ERR("[hardware] act_bytes is %d: a prediction without a run needs it (2: fp16 on a GPU, 4: fp32 on cpu_blas)",
+		       cc.hw.act_bytes);
+		return -EINVAL;
+	}
+	/* The model's shape only: nothing is read. */
+	if ((rc = fg_weights_open(fg_config_str(cfg, "model", "path"), &cc.model, &w)))
+		return rc;
+	fg_weights_close(w);
+	cc.prompt_len = fg_config_int(cfg, "bench", "prompt_len");
+	cc.gen_len = fg_config_int(cfg, "bench", "gen_len");
+	cc.hw.gpu_mem = capped(cc.hw.gpu_mem, fg_config_size(cfg, "tier.compute", "capacity"));
+	cc.hw.cpu_mem = capped(cc.hw.cpu_mem, fg_config_size(cfg, "tier.host", "capacity"));
+	cc.hw.disk_mem = capped(cc.hw.disk_mem, fg_config_size(cfg, "tier.disk", "capacity"));
+	if ((rc = fg_cost_predict(&cc, &p, &pred)))
+		return rc;
+	fprintf(out, "model %s, prompt %lld + %lld tokens, batch %lld x %lld, not run\n",
+		cc.model.name, (long long)cc.prompt_len, (long long)cc.gen_len,
+		(long long)p.num_gpu_batches, (long long)p.gpu_batch_size);
+	fg_cost_print(out, &pred, NULL);
+	fprintf(out, "%s:", pred.fits ? "fits" : "does not fit");
+	for (int r = FG_ROLES - 1; r >= 0; r--)
+		fprintf(out, "\t%s %.3f of %.3f GB%s", fg_role_name(r), (double)pred.mem.total[r] / GB,
+			(double)pred.capacity[r] / GB,
+			pred.mem.total[r] > pred.capacity[r] ? " (over)" : "");
+	fprintf(out, "\n");
+	return pred.fits ? 0 : 1;
 }

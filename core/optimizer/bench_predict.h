@@ -22,4 +22,10 @@ int fg_cost_case_of_engine(const struct fg_config *cfg, const struct fg_engine *
 void fg_cost_print_prediction(FILE *out, const struct fg_config *cfg, const struct fg_engine *e,
 			      const struct fg_bench_params *p, const struct fg_bench_result *r);
 
+/* `fgcore bench --predict-only`: the configured policy priced on [hardware]
+ * without loading the model or running (capacities: [hardware]'s, capped by
+ * the tiers' `capacity`); prints the prediction and whether the plan fits.
+ * 0: it fits; 1: it does not; < 0: cannot price it (a line says why). */
+int fg_cost_print_config(FILE *out, const struct fg_config *cfg);
+
 #endif

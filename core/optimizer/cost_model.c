@@ -29,30 +29,44 @@ struct ctx {
 	double ctog_w, ctog, gtoc, dtoc, ctod; /* bytes per second */
 };
 
-/* Seconds of a linear layer of m rows, K inputs and N outputs (hardware.h).
- * With 4-bit weights the one-row time is their packed bytes over the int4
- * rate, and no product is faster than reading them. */
+/* Seconds of a linear layer of m rows, K inputs and N outputs (hardware.h):
+ * straight lines between the measured points — one row, 64 rows and, when
+ * profiled, the policy's GPU batch rows — and above the last the larger of
+ * its time and the prefill rate's.  With 4-bit weights the points are the
+ * packed bytes over the int4 rates, and no product is faster than reading
+ * them. */
 static double t_lin(const struct ctx *x, double m, double K, double N)
 {
 	const struct fg_hardware *hw = x->hw;
-	double rows = FG_HW_DECODE_ROWS;
-	double t64 = 2 * rows * K * N / (hw->mm_flops_decode * TFLOPS), t;
-	double packed = x->cw ? (double)fg_q4_bytes((uint64_t)N, (uint64_t)K, 0) /
-				(hw->q4_decode_bdw * GBPS) : 0;
+	double kn2 = 2 * K * N, R = hw->mm_batch_rows;
+	double t64 = FG_HW_DECODE_ROWS * kn2 / (hw->mm_flops_decode * TFLOPS);
+	double t1 = hw->mm_gemv_bdw > 0 ? kn2 / (hw->mm_gemv_bdw * GBPS) : t64;
+	double q4 = x->cw ? (double)fg_q4_bytes((uint64_t)N, (uint64_t)K, 0) : 0;
+	double packed = x->cw ? q4 / (hw->q4_decode_bdw * GBPS) : 0;
+	double pr[3], pt[3], t;
+	int n = 0;
 
-	if (m < rows) {
-		double t1 = hw->mm_gemv_bdw > 0 ? 2 * K * N / (hw->mm_gemv_bdw * GBPS) : t64;
-		double end = t64;
-		t1 = t1 < t64 ? t1 : t64;
-		if (x->cw) {
-			t1 = packed;
-			end = t64 > packed ? t64 : packed;
-		}
-		t = t1 + (end - t1) * (m - 1) / (rows - 1);
+	t1 = t1 < t64 ? t1 : t64;
+	if (!x->cw) {
+		pr[n] = 1, pt[n++] = t1;
+		pr[n] = FG_HW_DECODE_ROWS, pt[n++] = t64;
+		if (R > FG_HW_DECODE_ROWS && hw->mm_flops_batch > 0)
+			pr[n] = R, pt[n++] = R * kn2 / (hw->mm_flops_batch * TFLOPS);
+	} else if (R > 1 && hw->q4_batch_bdw > 0) {
+		pr[n] = 1, pt[n++] = packed;
+		pr[n] = R, pt[n++] = q4 / (hw->q4_batch_bdw * GBPS);
 	} else {
-		double rate = hw->mm_flops_decode * TFLOPS * m / rows;
-		double peak = hw->mm_flops_prefill * TFLOPS;
-		t = 2 * m * K * N / (rate < peak ? rate : peak);
+		pr[n] = 1, pt[n++] = packed;
+		pr[n] = FG_HW_DECODE_ROWS, pt[n++] = t64 > packed ? t64 : packed;
+	}
+	if (m >= pr[n - 1]) {
+		double peak = m * kn2 / (hw->mm_flops_prefill * TFLOPS);
+		t = pt[n - 1] > peak ? pt[n - 1] : peak;
+	} else {
+		int i = 1;
+		while (m > pr[i])
+			i++;
+		t = pt[i - 1] + (pt[i] - pt[i - 1]) * (m - pr[i - 1]) / (pr[i] - pr[i - 1]);
 	}
 	return t > packed ? t : packed;
 }
@@ -127,6 +141,16 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int dec
 	store(x, L, FG_X_HC, FG_X_HN, units * hid);
 
 	double cache_tok = seqs * tok * kvrow; /* new K, V rows */
+	/* Appends that run on the host, one thread, waited for: the delegated
+	 * sequences' (the whole prompt in prefill) and, on a CPU run, every one. */
+	double app_bdw = (x->cq ? x->hw->cpu_append_q4_bdw : x->hw->cpu_append_bdw) * GBPS;
+	if (app_bdw > 0 && (x->cpu || !x->dev)) {
+		L[FG_LINK_COMP].a[FG_X_CC] += cache_tok / app_bdw;
+		if (!x->dev) {
+			L[FG_LINK_COMP].a[FG_X_CG] += cache_tok / app_bdw;
+			L[FG_LINK_COMP].a[FG_X_CN] += cache_tok / app_bdw;
+		}
+	}
 	if (!decode) {
 		L[FG_LINK_COMP].c += x->nb * 4 * x->gbs * x->s * x->s * x->qw / (x->hw->attn_flops * TFLOPS);
 		/* New rows of slot-held sequences go home from the slot. */

@@ -1,14 +1,22 @@
 /* core/optimizer/hardware.c - [hardware]: read, check and write the
  * machine description the cost model prices policies with. */
+#include <dirent.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/config/config.h"
 #include "core/config/schema.h"
 #include "core/optimizer/hardware.h"
 #include "core/util/error.h"
+
+#ifndef FG_CONF_DIR
+#define FG_CONF_DIR "/usr/local/share/fgcore"
+#endif
+#define FG_HARDWARE_DIR FG_CONF_DIR "/hardware"
 
 enum kind { SIZE, RATE, INT, BOOL };
 
@@ -38,6 +46,12 @@ static const struct hw_key {
 	  "fp16-weight matrix product, 64 rows, TFLOP/s" },
 	{ "mm_gemv_bdw", RATE, offsetof(struct fg_hardware, mm_gemv_bdw),
 	  "fp16-weight matrix-vector product (1 row), GB/s of weights" },
+	{ "mm_batch_rows", INT, offsetof(struct fg_hardware, mm_batch_rows),
+	  "rows of mm_flops_batch and q4_batch_bdw (the profiled policy's GPU batch; 0: none)" },
+	{ "mm_flops_batch", RATE, offsetof(struct fg_hardware, mm_flops_batch),
+	  "fp16-weight matrix product with mm_batch_rows rows, TFLOP/s" },
+	{ "q4_batch_bdw", RATE, offsetof(struct fg_hardware, q4_batch_bdw),
+	  "int4-weight matrix product with mm_batch_rows rows, GB/s of packed weights" },
 	{ "attn_flops", RATE, offsetof(struct fg_hardware, attn_flops),
 	  "prefill attention, TFLOP/s (4 * batch * seq^2 * hidden flops)" },
 	{ "attn_decode_bdw", RATE, offsetof(struct fg_hardware, attn_decode_bdw),
@@ -46,6 +60,10 @@ static const struct hw_key {
 	  "decode attention on the host, GB/s of cache read" },
 	{ "cpu_attn_q4_bdw", RATE, offsetof(struct fg_hardware, cpu_attn_q4_bdw),
 	  "decode attention on the host over a 4-bit cache, GB/s of packed cache read" },
+	{ "cpu_append_bdw", RATE, offsetof(struct fg_hardware, cpu_append_bdw),
+	  "appending prefill rows to a host KV cache (cpu_cache_compute), GB/s of cache written" },
+	{ "cpu_append_q4_bdw", RATE, offsetof(struct fg_hardware, cpu_append_q4_bdw),
+	  "the same into a 4-bit cache (encoding included), GB/s of packed cache written" },
 	{ "q4_decode_bdw", RATE, offsetof(struct fg_hardware, q4_decode_bdw),
 	  "int4 weight matrix-vector product, GB/s of packed weights (0: no int4)" },
 	{ "attn_decode_q4_bdw", RATE, offsetof(struct fg_hardware, attn_decode_q4_bdw),
@@ -149,4 +167,154 @@ int fg_hardware_write(FILE *out, const struct fg_hardware *hw, const char *origi
 		}
 	}
 	return ferror(out) ? -EIO : 0;
+}
+
+/* ---- presets ---------------------------------------------------------------- */
+
+/* The preset folders, in search order: $FGCORE_HARDWARE_PATH (colon-separated),
+ * then the installed one.  cb returns non-zero to stop. */
+static int each_dir(int (*cb)(const char *dir, void *user), void *user)
+{
+	const char *env = getenv("FGCORE_HARDWARE_PATH");
+	int rc;
+
+	if (env && *env) {
+		char *copy = strdup(env), *save = NULL;
+		if (!copy)
+			return -ENOMEM;
+		rc = 0;
+		for (char *d = strtok_r(copy, ":", &save); d && !rc; d = strtok_r(NULL, ":", &save))
+			rc = cb(d, user);
+		free(copy);
+		if (rc)
+			return rc;
+	}
+	return cb(FG_HARDWARE_DIR, user);
+}
+
+struct find {
+	const char *name;
+	char *path;
+	size_t len;
+};
+
+static int find_in(const char *dir, void *user)
+{
+	struct find *f = user;
+	int n = snprintf(f->path, f->len, "%s/%s.ini", dir, f->name);
+	return n > 0 && (size_t)n < f->len && access(f->path, R_OK) == 0;
+}
+
+enum { MAX_PRESETS = 64 };
+
+struct list {
+	char name[MAX_PRESETS][128];
+	int count;
+};
+
+/* Every NAME.ini of a folder not listed yet (an earlier folder wins). */
+static int list_in(const char *dir, void *user)
+{
+	struct list *l = user;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) && l->count < MAX_PRESETS) {
+		size_t n = strlen(e->d_name);
+		if (n <= 4 || n - 4 >= sizeof(l->name[0]) || strcmp(e->d_name + n - 4, ".ini") ||
+		    e->d_name[0] == '.')
+			continue;
+		char *dst = l->name[l->count];
+		snprintf(dst, sizeof(l->name[0]), "%.*s", (int)(n - 4), e->d_name);
+		int dup = 0;
+		for (int i = 0; i < l->count && !dup; i++)
+			dup = !strcmp(l->name[i], dst);
+		l->count += !dup;
+	}
+	closedir(d);
+	return 0;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* "a100-80g, h200, l4, t4" */
+static void presets_line(char *buf, size_t len)
+{
+	struct list *l = calloc(1, sizeof(*l));
+	size_t used = 0;
+
+	snprintf(buf, len, "none installed");
+	if (!l)
+		return;
+	each_dir(list_in, l);
+	qsort(l->name, (size_t)l->count, sizeof(l->name[0]), cmp_name);
+	for (int i = 0; i < l->count; i++) {
+		int w = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", l->name[i]);
+		if (w < 0 || used + (size_t)w >= len)
+			break;
+		used += (size_t)w;
+	}
+	free(l);
+}
+
+int fg_hardware_resolve(const char *arg, char *path, size_t len)
+{
+	char presets[1024];
+	size_t n = strlen(arg);
+	int is_file = strchr(arg, '/') || (n > 4 && !strcmp(arg + n - 4, ".ini"));
+
+	if (!is_file && n && n < 128) {
+		struct find f = { arg, path, len };
+		if (each_dir(find_in, &f) > 0)
+			return 0;
+	}
+	if (is_file && access(arg, R_OK) == 0 && n < len) {
+		memcpy(path, arg, n + 1);
+		return 0;
+	}
+	presets_line(presets, sizeof(presets));
+	FG_ERR("--hardware %.200s: %s; give a preset (%s; folders: $FGCORE_HARDWARE_PATH, then %s) "
+	       "or the path of a [hardware] file such as `fgcore profile --output FILE` writes",
+	       arg, is_file ? "cannot read that file" : "no such hardware preset", presets,
+	       FG_HARDWARE_DIR);
+	return -ENOENT;
+}
+
+int fg_hardware_load(struct fg_config *cfg, const char *arg)
+{
+	char path[4096];
+	struct fg_config *hw;
+	int rc, set = 0;
+
+	if ((rc = fg_hardware_resolve(arg, path, sizeof(path))))
+		return rc;
+	if ((rc = fg_config_new(&hw)))
+		return rc;
+	if ((rc = fg_config_load(hw, path))) {
+		fg_config_free(hw);
+		return rc;
+	}
+	for (size_t i = 0; i < NKEYS && !rc; i++) {
+		const char *key = keys[i].key;
+		/* -o hardware.KEY=... on the command line wins over the file. */
+		if (fg_config_origin_of(hw, "hardware", key) != FG_CONFIG_FROM_FILE ||
+		    fg_config_origin_of(cfg, "hardware", key) == FG_CONFIG_FROM_ARGS)
+			continue;
+		char kv[256];
+		snprintf(kv, sizeof(kv), "hardware.%s=%s", key, fg_config_get(hw, "hardware", key));
+		rc = fg_config_set(cfg, kv, path);
+		set++;
+	}
+	fg_config_free(hw);
+	if (!rc && !set) {
+		FG_ERR("%s: no [hardware] keys: a hardware file is a [hardware] section as `fgcore "
+		       "profile --output FILE` writes it", path);
+		rc = -EINVAL;
+	}
+	return rc;
 }

@@ -29,10 +29,15 @@ struct fg_hardware {
 	double mm_flops_prefill;             /* fp16-weight linear, >= 512 rows */
 	double mm_flops_decode;              /* fp16-weight linear, FG_HW_DECODE_ROWS rows */
 	double mm_gemv_bdw;                  /* fp16-weight linear, 1 row, GB/s of weights; 0: unknown */
+	int mm_batch_rows;                   /* rows of the next two (a policy's GPU batch); 0: none */
+	double mm_flops_batch;               /* fp16-weight linear, mm_batch_rows rows, TFLOP/s */
+	double q4_batch_bdw;                 /* int4-weight linear, mm_batch_rows rows, GB/s packed */
 	double attn_flops;                   /* prefill attention (4 * batch * seq^2 * hidden flops) */
 	double attn_decode_bdw;              /* decode attention on the compute backend, GB/s of cache read */
 	double cpu_attn_bdw;                 /* decode attention on the host, GB/s of cache read */
 	double cpu_attn_q4_bdw;              /* the same over a 4-bit cache, GB/s packed; 0: unknown */
+	double cpu_append_bdw;               /* prefill rows into a host cache, GB/s written; 0: unknown */
+	double cpu_append_q4_bdw;            /* the same into a 4-bit cache, GB/s packed; 0: unknown */
 	double q4_decode_bdw;                /* int4 weight GEMV, GB/s of packed weights; 0: no int4 */
 	double attn_decode_q4_bdw;           /* decode attention over a 4-bit cache, GB/s packed; 0: unknown */
 	int act_bytes;                       /* the backend's activation size (2 or 4); 0: unknown */
@@ -46,6 +51,15 @@ int fg_hardware_check(const struct fg_hardware *hw);
 /* Read [hardware] from a configuration; -ENOTSUP when this build's schema has
  * no [hardware] section yet. */
 int fg_hardware_from_config(const struct fg_config *c, struct fg_hardware *hw);
+
+/* A preset name (NAME.ini in $FGCORE_HARDWARE_PATH's folders, then
+ * $(datadir)/fgcore/hardware) or a file path (it has a '/' or ends in .ini)
+ * into path; -ENOENT with a line listing the presets. */
+int fg_hardware_resolve(const char *name_or_file, char *path, size_t len);
+
+/* Resolve, then set cfg's [hardware] keys from that file's (keys given with
+ * -o on the command line keep their value). */
+int fg_hardware_load(struct fg_config *cfg, const char *name_or_file);
 
 /* Write hw as an INI [hardware] section (with a comment line per key). */
 int fg_hardware_write(FILE *out, const struct fg_hardware *hw, const char *origin);

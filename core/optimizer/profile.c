@@ -4,11 +4,13 @@
  * Every rate is the mean over repetitions lasting at least min_seconds, after
  * one untimed warm-up run.  Device work is synchronized before a clock is read. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <fgcore/q4.h>
+#include "core/arch/arch.h"
 #include "core/backend/backend.h"
 #include "core/config/config.h"
 #include "core/optimizer/profile.h"
@@ -228,6 +230,68 @@ out:
 
 /* ---- compute ------------------------------------------------------------------ */
 
+/* What the measurements run: one layer's linear weights [n, k] and the
+ * attention shapes of the configured model, or a hidden x hidden matrix and
+ * hidden / 128 heads without one. */
+struct shapes {
+	int64_t k[16], n[16];
+	int nlin;
+	int64_t heads, kv_heads, head_dim;
+	int64_t prefill_rows; /* rows of the prefill-shaped products */
+	int64_t batch;        /* decode rows; sequences of every attention measurement */
+	int64_t prefill_batch; /* sequences of the prefill attention */
+	int64_t seq;          /* prompt length */
+	int64_t len;          /* cache rows a decode step reads (the average over a run) */
+	int64_t total;        /* cache rows per sequence (prompt + generated) */
+};
+
+static int64_t heads_of(int64_t hidden)
+{
+	return hidden % 128 == 0 ? hidden / 128 : hidden % 64 == 0 ? hidden / 64 : 1;
+}
+
+static void shapes_of(const struct fg_profile_params *pp, struct shapes *sh)
+{
+	const struct fg_model_config *c = pp->model;
+	int64_t h = pp->hidden > 0 ? pp->hidden : 4096;
+
+	memset(sh, 0, sizeof(*sh));
+	sh->batch = pp->batch > 0 ? pp->batch : 16;
+	sh->seq = pp->seq > 0 ? pp->seq : 512;
+	sh->len = sh->seq + (pp->gen_len > 1 ? pp->gen_len / 2 : 0);
+	sh->total = sh->seq + (pp->gen_len > 0 ? pp->gen_len : 0);
+	if (!c) {
+		sh->k[0] = sh->n[0] = h;
+		sh->nlin = 1;
+		sh->heads = sh->kv_heads = heads_of(h);
+		sh->head_dim = h / sh->heads;
+		sh->prefill_rows = pp->prefill_rows > 0 ? pp->prefill_rows : 2048;
+		sh->prefill_batch = 1;
+		return;
+	}
+	const struct fg_arch *a = c->arch;
+	for (int i = 0; i < a->nlayer && sh->nlin < 16; i++) {
+		const struct fg_tensor_def *d = &a->layer[i];
+		if ((d->flags & FG_TD_LINEAR) && fg_arch_present(c, d)) {
+			sh->k[sh->nlin] = fg_dim_value(c, d->cols);
+			sh->n[sh->nlin++] = fg_dim_value(c, d->rows);
+		}
+	}
+	sh->heads = c->heads;
+	sh->kv_heads = c->kv_heads;
+	sh->head_dim = c->head_dim;
+	/* The engine's prefill products have batch x prompt rows; past a few
+	 * thousand the rate no longer grows, and the buffers would. */
+	int64_t rows = sh->batch * sh->seq;
+	sh->prefill_rows = pp->prefill_rows > 0 ? pp->prefill_rows : rows < 8192 ? rows : 8192;
+	sh->prefill_batch = sh->batch < 64 ? sh->batch : 64;
+}
+
+static struct fg_tensor view(void *addr, enum fg_dtype dt, int64_t rows, int64_t cols)
+{
+	return (struct fg_tensor){ .data = addr, .dtype = dt, .rows = rows, .cols = cols, .ld = cols };
+}
+
 /* A tensor in compute-tier memory, zero-filled through a host buffer. */
 static int ctensor(struct prof *p, struct fg_region *r, enum fg_dtype dt, int64_t rows,
 		   int64_t cols, uint64_t bytes, struct fg_tensor *t)
@@ -246,29 +310,41 @@ static int ctensor(struct prof *p, struct fg_region *r, enum fg_dtype dt, int64_
 	if (!rc)
 		rc = fg_backend_stream_sync(&p->be, NULL);
 	free(z);
-	*t = (struct fg_tensor){ .data = r->addr, .dtype = dt, .rows = rows, .cols = cols, .ld = cols };
+	*t = view(r->addr, dt, rows, cols);
 	return rc;
 }
 
-/* Distinct weight matrices a linear measurement cycles through: together
+/* Copies of the layer's weights a linear measurement cycles through: together
  * more than any cache (an H200's L2 is 50 MB), so that a decode-shaped
  * product streams its weights from memory as the engine's layers do. */
 #define LIN_COLD_BYTES (256u << 20)
-#define LIN_MAX_W 64
+#define LIN_MAX_W 96
 
 struct lin_arg {
 	struct fg_backend *be;
-	struct fg_linear_args a;
-	struct fg_tensor w[LIN_MAX_W];
-	int nw, next;
+	const struct shapes *sh;
+	struct fg_tensor x, out, bias, w[LIN_MAX_W];
+	int64_t m;
+	int nw;
 };
 
+/* One pass over every weight, synchronized once at the end as the engine's
+ * stream is: no per-product launch and wait is timed. */
 static int do_linear(struct prof *p, void *arg)
 {
 	struct lin_arg *l = arg;
-	l->a.w = l->w[l->next++ % l->nw];
-	int rc = l->be->ops->linear(l->be->ctx, NULL, &l->a);
+	int rc = 0;
 	(void)p;
+	for (int i = 0; i < l->nw && !rc; i++) {
+		int j = i % l->sh->nlin;
+		struct fg_linear_args a = {
+			.x = view(l->x.data, l->x.dtype, l->m, l->sh->k[j]),
+			.w = l->w[i],
+			.bias = view(l->bias.data, l->bias.dtype, 1, l->sh->n[j]),
+			.out = view(l->out.data, l->out.dtype, l->m, l->sh->n[j]),
+		};
+		rc = l->be->ops->linear(l->be->ctx, NULL, &a);
+	}
 	return rc ? rc : fg_backend_stream_sync(l->be, NULL);
 }
 
@@ -279,29 +355,53 @@ static void free_all(struct prof *p, struct fg_region *r, int n)
 			fg_tier_free(&p->tier[T_COMPUTE], &r[i]);
 }
 
-/* Seconds of out[m, n] = x[m, k] . w[n, k]^T + bias with w in `wdt`: the
- * engine's layers all add a bias, and on a CPU its epilogue is not free. */
-static int linear_time(struct prof *p, int64_t m, int64_t k, int64_t n, enum fg_dtype wdt,
-		       double *secs)
+/* Seconds of one layer's products out[m, n] = x[m, k] . w[n, k]^T + bias with
+ * w in `wdt` (the engine's layers add a bias, and on a CPU its epilogue is not
+ * free), and the bytes of those weights. */
+static int linear_time(struct prof *p, const struct shapes *sh, int64_t m, enum fg_dtype wdt,
+		       double *secs, double *wbytes_out)
 {
 	enum fg_dtype act = p->be.info.act_dtype;
 	struct fg_region r[3 + LIN_MAX_W] = { 0 };
-	struct lin_arg l = { .be = &p->be };
-	uint64_t wbytes = wdt == FG_DTYPE_Q4_ROWS ? fg_q4_bytes((uint64_t)n, (uint64_t)k, 0)
-						  : (uint64_t)(n * k) * fg_dtype_size(wdt);
+	struct lin_arg l = { .be = &p->be, .sh = sh, .m = m };
+	uint64_t wb[16], layer = 0;
+	int64_t kmax = 0, nmax = 0;
 	int rc;
 
-	l.nw = (int)(LIN_COLD_BYTES / wbytes) + 1;
-	l.nw = l.nw > LIN_MAX_W ? LIN_MAX_W : l.nw;
-	if (!(rc = ctensor(p, &r[0], act, m, k, 0, &l.a.x)) &&
-	    !(rc = ctensor(p, &r[1], act, m, n, 0, &l.a.out)) &&
-	    !(rc = ctensor(p, &r[2], FG_DTYPE_F16, 1, n, 0, &l.a.bias)))
-		for (int i = 0; i < l.nw && !rc; i++)
-			rc = ctensor(p, &r[3 + i], wdt, n, k, wbytes, &l.w[i]);
+	for (int j = 0; j < sh->nlin; j++) {
+		wb[j] = wdt == FG_DTYPE_Q4_ROWS ? fg_q4_bytes((uint64_t)sh->n[j], (uint64_t)sh->k[j], 0)
+						: (uint64_t)(sh->n[j] * sh->k[j]) * fg_dtype_size(wdt);
+		layer += wb[j];
+		kmax = sh->k[j] > kmax ? sh->k[j] : kmax;
+		nmax = sh->n[j] > nmax ? sh->n[j] : nmax;
+	}
+	int copies = (int)(LIN_COLD_BYTES / layer) + 1;
+	if (copies * sh->nlin > LIN_MAX_W)
+		copies = LIN_MAX_W / sh->nlin;
+	l.nw = copies * sh->nlin;
+	if (!(rc = ctensor(p, &r[0], act, m, kmax, 0, &l.x)) &&
+	    !(rc = ctensor(p, &r[1], act, m, nmax, 0, &l.out)) &&
+	    !(rc = ctensor(p, &r[2], FG_DTYPE_F16, 1, nmax, 0, &l.bias)))
+		for (int i = 0; i < l.nw && !rc; i++) {
+			int j = i % sh->nlin;
+			rc = ctensor(p, &r[3 + i], wdt, sh->n[j], sh->k[j], wb[j], &l.w[i]);
+		}
 	if (!rc)
 		rc = timed(p, do_linear, &l, secs);
 	free_all(p, r, 3 + l.nw);
+	if (!rc)
+		*secs /= copies;
+	*wbytes_out = (double)layer;
 	return rc;
+}
+
+/* Multiply-adds of one layer's products per row. */
+static double layer_macs(const struct shapes *sh)
+{
+	double v = 0;
+	for (int j = 0; j < sh->nlin; j++)
+		v += (double)sh->k[j] * (double)sh->n[j];
+	return v;
 }
 
 struct attn_arg {
@@ -319,103 +419,136 @@ static int do_attention(struct prof *p, void *arg)
 	return rc ? rc : fg_backend_stream_sync(t->be, NULL);
 }
 
-static int64_t heads_of(int64_t hidden)
-{
-	return hidden % 128 == 0 ? hidden / 128 : hidden % 64 == 0 ? hidden / 64 : 1;
-}
-
 /* Seconds of t's decode attention over a cache of `cdt` (kv_bytes each for K
  * and V; 0: plain elements) in compute-tier memory. */
 static int decode_attention_time(struct prof *p, struct attn_arg *t, enum fg_dtype cdt,
 				 uint64_t kv_bytes, double *secs)
 {
 	enum fg_dtype act = p->be.info.act_dtype;
-	int64_t b = t->a.batch, h = t->a.heads * t->a.head_dim, rows = b * t->a.cache_stride;
+	int64_t b = t->a.batch, qw = t->a.heads * t->a.head_dim;
+	int64_t kvw = t->a.kv_heads * t->a.head_dim, rows = b * t->a.cache_stride;
 	struct fg_region r[4] = { 0 };
 	int rc;
 
-	if (!(rc = ctensor(p, &r[0], act, b, h, 0, &t->a.q)) &&
-	    !(rc = ctensor(p, &r[1], cdt, rows, h, kv_bytes, &t->a.k)) &&
-	    !(rc = ctensor(p, &r[2], cdt, rows, h, kv_bytes, &t->a.v)) &&
-	    !(rc = ctensor(p, &r[3], act, b, h, 0, &t->a.out)))
+	if (!(rc = ctensor(p, &r[0], act, b, qw, 0, &t->a.q)) &&
+	    !(rc = ctensor(p, &r[1], cdt, rows, kvw, kv_bytes, &t->a.k)) &&
+	    !(rc = ctensor(p, &r[2], cdt, rows, kvw, kv_bytes, &t->a.v)) &&
+	    !(rc = ctensor(p, &r[3], act, b, qw, 0, &t->a.out)))
 		rc = timed(p, do_attention, t, secs);
 	free_all(p, r, 4);
 	return rc;
 }
 
-static int compute(struct prof *p, struct fg_hardware *hw)
+static int compute(struct prof *p, const struct shapes *sh, int32_t *pad, struct fg_hardware *hw)
 {
-	int64_t h = p->pp->hidden > 0 ? p->pp->hidden : 4096;
-	int64_t m = p->pp->prefill_rows > 0 ? p->pp->prefill_rows : 2048;
-	int64_t s = p->pp->seq > 0 ? p->pp->seq : 512;
 	enum fg_dtype act = p->be.info.act_dtype;
-	double secs;
+	double macs = layer_macs(sh), secs, wbytes;
+	int64_t m = sh->prefill_rows;
 	int rc;
 
 	hw->act_bytes = (int)fg_dtype_size(act);
-	if ((rc = linear_time(p, m, h, h, FG_DTYPE_F16, &secs)))
+	if ((rc = linear_time(p, sh, m, FG_DTYPE_F16, &secs, &wbytes)))
 		return rc;
-	hw->mm_flops_prefill = 2.0 * (double)m * (double)h * (double)h / secs / 1e12;
+	hw->mm_flops_prefill = 2.0 * (double)m * macs / secs / 1e12;
 	say(p, "matrix product, prefill shape (TFLOP/s)", hw->mm_flops_prefill, "TFLOP/s");
-	if ((rc = linear_time(p, FG_HW_DECODE_ROWS, h, h, FG_DTYPE_F16, &secs)))
+	if ((rc = linear_time(p, sh, FG_HW_DECODE_ROWS, FG_DTYPE_F16, &secs, &wbytes)))
 		return rc;
-	hw->mm_flops_decode = 2.0 * FG_HW_DECODE_ROWS * (double)h * (double)h / secs / 1e12;
+	hw->mm_flops_decode = 2.0 * FG_HW_DECODE_ROWS * macs / secs / 1e12;
 	say(p, "matrix product, 64 rows (TFLOP/s)", hw->mm_flops_decode, "TFLOP/s");
-	if ((rc = linear_time(p, 1, h, h, FG_DTYPE_F16, &secs)))
+	if ((rc = linear_time(p, sh, 1, FG_DTYPE_F16, &secs, &wbytes)))
 		return rc;
-	hw->mm_gemv_bdw = 2.0 * (double)h * (double)h / secs / 1e9;
+	hw->mm_gemv_bdw = wbytes / secs / 1e9;
 	say(p, "matrix-vector product, 1 row (GB/s of fp16 weights)", hw->mm_gemv_bdw, "GB/s");
-	if (fg_backend_supports(&p->be, FG_OP_LINEAR, FG_DTYPE_Q4_ROWS)) {
-		if ((rc = linear_time(p, 1, h, h, FG_DTYPE_Q4_ROWS, &secs)))
+	if (sh->batch > FG_HW_DECODE_ROWS) {
+		if ((rc = linear_time(p, sh, sh->batch, FG_DTYPE_F16, &secs, &wbytes)))
 			return rc;
-		hw->q4_decode_bdw = (double)fg_q4_bytes((uint64_t)h, (uint64_t)h, 0) / secs / 1e9;
+		hw->mm_batch_rows = (int)sh->batch;
+		hw->mm_flops_batch = 2.0 * (double)sh->batch * macs / secs / 1e12;
+		say(p, "matrix product, the policy's GPU batch rows (TFLOP/s)", hw->mm_flops_batch,
+		    "TFLOP/s");
+	}
+	int q4 = fg_backend_supports(&p->be, FG_OP_LINEAR, FG_DTYPE_Q4_ROWS);
+	if (q4) {
+		if ((rc = linear_time(p, sh, 1, FG_DTYPE_Q4_ROWS, &secs, &wbytes)))
+			return rc;
+		hw->q4_decode_bdw = wbytes / secs / 1e9;
 		say(p, "int4 matrix-vector product (GB/s of packed weights)", hw->q4_decode_bdw, "GB/s");
+		if (hw->mm_batch_rows) {
+			if ((rc = linear_time(p, sh, sh->batch, FG_DTYPE_Q4_ROWS, &secs, &wbytes)))
+				return rc;
+			hw->q4_batch_bdw = wbytes / secs / 1e9;
+			say(p, "int4 matrix product, the GPU batch rows (GB/s of packed weights)",
+			    hw->q4_batch_bdw, "GB/s");
+		}
 	}
 
-	/* Attention: one sequence of s tokens; decode: 16 sequences over s cached rows. */
+	/* Prefill attention over the prompt. */
 	struct fg_region r[4] = { 0 };
 	struct attn_arg t = { .be = &p->be };
-	int64_t nh = heads_of(h), b = 16;
-	int32_t pad[16] = { 0 };
-	t.a = (struct fg_attention_args){ .batch = 1, .seq = s, .heads = nh, .head_dim = h / nh,
-					  .scale = 0.1f, .pad = pad };
-	if (!(rc = ctensor(p, &r[0], act, s, h, 0, &t.a.q)) &&
-	    !(rc = ctensor(p, &r[1], act, s, h, 0, &t.a.k)) &&
-	    !(rc = ctensor(p, &r[2], act, s, h, 0, &t.a.v)) &&
-	    !(rc = ctensor(p, &r[3], act, s, h, 0, &t.a.out)))
+	int64_t s = sh->seq, pb = sh->prefill_batch, qw = sh->heads * sh->head_dim;
+	int64_t kvw = sh->kv_heads * sh->head_dim, b = sh->batch;
+	float scale = 1.0f / sqrtf((float)sh->head_dim);
+	t.a = (struct fg_attention_args){ .batch = pb, .seq = s, .heads = sh->heads,
+					  .head_dim = sh->head_dim, .kv_heads = sh->kv_heads,
+					  .scale = scale, .pad = pad };
+	if (!(rc = ctensor(p, &r[0], act, pb * s, qw, 0, &t.a.q)) &&
+	    !(rc = ctensor(p, &r[1], act, pb * s, kvw, 0, &t.a.k)) &&
+	    !(rc = ctensor(p, &r[2], act, pb * s, kvw, 0, &t.a.v)) &&
+	    !(rc = ctensor(p, &r[3], act, pb * s, qw, 0, &t.a.out)))
 		rc = timed(p, do_attention, &t, &secs);
 	free_all(p, r, 4);
 	if (rc)
 		return rc;
-	hw->attn_flops = 4.0 * (double)s * (double)s * (double)h / secs / 1e12;
-	say(p, "prefill attention (TFLOP/s, 4 * seq^2 * hidden)", hw->attn_flops, "TFLOP/s");
+	hw->attn_flops = 4.0 * (double)pb * (double)s * (double)s * (double)qw / secs / 1e12;
+	say(p, "prefill attention (TFLOP/s, 4 * batch * seq^2 * hidden)", hw->attn_flops, "TFLOP/s");
 
+	/* Decode attention: the GPU batch's sequences over the average cache length. */
 	t.decode = 1;
-	t.a = (struct fg_attention_args){ .batch = b, .seq = 1, .len = s, .cache_stride = s,
-					  .heads = nh, .head_dim = h / nh, .scale = 0.1f, .pad = pad };
+	t.a = (struct fg_attention_args){ .batch = b, .seq = 1, .len = sh->len,
+					  .cache_stride = sh->total, .heads = sh->heads,
+					  .head_dim = sh->head_dim, .kv_heads = sh->kv_heads,
+					  .scale = scale, .pad = pad };
 	if ((rc = decode_attention_time(p, &t, act, 0, &secs)))
 		return rc;
-	hw->attn_decode_bdw = 2.0 * (double)(b * s * h) * fg_dtype_size(act) / secs / 1e9;
+	hw->attn_decode_bdw = 2.0 * (double)(b * sh->len * kvw) * fg_dtype_size(act) / secs / 1e9;
 	say(p, "decode attention (GB/s of cache read)", hw->attn_decode_bdw, "GB/s");
-	if (!hw->q4_decode_bdw)
+	if (!q4)
 		return 0;
 	/* The same over a 4-bit cache (compress_cache): groups along the head dimension. */
-	uint64_t kvq = fg_q4_bytes((uint64_t)(b * s), (uint64_t)h, 1);
+	uint64_t kvq = fg_q4_bytes((uint64_t)(b * sh->total), (uint64_t)kvw, 1);
 	if ((rc = decode_attention_time(p, &t, FG_DTYPE_Q4_COLS, kvq, &secs)))
 		return rc;
-	hw->attn_decode_q4_bdw = 2.0 * (double)kvq / secs / 1e9;
+	/* the bytes read: sh->len of sh->total rows per sequence */
+	hw->attn_decode_q4_bdw = 2.0 * (double)kvq * (double)sh->len / (double)sh->total / secs / 1e9;
 	say(p, "decode attention, 4-bit cache (GB/s of packed cache read)", hw->attn_decode_q4_bdw,
 	    "GB/s");
 	return 0;
 }
 
-/* Host attention as cpu_cache_compute runs it: the host backend over host memory. */
-static int host_attention(struct prof *p, struct fg_hardware *hw)
+struct append_arg {
+	struct fg_backend *be;
+	struct fg_kv_append_args a[2]; /* K and V */
+};
+
+static int do_append(struct prof *p, void *arg)
+{
+	struct append_arg *t = arg;
+	int rc = 0;
+	(void)p;
+	for (int i = 0; i < 2 && !rc; i++)
+		rc = t->be->ops->kv_append(t->be->ctx, NULL, &t->a[i]);
+	return rc ? rc : fg_backend_stream_sync(t->be, NULL);
+}
+
+/* Host attention as cpu_cache_compute runs it: the host backend over a cache
+ * in host memory, in the compute backend's activation type (the engine's host
+ * cache holds the device's elements); and the prefill's append of the prompt's
+ * K and V rows to that cache. */
+static int host_attention(struct prof *p, const struct shapes *sh, int32_t *pad,
+			  struct fg_hardware *hw)
 {
 	struct fg_backend *hb = &p->be;
-	int64_t h = p->pp->hidden > 0 ? p->pp->hidden : 4096, s = p->pp->seq > 0 ? p->pp->seq : 512;
-	int64_t b = 16, nh = heads_of(h);
-	int32_t pad[16] = { 0 };
+	int64_t b = sh->batch, qw = sh->heads * sh->head_dim, kvw = sh->kv_heads * sh->head_dim;
 	void *mem[4] = { 0 };
 	int rc;
 
@@ -434,13 +567,19 @@ static int host_attention(struct prof *p, struct fg_hardware *hw)
 		p->host_be_open = 1;
 		hb = &p->host_be;
 	}
-	enum fg_dtype act = hb->info.act_dtype;
-	size_t row = (size_t)h * fg_dtype_size(act);
-	size_t sz[4] = { (size_t)b * row, (size_t)(b * s) * row, (size_t)(b * s) * row, (size_t)b * row };
+	enum fg_dtype act = p->be.info.act_dtype;
+	if (!fg_backend_supports(hb, FG_OP_ATTENTION_DECODE, act))
+		act = hb->info.act_dtype;
+	size_t es = fg_dtype_size(act);
+	/* q and the output; K and V of b sequences of sh->total rows; the
+	 * prompt's new rows (the append's source, the larger of q and them). */
+	size_t src = (size_t)(b * sh->seq * kvw) * es;
+	size_t sz[4] = { (size_t)(b * qw) * es, (size_t)(b * sh->total * kvw) * es,
+			 (size_t)(b * sh->total * kvw) * es, src > (size_t)(b * qw) * es ? src : (size_t)(b * qw) * es };
 	for (int i = 0; i < 4; i++) {
 		if (!(mem[i] = malloc(sz[i]))) {
 			rc = -ENOMEM;
-			FG_ERR("profile: out of memory for host attention buffers");
+			FG_ERR("profile: out of memory for host attention buffers (%zu bytes)", sz[i]);
 			goto out;
 		}
 		/* Written, so that real pages (not the shared zero page) are read;
@@ -449,27 +588,46 @@ static int host_attention(struct prof *p, struct fg_hardware *hw)
 	}
 	struct attn_arg t = { .be = hb, .decode = 1 };
 	t.a = (struct fg_attention_args){
-		.q = { mem[0], act, b, h, h }, .k = { mem[1], act, b * s, h, h },
-		.v = { mem[2], act, b * s, h, h }, .out = { mem[3], act, b, h, h },
-		.batch = b, .seq = 1, .len = s, .cache_stride = s, .heads = nh, .head_dim = h / nh,
-		.scale = 0.1f, .pad = pad,
+		.q = { mem[0], act, b, qw, qw }, .k = { mem[1], act, b * sh->total, kvw, kvw },
+		.v = { mem[2], act, b * sh->total, kvw, kvw }, .out = { mem[3], act, b, qw, qw },
+		.batch = b, .seq = 1, .len = sh->len, .cache_stride = sh->total, .heads = sh->heads,
+		.head_dim = sh->head_dim, .kv_heads = sh->kv_heads,
+		.scale = 1.0f / sqrtf((float)sh->head_dim), .pad = pad,
 	};
-	double secs;
+	double secs, read = 2.0 * (double)(b * sh->len * kvw) * (double)es;
 	if ((rc = timed(p, do_attention, &t, &secs)))
 		goto out;
-	hw->cpu_attn_bdw = 2.0 * (double)sz[1] / secs / 1e9;
+	hw->cpu_attn_bdw = read / secs / 1e9;
 	say(p, "host decode attention (GB/s of cache read)", hw->cpu_attn_bdw, "GB/s");
+
+	struct append_arg ap = { .be = hb };
+	struct fg_tensor srct = { mem[3], act, b * sh->seq, kvw, kvw };
+	for (int i = 0; i < 2; i++)
+		ap.a[i] = (struct fg_kv_append_args){ srct, i ? t.a.v : t.a.k, b, sh->seq, 0,
+						      sh->total };
+	if ((rc = timed(p, do_append, &ap, &secs)))
+		goto out;
+	hw->cpu_append_bdw = 2.0 * (double)src / secs / 1e9;
+	say(p, "host cache append of the prompt's rows (GB/s written)", hw->cpu_append_bdw, "GB/s");
+
 	/* The same over a 4-bit cache, in the first bytes of the K and V buffers
 	 * (a 4-bit cache is smaller than any other); 0x3c bytes are finite groups. */
-	uint64_t kvq = fg_q4_bytes((uint64_t)(b * s), (uint64_t)h, 1);
+	uint64_t kvq = fg_q4_bytes((uint64_t)(b * sh->total), (uint64_t)kvw, 1);
 	if (kvq <= sz[1]) {
-		t.a.k = (struct fg_tensor){ mem[1], FG_DTYPE_Q4_COLS, b * s, h, h };
-		t.a.v = (struct fg_tensor){ mem[2], FG_DTYPE_Q4_COLS, b * s, h, h };
+		t.a.k = (struct fg_tensor){ mem[1], FG_DTYPE_Q4_COLS, b * sh->total, kvw, kvw };
+		t.a.v = (struct fg_tensor){ mem[2], FG_DTYPE_Q4_COLS, b * sh->total, kvw, kvw };
 		if ((rc = timed(p, do_attention, &t, &secs)))
 			goto out;
-		hw->cpu_attn_q4_bdw = 2.0 * (double)kvq / secs / 1e9;
+		hw->cpu_attn_q4_bdw = 2.0 * (double)kvq * (double)sh->len / (double)sh->total / secs / 1e9;
 		say(p, "host decode attention, 4-bit cache (GB/s of packed cache read)",
 		    hw->cpu_attn_q4_bdw, "GB/s");
+		ap.a[0].cache = t.a.k;
+		ap.a[1].cache = t.a.v;
+		if ((rc = timed(p, do_append, &ap, &secs)))
+			goto out;
+		hw->cpu_append_q4_bdw = 2.0 * (double)kvq * (double)sh->seq / (double)sh->total / secs / 1e9;
+		say(p, "host cache append into a 4-bit cache (GB/s of packed cache written)",
+		    hw->cpu_append_q4_bdw, "GB/s");
 	}
 out:
 	for (int i = 0; i < 4; i++)
@@ -482,6 +640,7 @@ int fg_profile_run(const struct fg_config *c, const struct fg_profile_params *pp
 {
 	struct prof *p = calloc(1, sizeof(*p));
 	struct fg_plugin_handle ph;
+	int32_t *pad = NULL;
 	void *opts;
 	int rc;
 
@@ -507,7 +666,16 @@ int fg_profile_run(const struct fg_config *c, const struct fg_profile_params *pp
 		if (pp->log)
 			fprintf(pp->log, "profile: the compute and host tiers share the RAM: half each (set [tier.compute] and [tier.host] capacity to divide it otherwise)\n");
 	}
-	if ((rc = transfers(p, hw)) || (rc = compute(p, hw)) || (rc = host_attention(p, hw)))
+	struct shapes sh;
+	shapes_of(pp, &sh);
+	if (!(pad = calloc((size_t)(sh.batch > sh.prefill_batch ? sh.batch : sh.prefill_batch),
+			   sizeof(*pad)))) {
+		FG_ERR("profile: out of memory");
+		rc = -ENOMEM;
+		goto out;
+	}
+	if ((rc = transfers(p, hw)) || (rc = compute(p, &sh, pad, hw)) ||
+	    (rc = host_attention(p, &sh, pad, hw)))
 		goto out;
 	if (!pp->skip_disk) {
 		if ((rc = open_tier(p, c, T_DISK, "disk")))
@@ -523,6 +691,7 @@ out:
 		fg_backend_close(&p->host_be);
 	if (p->be.ops)
 		fg_backend_close(&p->be);
+	free(pad);
 	free(p);
 	return rc;
 }

@@ -11,13 +11,20 @@
 #include "core/optimizer/hardware.h"
 
 struct fg_config;
+struct fg_model_config;
 
 struct fg_profile_params {
 	uint64_t copy_bytes; /* per compute<->host transfer (0: 256 MiB) */
 	uint64_t disk_bytes; /* file written then read on the disk tier (0: 1 GiB; skip: no disk) */
-	int64_t hidden;      /* K = N of the matrix products, hidden size of attention (0: 4096) */
-	int64_t prefill_rows; /* rows of the prefill-shaped product (0: 2048) */
-	int64_t seq;         /* prefill attention length and decode cache length (0: 512) */
+	/* The shapes measured: the model's layer (its linear weights, heads and
+	 * grouped K/V heads) when set, else hidden x hidden and hidden / 128 heads. */
+	const struct fg_model_config *model;
+	int64_t hidden;      /* without a model: K = N of the products (0: 4096) */
+	int64_t prefill_rows; /* rows of the prefill-shaped products (0: batch x seq, at most
+			       * 8192; 2048 without a model) */
+	int64_t batch;       /* the policy's GPU batch: decode rows and attention sequences (0: 16) */
+	int64_t seq;         /* prompt length: prefill attention and host append (0: 512) */
+	int64_t gen_len;     /* generated tokens: decode reads seq + gen_len / 2 rows (0: seq) */
 	double min_seconds;  /* each measurement repeats at least this long (0: 0.25) */
 	int skip_disk;       /* do not touch the disk tier */
 	FILE *log;           /* one line per measurement (NULL: quiet) */

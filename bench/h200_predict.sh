@@ -1,0 +1,101 @@
+#!/bin/sh
+# bench/h200_predict.sh - the cost model against the H200 (issue 14): a fresh
+# `fgcore profile` into $OUT/h200.ini (the replacement for
+# conf/hardware/h200.ini), then for the issue's eight policies the measured
+# throughput beside the prediction from a profile at that case's own shapes
+# (model, GPU batch rows, prompt and generation lengths).  Short runs
+# (--cut-gen-len: 8 tokens run, the rest projected); about 8 minutes in all;
+# a case that would start past 7 minutes is skipped and says so.
+#   run there like bench/h200_run.sh (with .devdeps carried along); it builds
+#   first unless ./fgcore is already built.
+set -u
+out=${OUT:-/tmp/fgcore-out}
+mkdir -p "$out"
+start=$(date +%s)
+[ -f .devdeps/env.sh ] && . .devdeps/env.sh
+export FGCORE_PLUGIN_PATH=$PWD/plugins/storage/.libs:$PWD/plugins/compute/.libs:$PWD/plugins/codec/.libs
+if [ ! -x ./fgcore ]; then
+	echo "== build"
+	if ! { autoreconf -fi && ./configure --with-cuda && make -j16; } > "$out/build.log" 2>&1; then
+		tail -40 "$out/build.log"
+		exit 1
+	fi
+fi
+fg=./fgcore
+gpu="-o compute.plugin=cublas -o tier.compute.plugin=cuda_mem -o tier.host.plugin=pinned_host
+     -o tier.disk.plugin=io_uring_nvme -o tier.disk.dir=/var/tmp"
+len="--prompt-len 512 --gen-len 32 --cut-gen-len 8"
+cap16="-o tier.compute.capacity=16G -o tier.host.capacity=110G"
+
+echo "== profile (OPT-30B shapes, GPU batch 48, disk included) -> $out/h200.ini"
+# shellcheck disable=SC2086
+timeout 120 $fg $gpu -o model.path=dummy:opt-30b -o policy.gpu_batch_size=48 \
+	-o bench.prompt_len=512 -o bench.gen_len=32 profile --output "$out/h200.ini" \
+	> "$out/profile.log" 2>&1 || { tail -20 "$out/profile.log"; exit 1; }
+dtoc=$(sed -n 's/^dtoc_bdw = //p' "$out/h200.ini")
+ctod=$(sed -n 's/^ctod_bdw = //p' "$out/h200.ini")
+disk_mem=$(sed -n 's/^disk_mem = //p' "$out/h200.ini")
+
+printf '%-44s %10s %10s %7s %7s %7s %8s\n' case "measured" predicted "m/p" "m/p pre" "m/p dec" seconds \
+	> "$out/table.txt"
+# case NAME LIMIT_S MODEL FLAGS...: profile at the case's shapes (no disk:
+# the disk figures come from $out/h200.ini), then bench --predict with it.
+case_run() {
+	name=$1 limit=$2 model=$3
+	shift 3
+	now=$(date +%s)
+	if [ $((now - start)) -gt 420 ]; then
+		printf '%-44s skipped: the 10-minute call would run out\n' "$name" >> "$out/table.txt"
+		return
+	fi
+	safe=$(echo "$name" | tr -c 'A-Za-z0-9.\n' '_')
+	echo "== $name"
+	# shellcheck disable=SC2086
+	if ! timeout 60 $fg $gpu "$@" --model "facebook/$model" --path _DUMMY_ $len profile --no-disk \
+		--min-time 0.1 --output "$out/hw_$safe.ini" > "$out/profile_$safe.log" 2>&1; then
+		printf '%-44s profile failed: %s\n' "$name" "$(tail -1 "$out/profile_$safe.log")" >> "$out/table.txt"
+		return
+	fi
+	t0=$(date +%s)
+	# shellcheck disable=SC2086
+	timeout "$limit" $fg $gpu "$@" -o hardware.dtoc_bdw="$dtoc" -o hardware.ctod_bdw="$ctod" \
+		-o hardware.disk_mem="$disk_mem" bench --model "facebook/$model" --path _DUMMY_ $len \
+		--predict --hardware "$out/hw_$safe.ini" > "$out/bench_$safe.log" 2>&1
+	rc=$?
+	secs=$(( $(date +%s) - t0 ))
+	if [ $rc -ne 0 ]; then
+		printf '%-44s failed (exit %d after %d s): %s\n' "$name" $rc $secs \
+			"$(tail -1 "$out/bench_$safe.log")" >> "$out/table.txt"
+		return
+	fi
+	awk -v name="$name" -v secs="$secs" '
+		/^predicted prefill throughput/ { pre = $NF; sub(/\)/, "", pre) }
+		/^predicted decode throughput/ { dec = $NF; sub(/\)/, "", dec) }
+		/^predicted total throughput/ { p = $4; m = $7; tot = $NF; sub(/\)/, "", tot) }
+		END { printf "%-44s %10s %10s %7s %7s %7s %8s\n", name, m, p, tot, pre, dec, secs }
+	' "$out/bench_$safe.log" >> "$out/table.txt"
+	tail -4 "$out/bench_$safe.log"
+}
+
+case_run "OPT-6.7B all GPU 256x1" 90 opt-6.7b \
+	--percent 100 0 100 0 100 0 --gpu-batch-size 256 --num-gpu-batches 1
+case_run "OPT-30B all GPU 96x1" 120 opt-30b \
+	--percent 100 0 100 0 100 0 --gpu-batch-size 96 --num-gpu-batches 1
+case_run "OPT-30B weights on host 48x3" 120 opt-30b \
+	--percent 0 100 100 0 100 0 --gpu-batch-size 48 --num-gpu-batches 3
+case_run "OPT-30B optimizer's pick 16G, 128x3 int4" 120 opt-30b $cap16 \
+	--percent 14 86 0 100 100 0 --gpu-batch-size 128 --num-gpu-batches 3 \
+	--compress-weight --compress-cache
+case_run "OPT-30B FlexGen T4 20 80 0 100 0 100 48x1 cpu" 120 opt-30b $cap16 \
+	--percent 20 80 0 100 0 100 --gpu-batch-size 48 --num-gpu-batches 1 --cpu-cache-compute
+case_run "OPT-30B 0 100 0 100 0 100 64x2 int4 cache" 120 opt-30b $cap16 \
+	--percent 0 100 0 100 0 100 --gpu-batch-size 64 --num-gpu-batches 2 --compress-cache
+# weights on disk: a fifth of OPT-6.7B's (2.7 GB a step at the disk's rate)
+case_run "OPT-6.7B 20% of weights on disk 64x1" 90 opt-6.7b \
+	--percent 80 0 100 0 100 0 --gpu-batch-size 64 --num-gpu-batches 1
+# last: loading and encoding 175 B dummy values takes minutes of host time
+case_run "OPT-175B int4 all GPU 32x1" 200 opt-175b \
+	--percent 100 0 100 0 100 0 --gpu-batch-size 32 --num-gpu-batches 1 \
+	--compress-weight --compress-cache
+echo "== measured / predicted total throughput (token/s), $(( $(date +%s) - start )) s in all"
+cat "$out/table.txt"
