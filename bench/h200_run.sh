@@ -1,7 +1,9 @@
 #!/bin/sh
 # bench/h200_run.sh - one full run on the H200 test machine: build with CUDA,
-# the GPU op tests, the Hugging Face reference and policy tests on cublas, and
-# three benchmarks (all on GPU; Llama-3-8B at 768; weights on host).  Logs go to $OUT.
+# the GPU op tests, the Hugging Face reference, scoring and policy tests on
+# cublas, and four benchmarks with the device's own time breakdown
+# ([bench] device_timing): all on GPU, weights on host, and FlexGen's two
+# policies under a 16 GiB GPU cap.  Logs go to $OUT.
 #   run there with .devdeps (../shared/tools/gpu-deps libpcre2-dev libpcre2-8-0
 #   libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2) and
 #   the test data copied to _gpudata/testdata carried along.
@@ -22,19 +24,27 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
 step "GPU op tests"
 timeout 240 make check TESTS="tests/test_cuda_mem tests/test_cublas" > "$out/tests.log" 2>&1
 step "reference and policy tests on cublas"
-FGCORE_TEST_BACKEND=cublas timeout 300 make check TESTS="tests/test_golden tests/test_policy" \
+FGCORE_TEST_BACKEND=cublas timeout 300 make check TESTS="tests/test_golden tests/test_scoring tests/test_policy" \
 	>> "$out/tests.log" 2>&1
 grep -E "^(PASS|FAIL|SKIP|ERROR)" "$out/tests.log"
-for t in test_cuda_mem test_cublas test_golden test_policy; do
+grep -h "perplexity\|max difference" tests/test_scoring.log
+for t in test_cuda_mem test_cublas test_golden test_scoring test_policy; do
 	echo "#### $t" && cat "tests/$t.log"
 done > "$out/test_logs.txt" 2>&1
-grep -hE ":[EF]:" tests/test_cublas.log tests/test_golden.log tests/test_policy.log | head -20
+grep -hE ":[EF]:" tests/test_cublas.log tests/test_golden.log tests/test_scoring.log tests/test_policy.log | head -20
+dt="-o bench.device_timing=true"
 step "bench OPT-6.7B all on GPU, 256 x 1"
-timeout 150 ./fgcore -c conf/h200_opt6.7b.ini bench > "$out/bench.log" 2>&1
-tail -12 "$out/bench.log"
-step "bench Llama-3-8B all on GPU, 768 x 1"
-timeout 150 ./fgcore -c conf/h200_llama3_8b.ini -o policy.gpu_batch_size=768 bench >> "$out/bench.log" 2>&1
-tail -12 "$out/bench.log"
+timeout 150 ./fgcore -c conf/h200_opt6.7b.ini $dt bench > "$out/bench.log" 2>&1
+tail -8 "$out/bench.log"
 step "bench OPT-30B weights on host, 48 x 3"
-timeout 200 ./fgcore -c conf/h200_opt30b_host.ini bench >> "$out/bench.log" 2>&1
-tail -12 "$out/bench.log"
+timeout 200 ./fgcore -c conf/h200_opt30b_host.ini $dt bench >> "$out/bench.log" 2>&1
+tail -8 "$out/bench.log"
+cap="-c conf/h200_opt30b_host.ini -o tier.compute.capacity=16G --cut-gen-len 8"
+step "bench OPT-30B, 16 GiB cap, FlexGen's T4 policy 20 80 0 100 0 100, 48 x 1, CPU attention"
+timeout 150 ./fgcore $cap $dt bench --percent 20 80 0 100 0 100 --gpu-batch-size 48 \
+	--num-gpu-batches 1 --cpu-cache-compute >> "$out/bench.log" 2>&1
+tail -8 "$out/bench.log"
+step "bench OPT-30B, 16 GiB cap, 0 100 0 100 0 100, 64 x 2, int4 cache"
+timeout 150 ./fgcore $cap $dt bench --percent 0 100 0 100 0 100 --gpu-batch-size 64 \
+	--num-gpu-batches 2 --compress-cache >> "$out/bench.log" 2>&1
+tail -8 "$out/bench.log"

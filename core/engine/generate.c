@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fgcore/fanout.h>
 #include <fgcore/fgcore.h>
 #include "core/engine/engine.h"
 #include "core/engine/forward.h"
@@ -216,20 +217,45 @@ struct scoring {
 	int64_t vocab;
 };
 
-static int score_position(void *arg, int64_t row0, int64_t rows, int64_t pos, const float *logits)
-{
-	const struct scoring *s = arg;
+struct score_rows {
+	const struct scoring *s;
+	int64_t row0, r0, r1, pos;
+	const float *logits;
+};
 
-	for (int64_t r = row0; r < row0 + rows && r < (int64_t)s->count; r++) {
+static void score_rows(void *arg)
+{
+	const struct score_rows *w = arg;
+	const struct scoring *s = w->s;
+
+	for (int64_t r = w->r0; r < w->r1; r++) {
 		struct job *j = s->jobs[r];
-		int64_t i = pos - s->pad[r] + 1; /* the prompt token scored */
+		int64_t i = w->pos - s->pad[r] + 1; /* the prompt token scored */
 		int k = j->req->top_logprobs;
 
 		if (!j->req->score_prompt || i < 1)
 			continue;
-		fg_logprob_row(logits + (r - row0) * s->vocab, s->vocab, j->prompt[i], k, &j->plp[i],
-			       j->ptop + (size_t)i * (size_t)k);
+		fg_logprob_row(w->logits + (r - w->row0) * s->vocab, s->vocab, j->prompt[i],
+			       k, &j->plp[i], j->ptop + (size_t)i * (size_t)k);
 	}
+}
+
+static int score_position(void *arg, int64_t row0, int64_t rows, int64_t pos, const float *logits)
+{
+	const struct scoring *s = arg;
+	int64_t end = row0 + rows < (int64_t)s->count ? row0 + rows : (int64_t)s->count;
+	struct score_rows w[FG_FANOUT_MAX];
+
+	if (end <= row0)
+		return 0;
+	/* The rows' log-softmax over the CPUs, a million logits a thread at least. */
+	int n = fg_fanout_threads(0, (uint64_t)(end - row0) * (uint64_t)s->vocab, 1u << 20);
+	int64_t per = (end - row0 + n - 1) / n;
+	for (int t = 0; t < n; t++) {
+		int64_t r0 = row0 + t * per, r1 = r0 + per < end ? r0 + per : end;
+		w[t] = (struct score_rows){ s, row0, r0 < end ? r0 : end, r1, pos, logits };
+	}
+	fg_fanout(score_rows, w, sizeof(*w), n);
 	return 0;
 }
 
