@@ -30,6 +30,7 @@ static const struct fg_command fg_commands[] = {
 	{ "bench", fg_cmd_bench, "FlexGen's throughput benchmark on synthetic prompts (--json FILE)" },
 	{ "generate", fg_cmd_generate, "complete --prompt TEXT (repeatable) or --prompt-file FILE" },
 	{ "run-batch", fg_cmd_run_batch, "run JSONL requests: --input IN.jsonl --output OUT.jsonl" },
+	{ "serve", fg_cmd_serve, "OpenAI-compatible HTTP server: [--host H] [--port P] [--api-key KEY]" },
 	{ "tokenize", fg_cmd_tokenize, "print the token ids of each TEXT as JSON" },
 	{ "profile", fg_cmd_profile, "measure this machine through the configured plugins: write [hardware]" },
 	{ "optimize", fg_cmd_optimize, "the policy with the best predicted throughput (cost model + LP)" },
