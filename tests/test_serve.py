@@ -535,6 +535,10 @@ def main():
     test_sigterm()
     subprocess.run(["rm", "-rf", tmp])
     if failures:
+        for srv in servers:  # what the servers said, access log aside (sanitizer reports too)
+            for line in srv.lines:
+                if not re.match(r"fgcore: serve: [A-Z]+ /", line):
+                    print("serve:", line)
         print(f"{len(failures)} failures")
         return 1
     print("all serve checks passed")
