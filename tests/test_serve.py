@@ -335,6 +335,23 @@ def test_api_key():
         check(s.stop() == 0, "serve with a key did not exit 0")
 
 
+def test_overload():
+    """queue_limit 2 and a long max_wait_ms: two requests of two prompts each
+    cannot both wait; whichever comes second is answered 503."""
+    s = Server(config=["-o", "serve.queue_limit=2", "-o", "serve.max_wait_ms=2000"])
+    try:
+        with ThreadPoolExecutor(2) as ex:
+            got = list(ex.map(lambda _: s.post({"prompt": ["a", "b"], "max_tokens": 2}), range(2)))
+        statuses = sorted(st for st, _ in got)
+        check(statuses == [200, 503], f"two requests past queue_limit: {statuses}")
+        for st, raw in got:
+            if st == 503:
+                check(error_of(raw)["code"] == "overloaded", f"503 body: {raw!r}")
+        check(s.post({"prompt": "a", "max_tokens": 1})[0] == 200, "serving after an overload")
+    finally:
+        check(s.stop() == 0, "serve after an overload did not exit 0")
+
+
 # ---- the same as run-batch -----------------------------------------------------------
 
 
@@ -532,6 +549,7 @@ def main():
     check(len(log) > 20, f"{len(log)} access-log lines")
     print(f"{len(log)} access-log lines, e.g. {log[-3]!r}")
     test_api_key()
+    test_overload()
     test_sigterm()
     subprocess.run(["rm", "-rf", tmp])
     if failures:
