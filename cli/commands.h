@@ -22,6 +22,7 @@ int fg_cmd_bench(struct fg_config *cfg, int argc, char **argv);
 int fg_cmd_generate(struct fg_config *cfg, int argc, char **argv);
 int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv);
 int fg_cmd_score(struct fg_config *cfg, int argc, char **argv);
+int fg_cmd_serve(struct fg_config *cfg, int argc, char **argv);
 int fg_cmd_tokenize(struct fg_config *cfg, int argc, char **argv);
 int fg_cmd_profile(struct fg_config *cfg, int argc, char **argv);
 int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv);

@@ -7,6 +7,7 @@
  * presence/frequency_penalty = 0, logit_bias = {} or null, suffix = null.
  * Anything else that would change the result is refused by name.  fgcore's
  * own: top_k, ignore_eos. */
+#define _GNU_SOURCE /* memmem */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -490,4 +491,69 @@ json_t *fg_completion_object(struct fg_engine *e, const struct fg_completion *c,
 	return json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", id, "object", "text_completion",
 			 "created", (json_int_t)created, "model", model, "choices", choices, "usage",
 			 fg_completion_usage(c, res));
+}
+
+/* ---- serve: streaming and errors ---- */
+
+char *fg_completion_prompt_text(struct fg_engine *e, const struct fg_completion *c, size_t i)
+{
+	const struct fg_request *r = &c->reqs[i];
+
+	return r->prompt ? strdup(r->prompt) : decode(e, r->prompt_ids, r->n_prompt_ids);
+}
+
+size_t fg_completion_stream_safe(const struct fg_completion *c, const char *text, size_t len)
+{
+	static const char repl[] = "\xEF\xBF\xBD"; /* U+FFFD */
+	size_t safe = len;
+
+	while (safe >= 3 && !memcmp(text + safe - 3, repl, 3))
+		safe -= 3;
+	for (size_t i = 0; i < c->n_stop; i++) {
+		const char *s = c->stop[i], *hit;
+		size_t sl = strlen(s);
+
+		if (!sl)
+			continue;
+		if ((hit = memmem(text, len, s, sl))) {
+			if ((size_t)(hit - text) < safe)
+				safe = (size_t)(hit - text);
+			continue;
+		}
+		/* the longest tail of the text that s begins with */
+		for (size_t k = sl - 1 < len ? sl - 1 : len; k > 0; k--)
+			if (!memcmp(text + len - k, s, k)) {
+				if (len - k < safe)
+					safe = len - k;
+				break;
+			}
+	}
+	return safe;
+}
+
+json_t *fg_completion_chunk(const char *id, const char *model, long long created, size_t i,
+			    const char *text, const char *finish)
+{
+	json_t *choice = json_pack("{s:o, s:I, s:n, s:s?}", "text", fg_json_text(text), "index",
+				   (json_int_t)i, "logprobs", "finish_reason", finish);
+
+	return choice ? json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", id, "object",
+				  "text_completion", "created", (json_int_t)created, "model", model,
+				  "choices", choice)
+		      : NULL;
+}
+
+json_t *fg_completion_usage_chunk(const struct fg_completion *c, const struct fg_result *res,
+				  const char *id, const char *model, long long created)
+{
+	return json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", id, "object", "text_completion",
+			 "created", (json_int_t)created, "model", model, "choices", "usage",
+			 fg_completion_usage(c, res));
+}
+
+json_t *fg_completion_error_body(const char *message, const char *type, const char *param,
+				 const char *code)
+{
+	return json_pack("{s:{s:o, s:s, s:s?, s:s?}}", "error", "message", fg_json_text(message),
+			 "type", type, "param", param, "code", code);
 }

@@ -61,4 +61,29 @@ const char *fg_completion_finish(enum fg_finish_reason r);
 /* A JSON string of s, ill-formed UTF-8 replaced by U+FFFD (NULL: "out of memory"). */
 json_t *fg_json_text(const char *s);
 
+/* ---- serve: streaming and errors ---- */
+
+/* The text echoed for choice i, before it runs: the prompt as given, or its
+ * token ids decoded (malloc'd; NULL: out of memory or no tokenizer). */
+char *fg_completion_prompt_text(struct fg_engine *e, const struct fg_completion *c, size_t i);
+/* How many leading bytes of text (len bytes, decoded so far) a stream may
+ * show while more tokens can follow: none of a stop string's match nor of a
+ * tail that could begin one (the engine cuts the text there), nor a trailing
+ * U+FFFD (a character a later token may complete). */
+size_t fg_completion_stream_safe(const struct fg_completion *c, const char *text, size_t len);
+/* One server-sent chunk of a streamed completion: OpenAI's text_completion
+ * chunk {id, object, created, model, choices: [{text, index, logprobs,
+ * finish_reason}]} for choice i (finish NULL: more follows); NULL: out of
+ * memory. */
+json_t *fg_completion_chunk(const char *id, const char *model, long long created, size_t i,
+			    const char *text, const char *finish);
+/* The last chunk of a stream with stream_options.include_usage: choices []
+ * and usage. */
+json_t *fg_completion_usage_chunk(const struct fg_completion *c, const struct fg_result *res,
+				  const char *id, const char *model, long long created);
+/* OpenAI's error body {"error": {message, type, param, code}} (param, code:
+ * NULL for null); NULL: out of memory. */
+json_t *fg_completion_error_body(const char *message, const char *type, const char *param,
+				 const char *code);
+
 #endif

@@ -5,7 +5,8 @@
 # shipped in the tarball (and regenerated whenever fgcore or a plugin changes).
 dist_man_MANS += doc/fgcore.1
 man_MANS = doc/fgcore.ini.5
-EXTRA_DIST += doc/PLUGINS.md doc/fgcore.ini.5 doc/ARCHITECTURE.md doc/COST_MODEL.md
+EXTRA_DIST += doc/PLUGINS.md doc/fgcore.ini.5 doc/ARCHITECTURE.md doc/COST_MODEL.md \
+	doc/EVAL_HARNESS.md
 CLEANFILES += doc/fgcore.ini.5 doc/fgcore.ini.5.tmp
 
 FG_MAN_PLUGIN_PATH = $(abs_top_builddir)/plugins/storage/.libs:$(abs_top_builddir)/plugins/compute/.libs:$(abs_top_builddir)/plugins/codec/.libs

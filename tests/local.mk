@@ -30,3 +30,4 @@ include $(srcdir)/tests/engine_checks.mk
 include $(srcdir)/tests/budget.mk
 include $(srcdir)/tests/hostile.mk
 include $(srcdir)/tests/flexgen.mk
+include $(srcdir)/tests/serve.mk

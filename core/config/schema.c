@@ -12,6 +12,9 @@ const struct fg_cfg_section fg_cfg_sections[] = {
 	{ "policy", 0, "How the work is batched and where tensors live." },
 	{ "bench", 0, "The synthetic workload of `fgcore bench`." },
 	{ "generate", 0, "Defaults of every generation request (sampling, length)." },
+	{ "serve", 0,
+	  "The OpenAI-compatible server, `fgcore serve`: where it listens, its limits, how "
+	  "long a request waits to share a batch." },
 	{ "compute", FG_PLUGIN_COMPUTE,
 	  "The compute backend: the plugin that runs the model's operations." },
 	{ "tier.compute", FG_PLUGIN_STORAGE,
@@ -39,7 +42,7 @@ const struct fg_cfg_section fg_cfg_sections[] = {
 	  .choices = (c) }
 
 const struct fg_cfg_key fg_cfg_keys[] = {
-	KEY_ENUM("fgcore", "command", "bench", "bench|generate|run-batch|tokenize|profile|optimize|plugins|config",
+	KEY_ENUM("fgcore", "command", "bench", "bench|generate|run-batch|serve|tokenize|profile|optimize|plugins|config",
 		 "The command run when the command line names none."),
 	KEY_ENUM("fgcore", "log_level", "warn", "error|warn|info|debug",
 		 "Messages of this level and more severe ones are printed on stderr "
@@ -114,6 +117,32 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		   "1: no limit."),
 	KEY_INT("generate", "seed", "0", 0, INT64_MAX,
 		"Seed of the random numbers used for sampling."),
+
+	KEY("serve", "host", FG_CFG_STRING, "127.0.0.1",
+	    "Address to listen on (a name, an IPv4 or IPv6 address; 0.0.0.0 or :: for every "
+	    "interface)."),
+	KEY_INT("serve", "port", "8000", 0, 65535, "TCP port; 0 picks a free one (printed)."),
+	KEY("serve", "api_key", FG_CFG_STRING, "",
+	    "When set, every request but GET /health must carry 'Authorization: Bearer "
+	    "<api_key>' (else 401); empty: no key."),
+	KEY("serve", "model_name", FG_CFG_STRING, "",
+	    "The model id GET /v1/models lists; a request's \"model\" must be it or [model] "
+	    "path (or absent); empty: the model's own name (its folder's name)."),
+	KEY_INT("serve", "max_wait_ms", "10", 0, 60000,
+		"How long a request waits at most for others to fill a batch of gpu_batch_size "
+		"x num_gpu_batches prompts before it runs with fewer."),
+	KEY("serve", "max_body_bytes", FG_CFG_SIZE, "1M",
+	    "Largest request body; a larger one is answered 413 without being read."),
+	KEY_INT("serve", "queue_limit", "1024", 1, 1000000,
+		"Prompts waiting to run at most; past it a request is answered 503 (retry "
+		"later)."),
+	KEY_INT("serve", "max_connections", "256", 1, 65536,
+		"Open connections at most (each has its own thread)."),
+	KEY_INT("serve", "timeout_s", "300", 0, 86400,
+		"An idle connection is closed after this many seconds; 0: never."),
+	KEY_INT("serve", "drain_timeout_s", "600", 0, 86400,
+		"On SIGTERM or SIGINT, how long the requests in flight may take to finish "
+		"before they are cut; 0: no limit."),
 
 	KEY("compute", "plugin", FG_CFG_STRING, "cpu_blas",
 	    "Compute plugin (cpu_blas, cublas, ...); its options go in this section too."),

@@ -1,0 +1,515 @@
+/* cli/serve_queue.c - serve's engine thread and its queue (see serve_queue.h).
+ *
+ * One mutex guards the queue and every job's shared fields; the engine thread
+ * holds it only to take jobs and to hand over bytes, never while it computes,
+ * and never waits on an HTTP thread: a client that is slow or gone costs it
+ * nothing but the bytes it writes (none once the client is gone). */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/serve_queue.h"
+#include "core/engine/engine.h"
+
+/* A streamed choice: the tokens so far and how much of their text is out. */
+struct fg_serve_choice {
+	struct fg_serve_job *job;
+	size_t index;
+	int32_t *ids;
+	size_t n, cap;
+	size_t sent;  /* bytes of text already in chunks */
+};
+
+struct fg_serve_queue {
+	pthread_mutex_t lock;
+	pthread_cond_t wake;         /* the engine thread: work, or stop */
+	struct fg_serve_job *head, *tail;
+	size_t rows;                 /* prompts queued */
+	size_t limit, batch;
+	int max_wait_ms;
+	int stopping, aborted, abort_queued;
+	struct fg_engine *e;
+	pthread_t thread;
+};
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static struct timespec at(double s)
+{
+	struct timespec t = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+	return t;
+}
+
+static int cond_init(pthread_cond_t *cv)
+{
+	pthread_condattr_t a;
+	int rc;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	rc = pthread_cond_init(cv, &a);
+	pthread_condattr_destroy(&a);
+	return rc;
+}
+
+/* ---- jobs ---- */
+
+struct fg_serve_job *fg_serve_job_new(void)
+{
+	struct fg_serve_job *j = calloc(1, sizeof(*j));
+
+	if (j && cond_init(&j->cv)) {
+		free(j);
+		return NULL;
+	}
+	if (j)
+		j->refs = 1;
+	return j;
+}
+
+static void job_free(struct fg_serve_job *j)
+{
+	for (size_t i = 0; j->res && i < j->comp.n; i++)
+		fg_result_clear(&j->res[i]);
+	for (size_t i = 0; j->ch && i < j->comp.n; i++)
+		free(j->ch[i].ids);
+	free(j->res);
+	free(j->ch);
+	fg_completion_free(&j->comp);
+	json_decref(j->body);
+	free(j->answer);
+	free(j->out);
+	pthread_cond_destroy(&j->cv);
+	free(j);
+}
+
+void fg_serve_job_ref(struct fg_serve_queue *q, struct fg_serve_job *j)
+{
+	pthread_mutex_lock(&q->lock);
+	j->refs++;
+	pthread_mutex_unlock(&q->lock);
+}
+
+void fg_serve_job_release(struct fg_serve_queue *q, struct fg_serve_job *j, int gone)
+{
+	int last;
+
+	pthread_mutex_lock(&q->lock);
+	if (gone) {
+		j->abandoned = 1;
+		free(j->out);
+		j->out = NULL;
+		j->out_len = j->out_pos = j->out_cap = 0;
+	}
+	last = --j->refs == 0;
+	pthread_mutex_unlock(&q->lock);
+	if (last)
+		job_free(j);
+}
+
+void fg_serve_job_tokens(struct fg_serve_queue *q, struct fg_serve_job *j, size_t *prompt,
+			 size_t *completion)
+{
+	pthread_mutex_lock(&q->lock);
+	*prompt = j->prompt_tokens;
+	*completion = j->completion_tokens;
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* ---- the HTTP threads' side ---- */
+
+/* A waiter's nap: woken by its job, else after 200 ms to look at q->aborted
+ * (fg_serve_queue_abort cannot reach the jobs the engine thread holds). */
+static void nap(struct fg_serve_queue *q, struct fg_serve_job *j)
+{
+	struct timespec until = at(now_s() + 0.2);
+	pthread_cond_timedwait(&j->cv, &q->lock, &until);
+}
+
+int fg_serve_submit(struct fg_serve_queue *q, struct fg_serve_job *j)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&q->lock);
+	if (q->stopping || q->aborted) {
+		rc = -ESHUTDOWN;
+	} else if (q->rows && q->rows + j->comp.n > q->limit) {
+		rc = -EAGAIN; /* a request alone always fits */
+	} else {
+		j->q = q;
+		j->refs++;
+		j->queued_at = now_s();
+		j->next = NULL;
+		if (q->tail)
+			q->tail->next = j;
+		else
+			q->head = j;
+		q->tail = j;
+		q->rows += j->comp.n;
+		pthread_cond_signal(&q->wake);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+int fg_serve_wait(struct fg_serve_queue *q, struct fg_serve_job *j, int stream)
+{
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	while (!j->done && !(stream && j->started) && !q->aborted)
+		nap(q, j);
+	rc = j->done && j->answer ? 1 : j->done || (stream && j->started) ? 0 : -ECANCELED;
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+ssize_t fg_serve_read(struct fg_serve_queue *q, struct fg_serve_job *j, char *buf, size_t max)
+{
+	ssize_t n;
+
+	pthread_mutex_lock(&q->lock);
+	while (j->out_pos == j->out_len && !j->done && !q->aborted)
+		nap(q, j);
+	if (j->out_pos < j->out_len) {
+		n = (ssize_t)(j->out_len - j->out_pos < max ? j->out_len - j->out_pos : max);
+		memcpy(buf, j->out + j->out_pos, (size_t)n);
+		j->out_pos += (size_t)n;
+	} else {
+		n = j->done ? -1 : -2;
+	}
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
+/* ---- the engine thread's side ---- */
+
+/* Append one server-sent event "data: <json>\n\n" (o consumed; NULL: [DONE]). */
+static void emit(struct fg_serve_job *j, json_t *o, int is_done)
+{
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	const char *data = is_done ? "[DONE]" : text;
+	struct fg_serve_queue *q = j->q;
+
+	json_decref(o);
+	if (!data) {
+		/* out of memory: the stream ends short rather than wrong */
+		free(text);
+		return;
+	}
+	size_t len = strlen(data) + 8;
+	pthread_mutex_lock(&q->lock);
+	if (!j->abandoned) {
+		if (j->out_pos && j->out_pos == j->out_len)
+			j->out_pos = j->out_len = 0;
+		if (j->out_len + len + 1 > j->out_cap) {
+			size_t cap = (j->out_len + len + 1) * 2;
+			char *p = realloc(j->out, cap);
+			if (p) {
+				j->out = p;
+				j->out_cap = cap;
+			}
+		}
+		if (j->out_len + len + 1 <= j->out_cap) {
+			j->out_len += (size_t)sprintf(j->out + j->out_len, "data: %s\n\n", data);
+			pthread_cond_broadcast(&j->cv);
+		}
+	}
+	pthread_mutex_unlock(&q->lock);
+	free(text);
+}
+
+static void emit_text(struct fg_serve_job *j, size_t i, const char *text, const char *finish)
+{
+	emit(j, fg_completion_chunk(j->id, j->model, j->created, i, text, finish), 0);
+}
+
+/* fg_request.on_token of a streamed choice: the text that can no longer
+ * change goes out as a chunk. */
+static void on_token(void *arg, int32_t id)
+{
+	struct fg_serve_choice *c = arg;
+	struct fg_serve_job *j = c->job;
+	const struct fg_request *r = &j->comp.reqs[c->index];
+	struct fg_serve_queue *q = j->q;
+	char *text = NULL;
+
+	pthread_mutex_lock(&q->lock);
+	if (!j->started) {
+		j->started = 1;
+		pthread_cond_broadcast(&j->cv);
+	}
+	int gone = j->abandoned;
+	pthread_mutex_unlock(&q->lock);
+	for (size_t k = 0; k < r->n_stop_ids; k++)
+		if (r->stop_ids[k] == id)
+			return; /* a stop token ends the text without showing */
+	if (gone)
+		return;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 64;
+		int32_t *p = realloc(c->ids, cap * sizeof(*p));
+		if (!p)
+			return; /* the final chunk still carries the rest */
+		c->ids = p;
+		c->cap = cap;
+	}
+	c->ids[c->n++] = id;
+	if (fg_detokenize(q->e, c->ids, c->n, &text))
+		return;
+	size_t safe = fg_completion_stream_safe(&j->comp, text, strlen(text));
+	if (safe > c->sent) {
+		char keep = text[safe];
+		text[safe] = '\0';
+		emit_text(j, c->index, text + c->sent, NULL);
+		text[safe] = keep;
+		c->sent = safe;
+	}
+	free(text);
+}
+
+static char *error_text(const char *message, const char *type, const char *code)
+{
+	json_t *o = fg_completion_error_body(message, type, NULL, code);
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+	json_decref(o);
+	return s;
+}
+
+/* Hand j's answer over: done, waiters woken. */
+static void complete(struct fg_serve_job *j, int status, char *answer)
+{
+	struct fg_serve_queue *q = j->q;
+	size_t p = 0, g = 0;
+
+	for (size_t i = 0; j->res && i < j->comp.n; i++) {
+		p += j->res[i].n_prompt_tokens;
+		g += j->res[i].n_tokens;
+	}
+	pthread_mutex_lock(&q->lock);
+	j->status = status;
+	j->answer = answer;
+	j->prompt_tokens = p;
+	j->completion_tokens = g;
+	j->done = 1;
+	pthread_cond_broadcast(&j->cv);
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* A job that could not run: an error answer, or after its stream began, an
+ * error event ending it. */
+static void fail(struct fg_serve_job *j, int status, const char *message, const char *type,
+		 const char *code)
+{
+	if (j->comp.stream && j->started) {
+		emit(j, fg_completion_error_body(message, type, NULL, code), 0);
+		emit(j, NULL, 1);
+		complete(j, 200, NULL);
+		return;
+	}
+	complete(j, status, error_text(message, type, code));
+}
+
+/* j's results into its answer. */
+static void finish(struct fg_serve_job *j)
+{
+	struct fg_engine *e = j->q->e;
+	const char *refused = fg_completion_error(&j->comp, j->res);
+
+	if (refused) {
+		fail(j, 400, refused, "invalid_request_error", "invalid_request");
+		return;
+	}
+	if (!j->comp.stream) {
+		json_t *o = fg_completion_object(e, &j->comp, j->res, j->id, j->model, j->created);
+		char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		if (!text)
+			fail(j, 500, "out of memory formatting the answer", "server_error", NULL);
+		else
+			complete(j, 200, text);
+		return;
+	}
+	for (size_t i = 0; i < j->comp.n; i++) {
+		const char *t = j->res[i].text;
+		size_t len = strlen(t), sent = j->ch[i].sent;
+		if (len > sent)
+			emit_text(j, i, t + sent, NULL);
+		emit_text(j, i, "", fg_completion_finish(j->res[i].finish_reason));
+	}
+	if (j->comp.stream_usage)
+		emit(j, fg_completion_usage_chunk(&j->comp, j->res, j->id, j->model, j->created), 0);
+	emit(j, NULL, 1);
+	complete(j, 200, NULL);
+}
+
+/* Its requests, results and stream state; the echo of a stream goes out. */
+static int prepare(struct fg_serve_job *j, struct fg_request *reqs)
+{
+	struct fg_engine *e = j->q->e;
+
+	fg_completion_bind(&j->comp, e);
+	j->res = calloc(j->comp.n, sizeof(*j->res));
+	j->ch = calloc(j->comp.n, sizeof(*j->ch));
+	if (!j->res || !j->ch)
+		return -ENOMEM;
+	for (size_t i = 0; i < j->comp.n; i++) {
+		reqs[i] = j->comp.reqs[i];
+		j->ch[i].job = j;
+		j->ch[i].index = i;
+		if (!j->comp.stream)
+			continue;
+		reqs[i].on_token = on_token;
+		reqs[i].on_token_arg = &j->ch[i];
+		if (j->comp.echo) {
+			char *p = fg_completion_prompt_text(e, &j->comp, i);
+			if (!p)
+				return -ENOMEM;
+			emit_text(j, i, p, NULL);
+			free(p);
+		}
+	}
+	return 0;
+}
+
+/* Run a batch of jobs (a list through next) in one fg_generate; if it fails
+ * as a whole, each job that has not begun to stream is run again alone, so
+ * that one request's failure costs only that request. */
+static void run(struct fg_serve_queue *q, struct fg_serve_job *batch, size_t rows)
+{
+	struct fg_request *reqs = calloc(rows ? rows : 1, sizeof(*reqs));
+	struct fg_result *res = calloc(rows ? rows : 1, sizeof(*res));
+	size_t off = 0;
+	int rc = reqs && res ? 0 : -ENOMEM;
+	char why[512];
+
+	for (struct fg_serve_job *j = batch; !rc && j; j = j->next) {
+		rc = prepare(j, reqs + off);
+		off += j->comp.n;
+	}
+	if (!rc)
+		rc = fg_generate(q->e, reqs, rows, res);
+	snprintf(why, sizeof(why), "%s", rc == -ENOMEM ? "out of memory" : fg_last_error_text());
+	off = 0;
+	for (struct fg_serve_job *next, *j = batch; j; j = next) {
+		next = j->next;
+		if (!rc) {
+			memcpy(j->res, res + off, j->comp.n * sizeof(*res));
+			finish(j);
+		} else if (!j->res || !j->ch || j->started) {
+			fail(j, 500, why, "server_error", NULL);
+		} else if (fg_generate(q->e, reqs + off, j->comp.n, j->res)) {
+			fail(j, 500, fg_last_error_text(), "server_error", NULL);
+		} else {
+			finish(j);
+		}
+		off += j->comp.n;
+		fg_serve_job_release(q, j, 0);
+	}
+	free(reqs);
+	free(res);
+}
+
+static void *engine_main(void *arg)
+{
+	struct fg_serve_queue *q = arg;
+
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		while (!q->head && !q->stopping)
+			pthread_cond_wait(&q->wake, &q->lock);
+		if (!q->head)
+			break;
+		/* Wait for company, up to max_wait_ms after the oldest arrived. */
+		struct timespec until = at(q->head->queued_at + q->max_wait_ms * 1e-3);
+		while (q->rows < q->batch && !q->stopping &&
+		       pthread_cond_timedwait(&q->wake, &q->lock, &until) != ETIMEDOUT)
+			;
+		struct fg_serve_job *batch = q->head, *last = batch;
+		size_t rows = batch->comp.n;
+		while (last->next && rows + last->next->comp.n <= q->batch) {
+			last = last->next;
+			rows += last->comp.n;
+		}
+		q->head = last->next;
+		if (!q->head)
+			q->tail = NULL;
+		last->next = NULL;
+		q->rows -= rows;
+		int dropped = q->abort_queued;
+		pthread_mutex_unlock(&q->lock);
+		if (dropped) {
+			for (struct fg_serve_job *next, *j = batch; j; j = next) {
+				next = j->next;
+				complete(j, 503, error_text("the server is shutting down", "server_error",
+							    "shutting_down"));
+				fg_serve_job_release(q, j, 0);
+			}
+		} else {
+			run(q, batch, rows);
+		}
+		pthread_mutex_lock(&q->lock);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+int fg_serve_queue_start(struct fg_serve_queue **out, struct fg_engine *e, size_t limit,
+			 int max_wait_ms)
+{
+	struct fg_serve_queue *q = calloc(1, sizeof(*q));
+	int rc;
+
+	*out = NULL;
+	if (!q)
+		return -ENOMEM;
+	q->e = e;
+	q->limit = limit;
+	q->max_wait_ms = max_wait_ms;
+	q->batch = (size_t)(e->policy.gpu_batch_size * e->policy.num_gpu_batches);
+	if ((rc = pthread_mutex_init(&q->lock, NULL))) {
+		free(q);
+		return -rc;
+	}
+	if ((rc = cond_init(&q->wake)) || (rc = pthread_create(&q->thread, NULL, engine_main, q))) {
+		pthread_cond_destroy(&q->wake);
+		pthread_mutex_destroy(&q->lock);
+		free(q);
+		return -rc;
+	}
+	*out = q;
+	return 0;
+}
+
+size_t fg_serve_queue_batch(const struct fg_serve_queue *q)
+{
+	return q->batch;
+}
+
+void fg_serve_queue_abort(struct fg_serve_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	q->aborted = 1;
+	pthread_mutex_unlock(&q->lock);
+}
+
+void fg_serve_queue_stop(struct fg_serve_queue *q, int abort)
+{
+	pthread_mutex_lock(&q->lock);
+	q->stopping = 1;
+	q->abort_queued = abort;
+	pthread_cond_signal(&q->wake);
+	pthread_mutex_unlock(&q->lock);
+	pthread_join(q->thread, NULL);
+	pthread_cond_destroy(&q->wake);
+	pthread_mutex_destroy(&q->lock);
+	free(q);
+}
