@@ -14,10 +14,13 @@ int fg_cli_stage(struct fg_config *cfg)
 	struct fg_engine *e = NULL;
 	int rc = fg_engine_open(cfg, &e);
 
-	/* -ECANCELED: another rank failed, and rank 0 reports it in one line. */
+	/* -ECANCELED: a stage failed and rank 0 reports it, in one line, with the
+	 * job's exit status; this rank leaves quietly, so that the launcher does
+	 * not stop rank 0 before it has said why. */
+	if (rc == -ECANCELED)
+		return FG_EXIT_OK;
 	if (rc) {
-		if (rc != -ECANCELED)
-			fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
+		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
 		return FG_EXIT_RUNTIME;
 	}
 	rc = fg_pipe_worker(e);

@@ -188,24 +188,33 @@ static void fingerprint(const struct fg_config *c, const struct fg_engine *e,
 		 fg_config_str(c, "distributed", "transport"));
 }
 
-/* A pipeline stage: its layers and its own share of the tiers. */
-static int stage_setup(const struct fg_config *c, struct fg_engine *e,
-		       const struct fg_model_config *mc, struct fg_stage *st)
+/* A pipeline stage's own share of the tiers (before the tiers open). */
+static int stage_policy(const struct fg_config *c, struct fg_engine *e)
 {
 	const struct fg_dist *d = e->dist;
 	char pct[256];
 	int rc;
 
+	if (!d)
+		return 0;
+	if ((rc = fg_stage_percent(fg_config_str(c, "distributed", "percent"), d->info.size,
+				   d->info.rank, pct, sizeof(pct))))
+		return rc;
+	return *pct ? fg_policy_parse_percent(pct, &e->policy) : 0;
+}
+
+/* The layers this process holds. */
+static int stage_layers(const struct fg_config *c, const struct fg_engine *e,
+			const struct fg_model_config *mc, struct fg_stage *st)
+{
+	const struct fg_dist *d = e->dist;
+
 	if (!d) {
 		fg_stage_whole(mc->layers, st);
 		return 0;
 	}
-	if ((rc = fg_stage_split(fg_config_str(c, "distributed", "layers"), mc->layers,
-				 d->info.size, d->info.rank, st)) ||
-	    (rc = fg_stage_percent(fg_config_str(c, "distributed", "percent"), d->info.size,
-				   d->info.rank, pct, sizeof(pct))))
-		return rc;
-	return *pct ? fg_policy_parse_percent(pct, &e->policy) : 0;
+	return fg_stage_split(fg_config_str(c, "distributed", "layers"), mc->layers, d->info.size,
+			      d->info.rank, st);
 }
 
 int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
@@ -224,6 +233,8 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 		return -ENOMEM;
 	}
 	if ((rc = fg_policy_from_config(c, &e->policy)) || (rc = fg_dist_open(c, &e->dist)))
+		goto fail;
+	if ((rc = stage_policy(c, e)))
 		goto fail;
 	rc = fg_config_open_plugin(c, "compute", FG_PLUGIN_COMPUTE, &ph, &opts);
 	if (rc)
@@ -265,7 +276,7 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 	/* Every stage checks the others' configuration before anything is read. */
 	struct fg_stage stage;
 	if (!rc)
-		rc = stage_setup(c, e, &mc, &stage);
+		rc = stage_layers(c, e, &mc, &stage);
 	if (e->dist) {
 		char fp[2048] = "";
 		if (!rc)

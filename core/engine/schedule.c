@@ -18,6 +18,7 @@
 
 struct item {
 	int64_t u, k, t; /* unit, GPU batch, running index (cache slot = t % 2) */
+	int ws;          /* the weight slot holding the unit's weights */
 };
 
 static int unit_has_attn(const struct fg_forward *f, int64_t u)
@@ -71,7 +72,7 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 			int64_t n, void *h, float *logits, int32_t *top)
 {
 	struct fg_wview w[FG_PLAN_BLOCK_MAX];
-	int ws = (int)(it->u % f->nslots);
+	int ws = it->ws;
 	int rc;
 
 	f->cur_k = it->k;
@@ -237,14 +238,14 @@ static struct item next_item(const struct fg_forward *f, int64_t gi, const struc
 	int64_t k0, k1;
 	group_range(f, gi, &k0, &k1);
 	if (it->k + 1 < k1)
-		return (struct item){ it->u, it->k + 1, it->t + 1 };
+		return (struct item){ .u = it->u, .k = it->k + 1, .t = it->t + 1 };
 	if (it->u + 1 < f->nunits)
-		return (struct item){ it->u + 1, k0, it->t + 1 };
+		return (struct item){ .u = it->u + 1, .k = k0, .t = it->t + 1 };
 	if (gi + 1 < f->ngroups) {
 		group_range(f, gi + 1, &k0, &k1);
-		return (struct item){ 0, k0, it->t + 1 };
+		return (struct item){ .u = 0, .k = k0, .t = it->t + 1 };
 	}
-	return (struct item){ f->nunits, 0, it->t + 1 };
+	return (struct item){ .u = f->nunits, .t = it->t + 1 };
 }
 
 /* One step: for each micro-batch (one, without a pipeline), for each unit,
@@ -265,7 +266,7 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 	}
 	if (overlap && (rc = fg_unit_weights_load(f, 0, 0)))
 		goto out;
-	if (overlap && (rc = cache_prefetch(f, &(struct item){ 0, 0, 0 })))
+	if (overlap && (rc = cache_prefetch(f, &(struct item){ .u = 0 })))
 		goto out;
 	for (int64_t gi = 0; gi < f->ngroups; gi++) {
 		int64_t k0, k1;
@@ -274,7 +275,7 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 			int64_t ri = gi * f->nunits + u;
 			int ws = (int)(ri % f->nslots);
 			for (int64_t k = k0; k < k1; k++, t++) {
-				struct item it = { u, k, t };
+				struct item it = { u, k, t, ws };
 				if (k == k0) {
 					if (!overlap && (rc = fg_unit_weights_load(f, u, ws)))
 						goto out;
