@@ -53,6 +53,8 @@ struct fg_pipe_run {
 	void **rreq, **sreq, **treq, **lreq; /* per GPU batch */
 	int32_t *top;            /* the last stage's results (not rank 0) */
 	float *logits;
+	double t_step, wall;     /* this step's start; seconds inside steps */
+	int64_t steps;
 };
 
 static const char *cmd_name(int op)
@@ -274,6 +276,11 @@ void fg_pipe_run_free(struct fg_forward *f)
 		struct pipe_cmd c = { .op = CMD_FREE };
 		send_command(p->d, &c, NULL, 0);
 	}
+	/* What the pipeline left idle on this stage (bench/RESULTS.md). */
+	if (p->steps)
+		FG_LOG(FG_LOG_INFO, "pipeline stage %d of %d: %lld steps in %.3f s, %.3f s (%.1f%%) waiting for other stages",
+		       p->rank, p->size, (long long)p->steps, p->wall, f->stats.wait_stage_s,
+		       p->wall > 0 ? 100.0 * f->stats.wait_stage_s / p->wall : 0.0);
 	if (p->rbuf.size)
 		fg_tier_free(f->tier[FG_ROLE_HOST], &p->rbuf);
 	if (p->sbuf.size)
@@ -311,6 +318,7 @@ void fg_pipe_step_begin(struct fg_forward *f, int64_t n, float *logits, int32_t 
 	int last = p->size - 1;
 
 	p->n = n;
+	p->t_step = fg_now();
 	if (!p->device && fg_pipe_has_prev(f))
 		for (int64_t k = 0; k < f->nb; k++)
 			if (fg_dist_irecv(d, p->rank - 1, TAG_HIDDEN + (int)k,
@@ -400,6 +408,8 @@ void fg_pipe_step_end(struct fg_forward *f)
 		wait_or_die(d, &p->lreq[k], d->timeout, res_peer, "logits");
 	}
 	f->stats.wait_stage_s += fg_now() - t0;
+	p->wall += fg_now() - p->t_step;
+	p->steps++;
 }
 
 void fg_pipe_fatal(struct fg_forward *f)
