@@ -102,6 +102,11 @@ run_np 2 "$fg" $m -o distributed.layers=1,2 $g > "$tmp/out" 2>"$tmp/err" && die 
 grep -q "distributed\] layers \"1,2\": 2 stages of 3 layers" "$tmp/err" || die "bad layers: $(cat "$tmp/err")"
 run_np 2 "$fg" $m -o "distributed.percent=100 0 100 0 100 0" $g > "$tmp/out" 2>"$tmp/err" && die "one percent for 2 stages accepted"
 grep -q "distributed\] percent" "$tmp/err" || die "bad percent: $(cat "$tmp/err")"
+# Scoring prompt positions (echo with logprobs) is refused in a pipeline,
+# request by request, not computed wrong.
+echo '{"custom_id": "s", "prompt": "a = 1", "max_tokens": 1, "echo": true, "logprobs": 1}' > "$tmp/echo.jsonl"
+run_np 2 "$fg" $m run-batch --input "$tmp/echo.jsonl" --output "$tmp/echo.out" 2>"$tmp/err"
+grep -q "does not run in a pipeline" "$tmp/echo.out" || die "echo in a pipeline: $(cat "$tmp/err" "$tmp/echo.out" 2>/dev/null)"
 # A rank killed mid-job: the job ends, non-zero, naming the rank, in bounded time.
 t0=$(date +%s)
 export FGCORE_PIPE_TEST=$$
