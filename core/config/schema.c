@@ -136,9 +136,11 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		"Groups of GPU batches that follow each other through the stages (FlexGen's inner "
 		"iterations); each group reads a stage's weights once per token.  0: as many as "
 		"stages (at most num_gpu_batches); num_gpu_batches: the finest overlap."),
-	KEY_DOUBLE("distributed", "timeout", "120", 0.1, 86400,
+	KEY_DOUBLE("distributed", "timeout", "600", 0.1, 86400,
 		   "Seconds a rank waits for another rank's activations, results or answer "
-		   "before it stops the whole job with an error naming that rank."),
+		   "before it stops the whole job with an error naming that rank (a rank "
+		   "that dies ends the job at once through the launcher); a step of a model "
+		   "read from disk may need more."),
 
 	KEY("compute", "plugin", FG_CFG_STRING, "cpu_blas",
 	    "Compute plugin (cpu_blas, cublas, ...); its options go in this section too."),

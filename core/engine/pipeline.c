@@ -456,9 +456,11 @@ int fg_pipe_worker(struct fg_engine *e)
 			env.policy.gpu_batch_size = c.bs;
 			free(pad);
 			pad = malloc((size_t)(c.nb * c.bs) * sizeof(int32_t));
-			/* fg_forward_new agrees with the other stages on its outcome. */
-			if (!pad)
+			if (!pad) {
+				FG_ERR("rank %d: out of memory", d->info.rank);
 				fatal(d);
+			}
+			/* fg_forward_new agrees with the other stages on its outcome. */
 			if (fg_forward_new(&f, &env, c.plen, c.glen))
 				f = NULL;
 			break;

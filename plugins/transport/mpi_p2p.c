@@ -38,6 +38,12 @@ int mpi_p2p_open(const struct fg_host *host, struct fg_transport_info *info)
 	int inited = 0, provided, rc, len = 0;
 	char version[MPI_MAX_LIBRARY_VERSION_STRING];
 
+	int fin = 0;
+	MPI_Finalized(&fin);
+	if (fin) {
+		fg_error(host, "MPI was finalized: a pipeline job opens one engine per process (bench --ab does not run in a pipeline)");
+		return -ENOTSUP;
+	}
 	MPI_Initialized(&inited);
 	if (!inited) {
 		mpi_p2p_promote();
