@@ -26,5 +26,8 @@ int fg_cmd_serve(struct fg_config *cfg, int argc, char **argv);
 int fg_cmd_tokenize(struct fg_config *cfg, int argc, char **argv);
 int fg_cmd_profile(struct fg_config *cfg, int argc, char **argv);
 int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv);
+/* A later stage of a pipeline job (rank > 0 under mpirun) of a command that
+ * runs the model: holds its layers and follows rank 0 until it is done. */
+int fg_cli_stage(struct fg_config *cfg);
 
 #endif

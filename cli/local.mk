@@ -4,7 +4,8 @@ fgcore_SOURCES += cli/main.c cli/commands.h cli/cmd_plugins.c cli/cmd_config.c \
 	cli/cmd_bench.c cli/cmd_generate.c cli/cmd_run_batch.c cli/cmd_score.c cli/cmd_tokenize.c \
 	cli/request.c cli/request.h cli/flexgen_flags.c cli/flexgen_flags.h \
 	cli/cmd_profile.c cli/cmd_optimize.c cli/batch_run.c cli/batch_run.h \
-	cli/completion.c cli/completion.h cli/cmd_serve.c
+	cli/completion.c cli/completion.h cli/cmd_serve.c \
+	cli/cmd_stage.c
 # serve's HTTP front and engine thread, with libmicrohttpd (else serve says so)
 if HAVE_MICROHTTPD
 fgcore_SOURCES += cli/serve_http.c cli/serve_http.h cli/serve_queue.c cli/serve_queue.h

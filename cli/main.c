@@ -11,6 +11,7 @@
 
 #include <fgcore/fgcore.h>
 #include "cli/commands.h"
+#include "core/dist/dist.h"
 #include "cli/flexgen_flags.h"
 #include "core/config/config.h"
 #include "core/util/error.h"
@@ -23,21 +24,22 @@ struct fg_command {
 	const char *name;
 	int (*run)(struct fg_config *cfg, int argc, char **argv);
 	const char *help;
+	int staged; /* runs the model: under mpirun, ranks other than 0 are its later stages */
 };
 
 /* One row per command. */
 static const struct fg_command fg_commands[] = {
-	{ "bench", fg_cmd_bench, "FlexGen's throughput benchmark on synthetic prompts (--json FILE)" },
-	{ "generate", fg_cmd_generate, "complete --prompt TEXT (repeatable) or --prompt-file FILE" },
-	{ "run-batch", fg_cmd_run_batch, "run JSONL requests: --input IN.jsonl --output OUT.jsonl" },
-	{ "score", fg_cmd_score, "perplexity of a text FILE, or of token-id sequences (--ids FILE.jsonl)" },
-	{ "serve", fg_cmd_serve, "OpenAI-compatible HTTP server: [--host H] [--port P] [--api-key KEY]" },
-	{ "tokenize", fg_cmd_tokenize, "print the token ids of each TEXT as JSON" },
-	{ "profile", fg_cmd_profile, "measure this machine through the configured plugins: write [hardware]" },
-	{ "optimize", fg_cmd_optimize, "the policy with the best predicted throughput (cost model + LP)" },
-	{ "plugins", fg_cmd_plugins, "list the plugins found, their options and whether they work here" },
-	{ "config", fg_cmd_config, "print the effective configuration (--man: write fgcore.ini(5))" },
-	{ NULL, NULL, NULL },
+	{ "bench", fg_cmd_bench, "FlexGen's throughput benchmark on synthetic prompts (--json FILE)", 1 },
+	{ "generate", fg_cmd_generate, "complete --prompt TEXT (repeatable) or --prompt-file FILE", 1 },
+	{ "run-batch", fg_cmd_run_batch, "run JSONL requests: --input IN.jsonl --output OUT.jsonl", 1 },
+	{ "score", fg_cmd_score, "perplexity of a text FILE, or of token-id sequences (--ids FILE.jsonl)", 1 },
+	{ "serve", fg_cmd_serve, "OpenAI-compatible HTTP server: [--host H] [--port P] [--api-key KEY]", 0 },
+	{ "tokenize", fg_cmd_tokenize, "print the token ids of each TEXT as JSON", 0 },
+	{ "profile", fg_cmd_profile, "measure this machine through the configured plugins: write [hardware]", 0 },
+	{ "optimize", fg_cmd_optimize, "the policy with the best predicted throughput (cost model + LP)", 0 },
+	{ "plugins", fg_cmd_plugins, "list the plugins found, their options and whether they work here", 0 },
+	{ "config", fg_cmd_config, "print the effective configuration (--man: write fgcore.ini(5))", 0 },
+	{ NULL, NULL, NULL, 0 },
 };
 
 int fg_cli_verbosity;
@@ -247,7 +249,11 @@ int main(int argc, char **argv)
 		rc = FG_EXIT_RUNTIME;
 		goto out;
 	}
-	rc = cmd->run(cfg, cargc, cargv);
+	int rank;
+	if (cmd->staged && fg_dist_launched(&rank) > 1 && rank > 0)
+		rc = fg_cli_stage(cfg);
+	else
+		rc = cmd->run(cfg, cargc, cargv);
 
 out:
 	if (fflush(stdout) != 0 || ferror(stdout)) {

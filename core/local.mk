@@ -8,5 +8,6 @@ include $(srcdir)/core/tokenizer/local.mk
 include $(srcdir)/core/model/local.mk
 include $(srcdir)/core/arch/local.mk
 include $(srcdir)/core/plan/local.mk
+include $(srcdir)/core/dist/local.mk
 include $(srcdir)/core/engine/local.mk
 include $(srcdir)/core/optimizer/local.mk

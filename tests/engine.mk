@@ -20,6 +20,9 @@ tests_test_policy_LDADD = $(TEST_LIBS)
 
 TESTS += tests/test_commands.sh
 EXTRA_DIST += tests/test_commands.sh
+# pipeline stages over MPI (mpirun -np 2 and 3)
+TESTS += tests/test_pipeline.sh
+EXTRA_DIST += tests/test_pipeline.sh
 
 check_PROGRAMS += tests/test_compression
 TESTS += tests/test_compression

@@ -2,7 +2,7 @@
 # Plugins are found in the build tree; the Hugging Face reference data through
 # FGCORE_TESTDATA (set by .ci/run; tests needing it skip with exit 77 when unset).
 AM_TESTS_ENVIRONMENT = \
-	FGCORE_PLUGIN_PATH='$(abs_top_builddir)/plugins/storage/.libs:$(abs_top_builddir)/plugins/compute/.libs:$(abs_top_builddir)/plugins/codec/.libs'; \
+	FGCORE_PLUGIN_PATH='$(abs_top_builddir)/plugins/storage/.libs:$(abs_top_builddir)/plugins/compute/.libs:$(abs_top_builddir)/plugins/codec/.libs:$(abs_top_builddir)/plugins/transport/.libs'; \
 	export FGCORE_PLUGIN_PATH; \
 	FGCORE_BUILDDIR='$(abs_top_builddir)'; export FGCORE_BUILDDIR; \
 	FGCORE_SRCDIR='$(abs_top_srcdir)'; export FGCORE_SRCDIR; \

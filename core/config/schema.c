@@ -22,6 +22,12 @@ const struct fg_cfg_section fg_cfg_sections[] = {
 	  "cublas, host memory with cpu_blas)." },
 	{ "tier.host", FG_PLUGIN_STORAGE, "The host memory tier." },
 	{ "tier.disk", FG_PLUGIN_STORAGE, "The disk tier." },
+	{ "distributed", 0,
+	  "Pipeline parallelism: launched as `mpirun -np N fgcore ...`, every command that "
+	  "runs the model runs as N stages, rank r holding a contiguous slice of the layers "
+	  "with its own tiers and weight, cache and activation shares; rank 0 reads the "
+	  "input, samples and writes the output.  Without an MPI launcher these keys do "
+	  "nothing." },
 	{ "hardware", 0,
 	  "The machine as the policy optimizer's cost model sees it: tier capacities, "
 	  "bandwidths in GB/s (10^9 bytes per second) and compute rates in TFLOP/s, as "
@@ -143,6 +149,26 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	KEY_INT("serve", "drain_timeout_s", "600", 0, 86400,
 		"On SIGTERM or SIGINT, how long the requests in flight may take to finish "
 		"before they are cut; 0: no limit."),
+	KEY("distributed", "transport", FG_CFG_STRING, "mpi",
+	    "Transport plugin between the stages: mpi (MPI point-to-point through host memory) "
+	    "or nccl (NCCL send/recv of activations between GPUs, one GPU per rank; built with "
+	    "CUDA and NCCL)."),
+	KEY("distributed", "layers", FG_CFG_STRING, "",
+	    "Layers of each stage, comma-separated, one number per rank, each at least 1 and "
+	    "adding up to the model's layers; empty: as even as possible, earlier stages "
+	    "taking the extra ones."),
+	KEY("distributed", "percent", FG_CFG_STRING, "",
+	    "Each stage's own [policy] percent (six integers), stages separated by |, one per "
+	    "rank; empty: [policy] percent on every stage."),
+	KEY_INT("distributed", "micro_batches", "0", 0, 4096,
+		"Groups of GPU batches that follow each other through the stages (FlexGen's inner "
+		"iterations); each group reads a stage's weights once per token.  0: as many as "
+		"stages (at most num_gpu_batches); num_gpu_batches: the finest overlap."),
+	KEY_DOUBLE("distributed", "timeout", "600", 0.1, 86400,
+		   "Seconds a rank waits for another rank's activations, results or answer "
+		   "before it stops the whole job with an error naming that rank (a rank "
+		   "that dies ends the job at once through the launcher); a step of a model "
+		   "read from disk may need more."),
 
 	KEY("compute", "plugin", FG_CFG_STRING, "cpu_blas",
 	    "Compute plugin (cpu_blas, cublas, ...); its options go in this section too."),

@@ -38,6 +38,14 @@ static void plan_env(const struct fg_forward_env *env, struct fg_plan_env *out)
 	out->device = !(ct->info.flags & FG_STORAGE_HOST_MEMORY);
 }
 
+/* The model as this stage's plan sees it: its own layers' cache and buffers. */
+static struct fg_model_config stage_cfg(const struct fg_model *m)
+{
+	struct fg_model_config c = m->cfg;
+	c.layers = m->stage.nlayers;
+	return c;
+}
+
 /* Units: the input block, per layer one (or with sep_layer two) units, the output block. */
 static int plan_units(struct fg_forward *f)
 {
@@ -64,6 +72,7 @@ static int check_fits(const struct fg_forward_env *env, const struct fg_plan_env
 		      int64_t prompt_len, int64_t gen_len)
 {
 	const struct fg_model *m = env->model;
+	const struct fg_model_config sc = stage_cfg(m);
 	uint64_t avail[FG_ROLES];
 	char names[FG_ROLES][96];
 	const char *np[FG_ROLES];
@@ -78,7 +87,7 @@ static int check_fits(const struct fg_forward_env *env, const struct fg_plan_env
 		}
 		np[r] = names[r];
 	}
-	int rc = fg_plan_fits(&m->cfg, &env->policy, pe, prompt_len, gen_len, avail, np);
+	int rc = fg_plan_fits(&sc, &env->policy, pe, prompt_len, gen_len, avail, np);
 	/* Tiers of one memory must also fit it together. */
 	const struct fg_tier_budget *b = m->tier[FG_ROLE_HOST] ? m->tier[FG_ROLE_HOST]->budget : NULL;
 	if (!rc && b) {
@@ -86,7 +95,7 @@ static int check_fits(const struct fg_forward_env *env, const struct fg_plan_env
 		for (int r = 0; r < FG_ROLES; r++)
 			if (m->tier[r] && m->tier[r]->budget == b)
 				mask |= 1u << r;
-		rc = fg_plan_fits_shared(&m->cfg, &env->policy, pe, prompt_len, gen_len, mask,
+		rc = fg_plan_fits_shared(&sc, &env->policy, pe, prompt_len, gen_len, mask,
 					 b->capacity > b->used ? b->capacity - b->used : 0, b->names);
 	}
 	return rc;
@@ -107,11 +116,13 @@ int fg_forward_check(const struct fg_forward_env *env, int64_t prompt_len, int64
 	return check_fits(env, &pe, prompt_len, gen_len);
 }
 
-int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
-		   int64_t prompt_len, int64_t gen_len)
+static int forward_new(struct fg_forward **out, const struct fg_forward_env *env,
+		       int64_t prompt_len, int64_t gen_len)
 {
 	const struct fg_policy *p = &env->policy;
 	const struct fg_model_config *c = &env->model->cfg;
+	const struct fg_model_config sc = stage_cfg(env->model);
+	int64_t nl = sc.layers;
 	struct fg_plan_env pe;
 	struct fg_forward *f;
 	int rc = -ENOMEM;
@@ -134,7 +145,7 @@ int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 	f->asz = fg_dtype_size(f->act);
 	f->cdt = p->compress_cache ? FG_DTYPE_Q4_COLS : f->act;
 	f->kvw = fg_dim_value(c, FG_DIM_KV);
-	if ((rc = fg_plan_make(c, p, &pe, prompt_len, gen_len, &f->plan)))
+	if ((rc = fg_plan_make(&sc, p, &pe, prompt_len, gen_len, &f->plan)))
 		goto fail;
 	const struct fg_plan *pl = &f->plan;
 	int64_t bs = pl->bs, nb = pl->nb;
@@ -216,7 +227,7 @@ int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 											  : FG_ROLE_DISK;
 		g->pad = calloc((size_t)bs, sizeof(int32_t));
 		for (int r = 0; r < FG_ROLES; r++)
-			g->cache[r] = calloc((size_t)c->layers + 1, sizeof(struct fg_region));
+			g->cache[r] = calloc((size_t)nl + 1, sizeof(struct fg_region));
 		if (!g->pad || !g->cache[0] || !g->cache[1] || !g->cache[2]) {
 			FG_ERR("forward: out of memory");
 			rc = -ENOMEM;
@@ -224,7 +235,7 @@ int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 		}
 		if ((rc = alloc_on(f, g->hidden_role, pl->hidden, &g->hidden_home, "activations")))
 			goto fail;
-		for (int64_t l = 0; l < c->layers; l++)
+		for (int64_t l = 0; l < nl; l++)
 			for (int r = 0; r < FG_ROLES; r++)
 				if ((rc = alloc_on(f, r, pl->cache[r], &g->cache[r][l], "KV cache")))
 					goto fail;
@@ -238,6 +249,9 @@ int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 	}
 	if ((rc = alloc_on(f, FG_ROLE_HOST, pl->hstage, &f->hstage, "host attention staging")))
 		goto fail;
+	f->ngroups = 1;
+	if (env->dist && (rc = fg_pipe_run_new(f)))
+		goto fail;
 	*out = f;
 	return 0;
 fail:
@@ -245,10 +259,29 @@ fail:
 	return rc;
 }
 
+int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
+		   int64_t prompt_len, int64_t gen_len)
+{
+	int rc;
+
+	*out = NULL;
+	/* A pipeline's stages make their runs together and agree on the outcome. */
+	if (env->dist && (rc = fg_pipe_announce_new(env, prompt_len, gen_len)))
+		return rc;
+	rc = forward_new(out, env, prompt_len, gen_len);
+	if (env->dist && (rc = fg_pipe_agree(env->dist, rc)) && *out) {
+		fg_forward_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
 void fg_forward_free(struct fg_forward *f)
 {
 	if (!f)
 		return;
+	if (f->pipe)
+		fg_pipe_run_free(f);
 	/* A transfer still failing here has no caller left to return it to: say
 	 * so rather than drop it (after a step, fg_forward_drain returned it). */
 	int first = f->xfer_ready ? fg_forward_drain(f) : 0, r;
@@ -279,7 +312,7 @@ void fg_forward_free(struct fg_forward *f)
 	for (int64_t b = 0; f->gb && b < f->nb; b++) {
 		struct gpu_batch *g = &f->gb[b];
 		for (int r = 0; r < FG_ROLES; r++) {
-			for (int64_t l = 0; g->cache[r] && l < f->cfg->layers; l++)
+			for (int64_t l = 0; g->cache[r] && l < f->m->stage.nlayers; l++)
 				free_on(f, r, &g->cache[r][l]);
 			free(g->cache[r]);
 		}
@@ -309,7 +342,7 @@ void fg_forward_bytes(const struct fg_forward *f, uint64_t bytes[FG_ROLES])
 		const struct gpu_batch *g = &f->gb[b];
 		bytes[g->hidden_role] += g->hidden_home.size;
 		for (int r = 0; r < FG_ROLES; r++)
-			for (int64_t l = 0; l < f->cfg->layers; l++)
+			for (int64_t l = 0; l < f->m->stage.nlayers; l++)
 				bytes[r] += g->cache[r][l].size;
 	}
 }

@@ -1,5 +1,8 @@
 /* core/engine/engine.c - open an engine from a configuration: the compute
  * backend, the compute tier, the model's weights and its tokenizer. */
+/* Angle brackets: "config.h" would find core/config/config.h first. */
+#include <config.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +12,9 @@
 
 #include <fgcore/fgcore.h>
 #include "core/config/config.h"
+#include "core/dist/dist.h"
 #include "core/engine/engine.h"
+#include "core/engine/pipeline.h"
 #include "core/util/clock.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
@@ -134,6 +139,7 @@ void fg_engine_forward_env(struct fg_engine *e, int64_t nb, struct fg_forward_en
 {
 	memset(env, 0, sizeof(*env));
 	env->model = &e->model;
+	env->dist = e->dist;
 	env->be = &e->be;
 	env->host_be = e->host_be.ops ? &e->host_be : &e->be;
 	env->policy = e->policy;
@@ -157,6 +163,60 @@ static int open_host_backend(struct fg_engine *e)
 	return fg_backend_open(&e->host_be, &ph, opts);
 }
 
+/* What every stage of a pipeline must share, one "key value" per line. */
+static void fingerprint(const struct fg_config *c, const struct fg_engine *e,
+			const struct fg_model_config *mc, char *out, size_t n)
+{
+	const struct fg_policy *p = &e->policy;
+	snprintf(out, n,
+		 "build fgcore %s, plugin ABI %d.%d\n"
+		 "model %s (%s, %lld layers, hidden %lld, vocab %lld, %lld heads, %lld kv heads, ffn %lld)\n"
+		 "[policy] gpu_batch_size %lld\n[policy] num_gpu_batches %lld\n"
+		 "[policy] overlap %d, sep_layer %d, cpu_cache_compute %d\n"
+		 "[policy] compress_weight %d, compress_cache %d\n"
+		 "activations of %u bytes ([compute] %s)\n"
+		 "[distributed] layers \"%s\"\n[distributed] micro_batches %lld\n"
+		 "[distributed] transport %s\n",
+		 PACKAGE_VERSION, FG_ABI_MAJOR, FG_ABI_MINOR, mc->name, mc->arch->name,
+		 (long long)mc->layers, (long long)mc->hidden, (long long)mc->vocab,
+		 (long long)mc->heads, (long long)mc->kv_heads, (long long)mc->ffn,
+		 (long long)p->gpu_batch_size, (long long)p->num_gpu_batches, p->overlap,
+		 p->sep_layer, p->cpu_cache_compute, p->compress_weight, p->compress_cache,
+		 fg_dtype_size(e->be.info.act_dtype), e->be.ph.plugin->name,
+		 fg_config_str(c, "distributed", "layers"),
+		 (long long)fg_config_int(c, "distributed", "micro_batches"),
+		 fg_config_str(c, "distributed", "transport"));
+}
+
+/* A pipeline stage's own share of the tiers (before the tiers open). */
+static int stage_policy(const struct fg_config *c, struct fg_engine *e)
+{
+	const struct fg_dist *d = e->dist;
+	char pct[256];
+	int rc;
+
+	if (!d)
+		return 0;
+	if ((rc = fg_stage_percent(fg_config_str(c, "distributed", "percent"), d->info.size,
+				   d->info.rank, pct, sizeof(pct))))
+		return rc;
+	return *pct ? fg_policy_parse_percent(pct, &e->policy) : 0;
+}
+
+/* The layers this process holds. */
+static int stage_layers(const struct fg_config *c, const struct fg_engine *e,
+			const struct fg_model_config *mc, struct fg_stage *st)
+{
+	const struct fg_dist *d = e->dist;
+
+	if (!d) {
+		fg_stage_whole(mc->layers, st);
+		return 0;
+	}
+	return fg_stage_split(fg_config_str(c, "distributed", "layers"), mc->layers, d->info.size,
+			      d->info.rank, st);
+}
+
 int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 {
 	static const char *const roles[FG_ROLES] = { "disk", "host", "compute" };
@@ -166,13 +226,15 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 	struct fg_weights *w = NULL;
 	double t0;
 	void *opts;
-	int rc;
+	int rc, agreed = 0; /* a pipeline's rounds of agreement passed */
 
 	if (!e) {
 		FG_ERR("out of memory");
 		return -ENOMEM;
 	}
-	if ((rc = fg_policy_from_config(c, &e->policy)))
+	if ((rc = fg_policy_from_config(c, &e->policy)) || (rc = fg_dist_open(c, &e->dist)))
+		goto fail;
+	if ((rc = stage_policy(c, e)))
 		goto fail;
 	rc = fg_config_open_plugin(c, "compute", FG_PLUGIN_COMPUTE, &ph, &opts);
 	if (rc)
@@ -211,24 +273,55 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 	}
 	t0 = fg_now();
 	rc = fg_weights_open(fg_config_str(c, "model", "path"), &mc, &w);
-	if (rc)
+	/* Every stage checks the others' configuration before anything is read. */
+	struct fg_stage stage;
+	if (!rc)
+		rc = stage_layers(c, e, &mc, &stage);
+	if (e->dist) {
+		char fp[2048] = "";
+		if (!rc)
+			fingerprint(c, e, &mc, fp, sizeof(fp));
+		rc = fg_pipe_agree_config(e->dist, rc, fp);
+		agreed = 1;
+	}
+	if (rc) {
+		fg_weights_close(w);
 		goto fail;
+	}
 	if ((rc = check_ops(&e->be, "[compute]", &mc, &e->policy, 0)) ||
 	    (e->host_be.ops && (rc = check_ops(&e->host_be, "host backend", &mc, &e->policy, 1)))) {
 		fg_weights_close(w);
 		goto fail;
 	}
-	rc = fg_model_load(&e->model, &mc, w, e->tier, &e->policy, e->q4.ops ? &e->q4 : NULL);
+	rc = fg_model_load_stage(&e->model, &mc, w, e->tier, &e->policy, e->q4.ops ? &e->q4 : NULL,
+				 &stage);
 	fg_weights_close(w);
+	if (e->dist) {
+		rc = fg_pipe_agree(e->dist, rc);
+		agreed = 2;
+	}
 	if (rc)
 		goto fail;
 	e->load_s = fg_now() - t0;
-	rc = open_tokenizer(c, e);
+	if (e->dist)
+		FG_LOG(FG_LOG_INFO, "pipeline stage %d of %d: layers %lld..%lld%s%s, transport %s (%s)",
+		       e->dist->info.rank, e->dist->info.size, (long long)stage.layer0,
+		       (long long)(stage.layer0 + stage.nlayers - 1),
+		       fg_stage_first(&stage) ? ", input block" : "",
+		       fg_stage_last(&stage) ? ", output block" : "", e->dist->name,
+		       e->dist->info.library);
+	/* Only rank 0 reads and writes text. */
+	rc = e->dist && e->dist->info.rank != 0 ? 0 : open_tokenizer(c, e);
 	if (rc)
 		goto fail;
 	*out = e;
 	return 0;
 fail:
+	/* The other stages wait for this one's outcome: give it to them. */
+	if (e->dist && agreed < 1)
+		rc = fg_pipe_agree_config(e->dist, rc, NULL);
+	if (e->dist && agreed < 2)
+		rc = fg_pipe_agree(e->dist, rc);
 	fg_engine_close(e);
 	return rc;
 }
@@ -237,6 +330,8 @@ void fg_engine_close(struct fg_engine *e)
 {
 	if (!e)
 		return;
+	if (e->dist && e->model.blocks)
+		fg_pipe_close(e->dist);
 	fg_tokenizer_free(e->tok);
 	if (e->model.blocks)
 		fg_model_unload(&e->model);
@@ -250,5 +345,6 @@ void fg_engine_close(struct fg_engine *e)
 		fg_backend_close(&e->host_be);
 	if (e->be.ops)
 		fg_backend_close(&e->be);
+	fg_dist_close(e->dist);
 	free(e);
 }

@@ -11,8 +11,11 @@
 #include "core/tier/tier.h"
 #include "core/tokenizer/tokenizer.h"
 
+struct fg_dist;
+
 struct fg_engine {
 	struct fg_policy policy;
+	struct fg_dist *dist;        /* a pipeline stage's transport; NULL: one process */
 	struct fg_backend be;        /* computes on the compute tier */
 	struct fg_backend host_be;   /* cpu_cache_compute with a device compute tier */
 	struct fg_tier tiers[FG_ROLES];

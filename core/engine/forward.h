@@ -22,14 +22,18 @@ struct fg_forward_stats {
 	double wait_hidden_s;  /* waiting for activations */
 	double host_attn_s;    /* attention delegated to the host (cpu_cache_compute) */
 	double logits_s;       /* copying logits out */
+	double wait_stage_s;   /* pipeline: waiting for other stages (activations, results) */
 	uint64_t weight_bytes, cache_bytes, hidden_bytes; /* moved between tiers */
 	/* With device_timing: the compute stream's time by phase (devtime.h:
 	 * compute, wait weights, cache, activations, host attention, logits). */
 	double dev_s[6];
 };
 
+struct fg_dist;
+
 struct fg_forward_env {
 	struct fg_model *model;
+	struct fg_dist *dist;       /* a pipeline stage's transport (NULL: one process) */
 	struct fg_backend *be;      /* computes on the compute tier */
 	struct fg_backend *host_be; /* attention on the host (cpu_cache_compute); may be be */
 	struct fg_policy policy;

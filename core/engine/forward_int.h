@@ -13,6 +13,7 @@
 #include "core/engine/devtime.h"
 #include "core/engine/forward.h"
 #include "core/engine/mover.h"
+#include "core/engine/pipeline.h"
 #include "core/plan/plan.h"
 
 #define SLOTS FG_PLAN_SLOTS
@@ -59,6 +60,8 @@ struct fg_forward {
 	void **dt_timer;        /* device timing: the step's marks, reused */
 	enum fg_dev_phase *dt_phase;
 	int dt_n, dt_cap;
+	struct fg_pipe_run *pipe;       /* a pipeline stage's transfers (NULL: one process) */
+	int64_t ngroups;                /* micro-batches: groups of GPU batches */
 	fg_position_logits_fn score_fn; /* set during a scored prefill */
 	void *score_arg;
 	struct fg_forward_stats stats;
@@ -89,6 +92,33 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 /* host_attention.c: the host-cache sequences of GPU batch k, layer l, n new tokens. */
 int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct fg_tensor q,
 		      struct fg_tensor k, struct fg_tensor v, struct fg_tensor out);
+
+/* pipeline.c: a stage's side of the block schedule (f->pipe set). */
+struct fg_pipe_run;
+/* Rank 0: tell the other stages to make a run of this shape. */
+int fg_pipe_announce_new(const struct fg_forward_env *env, int64_t prompt_len, int64_t gen_len);
+int fg_pipe_run_new(struct fg_forward *f);
+void fg_pipe_run_free(struct fg_forward *f);
+/* Rank 0: tell the other stages what this step computes (before any transfer). */
+int fg_pipe_step_command(struct fg_forward *f, const int32_t *pad, int want_logits, int want_top);
+/* Post the step's receives (activations from the previous stage; on rank 0,
+ * the last stage's results into logits/top). */
+void fg_pipe_step_begin(struct fg_forward *f, int64_t n, float *logits, int32_t *top);
+/* The previous stage's activations of GPU batch k into h (first unit). */
+void fg_pipe_recv_hidden(struct fg_forward *f, int64_t k, void *h, size_t len);
+/* h of GPU batch k to the next stage (last unit). */
+void fg_pipe_send_hidden(struct fg_forward *f, int64_t k, const void *h, size_t len);
+/* The last stage: GPU batch k's results to rank 0. */
+void fg_pipe_send_results(struct fg_forward *f, int64_t k);
+/* Wait for the step's transfers (and, on rank 0, the results). */
+void fg_pipe_step_end(struct fg_forward *f);
+/* The stage's result buffers (last stage, not rank 0): logits, top. */
+void fg_pipe_results(struct fg_forward *f, float **logits, int32_t **top);
+/* A step failed on this stage: one line naming it, then every rank stops. */
+void fg_pipe_fatal(struct fg_forward *f);
+/* Is this stage the first / last one? */
+int fg_pipe_has_prev(const struct fg_forward *f);
+int fg_pipe_has_next(const struct fg_forward *f);
 
 /* logits.c */
 int fg_logits_out(struct fg_forward *f, float *logits, int32_t *top);

@@ -9,15 +9,6 @@
 #include "core/engine/model.h"
 #include "core/util/error.h"
 
-enum fg_block_kind fg_model_block_kind(const struct fg_model *m, int64_t bi)
-{
-	if (bi == 0)
-		return FG_BLOCK_INPUT;
-	if (bi == m->nblocks - 1)
-		return FG_BLOCK_OUTPUT;
-	return bi % 2 ? FG_BLOCK_ATTN : FG_BLOCK_MLP;
-}
-
 /* Read the block's tensors from the source and write each piece to its tier. */
 static int fill_block(struct fg_model *m, struct fg_block *b, struct fg_weights *w,
 		      const struct fg_codec *q4, uint16_t *f16, void *enc)
@@ -28,7 +19,7 @@ static int fill_block(struct fg_model *m, struct fg_block *b, struct fg_weights 
 
 	for (int i = 0; i < pb->ntensors; i++) {
 		const struct fg_plan_tensor *t = &pb->t[i];
-		snprintf(name, sizeof(name), t->def->name, (int)b->layer);
+		snprintf(name, sizeof(name), t->def->name, (int)(m->stage.layer0 + b->layer));
 		for (int k = 0; k < t->npieces; k++) {
 			const struct fg_plan_piece *pp = &t->piece[k];
 			const void *src = f16;
@@ -55,6 +46,16 @@ int fg_model_load(struct fg_model *m, const struct fg_model_config *cfg, struct 
 		  struct fg_tier *tiers[FG_ROLES], const struct fg_policy *p,
 		  const struct fg_codec *q4)
 {
+	struct fg_stage whole;
+	fg_stage_whole(cfg->layers, &whole);
+	return fg_model_load_stage(m, cfg, w, tiers, p, q4, &whole);
+}
+
+int fg_model_load_stage(struct fg_model *m, const struct fg_model_config *cfg,
+			struct fg_weights *w, struct fg_tier *tiers[FG_ROLES],
+			const struct fg_policy *p, const struct fg_codec *q4,
+			const struct fg_stage *stage)
+{
 	uint64_t largest = 0;
 	uint16_t *f16 = NULL;
 	void *enc = NULL;
@@ -62,6 +63,7 @@ int fg_model_load(struct fg_model *m, const struct fg_model_config *cfg, struct 
 
 	memset(m, 0, sizeof(*m));
 	m->cfg = *cfg;
+	m->stage = *stage;
 	for (int r = 0; r < FG_ROLES; r++)
 		m->tier[r] = tiers[r];
 	for (int k = 0; k < FG_BLOCK_KINDS; k++) {
@@ -71,16 +73,21 @@ int fg_model_load(struct fg_model *m, const struct fg_model_config *cfg, struct 
 			largest = n > largest ? n : largest;
 		}
 	}
-	m->nblocks = 2 + 2 * cfg->layers;
+	int first = fg_stage_first(stage), last = fg_stage_last(stage);
+	m->nblocks = first + 2 * stage->nlayers + last;
 	m->blocks = calloc((size_t)m->nblocks, sizeof(*m->blocks));
 	if (!m->blocks) {
 		FG_ERR("model: out of memory");
 		return -ENOMEM;
 	}
 	for (int64_t i = 0; i < m->nblocks; i++) {
-		enum fg_block_kind k = fg_model_block_kind(m, i);
+		int64_t j = i - first; /* block index within the stage's layers */
+		enum fg_block_kind k = first && i == 0		      ? FG_BLOCK_INPUT
+				       : last && i == m->nblocks - 1 ? FG_BLOCK_OUTPUT
+				       : j % 2 == 0		      ? FG_BLOCK_ATTN
+								      : FG_BLOCK_MLP;
 		m->blocks[i].plan = &m->kind[k];
-		m->blocks[i].layer = k == FG_BLOCK_INPUT || k == FG_BLOCK_OUTPUT ? -1 : (i - 1) / 2;
+		m->blocks[i].layer = k == FG_BLOCK_INPUT || k == FG_BLOCK_OUTPUT ? -1 : j / 2;
 	}
 	/* Allocate everything first: a placement that does not fit fails before any reading. */
 	for (int64_t i = 0; i < m->nblocks && !rc; i++)

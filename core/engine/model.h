@@ -9,6 +9,7 @@
 #define FG_ENGINE_MODEL_H
 
 #include "core/arch/arch.h"
+#include "core/dist/stage.h"
 #include "core/plan/plan.h"
 #include "core/plan/policy.h"
 #include "core/model/weights.h"
@@ -18,7 +19,8 @@ struct fg_codec;
 
 struct fg_block {
 	const struct fg_plan_block *plan; /* its tensors and their pieces */
-	int64_t layer;                    /* -1 for the input and output blocks */
+	int64_t layer;                    /* -1 for the input and output blocks; else the
+					     stage's own index (stage.layer0 + layer in the model) */
 	struct fg_region region[FG_ROLES];
 };
 
@@ -26,7 +28,8 @@ struct fg_model {
 	struct fg_model_config cfg;
 	struct fg_tier *tier[FG_ROLES];
 	struct fg_plan_block kind[FG_BLOCK_KINDS]; /* placement of each block kind */
-	struct fg_block *blocks;
+	struct fg_stage stage;     /* the layers (and end blocks) this process holds */
+	struct fg_block *blocks;   /* the stage's blocks, in schedule order */
 	int64_t nblocks;
 	uint64_t bytes[FG_ROLES]; /* weight bytes resident per tier */
 };
@@ -37,9 +40,12 @@ struct fg_model {
 int fg_model_load(struct fg_model *m, const struct fg_model_config *cfg, struct fg_weights *w,
 		  struct fg_tier *tiers[FG_ROLES], const struct fg_policy *p,
 		  const struct fg_codec *q4);
+/* The same for one pipeline stage: its layers, the input block on the first
+ * stage, the output block on the last. */
+int fg_model_load_stage(struct fg_model *m, const struct fg_model_config *cfg,
+			struct fg_weights *w, struct fg_tier *tiers[FG_ROLES],
+			const struct fg_policy *p, const struct fg_codec *q4,
+			const struct fg_stage *stage);
 void fg_model_unload(struct fg_model *m);
-
-/* Kind of block bi (input, attention/MLP alternating, output). */
-enum fg_block_kind fg_model_block_kind(const struct fg_model *m, int64_t bi);
 
 #endif

@@ -18,6 +18,7 @@
 
 struct item {
 	int64_t u, k, t; /* unit, GPU batch, running index (cache slot = t % 2) */
+	int ws;          /* the weight slot holding the unit's weights */
 };
 
 static int unit_has_attn(const struct fg_forward *f, int64_t u)
@@ -71,7 +72,7 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 			int64_t n, void *h, float *logits, int32_t *top)
 {
 	struct fg_wview w[FG_PLAN_BLOCK_MAX];
-	int ws = (int)(it->u % f->nslots);
+	int ws = it->ws;
 	int rc;
 
 	f->cur_k = it->k;
@@ -81,7 +82,7 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 		struct fg_block_ctx x = {
 			.be = f->be, .stream = f->stream, .cfg = f->cfg, .layer = b->layer,
 			.bs = f->bs, .n = n, .out_pos = n - 1, .step = f->step, .pad = f->gb[it->k].pad,
-			.ids = ids + it->k * f->bs * n, .pos = f->pos,
+			.ids = ids ? ids + it->k * f->bs * n : NULL, .pos = f->pos,
 			.h = fg_view(h, f->act, f->bs * n, f->cfg->hidden), .w = w,
 			.attend = fg_kv_attend, .sched = f,
 		};
@@ -105,6 +106,10 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 		    float *logits, int32_t *top)
 {
 	int cs = (int)(it->t % SLOTS), attn = unit_has_attn(f, it->u);
+	/* Pipeline stages: the first unit's input comes from the previous stage,
+	 * the last unit's output goes to the next one. */
+	int recv = f->pipe && it->u == 0 && fg_pipe_has_prev(f);
+	int send = f->pipe && it->u == f->nunits - 1 && fg_pipe_has_next(f);
 	int64_t n_off = f->plan.n_off;
 	struct gpu_batch *g = &f->gb[it->k];
 	size_t hlen = (size_t)(f->bs * n * f->cfg->hidden) * f->asz;
@@ -126,7 +131,9 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 		if (rc || (rc = fg_devtime_mark(f, FG_DEV_WAIT_HIDDEN)))
 			return rc;
 	}
-	if (g->hidden_role != FG_ROLE_COMPUTE && unit_kind(f, it->u) != FG_BLOCK_INPUT) {
+	if (recv)
+		fg_pipe_recv_hidden(f, it->k, h, hlen);
+	else if (g->hidden_role != FG_ROLE_COMPUTE && unit_kind(f, it->u) != FG_BLOCK_INPUT) {
 		t0 = fg_now();
 		if ((rc = fg_xfer_reset(&f->hload, "activations")) ||
 		    (rc = fg_xfer_load(&f->hload, h, g->hidden_role, &g->hidden_home, 0, hlen,
@@ -180,7 +187,11 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 				return rc;
 		}
 	}
-	if (g->hidden_role != FG_ROLE_COMPUTE && unit_kind(f, it->u) != FG_BLOCK_OUTPUT) {
+	if (send) {
+		fg_pipe_send_hidden(f, it->k, h, hlen);
+	} else if (f->pipe && unit_kind(f, it->u) == FG_BLOCK_OUTPUT) {
+		fg_pipe_send_results(f, it->k);
+	} else if (g->hidden_role != FG_ROLE_COMPUTE && unit_kind(f, it->u) != FG_BLOCK_OUTPUT) {
 		if ((rc = fg_xfer_reset(&f->hstore[cs], "activations store")) ||
 		    (rc = fg_xfer_store(&f->hstore[cs], g->hidden_role, &g->hidden_home, 0, h, hlen,
 					f->hbounce[cs].addr)))
@@ -213,51 +224,81 @@ int fg_forward_drain(struct fg_forward *f)
 	return rc;
 }
 
+/* GPU batches [k0, k1) of micro-batch gi. */
+static void group_range(const struct fg_forward *f, int64_t gi, int64_t *k0, int64_t *k1)
+{
+	*k0 = gi * f->nb / f->ngroups;
+	*k1 = (gi + 1) * f->nb / f->ngroups;
+}
+
+/* The item after (u, k) of micro-batch gi: the next GPU batch, else the next
+ * unit's first, else the next micro-batch's first unit; u = nunits: none. */
+static struct item next_item(const struct fg_forward *f, int64_t gi, const struct item *it)
+{
+	int64_t k0, k1;
+	group_range(f, gi, &k0, &k1);
+	if (it->k + 1 < k1)
+		return (struct item){ .u = it->u, .k = it->k + 1, .t = it->t + 1 };
+	if (it->u + 1 < f->nunits)
+		return (struct item){ .u = it->u + 1, .k = k0, .t = it->t + 1 };
+	if (gi + 1 < f->ngroups) {
+		group_range(f, gi + 1, &k0, &k1);
+		return (struct item){ .u = 0, .k = k0, .t = it->t + 1 };
+	}
+	return (struct item){ .u = f->nunits, .t = it->t + 1 };
+}
+
+/* One step: for each micro-batch (one, without a pipeline), for each unit,
+ * for each of its GPU batches.  A run of one unit over one micro-batch
+ * reads the unit's weights once; runs alternate between the weight slots. */
 static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logits, int32_t *top)
 {
-	const struct fg_model_config *c = f->cfg;
 	int overlap = f->env.policy.overlap;
-	int64_t t = 0;
+	int64_t t = 0, nruns = f->ngroups * f->nunits;
 	double t0;
 	int rc = 0;
 
-	for (int64_t i = 0; i < f->nb * f->bs * n; i++)
-		if (ids[i] < 0 || ids[i] >= c->vocab) {
-			FG_ERR("token id %d out of range: %s has %lld tokens", ids[i], c->name,
-			       (long long)c->vocab);
-			return -EINVAL;
-		}
 	if ((rc = fg_devtime_mark(f, FG_DEV_COMPUTE))) /* the step's start */
 		goto out;
+	if (f->pipe) {
+		fg_pipe_results(f, &logits, &top);
+		fg_pipe_step_begin(f, n, logits, top);
+	}
 	if (overlap && (rc = fg_unit_weights_load(f, 0, 0)))
 		goto out;
-	if (overlap && (rc = cache_prefetch(f, &(struct item){ 0, 0, 0 })))
+	if (overlap && (rc = cache_prefetch(f, &(struct item){ .u = 0 })))
 		goto out;
-	for (int64_t u = 0; u < f->nunits; u++) {
-		int ws = (int)(u % f->nslots);
-		for (int64_t k = 0; k < f->nb; k++, t++) {
-			struct item it = { u, k, t };
-			if (k == 0) {
-				if (!overlap && (rc = fg_unit_weights_load(f, u, ws)))
+	for (int64_t gi = 0; gi < f->ngroups; gi++) {
+		int64_t k0, k1;
+		group_range(f, gi, &k0, &k1);
+		for (int64_t u = 0; u < f->nunits; u++) {
+			int64_t ri = gi * f->nunits + u;
+			int ws = (int)(ri % f->nslots);
+			for (int64_t k = k0; k < k1; k++, t++) {
+				struct item it = { u, k, t, ws };
+				if (k == k0) {
+					if (!overlap && (rc = fg_unit_weights_load(f, u, ws)))
+						goto out;
+					/* The next run's weights go into the other slot during this one. */
+					if (overlap && ri + 1 < nruns &&
+					    (rc = fg_unit_weights_load(f, (ri + 1) % f->nunits,
+								       (ws + 1) % SLOTS)))
+						goto out;
+					t0 = fg_now();
+					rc = fg_xfer_wait(&f->wload[ws], f->stream);
+					f->stats.wait_weight_s += fg_now() - t0;
+					if (rc || (rc = fg_devtime_mark(f, FG_DEV_WAIT_WEIGHT)))
+						goto out;
+				}
+				struct item next = next_item(f, gi, &it);
+				if (overlap && next.u < f->nunits && (rc = cache_prefetch(f, &next)))
 					goto out;
-				/* Next unit's weights go into the other slot during this unit. */
-				if (overlap && u + 1 < f->nunits &&
-				    (rc = fg_unit_weights_load(f, u + 1, (ws + 1) % SLOTS)))
+				if ((rc = run_item(f, &it, ids, n, logits, top)))
 					goto out;
-				t0 = fg_now();
-				rc = fg_xfer_wait(&f->wload[ws], f->stream);
-				f->stats.wait_weight_s += fg_now() - t0;
-				if (rc || (rc = fg_devtime_mark(f, FG_DEV_WAIT_WEIGHT)))
+				if (k == k1 - 1 &&
+				    (rc = fg_backend_event_record(f->be, f->wdone[ws], f->stream)))
 					goto out;
 			}
-			struct item next = { k + 1 < f->nb ? u : u + 1, k + 1 < f->nb ? k + 1 : 0, t + 1 };
-			if (overlap && next.u < f->nunits && (rc = cache_prefetch(f, &next)))
-				goto out;
-			if ((rc = run_item(f, &it, ids, n, logits, top)))
-				goto out;
-			if (k == f->nb - 1 &&
-			    (rc = fg_backend_event_record(f->be, f->wdone[ws], f->stream)))
-				goto out;
 		}
 	}
 out:
@@ -272,9 +313,28 @@ out:
 		if (!rc)
 			rc = r;
 	}
+	/* A stage that failed mid-step leaves the others waiting: the job stops. */
+	if (f->pipe) {
+		if (rc)
+			fg_pipe_fatal(f);
+		fg_pipe_step_end(f);
+	}
 	if (!rc)
 		f->step += n;
 	return rc;
+}
+
+/* Checked before a step starts (and before the other stages are told of it). */
+static int check_ids(const struct fg_forward *f, const int32_t *ids, int64_t n)
+{
+	const struct fg_model_config *c = f->cfg;
+	for (int64_t i = 0; ids && i < f->nb * f->bs * n; i++)
+		if (ids[i] < 0 || ids[i] >= c->vocab) {
+			FG_ERR("token id %d out of range: %s has %lld tokens", ids[i], c->name,
+			       (long long)c->vocab);
+			return -EINVAL;
+		}
+	return 0;
 }
 
 int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *pad,
@@ -290,6 +350,10 @@ int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *
 			}
 			f->gb[b].pad[s] = p;
 		}
+	int rc;
+	if ((rc = check_ids(f, ids, f->plen)) ||
+	    (f->pipe && (rc = fg_pipe_step_command(f, pad, logits != NULL, top != NULL))))
+		return rc;
 	f->step = 0;
 	return step(f, ids, f->plen, logits, top);
 }
@@ -297,6 +361,10 @@ int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *
 int fg_forward_prefill_scored(struct fg_forward *f, const int32_t *ids, const int32_t *pad,
 			      float *logits, int32_t *top, fg_position_logits_fn fn, void *arg)
 {
+	if (f->pipe) {
+		FG_ERR("scoring prompt positions (echo, prompt log-probabilities) does not run in a pipeline of stages yet: run it in one process");
+		return -ENOTSUP;
+	}
 	f->score_fn = fn;
 	f->score_arg = arg;
 	int rc = fg_forward_prefill(f, ids, pad, logits, top);
@@ -312,6 +380,10 @@ int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, i
 		       (long long)f->total);
 		return -EINVAL;
 	}
+	int rc;
+	if ((rc = check_ids(f, ids, 1)) ||
+	    (f->pipe && (rc = fg_pipe_step_command(f, NULL, logits != NULL, top != NULL))))
+		return rc;
 	return step(f, ids, 1, logits, top);
 }
 

@@ -14,6 +14,7 @@
 #include <fgcore/codec.h>
 #include <fgcore/compute.h>
 #include <fgcore/storage.h>
+#include <fgcore/transport.h>
 #include "core/plugin/elf_check.h"
 #include "core/plugin/loader.h"
 #include "core/util/fileio.h"
@@ -37,6 +38,8 @@ const char *fg_plugin_kind_name(uint32_t kind)
 		return "compute";
 	case FG_PLUGIN_CODEC:
 		return "codec";
+	case FG_PLUGIN_TRANSPORT:
+		return "transport";
 	default:
 		return "?";
 	}
@@ -221,6 +224,19 @@ static const char *fg_codec_missing(const struct fg_codec_ops *o, uint32_t abi)
 	return NULL;
 }
 
+static const char *fg_transport_missing(const struct fg_transport_ops *o)
+{
+	const char *names[] = { "open", "close", "isend", "irecv", "test", "cancel", "abort" };
+	const void *hooks[] = { (const void *)o->open, (const void *)o->close,
+				(const void *)o->isend, (const void *)o->irecv,
+				(const void *)o->test, (const void *)o->cancel,
+				(const void *)o->abort };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!hooks[i])
+			return names[i];
+	return NULL;
+}
+
 static size_t fg_option_size(enum fg_option_type t, size_t *align)
 {
 	switch (t) {
@@ -352,10 +368,10 @@ static int fg_check_plugin(const char *path, const struct fg_plugin *p, uint32_t
 		return -ENOTSUP;
 	}
 	if (p->kind != FG_PLUGIN_STORAGE && p->kind != FG_PLUGIN_COMPUTE &&
-	    p->kind != FG_PLUGIN_CODEC) {
-		FG_ERR("%s: unknown plugin kind %u: a plugin is of kind %d (storage), %d (compute) "
-		       "or %d (codec)", path, p->kind, FG_PLUGIN_STORAGE, FG_PLUGIN_COMPUTE,
-		       FG_PLUGIN_CODEC);
+	    p->kind != FG_PLUGIN_CODEC && p->kind != FG_PLUGIN_TRANSPORT) {
+		FG_ERR("%s: unknown plugin kind %u: a plugin is of kind %d (storage), %d (compute), "
+		       "%d (codec) or %d (transport)", path, p->kind, FG_PLUGIN_STORAGE,
+		       FG_PLUGIN_COMPUTE, FG_PLUGIN_CODEC, FG_PLUGIN_TRANSPORT);
 		return -ENOTSUP;
 	}
 	if (want_kind != 0 && p->kind != want_kind) {
@@ -434,6 +450,9 @@ static int fg_check_plugin(const char *path, const struct fg_plugin *p, uint32_t
 		break;
 	case FG_PLUGIN_CODEC:
 		missing = fg_codec_missing(p->ops, p->abi_version);
+		break;
+	case FG_PLUGIN_TRANSPORT:
+		missing = fg_transport_missing(p->ops);
 		break;
 	}
 	if (missing) {

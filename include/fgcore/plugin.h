@@ -42,6 +42,7 @@ enum fg_plugin_kind {
 	FG_PLUGIN_STORAGE = 1,
 	FG_PLUGIN_COMPUTE = 2,
 	FG_PLUGIN_CODEC = 3,
+	FG_PLUGIN_TRANSPORT = 4, /* fgcore/transport.h: messages between pipeline ranks */
 };
 
 enum fg_log_level {
@@ -96,7 +97,7 @@ struct fg_plugin {
 	const char *name;         /* must equal the file's base name and the `plugin =` value */
 	const char *description;  /* one line */
 	int (*probe)(const struct fg_host *host); /* optional: 0 unusable here, >0 usable */
-	const void *ops;          /* struct fg_storage_ops / fg_compute_ops / fg_codec_ops */
+	const void *ops;          /* struct fg_storage_ops / fg_compute_ops / fg_codec_ops / fg_transport_ops */
 	const struct fg_option *options; /* optional: terminated by { .key = NULL } */
 	size_t opts_size;         /* bytes of the options struct (0 when no options) */
 	const char *capabilities; /* optional: comma-separated words, e.g. "async,o_direct" */

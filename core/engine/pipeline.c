@@ -1,0 +1,499 @@
+/* core/engine/pipeline.c - a pipeline stage's side of the forward pass.
+ *
+ * Rank 0 owns the requests: its fg_forward_new / prefill / decode / free
+ * send the same command to every other rank first, whose worker loop
+ * (fg_pipe_worker) makes the same call on its own stage.  Within a step,
+ * each stage receives a GPU batch's activations from the previous stage
+ * before its first unit and sends them to the next after its last one; the
+ * last stage sends each GPU batch's greedy tokens (and logits, when asked)
+ * to rank 0.  Transfers are non-blocking and posted ahead (every receive of
+ * a step at its start), so a stage computes micro-batch g while g - 1
+ * travels on.  Activations go through host buffers, or stay in GPU memory
+ * with a transport that moves device memory (nccl).
+ *
+ * A run that a stage cannot make is refused on every stage (fg_pipe_agree).
+ * A stage failing mid-step, or a wait running past [distributed] timeout,
+ * stops the job: one line naming the rank, then every rank exits. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dist/dist.h"
+#include "core/engine/engine.h"
+#include "core/engine/forward_int.h"
+#include "core/engine/pipeline.h"
+#include "core/util/clock.h"
+#include "core/util/error.h"
+
+enum { CMD_NEW = 1, CMD_PREFILL, CMD_DECODE, CMD_FREE, CMD_EXIT };
+enum { WANT_TOP = 1, WANT_LOGITS = 2 };
+enum {
+	TAG_CMD = 1, TAG_PAD = 2, TAG_STATUS = 3, TAG_VERDICT = 4,
+	TAG_HIDDEN = 16, TAG_TOP = 8192, TAG_LOGITS = 16384, /* + GPU batch (< 4096) */
+};
+
+struct pipe_cmd {
+	int32_t op, want;
+	int64_t nb, bs, plen, glen;
+};
+
+struct pipe_status {
+	int32_t rc;
+	char text[2044];
+};
+
+struct fg_pipe_run {
+	struct fg_dist *d;
+	int rank, size, device;  /* device: activations move in compute-tier memory */
+	int want;                /* this step's WANT_* */
+	int64_t n;               /* tokens of this step */
+	uint64_t stride;         /* bytes of one GPU batch's activation buffer */
+	struct fg_region rbuf, sbuf; /* host staging: received / sent activations */
+	void **rreq, **sreq, **treq, **lreq; /* per GPU batch */
+	int32_t *top;            /* the last stage's results (not rank 0) */
+	float *logits;
+	double t_step, wall;     /* this step's start; seconds inside steps */
+	int64_t steps;
+};
+
+static const char *cmd_name(int op)
+{
+	static const char *const names[] = { "?", "new run", "prefill", "decode", "free", "exit" };
+	return op > 0 && op <= CMD_EXIT ? names[op] : names[0];
+}
+
+/* Every failure in here ends the job: one line, every rank stops. */
+static void fatal(struct fg_dist *d)
+{
+	const char *e = fg_last_error();
+	if (strncmp(e, "rank ", 5) != 0) {
+		char line[1024];
+		snprintf(line, sizeof(line), "%s", e);
+		FG_ERR("rank %d: %s", d->info.rank, line);
+	}
+	fg_dist_fatal(d);
+}
+
+static void wait_or_die(struct fg_dist *d, void **req, double timeout, int peer, const char *what)
+{
+	if (fg_dist_wait(d, req, timeout, peer, what))
+		fatal(d);
+}
+
+static void send_or_die(struct fg_dist *d, int peer, int tag, const void *buf, size_t len,
+			const char *what)
+{
+	void *req = NULL;
+	if (fg_dist_isend(d, peer, tag, buf, len, FG_TRANSPORT_HOST, NULL, &req))
+		fatal(d);
+	wait_or_die(d, &req, d->timeout, peer, what);
+}
+
+static void recv_or_die(struct fg_dist *d, int peer, int tag, void *buf, size_t len,
+			double timeout, const char *what)
+{
+	void *req = NULL;
+	if (fg_dist_irecv(d, peer, tag, buf, len, FG_TRANSPORT_HOST, NULL, &req))
+		fatal(d);
+	wait_or_die(d, &req, timeout, peer, what);
+}
+
+static void send_command(struct fg_dist *d, const struct pipe_cmd *c, const int32_t *pad,
+			 size_t npad)
+{
+	for (int r = 1; r < d->info.size; r++) {
+		send_or_die(d, r, TAG_CMD, c, sizeof(*c), "command");
+		if (pad)
+			send_or_die(d, r, TAG_PAD, pad, npad * sizeof(int32_t), "paddings");
+	}
+}
+
+/* ---- agreeing ------------------------------------------------------------- */
+
+/* The first line of `a` that `b` does not have, as "key value". */
+static int differ(const char *a, const char *b, char *out, size_t n)
+{
+	while (*a || *b) {
+		size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+		if (la != lb || memcmp(a, b, la) != 0) {
+			snprintf(out, n, "%.*s there, %.*s on rank 0", (int)la, a, (int)lb, b);
+			return 1;
+		}
+		a += la + (a[la] == '\n');
+		b += lb + (b[lb] == '\n');
+	}
+	return 0;
+}
+
+/* Workers send (rc, text) to rank 0, which decides for all: the first
+ * failure, or with `compare` the first worker whose text differs from
+ * rank 0's.  Workers return -ECANCELED when the verdict is a failure (rank 0
+ * reports it), rank 0 the failure with a line naming the rank. */
+static int agree(struct fg_dist *d, int rc, const char *text, int compare)
+{
+	struct pipe_status st = { .rc = rc };
+	double to = d->timeout;
+
+	if (d->info.rank != 0) {
+		snprintf(st.text, sizeof(st.text), "%s", rc ? fg_last_error() : text ? text : "");
+		send_or_die(d, 0, TAG_STATUS, &st, sizeof(st), "status");
+		recv_or_die(d, 0, TAG_VERDICT, &st, sizeof(st), to, "verdict");
+		return st.rc ? -ECANCELED : 0;
+	}
+	struct pipe_status verdict = { .rc = rc };
+	for (int r = 1; r < d->info.size; r++) {
+		char why[1024];
+		recv_or_die(d, r, TAG_STATUS, &st, sizeof(st), to, "status");
+		if (verdict.rc)
+			continue;
+		if (st.rc) {
+			st.text[sizeof(st.text) - 1] = '\0';
+			FG_ERR("rank %d: %s", r, st.text);
+			verdict.rc = st.rc;
+		} else if (compare && differ(st.text, text, why, sizeof(why))) {
+			FG_ERR("rank %d: configuration differs from rank 0's: %s: every rank needs the same build, model, batch shape and [distributed] keys (stages differ only in [distributed] percent)",
+			       r, why);
+			verdict.rc = -EINVAL;
+		}
+	}
+	for (int r = 1; r < d->info.size; r++)
+		send_or_die(d, r, TAG_VERDICT, &verdict, sizeof(verdict), "verdict");
+	return verdict.rc;
+}
+
+int fg_pipe_agree(struct fg_dist *d, int rc)
+{
+	return agree(d, rc, NULL, 0);
+}
+
+int fg_pipe_agree_config(struct fg_dist *d, int rc, const char *fingerprint)
+{
+	return agree(d, rc, fingerprint, 1);
+}
+
+/* ---- rank 0's commands ------------------------------------------------------ */
+
+int fg_pipe_announce_new(const struct fg_forward_env *env, int64_t prompt_len, int64_t gen_len)
+{
+	struct pipe_cmd c = { .op = CMD_NEW, .nb = env->policy.num_gpu_batches,
+			      .bs = env->policy.gpu_batch_size, .plen = prompt_len,
+			      .glen = gen_len };
+	if (env->dist->info.rank == 0)
+		send_command(env->dist, &c, NULL, 0);
+	return 0;
+}
+
+int fg_pipe_step_command(struct fg_forward *f, const int32_t *pad, int want_logits, int want_top)
+{
+	struct fg_pipe_run *p = f->pipe;
+	struct pipe_cmd c = { .op = pad ? CMD_PREFILL : CMD_DECODE,
+			      .want = (want_top ? WANT_TOP : 0) | (want_logits ? WANT_LOGITS : 0) };
+
+	if (p->rank == 0)
+		send_command(p->d, &c, pad, pad ? (size_t)(f->nb * f->bs) : 0);
+	return 0;
+}
+
+/* ---- a run's buffers --------------------------------------------------------- */
+
+int fg_pipe_has_prev(const struct fg_forward *f)
+{
+	return f->pipe->rank > 0;
+}
+
+int fg_pipe_has_next(const struct fg_forward *f)
+{
+	return f->pipe->rank < f->pipe->size - 1;
+}
+
+static int host_alloc(struct fg_forward *f, uint64_t size, struct fg_region *r, const char *what)
+{
+	char hint[128];
+	if (!size)
+		return 0;
+	snprintf(hint, sizeof(hint), "(%s) a smaller gpu_batch_size x num_gpu_batches or shorter prompts would fit", what);
+	int rc = fg_tier_alloc_hint(f->tier[FG_ROLE_HOST], size, r, hint);
+	if (!rc && !r->addr) {
+		fg_tier_free(f->tier[FG_ROLE_HOST], r);
+		FG_ERR("pipeline: [tier.host] gave no address for %s: use a host-memory tier (pinned_host)", what);
+		return -EINVAL;
+	}
+	return rc;
+}
+
+int fg_pipe_run_new(struct fg_forward *f)
+{
+	struct fg_dist *d = f->env.dist;
+	struct fg_pipe_run *p = calloc(1, sizeof(*p));
+	size_t nb = (size_t)f->nb;
+	int all_act_on_compute = f->plan.acount[FG_ROLE_COMPUTE] == f->nb;
+	int rc;
+
+	if (!p) {
+		FG_ERR("pipeline: out of memory");
+		return -ENOMEM;
+	}
+	f->pipe = p;
+	p->d = d;
+	p->rank = d->info.rank;
+	p->size = d->info.size;
+	p->device = (d->info.mem & FG_TRANSPORT_DEVICE) && f->mv.device && all_act_on_compute;
+	p->stride = f->plan.hidden;
+	/* FlexGen's inner iterations: by default as many micro-batches as stages. */
+	f->ngroups = d->micro ? d->micro : p->size;
+	f->ngroups = f->ngroups < f->nb ? f->ngroups : f->nb;
+	p->rreq = calloc(nb, sizeof(void *));
+	p->sreq = calloc(nb, sizeof(void *));
+	p->treq = calloc(nb, sizeof(void *));
+	p->lreq = calloc(nb, sizeof(void *));
+	if (!p->rreq || !p->sreq || !p->treq || !p->lreq) {
+		FG_ERR("pipeline: out of memory");
+		return -ENOMEM;
+	}
+	if (!p->device && fg_pipe_has_prev(f) &&
+	    (rc = host_alloc(f, nb * p->stride, &p->rbuf, "activations received")))
+		return rc;
+	if (!p->device && fg_pipe_has_next(f) &&
+	    (rc = host_alloc(f, nb * p->stride, &p->sbuf, "activations sent")))
+		return rc;
+	if (p->rank != 0 && !fg_pipe_has_next(f)) {
+		size_t rows = nb * (size_t)f->bs;
+		p->top = malloc(rows * sizeof(int32_t));
+		p->logits = malloc(rows * (size_t)f->cfg->vocab * sizeof(float));
+		if (!p->top || !p->logits) {
+			FG_ERR("pipeline: out of memory for the results of %zu sequences", rows);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+void fg_pipe_run_free(struct fg_forward *f)
+{
+	struct fg_pipe_run *p = f->pipe;
+	if (p->rank == 0) {
+		struct pipe_cmd c = { .op = CMD_FREE };
+		send_command(p->d, &c, NULL, 0);
+	}
+	/* What the pipeline left idle on this stage (bench/RESULTS.md). */
+	if (p->steps)
+		FG_LOG(FG_LOG_INFO, "pipeline stage %d of %d: %lld steps in %.3f s, %.3f s (%.1f%%) waiting for other stages",
+		       p->rank, p->size, (long long)p->steps, p->wall, f->stats.wait_stage_s,
+		       p->wall > 0 ? 100.0 * f->stats.wait_stage_s / p->wall : 0.0);
+	if (p->rbuf.size)
+		fg_tier_free(f->tier[FG_ROLE_HOST], &p->rbuf);
+	if (p->sbuf.size)
+		fg_tier_free(f->tier[FG_ROLE_HOST], &p->sbuf);
+	free(p->rreq);
+	free(p->sreq);
+	free(p->treq);
+	free(p->lreq);
+	free(p->top);
+	free(p->logits);
+	free(p);
+	f->pipe = NULL;
+}
+
+/* ---- a step ------------------------------------------------------------------- */
+
+void fg_pipe_results(struct fg_forward *f, float **logits, int32_t **top)
+{
+	struct fg_pipe_run *p = f->pipe;
+	if (p->rank == 0)
+		return;
+	*logits = p->top && (p->want & WANT_LOGITS) ? p->logits : NULL;
+	*top = p->top && (p->want & WANT_TOP) ? p->top : NULL;
+}
+
+static size_t hidden_len(const struct fg_forward *f, int64_t n)
+{
+	return (size_t)(f->bs * n * f->cfg->hidden) * f->asz;
+}
+
+void fg_pipe_step_begin(struct fg_forward *f, int64_t n, float *logits, int32_t *top)
+{
+	struct fg_pipe_run *p = f->pipe;
+	struct fg_dist *d = p->d;
+	int last = p->size - 1;
+
+	p->n = n;
+	p->t_step = fg_now();
+	if (!p->device && fg_pipe_has_prev(f))
+		for (int64_t k = 0; k < f->nb; k++)
+			if (fg_dist_irecv(d, p->rank - 1, TAG_HIDDEN + (int)k,
+					  (char *)p->rbuf.addr + (uint64_t)k * p->stride,
+					  hidden_len(f, n), FG_TRANSPORT_HOST, NULL, &p->rreq[k]))
+				fatal(d);
+	if (p->rank != 0 || !fg_pipe_has_next(f))
+		return;
+	/* Rank 0: the last stage's results land in the caller's arrays. */
+	for (int64_t k = 0; k < f->nb; k++) {
+		if (top && fg_dist_irecv(d, last, TAG_TOP + (int)k, top + k * f->bs,
+					 (size_t)f->bs * sizeof(int32_t), FG_TRANSPORT_HOST, NULL,
+					 &p->treq[k]))
+			fatal(d);
+		if (logits &&
+		    fg_dist_irecv(d, last, TAG_LOGITS + (int)k, logits + k * f->bs * f->cfg->vocab,
+				  (size_t)(f->bs * f->cfg->vocab) * sizeof(float), FG_TRANSPORT_HOST,
+				  NULL, &p->lreq[k]))
+			fatal(d);
+	}
+}
+
+void fg_pipe_recv_hidden(struct fg_forward *f, int64_t k, void *h, size_t len)
+{
+	struct fg_pipe_run *p = f->pipe;
+	struct fg_dist *d = p->d;
+	double t0 = fg_now();
+
+	if (p->device) {
+		/* Stream-ordered: the compute after it waits for the bytes on the GPU. */
+		if (fg_dist_irecv(d, p->rank - 1, TAG_HIDDEN + (int)k, h, len, FG_TRANSPORT_DEVICE,
+				  f->stream, &p->rreq[k]))
+			fatal(d);
+		return;
+	}
+	wait_or_die(d, &p->rreq[k], d->timeout, p->rank - 1, "activations");
+	if (fg_backend_copy(f->be, f->stream, h, (char *)p->rbuf.addr + (uint64_t)k * p->stride, len))
+		fatal(d);
+	f->stats.wait_stage_s += fg_now() - t0;
+	f->stats.hidden_bytes += len;
+}
+
+void fg_pipe_send_hidden(struct fg_forward *f, int64_t k, const void *h, size_t len)
+{
+	struct fg_pipe_run *p = f->pipe;
+	struct fg_dist *d = p->d;
+	void *sb = p->device ? (void *)h : (char *)p->sbuf.addr + (uint64_t)k * p->stride;
+
+	if (!p->device && (fg_backend_copy(f->be, f->stream, sb, h, len) ||
+			   fg_backend_stream_sync(f->be, f->stream)))
+		fatal(d);
+	if (fg_dist_isend(d, p->rank + 1, TAG_HIDDEN + (int)k, sb, len,
+			  p->device ? FG_TRANSPORT_DEVICE : FG_TRANSPORT_HOST, f->stream, &p->sreq[k]))
+		fatal(d);
+	f->stats.hidden_bytes += len;
+}
+
+void fg_pipe_send_results(struct fg_forward *f, int64_t k)
+{
+	struct fg_pipe_run *p = f->pipe;
+	struct fg_dist *d = p->d;
+
+	if (p->rank == 0)
+		return; /* one stage holds everything: the results are already in place */
+	if ((p->want & WANT_TOP) &&
+	    fg_dist_isend(d, 0, TAG_TOP + (int)k, p->top + k * f->bs, (size_t)f->bs * sizeof(int32_t),
+			  FG_TRANSPORT_HOST, NULL, &p->treq[k]))
+		fatal(d);
+	if ((p->want & WANT_LOGITS) &&
+	    fg_dist_isend(d, 0, TAG_LOGITS + (int)k, p->logits + k * f->bs * f->cfg->vocab,
+			  (size_t)(f->bs * f->cfg->vocab) * sizeof(float), FG_TRANSPORT_HOST, NULL,
+			  &p->lreq[k]))
+		fatal(d);
+}
+
+void fg_pipe_step_end(struct fg_forward *f)
+{
+	struct fg_pipe_run *p = f->pipe;
+	struct fg_dist *d = p->d;
+	double t0 = fg_now();
+
+	for (int64_t k = 0; k < f->nb; k++) {
+		int res_peer = p->rank == 0 ? p->size - 1 : 0;
+		wait_or_die(d, &p->rreq[k], d->timeout, p->rank - 1, "activations");
+		wait_or_die(d, &p->sreq[k], d->timeout, p->rank + 1, "receipt of activations");
+		wait_or_die(d, &p->treq[k], d->timeout, res_peer, "tokens");
+		wait_or_die(d, &p->lreq[k], d->timeout, res_peer, "logits");
+	}
+	f->stats.wait_stage_s += fg_now() - t0;
+	p->wall += fg_now() - p->t_step;
+	p->steps++;
+}
+
+void fg_pipe_fatal(struct fg_forward *f)
+{
+	fatal(f->pipe->d);
+}
+
+/* ---- the other ranks ------------------------------------------------------------ */
+
+int fg_pipe_close(struct fg_dist *d)
+{
+	if (d->info.rank == 0) {
+		struct pipe_cmd c = { .op = CMD_EXIT };
+		send_command(d, &c, NULL, 0);
+	}
+	return 0;
+}
+
+int fg_pipe_worker(struct fg_engine *e)
+{
+	struct fg_dist *d = e->dist;
+	struct fg_forward *f = NULL;
+	int32_t *pad = NULL;
+	int rc = 0;
+
+	for (;;) {
+		struct pipe_cmd c;
+		/* Rank 0 may take its time between batches (reading input, serving
+		 * requests): this wait has no limit; a rank that dies ends the job
+		 * through the launcher. */
+		recv_or_die(d, 0, TAG_CMD, &c, sizeof(c), -1, "command");
+		switch (c.op) {
+		case CMD_NEW: {
+			struct fg_forward_env env;
+			if (f)
+				fg_forward_free(f);
+			f = NULL;
+			if (c.nb < 1 || c.bs < 1 || c.nb > 4096 || c.bs > 65536 || c.plen < 1) {
+				FG_ERR("rank %d: rank 0 asked for a %lld x %lld run of %lld tokens: not a run this stage makes",
+				       d->info.rank, (long long)c.nb, (long long)c.bs, (long long)c.plen);
+				fatal(d);
+			}
+			fg_engine_forward_env(e, c.nb, &env);
+			env.policy.gpu_batch_size = c.bs;
+			free(pad);
+			pad = malloc((size_t)(c.nb * c.bs) * sizeof(int32_t));
+			if (!pad) {
+				FG_ERR("rank %d: out of memory", d->info.rank);
+				fatal(d);
+			}
+			/* fg_forward_new agrees with the other stages on its outcome. */
+			if (fg_forward_new(&f, &env, c.plen, c.glen))
+				f = NULL;
+			break;
+		}
+		case CMD_PREFILL:
+		case CMD_DECODE:
+			if (!f) {
+				FG_ERR("rank %d: rank 0 asked for a %s without a run", d->info.rank,
+				       cmd_name(c.op));
+				fatal(d);
+			}
+			f->pipe->want = c.want;
+			if (c.op == CMD_PREFILL) {
+				recv_or_die(d, 0, TAG_PAD, pad, (size_t)(f->nb * f->bs) * sizeof(int32_t),
+					    d->timeout, "paddings");
+				rc = fg_forward_prefill(f, NULL, pad, NULL, NULL);
+			} else {
+				rc = fg_forward_decode(f, NULL, NULL, NULL);
+			}
+			if (rc)
+				fatal(d);
+			break;
+		case CMD_FREE:
+			fg_forward_free(f);
+			f = NULL;
+			break;
+		case CMD_EXIT:
+			fg_forward_free(f);
+			free(pad);
+			return 0;
+		default:
+			FG_ERR("rank %d: unknown command %d from rank 0", d->info.rank, c.op);
+			fatal(d);
+		}
+	}
+}

@@ -1,0 +1,142 @@
+#!/bin/sh
+# tests/test_pipeline.sh - pipeline stages over MPI on the CPU backend:
+# `mpirun -np 2` and `-np 3` give exactly the one-process output of generate
+# (greedy) and run-batch (greedy and seeded sampling) on the trained OPT and
+# Llama checkpoints, with each stage's own offloading policy (weights, cache
+# and activations on the host and disk tiers); mismatched configurations and
+# a killed rank stop the job with a line naming the rank, within bounded time.
+set -u
+fg="$FGCORE_BUILDDIR/fgcore"
+td=${FGCORE_TESTDATA:-}
+if [ ! -e "$FGCORE_BUILDDIR/plugins/transport/mpi.la" ]; then
+	echo "SKIP: fgcore was configured without MPI (no mpi transport plugin)"
+	exit 77
+fi
+if [ -z "$td" ]; then
+	echo "SKIP: FGCORE_TESTDATA is not set"
+	exit 77
+fi
+command -v mpirun >/dev/null || { echo "FAIL: the mpi plugin is built but mpirun is not on PATH (Debian: openmpi-bin)"; exit 1; }
+for m in opt/opt-py-128x4 llama/llama-py-128x4; do
+	[ -f "$td/$m/config.json" ] || { echo "FAIL: $td/$m is missing"; exit 1; }
+done
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/fgcore-pipe-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+die() { echo "FAIL: $*"; fail=1; }
+
+# Open MPI in a container: no network transports, no cross-memory attach
+# (ptrace is often forbidden), no core binding on 2 shared cores; as root
+# (CI), mpirun wants to be told.
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+export OMPI_MCA_pml=ob1 OMPI_MCA_osc=pt2pt
+# Under AddressSanitizer: Open MPI keeps what it allocates until exit, in
+# modules it would unload; keep them loaded so these suppressions name them.
+export OMPI_MCA_mca_base_component_disable_dlclose=1
+printf 'leak:%s\n' libmpi.so libopen-pal.so libopen-rte.so libpmix.so libevent libhwloc mca_ \
+	> "$tmp/lsan.supp"
+export LSAN_OPTIONS="suppressions=$tmp/lsan.supp:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+mpi="mpirun --oversubscribe -x FGCORE_PLUGIN_PATH -x LSAN_OPTIONS"
+for v in ASAN_OPTIONS UBSAN_OPTIONS; do eval "[ -n \"\${$v:-}\" ]" && mpi="$mpi -x $v"; done
+[ "$(id -u)" = 0 ] && mpi="$mpi --allow-run-as-root"
+run_np() { np=$1; shift; timeout 120 $mpi -np "$np" "$@"; }
+
+# Each rank's OpenBLAS on one thread: the ranks share two cores.
+base="-o compute.threads=1 -o tier.disk.dir=$tmp -o distributed.timeout=30"
+prompts="$tmp/prompts.txt"
+printf '%s\n' "def main():" "import os" "for i in range(10):" "class Foo(object):" \
+	"return x +" > "$prompts"
+
+# generate, greedy: 5 prompts over 3 GPU batches of 2 (one row padding).
+check_generate() {
+	name=$1; shift
+	m="-o model.path=$td/$name $base -o policy.gpu_batch_size=2 -o policy.num_gpu_batches=3"
+	g="generate --prompt-file $prompts --max-new-tokens 12"
+	"$fg" $m $g > "$tmp/one.txt" 2>"$tmp/err" || { die "$name one process: $(cat "$tmp/err")"; return; }
+	[ -s "$tmp/one.txt" ] || die "$name: no output"
+	run_np 2 "$fg" $m $g > "$tmp/two.txt" 2>"$tmp/err" || die "$name -np 2: $(cat "$tmp/err")"
+	cmp -s "$tmp/one.txt" "$tmp/two.txt" || die "$name -np 2 output differs: $(diff "$tmp/one.txt" "$tmp/two.txt" | head -5)"
+	# Three stages of 1, 2, 1 layers, each with its own tiers: stage 0 all on
+	# the compute tier, stage 1 weights and cache over host and disk with
+	# activations on the host, stage 2 weights on the disk, activations too.
+	pct="100 0 100 0 100 0 | 20 40 50 30 0 100 | 0 0 0 100 0 0"
+	run_np 3 "$fg" $m -o distributed.layers=1,2,1 -o "distributed.percent=$pct" $g \
+		> "$tmp/three.txt" 2>"$tmp/err" || die "$name -np 3: $(cat "$tmp/err")"
+	cmp -s "$tmp/one.txt" "$tmp/three.txt" || die "$name -np 3 output differs: $(diff "$tmp/one.txt" "$tmp/three.txt" | head -5)"
+	# The finest overlap: every GPU batch its own micro-batch, no sep_layer, no overlap.
+	run_np 2 "$fg" $m -o distributed.micro_batches=3 -o policy.sep_layer=false \
+		-o policy.overlap=false -o "distributed.percent=0 100 0 100 0 100 | 50 50 100 0 100 0" $g \
+		> "$tmp/two.txt" 2>"$tmp/err" || die "$name -np 2 micro-batches: $(cat "$tmp/err")"
+	cmp -s "$tmp/one.txt" "$tmp/two.txt" || die "$name -np 2 micro-batches output differs"
+}
+check_generate opt/opt-py-128x4
+check_generate llama/llama-py-128x4
+
+# run-batch: greedy and seeded sampled requests (logits cross the pipeline).
+m="-o model.path=$td/opt/opt-py-128x4 $base -o policy.gpu_batch_size=2 -o policy.num_gpu_batches=2"
+cat > "$tmp/in.jsonl" <<'EOF'
+{"custom_id": "a", "prompt": "def add(a, b):", "max_tokens": 10}
+{"custom_id": "b", "prompt": "import sys", "max_tokens": 6, "temperature": 0.8, "seed": 7}
+{"custom_id": "c", "prompt": "while True:", "max_tokens": 9, "top_k": 5, "temperature": 1.2, "seed": 3}
+{"custom_id": "d", "prompt": "x = [", "max_tokens": 4}
+{"custom_id": "e", "prompt": "print(", "max_tokens": 8, "temperature": 0.5, "seed": 11}
+EOF
+"$fg" $m run-batch --input "$tmp/in.jsonl" --output "$tmp/one.jsonl" 2>"$tmp/err" || die "run-batch one process: $(cat "$tmp/err")"
+[ "$(wc -l < "$tmp/one.jsonl")" -eq 5 ] || die "run-batch: 5 records expected"
+run_np 2 "$fg" $m run-batch --input "$tmp/in.jsonl" --output "$tmp/two.jsonl" 2>"$tmp/err" || die "run-batch -np 2: $(cat "$tmp/err")"
+cmp -s "$tmp/one.jsonl" "$tmp/two.jsonl" || die "run-batch -np 2 differs: $(diff "$tmp/one.jsonl" "$tmp/two.jsonl" | head -4)"
+run_np 3 "$fg" $m -o "distributed.percent=50 50 100 0 100 0 | 100 0 0 100 100 0 | 0 0 100 0 0 100" \
+	run-batch --input "$tmp/in.jsonl" --output "$tmp/three.jsonl" 2>"$tmp/err" || die "run-batch -np 3: $(cat "$tmp/err")"
+cmp -s "$tmp/one.jsonl" "$tmp/three.jsonl" || die "run-batch -np 3 differs: $(diff "$tmp/one.jsonl" "$tmp/three.jsonl" | head -4)"
+
+# Mismatched configurations (one rank with another batch shape): one line
+# naming the rank, every rank stops, non-zero exit.
+g="generate --prompt x --max-new-tokens 2"
+timeout 120 $mpi -np 1 "$fg" $m $g : -np 1 "$fg" $m -o policy.gpu_batch_size=3 $g \
+	> "$tmp/out" 2>"$tmp/err" && die "mismatched ranks: exit 0"
+grep -q "fgcore: rank 1: configuration differs from rank 0's: \[policy\] gpu_batch_size 3 there, \[policy\] gpu_batch_size 2 on rank 0" "$tmp/err" ||
+	die "mismatched ranks: $(cat "$tmp/err")"
+[ "$(grep -c '^fgcore:' "$tmp/err")" -eq 1 ] || die "mismatched ranks: not one line: $(cat "$tmp/err")"
+run_np 2 "$fg" $m -o distributed.layers=1,2 $g > "$tmp/out" 2>"$tmp/err" && die "layers 1,2 of 4 accepted"
+grep -q "distributed\] layers \"1,2\": 2 stages of 3 layers" "$tmp/err" || die "bad layers: $(cat "$tmp/err")"
+run_np 2 "$fg" $m -o "distributed.percent=100 0 100 0 100 0" $g > "$tmp/out" 2>"$tmp/err" && die "one percent for 2 stages accepted"
+grep -q "distributed\] percent" "$tmp/err" || die "bad percent: $(cat "$tmp/err")"
+# Scoring prompt positions (echo with logprobs) is refused in a pipeline,
+# request by request, not computed wrong.
+echo '{"custom_id": "s", "prompt": "a = 1", "max_tokens": 1, "echo": true, "logprobs": 1}' > "$tmp/echo.jsonl"
+run_np 2 "$fg" $m run-batch --input "$tmp/echo.jsonl" --output "$tmp/echo.out" 2>"$tmp/err"
+grep -q "does not run in a pipeline" "$tmp/echo.out" || die "echo in a pipeline: $(cat "$tmp/err" "$tmp/echo.out" 2>/dev/null)"
+# A rank killed mid-job: the job ends, non-zero, naming the rank, in bounded time.
+t0=$(date +%s)
+export FGCORE_PIPE_TEST=$$
+timeout 120 $mpi -x FGCORE_PIPE_TEST -np 2 "$fg" $base -o model.path=dummy:opt-125m -o bench.prompt_len=16 \
+	-o bench.gen_len=2000 -o policy.gpu_batch_size=1 -o bench.warmup=false bench \
+	> "$tmp/out" 2>"$tmp/err" &
+job=$!
+victim=
+for i in $(seq 1 300); do
+	for p in $(pgrep -f fgcore); do
+		env=$({ tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null) || continue
+		case "$env" in *"FGCORE_PIPE_TEST=$$"*) ;; *) continue ;; esac
+		echo "$env" | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$p
+	done
+	[ -n "$victim" ] && break
+	sleep 0.1
+done
+if [ -z "$victim" ]; then
+	die "killed rank: no rank 1 process found"
+	kill "$job" 2>/dev/null
+else
+	sleep 3 # into the generation
+	kill -9 "$victim"
+	wait "$job"
+	rc=$?
+	t1=$(date +%s)
+	[ "$rc" -ne 0 ] || die "killed rank: exit 0"
+	[ "$rc" -ne 124 ] || die "killed rank: the job hung until timeout(1) stopped it"
+	[ $((t1 - t0)) -le 60 ] || die "killed rank: the job took $((t1 - t0)) s to stop"
+	grep -q "rank 1" "$tmp/err" || die "killed rank: no line names rank 1: $(cat "$tmp/err")"
+	cat "$tmp/err"
+fi
+exit $fail
