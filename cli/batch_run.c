@@ -55,10 +55,11 @@ static void run_one(struct fg_engine *e, const struct fg_request *req, struct fg
  * requests it accepted as ceil(live / gpu_batch_size) GPU batches of equal
  * rows, every prompt left-padded to the longest, and decodes until the
  * longest completion ends. */
-static void account(const struct fg_engine *e, struct fg_result *const *res, size_t cnt,
-		    struct fg_batch_stats *st)
+static void account(const struct fg_engine *e, const struct fg_request *const *req,
+		    struct fg_result *const *res, size_t cnt, struct fg_batch_stats *st)
 {
 	uint64_t live = 0, plen = 0, out = 0, useful = 0, gen = 0;
+	int runs = 0;
 	int64_t bs = e->policy.gpu_batch_size > 0 ? e->policy.gpu_batch_size : 1;
 
 	for (size_t k = 0; k < cnt; k++) {
@@ -66,6 +67,7 @@ static void account(const struct fg_engine *e, struct fg_result *const *res, siz
 		if (r->finish_reason == FG_FINISH_ERROR)
 			continue;
 		live++;
+		runs |= req[k]->max_new_tokens > 0 || req[k]->score_prompt;
 		if (r->n_prompt_tokens > plen)
 			plen = r->n_prompt_tokens;
 		if (r->n_tokens > out)
@@ -75,7 +77,7 @@ static void account(const struct fg_engine *e, struct fg_result *const *res, siz
 	}
 	st->batches++;
 	st->generated += gen;
-	if (!live)
+	if (!runs) /* nothing to generate or score: the engine skips the batch */
 		return;
 	uint64_t nb = (live + (uint64_t)bs - 1) / (uint64_t)bs, rows = (live + nb - 1) / nb * nb;
 	st->computed += rows * (plen + (out ? out - 1 : 0));
@@ -90,12 +92,14 @@ long fg_cli_run_batches(struct fg_engine *e, const struct fg_request *reqs, size
 	struct fg_request *sub = calloc(n ? n : 1, sizeof(*sub));
 	struct fg_result *sres = calloc(n ? n : 1, sizeof(*sres));
 	struct fg_result **ptr = calloc(n ? n : 1, sizeof(*ptr));
+	const struct fg_request **rp = calloc(n ? n : 1, sizeof(*rp));
 	size_t *idx = calloc(n ? n : 1, sizeof(*idx));
 	struct fg_batch_stats scratch;
 	int stopped = 0;
 	long count = 0;
 
-	if (!ord || !sub || !sres || !ptr || !idx) {
+	if (!ord || !sub || !sres || !ptr || !rp || !idx) {
+		free(rp);
 		free(ord);
 		free(sub);
 		free(sres);
@@ -139,9 +143,10 @@ long fg_cli_run_batches(struct fg_engine *e, const struct fg_request *reqs, size
 				res[ord[i + k].index] = sres[k];
 				done[ord[i + k].index] = 1;
 				ptr[k] = &res[ord[i + k].index];
+				rp[k] = &reqs[ord[i + k].index];
 				idx[k] = ord[i + k].index;
 			}
-			account(e, ptr, cnt, st);
+			account(e, rp, ptr, cnt, st);
 			ran = cnt;
 		} else {
 			/* One request may have failed the batch: run each alone. */
@@ -161,7 +166,8 @@ long fg_cli_run_batches(struct fg_engine *e, const struct fg_request *reqs, size
 					run_one(e, &reqs[at], &res[at]);
 				}
 				ptr[0] = &res[at];
-				account(e, ptr, 1, st);
+				rp[0] = &reqs[at];
+				account(e, rp, ptr, 1, st);
 				done[at] = 1;
 				idx[ran++] = at;
 			}
@@ -174,6 +180,7 @@ long fg_cli_run_batches(struct fg_engine *e, const struct fg_request *reqs, size
 	free(sub);
 	free(sres);
 	free(ptr);
+	free(rp);
 	free(idx);
 	return count;
 }

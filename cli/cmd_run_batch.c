@@ -590,6 +590,21 @@ static uint64_t job_fingerprint(const struct fg_config *cfg, size_t window)
 	return h;
 }
 
+/* The process's peak resident memory in MiB (VmHWM), or -1. */
+static long peak_mib(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[128];
+	long kb = -1;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb < 0 ? -1 : (kb + 1023) / 1024;
+}
+
 /* FGCORE_TEST_RUN_BATCH_KILL: a test hook that kills the job with SIGKILL
  * at a chosen point: N (after N records journaled; 0: with the model loaded,
  * before any result), "rename" (OUT.tmp complete, before its rename),
@@ -987,11 +1002,11 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	}
 	if (!quiet) {
 		double wall = fg_now() - t0;
-		fprintf(stderr, "fgcore: run-batch: %zu lines (%zu kept from an earlier run, %zu failed) in %.1f s: %llu tokens generated, %.1f tokens/s; padding waste %.1f%% of %llu computed positions in %llu batches\n",
+		fprintf(stderr, "fgcore: run-batch: %zu lines (%zu kept from an earlier run, %zu failed) in %.1f s: %llu tokens generated, %.1f tokens/s; padding waste %.1f%% of %llu computed positions in %llu batches; peak memory %ld MiB\n",
 			written, r.kept, r.failed, wall, (unsigned long long)r.st.generated,
 			wall > 0 ? (double)r.st.generated / wall : 0.0,
 			r.st.computed ? 100.0 * (double)(r.st.computed - r.st.useful) / (double)r.st.computed : 0.0,
-			(unsigned long long)r.st.computed, (unsigned long long)r.st.batches);
+			(unsigned long long)r.st.computed, (unsigned long long)r.st.batches, peak_mib());
 	}
 	if (r.failed)
 		fprintf(stderr, "fgcore: run-batch: %zu of %zu lines failed; see their error records in %s\n",

@@ -18,8 +18,8 @@ tests_test_policy_CFLAGS += -DFG_TEST_LIBAIO
 endif
 tests_test_policy_LDADD = $(TEST_LIBS)
 
-TESTS += tests/test_commands.sh
-EXTRA_DIST += tests/test_commands.sh
+TESTS += tests/test_commands.sh tests/test_run_batch.sh
+EXTRA_DIST += tests/test_commands.sh tests/test_run_batch.sh
 
 check_PROGRAMS += tests/test_compression
 TESTS += tests/test_compression
