@@ -5,4 +5,5 @@ include $(srcdir)/bench/tokenizer.mk
 include $(srcdir)/bench/disk.mk
 include $(srcdir)/bench/gpu.mk
 include $(srcdir)/bench/sample.mk
-EXTRA_DIST += bench/h200_run.sh bench/h200_llama.sh
+EXTRA_DIST += bench/h200_run.sh bench/h200_llama.sh bench/h200_batch.sh bench/batch_bench.sh \
+	bench/batch_1m.sh
