@@ -1,5 +1,6 @@
 /* cli/cmd_run_batch.c - `fgcore run-batch`: JSONL requests in, JSONL results
- * out, one output line per input line, in input order.
+ * out, one output line per input line, in input order, for jobs of millions
+ * of lines.
  *
  * A line is an OpenAI completions body (cli/completion.h: prompt, max_tokens,
  * temperature, top_p, stop, seed, echo, logprobs, ..., plus top_k,
@@ -9,15 +10,27 @@
  * "/v1/completions", "body"}, answered by OpenAI's batch output line {id,
  * custom_id, response: {status_code, request_id, body: <completion>}, error}.
  * A malformed line, or a request the engine cannot run, yields an error
- * record naming the line; the other lines still run.
+ * record naming the line; the other lines still run.  Every field is a
+ * function of the input line and its number ("created" is 0), so a resumed
+ * job writes the same bytes as an uninterrupted one.
+ *
+ * The input is read a window of lines at a time (--window, memory bounded
+ * whatever the file's length); a window's requests run in length buckets
+ * (cli/batch_run.c) and its records are written in input order once all of
+ * them are done.  Each finished line's record is appended to a journal
+ * (cli/batch_journal.h; OUT.journal next to a file output, or --journal) as
+ * its batch ends: the same command run again after a kill, a full disk or a
+ * signal keeps those records and computes only the rest.
  *
  * No finished work is thrown away: the output is opened (and a file output
  * created as OUT.tmp) before the model is loaded, so a bad output path fails at
  * once; a failed write removes OUT.tmp and says so; OUT.tmp is renamed to OUT
- * only once complete.  An output that is not a regular file (stdout, a device,
- * a FIFO) is written through.  SIGINT/SIGTERM stop the job after the batch in
- * flight: the finished results are written, the other lines get "interrupted"
- * error records, and the exit status is 128 + the signal. */
+ * only once complete, and the journal then removed.  An output that is not a
+ * regular file (stdout, a device, a FIFO) is written through, window by
+ * window.  SIGINT/SIGTERM stop the job after the batch in flight: with a
+ * journal, nothing is written to OUT and the same command resumes; without
+ * one, the finished results are written, the other lines get "interrupted"
+ * error records.  The exit status is then 128 + the signal. */
 #define _GNU_SOURCE /* realpath */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,11 +46,14 @@
 #include <jansson.h>
 
 #include <fgcore/fgcore.h>
+#include "cli/batch_journal.h"
+#include "cli/batch_progress.h"
 #include "cli/batch_run.h"
 #include "cli/commands.h"
 #include "cli/completion.h"
 #include "cli/request.h"
 #include "core/engine/engine.h"
+#include "core/util/clock.h"
 #include "core/util/fileio.h"
 
 #define MAX_LINE (64u << 20)
@@ -322,45 +338,46 @@ static void output_free(struct output *o)
 	memset(o, 0, sizeof(*o));
 }
 
-/* A failed write: say what happened to the output. */
-static void output_failed(struct output *o, int err)
+/* A failed write: say what happened to the output; note (may be "") says
+ * what is kept for a later run. */
+static void output_failed(struct output *o, int err, const char *note)
 {
 	if (o->tmp) {
 		output_abandon(o);
-		fprintf(stderr, "fgcore: run-batch: writing %s failed: %s; removed it, nothing written to %s\n",
-			o->tmp, strerror(err), o->final);
+		fprintf(stderr, "fgcore: run-batch: writing %s failed: %s; removed it, nothing written to %s%s\n",
+			o->tmp, strerror(err), o->final, note);
 	} else {
 		output_abandon(o);
-		fprintf(stderr, "fgcore: run-batch: writing the results to %s failed: %s\n", o->name,
-			strerror(err));
+		fprintf(stderr, "fgcore: run-batch: writing the results to %s failed: %s%s\n", o->name,
+			strerror(err), note);
 	}
 }
 
 /* Complete the output: flush, sync and rename a file output.  0, or 1 with
- * one line printed (nothing left behind). */
-static int output_commit(struct output *o)
+ * one line printed (nothing left behind but what note names). */
+static int output_commit(struct output *o, const char *note)
 {
 	int err;
 
 	if (fflush(o->f) != 0) {
-		output_failed(o, errno ? errno : EIO);
+		output_failed(o, errno ? errno : EIO, note);
 		return 1;
 	}
 	if (o->tmp && fsync(fileno(o->f)) != 0) {
-		output_failed(o, errno);
+		output_failed(o, errno, note);
 		return 1;
 	}
 	err = fclose(o->f);
 	o->f = NULL;
 	if (err) {
-		output_failed(o, errno ? errno : EIO);
+		output_failed(o, errno ? errno : EIO, note);
 		return 1;
 	}
 	if (o->tmp && rename(o->tmp, o->final) != 0) {
 		err = errno;
 		unlink(o->tmp);
-		fprintf(stderr, "fgcore: run-batch: cannot rename %s to %s: %s; removed it\n", o->tmp,
-			o->final, strerror(err));
+		fprintf(stderr, "fgcore: run-batch: cannot rename %s to %s: %s; removed it%s\n", o->tmp,
+			o->final, strerror(err), note);
 		return 1;
 	}
 	return 0;
@@ -370,7 +387,7 @@ static int output_commit(struct output *o)
 
 static volatile sig_atomic_t rb_signal;
 static char rb_tmp[PATH_MAX + 8];  /* removed when a second signal ends us at once */
-static char rb_quit[PATH_MAX + 160];
+static char rb_quit[2 * PATH_MAX + 200];
 static size_t rb_quit_len;
 
 /* Async-signal-safe only: the first signal sets a flag (the job stops after
@@ -389,7 +406,7 @@ static void rb_on_signal(int sig)
 	rb_signal = sig;
 }
 
-static void rb_signals(const struct output *o, struct sigaction old[2])
+static void rb_signals(const struct output *o, const char *journal, struct sigaction old[2])
 {
 	struct sigaction sa;
 
@@ -397,9 +414,14 @@ static void rb_signals(const struct output *o, struct sigaction old[2])
 	rb_tmp[0] = '\0';
 	if (o->tmp && strlen(o->tmp) < sizeof(rb_tmp))
 		memcpy(rb_tmp, o->tmp, strlen(o->tmp) + 1);
-	snprintf(rb_quit, sizeof(rb_quit),
-		 "fgcore: run-batch: interrupted again: the batch in flight abandoned, nothing written to %s\n",
-		 o->final ? o->final : o->name);
+	if (journal)
+		snprintf(rb_quit, sizeof(rb_quit),
+			 "fgcore: run-batch: interrupted again: the batch in flight abandoned, nothing written to %s; the finished lines are kept in %s: run the same command again to resume\n",
+			 o->final ? o->final : o->name, journal);
+	else
+		snprintf(rb_quit, sizeof(rb_quit),
+			 "fgcore: run-batch: interrupted again: the batch in flight abandoned, nothing written to %s\n",
+			 o->final ? o->final : o->name);
 	rb_quit_len = strlen(rb_quit);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = rb_on_signal;
@@ -422,13 +444,216 @@ static const char *signal_name(int sig)
 	return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
 }
 
+/* ---- the job ----------------------------------------------------------------- */
+
+#define DEFAULT_WINDOW 4096
+#define MAX_WINDOW (1u << 24)
+
+struct run {
+	struct fg_engine *e;
+	struct fg_journal *jr;     /* NULL: no journal */
+	struct fg_progress prog;
+	struct fg_batch_stats st;
+	/* the window: n lines after line number base */
+	struct line *lines;
+	char **recs;               /* each line's record, once it has one */
+	uint64_t *hash;            /* of each line's text */
+	size_t n, base;
+	struct fg_request *reqs;   /* the window's requests */
+	struct fg_result *res;
+	unsigned char *done;
+	size_t *line_of;           /* a request's line */
+	size_t *left;              /* a line's requests not done yet */
+	size_t rcap;
+	/* the job */
+	size_t lines_done, ran, kept, failed;
+	size_t had;                /* records the journal held when opened */
+	int jerr;                  /* the journal's write error (errno), or 0 */
+	long kill_after;           /* test hook: SIGKILL after this many records; -1: off */
+};
+
+/* Does a record report a failure? (Its "error" is a string or an object;
+ * inside a JSON string a quote is always escaped, so this cannot match text.) */
+static int is_failure(const char *rec)
+{
+	return strstr(rec, "\"error\":\"") || strstr(rec, "\"error\":{");
+}
+
+/* A batch ended: the lines whose every request is done get their records,
+ * appended to the journal at once. */
+static int on_batch(void *arg, const size_t *idx, size_t n)
+{
+	struct run *r = arg;
+	int rc;
+
+	for (size_t k = 0; k < n; k++) {
+		size_t li = r->line_of[idx[k]];
+		struct line *l = &r->lines[li];
+		char *rec;
+
+		if (--r->left[li])
+			continue;
+		rec = format_record(r->e, l, r->base + li + 1, &r->res[l->first], NULL);
+		for (size_t c = 0; c < l->comp.n; c++)
+			fg_result_clear(&r->res[l->first + c]);
+		if (!rec) {
+			r->jerr = ENOMEM;
+			return 1;
+		}
+		if (r->jr && !r->jerr && (rc = fg_journal_append(r->jr, r->base + li + 1, r->hash[li], rec)))
+			r->jerr = -rc;
+		r->recs[li] = rec;
+		r->lines_done++;
+		r->ran++;
+		r->failed += is_failure(rec) != 0;
+	}
+	if (r->jr && !r->jerr && (rc = fg_journal_flush(r->jr, 0)))
+		r->jerr = -rc;
+	if (r->jr && r->kill_after > 0 && fg_journal_appended(r->jr) >= (size_t)r->kill_after) {
+		fg_journal_flush(r->jr, 0);
+		raise(SIGKILL);
+	}
+	fg_progress_update(&r->prog, r->lines_done, r->st.generated);
+	return r->jerr != 0;
+}
+
+/* Room for a window of requests. */
+static int run_reserve(struct run *r, size_t nreq)
+{
+	if (nreq <= r->rcap)
+		return 0;
+	free(r->reqs);
+	free(r->res);
+	free(r->done);
+	free(r->line_of);
+	r->reqs = calloc(nreq, sizeof(*r->reqs));
+	r->res = calloc(nreq, sizeof(*r->res));
+	r->done = calloc(nreq, 1);
+	r->line_of = calloc(nreq, sizeof(*r->line_of));
+	r->rcap = r->reqs && r->res && r->done && r->line_of ? nreq : 0;
+	return r->rcap ? 0 : -ENOMEM;
+}
+
+/* Free the window's lines, records and any results left. */
+static void window_clear(struct run *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		struct line *l = &r->lines[i];
+		for (size_t c = 0; !l->error && !r->recs[i] && c < l->comp.n && l->first + c < r->rcap; c++)
+			fg_result_clear(&r->res[l->first + c]);
+		json_decref(l->root);
+		free(l->error);
+		fg_completion_free(&l->comp);
+		free(r->recs[i]);
+		memset(l, 0, sizeof(*l));
+		r->recs[i] = NULL;
+	}
+	r->n = 0;
+}
+
+/* Lines in a regular file, for the progress display (0: not known). */
+static size_t count_lines(int fd)
+{
+	char buf[1 << 16];
+	size_t n = 0, last = '\n';
+	off_t off = 0;
+	ssize_t got;
+
+	while ((got = pread(fd, buf, sizeof(buf), off)) > 0) {
+		for (char *p = buf; (p = memchr(p, '\n', (size_t)(buf + got - p))); p++)
+			n++;
+		last = (unsigned char)buf[got - 1];
+		off += got;
+	}
+	return got < 0 ? 0 : n + (last != '\n');
+}
+
+/* The job's identity in its journal: whatever changes a result (the model,
+ * the request defaults, compression, the compute plugin) and the window. */
+static uint64_t job_fingerprint(const struct fg_config *cfg, size_t window)
+{
+	static const char *const keys[][2] = {
+		{ "model", "path" },           { "model", "tokenizer" },
+		{ "generate", "max_new_tokens" }, { "generate", "temperature" },
+		{ "generate", "top_k" },       { "generate", "top_p" },
+		{ "generate", "seed" },        { "policy", "compress_weight" },
+		{ "policy", "compress_cache" }, { "policy", "attn_sparsity" },
+		{ "compute", "plugin" },
+	};
+	uint64_t h = fg_hash(FG_HASH_INIT, &window, sizeof(window));
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const char *v = fg_config_get(cfg, keys[i][0], keys[i][1]);
+		h = fg_hash(h, keys[i][1], strlen(keys[i][1]) + 1);
+		h = fg_hash(h, v ? v : "", v ? strlen(v) + 1 : 1);
+	}
+	return h;
+}
+
+/* The process's peak resident memory in MiB (VmHWM), or -1. */
+static long peak_mib(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[128];
+	long kb = -1;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb < 0 ? -1 : (kb + 1023) / 1024;
+}
+
+/* FGCORE_TEST_RUN_BATCH_KILL: a test hook that kills the job with SIGKILL
+ * at a chosen point: N (after N records journaled; 0: with the model loaded,
+ * before any result), "rename" (OUT.tmp complete, before its rename),
+ * "unlink" (OUT in place, before the journal is removed). */
+static const char *kill_hook(void)
+{
+	const char *k = getenv("FGCORE_TEST_RUN_BATCH_KILL");
+	return k && *k ? k : NULL;
+}
+
+static void kill_at(const char *point)
+{
+	const char *k = kill_hook();
+	if (k && !strcmp(k, point))
+		raise(SIGKILL);
+}
+
 /* ---- the command ----------------------------------------------------------------- */
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: fgcore [-c CONFIG] [-o section.key=value]... run-batch --input IN.jsonl --output OUT.jsonl\n"
+		   "           [--journal FILE] [--window LINES] [--order buckets|input] [--progress SECONDS] [-q]\n"
 		   "  IN or OUT '-': stdin, stdout; an OUT that is not a regular file (a device, a\n"
-		   "  FIFO) is written through; a file OUT is written as OUT.tmp, renamed once complete\n");
+		   "  FIFO) is written through; a file OUT is written as OUT.tmp, renamed once complete\n"
+		   "  --journal FILE       finished lines go here as they finish (default OUT.journal for\n"
+		   "                       a file OUT; none for stdout); the same command again resumes\n"
+		   "  --window LINES       lines read, bucketed and held at a time (default %u)\n"
+		   "  --order input        batches in input order instead of length buckets (to compare)\n"
+		   "  --progress SECONDS   a progress line this often when stderr is not a terminal (10)\n"
+		   "  -q, --quiet          no progress, no summary\n",
+		DEFAULT_WINDOW);
+}
+
+/* A positive integer option of at most max: 0, or 2 with a line printed. */
+static int count_opt(const char *name, const char *v, unsigned long max, size_t *out)
+{
+	char *end;
+	unsigned long x;
+
+	errno = 0;
+	x = strtoul(v, &end, 10);
+	if (*v < '0' || *v > '9' || *end || errno || x < 1 || x > max) {
+		fprintf(stderr, "fgcore: run-batch: --%s %s: give a whole number from 1 to %lu\n", name, v,
+			max);
+		return 2;
+	}
+	*out = (size_t)x;
+	return 0;
 }
 
 int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
@@ -436,36 +661,60 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "input", required_argument, NULL, 'i' },
 		{ "output", required_argument, NULL, 'o' },
+		{ "journal", required_argument, NULL, 'j' },
+		{ "window", required_argument, NULL, 'w' },
+		{ "order", required_argument, NULL, 'O' },
+		{ "progress", required_argument, NULL, 'p' },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *in_path = NULL, *out_path = NULL;
-	struct line *lines = NULL;
+	const char *in_path = NULL, *out_path = NULL, *j_path = NULL;
+	char *j_auto = NULL, note[PATH_MAX + 160] = "", not_run[96] = "";
 	struct fg_request defaults;
-	struct fg_result *res = NULL;
-	struct fg_request *reqs = NULL;
-	unsigned char *done = NULL;
-	size_t n = 0, cap = 0, nreq = 0, failed = 0, finished = 0;
-	struct fg_engine *e = NULL;
 	struct output out = { 0 };
 	struct sigaction old_sig[2], old_pipe, ign;
-	struct stat in_st = { 0 };
-	int have_in_st = 0, signals_set = 0, c, rc = 2;
-	char *buf = NULL, not_run[96] = "";
+	struct stat in_st = { 0 }, st;
+	struct run r = { 0 };
+	size_t window = DEFAULT_WINDOW, interval = 10, total = 0, written = 0;
+	int have_in_st = 0, signals_set = 0, quiet = fg_cli_verbosity < 0, input_order = 0;
+	int c, rc = 2;
+	char *buf = NULL;
 	size_t bcap = 0;
 	ssize_t len;
 	FILE *in = NULL;
-	long got;
+	double t0 = fg_now();
 
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:hq", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'i':
 			in_path = optarg;
 			break;
 		case 'o':
 			out_path = optarg;
+			break;
+		case 'j':
+			j_path = optarg;
+			break;
+		case 'w':
+			if (count_opt("window", optarg, MAX_WINDOW, &window))
+				return 2;
+			break;
+		case 'p':
+			if (count_opt("progress", optarg, 86400, &interval))
+				return 2;
+			break;
+		case 'O':
+			if (strcmp(optarg, "buckets") && strcmp(optarg, "input")) {
+				fprintf(stderr, "fgcore: run-batch: --order %s: give buckets or input\n", optarg);
+				return 2;
+			}
+			input_order = !strcmp(optarg, "input");
+			break;
+		case 'q':
+			quiet = 1;
 			break;
 		case 'h':
 			usage(stdout);
@@ -511,10 +760,13 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		int fl = fcntl(fd, F_GETFL);
 		if (fl != -1)
 			(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+		if (!quiet)
+			total = count_lines(fd);
 		in = fdopen(fd, "r");
 		if (!in) {
 			close(fd);
-			goto oom;
+			fprintf(stderr, "fgcore: run-batch: out of memory\n");
+			return 1;
 		}
 	} else {
 		in = stdin;
@@ -527,121 +779,244 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 			fclose(in);
 		return rc;
 	}
+	/* The journal: next to a file output unless named; a stream has none. */
+	if (!j_path && out.tmp) {
+		j_auto = malloc(strlen(out.final) + 9);
+		if (!j_auto)
+			goto oom;
+		sprintf(j_auto, "%s.journal", out.final);
+		j_path = j_auto;
+	}
+	if (j_path) {
+		char err[PATH_MAX + 300];
+		size_t kept = 0;
+
+		if (stat(j_path, &st) == 0 && (same_file(&st, have_in_st ? &in_st : NULL) ||
+					       (out.tmp && stat(out.final, &in_st) == 0 && same_file(&st, &in_st)))) {
+			fprintf(stderr, "fgcore: run-batch: --journal %s is the input or the output: give another file\n",
+				j_path);
+			rc = 2;
+			goto abandon;
+		}
+		if ((rc = fg_journal_open(&r.jr, j_path, job_fingerprint(cfg, window), &kept, err,
+					  sizeof(err)))) {
+			fprintf(stderr, "fgcore: run-batch: %s\n", err);
+			goto abandon;
+		}
+		r.had = kept;
+		if (kept && !quiet)
+			fprintf(stderr, "fgcore: run-batch: resuming the job of %s: %zu lines finished by an earlier run are kept\n",
+				j_path, kept);
+	}
 	rc = 1;
-	/* From here on a signal finishes the batch in flight, then writes what is done;
-	 * a reader gone from a pipe output is a write error, not a silent death. */
-	rb_signals(&out, old_sig);
+	/* From here on a signal finishes the batch in flight, then stops; a
+	 * reader gone from a pipe output is a write error, not a silent death. */
+	rb_signals(&out, j_path, old_sig);
 	signals_set = 1;
 	memset(&ign, 0, sizeof(ign));
 	ign.sa_handler = SIG_IGN;
 	sigemptyset(&ign.sa_mask);
 	sigaction(SIGPIPE, &ign, &old_pipe);
 
+	r.lines = calloc(window, sizeof(*r.lines));
+	r.recs = calloc(window, sizeof(*r.recs));
+	r.hash = calloc(window, sizeof(*r.hash));
+	r.left = calloc(window, sizeof(*r.left));
+	if (!r.lines || !r.recs || !r.hash || !r.left)
+		goto oom;
+	r.kill_after = kill_hook() && strcmp(kill_hook(), "rename") && strcmp(kill_hook(), "unlink")
+			       ? strtol(kill_hook(), NULL, 10) : -1;
 	fg_cli_request_defaults(cfg, &defaults);
-	while ((len = getline(&buf, &bcap, in)) >= 0) {
-		if (n == cap) {
-			size_t ncap = cap ? 2 * cap : 256;
-			struct line *nl = realloc(lines, ncap * sizeof(*nl));
-			if (!nl)
-				goto oom;
-			lines = nl;
-			cap = ncap;
-		}
-		struct line *l = &lines[n++];
-		memset(l, 0, sizeof(*l));
-		while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
-			len--;
-		if ((size_t)len > MAX_LINE)
-			l->error = strdup("line longer than 64 MiB");
-		else
-			l->error = parse_line(buf, (size_t)len, &defaults, l);
-	}
-	if (ferror(in)) {
-		fprintf(stderr, "fgcore: run-batch: reading %s failed: %s; %s not written\n", in_path,
-			strerror(errno), out.final ? out.final : out.name);
-		output_abandon(&out);
-		goto out;
-	}
-	if (!rb_signal && fg_engine_open(cfg, &e)) {
+	if (!rb_signal && fg_engine_open(cfg, &r.e)) {
 		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
-		output_abandon(&out);
-		goto out;
+		goto abandon;
 	}
-	for (size_t i = 0; i < n; i++)
-		nreq += lines[i].error ? 0 : lines[i].comp.n;
-	reqs = calloc(nreq ? nreq : 1, sizeof(*reqs));
-	res = calloc(nreq ? nreq : 1, sizeof(*res));
-	done = calloc(nreq ? nreq : 1, 1);
-	if (!reqs || !res || !done)
-		goto oom;
-	nreq = 0;
-	for (size_t i = 0; i < n && e; i++) {
-		if (lines[i].error)
-			continue;
-		fg_completion_bind(&lines[i].comp, e);
-		lines[i].first = nreq;
-		for (size_t k = 0; k < lines[i].comp.n; k++)
-			reqs[nreq++] = lines[i].comp.reqs[k];
-	}
-	got = e ? fg_cli_generate_batches(e, reqs, nreq, res, done, &rb_signal) : 0;
-	if (got < 0)
-		goto oom;
-	finished = (size_t)got;
-	if (rb_signal && finished == 0) {
-		output_abandon(&out);
-		fprintf(stderr, "fgcore: run-batch: interrupted (%s) before any request finished; nothing written to %s\n",
-			signal_name(rb_signal), out.final ? out.final : out.name);
-		rc = 128 + rb_signal;
-		goto out;
-	}
-	if (rb_signal)
-		snprintf(not_run, sizeof(not_run), "not run: the job was interrupted (%s)",
-			 signal_name(rb_signal));
-	for (size_t i = 0; i < n; i++) {
-		const struct line *l = &lines[i];
-		const struct fg_result *r = l->error ? NULL : &res[l->first];
-		const char *why = NULL;
-		char *rec;
+	kill_at("0");
+	fg_progress_start(&r.prog, quiet, (double)interval, total);
+	if (j_path)
+		snprintf(note, sizeof(note), "; the finished lines are kept in %s: run the same command again to resume",
+			 j_path);
+	for (;;) {
+		size_t nreq = 0, ln = 0, rlen = 0;
+		uint64_t h = 0;
+		const char *rec = NULL;
+		int got;
 
-		for (size_t k = 0; r && k < l->comp.n; k++)
-			if (!done[l->first + k])
-				why = not_run;
-		failed += l->error || why || (r && fg_completion_error(&l->comp, r));
-		rec = format_record(e, l, i + 1, r, why);
-		if (!rec) {
-			output_abandon(&out);
-			fprintf(stderr, "fgcore: run-batch: out of memory formatting the record of line %zu; %s not written\n",
-				i + 1, out.final ? out.final : out.name);
-			goto out;
+		/* The next window of lines, each parsed (or its error noted). */
+		while (r.n < window && (len = getline(&buf, &bcap, in)) >= 0) {
+			struct line *l = &r.lines[r.n];
+			while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+				len--;
+			r.hash[r.n] = fg_hash(FG_HASH_INIT, buf, (size_t)len);
+			if ((size_t)len > MAX_LINE)
+				l->error = strdup("line longer than 64 MiB");
+			else
+				l->error = parse_line(buf, (size_t)len, &defaults, l);
+			r.n++;
+		}
+		if (ferror(in)) {
+			fprintf(stderr, "fgcore: run-batch: reading %s failed: %s; %s not written%s\n", in_path,
+				strerror(errno), out.final ? out.final : out.name, r.jr ? note : "");
+			goto abandon;
+		}
+		if (r.n == 0)
+			break;
+		/* What an earlier run finished, if the line is still the same. */
+		while (r.jr && (got = fg_journal_next(r.jr, r.base + r.n, &ln, &h, &rec, &rlen)) == 1) {
+			size_t li = ln - r.base - 1;
+			if (ln <= r.base || r.recs[li])
+				continue;
+			if (h != r.hash[li]) {
+				fprintf(stderr, "fgcore: run-batch: --input line %zu is not the line the job of %s ran: the input changed since; give the original input to resume, or remove %s to start over\n",
+					ln, j_path, j_path);
+				rc = 2;
+				goto abandon;
+			}
+			if (!(r.recs[li] = strndup(rec, rlen)))
+				goto oom;
+			r.kept++;
+			r.lines_done++;
+			r.failed += is_failure(r.recs[li]) != 0;
+		}
+		if (r.jr && got < 0) {
+			fprintf(stderr, "fgcore: run-batch: reading the journal %s failed: %s; nothing written to %s\n",
+				j_path, strerror(-got), out.final ? out.final : out.name);
+			goto abandon;
+		}
+		r.prog.kept = r.kept;
+		/* The rest: a malformed line's record now, the others' requests. */
+		for (size_t i = 0; i < r.n; i++)
+			nreq += r.recs[i] || r.lines[i].error ? 0 : r.lines[i].comp.n;
+		if (run_reserve(&r, nreq ? nreq : 1))
+			goto oom;
+		nreq = 0;
+		for (size_t i = 0; i < r.n; i++) {
+			struct line *l = &r.lines[i];
+			if (r.recs[i])
+				continue;
+			if (l->error) {
+				if (!(r.recs[i] = format_record(r.e, l, r.base + i + 1, NULL, NULL)))
+					goto oom;
+				r.lines_done++;
+				r.failed++;
+				continue;
+			}
+			fg_completion_bind(&l->comp, r.e);
+			l->first = nreq;
+			r.left[i] = l->comp.n;
+			for (size_t k = 0; k < l->comp.n; k++) {
+				r.line_of[nreq] = i;
+				r.reqs[nreq++] = l->comp.reqs[k];
+			}
+		}
+		if (nreq && !rb_signal) {
+			struct fg_batch_opts o = { &rb_signal, input_order, &r.st, on_batch, &r };
+			if (fg_cli_run_batches(r.e, r.reqs, nreq, r.res, r.done, &o) < 0)
+				goto oom;
+		}
+		if (r.jerr) {
+			fg_progress_end(&r.prog);
+			if (r.jerr == ENOMEM)
+				goto oom;
+			fprintf(stderr, "fgcore: run-batch: writing the journal %s failed: %s; nothing written to %s; the %zu lines finished before are kept: make room and run the same command again to resume\n",
+				j_path, strerror(r.jerr), out.final ? out.final : out.name,
+				r.kept + fg_journal_appended(r.jr));
+			goto abandon;
+		}
+		if (rb_signal) {
+			fg_progress_end(&r.prog);
+			if (r.jr || (r.ran == 0 && written == 0)) {
+				if (r.jr)
+					fg_journal_flush(r.jr, 1);
+				output_abandon(&out);
+				if (r.ran == 0)
+					fprintf(stderr, "fgcore: run-batch: interrupted (%s) before any request finished; nothing written to %s%s\n",
+						signal_name(rb_signal), out.final ? out.final : out.name,
+						r.jr && r.had ? note : "");
+				else
+					fprintf(stderr, "fgcore: run-batch: interrupted (%s) after the batch in flight: %zu lines finished (%zu by this run), kept in %s; nothing written to %s: run the same command again to finish the job\n",
+						signal_name(rb_signal), r.kept + fg_journal_appended(r.jr),
+						fg_journal_appended(r.jr), j_path,
+						out.final ? out.final : out.name);
+				rc = 128 + rb_signal;
+				goto out;
+			}
+			/* No journal: the other lines are written as not run. */
+			snprintf(not_run, sizeof(not_run), "not run: the job was interrupted (%s)",
+				 signal_name(rb_signal));
+			for (size_t i = 0; i < r.n; i++) {
+				struct line *l = &r.lines[i];
+				if (r.recs[i])
+					continue;
+				r.recs[i] = format_record(r.e, l, r.base + i + 1, &r.res[l->first], not_run);
+				if (!r.recs[i])
+					goto oom;
+				r.failed++;
+			}
+		}
+		/* The window in input order. */
+		for (size_t i = 0; i < r.n; i++) {
+			errno = 0;
+			if (fputs(r.recs[i], out.f) == EOF || fputc('\n', out.f) == EOF) {
+				fg_progress_end(&r.prog);
+				output_failed(&out, errno ? errno : EIO, r.jr ? note : "");
+				goto out;
+			}
 		}
 		errno = 0;
-		if (fputs(rec, out.f) == EOF || fputc('\n', out.f) == EOF) {
-			free(rec);
-			output_failed(&out, errno ? errno : EIO);
+		if (!out.tmp && fflush(out.f) != 0) {
+			fg_progress_end(&r.prog);
+			output_failed(&out, errno ? errno : EIO, r.jr ? note : "");
 			goto out;
 		}
-		free(rec);
+		written += r.n;
+		r.base += r.n;
+		window_clear(&r);
+		fg_progress_update(&r.prog, r.lines_done, r.st.generated);
 	}
-	if (output_commit(&out))
+	fg_progress_end(&r.prog);
+	if (kill_hook() && !strcmp(kill_hook(), "rename")) {
+		fflush(out.f);
+		kill_at("rename");
+	}
+	if (output_commit(&out, r.jr ? note : ""))
 		goto out;
+	kill_at("unlink");
+	if (r.jr) {
+		int e2 = fg_journal_remove(r.jr);
+		r.jr = NULL;
+		if (e2)
+			fprintf(stderr, "fgcore: run-batch: warning: cannot remove the finished job's journal %s: %s\n",
+				j_path, strerror(-e2));
+	}
 	/* Written: a late signal must not unlink or report anything any more. */
 	rb_signals_restore(old_sig);
 	signals_set = 0;
 	sigaction(SIGPIPE, &old_pipe, NULL);
 	if (rb_signal) {
-		fprintf(stderr, "fgcore: run-batch: interrupted (%s) after the batch in flight: %zu of %zu requests finished, their results are in %s; the other %zu lines have \"interrupted\" error records\n",
-			signal_name(rb_signal), finished, nreq, out.final ? out.final : out.name,
-			nreq - finished);
+		fprintf(stderr, "fgcore: run-batch: interrupted (%s) after the batch in flight: %zu of %zu lines finished, their results are in %s; the other %zu lines have \"interrupted\" error records\n",
+			signal_name(rb_signal), r.ran, written, out.final ? out.final : out.name,
+			written - r.ran - (r.lines_done - r.ran));
 		rc = 128 + rb_signal;
 		goto out;
 	}
-	if (failed)
+	if (!quiet) {
+		double wall = fg_now() - t0;
+		fprintf(stderr, "fgcore: run-batch: %zu lines (%zu kept from an earlier run, %zu failed) in %.1f s: %llu tokens generated, %.1f tokens/s; padding waste %.1f%% of %llu computed positions in %llu batches; peak memory %ld MiB\n",
+			written, r.kept, r.failed, wall, (unsigned long long)r.st.generated,
+			wall > 0 ? (double)r.st.generated / wall : 0.0,
+			r.st.computed ? 100.0 * (double)(r.st.computed - r.st.useful) / (double)r.st.computed : 0.0,
+			(unsigned long long)r.st.computed, (unsigned long long)r.st.batches, peak_mib());
+	}
+	if (r.failed)
 		fprintf(stderr, "fgcore: run-batch: %zu of %zu lines failed; see their error records in %s\n",
-			failed, n, out.final ? out.final : out.name);
-	rc = failed ? 1 : 0;
+			r.failed, written, out.final ? out.final : out.name);
+	rc = r.failed ? 1 : 0;
 	goto out;
 oom:
-	fprintf(stderr, "fgcore: run-batch: out of memory\n");
+	fg_progress_end(&r.prog);
+	fprintf(stderr, "fgcore: run-batch: out of memory%s\n", r.jr ? note : "");
+abandon:
 	output_abandon(&out);
 out:
 	if (out.f)
@@ -651,20 +1026,24 @@ out:
 		rb_signals_restore(old_sig);
 		sigaction(SIGPIPE, &old_pipe, NULL);
 	}
-	for (size_t i = 0; i < n; i++) {
-		json_decref(lines[i].root);
-		free(lines[i].error);
-		fg_completion_free(&lines[i].comp);
-	}
-	for (size_t i = 0; res && i < nreq; i++)
-		fg_result_clear(&res[i]);
-	free(lines);
-	free(reqs);
-	free(res);
-	free(done);
+	window_clear(&r);
+	/* A journal that never held a record is no state worth keeping. */
+	if (r.jr && !r.had && !fg_journal_appended(r.jr))
+		fg_journal_remove(r.jr);
+	else
+		fg_journal_close(r.jr);
+	free(r.lines);
+	free(r.recs);
+	free(r.hash);
+	free(r.left);
+	free(r.reqs);
+	free(r.res);
+	free(r.done);
+	free(r.line_of);
+	free(j_auto);
 	free(buf);
 	if (in && in != stdin)
 		fclose(in);
-	fg_engine_close(e);
+	fg_engine_close(r.e);
 	return rc;
 }

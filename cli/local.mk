@@ -5,7 +5,8 @@ fgcore_SOURCES += cli/main.c cli/commands.h cli/cmd_plugins.c cli/cmd_config.c \
 	cli/request.c cli/request.h cli/flexgen_flags.c cli/flexgen_flags.h \
 	cli/cmd_profile.c cli/cmd_optimize.c cli/batch_run.c cli/batch_run.h \
 	cli/completion.c cli/completion.h cli/cmd_serve.c \
-	cli/cmd_stage.c
+	cli/cmd_stage.c cli/batch_journal.c cli/batch_journal.h \
+	cli/batch_progress.c cli/batch_progress.h
 # serve's HTTP front and engine thread, with libmicrohttpd (else serve says so)
 if HAVE_MICROHTTPD
 fgcore_SOURCES += cli/serve_http.c cli/serve_http.h cli/serve_queue.c cli/serve_queue.h

@@ -18,8 +18,10 @@ tests_test_policy_CFLAGS += -DFG_TEST_LIBAIO
 endif
 tests_test_policy_LDADD = $(TEST_LIBS)
 
-TESTS += tests/test_commands.sh
-EXTRA_DIST += tests/test_commands.sh
+TESTS += tests/test_commands.sh tests/test_run_batch.sh tests/test_data_wrangle.sh
+EXTRA_DIST += tests/test_commands.sh tests/test_run_batch.sh tests/test_data_wrangle.sh \
+	examples/data_wrangle/run.sh examples/data_wrangle/make_prompts.py \
+	examples/data_wrangle/score.py examples/data_wrangle/products.csv
 # pipeline stages over MPI (mpirun -np 2 and 3)
 TESTS += tests/test_pipeline.sh
 EXTRA_DIST += tests/test_pipeline.sh

@@ -185,16 +185,28 @@ ln -s "$tmp/target.jsonl" "$tmp/sym.jsonl"
 run 0 "$fg" $m run-batch --input "$tmp/req.jsonl" --output "$tmp/sym.jsonl"
 [ -L "$tmp/sym.jsonl" ] || fail "the output symlink was replaced"
 cmp -s "$tmp/target.jsonl" "$tmp/ref.jsonl" || fail "the symlink's target lacks the results"
-# a write that fails (the file size limit: EFBIG) removes OUT.tmp, keeps OUT
+# a write that fails (the file size limit: EFBIG) removes OUT.tmp, keeps OUT;
+# the journal keeps what finished, and the same command finishes the job
 echo old >"$tmp/lim.jsonl"
 (ulimit -f 1 && trap '' XFSZ && exec timeout 120 "$fg" $m run-batch --input "$tmp/req.jsonl" \
 	--output "$tmp/lim.jsonl") >/dev/null 2>"$tmp/err"
 rc=$?
 [ $rc -eq 1 ] || fail "a failed write must exit 1, not $rc: $(cat "$tmp/err")"
-has_err "writing $tmp/lim.jsonl.tmp failed: File too large; removed it, nothing written to $tmp/lim.jsonl"
+has_err "writing the journal $tmp/lim.jsonl.journal failed: File too large; nothing written to $tmp/lim.jsonl; the "
+has_err "lines finished before are kept: make room and run the same command again to resume"
 one_error_line
 [ ! -e "$tmp/lim.jsonl.tmp" ] || fail "a cut .tmp was left behind"
 [ "$(cat "$tmp/lim.jsonl")" = old ] || fail "the old output was changed by a failed run"
+run 0 "$fg" $m run-batch --input "$tmp/req.jsonl" --output "$tmp/lim.jsonl"
+has_err "lines finished by an earlier run are kept"
+cmp -s "$tmp/lim.jsonl" "$tmp/ref.jsonl" || fail "the resumed job's output differs from an uninterrupted run's"
+[ ! -e "$tmp/lim.jsonl.journal" ] || fail "the journal of a finished job was left"
+# a stream output has no journal: a failed window write says so alone
+(ulimit -f 1 && trap '' XFSZ && exec timeout 120 "$fg" $m run-batch --input "$tmp/req.jsonl" \
+	--output - >"$tmp/lim2.jsonl") 2>"$tmp/err"
+[ $? -eq 1 ] || fail "a failed write to stdout must exit 1: $(cat "$tmp/err")"
+has_err "writing the results to stdout failed: File too large"
+one_error_line
 
 # ---- a batch that fails costs only what fails -----------------------------------
 # Weights on the disk tier; the first read fails: the batch is run again one
@@ -215,6 +227,8 @@ while [ $i -lt 40 ]; do
 		$i $((300 + i)) >>"$tmp/long.jsonl"
 	i=$((i + 1))
 done
+# a file output: nothing written, the journal keeps what finished, the same
+# command finishes the job with the output of an uninterrupted run
 "$fg" $m run-batch --input "$tmp/long.jsonl" --output "$tmp/int.jsonl" 2>"$tmp/err" &
 pid=$!
 sleep 3
@@ -224,15 +238,36 @@ rc=$?
 [ $rc -eq 130 ] || fail "SIGINT: exit $rc, expected 130: $(cat "$tmp/err")"
 one_error_line
 [ ! -e "$tmp/int.jsonl.tmp" ] || fail "SIGINT left int.jsonl.tmp"
+[ ! -e "$tmp/int.jsonl" ] || fail "SIGINT: an incomplete output was written"
 if grep -q 'before any request finished; nothing written to' "$tmp/err"; then
-	[ ! -e "$tmp/int.jsonl" ] || fail "SIGINT: 'nothing written' but int.jsonl exists"
+	[ ! -e "$tmp/int.jsonl.journal" ] || fail "SIGINT before any result left a journal"
 else
 	has_err "fgcore: run-batch: interrupted (SIGINT) after the batch in flight: "
-	done_n=$(sed -n 's/.*in flight: \([0-9]*\) of 40 requests finished.*/\1/p' "$tmp/err")
-	echo "SIGINT after 3 s: ${done_n:-?} of 40 requests finished"
-	[ "$(wc -l <"$tmp/int.jsonl")" -eq 40 ] || fail "SIGINT: one record per input line expected"
-	[ "$(grep -c '"token_ids"' "$tmp/int.jsonl")" = "$done_n" ] || fail "SIGINT: $done_n results announced"
-	[ "$(grep -c 'not run: the job was interrupted (SIGINT)' "$tmp/int.jsonl")" = $((40 - done_n)) ] ||
+	has_err "kept in $tmp/int.jsonl.journal; nothing written to $tmp/int.jsonl: run the same command again to finish the job"
+	done_n=$(sed -n 's/.*in flight: \([0-9]*\) lines finished.*/\1/p' "$tmp/err")
+	echo "SIGINT after 3 s: ${done_n:-?} of 40 lines finished"
+	[ "$(($(wc -l <"$tmp/int.jsonl.journal") - 1))" = "$done_n" ] || fail "SIGINT: $done_n lines announced, the journal differs"
+fi
+run 0 "$fg" $m run-batch --input "$tmp/long.jsonl" --output "$tmp/int.jsonl"
+run 0 "$fg" $m run-batch --input "$tmp/long.jsonl" --output "$tmp/int_ref.jsonl" -q
+[ ! -s "$tmp/err" ] || fail "-q: stderr is not empty: $(cat "$tmp/err")"
+cmp -s "$tmp/int.jsonl" "$tmp/int_ref.jsonl" || fail "SIGINT then resumed: the output differs from an uninterrupted run's"
+# a stream output (no journal): the finished results are written, the others
+# get "interrupted" records
+"$fg" $m run-batch --input "$tmp/long.jsonl" --output - >"$tmp/int2.jsonl" 2>"$tmp/err" &
+pid=$!
+sleep 3
+kill -INT $pid
+wait $pid
+rc=$?
+[ $rc -eq 130 ] || fail "SIGINT (stdout): exit $rc, expected 130: $(cat "$tmp/err")"
+one_error_line
+if ! grep -q 'before any request finished; nothing written to' "$tmp/err"; then
+	has_err "fgcore: run-batch: interrupted (SIGINT) after the batch in flight: "
+	done_n=$(sed -n 's/.*in flight: \([0-9]*\) of 40 lines finished.*/\1/p' "$tmp/err")
+	[ "$(wc -l <"$tmp/int2.jsonl")" -eq 40 ] || fail "SIGINT: one record per input line expected"
+	[ "$(grep -c '"token_ids"' "$tmp/int2.jsonl")" = "$done_n" ] || fail "SIGINT: $done_n results announced"
+	[ "$(grep -c 'not run: the job was interrupted (SIGINT)' "$tmp/int2.jsonl")" = $((40 - done_n)) ] ||
 		fail "SIGINT: the unfinished lines lack their records"
 fi
 # a second signal ends at once: nothing half-written is left
