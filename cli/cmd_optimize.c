@@ -44,6 +44,9 @@ static void optimize_usage(FILE *f)
 		"  --no-compress          never compress weights or cache\n"
 		"  --no-cpu-attention     never compute attention on the host\n"
 		"  --top N                policies printed (default 5)\n"
+		"  --stages N             plan one stage of an N-stage pipeline (mpirun -np N):\n"
+		"                         each stage a machine like [hardware] holding 1/N of\n"
+		"                         the layers with the same policy\n"
 		"  --output FILE          write the configuration with the best policy to FILE\n");
 }
 
@@ -93,7 +96,8 @@ static int plan_plugins(struct fg_config *cfg, const struct fg_hardware *hw)
 	return set_key(cfg, "compute.plugin=cublas") || set_key(cfg, "tier.compute.plugin=cuda_mem");
 }
 
-static int write_config(struct fg_config *cfg, const struct fg_policy *p, const char *path)
+static int write_config(struct fg_config *cfg, const struct fg_policy *p, int64_t stages,
+			const char *path)
 {
 	char tmp[4096];
 	if (fg_optimize_policy_keys(p, set_key, cfg)) {
@@ -116,7 +120,11 @@ static int write_config(struct fg_config *cfg, const struct fg_policy *p, const 
 			remove(tmp);
 		return FG_EXIT_RUNTIME;
 	}
-	fprintf(stderr, "optimize: wrote %s (run it with fgcore -c %s bench)\n", path, path);
+	if (stages > 1)
+		fprintf(stderr, "optimize: wrote %s: one stage's policy (run it with mpirun -np %lld fgcore -c %s bench)\n",
+			path, (long long)stages, path);
+	else
+		fprintf(stderr, "optimize: wrote %s (run it with fgcore -c %s bench)\n", path, path);
 	return FG_EXIT_OK;
 }
 
@@ -136,6 +144,7 @@ const struct option fg_optimize_longopts[] = {
 	{ "no-compress", no_argument, NULL, 'C' },
 	{ "no-cpu-attention", no_argument, NULL, 'A' },
 	{ "top", required_argument, NULL, 't' },
+	{ "stages", required_argument, NULL, 's' },
 	{ "output", required_argument, NULL, 'O' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -146,7 +155,7 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 	struct fg_optimize_params prm = { .margin = 0.05 };
 	uint64_t mem[3];
 	int have_mem[3] = { 0 };
-	int64_t plen = 0, glen = 0, v;
+	int64_t plen = 0, glen = 0, stages = 1, v;
 	const char *output = NULL, *hwfile = NULL;
 	char why[128];
 	int c;
@@ -174,6 +183,7 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 		case 'k':
 		case 'm':
 		case 't':
+		case 's':
 			if (fg_parse_int(optarg, 1, c == 't' ? 1000 : 1 << 24, &v, why, sizeof(why))) {
 				fprintf(stderr, "fgcore: optimize: %s %s: %s\n", argv[optind - 1], optarg, why);
 				return FG_EXIT_USAGE;
@@ -188,6 +198,8 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 				prm.num_gpu_batches = v;
 			else if (c == 'm')
 				prm.max_batch = v;
+			else if (c == 's')
+				stages = v;
 			else
 				prm.top = (int)v;
 			break;
@@ -258,6 +270,13 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 	fg_weights_close(w);
 	cc->prompt_len = plen ? plen : fg_config_int(cfg, "bench", "prompt_len");
 	cc->gen_len = glen ? glen : fg_config_int(cfg, "bench", "gen_len");
+	if (stages > cc->model.layers) {
+		fprintf(stderr, "fgcore: optimize: --stages %lld: %s has %lld layers, at least one a stage\n",
+			(long long)stages, cc->model.name, (long long)cc->model.layers);
+		return FG_EXIT_USAGE;
+	}
+	cc->stages = stages;
+	cc->micro_batches = fg_config_int(cfg, "distributed", "micro_batches");
 
 	struct fg_optimize_out out;
 	int rc = fg_optimize(&prm, &out);
@@ -268,6 +287,10 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 	printf("model %s, prompt %lld + %lld tokens; %d policies, %lld linear programs\n",
 	       cc->model.name, (long long)cc->prompt_len, (long long)cc->gen_len, out.nbest,
 	       (long long)out.lps);
+	if (stages > 1)
+		printf("a stage of %lld: %lld of the %lld layers on each machine; times are the pipeline's\n",
+		       (long long)stages, (long long)((cc->model.layers + stages - 1) / stages),
+		       (long long)cc->model.layers);
 	fg_optimize_print(stdout, &out);
 	printf("best:\n");
 	fg_cost_print(stdout, &out.best[0].pred, NULL);
@@ -275,7 +298,7 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 		fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
 		rc = FG_EXIT_RUNTIME;
 	} else {
-		rc = output ? write_config(cfg, &out.best[0].policy, output) : FG_EXIT_OK;
+		rc = output ? write_config(cfg, &out.best[0].policy, stages, output) : FG_EXIT_OK;
 	}
 	fg_optimize_out_free(&out);
 	return rc;

@@ -77,4 +77,13 @@ grep -q 'shapes of opt-125m, GPU batch 2, prompt 16 + 4' "$tmp/thisbox.ini" ||
 out=$(FGCORE_HARDWARE_PATH="$tmp:$FGCORE_HARDWARE_PATH" "$fg" -o model.path=dummy:opt-125m \
 	-o bench.prompt_len=16 -o bench.gen_len=4 optimize --hardware thisbox --max-batch 8 2>&1) ||
 	die "optimize --hardware thisbox (a profile file in a preset folder): $out"
+
+# one stage of a pipeline: planned with half the layers, written with how to run it
+out=$("$fg" --model facebook/opt-30b --path _DUMMY_ optimize --hardware h200 --gpu-mem 16G \
+	--stages 2 --output "$tmp/stage.ini" --top 1 2>&1) || die "optimize --stages 2: $out"
+echo "$out" | grep -q 'a stage of 2: 24 of the 48 layers' || die "optimize --stages 2: $out"
+echo "$out" | grep -q 'mpirun -np 2 fgcore -c' || die "optimize --stages 2: how to run it: $out"
+"$fg" -c "$tmp/stage.ini" config >/dev/null 2>&1 || die "the stage's configuration does not validate"
+out=$("$fg" --model facebook/opt-30b --path _DUMMY_ optimize --hardware h200 --stages 49 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q 'has 48 layers, at least one a stage' || die "--stages 49: $out"
 exit $fail

@@ -404,6 +404,48 @@ START_TEST(test_cost_model_sanity)
 }
 END_TEST
 
+/* A pipeline of N stages (issue 13): each stage holds ceil(L / N) layers, so
+ * its memory is the plan of that many layers and its step time that of the
+ * shorter model; the pipeline pays (N - 1) / m of a step for filling and
+ * draining m micro-batches and the activations' hops between stages.  An
+ * N-stage run with the same policy is faster than one process, slower than N
+ * times, and more micro-batches shrink the bubble. */
+START_TEST(test_pipeline_stages)
+{
+	struct fg_cost_case one = { .prompt_len = 512, .gen_len = 32 }, two, part;
+	struct fg_policy p = { .gpu_batch_size = 48, .num_gpu_batches = 4,
+			       .weight = { 0, 100, 0 }, .cache = { 100, 0, 0 }, .act = { 100, 0, 0 },
+			       .overlap = 1, .pin_weight = 1, .attn_sparsity = 1, .exact = 1 };
+	struct fg_cost_prediction a, b, c, d;
+
+	ck_assert_int_eq(fg_model_preset("opt-30b", &one.model), 0);
+	t4(&one.hw);
+	one.hw.gpu_mem = (uint64_t)(80 * GiB);
+	ck_assert_int_eq(fg_cost_predict(&one, &p, &a), 0);
+	two = one;
+	two.stages = 2;
+	ck_assert_int_eq(fg_cost_predict(&two, &p, &b), 0);
+	/* the stage's memory: the plan of half the layers (48 of OPT-30B: 24) */
+	part = one;
+	part.model.layers = 24;
+	ck_assert_int_eq(fg_cost_predict(&part, &p, &c), 0);
+	for (int r = 0; r < FG_ROLES; r++)
+		ck_assert_uint_eq(b.mem.total[r], c.mem.total[r]);
+	ck_assert_uint_lt(b.mem.total[FG_ROLE_HOST], a.mem.total[FG_ROLE_HOST] * 0.6);
+	/* time: the half model's, times 1 + (N - 1) / m with m = min(N, nb) = 2,
+	 * plus the activations' hops (small against a step) */
+	double fill = 1 + 1.0 / 2;
+	ck_assert(b.decode_s >= c.decode_s * fill && b.decode_s < c.decode_s * fill * 1.05);
+	ck_assert(b.total_tps > a.total_tps && b.total_tps < 2 * a.total_tps);
+	/* four micro-batches: a quarter of a step's bubble instead of a half */
+	two.micro_batches = 4;
+	ck_assert_int_eq(fg_cost_predict(&two, &p, &d), 0);
+	ck_assert(d.total_tps > b.total_tps);
+	printf("OPT-30B weights on host, 48 x 4: one process %.2f token/s, 2 stages %.2f (2 micro-batches), %.2f (4)\n",
+	       a.total_tps, b.total_tps, d.total_tps);
+}
+END_TEST
+
 /* Products of fewer than 64 rows: without mm_gemv_bdw they cost as much as 64
  * rows (FlexGen's memory-bound rule); with it, a one-row product costs its
  * weights over that bandwidth and the time grows linearly to the 64-row one. */
@@ -785,6 +827,7 @@ int main(void)
 	tcase_add_test(tc, test_no_glpk);
 #endif
 	tcase_add_test(tc, test_cost_model_sanity);
+	tcase_add_test(tc, test_pipeline_stages);
 	tcase_add_test(tc, test_small_products);
 	tcase_add_loop_test(tc, test_memory_matches_engine, 0, NMEM);
 	tcase_add_test(tc, test_predict_engine_policy);

@@ -244,10 +244,12 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 	double Wi = (double)blk[FG_BLOCK_INPUT].bytes[FG_ROLE_COMPUTE];
 	double Wo = (double)blk[FG_BLOCK_OUTPUT].bytes[FG_ROLE_COMPUTE];
 
+	/* A pipeline stage holds its share of the layers: the slowest stage's. */
+	int64_t layers = cc->stages > 1 ? (c->layers + cc->stages - 1) / cc->stages : c->layers;
 	struct ctx x = {
 		.hw = hw, .c = c, .h = (double)c->hidden, .kv = (double)fg_dim_value(c, FG_DIM_KV),
 		.qw = (double)fg_dim_value(c, FG_DIM_Q),
-		.l = (double)c->layers, .s = (double)cc->prompt_len, .n = (double)cc->gen_len,
+		.l = (double)layers, .s = (double)cc->prompt_len, .n = (double)cc->gen_len,
 		.gbs = (double)p->gpu_batch_size, .nb = (double)p->num_gpu_batches,
 		.a = hw->act_bytes,
 		.dev = !hw->compute_host_memory, .cpu = p->cpu_cache_compute,
@@ -265,7 +267,7 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 		io_terms(&x, t->t[st][FG_PART_IO], Wi + Wo, st == FG_STAGE_DECODE);
 	}
 	t->serial = !p->overlap || hw->compute_host_memory;
-	t->layers = c->layers;
+	t->layers = layers;
 	t->decode_steps = cc->gen_len - 1;
 	t->tokens = x.gbs * x.nb * x.n;
 
@@ -374,6 +376,29 @@ void fg_cost_shares(const struct fg_cost_case *cc, const struct fg_policy *p, do
 		x[hi[r]] = (double)cnt[r] / (double)p->num_gpu_batches;
 }
 
+/* The slowest stage's time to a pipeline's: each step, N - 1 of the m
+ * micro-batches fill and drain the pipeline (a step needs the last one's
+ * tokens before the next can start), and each micro-batch's activations
+ * cross N - 1 boundaries through host memory on that fill path. */
+static void pipeline(const struct fg_cost_case *cc, const struct fg_policy *p,
+		     double stage_s[FG_STAGES])
+{
+	double n = (double)cc->stages, nb = (double)p->num_gpu_batches;
+	double m = cc->micro_batches > 0 ? (double)cc->micro_batches : (n < nb ? n : nb);
+	const struct fg_hardware *hw = &cc->hw;
+	/* through host memory: device -> host -> device, or a host copy */
+	double bdw = hw->compute_host_memory ? hw->ctog_bdw : 1 / (1 / hw->ctog_bdw + 1 / hw->gtoc_bdw);
+	double a = hw->act_bytes, h = (double)cc->model.hidden, bs = (double)p->gpu_batch_size;
+
+	m = m < 1 ? 1 : m > nb ? nb : m;
+	for (int st = 0; st < FG_STAGES; st++) {
+		double tokens = st == FG_STAGE_PREFILL ? (double)cc->prompt_len : 1;
+		double steps = st == FG_STAGE_PREFILL ? 1 : (double)(cc->gen_len - 1);
+		double hop = bs * (nb / m) * tokens * h * a / (bdw * GBPS); /* one micro-batch */
+		stage_s[st] = stage_s[st] * (1 + (n - 1) / m) + steps * (n - 1) * hop;
+	}
+}
+
 int fg_cost_predict(const struct fg_cost_case *cc, const struct fg_policy *p,
 		    struct fg_cost_prediction *o)
 {
@@ -382,9 +407,13 @@ int fg_cost_predict(const struct fg_cost_case *cc, const struct fg_policy *p,
 	double x[FG_X_N];
 	int rc;
 
+	/* a pipeline stage's memory: its share of the layers (the largest) */
+	struct fg_model_config stage_model = cc->model;
+	if (cc->stages > 1)
+		stage_model.layers = (cc->model.layers + cc->stages - 1) / cc->stages;
 	memset(o, 0, sizeof(*o));
 	if ((rc = fg_cost_terms(cc, p, &t)) ||
-	    (rc = fg_plan_make(&cc->model, p, &env, cc->prompt_len, cc->gen_len, &o->mem)))
+	    (rc = fg_plan_make(&stage_model, p, &env, cc->prompt_len, cc->gen_len, &o->mem)))
 		return rc;
 	fg_cost_shares(cc, p, x);
 	double stage_s[FG_STAGES];
@@ -401,6 +430,8 @@ int fg_cost_predict(const struct fg_cost_case *cc, const struct fg_policy *p,
 				      fg_cost_combine(&t, st, k[FG_PART_IO]));
 	}
 	double rows = (double)(p->gpu_batch_size * p->num_gpu_batches);
+	if (cc->stages > 1)
+		pipeline(cc, p, stage_s);
 	o->prefill_s = stage_s[FG_STAGE_PREFILL];
 	o->decode_s = stage_s[FG_STAGE_DECODE];
 	o->prefill_tps = rows * (double)cc->prompt_len / o->prefill_s;

@@ -48,6 +48,14 @@ struct fg_cost_case {
 	struct fg_model_config model;
 	int64_t prompt_len, gen_len;
 	struct fg_hardware hw;
+	/* Pipeline stages (mpirun -np N, FlexGen's distributed mode); 0 or 1:
+	 * one process.  Each stage is a machine of `hw` holding its share of the
+	 * layers with the same policy: the model prices the slowest stage
+	 * (ceil(layers / N) layers and both the input and output blocks) and
+	 * its memory, then the pipeline: the fill and drain of N - 1 of the
+	 * micro-batches each step, and the activations passed between stages. */
+	int64_t stages;
+	int64_t micro_batches; /* [distributed] micro_batches; 0: min(stages, num_gpu_batches) */
 };
 
 enum fg_link { FG_LINK_CTOG, FG_LINK_GTOC, FG_LINK_DTOC, FG_LINK_CTOD, FG_LINK_COMP, FG_LINKS };
