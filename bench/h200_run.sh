@@ -1,9 +1,9 @@
 #!/bin/sh
 # bench/h200_run.sh - one full run on the H200 test machine: build with CUDA,
 # the GPU op tests, the Hugging Face reference, scoring and policy tests on
-# cublas, and four benchmarks with the device's own time breakdown
-# ([bench] device_timing): all on GPU, weights on host, and FlexGen's two
-# policies under a 16 GiB GPU cap.  Logs go to $OUT.
+# cublas, and two benchmarks with the device's own time breakdown
+# ([bench] device_timing): all on GPU, and weights on host (FlexGen's
+# policies under a 16 GiB cap are bench/h200_predict.sh's).  Logs go to $OUT.
 #   run there with .devdeps (../shared/tools/gpu-deps libpcre2-dev libpcre2-8-0
 #   libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2) and
 #   the test data copied to _gpudata/testdata carried along.
@@ -38,13 +38,4 @@ timeout 150 ./fgcore -c conf/h200_opt6.7b.ini $dt bench > "$out/bench.log" 2>&1
 tail -8 "$out/bench.log"
 step "bench OPT-30B weights on host, 48 x 3"
 timeout 200 ./fgcore -c conf/h200_opt30b_host.ini $dt bench >> "$out/bench.log" 2>&1
-tail -8 "$out/bench.log"
-cap="-c conf/h200_opt30b_host.ini -o tier.compute.capacity=16G --cut-gen-len 8"
-step "bench OPT-30B, 16 GiB cap, FlexGen's T4 policy 20 80 0 100 0 100, 48 x 1, CPU attention"
-timeout 150 ./fgcore $cap $dt bench --percent 20 80 0 100 0 100 --gpu-batch-size 48 \
-	--num-gpu-batches 1 --cpu-cache-compute >> "$out/bench.log" 2>&1
-tail -8 "$out/bench.log"
-step "bench OPT-30B, 16 GiB cap, 0 100 0 100 0 100, 64 x 2, int4 cache"
-timeout 150 ./fgcore $cap $dt bench --percent 0 100 0 100 0 100 --gpu-batch-size 64 \
-	--num-gpu-batches 2 --compress-cache >> "$out/bench.log" 2>&1
 tail -8 "$out/bench.log"
