@@ -43,14 +43,6 @@ for m in opt/opt-py-128x4 llama/llama-py-128x4; do
 	grep "pipeline stage" "$out/two_${m#*/}.err" | head -4
 done
 
-step "nccl transport, 2 ranks on one GPU (NCCL is expected to refuse it)"
-m=opt/opt-py-128x4
-a="$gpu -o model.path=$FGCORE_TESTDATA/$m -o policy.gpu_batch_size=2 -o policy.num_gpu_batches=3"
-timeout 60 $mpi -np 2 ./fgcore $a -o tier.compute.capacity=8G -o distributed.transport=nccl \
-	generate --prompt-file "$out/prompts.txt" --max-new-tokens 24 > "$out/nccl.txt" 2>"$out/nccl.err"
-echo "exit $?"; grep -v '^-\|^$' "$out/nccl.err" | head -4
-if cmp -s "$out/one_opt-py-128x4.txt" "$out/nccl.txt"; then echo "nccl: 2 stages == 1 process"; fi
-
 step "OPT-30B, dummy weights, all on the GPU: 1 process vs 2 stages on the one GPU"
 b="-c conf/h200_opt30b.ini -o bench.gen_len=32 -o bench.warmup=false"
 timeout 120 ./fgcore $b -o policy.gpu_batch_size=48 -o policy.num_gpu_batches=2 bench > "$out/opt30b_one.log" 2>&1
@@ -62,3 +54,11 @@ for mb in 2; do
 	echo "2 stages, micro_batches $mb: exit $?"
 	grep -E "throughput|pipeline stage" "$out/opt30b_two.log"
 done
+
+step "nccl transport, 2 ranks on one GPU (NCCL is expected to refuse it)"
+m=opt/opt-py-128x4
+a="$gpu -o model.path=$FGCORE_TESTDATA/$m -o policy.gpu_batch_size=2 -o policy.num_gpu_batches=3"
+timeout 60 $mpi -np 2 ./fgcore $a -o tier.compute.capacity=8G -o distributed.transport=nccl \
+	generate --prompt-file "$out/prompts.txt" --max-new-tokens 24 > "$out/nccl.txt" 2>"$out/nccl.err"
+echo "exit $?"; grep -v '^-\|^$' "$out/nccl.err" | head -4
+if cmp -s "$out/one_opt-py-128x4.txt" "$out/nccl.txt"; then echo "nccl: 2 stages == 1 process"; fi
