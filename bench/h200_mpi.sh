@@ -37,7 +37,7 @@ for m in opt/opt-py-128x4 llama/llama-py-128x4; do
 	a="$gpu -o model.path=$FGCORE_TESTDATA/$m -o policy.gpu_batch_size=2 -o policy.num_gpu_batches=3"
 	g="generate --prompt-file $out/prompts.txt --max-new-tokens 24"
 	timeout 60 ./fgcore $a $g > "$out/one_${m#*/}.txt" 2>&1
-	timeout 90 $mpi -np 2 ./fgcore -v $a -o tier.compute.capacity=8G $g > "$out/two_${m#*/}.txt" 2>"$out/two_${m#*/}.err"
+	timeout 90 $mpi -np 2 ./fgcore -v $a -o tier.compute.capacity=8G -o tier.compute.pool=8G $g > "$out/two_${m#*/}.txt" 2>"$out/two_${m#*/}.err"
 	if cmp -s "$out/one_${m#*/}.txt" "$out/two_${m#*/}.txt"; then echo "$m: 2 stages == 1 process"
 	else echo "$m: DIFFERENT"; diff "$out/one_${m#*/}.txt" "$out/two_${m#*/}.txt" | head -8; tail -5 "$out/two_${m#*/}.err"; fi
 	grep "pipeline stage" "$out/two_${m#*/}.err" | head -4
@@ -49,7 +49,7 @@ timeout 120 ./fgcore $b -o policy.gpu_batch_size=48 -o policy.num_gpu_batches=2 
 grep -E "throughput" "$out/opt30b_one.log"
 for mb in 2; do
 	timeout 150 $mpi -np 2 ./fgcore -v $b -o policy.gpu_batch_size=48 -o policy.num_gpu_batches=2 \
-		-o tier.compute.capacity=66G -o distributed.micro_batches=$mb bench \
+		-o tier.compute.capacity=66G -o tier.compute.pool=66G -o distributed.micro_batches=$mb bench \
 		> "$out/opt30b_two.log" 2>&1
 	echo "2 stages, micro_batches $mb: exit $?"
 	grep -E "throughput|pipeline stage" "$out/opt30b_two.log"
@@ -58,7 +58,7 @@ done
 step "nccl transport, 2 ranks on one GPU (NCCL is expected to refuse it)"
 m=opt/opt-py-128x4
 a="$gpu -o model.path=$FGCORE_TESTDATA/$m -o policy.gpu_batch_size=2 -o policy.num_gpu_batches=3"
-timeout 60 $mpi -np 2 ./fgcore $a -o tier.compute.capacity=8G -o distributed.transport=nccl \
+timeout 60 $mpi -np 2 ./fgcore $a -o tier.compute.capacity=8G -o tier.compute.pool=8G -o distributed.transport=nccl \
 	generate --prompt-file "$out/prompts.txt" --max-new-tokens 24 > "$out/nccl.txt" 2>"$out/nccl.err"
 echo "exit $?"; grep -v '^-\|^$' "$out/nccl.err" | head -4
 if cmp -s "$out/one_opt-py-128x4.txt" "$out/nccl.txt"; then echo "nccl: 2 stages == 1 process"; fi
