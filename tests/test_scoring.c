@@ -166,6 +166,7 @@ START_TEST(test_heldout_scores)
 	double ppl = exp(-sum / (double)count), ref_ppl = exp(-ref / (double)count);
 	printf("%s, %s: scored %ld tokens in padded batches: perplexity %.4f (Hugging Face fp32 %.4f over the same tokens); max |log-probability - Hugging Face| %.2e\n",
 	       name, int4 ? "int4 weights" : "fp32", count, ppl, ref_ppl, worst);
+	fflush(stdout); /* a failed check below ends this forked test without flushing */
 	if (!int4) {
 		/* The README's fp32 1e-3, but llama-py-128x4's reference is itself
 		 * up to 4.28e-3 off float64 (tests/reference/llama_f64.py). */
@@ -255,6 +256,7 @@ START_TEST(test_completion_logprobs)
 		}
 	printf("%s, %s: completion log-probabilities against the same text rescored: max difference %.2e\n",
 	       strchr(models[_i / 2], '/') + 1, sampled ? "sampled" : "greedy", worst);
+	fflush(stdout);
 	ck_assert_msg(worst <= TOL_SAME, "completion and rescored log-probabilities differ by %g", worst);
 	for (int r = 0; r < N; r++) {
 		fg_result_clear(&res[r]);
