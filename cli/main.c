@@ -33,7 +33,7 @@ static const struct fg_command fg_commands[] = {
 	{ "generate", fg_cmd_generate, "complete --prompt TEXT (repeatable) or --prompt-file FILE", 1 },
 	{ "run-batch", fg_cmd_run_batch, "run JSONL requests: --input IN.jsonl --output OUT.jsonl", 1 },
 	{ "score", fg_cmd_score, "perplexity of a text FILE, or of token-id sequences (--ids FILE.jsonl)", 1 },
-	{ "serve", fg_cmd_serve, "OpenAI-compatible HTTP server: [--host H] [--port P] [--api-key KEY]", 0 },
+	{ "serve", fg_cmd_serve, "OpenAI-compatible HTTP server: [--host H] [--port P] [--api-key KEY]", 1 },
 	{ "tokenize", fg_cmd_tokenize, "print the token ids of each TEXT as JSON", 0 },
 	{ "profile", fg_cmd_profile, "measure this machine through the configured plugins: write [hardware]", 0 },
 	{ "optimize", fg_cmd_optimize, "the policy with the best predicted throughput (cost model + LP)", 0 },

@@ -139,4 +139,37 @@ else
 	grep -q "rank 1" "$tmp/err" || die "killed rank: no line names rank 1: $(cat "$tmp/err")"
 	cat "$tmp/err"
 fi
+
+# serve under mpirun: rank 0 answers over HTTP, the stages compute; the same
+# greedy choices as one process; SIGTERM to the launcher ends the job cleanly.
+if grep -q '^#define HAVE_MICROHTTPD 1' "$FGCORE_BUILDDIR/config.h"; then
+	m="-o model.path=$td/opt/opt-py-128x4 $base -o policy.gpu_batch_size=2 -o policy.num_gpu_batches=2"
+	body='{"prompt": ["def main():", "import os", "class Foo(object):"], "max_tokens": 10, "temperature": 0}'
+	ask() { # port file: POST the body, print the choices' texts
+		python3 - "$1" "$body" <<'PY'
+import json, sys, time, urllib.request
+port = None
+for _ in range(600):
+    try:
+        port = open(sys.argv[1]).read().split("http://127.0.0.1:")[1].split()[0]
+        break
+    except (IndexError, OSError):
+        time.sleep(0.1)
+req = urllib.request.Request("http://127.0.0.1:%s/v1/completions" % port, sys.argv[2].encode(),
+                             {"Content-Type": "application/json"})
+print(json.dumps([c["text"] for c in json.load(urllib.request.urlopen(req, timeout=60))["choices"]]))
+PY
+	}
+	timeout 120 "$fg" $m serve --port 0 2>"$tmp/s1.err" &
+	s1=$!
+	one=$(ask "$tmp/s1.err") || die "serve, one process: $(cat "$tmp/s1.err")"
+	kill -TERM $s1; wait $s1 || die "serve, one process: exit $? after SIGTERM"
+	timeout 120 $mpi -np 2 "$fg" $m serve --port 0 2>"$tmp/s2.err" &
+	s2=$!
+	two=$(ask "$tmp/s2.err") || die "serve -np 2: $(cat "$tmp/s2.err")"
+	kill -TERM $s2; wait $s2
+	rc=$?
+	[ "$rc" -ne 124 ] || die "serve -np 2: SIGTERM did not end the job"
+	[ -n "$one" ] && [ "$one" = "$two" ] || die "serve -np 2 answered $two, one process $one"
+fi
 exit $fail

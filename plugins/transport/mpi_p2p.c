@@ -47,7 +47,7 @@ int mpi_p2p_open(const struct fg_host *host, struct fg_transport_info *info)
 	MPI_Initialized(&inited);
 	if (!inited) {
 		mpi_p2p_promote();
-		rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+		rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
 		if (rc != MPI_SUCCESS)
 			return mpi_p2p_error(host, "MPI_Init_thread", rc);
 	}
