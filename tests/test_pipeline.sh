@@ -4,7 +4,8 @@
 # (greedy) and run-batch (greedy and seeded sampling) on the trained OPT and
 # Llama checkpoints, with each stage's own offloading policy (weights, cache
 # and activations on the host and disk tiers); mismatched configurations and
-# a killed rank stop the job with a line naming the rank, within bounded time.
+# a killed rank stop the job with a line naming the rank, within bounded time;
+# prompt scores (echo + logprobs, score) and serve through the stages.
 set -u
 fg="$FGCORE_BUILDDIR/fgcore"
 td=${FGCORE_TESTDATA:-}
@@ -102,11 +103,23 @@ run_np 2 "$fg" $m -o distributed.layers=1,2 $g > "$tmp/out" 2>"$tmp/err" && die 
 grep -q "distributed\] layers \"1,2\": 2 stages of 3 layers" "$tmp/err" || die "bad layers: $(cat "$tmp/err")"
 run_np 2 "$fg" $m -o "distributed.percent=100 0 100 0 100 0" $g > "$tmp/out" 2>"$tmp/err" && die "one percent for 2 stages accepted"
 grep -q "distributed\] percent" "$tmp/err" || die "bad percent: $(cat "$tmp/err")"
-# Scoring prompt positions (echo with logprobs) is refused in a pipeline,
-# request by request, not computed wrong.
-echo '{"custom_id": "s", "prompt": "a = 1", "max_tokens": 1, "echo": true, "logprobs": 1}' > "$tmp/echo.jsonl"
-run_np 2 "$fg" $m run-batch --input "$tmp/echo.jsonl" --output "$tmp/echo.out" 2>"$tmp/err"
-grep -q "does not run in a pipeline" "$tmp/echo.out" || die "echo in a pipeline: $(cat "$tmp/err" "$tmp/echo.out" 2>/dev/null)"
+# Scoring prompt positions through the stages (the last one sends each
+# position's logits to rank 0): echo + logprobs and `score` give the
+# one-process figures, over 2 and 3 stages with padded batches.
+printf '%s\n' '{"custom_id": "s", "prompt": "a = 1", "max_tokens": 2, "echo": true, "logprobs": 3}' \
+	'{"custom_id": "t", "prompt": "def main(argv):\n    return 0", "max_tokens": 0, "echo": true, "logprobs": 1}' \
+	'{"custom_id": "u", "prompt": "import os", "max_tokens": 3, "logprobs": 2}' > "$tmp/echo.jsonl"
+"$fg" $m run-batch --input "$tmp/echo.jsonl" --output "$tmp/echo1.out" 2>"$tmp/err" || die "echo, one process: $(cat "$tmp/err")"
+run_np 2 "$fg" $m run-batch --input "$tmp/echo.jsonl" --output "$tmp/echo2.out" 2>"$tmp/err" || die "echo -np 2: $(cat "$tmp/err")"
+run_np 3 "$fg" $m -o distributed.layers=1,2,1 run-batch --input "$tmp/echo.jsonl" --output "$tmp/echo3.out" 2>"$tmp/err" ||
+	die "echo -np 3: $(cat "$tmp/err")"
+cmp -s "$tmp/echo1.out" "$tmp/echo2.out" || die "echo + logprobs -np 2 differ: $(diff "$tmp/echo1.out" "$tmp/echo2.out" | head -4)"
+cmp -s "$tmp/echo1.out" "$tmp/echo3.out" || die "echo + logprobs -np 3 differ"
+grep -q '"token_logprobs":\[null,' "$tmp/echo1.out" || die "echo: no prompt scores: $(head -c 300 "$tmp/echo1.out")"
+printf 'import os\n\ndef main(argv):\n    for name in os.listdir(argv[1]):\n        print(name)\n' > "$tmp/t.py"
+a1=$("$fg" $m score --json --context 16 --stride 8 "$tmp/t.py" 2>&1) || die "score, one process: $a1"
+a2=$(run_np 2 "$fg" $m score --json --context 16 --stride 8 "$tmp/t.py" 2>"$tmp/err") || die "score -np 2: $(cat "$tmp/err")"
+[ -n "$a1" ] && [ "$a1" = "$a2" ] || die "score -np 2: $a2, one process: $a1"
 # A rank killed mid-job: the job ends, non-zero, naming the rank, in bounded time.
 t0=$(date +%s)
 export FGCORE_PIPE_TEST=$$

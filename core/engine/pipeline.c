@@ -6,7 +6,8 @@
  * each stage receives a GPU batch's activations from the previous stage
  * before its first unit and sends them to the next after its last one; the
  * last stage sends each GPU batch's greedy tokens (and logits, when asked)
- * to rank 0.  Transfers are non-blocking and posted ahead (every receive of
+ * to rank 0, and in a scored prefill every earlier prompt position's logits,
+ * which rank 0 hands to its scoring callback.  Transfers are non-blocking and posted ahead (every receive of
  * a step at its start), so a stage computes micro-batch g while g - 1
  * travels on.  Activations go through host buffers, or stay in GPU memory
  * with a transport that moves device memory (nccl).
@@ -27,10 +28,11 @@
 #include "core/util/error.h"
 
 enum { CMD_NEW = 1, CMD_PREFILL, CMD_DECODE, CMD_FREE, CMD_EXIT };
-enum { WANT_TOP = 1, WANT_LOGITS = 2 };
+enum { WANT_TOP = 1, WANT_LOGITS = 2, WANT_SCORES = 4 };
 enum {
 	TAG_CMD = 1, TAG_PAD = 2, TAG_STATUS = 3, TAG_VERDICT = 4,
-	TAG_HIDDEN = 16, TAG_TOP = 8192, TAG_LOGITS = 16384, /* + GPU batch (< 4096) */
+	TAG_HIDDEN = 16, TAG_TOP = 8192, TAG_LOGITS = 16384, TAG_SCORES = 20480,
+	/* + GPU batch (< 4096) */
 };
 
 struct pipe_cmd {
@@ -188,7 +190,8 @@ int fg_pipe_step_command(struct fg_forward *f, const int32_t *pad, int want_logi
 {
 	struct fg_pipe_run *p = f->pipe;
 	struct pipe_cmd c = { .op = pad ? CMD_PREFILL : CMD_DECODE,
-			      .want = (want_top ? WANT_TOP : 0) | (want_logits ? WANT_LOGITS : 0) };
+			      .want = (want_top ? WANT_TOP : 0) | (want_logits ? WANT_LOGITS : 0) |
+				      (pad && f->score_fn ? WANT_SCORES : 0) };
 
 	if (p->rank == 0)
 		send_command(p->d, &c, pad, pad ? (size_t)(f->nb * f->bs) : 0);
@@ -394,11 +397,49 @@ void fg_pipe_send_results(struct fg_forward *f, int64_t k)
 		fatal(d);
 }
 
+/* The last stage's scoring callback: each prompt position's logits rows of
+ * a GPU batch go to rank 0, in order (one tag per GPU batch). */
+static int send_position(void *arg, int64_t row0, int64_t rows, int64_t pos, const float *logits)
+{
+	struct fg_forward *f = arg;
+	struct fg_dist *d = f->pipe->d;
+
+	(void)pos;
+	send_or_die(d, 0, TAG_SCORES + (int)(row0 / f->bs), logits,
+		    (size_t)(rows * f->cfg->vocab) * sizeof(float), "prompt logits");
+	return 0;
+}
+
+/* Rank 0, a scored prefill: the positions the last stage scored, GPU batch
+ * by GPU batch in its order (logits.c's: from the batch's smallest pad),
+ * into the caller's callback. */
+static void recv_positions(struct fg_forward *f)
+{
+	struct fg_pipe_run *p = f->pipe;
+	struct fg_dist *d = p->d;
+
+	for (int64_t k = 0; k < f->nb; k++) {
+		int64_t first = f->plen;
+		for (int64_t s = 0; s < f->bs; s++)
+			first = f->gb[k].pad[s] < first ? f->gb[k].pad[s] : first;
+		for (int64_t pos = first; pos + 1 < f->plen; pos++) {
+			recv_or_die(d, p->size - 1, TAG_SCORES + (int)k, f->host_argmax,
+				    (size_t)(f->bs * f->cfg->vocab) * sizeof(float), d->timeout,
+				    "prompt logits");
+			if (f->score_fn(f->score_arg, k * f->bs, f->bs, pos, f->host_argmax))
+				fatal(d);
+		}
+	}
+}
+
 void fg_pipe_step_end(struct fg_forward *f)
 {
 	struct fg_pipe_run *p = f->pipe;
 	struct fg_dist *d = p->d;
 	double t0 = fg_now();
+
+	if (p->rank == 0 && f->score_fn && p->n > 1)
+		recv_positions(f);
 
 	for (int64_t k = 0; k < f->nb; k++) {
 		int res_peer = p->rank == 0 ? p->size - 1 : 0;
@@ -476,7 +517,11 @@ int fg_pipe_worker(struct fg_engine *e)
 			if (c.op == CMD_PREFILL) {
 				recv_or_die(d, 0, TAG_PAD, pad, (size_t)(f->nb * f->bs) * sizeof(int32_t),
 					    d->timeout, "paddings");
-				rc = fg_forward_prefill(f, NULL, pad, NULL, NULL);
+				/* the last stage scores the prompt positions for rank 0 */
+				int score = (c.want & WANT_SCORES) && !fg_pipe_has_next(f);
+				rc = score ? fg_forward_prefill_scored(f, NULL, pad, NULL, NULL,
+								       send_position, f)
+					   : fg_forward_prefill(f, NULL, pad, NULL, NULL);
 			} else {
 				rc = fg_forward_decode(f, NULL, NULL, NULL);
 			}

@@ -361,10 +361,6 @@ int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *
 int fg_forward_prefill_scored(struct fg_forward *f, const int32_t *ids, const int32_t *pad,
 			      float *logits, int32_t *top, fg_position_logits_fn fn, void *arg)
 {
-	if (f->pipe) {
-		FG_ERR("scoring prompt positions (echo, prompt log-probabilities) does not run in a pipeline of stages yet: run it in one process");
-		return -ENOTSUP;
-	}
 	f->score_fn = fn;
 	f->score_arg = arg;
 	int rc = fg_forward_prefill(f, ids, pad, logits, top);
