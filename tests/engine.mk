@@ -28,7 +28,7 @@ EXTRA_DIST += tests/test_pipeline.sh
 
 check_PROGRAMS += tests/test_compression
 TESTS += tests/test_compression
-tests_test_compression_SOURCES = tests/test_compression.c
+tests_test_compression_SOURCES = tests/test_compression.c tests/heldout.c tests/heldout.h
 tests_test_compression_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS)
 tests_test_compression_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)
 
@@ -42,7 +42,7 @@ tests_test_mover_LDADD = $(TEST_LIBS)
 # log-probabilities out of fg_generate (prompt scores, completion scores) against Hugging Face
 check_PROGRAMS += tests/test_scoring
 TESTS += tests/test_scoring
-tests_test_scoring_SOURCES = tests/test_scoring.c
+tests_test_scoring_SOURCES = tests/test_scoring.c tests/heldout.c tests/heldout.h
 tests_test_scoring_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS)
 tests_test_scoring_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)
 

@@ -20,9 +20,8 @@
 #include <jansson.h>
 
 #include <fgcore/fgcore.h>
+#include "tests/heldout.h"
 
-#define HROWS 16
-#define HLEN 256
 #define TOPK 5
 
 static const char *gpu_backend;
@@ -57,36 +56,6 @@ static struct fg_engine *open_engine(const char *dir, const char *extra)
 	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
 	fg_config_free(c);
 	return e;
-}
-
-struct heldout {
-	int32_t ids[HROWS][HLEN];
-	double lp[HROWS][HLEN - 1];
-	double ppl, sim_ppl;
-};
-
-static void load_heldout(const char *dir, struct heldout *h)
-{
-	char path[4400];
-	json_error_t err;
-
-	snprintf(path, sizeof(path), "%s/heldout.json", dir);
-	json_t *root = json_load_file(path, 0, &err);
-	ck_assert_msg(root, "%s: %s", path, err.text);
-	json_t *ids = json_object_get(root, "input_ids"), *lp = json_object_get(root, "token_logprobs");
-	ck_assert(json_array_size(ids) == HROWS && json_array_size(lp) == HROWS);
-	for (int r = 0; r < HROWS; r++) {
-		ck_assert(json_array_size(json_array_get(ids, r)) == HLEN);
-		for (int t = 0; t < HLEN; t++)
-			h->ids[r][t] = (int32_t)json_integer_value(json_array_get(json_array_get(ids, r), t));
-		for (int t = 0; t < HLEN - 1; t++)
-			h->lp[r][t] = json_number_value(json_array_get(json_array_get(lp, r), t));
-	}
-	h->ppl = json_number_value(json_object_get(root, "perplexity"));
-	h->sim_ppl = json_number_value(
-		json_object_get(json_object_get(root, "int4_weights_simulated"), "perplexity"));
-	ck_assert(h->ppl > 1 && h->sim_ppl > h->ppl);
-	json_decref(root);
 }
 
 /* A top list: sorted, log-probabilities <= 0, distinct ids; the scored token

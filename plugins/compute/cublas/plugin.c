@@ -286,21 +286,26 @@ static int cublas_stream_sync(void *ctx, void *stream)
 	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "stream_sync", "cudaStreamSynchronize", e);
 }
 
-static int cublas_event_create(void *ctx, void **event)
+/* An event for ordering (no timing: cheaper) or a timer (timing). */
+static int cublas_event_new(struct cublas_ctx *c, unsigned flags, const char *what, void **event)
 {
-	struct cublas_ctx *c = ctx;
 	cudaEvent_t ev;
 	cudaError_t e;
 	int rc;
 
 	*event = NULL;
-	if ((rc = cublas_enter(c, "event_create")))
+	if ((rc = cublas_enter(c, what)))
 		return rc;
-	e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+	e = cudaEventCreateWithFlags(&ev, flags);
 	if (e != cudaSuccess)
-		return cublas_cuda_fail(c, "event_create", "cudaEventCreate", e);
+		return cublas_cuda_fail(c, what, "cudaEventCreate", e);
 	*event = ev;
 	return 0;
+}
+
+static int cublas_event_create(void *ctx, void **event)
+{
+	return cublas_event_new(ctx, cudaEventDisableTiming, "event_create", event);
 }
 
 static void cublas_event_destroy(void *ctx, void *event)
@@ -375,19 +380,7 @@ static int cublas_copy(void *ctx, void *stream, void *dst, const void *src, size
 
 static int cublas_timer_create(void *ctx, void **timer)
 {
-	struct cublas_ctx *c = ctx;
-	cudaEvent_t ev;
-	cudaError_t e;
-	int rc;
-
-	*timer = NULL;
-	if ((rc = cublas_enter(c, "timer_create")))
-		return rc;
-	e = cudaEventCreate(&ev);
-	if (e != cudaSuccess)
-		return cublas_cuda_fail(c, "timer_create", "cudaEventCreate", e);
-	*timer = ev;
-	return 0;
+	return cublas_event_new(ctx, cudaEventDefault, "timer_create", timer);
 }
 
 static int cublas_timer_elapsed(void *ctx, void *start, void *end, double *seconds)
