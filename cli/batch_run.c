@@ -51,36 +51,28 @@ static void run_one(struct fg_engine *e, const struct fg_request *req, struct fg
 	res->error = strdup(fg_last_error());
 }
 
-/* What one fg_generate call over res[0..cnt) computed: the engine runs the
- * requests it accepted as ceil(live / gpu_batch_size) GPU batches of equal
- * rows, every prompt left-padded to the longest, and decodes until the
- * longest completion ends. */
-static void account(const struct fg_engine *e, const struct fg_request *const *req,
-		    struct fg_result *const *res, size_t cnt, struct fg_batch_stats *st)
+/* What one fg_generate call over res[0..cnt) computed: the positions the
+ * engine counted since `before` (every row of every GPU batch it ran,
+ * padding and finished rows included), against the prompt and completion
+ * tokens the results needed. */
+static void account(const struct fg_engine *e, uint64_t before, struct fg_result *const *res,
+		    size_t cnt, struct fg_batch_stats *st)
 {
-	uint64_t live = 0, plen = 0, out = 0, useful = 0, gen = 0;
-	int runs = 0;
-	int64_t bs = e->policy.gpu_batch_size > 0 ? e->policy.gpu_batch_size : 1;
+	uint64_t useful = 0, gen = 0;
 
 	for (size_t k = 0; k < cnt; k++) {
 		const struct fg_result *r = res[k];
 		if (r->finish_reason == FG_FINISH_ERROR)
 			continue;
-		live++;
-		runs |= req[k]->max_new_tokens > 0 || req[k]->score_prompt;
-		if (r->n_prompt_tokens > plen)
-			plen = r->n_prompt_tokens;
-		if (r->n_tokens > out)
-			out = r->n_tokens;
 		useful += r->n_prompt_tokens + (r->n_tokens ? r->n_tokens - 1 : 0);
 		gen += r->n_tokens;
 	}
 	st->batches++;
 	st->generated += gen;
-	if (!runs) /* nothing to generate or score: the engine skips the batch */
+	uint64_t computed = fg_engine_positions(e) - before;
+	if (!computed) /* nothing to generate or score: the engine ran no batch */
 		return;
-	uint64_t nb = (live + (uint64_t)bs - 1) / (uint64_t)bs, rows = (live + nb - 1) / nb * nb;
-	st->computed += rows * (plen + (out ? out - 1 : 0));
+	st->computed += computed;
 	st->useful += useful;
 }
 
@@ -92,14 +84,12 @@ long fg_cli_run_batches(struct fg_engine *e, const struct fg_request *reqs, size
 	struct fg_request *sub = calloc(n ? n : 1, sizeof(*sub));
 	struct fg_result *sres = calloc(n ? n : 1, sizeof(*sres));
 	struct fg_result **ptr = calloc(n ? n : 1, sizeof(*ptr));
-	const struct fg_request **rp = calloc(n ? n : 1, sizeof(*rp));
 	size_t *idx = calloc(n ? n : 1, sizeof(*idx));
 	struct fg_batch_stats scratch;
 	int stopped = 0;
 	long count = 0;
 
-	if (!ord || !sub || !sres || !ptr || !rp || !idx) {
-		free(rp);
+	if (!ord || !sub || !sres || !ptr || !idx) {
 		free(ord);
 		free(sub);
 		free(sres);
@@ -138,15 +128,15 @@ long fg_cli_run_batches(struct fg_engine *e, const struct fg_request *reqs, size
 			break;
 		for (size_t k = 0; k < cnt; k++)
 			sub[k] = reqs[ord[i + k].index];
+		uint64_t before = fg_engine_positions(e);
 		if (fg_generate(e, sub, cnt, sres) == 0) {
 			for (size_t k = 0; k < cnt; k++) {
 				res[ord[i + k].index] = sres[k];
 				done[ord[i + k].index] = 1;
 				ptr[k] = &res[ord[i + k].index];
-				rp[k] = &reqs[ord[i + k].index];
 				idx[k] = ord[i + k].index;
 			}
-			account(e, rp, ptr, cnt, st);
+			account(e, before, ptr, cnt, st);
 			ran = cnt;
 		} else {
 			/* One request may have failed the batch: run each alone. */
@@ -158,6 +148,7 @@ long fg_cli_run_batches(struct fg_engine *e, const struct fg_request *reqs, size
 
 				if (k > 0 && o->stop && *o->stop)
 					break;
+				before = fg_engine_positions(e);
 				if (cnt == 1) {
 					memset(&res[at], 0, sizeof(res[at]));
 					res[at].finish_reason = FG_FINISH_ERROR;
@@ -166,8 +157,7 @@ long fg_cli_run_batches(struct fg_engine *e, const struct fg_request *reqs, size
 					run_one(e, &reqs[at], &res[at]);
 				}
 				ptr[0] = &res[at];
-				rp[0] = &reqs[at];
-				account(e, rp, ptr, 1, st);
+				account(e, before, ptr, 1, st);
 				done[at] = 1;
 				idx[ran++] = at;
 			}
@@ -180,7 +170,6 @@ long fg_cli_run_batches(struct fg_engine *e, const struct fg_request *reqs, size
 	free(sub);
 	free(sres);
 	free(ptr);
-	free(rp);
 	free(idx);
 	return count;
 }

@@ -53,3 +53,10 @@ EXTRA_DIST += tests/test_score.sh
 # bench's device time (compute ABI 1.2 timers) adds up to the run
 TESTS += tests/test_device_timing.sh
 EXTRA_DIST += tests/test_device_timing.sh
+
+# a GPU batch whose rows have all finished is not run again; results unchanged
+check_PROGRAMS += tests/test_finished_rows
+TESTS += tests/test_finished_rows
+tests_test_finished_rows_SOURCES = tests/test_finished_rows.c
+tests_test_finished_rows_CFLAGS = $(TEST_CFLAGS)
+tests_test_finished_rows_LDADD = $(TEST_LIBS)

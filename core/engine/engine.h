@@ -26,6 +26,7 @@ struct fg_engine {
 	struct fg_tokenizer *tok;    /* NULL when the model has no tokenizer files */
 	char tok_error[512];         /* why tok is NULL */
 	double load_s;               /* seconds spent loading weights */
+	uint64_t positions;          /* token positions fg_generate computed (fg_engine_positions) */
 };
 
 /* The forward-pass environment of this engine, for `nb` GPU batches. */

@@ -24,6 +24,7 @@ struct fg_forward_stats {
 	double logits_s;       /* copying logits out */
 	double wait_stage_s;   /* pipeline: waiting for other stages (activations, results) */
 	uint64_t weight_bytes, cache_bytes, hidden_bytes; /* moved between tiers */
+	uint64_t positions;    /* token positions computed (rows x tokens, padding included) */
 	/* With device_timing: the compute stream's time by phase (devtime.h:
 	 * compute, wait weights, cache, activations, host attention, logits). */
 	double dev_s[6];
@@ -67,6 +68,12 @@ int fg_forward_prefill_scored(struct fg_forward *f, const int32_t *ids, const in
 int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, int32_t *top);
 
 const struct fg_forward_stats *fg_forward_stats(const struct fg_forward *f);
+
+/* Before decode steps: live[k] 0 leaves GPU batch k out (every row of it has
+ * finished: its cache is not extended, its outputs are not written; a row's
+ * result never depends on it).  NULL: every batch.  A pipeline of stages
+ * computes every batch. */
+void fg_forward_set_live(struct fg_forward *f, const unsigned char *live);
 
 /* Bytes this run holds per tier (cache, activations, buffers), as allocated. */
 void fg_forward_bytes(const struct fg_forward *f, uint64_t bytes[FG_ROLES]);

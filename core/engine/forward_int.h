@@ -62,6 +62,7 @@ struct fg_forward {
 	int dt_n, dt_cap;
 	struct fg_pipe_run *pipe;       /* a pipeline stage's transfers (NULL: one process) */
 	int64_t ngroups;                /* micro-batches: groups of GPU batches */
+	unsigned char *live;            /* decode steps: GPU batches to compute (NULL: all) */
 	fg_position_logits_fn score_fn; /* set during a scored prefill */
 	void *score_arg;
 	struct fg_forward_stats stats;

@@ -273,6 +273,7 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	struct fg_sampler *smp = NULL;
 	struct fg_region lr = { 0 };
 	int32_t *ids = NULL, *pad = NULL, *next = NULL, *top = NULL;
+	unsigned char *gb_live = NULL;
 	int greedy = 1, scored = 0;
 	float *logits = NULL;
 	int rc;
@@ -290,13 +291,14 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	pad = malloc(sizeof(int32_t) * (size_t)rows);
 	next = malloc(sizeof(int32_t) * (size_t)rows);
 	top = malloc(sizeof(int32_t) * (size_t)rows);
+	gb_live = malloc((size_t)nb);
 	/* All-greedy batches only need each row's top token, not its logits;
 	 * log-probabilities need the logits. */
 	for (size_t i = 0; i < count; i++) {
 		greedy &= jobs[i]->req->temperature <= 0 && !jobs[i]->req->logprobs;
 		scored |= jobs[i]->req->score_prompt;
 	}
-	if (!ids || !pad || !next || !top) {
+	if (!ids || !pad || !next || !top || !gb_live) {
 		FG_ERR("out of memory for a batch of %lld x %lld tokens", (long long)rows,
 		       (long long)plen);
 		rc = -ENOMEM;
@@ -322,6 +324,7 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 		goto out;
 	for (int64_t t = 0;; t++) {
 		int live = 0;
+		memset(gb_live, 0, (size_t)nb);
 		for (int64_t r = 0; r < rows; r++) {
 			next[r] = c->pad_id;
 			if (r >= (int64_t)count || jobs[r]->done)
@@ -332,16 +335,22 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 			next[r] = q->temperature > 0 ? fg_sample(smp, row, &sp, &jobs[r]->rng) : top[r];
 			accept(e, jobs[r], next[r], row);
 			live += !jobs[r]->done;
+			gb_live[r / bs] |= !jobs[r]->done;
 		}
 		if (!live || t + 1 >= glen)
 			break;
+		/* A GPU batch whose rows have all finished is not run again. */
+		fg_forward_set_live(f, gb_live);
 		if ((rc = fg_forward_decode(f, next, logits, top)))
 			goto out;
 	}
 out:
 	if (lr.size)
 		fg_tier_free(e->tier[FG_ROLE_HOST], &lr);
+	if (f)
+		e->positions += fg_forward_stats(f)->positions;
 	fg_forward_free(f);
+	free(gb_live);
 	fg_sampler_free(smp);
 	free(ids);
 	free(pad);
@@ -443,6 +452,11 @@ int fg_generate(struct fg_engine *e, const struct fg_request *reqs, size_t n,
 	free(jobs);
 	free(order);
 	return rc;
+}
+
+uint64_t fg_engine_positions(const struct fg_engine *e)
+{
+	return e->positions;
 }
 
 void fg_result_clear(struct fg_result *r)

@@ -11,6 +11,8 @@
  * that last read it. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/engine/forward_int.h"
 #include "core/util/clock.h"
@@ -231,20 +233,58 @@ static void group_range(const struct fg_forward *f, int64_t gi, int64_t *k0, int
 	*k1 = (gi + 1) * f->nb / f->ngroups;
 }
 
-/* The item after (u, k) of micro-batch gi: the next GPU batch, else the next
- * unit's first, else the next micro-batch's first unit; u = nunits: none. */
-static struct item next_item(const struct fg_forward *f, int64_t gi, const struct item *it)
+/* Does GPU batch k compute this step?  Every one in prefill and in a
+ * pipeline; in a decode step of one process, those fg_forward_set_live left
+ * live (a batch whose rows have all finished costs nothing more). */
+static int computes(const struct fg_forward *f, int64_t k)
+{
+	return !f->live || f->step == 0 || f->pipe || f->live[k];
+}
+
+/* The computing GPU batch of micro-batch gi after k (k0 - 1: the first), or
+ * its end.  A micro-batch with none still runs its first: its runs chain
+ * the weight slots. */
+static int64_t next_k(const struct fg_forward *f, int64_t gi, int64_t k)
 {
 	int64_t k0, k1;
 	group_range(f, gi, &k0, &k1);
-	if (it->k + 1 < k1)
-		return (struct item){ .u = it->u, .k = it->k + 1, .t = it->t + 1 };
+	for (k++; k < k1; k++)
+		if (computes(f, k))
+			return k;
+	return k1;
+}
+
+static int64_t first_k(const struct fg_forward *f, int64_t gi)
+{
+	int64_t k0, k1, k;
+	group_range(f, gi, &k0, &k1);
+	k = next_k(f, gi, k0 - 1);
+	return k < k1 ? k : k0;
+}
+
+static int64_t last_k(const struct fg_forward *f, int64_t gi)
+{
+	int64_t k0, k1, last;
+	group_range(f, gi, &k0, &k1);
+	last = first_k(f, gi);
+	for (int64_t k = next_k(f, gi, last); k < k1; k = next_k(f, gi, k))
+		last = k;
+	return last;
+}
+
+/* The item after (u, k) of micro-batch gi: the next computing GPU batch,
+ * else the next unit's first, else the next micro-batch's first unit;
+ * u = nunits: none. */
+static struct item next_item(const struct fg_forward *f, int64_t gi, const struct item *it)
+{
+	int64_t k0, k1, kn = next_k(f, gi, it->k);
+	group_range(f, gi, &k0, &k1);
+	if (kn < k1)
+		return (struct item){ .u = it->u, .k = kn, .t = it->t + 1 };
 	if (it->u + 1 < f->nunits)
-		return (struct item){ .u = it->u + 1, .k = k0, .t = it->t + 1 };
-	if (gi + 1 < f->ngroups) {
-		group_range(f, gi + 1, &k0, &k1);
-		return (struct item){ .u = 0, .k = k0, .t = it->t + 1 };
-	}
+		return (struct item){ .u = it->u + 1, .k = first_k(f, gi), .t = it->t + 1 };
+	if (gi + 1 < f->ngroups)
+		return (struct item){ .u = 0, .k = first_k(f, gi + 1), .t = it->t + 1 };
 	return (struct item){ .u = f->nunits, .t = it->t + 1 };
 }
 
@@ -266,16 +306,17 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 	}
 	if (overlap && (rc = fg_unit_weights_load(f, 0, 0)))
 		goto out;
-	if (overlap && (rc = cache_prefetch(f, &(struct item){ .u = 0 })))
+	if (overlap && (rc = cache_prefetch(f, &(struct item){ .u = 0, .k = first_k(f, 0) })))
 		goto out;
 	for (int64_t gi = 0; gi < f->ngroups; gi++) {
-		int64_t k0, k1;
-		group_range(f, gi, &k0, &k1);
+		int64_t k0 = first_k(f, gi), klast = last_k(f, gi), k1;
+		group_range(f, gi, &(int64_t){ 0 }, &k1);
 		for (int64_t u = 0; u < f->nunits; u++) {
 			int64_t ri = gi * f->nunits + u;
 			int ws = (int)(ri % f->nslots);
-			for (int64_t k = k0; k < k1; k++, t++) {
+			for (int64_t k = k0; k < k1; k = next_k(f, gi, k), t++) {
 				struct item it = { u, k, t, ws };
+				f->stats.positions += (uint64_t)(f->bs * n) * (u == 0);
 				if (k == k0) {
 					if (!overlap && (rc = fg_unit_weights_load(f, u, ws)))
 						goto out;
@@ -295,7 +336,7 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 					goto out;
 				if ((rc = run_item(f, &it, ids, n, logits, top)))
 					goto out;
-				if (k == k1 - 1 &&
+				if (k == klast &&
 				    (rc = fg_backend_event_record(f->be, f->wdone[ws], f->stream)))
 					goto out;
 			}
@@ -381,6 +422,18 @@ int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, i
 	    (f->pipe && (rc = fg_pipe_step_command(f, NULL, logits != NULL, top != NULL))))
 		return rc;
 	return step(f, ids, 1, logits, top);
+}
+
+void fg_forward_set_live(struct fg_forward *f, const unsigned char *live)
+{
+	if (!live) {
+		free(f->live);
+		f->live = NULL;
+		return;
+	}
+	if (!f->live && !(f->live = malloc((size_t)f->nb)))
+		return; /* without the mask every batch computes: only slower */
+	memcpy(f->live, live, (size_t)f->nb);
 }
 
 const struct fg_forward_stats *fg_forward_stats(const struct fg_forward *f)

@@ -108,6 +108,11 @@ struct fg_result {
 int fg_generate(struct fg_engine *e, const struct fg_request *reqs, size_t n,
 		struct fg_result *results);
 void fg_result_clear(struct fg_result *r);
+/* Token positions fg_generate has computed since the engine opened: every
+ * row of every GPU batch it ran, padding and rows already finished
+ * included (a GPU batch whose rows have all finished is no longer run);
+ * against the prompt and completion tokens, the batches' waste. */
+uint64_t fg_engine_positions(const struct fg_engine *e);
 
 /* Tokenizer of the engine's model. */
 int fg_tokenize(struct fg_engine *e, const char *text, int32_t **ids, size_t *n);
