@@ -150,7 +150,8 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		"On SIGTERM or SIGINT, how long the requests in flight may take to finish "
 		"before they are cut; 0: no limit."),
 	KEY("distributed", "transport", FG_CFG_STRING, "mpi",
-	    "Transport plugin between the stages: mpi (MPI point-to-point through host memory) "
+	    "Transport plugin between the stages: mpi (MPI point-to-point through host memory, "
+	    "or straight between GPU buffers when the MPI library is CUDA-aware) "
 	    "or nccl (NCCL send/recv of activations between GPUs, one GPU per rank; built with "
 	    "CUDA and NCCL)."),
 	KEY("distributed", "layers", FG_CFG_STRING, "",

@@ -10,7 +10,9 @@
  * which rank 0 hands to its scoring callback.  Transfers are non-blocking and posted ahead (every receive of
  * a step at its start), so a stage computes micro-batch g while g - 1
  * travels on.  Activations go through host buffers, or stay in GPU memory
- * with a transport that moves device memory (nccl).
+ * with a transport that moves device memory: ordered on the compute stream
+ * (nccl), or by this code (a CUDA-aware MPI: the stream is synchronized
+ * before a send, a received buffer waited for before the compute).
  *
  * A run that a stage cannot make is refused on every stage (fg_pipe_agree).
  * A stage failing mid-step, or a wait running past [distributed] timeout,
@@ -47,7 +49,8 @@ struct pipe_status {
 
 struct fg_pipe_run {
 	struct fg_dist *d;
-	int rank, size, device;  /* device: activations move in compute-tier memory */
+	int rank, size, device;  /* device: activations move in compute-tier memory, stream-ordered */
+	int device_sync;         /* ... in compute-tier memory, ordered here (CUDA-aware MPI) */
 	int want;                /* this step's WANT_* */
 	int64_t n;               /* tokens of this step */
 	uint64_t stride;         /* bytes of one GPU batch's activation buffer */
@@ -242,6 +245,8 @@ int fg_pipe_run_new(struct fg_forward *f)
 	p->rank = d->info.rank;
 	p->size = d->info.size;
 	p->device = (d->info.mem & FG_TRANSPORT_DEVICE) && f->mv.device && all_act_on_compute;
+	p->device_sync = !p->device && (d->info.mem & FG_TRANSPORT_DEVICE_SYNC) && f->mv.device &&
+			 all_act_on_compute;
 	p->stride = f->plan.hidden;
 	/* FlexGen's inner iterations: by default as many micro-batches as stages. */
 	f->ngroups = d->micro ? d->micro : p->size;
@@ -254,10 +259,10 @@ int fg_pipe_run_new(struct fg_forward *f)
 		FG_ERR("pipeline: out of memory");
 		return -ENOMEM;
 	}
-	if (!p->device && fg_pipe_has_prev(f) &&
+	if (!p->device && !p->device_sync && fg_pipe_has_prev(f) &&
 	    (rc = host_alloc(f, nb * p->stride, &p->rbuf, "activations received")))
 		return rc;
-	if (!p->device && fg_pipe_has_next(f) &&
+	if (!p->device && !p->device_sync && fg_pipe_has_next(f) &&
 	    (rc = host_alloc(f, nb * p->stride, &p->sbuf, "activations sent")))
 		return rc;
 	if (p->rank != 0 && !fg_pipe_has_next(f)) {
@@ -322,11 +327,17 @@ void fg_pipe_step_begin(struct fg_forward *f, int64_t n, float *logits, int32_t 
 
 	p->n = n;
 	p->t_step = fg_now();
+	/* Every receive of the step, posted now: into host staging, or (CUDA-aware
+	 * MPI) straight into each GPU batch's activations on the compute tier,
+	 * which nothing touches before fg_pipe_recv_hidden waits for them. */
 	if (!p->device && fg_pipe_has_prev(f))
 		for (int64_t k = 0; k < f->nb; k++)
 			if (fg_dist_irecv(d, p->rank - 1, TAG_HIDDEN + (int)k,
-					  (char *)p->rbuf.addr + (uint64_t)k * p->stride,
-					  hidden_len(f, n), FG_TRANSPORT_HOST, NULL, &p->rreq[k]))
+					  p->device_sync ? f->gb[k].hidden_home.addr
+							 : (char *)p->rbuf.addr + (uint64_t)k * p->stride,
+					  hidden_len(f, n),
+					  p->device_sync ? FG_TRANSPORT_DEVICE_SYNC : FG_TRANSPORT_HOST,
+					  NULL, &p->rreq[k]))
 				fatal(d);
 	if (p->rank != 0 || !fg_pipe_has_next(f))
 		return;
@@ -358,7 +369,8 @@ void fg_pipe_recv_hidden(struct fg_forward *f, int64_t k, void *h, size_t len)
 		return;
 	}
 	wait_or_die(d, &p->rreq[k], d->timeout, p->rank - 1, "activations");
-	if (fg_backend_copy(f->be, f->stream, h, (char *)p->rbuf.addr + (uint64_t)k * p->stride, len))
+	if (!p->device_sync && /* (else the bytes landed in h) */
+	    fg_backend_copy(f->be, f->stream, h, (char *)p->rbuf.addr + (uint64_t)k * p->stride, len))
 		fatal(d);
 	f->stats.wait_stage_s += fg_now() - t0;
 	f->stats.hidden_bytes += len;
@@ -368,13 +380,18 @@ void fg_pipe_send_hidden(struct fg_forward *f, int64_t k, const void *h, size_t 
 {
 	struct fg_pipe_run *p = f->pipe;
 	struct fg_dist *d = p->d;
-	void *sb = p->device ? (void *)h : (char *)p->sbuf.addr + (uint64_t)k * p->stride;
+	int in_place = p->device || p->device_sync;
+	void *sb = in_place ? (void *)h : (char *)p->sbuf.addr + (uint64_t)k * p->stride;
+	unsigned mem = p->device ? FG_TRANSPORT_DEVICE
+			 : p->device_sync ? FG_TRANSPORT_DEVICE_SYNC : FG_TRANSPORT_HOST;
 
-	if (!p->device && (fg_backend_copy(f->be, f->stream, sb, h, len) ||
-			   fg_backend_stream_sync(f->be, f->stream)))
+	/* A host copy, or (CUDA-aware MPI) the activations in place once the
+	 * stream has computed them; nccl orders the send on the stream itself. */
+	if (!in_place && fg_backend_copy(f->be, f->stream, sb, h, len))
 		fatal(d);
-	if (fg_dist_isend(d, p->rank + 1, TAG_HIDDEN + (int)k, sb, len,
-			  p->device ? FG_TRANSPORT_DEVICE : FG_TRANSPORT_HOST, f->stream, &p->sreq[k]))
+	if (!p->device && fg_backend_stream_sync(f->be, f->stream))
+		fatal(d);
+	if (fg_dist_isend(d, p->rank + 1, TAG_HIDDEN + (int)k, sb, len, mem, f->stream, &p->sreq[k]))
 		fatal(d);
 	f->stats.hidden_bytes += len;
 }

@@ -11,7 +11,11 @@
  * has FG_TRANSPORT_DEVICE, device memory (FG_TRANSPORT_DEVICE): such
  * transfers are ordered on `stream` (the compute backend's stream, a
  * cudaStream_t for cublas) like any op issued there, and complete in stream
- * order; `test` reports when they did. */
+ * order; `test` reports when they did.  A transport whose info has
+ * FG_TRANSPORT_DEVICE_SYNC instead (CUDA-aware MPI) moves device memory
+ * outside any stream: the caller has the bytes ready (its stream
+ * synchronized) before isend, and reads a received buffer only once `test`
+ * says the transfer finished. */
 #ifndef FGCORE_TRANSPORT_H
 #define FGCORE_TRANSPORT_H
 
@@ -27,6 +31,7 @@ extern "C" {
 enum fg_transport_mem {
 	FG_TRANSPORT_HOST = 1u << 0,   /* host memory */
 	FG_TRANSPORT_DEVICE = 1u << 1, /* GPU memory, stream-ordered */
+	FG_TRANSPORT_DEVICE_SYNC = 1u << 2, /* GPU memory, ordered by the caller */
 };
 
 struct fg_transport_info {
@@ -42,7 +47,7 @@ struct fg_transport_ops {
 	/* Leave it in order (every rank calls it). */
 	void (*close)(void *ctx);
 	/* Start sending (receiving) len bytes to (from) rank `peer` under `tag`
-	 * (0 <= tag < 32768); mem is FG_TRANSPORT_HOST or _DEVICE. */
+	 * (0 <= tag < 32768); mem is FG_TRANSPORT_HOST, _DEVICE or _DEVICE_SYNC. */
 	int (*isend)(void *ctx, int peer, int tag, const void *buf, size_t len, unsigned mem,
 		     void *stream, void **req);
 	int (*irecv)(void *ctx, int peer, int tag, void *buf, size_t len, unsigned mem,

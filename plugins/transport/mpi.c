@@ -1,5 +1,9 @@
 /* plugins/transport/mpi.c - the mpi transport: MPI point-to-point messages
- * in host memory (Open MPI from the distribution; any MPI 3 library). */
+ * in host memory (Open MPI from the distribution; any MPI 3 library), and in
+ * GPU memory when the library is CUDA-aware (asked at run time). */
+#include <stdio.h>
+#include <string.h>
+
 #include <fgcore/plugin.h>
 #include <fgcore/transport.h>
 
@@ -9,9 +13,18 @@ static int mpi_open(const struct fg_host *host, const void *opts, void **ctx,
 		    struct fg_transport_info *info)
 {
 	(void)opts;
+	int rc;
+
 	*ctx = (void *)host;
 	info->mem = FG_TRANSPORT_HOST;
-	return mpi_p2p_open(host, info);
+	if ((rc = mpi_p2p_open(host, info)))
+		return rc;
+	if (mpi_p2p_cuda_aware()) {
+		size_t n = strlen(info->library);
+		info->mem |= FG_TRANSPORT_DEVICE_SYNC;
+		snprintf(info->library + n, sizeof(info->library) - n, ", CUDA-aware");
+	}
+	return 0;
 }
 
 static void mpi_close(void *ctx)
@@ -67,7 +80,7 @@ FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
 	.abi_version	= FG_ABI_VERSION,
 	.kind		= FG_PLUGIN_TRANSPORT,
 	.name		= "mpi",
-	.description	= "MPI point-to-point messages in host memory between pipeline stages",
+	.description	= "MPI point-to-point messages between pipeline stages: host memory, and GPU memory with a CUDA-aware MPI",
 	.ops		= &mpi_ops,
-	.capabilities	= "host",
+	.capabilities	= "host,device_when_cuda_aware",
 };

@@ -11,6 +11,11 @@
 #include <string.h>
 
 #include <mpi.h>
+#if defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h> /* Open MPI's MPIX_Query_cuda_support */
+#endif
+#endif
 
 #include "plugins/transport/mpi_p2p.h"
 
@@ -60,6 +65,16 @@ int mpi_p2p_open(const struct fg_host *host, struct fg_transport_info *info)
 	snprintf(info->library, sizeof(info->library), "%.*s", (int)sizeof(info->library) - 1,
 		 version);
 	return 0;
+}
+
+int mpi_p2p_cuda_aware(void)
+{
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+	/* built with CUDA support: whether this run's library has it */
+	return MPIX_Query_cuda_support() == 1;
+#else
+	return 0;
+#endif
 }
 
 void mpi_p2p_close(void)
