@@ -327,15 +327,20 @@ static char *decode(struct fg_engine *e, const int32_t *ids, size_t n)
 	return fg_detokenize(e, ids, n, &t) ? NULL : t;
 }
 
-/* The text echoed for choice i: the prompt as given, or its ids decoded;
- * with `skip` the tokens at its front the engine added (a text's bos). */
+char *fg_completion_prompt_text(struct fg_engine *e, const struct fg_completion *c, size_t i)
+{
+	const struct fg_request *r = &c->reqs[i];
+
+	return r->prompt ? strdup(r->prompt) : decode(e, r->prompt_ids, r->n_prompt_ids);
+}
+
+/* The text echoed for choice i, with `skip` the tokens at the front of its
+ * result's prompt that the engine added (a text's bos). */
 static char *prompt_text(struct fg_engine *e, const struct fg_completion *c, size_t i,
 			 const struct fg_result *r, size_t *skip)
 {
 	*skip = c->reqs[i].prompt && r->n_prompt_tokens && r->prompt_ids[0] == e->model.cfg.bos_id;
-	if (c->reqs[i].prompt)
-		return strdup(c->reqs[i].prompt);
-	return decode(e, r->prompt_ids, r->n_prompt_tokens);
+	return fg_completion_prompt_text(e, c, i);
 }
 
 /* {id: logprob} of a position: the top entries, then the chosen token if it
@@ -494,13 +499,6 @@ json_t *fg_completion_object(struct fg_engine *e, const struct fg_completion *c,
 }
 
 /* ---- serve: streaming and errors ---- */
-
-char *fg_completion_prompt_text(struct fg_engine *e, const struct fg_completion *c, size_t i)
-{
-	const struct fg_request *r = &c->reqs[i];
-
-	return r->prompt ? strdup(r->prompt) : decode(e, r->prompt_ids, r->n_prompt_ids);
-}
 
 size_t fg_completion_stream_safe(const struct fg_completion *c, const char *text, size_t len)
 {
