@@ -123,8 +123,10 @@ int fg_pipe_has_next(const struct fg_forward *f);
 
 /* logits.c */
 int fg_logits_out(struct fg_forward *f, float *logits, int32_t *top);
-/* A scored prefill: every earlier prompt position's logits of GPU batch k
- * through the output body `body`, to f->score_fn. */
+/* A scored prefill: every earlier prompt position's logits of GPU batch k,
+ * from fg_logits_first_scored (the batch's smallest pad) on, through the
+ * output body `body`, to f->score_fn. */
+int64_t fg_logits_first_scored(const struct fg_forward *f, int64_t k);
 int fg_logits_score(struct fg_forward *f, struct fg_block_ctx *x, int64_t k,
 		    int (*body)(struct fg_block_ctx *x));
 

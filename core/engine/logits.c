@@ -41,16 +41,22 @@ static int fg_logits_argmax(struct fg_forward *f, int32_t *top)
 	return 0;
 }
 
+int64_t fg_logits_first_scored(const struct fg_forward *f, int64_t k)
+{
+	int64_t first = f->plen;
+
+	for (int64_t s = 0; s < f->bs; s++)
+		first = f->gb[k].pad[s] < first ? f->gb[k].pad[s] : first;
+	return first;
+}
+
 int fg_logits_score(struct fg_forward *f, struct fg_block_ctx *x, int64_t k,
 		    int (*body)(struct fg_block_ctx *x))
 {
-	const int32_t *pad = f->gb[k].pad;
-	int64_t first = x->n;
+	int64_t first = fg_logits_first_scored(f, k);
 	double t0 = fg_now();
 	int rc = 0;
 
-	for (int64_t s = 0; s < f->bs; s++)
-		first = pad[s] < first ? pad[s] : first;
 	/* One position of every sequence at a time: the logits workspace holds
 	 * one row per sequence, as for the last position. */
 	for (int64_t p = first; p + 1 < x->n && !rc; p++) {

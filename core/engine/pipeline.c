@@ -436,10 +436,7 @@ static void recv_positions(struct fg_forward *f)
 	struct fg_dist *d = p->d;
 
 	for (int64_t k = 0; k < f->nb; k++) {
-		int64_t first = f->plen;
-		for (int64_t s = 0; s < f->bs; s++)
-			first = f->gb[k].pad[s] < first ? f->gb[k].pad[s] : first;
-		for (int64_t pos = first; pos + 1 < f->plen; pos++) {
+		for (int64_t pos = fg_logits_first_scored(f, k); pos + 1 < f->plen; pos++) {
 			recv_or_die(d, p->size - 1, TAG_SCORES + (int)k, f->host_argmax,
 				    (size_t)(f->bs * f->cfg->vocab) * sizeof(float), d->timeout,
 				    "prompt logits");
