@@ -289,7 +289,7 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 	       (long long)out.lps);
 	if (stages > 1)
 		printf("a stage of %lld: %lld of the %lld layers on each machine; times are the pipeline's\n",
-		       (long long)stages, (long long)((cc->model.layers + stages - 1) / stages),
+		       (long long)stages, (long long)fg_cost_stage_layers(cc),
 		       (long long)cc->model.layers);
 	fg_optimize_print(stdout, &out);
 	printf("best:\n");

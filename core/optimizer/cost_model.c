@@ -245,7 +245,7 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 	double Wo = (double)blk[FG_BLOCK_OUTPUT].bytes[FG_ROLE_COMPUTE];
 
 	/* A pipeline stage holds its share of the layers: the slowest stage's. */
-	int64_t layers = cc->stages > 1 ? (c->layers + cc->stages - 1) / cc->stages : c->layers;
+	int64_t layers = fg_cost_stage_layers(cc);
 	struct ctx x = {
 		.hw = hw, .c = c, .h = (double)c->hidden, .kv = (double)fg_dim_value(c, FG_DIM_KV),
 		.qw = (double)fg_dim_value(c, FG_DIM_Q),
@@ -376,6 +376,12 @@ void fg_cost_shares(const struct fg_cost_case *cc, const struct fg_policy *p, do
 		x[hi[r]] = (double)cnt[r] / (double)p->num_gpu_batches;
 }
 
+int64_t fg_cost_stage_layers(const struct fg_cost_case *cc)
+{
+	int64_t l = cc->model.layers;
+	return cc->stages > 1 ? (l + cc->stages - 1) / cc->stages : l;
+}
+
 /* The slowest stage's time to a pipeline's: each step, N - 1 of the m
  * micro-batches fill and drain the pipeline (a step needs the last one's
  * tokens before the next can start), and each micro-batch's activations
@@ -409,8 +415,7 @@ int fg_cost_predict(const struct fg_cost_case *cc, const struct fg_policy *p,
 
 	/* a pipeline stage's memory: its share of the layers (the largest) */
 	struct fg_model_config stage_model = cc->model;
-	if (cc->stages > 1)
-		stage_model.layers = (cc->model.layers + cc->stages - 1) / cc->stages;
+	stage_model.layers = fg_cost_stage_layers(cc);
 	memset(o, 0, sizeof(*o));
 	if ((rc = fg_cost_terms(cc, p, &t)) ||
 	    (rc = fg_plan_make(&stage_model, p, &env, cc->prompt_len, cc->gen_len, &o->mem)))

@@ -43,6 +43,10 @@ struct fg_lin {
 
 double fg_lin_eval(const struct fg_lin *l, const double x[FG_X_N]);
 
+struct fg_cost_case;
+/* The layers the slowest pipeline stage holds: ceil(layers / stages). */
+int64_t fg_cost_stage_layers(const struct fg_cost_case *cc);
+
 /* What runs: the model and the workload. */
 struct fg_cost_case {
 	struct fg_model_config model;
