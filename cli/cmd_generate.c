@@ -21,6 +21,7 @@
 #include "cli/commands.h"
 #include "cli/request.h"
 #include "core/engine/engine.h"
+#include "core/util/fileio.h"
 
 #define PROMPT_FILE_MAX (64u << 20)
 
@@ -50,42 +51,16 @@ static int push(struct strlist *l, char *s)
 /* The whole of f (at most PROMPT_FILE_MAX bytes) in a NUL-terminated buffer. */
 static int slurp(FILE *f, const char *path, char **out, size_t *len)
 {
-	size_t cap = 4096, n = 0;
-	char *b = malloc(cap);
+	int rc = fg_read_stream(f, PROMPT_FILE_MAX, out, len);
 
-	while (b) {
-		size_t got = fread(b + n, 1, cap - n - 1, f);
-
-		n += got;
-		if (got == 0)
-			break;
-		if (n + 1 == cap) {
-			char *nb = cap > PROMPT_FILE_MAX ? NULL : realloc(b, 2 * cap);
-			if (!nb && cap > PROMPT_FILE_MAX) {
-				fprintf(stderr, "fgcore: generate: %s: more than %u MiB of prompts\n", path,
-					PROMPT_FILE_MAX >> 20);
-				free(b);
-				return -EFBIG;
-			}
-			if (!nb)
-				free(b);
-			b = nb;
-			cap *= 2;
-		}
-	}
-	if (!b) {
+	if (rc == -EFBIG)
+		fprintf(stderr, "fgcore: generate: %s: more than %u MiB of prompts\n", path,
+			PROMPT_FILE_MAX >> 20);
+	else if (rc == -ENOMEM)
 		fprintf(stderr, "fgcore: generate: out of memory reading %s\n", path);
-		return -ENOMEM;
-	}
-	if (ferror(f)) {
+	else if (rc)
 		fprintf(stderr, "fgcore: generate: reading %s failed: %s\n", path, strerror(errno));
-		free(b);
-		return -EIO;
-	}
-	b[n] = '\0';
-	*out = b;
-	*len = n;
-	return 0;
+	return rc;
 }
 
 /* Is [s, e) a line holding only a form feed (and a CR)? */

@@ -20,6 +20,7 @@
 #include <fgcore/fgcore.h>
 #include "cli/commands.h"
 #include "core/engine/engine.h"
+#include "core/util/fileio.h"
 
 #define MAX_DOC_BYTES (1u << 30)
 
@@ -65,30 +66,6 @@ static int windows_of(size_t d, size_t n, size_t ctx, size_t stride, struct wind
 	return 0;
 }
 
-static char *read_all(FILE *f, size_t *len)
-{
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap + 1), *nb;
-
-	while (buf) {
-		size_t got = fread(buf + n, 1, cap - n, f);
-		n += got;
-		if (got == 0 || n > MAX_DOC_BYTES)
-			break;
-		if (n == cap && !(nb = realloc(buf, 2 * cap + 1))) {
-			free(buf);
-			return NULL;
-		}
-		if (n == cap) {
-			buf = nb;
-			cap *= 2;
-		}
-	}
-	if (buf)
-		buf[n] = '\0';
-	*len = n;
-	return buf;
-}
 
 /* bos + the text's tokens. */
 static int text_ids(struct fg_engine *e, const char *text, struct doc *d)
@@ -292,12 +269,17 @@ int fg_cmd_score(struct fg_config *cfg, int argc, char **argv)
 		free(line);
 	} else {
 		size_t len;
-		char *text = read_all(in, &len);
-		if (!text)
+		char *text;
+		int r = fg_read_stream(in, MAX_DOC_BYTES, &text, &len);
+		if (r == -ENOMEM)
 			goto oom;
-		if (len > MAX_DOC_BYTES || strlen(text) != len) {
+		if (r == -EIO) {
+			fprintf(stderr, "fgcore: score: reading %s failed: %s\n", path, strerror(errno));
+			goto out;
+		}
+		if (r || strlen(text) != len) {
 			fprintf(stderr, "fgcore: score: %s is %s: give a text file of at most 1 GiB\n", path,
-				len > MAX_DOC_BYTES ? "larger than 1 GiB" : "not text (it holds a NUL byte)");
+				r ? "larger than 1 GiB" : "not text (it holds a NUL byte)");
 			free(text);
 			goto out;
 		}
@@ -307,7 +289,7 @@ int fg_cmd_score(struct fg_config *cfg, int argc, char **argv)
 			goto oom;
 		}
 		ndoc = 1;
-		int r = text_ids(e, text, &docs[0]);
+		r = text_ids(e, text, &docs[0]);
 		free(text);
 		if (r) {
 			fprintf(stderr, "fgcore: score: %s: %s\n", path, fg_last_error_text());

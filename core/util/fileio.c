@@ -133,3 +133,40 @@ int fg_read_small_file(const char *path, uint64_t max, char **buf, size_t *len)
 	*len = size;
 	return 0;
 }
+
+int fg_read_stream(FILE *f, size_t max, char **buf, size_t *len)
+{
+	size_t cap = 4096, n = 0;
+	char *b = malloc(cap);
+
+	*buf = NULL;
+	*len = 0;
+	while (b) {
+		size_t got = fread(b + n, 1, cap - n - 1, f);
+
+		n += got;
+		if (n > max) {
+			free(b);
+			return -EFBIG;
+		}
+		if (got == 0)
+			break;
+		if (n + 1 == cap) {
+			char *nb = realloc(b, 2 * cap);
+			if (!nb)
+				free(b);
+			b = nb;
+			cap *= 2;
+		}
+	}
+	if (!b)
+		return -ENOMEM;
+	if (ferror(f)) {
+		free(b);
+		return -EIO;
+	}
+	b[n] = '\0';
+	*buf = b;
+	*len = n;
+	return 0;
+}

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 /* pread exactly len bytes at off: 0, -EIO when the file ends first, or -errno. */
@@ -28,5 +29,11 @@ const char *fg_file_kind(mode_t mode);
 /* Read a regular file of at most max bytes into a NUL-terminated malloc'd
  * buffer (*buf, *len without the NUL).  Errors name the file. */
 int fg_read_small_file(const char *path, uint64_t max, char **buf, size_t *len);
+
+/* The rest of an open stream (a file or a pipe such as stdin), at most max
+ * bytes, into a NUL-terminated malloc'd buffer: 0, -EFBIG (it holds more),
+ * -ENOMEM, or -EIO (errno from the read).  No error line: the caller names
+ * the stream. */
+int fg_read_stream(FILE *f, size_t max, char **buf, size_t *len);
 
 #endif
