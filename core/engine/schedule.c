@@ -316,7 +316,8 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 			int ws = (int)(ri % f->nslots);
 			for (int64_t k = k0; k < k1; k = next_k(f, gi, k), t++) {
 				struct item it = { u, k, t, ws };
-				f->stats.positions += (uint64_t)(f->bs * n) * (u == 0);
+				if (u == 0) /* each computed GPU batch's positions, once a step */
+					f->stats.positions += (uint64_t)(f->bs * n);
 				if (k == k0) {
 					if (!overlap && (rc = fg_unit_weights_load(f, u, ws)))
 						goto out;
