@@ -170,16 +170,23 @@ struct worst {
 	char where[200];
 };
 
-/* max |got - ref| / (1 + |ref|) over [rows, cols]; NaN counts as infinite. */
-static double compare(struct worst *w, const char *label, const float *ref, int64_t ldr,
-		      const uint16_t *got, int64_t ldg, int64_t rows, int64_t cols)
+/* Element i of an fp16 (f32 0) or fp32 result. */
+static double got_at(const void *got, int f32, int64_t i)
+{
+	return f32 ? ((const float *)got)[i] : fg_half_to_float(((const uint16_t *)got)[i]);
+}
+
+/* max |got - ref| / (1 + |ref|) over [rows, cols] for got fp16 or fp32; NaN
+ * counts as infinite. */
+static double compare_as(struct worst *w, const char *label, const float *ref, int64_t ldr,
+			 const void *got, int f32, int64_t ldg, int64_t rows, int64_t cols)
 {
 	double mx = 0;
 	int64_t wi = -1, wj = -1;
 
 	for (int64_t i = 0; i < rows; i++)
 		for (int64_t j = 0; j < cols; j++) {
-			double r = ref[i * ldr + j], g = fg_half_to_float(got[i * ldg + j]);
+			double r = ref[i * ldr + j], g = got_at(got, f32, i * ldg + j);
 			double e = fabs(g - r) / (1 + fabs(r));
 
 			if (isnan(e) || isnan(g) != isnan(r))
@@ -195,10 +202,16 @@ static double compare(struct worst *w, const char *label, const float *ref, int6
 		w->err = mx;
 		if (wi >= 0)
 			snprintf(w->where, sizeof(w->where), "%s at [%" PRId64 ", %" PRId64
-				 "]: gpu %.6g ref %.6g", label, wi, wj,
-				 fg_half_to_float(got[wi * ldg + wj]), ref[wi * ldr + wj]);
+				 "]: gpu %.9g ref %.9g", label, wi, wj,
+				 got_at(got, f32, wi * ldg + wj), ref[wi * ldr + wj]);
 	}
 	return mx;
+}
+
+static double compare(struct worst *w, const char *label, const float *ref, int64_t ldr,
+		      const uint16_t *got, int64_t ldg, int64_t rows, int64_t cols)
+{
+	return compare_as(w, label, ref, ldr, got, 0, ldg, rows, cols);
 }
 
 /* Elements [cols, ld) of every row still hold the sentinel. */
@@ -500,6 +513,205 @@ START_TEST(test_linear)
 	report("linear q4", &wq, TOL_LINEAR);
 	fg_backend_close(&fused);
 	fg_backend_close(&deq);
+}
+END_TEST
+
+/* ---- the fp32 residual stream (compute ABI 1.3, fp32_residual) -------------------------- */
+
+/* A residual, out and norm input of full fp32 precision (not fp16 values):
+ * a stream rounded to fp16 anywhere would be off by up to 2^-11 relative,
+ * 2e-4 here for values near 8; the fp32 stream differs from cpu_blas only by
+ * the products' summation order. */
+#define TOL_RES32 5e-5
+
+static float *rand_f(size_t n, float lo, float hi)
+{
+	float *f = xmalloc(n * sizeof(*f));
+
+	for (size_t i = 0; i < n; i++)
+		f[i] = gpu_uniform(lo, hi);
+	return f;
+}
+
+static void run_linear_f32res(struct fg_backend *g, const char *gname, const struct lin_case *c,
+			      struct worst *w)
+{
+	int64_t m = c->m, n = c->n, k = c->k, ldx = k + c->xpad, ldo = n + c->opad;
+	uint16_t *xh = rand_h((size_t)(m * ldx), -1, 1), *bh = rand_h((size_t)n, -0.5f, 0.5f);
+	uint16_t *wh = xmalloc((size_t)(n * k + 1) * 2);
+	float *wf = xmalloc((size_t)(n * k + 1) * 4), *xf = to_f32(xh, (size_t)(m * ldx));
+	float *rf = rand_f((size_t)(m * ldo), -8, 8), *of = xmalloc((size_t)(m * ldo) * 4);
+	float *got = xmalloc((size_t)(m * ldo) * 4);
+	float ws = 1.0f / sqrtf((float)(k ? k : 1));
+	uint8_t *q4 = NULL;
+	struct dbuf dx, dw, db, dr, dout;
+	struct fg_linear_args ga, ca;
+	char label[160];
+
+	for (int64_t i = 0; i < n * k; i++)
+		wf[i] = gpu_uniform(-ws, ws);
+	if (c->q4) {
+		float *dec;
+
+		q4 = ref_q4_encode(wf, (uint64_t)n, (uint64_t)k, 0);
+		dec = ref_q4_decode(q4, (uint64_t)n, (uint64_t)k, 0);
+		for (int64_t i = 0; i < n * k; i++)
+			wh[i] = fg_float_to_half(dec[i]);
+		free(dec);
+	} else {
+		for (int64_t i = 0; i < n * k; i++)
+			wh[i] = fg_float_to_half(wf[i]);
+	}
+	memcpy(of, rf, (size_t)(m * ldo) * 4); /* out starts as the residual (aliased) */
+	memset(&ga, 0, sizeof(ga));
+	ga.x = tens(dput(&dx, xh, (size_t)(m * ldx) * 2), FG_DTYPE_F16, m, k, ldx);
+	ga.w = c->q4 ? tens(dput(&dw, q4, (size_t)fg_q4_bytes((uint64_t)n, (uint64_t)k, 0)),
+			    FG_DTYPE_Q4_ROWS, n, k, k)
+		     : tens(dput(&dw, wh, (size_t)(n * k) * 2), FG_DTYPE_F16, n, k, k);
+	if (c->bias)
+		ga.bias = tens(dput(&db, bh, (size_t)n * 2), FG_DTYPE_F16, 1, n, n);
+	ga.act = c->relu ? FG_ACT_RELU : FG_ACT_NONE;
+	ga.out = tens(dput(&dout, c->res == 2 ? rf : NULL, (size_t)(m * ldo) * 4), FG_DTYPE_F32,
+		      m, n, ldo);
+	ga.residual = c->res == 2 ? ga.out
+				  : tens(dput(&dr, rf, (size_t)(m * ldo) * 4), FG_DTYPE_F32, m, n,
+					 ldo);
+	ca = ga;
+	ca.x = tens(xf, FG_DTYPE_F32, m, k, ldx);
+	ca.w = tens(wh, FG_DTYPE_F16, n, k, k);
+	ca.bias = c->bias ? tens(bh, FG_DTYPE_F16, 1, n, n) : (struct fg_tensor){ 0 };
+	ca.out = tens(of, FG_DTYPE_F32, m, n, ldo);
+	ca.residual = c->res == 2 ? ca.out : tens(rf, FG_DTYPE_F32, m, n, ldo);
+	ck_assert_msg(cpu.ops->linear(cpu.ctx, NULL, &ca) == 0, "cpu_blas: %s", fg_last_error());
+	ck_assert_msg(fg_backend_linear(g, NULL, 0, "test", &ga) == 0, "%s: %s", gname,
+		      fg_last_error());
+	dget(&dout, got);
+	snprintf(label, sizeof(label), "%s m=%" PRId64 " n=%" PRId64 " k=%" PRId64 "%s%s%s%s f32",
+		 gname, m, n, k, c->q4 ? " q4" : "", c->bias ? " bias" : "",
+		 c->relu ? " relu" : "", c->res == 2 ? " res=out" : " res");
+	double e = compare_as(w, label, of, ldo, got, 1, ldo, m, n);
+	ck_assert_msg(e <= TOL_RES32, "linear %s: error %.3g > %.3g (%s)", label, e, TOL_RES32,
+		      w->where);
+	dfree(&dx), dfree(&dw), dfree(&dout);
+	if (c->bias)
+		dfree(&db);
+	if (c->res != 2)
+		dfree(&dr);
+	free(xh), free(bh), free(wh), free(wf), free(xf), free(rf), free(of), free(got), free(q4);
+}
+
+START_TEST(test_residual_f32)
+{
+	static const struct { int64_t n, h, ldx; int rms; } norms[] = {
+		{ 1, 64, 64, 0 }, { 3, 7, 9, 0 }, { 17, 768, 776, 1 }, { 64, 4096, 4096, 0 },
+		{ 5, 5120, 5120, 1 },
+	};
+	struct fg_backend fused, deq, half;
+	struct worst w = { 0, "" }, wn = { 0, "" }, we = { 0, "" };
+
+	gpu_seed(111);
+	ck_assert_int_eq(gpu.info.hidden_dtype, FG_DTYPE_F32);
+	open_backend(&half, "cublas", "fp32_residual", "false");
+	ck_assert_int_eq(half.info.hidden_dtype, FG_DTYPE_F16);
+	ck_assert_int_eq(fg_backend_supports(&half, FG_OP_LAYER_NORM, FG_DTYPE_F32), 0);
+	fg_backend_close(&half);
+
+	/* linear with a residual, every path: cuBLASLt fused (bias + residual),
+	 * its epilogue kernel (ReLU with a residual), separate residual, 4-bit
+	 * through the fused kernel (with and without split-k) and dequantization */
+	open_backend(&fused, "cublas", "q4_fused_max_m", "4096");
+	open_backend(&deq, "cublas", "q4_fused_max_m", "0");
+	for (size_t i = 0; i < sizeof(lin_cases) / sizeof(lin_cases[0]); i++) {
+		struct lin_case c = lin_cases[i];
+
+		if (!c.res || c.k == 0)
+			continue;
+		run_linear_f32res(&gpu, "cublas", &c, &w);
+		if (c.q4) {
+			run_linear_f32res(&fused, "cublas[fused]", &c, &w);
+			run_linear_f32res(&deq, "cublas[dequant]", &c, &w);
+		}
+	}
+	fg_backend_close(&fused);
+	fg_backend_close(&deq);
+	report("linear, fp32 residual", &w, TOL_RES32);
+
+	/* norms of the fp32 stream into fp16 activations */
+	for (size_t ci = 0; ci < sizeof(norms) / sizeof(norms[0]); ci++) {
+		int64_t n = norms[ci].n, h = norms[ci].h, ldx = norms[ci].ldx;
+		float *xf = rand_f((size_t)(n * ldx), -6, 9), *of = xmalloc((size_t)(n * h) * 4);
+		uint16_t *gh = rand_h((size_t)h, 0.5f, 1.5f), *bh = rand_h((size_t)h, -0.5f, 0.5f);
+		uint16_t *oh = xmalloc((size_t)(n * h) * 2);
+		struct dbuf dx, dg, db, dout;
+		struct fg_layer_norm_args ga, ca;
+		char label[96];
+
+		memset(&ga, 0, sizeof(ga));
+		ga.kind = norms[ci].rms ? FG_NORM_RMS : FG_NORM_LAYER;
+		ga.x = tens(dput(&dx, xf, (size_t)(n * ldx) * 4), FG_DTYPE_F32, n, h, ldx);
+		ga.gamma = tens(dput(&dg, gh, (size_t)h * 2), FG_DTYPE_F16, 1, h, h);
+		if (!norms[ci].rms)
+			ga.beta = tens(dput(&db, bh, (size_t)h * 2), FG_DTYPE_F16, 1, h, h);
+		ga.eps = 1e-5f;
+		ga.out = tens(dput(&dout, NULL, (size_t)(n * h) * 2), FG_DTYPE_F16, n, h, h);
+		ca = ga;
+		ca.x = tens(xf, FG_DTYPE_F32, n, h, ldx);
+		ca.gamma = tens(gh, FG_DTYPE_F16, 1, h, h);
+		ca.beta = norms[ci].rms ? (struct fg_tensor){ 0 } : tens(bh, FG_DTYPE_F16, 1, h, h);
+		ca.out = tens(of, FG_DTYPE_F32, n, h, h);
+		ck_assert_msg(cpu.ops->layer_norm(cpu.ctx, NULL, &ca) == 0, "%s", fg_last_error());
+		ck_assert_msg(fg_backend_norm(&gpu, NULL, 0, "test", &ga) == 0, "%s",
+			      fg_last_error());
+		dget(&dout, oh);
+		snprintf(label, sizeof(label), "%s n=%" PRId64 " h=%" PRId64 " x f32",
+			 norms[ci].rms ? "rms" : "layer", n, h);
+		double e = compare(&wn, label, of, h, oh, h, n, h);
+		ck_assert_msg(e <= TOL_LN, "norm %s: error %.3g > %.3g (%s)", label, e, TOL_LN,
+			      wn.where);
+		dfree(&dx), dfree(&dg), dfree(&dout);
+		if (!norms[ci].rms)
+			dfree(&db);
+		free(xf), free(of), free(gh), free(bh), free(oh);
+	}
+	report("norm of an fp32 stream", &wn, TOL_LN);
+
+	/* embed into the fp32 stream: the sum of two fp16 values, exact in fp32 */
+	for (int with_pos = 0; with_pos < 2; with_pos++) {
+		const int64_t vocab = 300, npos = 40, n = 37, h = with_pos ? 100 : 768;
+		uint16_t *tok = rand_h((size_t)(vocab * h), -1, 1), *pos = rand_h((size_t)(npos * h), -1, 1);
+		float *of = xmalloc((size_t)(n * h) * 4), *got = xmalloc((size_t)(n * h) * 4);
+		int32_t *ids = xmalloc((size_t)n * 4), *pp = xmalloc((size_t)n * 4);
+		struct dbuf dt, dp, dout;
+		struct fg_embed_args ga;
+
+		for (int64_t i = 0; i < n; i++) {
+			ids[i] = (int32_t)(gpu_next() % (uint64_t)vocab);
+			pp[i] = (int32_t)(gpu_next() % (uint64_t)npos);
+		}
+		memset(&ga, 0, sizeof(ga));
+		ga.ids = ids;
+		ga.positions = with_pos ? pp : NULL;
+		ga.n = n;
+		ga.tok = tens(dput(&dt, tok, (size_t)(vocab * h) * 2), FG_DTYPE_F16, vocab, h, h);
+		if (with_pos)
+			ga.pos = tens(dput(&dp, pos, (size_t)(npos * h) * 2), FG_DTYPE_F16, npos, h, h);
+		ga.out = tens(dput(&dout, NULL, (size_t)(n * h) * 4), FG_DTYPE_F32, n, h, h);
+		for (int64_t i = 0; i < n; i++)
+			for (int64_t j = 0; j < h; j++)
+				of[i * h + j] = fg_half_to_float(tok[ids[i] * h + j]) +
+						(with_pos ? fg_half_to_float(pos[pp[i] * h + j]) : 0.0f);
+		ck_assert_msg(fg_backend_embed(&gpu, NULL, -1, "test", &ga) == 0, "%s",
+			      fg_last_error());
+		dget(&dout, got);
+		double e = compare_as(&we, with_pos ? "embed f32 with positions" : "embed f32",
+				      of, h, got, 1, h, n, h);
+		ck_assert_msg(e == 0, "embed into fp32: error %.3g (%s)", e, we.where);
+		dfree(&dt), dfree(&dout);
+		if (with_pos)
+			dfree(&dp);
+		free(tok), free(pos), free(of), free(got), free(ids), free(pp);
+	}
+	report("embed into fp32", &we, 0);
 }
 END_TEST
 
@@ -1628,8 +1840,9 @@ START_TEST(test_supports)
 	static const struct { enum fg_op op; unsigned mask; } want[] = {
 		{ FG_OP_EMBED, 1u << FG_DTYPE_F16 },
 		{ FG_OP_EMBED_TOKENS, 1u << FG_DTYPE_F16 },
-		{ FG_OP_LAYER_NORM, 1u << FG_DTYPE_F16 },
-		{ FG_OP_RMS_NORM, 1u << FG_DTYPE_F16 },
+		/* f32: the residual stream (fp32_residual, the default) */
+		{ FG_OP_LAYER_NORM, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
+		{ FG_OP_RMS_NORM, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
 		{ FG_OP_LINEAR, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS },
 		{ FG_OP_LINEAR_SILU, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS },
 		{ FG_OP_LINEAR_MUL, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS },
@@ -1797,6 +2010,7 @@ static Suite *cublas_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_q4_reference_vs_codec);
 	tcase_add_test(tc, test_linear);
+	tcase_add_test(tc, test_residual_f32);
 	tcase_add_test(tc, test_layer_norm);
 	tcase_add_test(tc, test_embed);
 	tcase_add_test(tc, test_kv_append_f16);

@@ -84,10 +84,20 @@ int fg_backend_open(struct fg_backend *b, struct fg_plugin_handle *ph, void *opt
 	b->opts = opts;
 	b->ctx = ctx;
 	b->minor = FG_ABI_MINOR_OF(p->abi_version);
+	b->info.hidden_dtype = (enum fg_dtype)-1; /* left alone: the activations' type */
 	o->info(ctx, &b->info);
 	if (b->info.act_dtype != FG_DTYPE_F32 && b->info.act_dtype != FG_DTYPE_F16) {
 		FG_ERR("%s: compute plugin %s reports activation dtype %d, expected f32 or f16",
 		       ph->path, p->name, (int)b->info.act_dtype);
+		fg_backend_close(b);
+		return -EINVAL;
+	}
+	/* hidden_dtype is a minor-3 member: an older plugin never wrote it. */
+	if (b->minor < 3 || (int)b->info.hidden_dtype == -1)
+		b->info.hidden_dtype = b->info.act_dtype;
+	if (b->info.hidden_dtype != FG_DTYPE_F32 && b->info.hidden_dtype != FG_DTYPE_F16) {
+		FG_ERR("%s: compute plugin %s reports residual-stream dtype %d, expected f32 or f16",
+		       ph->path, p->name, (int)b->info.hidden_dtype);
 		fg_backend_close(b);
 		return -EINVAL;
 	}

@@ -248,7 +248,7 @@ int fg_backend_embed(struct fg_backend *b, void *stream, int64_t layer, const ch
 	h = a->tok.cols;
 	if ((rc = fg_check_tensor(&c, "tok", &a->tok, FG_DTYPE_F16, -1, -1)) ||
 	    (has_pos && (rc = fg_check_tensor(&c, "pos", &a->pos, FG_DTYPE_F16, -1, h))) ||
-	    (rc = fg_check_tensor(&c, "out", &a->out, b->info.act_dtype, a->n, h)))
+	    (rc = fg_check_tensor(&c, "out", &a->out, b->info.hidden_dtype, a->n, h)))
 		return rc;
 	if (a->n > 0 && (!a->ids || (has_pos && !a->positions)))
 		return fg_call_fail(&c, -EINVAL, "%s is NULL for %" PRId64 " tokens",
@@ -296,7 +296,9 @@ int fg_backend_norm(struct fg_backend *b, void *stream, int64_t layer, const cha
 				    "NULL");
 	n = a->x.rows;
 	h = a->x.cols;
-	if ((rc = fg_check_tensor(&c, "x", &a->x, b->info.act_dtype, -1, -1)) ||
+	/* x is the residual stream, or activations */
+	if ((rc = fg_check_tensor(&c, "x", &a->x, a->x.dtype == b->info.hidden_dtype ?
+				  b->info.hidden_dtype : b->info.act_dtype, -1, -1)) ||
 	    (rc = fg_check_tensor(&c, "gamma", &a->gamma, FG_DTYPE_F16, 1, h)) ||
 	    (has_beta && (rc = fg_check_tensor(&c, "beta", &a->beta, FG_DTYPE_F16, 1, h))) ||
 	    (rc = fg_check_tensor(&c, "out", &a->out, b->info.act_dtype, n, h)))
@@ -304,7 +306,7 @@ int fg_backend_norm(struct fg_backend *b, void *stream, int64_t layer, const cha
 	if (!isfinite(a->eps) || a->eps < 0)
 		return fg_call_fail(&c, -EINVAL, "eps = %g, expected a finite value >= 0",
 				    (double)a->eps);
-	if (fg_overlap(&a->out, &a->x) && !fg_same(&a->out, &a->x))
+	if (fg_overlap(&a->out, &a->x) && (!fg_same(&a->out, &a->x) || a->x.dtype != a->out.dtype))
 		return fg_call_fail(&c, -EINVAL, "out partly overlaps x: pass the same view for "
 				    "both or separate buffers");
 	if (fg_overlap(&a->out, &a->gamma) || (has_beta && fg_overlap(&a->out, &a->beta)))
@@ -320,7 +322,8 @@ int fg_backend_linear(struct fg_backend *b, void *stream, int64_t layer, const c
 		      const struct fg_linear_args *a)
 {
 	struct fg_call c = { b, layer, what, "linear" };
-	enum fg_dtype act = b->info.act_dtype;
+	/* a linear that adds a residual writes the residual stream */
+	enum fg_dtype act = b->info.act_dtype, hid = b->info.hidden_dtype;
 	int64_t m, k, n;
 	int has_mul, rc;
 
@@ -339,10 +342,10 @@ int fg_backend_linear(struct fg_backend *b, void *stream, int64_t layer, const c
 	if ((rc = fg_check_tensor(&c, "x", &a->x, act, -1, -1)) ||
 	    (rc = fg_check_tensor(&c, "w", &a->w, a->w.dtype == FG_DTYPE_Q4_ROWS ?
 				  FG_DTYPE_Q4_ROWS : FG_DTYPE_F16, -1, k)) ||
-	    (rc = fg_check_tensor(&c, "out", &a->out, act, m, n)) ||
+	    (rc = fg_check_tensor(&c, "out", &a->out, a->residual.data ? hid : act, m, n)) ||
 	    (a->bias.data && (rc = fg_check_tensor(&c, "bias", &a->bias, FG_DTYPE_F16, 1, n))) ||
 	    (a->residual.data &&
-	     (rc = fg_check_tensor(&c, "residual", &a->residual, act, m, n))) ||
+	     (rc = fg_check_tensor(&c, "residual", &a->residual, hid, m, n))) ||
 	    (has_mul && (rc = fg_check_tensor(&c, "mul", &a->mul, act, m, n))))
 		return rc;
 	if (fg_overlap(&a->out, &a->x) || fg_overlap(&a->out, &a->w) ||

@@ -259,6 +259,10 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	KEY_INT("hardware", "act_bytes", "0", 0, 4,
 		"Bytes of the compute backend's activations and KV cache elements (2: fp16, "
 		"4: fp32); 0: ask the backend."),
+	KEY_INT("hardware", "hidden_bytes", "0", 0, 4,
+		"Bytes of the residual stream's elements, the hidden states that pass "
+		"between layers (4: an fp16 GPU backend that keeps them in fp32); 0: "
+		"act_bytes."),
 	KEY("hardware", "compute_host_memory", FG_CFG_BOOL, "false",
 	    "The compute tier is host memory (a CPU run: no bounce buffers, copies are "
 	    "memcpy)."),

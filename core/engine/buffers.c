@@ -35,6 +35,7 @@ static void plan_env(const struct fg_forward_env *env, struct fg_plan_env *out)
 {
 	const struct fg_tier *ct = env->model->tier[FG_ROLE_COMPUTE];
 	out->act_bytes = fg_dtype_size(env->be->info.act_dtype);
+	out->hidden_bytes = fg_dtype_size(env->be->info.hidden_dtype);
 	out->device = !(ct->info.flags & FG_STORAGE_HOST_MEMORY);
 }
 
@@ -143,6 +144,7 @@ static int forward_new(struct fg_forward **out, const struct fg_forward_env *env
 	f->tier = f->m->tier;
 	f->act = f->be->info.act_dtype;
 	f->asz = fg_dtype_size(f->act);
+	f->hid = f->be->info.hidden_dtype;
 	f->cdt = p->compress_cache ? FG_DTYPE_Q4_COLS : f->act;
 	f->kvw = fg_dim_value(c, FG_DIM_KV);
 	if ((rc = fg_plan_make(&sc, p, &pe, prompt_len, gen_len, &f->plan)))

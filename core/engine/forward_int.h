@@ -35,6 +35,7 @@ struct fg_forward {
 	struct fg_mover mv;
 	void *stream;           /* the compute stream */
 	enum fg_dtype act, cdt; /* activations; KV cache (act or Q4_COLS) */
+	enum fg_dtype hid;      /* the residual stream (hidden states) */
 	unsigned asz;
 	int64_t bs, nb, plen, total, step;
 	int64_t kvw;            /* K (or V) row width: kv_heads * head_dim */

@@ -316,7 +316,7 @@ void fg_pipe_results(struct fg_forward *f, float **logits, int32_t **top)
 
 static size_t hidden_len(const struct fg_forward *f, int64_t n)
 {
-	return (size_t)(f->bs * n * f->cfg->hidden) * f->asz;
+	return (size_t)(f->bs * n * f->cfg->hidden) * fg_dtype_size(f->hid);
 }
 
 void fg_pipe_step_begin(struct fg_forward *f, int64_t n, float *logits, int32_t *top)

@@ -85,7 +85,7 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 			.be = f->be, .stream = f->stream, .cfg = f->cfg, .layer = b->layer,
 			.bs = f->bs, .n = n, .out_pos = n - 1, .step = f->step, .pad = f->gb[it->k].pad,
 			.ids = ids ? ids + it->k * f->bs * n : NULL, .pos = f->pos,
-			.h = fg_view(h, f->act, f->bs * n, f->cfg->hidden), .w = w,
+			.h = fg_view(h, f->hid, f->bs * n, f->cfg->hidden), .w = w,
 			.attend = fg_kv_attend, .sched = f,
 		};
 		for (int i = 0; i < f->plan.nws; i++)
@@ -114,7 +114,7 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 	int send = f->pipe && it->u == f->nunits - 1 && fg_pipe_has_next(f);
 	int64_t n_off = f->plan.n_off;
 	struct gpu_batch *g = &f->gb[it->k];
-	size_t hlen = (size_t)(f->bs * n * f->cfg->hidden) * f->asz;
+	size_t hlen = (size_t)(f->bs * n * f->cfg->hidden) * fg_dtype_size(f->hid);
 	double t0;
 	int rc = 0;
 

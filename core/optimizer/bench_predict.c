@@ -24,6 +24,7 @@ int fg_cost_case_of_engine(const struct fg_config *cfg, const struct fg_engine *
 	cc->gen_len = gen_len;
 	/* What the engine has is known for certain; [hardware] gives the rates. */
 	cc->hw.act_bytes = (int)fg_dtype_size(e->be.info.act_dtype);
+	cc->hw.hidden_bytes = (int)fg_dtype_size(e->be.info.hidden_dtype);
 	cc->hw.compute_host_memory = !!(e->tier[FG_ROLE_COMPUTE]->info.flags & FG_STORAGE_HOST_MEMORY);
 	cc->hw.gpu_mem = e->tier[FG_ROLE_COMPUTE]->capacity;
 	cc->hw.cpu_mem = e->tier[FG_ROLE_HOST]->capacity;

@@ -25,6 +25,7 @@ struct ctx {
 	const struct fg_hardware *hw;
 	const struct fg_model_config *c;
 	double h, kv, qw, l, s, n, gbs, nb, a, e;
+	double hb; /* bytes of a residual-stream element (the hidden states) */
 	int dev, cpu, cw, cq, sep;
 	double ctog_w, ctog, gtoc, dtoc, ctod; /* bytes per second */
 };
@@ -126,7 +127,7 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int dec
 	double tok = decode ? 1 : x->s, m = x->gbs * tok, h = x->h;
 	double kvrow = 2 * x->kv * x->e, seqs = x->gbs * x->nb;
 	double load_len = x->s + x->n / 2 - 1, attn_len = x->s + x->n / 2;
-	double hid = x->gbs * tok * h * x->a * x->nb; /* every GPU batch's activations */
+	double hid = x->gbs * tok * h * x->hb * x->nb; /* every GPU batch's activations */
 	double units = x->sep ? 2 : 1;
 
 	/* Weights: once per layer and step, shared by the GPU batches. */
@@ -184,7 +185,7 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int dec
 static void io_terms(const struct ctx *x, struct fg_lin *L, double W, int decode)
 {
 	double tok = decode ? 1 : x->s;
-	double hid = x->gbs * tok * x->h * x->a * x->nb;
+	double hid = x->gbs * tok * x->h * x->hb * x->nb;
 
 	load(x, L, FG_X_IC, FG_X_IN, W, x->ctog_w, 0);
 	/* logits of each sequence's last position, copied to the host at once */
@@ -251,7 +252,7 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 		.qw = (double)fg_dim_value(c, FG_DIM_Q),
 		.l = (double)layers, .s = (double)cc->prompt_len, .n = (double)cc->gen_len,
 		.gbs = (double)p->gpu_batch_size, .nb = (double)p->num_gpu_batches,
-		.a = hw->act_bytes,
+		.a = hw->act_bytes, .hb = fg_hardware_hidden_bytes(hw),
 		.dev = !hw->compute_host_memory, .cpu = p->cpu_cache_compute,
 		.cw = p->compress_weight, .cq = p->compress_cache, .sep = p->sep_layer,
 		.ctog = hw->ctog_bdw * GBPS, .gtoc = hw->gtoc_bdw * GBPS,
@@ -273,7 +274,7 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 
 	/* Memory, linear in the shares (exact for a concrete policy: core/plan). */
 	double T = x.s + x.n, kvs = T * x.kv * x.e; /* one K (or V) of one sequence */
-	double hsz = x.gbs * x.s * x.h * x.a, nb = x.nb, gbs = x.gbs, l = x.l;
+	double hsz = x.gbs * x.s * x.h * x.hb, nb = x.nb, gbs = x.gbs, l = x.l;
 	double scratch = 0; /* the family's workspaces */
 	for (int i = 0; i < c->arch->nworkspace; i++) {
 		const struct fg_workspace_def *w = &c->arch->workspace[i];
@@ -394,7 +395,7 @@ static void pipeline(const struct fg_cost_case *cc, const struct fg_policy *p,
 	const struct fg_hardware *hw = &cc->hw;
 	/* through host memory: device -> host -> device, or a host copy */
 	double bdw = hw->compute_host_memory ? hw->ctog_bdw : 1 / (1 / hw->ctog_bdw + 1 / hw->gtoc_bdw);
-	double a = hw->act_bytes, h = (double)cc->model.hidden, bs = (double)p->gpu_batch_size;
+	double a = fg_hardware_hidden_bytes(hw), h = (double)cc->model.hidden, bs = (double)p->gpu_batch_size;
 
 	m = m < 1 ? 1 : m > nb ? nb : m;
 	for (int st = 0; st < FG_STAGES; st++) {
@@ -409,7 +410,8 @@ int fg_cost_predict(const struct fg_cost_case *cc, const struct fg_policy *p,
 		    struct fg_cost_prediction *o)
 {
 	struct fg_cost_terms t;
-	struct fg_plan_env env = { (unsigned)cc->hw.act_bytes, !cc->hw.compute_host_memory };
+	struct fg_plan_env env = { (unsigned)cc->hw.act_bytes, !cc->hw.compute_host_memory,
+				   (unsigned)fg_hardware_hidden_bytes(&cc->hw) };
 	double x[FG_X_N];
 	int rc;
 

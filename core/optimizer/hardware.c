@@ -70,6 +70,8 @@ static const struct hw_key {
 	  "decode attention over a 4-bit cache, GB/s of packed cache read" },
 	{ "act_bytes", INT, offsetof(struct fg_hardware, act_bytes),
 	  "bytes of the backend's activations (2: fp16, 4: fp32)" },
+	{ "hidden_bytes", INT, offsetof(struct fg_hardware, hidden_bytes),
+	  "bytes of its residual stream's elements (4: fp32; absent: act_bytes)" },
 	{ "compute_host_memory", BOOL, offsetof(struct fg_hardware, compute_host_memory),
 	  "the compute tier is host memory (a CPU run)" },
 };
@@ -101,6 +103,8 @@ int fg_hardware_check(const struct fg_hardware *hw)
 		missing = "attn_decode_bdw";
 	else if (hw->act_bytes != 2 && hw->act_bytes != 4)
 		missing = "act_bytes (2 or 4)";
+	else if (hw->hidden_bytes != 0 && hw->hidden_bytes != 2 && hw->hidden_bytes != 4)
+		missing = "hidden_bytes (2 or 4)";
 	if (missing) {
 		FG_ERR("[hardware] %s is not set: run `fgcore -c CONFIG profile --output hw.ini`, then "
 		       "`fgcore -c CONFIG optimize --hardware hw.ini` (or set the value in [hardware])",

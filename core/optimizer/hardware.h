@@ -41,12 +41,19 @@ struct fg_hardware {
 	double q4_decode_bdw;                /* int4 weight GEMV, GB/s of packed weights; 0: no int4 */
 	double attn_decode_q4_bdw;           /* decode attention over a 4-bit cache, GB/s packed; 0: unknown */
 	int act_bytes;                       /* the backend's activation size (2 or 4); 0: unknown */
+	int hidden_bytes;                    /* its residual stream's (2 or 4); 0: act_bytes */
 	int compute_host_memory;             /* 1: the compute tier is host memory (CPU run) */
 };
 
 /* Check that every rate the cost model divides by is positive and the
  * capacities are set; -EINVAL with a line naming the first missing key. */
 int fg_hardware_check(const struct fg_hardware *hw);
+
+/* Bytes of the residual stream's elements: hidden_bytes, or act_bytes when unset. */
+static inline int fg_hardware_hidden_bytes(const struct fg_hardware *hw)
+{
+	return hw->hidden_bytes ? hw->hidden_bytes : hw->act_bytes;
+}
 
 /* Read [hardware] from a configuration; -ENOTSUP when this build's schema has
  * no [hardware] section yet. */

@@ -447,6 +447,7 @@ static int compute(struct prof *p, const struct shapes *sh, int32_t *pad, struct
 	int rc;
 
 	hw->act_bytes = (int)fg_dtype_size(act);
+	hw->hidden_bytes = (int)fg_dtype_size(p->be.info.hidden_dtype);
 	if ((rc = linear_time(p, sh, m, FG_DTYPE_F16, &secs, &wbytes)))
 		return rc;
 	hw->mm_flops_prefill = 2.0 * (double)m * macs / secs / 1e12;

@@ -167,7 +167,7 @@ int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 		o->scratch += ALIGN((w->per_token ? rows : (uint64_t)bs) *
 				    (uint64_t)fg_dim_value(c, w->cols) * asz, 64);
 	}
-	o->hidden = ALIGN(rows * (uint64_t)c->hidden * asz, 64);
+	o->hidden = ALIGN(rows * (uint64_t)c->hidden * (env->hidden_bytes ? env->hidden_bytes : asz), 64);
 
 	/* Weight slots: a unit is a layer's attention and MLP block (or one
 	 * block with sep_layer), the input or the output block. */

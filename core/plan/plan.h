@@ -56,6 +56,7 @@ uint64_t fg_plan_tensor_bytes(const struct fg_plan_tensor *t, int64_t rows);
 struct fg_plan_env {
 	unsigned act_bytes; /* the backend's activation size: 2 (f16) or 4 (f32) */
 	int device;         /* compute-tier memory is not host memory (bounce buffers) */
+	unsigned hidden_bytes; /* the residual stream's element size; 0: act_bytes */
 };
 
 struct fg_plan {

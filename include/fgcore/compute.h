@@ -7,8 +7,9 @@
  *
  * Element types: weights are FG_DTYPE_F16 (linear also takes FG_DTYPE_Q4_ROWS);
  * activations, the KV cache and outputs use the backend's activation type
- * (fg_compute_info.act_dtype); the decode attention and kv_append also take a
- * FG_DTYPE_Q4_COLS cache.  Accumulation is always in fp32 or wider.
+ * (fg_compute_info.act_dtype), except the residual stream, which uses
+ * fg_compute_info.hidden_dtype (minor 3); the decode attention and kv_append
+ * also take a FG_DTYPE_Q4_COLS cache.  Accumulation is always in fp32 or wider.
  * attention_decode and kv_append also run on activations (q, out, src) of the
  * other plain type t, with a cache of t or FG_DTYPE_Q4_COLS, when the backend
  * answers supports(op, t): that is how the CPU backend (fp32) computes the
@@ -33,6 +34,8 @@
  *        attention (kv_heads), and `supports`, which replaces native_codecs.
  *   1.2  timers: marks on a stream whose elapsed time the core reads back, so
  *        a run's breakdown is the device's time, not the issuing thread's.
+ *   1.3  hidden_dtype: the residual stream may be wider than the activations
+ *        (an fp16 GPU backend keeps it in fp32, as the reference does).
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -55,6 +58,11 @@ struct fg_compute_info {
 	/* minor 1: nonzero when the operands live in device memory (the compute
 	 * tier must then be a device-memory tier); 0: host memory. */
 	int device_memory;
+	/* minor 3: the residual stream's type - embed's out, a norm's x (which
+	 * may also be act_dtype), and the residual and out of a linear that adds
+	 * one.  f32 or f16; left unset, or from a plugin older than 1.3, it is
+	 * act_dtype. */
+	enum fg_dtype hidden_dtype;
 };
 
 enum fg_activation {

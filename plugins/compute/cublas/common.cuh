@@ -32,6 +32,28 @@ CB_DEV float2 cb_unpack2(uint32_t u)
 	return make_float2(cb_h2f((uint16_t)(u & 0xffffu)), cb_h2f((uint16_t)(u >> 16)));
 }
 
+/* One element of either type the kernels read and write: fp16 activations
+ * (as bits) or the fp32 residual stream. */
+CB_DEV float cb_ld(const uint16_t *p)
+{
+	return cb_h2f(*p);
+}
+
+CB_DEV float cb_ld(const float *p)
+{
+	return *p;
+}
+
+CB_DEV void cb_st(uint16_t *p, float v)
+{
+	*p = cb_f2h(v);
+}
+
+CB_DEV void cb_st(float *p, float v)
+{
+	*p = v;
+}
+
 CB_DEV bool cb_aligned(const void *p, unsigned bytes)
 {
 	return ((uintptr_t)p & (bytes - 1)) == 0;

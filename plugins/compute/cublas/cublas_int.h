@@ -19,6 +19,7 @@ struct cublas_opts {
 	uint64_t workspace;    /* cuBLASLt workspace per stream */
 	uint64_t scratch;      /* per stream: 4-bit dequant tiles, split-K partials, ... */
 	int64_t q4_fused_max_m;
+	int fp32_residual;
 };
 
 /* A compute stream: the CUDA stream plus the memory ops on it may use.
@@ -54,6 +55,7 @@ struct cublas_plan_key {
 	int64_t m, n, k, lda, ldb, ldc, ldd;
 	int epilogue;     /* cublasLtEpilogue_t */
 	int beta;         /* C is read */
+	int d32;          /* C and D are fp32 (the residual stream), else fp16 */
 	int align[4];     /* A, B, C, D alignment in bytes (<= 256) */
 };
 struct cublas_plan {
@@ -73,6 +75,7 @@ struct cublas_ctx {
 	int cc;               /* compute capability, major * 10 + minor */
 	size_t ws_bytes, scratch_bytes;
 	int64_t q4_fused_max_m;
+	int f32_hidden;       /* the residual stream is fp32 (fp32_residual) */
 	cublasLtHandle_t lt;
 	cublasHandle_t blas;  /* fallback when cuBLASLt has no algorithm */
 	struct cublas_stream def;

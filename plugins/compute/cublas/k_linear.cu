@@ -3,7 +3,8 @@
  * prefill path feeds cuBLASLt from it) and the fused 4-bit GEMM for small m.
  *
  * Every product ends in cb_epi_apply: bias, activation (ReLU or SiLU), the
- * gating multiplier, the residual, in fp32 with one rounding to fp16.
+ * gating multiplier, the residual, in fp32 with one rounding to fp16 (none
+ * when out is the fp32 residual stream).
  *
  * The fused kernels read each 4-bit weight once.  A block owns 64 weight rows
  * - exactly one quantization group along dimension 0, so one row of (scale,
@@ -44,30 +45,47 @@ CB_DEV float cb_epi_apply(const cublas_epi &e, int64_t i, int64_t j, float v)
 	if (e.mul)
 		v *= cb_h2f(e.mul[i * e.ldm + j]);
 	if (e.res)
-		v += cb_h2f(e.res[i * e.ldr + j]);
+		v += e.f32 ? ((const float *)e.res)[i * e.ldr + j]
+			   : cb_h2f(((const uint16_t *)e.res)[i * e.ldr + j]);
 	return v;
 }
 
-__global__ void cb_epilogue_kernel(int64_t m, int64_t n, const uint16_t *src, int64_t lds,
-				   cublas_epi ep, uint16_t *out, int64_t ldo)
+/* out[at] = v in out's type: the fp32 residual stream or fp16. */
+CB_DEV void cb_epi_store(const cublas_epi &e, void *out, int64_t at, float v)
+{
+	if (e.f32)
+		((float *)out)[at] = v;
+	else
+		((uint16_t *)out)[at] = cb_f2h(v);
+}
+
+template <typename TS>
+__global__ void cb_epilogue_kernel(int64_t m, int64_t n, const TS *src, int64_t lds,
+				   cublas_epi ep, void *out, int64_t ldo)
 {
 	int64_t total = m * n;
 
 	for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
 	     e += (int64_t)gridDim.x * blockDim.x) {
 		int64_t i = e / n, j = e - i * n;
-		float v = src ? cb_h2f(src[i * lds + j]) : 0.0f;
+		float v = src ? cb_ld(src + i * lds + j) : 0.0f;
 
-		out[i * ldo + j] = cb_f2h(cb_epi_apply(ep, i, j, v));
+		cb_epi_store(ep, out, i * ldo + j, cb_epi_apply(ep, i, j, v));
 	}
 }
 
-extern "C" cudaError_t cublas_k_epilogue(cudaStream_t s, int64_t m, int64_t n,
-					 const uint16_t *src, int64_t lds,
-					 const struct cublas_epi *e, uint16_t *out, int64_t ldo)
+extern "C" cudaError_t cublas_k_epilogue(cudaStream_t s, int64_t m, int64_t n, const void *src,
+					 int src_f32, int64_t lds, const struct cublas_epi *e,
+					 void *out, int64_t ldo)
 {
-	cb_epilogue_kernel<<<cb_blocks(m * n, CB_THREADS, CB_GRID_CAP), CB_THREADS, 0, s>>>(
-		m, n, src, lds, *e, out, ldo);
+	unsigned blocks = cb_blocks(m * n, CB_THREADS, CB_GRID_CAP);
+
+	if (src_f32)
+		cb_epilogue_kernel<<<blocks, CB_THREADS, 0, s>>>(m, n, (const float *)src, lds, *e,
+								 out, ldo);
+	else
+		cb_epilogue_kernel<<<blocks, CB_THREADS, 0, s>>>(m, n, (const uint16_t *)src, lds,
+								 *e, out, ldo);
 	return cudaGetLastError();
 }
 
@@ -189,7 +207,7 @@ CB_DEV uint32_t q4_deq2(uint32_t w, int sh, uint32_t s2, uint32_t mn2)
 template <int BM, int NST>
 __global__ void __launch_bounds__(Q4_THREADS)
 cb_q4_fused(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64_t ldx,
-	    const uint8_t *__restrict__ q4, cublas_epi ep, uint16_t *out, int64_t ldo,
+	    const uint8_t *__restrict__ q4, cublas_epi ep, void *out, int64_t ldo,
 	    int64_t kper, float *part)
 {
 	constexpr int MT = BM / 16;                  /* m16 tiles */
@@ -344,7 +362,7 @@ cb_q4_fused(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int
 			part[((int64_t)blockIdx.z * m + row) * n + col] = v;
 			continue;
 		}
-		out[row * ldo + col] = cb_f2h(cb_epi_apply(ep, row, col, v));
+		cb_epi_store(ep, out, row * ldo + col, cb_epi_apply(ep, row, col, v));
 	}
 }
 
@@ -380,7 +398,7 @@ static constexpr size_t q4w_smem_bytes()
 
 __global__ void __launch_bounds__(Q4W_THREADS, Q4W_MINB)
 cb_q4_gemv(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64_t ldx,
-	   const uint8_t *__restrict__ q4, cublas_epi ep, uint16_t *out, int64_t ldo,
+	   const uint8_t *__restrict__ q4, cublas_epi ep, void *out, int64_t ldo,
 	   int64_t kper, float *part)
 {
 	extern __shared__ uint4 cb_smem[];
@@ -499,12 +517,12 @@ cb_q4_gemv(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int6
 			part[((int64_t)blockIdx.z * m + r) * n + col] = v;
 			continue;
 		}
-		out[r * ldo + col] = cb_f2h(cb_epi_apply(ep, r, col, v));
+		cb_epi_store(ep, out, r * ldo + col, cb_epi_apply(ep, r, col, v));
 	}
 }
 
 __global__ void cb_q4_finish(int64_t m, int64_t n, int ksplit, const float *part,
-			     cublas_epi ep, uint16_t *out, int64_t ldo)
+			     cublas_epi ep, void *out, int64_t ldo)
 {
 	int64_t total = m * n;
 
@@ -515,7 +533,7 @@ __global__ void cb_q4_finish(int64_t m, int64_t n, int ksplit, const float *part
 
 		for (int z = 0; z < ksplit; z++)
 			v += part[z * total + e];
-		out[i * ldo + j] = cb_f2h(cb_epi_apply(ep, i, j, v));
+		cb_epi_store(ep, out, i * ldo + j, cb_epi_apply(ep, i, j, v));
 	}
 }
 
@@ -574,7 +592,7 @@ extern "C" int cublas_q4_fused_split(int64_t m, int64_t n, int64_t k, int sms,
 
 template <int BM, int NST>
 static void cb_q4_launch(cudaStream_t s, int64_t m, int64_t n, int64_t k, const uint16_t *x,
-			 int64_t ldx, const void *q4, const cublas_epi &ep, uint16_t *out,
+			 int64_t ldx, const void *q4, const cublas_epi &ep, void *out,
 			 int64_t ldo, int ksplit, float *part)
 {
 	int64_t stages = (k + Q4_KC - 1) / Q4_KC;
@@ -588,7 +606,7 @@ static void cb_q4_launch(cudaStream_t s, int64_t m, int64_t n, int64_t k, const 
 
 extern "C" cudaError_t cublas_k_q4_linear(cudaStream_t s, int64_t m, int64_t n, int64_t k,
 					  const uint16_t *x, int64_t ldx, const void *q4,
-					  const struct cublas_epi *e, uint16_t *out, int64_t ldo,
+					  const struct cublas_epi *e, void *out, int64_t ldo,
 					  int ksplit, float *part)
 {
 	const cublas_epi ep = *e;

@@ -36,6 +36,21 @@ CB_DEV void cb_store8(uint16_t *p, const float v[8])
 				 cb_pack2(v[6], v[7]));
 }
 
+/* The same for the fp32 residual stream (32 bytes, 16-byte aligned). */
+CB_DEV void cb_load8(const float *p, float v[8])
+{
+	float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
+
+	v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+	v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+CB_DEV void cb_store8(float *p, const float v[8])
+{
+	*(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+	*(float4 *)(p + 4) = make_float4(v[4], v[5], v[6], v[7]);
+}
+
 /* Sum over the block; red holds 32 floats.  Every thread gets the total. */
 CB_DEV float cb_block_sum(float v, float *red)
 {
@@ -54,8 +69,8 @@ CB_DEV float cb_block_sum(float v, float *red)
 
 /* RMS is the layer norm with a mean of 0: the first pass is skipped and the
  * second sums x².  beta NULL adds nothing. */
-template <bool VEC, bool RMS>
-__global__ void cb_layer_norm_kernel(int64_t n, int64_t h, const uint16_t *x, int64_t ldx,
+template <typename TX, bool VEC, bool RMS>
+__global__ void cb_layer_norm_kernel(int64_t n, int64_t h, const TX *x, int64_t ldx,
 				     const uint16_t *gamma, const uint16_t *beta, float eps,
 				     uint16_t *out, int64_t ldo)
 {
@@ -63,7 +78,7 @@ __global__ void cb_layer_norm_kernel(int64_t n, int64_t h, const uint16_t *x, in
 	int64_t step = VEC ? 8 : 1;
 
 	for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
-		const uint16_t *xr = x + row * ldx;
+		const TX *xr = x + row * ldx;
 		uint16_t *orow = out + row * ldo;
 		float s = 0.0f, mean = 0.0f, var, rstd;
 
@@ -76,7 +91,7 @@ __global__ void cb_layer_norm_kernel(int64_t n, int64_t h, const uint16_t *x, in
 					for (int e = 0; e < 8; e++)
 						s += v[e];
 				} else {
-					s += cb_h2f(xr[j]);
+					s += cb_ld(xr + j);
 				}
 			}
 			mean = cb_block_sum(s, red) / (float)h;
@@ -90,7 +105,7 @@ __global__ void cb_layer_norm_kernel(int64_t n, int64_t h, const uint16_t *x, in
 				for (int e = 0; e < 8; e++)
 					s += (v[e] - mean) * (v[e] - mean);
 			} else {
-				float d = cb_h2f(xr[j]) - mean;
+				float d = cb_ld(xr + j) - mean;
 
 				s += d * d;
 			}
@@ -111,7 +126,7 @@ __global__ void cb_layer_norm_kernel(int64_t n, int64_t h, const uint16_t *x, in
 					v[e] = (v[e] - mean) * rstd * gm[e] + bt[e];
 				cb_store8(orow + j, v);
 			} else {
-				float v = (cb_h2f(xr[j]) - mean) * rstd;
+				float v = (cb_ld(xr + j) - mean) * rstd;
 
 				orow[j] = cb_f2h(v * cb_h2f(gamma[j]) + (beta ? cb_h2f(beta[j]) : 0.0f));
 			}
@@ -120,8 +135,8 @@ __global__ void cb_layer_norm_kernel(int64_t n, int64_t h, const uint16_t *x, in
 	}
 }
 
-template <bool RMS>
-static void cb_layer_norm_launch(cudaStream_t s, int64_t n, int64_t h, const uint16_t *x,
+template <typename TX, bool RMS>
+static void cb_layer_norm_launch(cudaStream_t s, int64_t n, int64_t h, const TX *x,
 				 int64_t ldx, const uint16_t *gamma, const uint16_t *beta,
 				 float eps, uint16_t *out, int64_t ldo)
 {
@@ -129,73 +144,94 @@ static void cb_layer_norm_launch(cudaStream_t s, int64_t n, int64_t h, const uin
 
 	if (cb_vec8(h, x, ldx) && cb_vec8(h, out, ldo) && cb_vec8(h, gamma, h) &&
 	    (!beta || cb_vec8(h, beta, h)))
-		cb_layer_norm_kernel<true, RMS><<<blocks, threads, 0, s>>>(n, h, x, ldx, gamma,
-									  beta, eps, out, ldo);
+		cb_layer_norm_kernel<TX, true, RMS><<<blocks, threads, 0, s>>>(
+			n, h, x, ldx, gamma, beta, eps, out, ldo);
 	else
-		cb_layer_norm_kernel<false, RMS><<<blocks, threads, 0, s>>>(n, h, x, ldx, gamma,
-									   beta, eps, out, ldo);
+		cb_layer_norm_kernel<TX, false, RMS><<<blocks, threads, 0, s>>>(
+			n, h, x, ldx, gamma, beta, eps, out, ldo);
 }
 
-extern "C" cudaError_t cublas_k_layer_norm(cudaStream_t s, int64_t n, int64_t h,
-					   const uint16_t *x, int64_t ldx, const uint16_t *gamma,
+template <typename TX>
+static void cb_layer_norm_kind(cudaStream_t s, int64_t n, int64_t h, const TX *x, int64_t ldx,
+			       const uint16_t *gamma, const uint16_t *beta, float eps, int rms,
+			       uint16_t *out, int64_t ldo)
+{
+	if (rms)
+		cb_layer_norm_launch<TX, true>(s, n, h, x, ldx, gamma, beta, eps, out, ldo);
+	else
+		cb_layer_norm_launch<TX, false>(s, n, h, x, ldx, gamma, beta, eps, out, ldo);
+}
+
+extern "C" cudaError_t cublas_k_layer_norm(cudaStream_t s, int64_t n, int64_t h, const void *x,
+					   int x_f32, int64_t ldx, const uint16_t *gamma,
 					   const uint16_t *beta, float eps, int rms, uint16_t *out,
 					   int64_t ldo)
 {
-	if (rms)
-		cb_layer_norm_launch<true>(s, n, h, x, ldx, gamma, beta, eps, out, ldo);
+	if (x_f32)
+		cb_layer_norm_kind(s, n, h, (const float *)x, ldx, gamma, beta, eps, rms, out, ldo);
 	else
-		cb_layer_norm_launch<false>(s, n, h, x, ldx, gamma, beta, eps, out, ldo);
+		cb_layer_norm_kind(s, n, h, (const uint16_t *)x, ldx, gamma, beta, eps, rms, out,
+				   ldo);
 	return cudaGetLastError();
 }
 
 /* ---- embedding ------------------------------------------------------------------------ */
 
 /* pos NULL: the token row alone (positions unread). */
-template <bool VEC>
+template <typename TO, bool VEC>
 __global__ void cb_embed_kernel(int64_t n, int64_t h, const int32_t *ids,
 				const int32_t *positions, const uint16_t *tok, int64_t ldt,
-				const uint16_t *pos, int64_t ldp, uint16_t *out, int64_t ldo)
+				const uint16_t *pos, int64_t ldp, TO *out, int64_t ldo)
 {
 	int64_t step = VEC ? 8 : 1;
 
 	for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
 		const uint16_t *a = tok + (int64_t)ids[row] * ldt;
 		const uint16_t *b = pos ? pos + (int64_t)positions[row] * ldp : NULL;
-		uint16_t *o = out + row * ldo;
+		TO *o = out + row * ldo;
 
 		for (int64_t j = threadIdx.x * step; j < h; j += blockDim.x * step) {
-			if (VEC && !b) {
-				*(uint4 *)(o + j) = *(const uint4 *)(a + j);
-			} else if (VEC) {
+			if (VEC) {
 				float u[8], v[8];
 
 				cb_load8(a + j, u);
-				cb_load8(b + j, v);
-				for (int e = 0; e < 8; e++)
-					u[e] += v[e];
+				if (b) {
+					cb_load8(b + j, v);
+					for (int e = 0; e < 8; e++)
+						u[e] += v[e];
+				}
 				cb_store8(o + j, u);
-			} else if (!b) {
-				o[j] = a[j];
 			} else {
-				o[j] = cb_f2h(cb_h2f(a[j]) + cb_h2f(b[j]));
+				cb_st(o + j, cb_h2f(a[j]) + (b ? cb_h2f(b[j]) : 0.0f));
 			}
 		}
 	}
 }
 
-extern "C" cudaError_t cublas_k_embed(cudaStream_t s, int64_t n, int64_t h, const int32_t *ids,
-				      const int32_t *positions, const uint16_t *tok, int64_t ldt,
-				      const uint16_t *pos, int64_t ldp, uint16_t *out,
-				      int64_t ldo)
+template <typename TO>
+static void cb_embed_launch(cudaStream_t s, int64_t n, int64_t h, const int32_t *ids,
+			    const int32_t *positions, const uint16_t *tok, int64_t ldt,
+			    const uint16_t *pos, int64_t ldp, TO *out, int64_t ldo)
 {
 	unsigned blocks = cb_blocks(n, 1, CB_ROWS_CAP);
 
 	if (cb_vec8(h, tok, ldt) && (!pos || cb_vec8(h, pos, ldp)) && cb_vec8(h, out, ldo))
-		cb_embed_kernel<true><<<blocks, 128, 0, s>>>(n, h, ids, positions, tok, ldt, pos,
-							    ldp, out, ldo);
+		cb_embed_kernel<TO, true><<<blocks, 128, 0, s>>>(n, h, ids, positions, tok, ldt,
+								pos, ldp, out, ldo);
 	else
-		cb_embed_kernel<false><<<blocks, 128, 0, s>>>(n, h, ids, positions, tok, ldt, pos,
-							     ldp, out, ldo);
+		cb_embed_kernel<TO, false><<<blocks, 128, 0, s>>>(n, h, ids, positions, tok, ldt,
+								 pos, ldp, out, ldo);
+}
+
+extern "C" cudaError_t cublas_k_embed(cudaStream_t s, int64_t n, int64_t h, const int32_t *ids,
+				      const int32_t *positions, const uint16_t *tok, int64_t ldt,
+				      const uint16_t *pos, int64_t ldp, void *out, int out_f32,
+				      int64_t ldo)
+{
+	if (out_f32)
+		cb_embed_launch(s, n, h, ids, positions, tok, ldt, pos, ldp, (float *)out, ldo);
+	else
+		cb_embed_launch(s, n, h, ids, positions, tok, ldt, pos, ldp, (uint16_t *)out, ldo);
 	return cudaGetLastError();
 }
 

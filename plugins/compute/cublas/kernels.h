@@ -1,7 +1,8 @@
 /* plugins/compute/cublas/kernels.h - launchers of the CUDA kernels (the .cu
  * files), callable from the C side.  Every launcher only enqueues work on
  * `s` and returns the launch status (cudaGetLastError()); shapes were
- * validated by the caller.  Tensors are fp16 (uint16_t bit patterns here). */
+ * validated by the caller.  Tensors are fp16 (uint16_t bit patterns here),
+ * except the residual stream, which may be fp32 (void * with a flag). */
 #ifndef FG_CUBLAS_KERNELS_H
 #define FG_CUBLAS_KERNELS_H
 
@@ -16,21 +17,23 @@ extern "C" {
 /* ---- k_linear.cu ---------------------------------------------------------------- */
 
 /* What follows the product in linear: v -> act(v + bias[j]) * mul[i, j] + res[i, j],
- * in fp32, rounded to fp16 once.  bias, mul and res may each be NULL (absent);
- * res may be out; mul never overlaps out.  Offsets into mul and res are the
- * caller's (a tile at column n0 passes mul + n0). */
+ * in fp32, rounded once to out's type.  bias, mul and res may each be NULL
+ * (absent); res may be out; mul never overlaps out.  Offsets into mul and res
+ * are the caller's (a tile at column n0 passes mul + n0).  f32: res and out
+ * are the fp32 residual stream; otherwise fp16 like the rest. */
 struct cublas_epi {
 	const uint16_t *bias;
 	const uint16_t *mul;
-	const uint16_t *res;
+	const void *res;
 	int64_t ldm, ldr;
 	int act;              /* enum fg_activation */
+	int f32;
 };
 
 /* out[i, j] = epi(src[i, j]) for i < m, j < n.  src may be NULL (treated as 0)
- * and may equal out.  All fp16. */
-cudaError_t cublas_k_epilogue(cudaStream_t s, int64_t m, int64_t n, const uint16_t *src,
-			      int64_t lds, const struct cublas_epi *e, uint16_t *out,
+ * and may equal out; src is fp32 when src_f32, else fp16. */
+cudaError_t cublas_k_epilogue(cudaStream_t s, int64_t m, int64_t n, const void *src,
+			      int src_f32, int64_t lds, const struct cublas_epi *e, void *out,
 			      int64_t ldo);
 
 /* Dequantize rows [r0, r0 + nr) of a Q4_ROWS weight [rows, cols] (the whole
@@ -47,7 +50,7 @@ int cublas_q4_fused_ok(const void *q4, int64_t k, const void *x, int64_t ldx);
 int cublas_q4_fused_split(int64_t m, int64_t n, int64_t k, int sms, size_t max_part_floats);
 cudaError_t cublas_k_q4_linear(cudaStream_t s, int64_t m, int64_t n, int64_t k,
 			       const uint16_t *x, int64_t ldx, const void *q4,
-			       const struct cublas_epi *e, uint16_t *out, int64_t ldo, int ksplit,
+			       const struct cublas_epi *e, void *out, int64_t ldo, int ksplit,
 			       float *part);
 /* Opt the fused kernels into the dynamic shared memory they use. */
 cudaError_t cublas_k_linear_setup(void);
@@ -55,16 +58,20 @@ cudaError_t cublas_k_linear_setup(void);
 /* ---- k_misc.cu ------------------------------------------------------------------ */
 
 /* Per row: rms == 0: (x - mean) / sqrt(var + eps) * gamma + beta; rms != 0:
- * x / sqrt(mean(x²) + eps) * gamma + beta.  beta may be NULL (none). */
-cudaError_t cublas_k_layer_norm(cudaStream_t s, int64_t n, int64_t h, const uint16_t *x,
-				int64_t ldx, const uint16_t *gamma, const uint16_t *beta,
-				float eps, int rms, uint16_t *out, int64_t ldo);
+ * x / sqrt(mean(x²) + eps) * gamma + beta.  beta may be NULL (none).  x is
+ * fp32 when x_f32 (the residual stream), else fp16; out is fp16. */
+cudaError_t cublas_k_layer_norm(cudaStream_t s, int64_t n, int64_t h, const void *x,
+				int x_f32, int64_t ldx, const uint16_t *gamma,
+				const uint16_t *beta, float eps, int rms, uint16_t *out,
+				int64_t ldo);
 
 /* out[i, :] = tok[ids[i], :] + pos[positions[i], :]; ids/positions on the
- * device; pos NULL: out[i, :] = tok[ids[i], :] (positions unused). */
+ * device; pos NULL: out[i, :] = tok[ids[i], :] (positions unused).  out is
+ * fp32 when out_f32, else fp16. */
 cudaError_t cublas_k_embed(cudaStream_t s, int64_t n, int64_t h, const int32_t *ids,
 			   const int32_t *positions, const uint16_t *tok, int64_t ldt,
-			   const uint16_t *pos, int64_t ldp, uint16_t *out, int64_t ldo);
+			   const uint16_t *pos, int64_t ldp, void *out, int out_f32,
+			   int64_t ldo);
 
 /* Rotary embedding in place on x [n, heads * head_dim] (ld ldx): for pair
  * i < rot_dim / 2 of each head, (a, b) = values (i, i + rot_dim / 2), angle

@@ -11,6 +11,10 @@
  * plus the backend's epilogue kernel; so do SiLU and the gating multiplier
  * `mul` (SwiGLU), which cuBLASLt has no epilogue for.
  *
+ * A linear that adds a residual writes the residual stream, fp32 unless the
+ * `residual` option says fp16: C and D are then fp32 in the matmul (fp16 A
+ * and B, fp32 compute), so the stream is never rounded to fp16.
+ *
  * 4-bit weights (Q4_ROWS): up to q4_fused_max_m rows of x use the fused
  * dequantize-GEMM kernel, which reads each weight byte once; larger products
  * dequantize tiles of weight rows into the stream's scratch and run the fp16
@@ -30,14 +34,22 @@
  * fg_linear_args: x [m, k], w [n, k], out [m, n]. */
 struct cb_gemm {
 	int64_t m, n, k;
-	const uint16_t *x, *w, *bias, *res, *mul;
+	const uint16_t *x, *w, *bias, *mul;
+	const void *res;
 	int64_t ldx, ldw, ldr, ldm;
-	uint16_t *out;
+	void *out;
 	int64_t ldo;
 	int act;          /* enum fg_activation */
+	int f32;          /* out and res are the fp32 residual stream (else fp16) */
 	void *tmp;        /* scratch for the epilogue kernel with a residual aliasing out */
 	size_t tmp_bytes;
 };
+
+/* Element i of out or res, whose type g->f32 says. */
+static void *cb_at(const struct cb_gemm *g, const void *p, int64_t i)
+{
+	return (char *)(uintptr_t)p + (size_t)i * (g->f32 ? 4 : 2);
+}
 
 /* The epilogue of rows [i0, ...) of g, for the epilogue kernels. */
 static struct cublas_epi cb_epi_of(const struct cb_gemm *g, int64_t i0)
@@ -46,10 +58,11 @@ static struct cublas_epi cb_epi_of(const struct cb_gemm *g, int64_t i0)
 
 	e.bias = g->bias;
 	e.mul = g->mul ? g->mul + i0 * g->ldm : NULL;
-	e.res = g->res ? g->res + i0 * g->ldr : NULL;
+	e.res = g->res ? cb_at(g, g->res, i0 * g->ldr) : NULL;
 	e.ldm = g->ldm;
 	e.ldr = g->ldr;
 	e.act = g->act;
+	e.f32 = g->f32;
 	return e;
 }
 
@@ -104,6 +117,7 @@ static int cb_plan_build(struct cublas_ctx *c, struct cublas_plan *p, const char
 	cublasLtMatmulHeuristicResult_t res;
 	uint64_t ws = c->ws_bytes;
 	int32_t bias_type = CUDA_R_16F;
+	cudaDataType_t cd = k->d32 ? CUDA_R_32F : CUDA_R_16F;
 	uint32_t al[4];
 	int found = 0;
 	cublasStatus_t st;
@@ -121,15 +135,19 @@ static int cb_plan_build(struct cublas_ctx *c, struct cublas_plan *p, const char
 		goto fail;
 	if ((epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_RELU_BIAS) &&
 	    (st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-						 &bias_type, sizeof(bias_type))))
+						 &bias_type, sizeof(bias_type)))) {
+		/* an fp16 bias with an fp32 D may be refused: the caller falls back */
+		if (k->d32 && (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE))
+			goto unsupported;
 		goto fail;
+	}
 	if ((st = cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16F, (uint64_t)k->k, (uint64_t)k->n,
 					     k->lda)) ||
 	    (st = cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16F, (uint64_t)k->k, (uint64_t)k->m,
 					     k->ldb)) ||
-	    (st = cublasLtMatrixLayoutCreate(&p->c, CUDA_R_16F, (uint64_t)k->n, (uint64_t)k->m,
+	    (st = cublasLtMatrixLayoutCreate(&p->c, cd, (uint64_t)k->n, (uint64_t)k->m,
 					     k->ldc)) ||
-	    (st = cublasLtMatrixLayoutCreate(&p->d, CUDA_R_16F, (uint64_t)k->n, (uint64_t)k->m,
+	    (st = cublasLtMatrixLayoutCreate(&p->d, cd, (uint64_t)k->n, (uint64_t)k->m,
 					     k->ldd)))
 		goto fail;
 	if ((st = cublasLtMatmulPreferenceCreate(&pref)) ||
@@ -158,6 +176,16 @@ static int cb_plan_build(struct cublas_ctx *c, struct cublas_plan *p, const char
 	p->algo = res.algo;
 	p->found = 1;
 	return 0;
+unsupported: {
+	/* Kept as a plan without an algorithm, so the next call does not ask again. */
+	struct cublas_plan_key key = p->key;
+
+	cb_plan_release(p);
+	p->key = key;
+	p->valid = 1;
+	p->found = 0;
+	return 0;
+}
 fail:
 	if (pref)
 		cublasLtMatmulPreferenceDestroy(pref);
@@ -195,8 +223,8 @@ static int cb_plan_get(struct cublas_ctx *c, const struct cublas_plan_key *key,
 /* One cuBLASLt matmul with the given epilogue; res (beta = 1) may be NULL.
  * Returns 1 when cuBLASLt has no algorithm for it. */
 static int cb_lt(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_gemm *g,
-		 cublasLtEpilogue_t epi, const uint16_t *bias, const uint16_t *res, int64_t ldr,
-		 uint16_t *d, int64_t ldd)
+		 cublasLtEpilogue_t epi, const uint16_t *bias, const void *res, int64_t ldr,
+		 void *d, int64_t ldd)
 {
 	struct cublas_plan_key key;
 	struct cublas_plan *p;
@@ -215,6 +243,7 @@ static int cb_lt(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_
 	key.ldd = ldd;
 	key.epilogue = (int)epi;
 	key.beta = res != NULL;
+	key.d32 = g->f32;
 	key.align[0] = cb_align(g->w);
 	key.align[1] = cb_align(g->x);
 	key.align[2] = cb_align(cptr);
@@ -233,9 +262,10 @@ static int cb_lt(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_
 	return 0;
 }
 
-/* d[rows of x, n] = x · wᵀ, nothing else: cuBLASLt, or cublasGemmEx without it. */
+/* d[rows of x, n] = x · wᵀ, nothing else, in out's type: cuBLASLt, or
+ * cublasGemmEx without it. */
 static int cb_plain(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_gemm *g,
-		    uint16_t *d, int64_t ldd)
+		    void *d, int64_t ldd)
 {
 	float alpha = 1.0f, beta = 0.0f;
 	cublasStatus_t st;
@@ -253,7 +283,8 @@ static int cb_plain(struct cublas_ctx *c, struct cublas_stream *s, const struct 
 	if ((st = cublasSetStream(c->blas, s->s)) ||
 	    (st = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)g->n, (int)g->m, (int)g->k,
 			       &alpha, g->w, CUDA_R_16F, (int)g->ldw, g->x, CUDA_R_16F,
-			       (int)g->ldx, &beta, d, CUDA_R_16F, (int)ldd, CUBLAS_COMPUTE_32F,
+			       (int)g->ldx, &beta, d, g->f32 ? CUDA_R_32F : CUDA_R_16F, (int)ldd,
+			       CUBLAS_COMPUTE_32F,
 			       CUBLAS_GEMM_DEFAULT)))
 		return cublas_blas_fail(c, "linear", "cublasGemmEx", st);
 	return 0;
@@ -288,11 +319,12 @@ static int cb_linear_f16(struct cublas_ctx *c, struct cublas_stream *s, const st
 		if (!g->bias && g->act == FG_ACT_NONE && !g->res && !g->mul)
 			return 0;
 		e = cb_epi_of(g, 0);
-		return cb_epi(c, cublas_k_epilogue(s->s, g->m, g->n, g->out, g->ldo, &e, g->out,
-						   g->ldo));
+		return cb_epi(c, cublas_k_epilogue(s->s, g->m, g->n, g->out, g->f32, g->ldo, &e,
+						   g->out, g->ldo));
 	}
-	/* out holds the residual: the product goes through scratch, a band of rows at a time. */
-	int64_t band = (int64_t)(g->tmp_bytes / (2 * (size_t)g->n));
+	/* out holds the residual: the product goes through scratch, a band of rows
+	 * at a time, in out's type. */
+	int64_t band = (int64_t)(g->tmp_bytes / ((g->f32 ? 4 : 2) * (size_t)g->n));
 
 	if (!g->tmp_bytes) { /* a 4-bit tile whose fused cuBLASLt product had no algorithm */
 		fg_error(c->host, "cublas: linear: no cuBLASLt algorithm fuses the residual for "
@@ -314,8 +346,8 @@ static int cb_linear_f16(struct cublas_ctx *c, struct cublas_stream *s, const st
 		if ((rc = cb_plain(c, s, &b, b.tmp, b.n)))
 			return rc;
 		e = cb_epi_of(g, i0);
-		rc = cb_epi(c, cublas_k_epilogue(s->s, b.m, b.n, b.tmp, b.n, &e,
-						 g->out + i0 * g->ldo, g->ldo));
+		rc = cb_epi(c, cublas_k_epilogue(s->s, b.m, b.n, b.tmp, g->f32, b.n, &e,
+						 cb_at(g, g->out, i0 * g->ldo), g->ldo));
 		if (rc)
 			return rc;
 	}
@@ -341,7 +373,9 @@ static int cb_linear_q4(struct cublas_ctx *c, struct cublas_stream *s, struct cb
 	/* The dequantized tile occupies the scratch: with a residual aliasing out,
 	 * an epilogue kernel needs the second half for the product. */
 	if (g->res && g->res == g->out) {
-		if (cb_lt_fuses(g)) {
+		/* (cuBLASLt may refuse an fp16 bias with fp32 C and D: keep the
+		 * epilogue's half for the fp32 stream) */
+		if (cb_lt_fuses(g) && !g->f32) {
 			g->tmp = NULL;
 			g->tmp_bytes = 0;
 		} else {
@@ -366,9 +400,9 @@ static int cb_linear_q4(struct cublas_ctx *c, struct cublas_stream *s, struct cb
 		t.w = s->scratch;
 		t.ldw = g->k;
 		t.bias = g->bias ? g->bias + n0 : NULL;
-		t.res = g->res ? g->res + n0 : NULL;
+		t.res = g->res ? cb_at(g, g->res, n0) : NULL;
 		t.mul = g->mul ? g->mul + n0 : NULL;
-		t.out = g->out + n0;
+		t.out = cb_at(g, g->out, n0);
 		e = cublas_k_q4_dequant(s->s, q4, g->n, g->k, n0, t.n, s->scratch);
 		if (e != cudaSuccess)
 			return cublas_cuda_fail(c, "linear", "the 4-bit dequantization kernel", e);
@@ -405,13 +439,14 @@ int cublas_linear(void *ctx, void *stream, const struct fg_linear_args *a)
 	g.out = a->out.data;
 	g.ldo = a->out.ld;
 	g.act = a->act;
+	g.f32 = a->out.dtype == FG_DTYPE_F32;
 	pthread_mutex_lock(&c->lock);
 	g.tmp = s->scratch;
 	g.tmp_bytes = c->scratch_bytes;
 	if (g.k == 0) { /* out = act(bias) ⊙ mul + residual */
 		struct cublas_epi e = cb_epi_of(&g, 0);
 
-		rc = cb_epi(c, cublas_k_epilogue(s->s, g.m, g.n, NULL, 0, &e, g.out, g.ldo));
+		rc = cb_epi(c, cublas_k_epilogue(s->s, g.m, g.n, NULL, 0, 0, &e, g.out, g.ldo));
 	} else if (a->w.dtype == FG_DTYPE_Q4_ROWS)
 		rc = cb_linear_q4(c, s, &g, a->w.data);
 	else

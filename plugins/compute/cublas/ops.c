@@ -38,7 +38,8 @@ int cublas_embed(void *ctx, void *stream, const struct fg_embed_args *a)
 		rc = cb_launched(c, op, cublas_k_embed(s->s, a->n, h, dids,
 						       with_pos ? dpos : NULL, a->tok.data,
 						       a->tok.ld, with_pos ? a->pos.data : NULL,
-						       a->pos.ld, a->out.data, a->out.ld));
+						       a->pos.ld, a->out.data,
+						       a->out.dtype == FG_DTYPE_F32, a->out.ld));
 	if (cublas_stage_done(c, s, op) && !rc)
 		rc = -EIO;
 	pthread_mutex_unlock(&c->lock);
@@ -59,7 +60,8 @@ int cublas_layer_norm(void *ctx, void *stream, const struct fg_layer_norm_args *
 		return 0;
 	if ((rc = cublas_enter(c, op)))
 		return rc;
-	return cb_launched(c, op, cublas_k_layer_norm(s->s, n, h, a->x.data, a->x.ld,
+	return cb_launched(c, op, cublas_k_layer_norm(s->s, n, h, a->x.data,
+						      a->x.dtype == FG_DTYPE_F32, a->x.ld,
 						      a->gamma.data, a->beta.data, a->eps,
 						      a->kind == FG_NORM_RMS, a->out.data,
 						      a->out.ld));

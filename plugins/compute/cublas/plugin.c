@@ -34,6 +34,11 @@ static const struct fg_option cublas_options[] = {
 	  .help = "linear with 4-bit weights and at most this many rows uses the fused "
 		  "dequantize-GEMM kernel; more rows dequantize to fp16 and use cuBLASLt.",
 	  .offset = offsetof(struct cublas_opts, q4_fused_max_m), .min = 0, .max = 65536 },
+	{ .key = "fp32_residual", .type = FG_OPT_BOOL, .def = "true",
+	  .help = "keep the residual stream (the hidden states between layers) in fp32, as "
+		  "the fp32 reference does; false: fp16 like the other activations, half the "
+		  "activation memory and traffic, and larger errors in deep models.",
+	  .offset = offsetof(struct cublas_opts, fp32_residual) },
 	{ .key = NULL },
 };
 
@@ -447,6 +452,7 @@ static int cublas_init(const struct fg_host *host, const void *opts, void **ctx)
 {
 	static const struct cublas_opts defaults = {
 		.device = 0, .workspace = 64 * MiB, .scratch = 64 * MiB, .q4_fused_max_m = 64,
+		.fp32_residual = 1,
 	};
 	const struct cublas_opts *o = opts ? opts : &defaults;
 	struct cudaDeviceProp prop;
@@ -485,6 +491,7 @@ static int cublas_init(const struct fg_host *host, const void *opts, void **ctx)
 	c->ws_bytes = (size_t)o->workspace;
 	c->scratch_bytes = (size_t)o->scratch;
 	c->q4_fused_max_m = o->q4_fused_max_m;
+	c->f32_hidden = o->fp32_residual != 0;
 	if ((rc = cublas_enter(c, "init")))
 		goto fail;
 	e = cudaGetDeviceProperties(&prop, c->device);
@@ -536,23 +543,27 @@ fail:
 
 static void cublas_info(void *ctx, struct fg_compute_info *info)
 {
-	(void)ctx;
+	const struct cublas_ctx *c = ctx;
+
 	info->act_dtype = FG_DTYPE_F16;
+	info->hidden_dtype = c->f32_hidden ? FG_DTYPE_F32 : FG_DTYPE_F16;
 	info->native_codecs = "fp16,int4_group64"; /* read by 1.0 hosts only; `supports` says it now */
 	info->device_memory = 1; /* its operands live in GPU memory (cuda_mem) */
 }
 
 /* Exactly the ops and operand types the kernels implement: fp16 everywhere,
- * 4-bit weights (Q4_ROWS) in linear, a 4-bit cache (Q4_COLS) in decode,
- * append and grouped-query decode. */
+ * norms of the fp32 residual stream, 4-bit weights (Q4_ROWS) in linear, a
+ * 4-bit cache (Q4_COLS) in decode, append and grouped-query decode. */
 static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 {
-	(void)ctx;
+	const struct cublas_ctx *c = ctx;
+
 	switch (op) {
-	case FG_OP_EMBED:
-	case FG_OP_EMBED_TOKENS:
 	case FG_OP_LAYER_NORM:
 	case FG_OP_RMS_NORM:
+		return dtype == FG_DTYPE_F16 || (dtype == FG_DTYPE_F32 && c->f32_hidden);
+	case FG_OP_EMBED:
+	case FG_OP_EMBED_TOKENS:
 	case FG_OP_ROPE:
 	case FG_OP_ATTENTION_PREFILL:
 		return dtype == FG_DTYPE_F16;
