@@ -17,6 +17,8 @@
 #include <jansson.h>
 
 #include <fgcore/fgcore.h>
+#include <fgcore/half.h>
+#include "core/backend/backend.h"
 #include "core/engine/engine.h"
 #include "core/engine/forward.h"
 #include "core/arch/arch.h"
@@ -342,6 +344,95 @@ START_TEST(test_placements_agree)
 END_TEST
 
 /* OPT-175B: compressed weight bytes against fp16 ones, from the placement. */
+/* placement = exact on a device gathers a split tensor whole into the weight
+ * slot (core/engine/weight_slots.c): the plan puts the gathered tensors' pieces
+ * after the bulk of each region and gives every one a place of its own, and
+ * 4-bit pieces encoded apart assemble to the bytes of the whole tensor's
+ * encoding.  (The gather itself runs on a GPU: test_policy on cublas.) */
+START_TEST(test_gather_layout)
+{
+	struct fg_model_config c;
+	struct fg_policy p = { .gpu_batch_size = 4, .num_gpu_batches = 1,
+			       .weight = { 20, 50, 30 }, .cache = { 0, 0, 100 }, .act = { 0, 0, 100 },
+			       .exact = 1, .attn_sparsity = 1 };
+
+	ck_assert_int_eq(fg_model_preset("opt-1.3b", &c), 0);
+	for (int cw = 0; cw < 2; cw++) {
+		p.compress_weight = cw;
+		for (int k = FG_BLOCK_ATTN; k <= FG_BLOCK_MLP; k++) {
+			struct fg_plan_block plain, g;
+			uint64_t end = 0;
+			int gathered = 0;
+
+			fg_plan_block(&c, &p, (enum fg_block_kind)k, 0, &plain);
+			fg_plan_block(&c, &p, (enum fg_block_kind)k, 1, &g);
+			for (int r = 0; r < FG_ROLES; r++) {
+				ck_assert_uint_eq(g.bytes[r], plain.bytes[r]);
+				ck_assert_uint_le(g.bulk[r], g.bytes[r]);
+			}
+			end = g.bulk[FG_ROLE_HOST] + g.bulk[FG_ROLE_DISK];
+			for (int i = 0; i < g.ntensors; i++) {
+				const struct fg_plan_tensor *t = &g.t[i];
+				ck_assert_int_eq(t->gathered, t->npieces > 1);
+				ck_assert_int_eq(plain.t[i].gathered, 0);
+				if (!t->gathered) {
+					for (int j = 0; j < t->npieces; j++)
+						ck_assert_uint_le(t->piece[j].offset + t->piece[j].bytes,
+								  g.bulk[t->piece[j].role]);
+					continue;
+				}
+				gathered++;
+				ck_assert_uint_ge(t->gather, end); /* in order, no overlap */
+				end = t->gather + fg_plan_tensor_bytes(t, t->rows);
+				for (int j = 0; j < t->npieces; j++)
+					ck_assert_uint_ge(t->piece[j].offset, g.bulk[t->piece[j].role]);
+			}
+			ck_assert_int_gt(gathered, 0);
+			ck_assert_uint_ge(g.staged, end);
+		}
+	}
+
+	/* 4-bit pieces, encoded apart, assembled by the gather's ranges */
+	struct fg_plugin_handle h;
+	struct fg_codec q4;
+	const int64_t rows = 200, cols = 96;
+	struct fg_plan_tensor t = { .rows = rows, .cols = cols, .dtype = FG_DTYPE_Q4_ROWS,
+				    .npieces = 3, .gathered = 1 };
+	int64_t cut[4] = { 0, 64, 128, rows };
+	uint16_t *x = malloc((size_t)(rows * cols) * 2);
+	size_t whole_bytes = (size_t)fg_plan_tensor_bytes(&t, rows);
+	uint8_t *whole = calloc(1, whole_bytes), *got = calloc(1, whole_bytes);
+	uint8_t *piece = malloc(whole_bytes);
+
+	ck_assert(x && whole && got && piece);
+	for (int64_t i = 0; i < rows * cols; i++)
+		x[i] = fg_float_to_half((float)((i * 7919) % 1000) / 250.0f - 2.0f);
+	ck_assert_int_eq(fg_plugin_load("int4_group64", FG_PLUGIN_CODEC, &h), 0);
+	ck_assert_int_eq(fg_codec_open(&q4, &h), 0);
+	struct fg_codec_shape ws = { (uint64_t)rows, (uint64_t)cols, 0 };
+	ck_assert_int_eq(fg_codec_encode_f16(&q4, &ws, x, whole), 0);
+	for (int k = 0; k < 3; k++)
+		t.piece[k] = (struct fg_plan_piece){ .role = (enum fg_role)k, .row0 = cut[k],
+						     .rows = cut[k + 1] - cut[k] };
+	for (int k = 0; k < 3; k++) {
+		struct fg_codec_shape ps = { (uint64_t)t.piece[k].rows, (uint64_t)cols, 0 };
+		uint64_t src[2], at[2], len[2];
+		memset(piece, 0, whole_bytes);
+		ck_assert_int_eq(fg_codec_encode_f16(&q4, &ps, x + cut[k] * cols, piece), 0);
+		int n = fg_plan_gather_ranges(&t, k, src, at, len);
+		ck_assert_int_eq(n, 2);
+		for (int i = 0; i < n; i++) {
+			ck_assert_uint_le(at[i] + len[i], whole_bytes);
+			memcpy(got + at[i], piece + src[i], len[i]);
+		}
+	}
+	ck_assert_msg(memcmp(got, whole, whole_bytes) == 0,
+		      "4-bit pieces assembled differ from the whole tensor's encoding");
+	fg_codec_close(&q4);
+	free(x), free(whole), free(got), free(piece);
+}
+END_TEST
+
 START_TEST(test_175b_bytes)
 {
 	struct fg_model_config c;
@@ -379,6 +470,7 @@ int main(void)
 	}
 	tcase_add_test(tc, test_placements_agree);
 	tcase_add_test(tc, test_175b_bytes);
+	tcase_add_test(tc, test_gather_layout);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -159,8 +159,10 @@ static int forward_new(struct fg_forward **out, const struct fg_forward_env *env
 	if ((rc = fg_mover_init(&f->mv, f->be, f->tier)))
 		goto fail;
 	f->stream = f->mv.compute_stream;
-	/* requests per group: K and V, up to two ranges each, per sequence; plus weights */
-	size_t cap = (size_t)(4 * bs + 16);
+	/* requests per group: K and V, up to two ranges each, per sequence; or a
+	 * unit's weights: two bulk ranges per block, and two ranges per piece of
+	 * each gathered tensor */
+	size_t cap = (size_t)(4 * bs + 16) + 2 * 2 * FG_PLAN_BLOCK_MAX * FG_ROLES;
 	for (int s = 0; s < SLOTS; s++) {
 		if ((rc = fg_xfer_init(&f->wload[s], &f->mv, cap)) ||
 		    (rc = fg_xfer_init(&f->cload[s], &f->mv, cap)) ||

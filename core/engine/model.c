@@ -67,7 +67,8 @@ int fg_model_load_stage(struct fg_model *m, const struct fg_model_config *cfg,
 	for (int r = 0; r < FG_ROLES; r++)
 		m->tier[r] = tiers[r];
 	for (int k = 0; k < FG_BLOCK_KINDS; k++) {
-		fg_plan_block(cfg, p, (enum fg_block_kind)k, &m->kind[k]);
+		fg_plan_block(cfg, p, (enum fg_block_kind)k,
+			      !(tiers[FG_ROLE_COMPUTE]->info.flags & FG_STORAGE_HOST_MEMORY), &m->kind[k]);
 		for (int t = 0; t < m->kind[k].ntensors; t++) {
 			uint64_t n = (uint64_t)m->kind[k].t[t].rows * (uint64_t)m->kind[k].t[t].cols * 2;
 			largest = n > largest ? n : largest;

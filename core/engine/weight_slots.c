@@ -2,8 +2,12 @@
  * compute-tier weight slot (once per unit and step, for every GPU batch), and
  * the views the block bodies compute with.
  *
- * In a slot, each block of the unit starts at the plan's stage offset: its
- * host-tier bytes, then its disk-tier bytes, pieces at their region offsets. */
+ * In a slot, each block of the unit starts at the plan's stage offset: the
+ * bulk of its host-tier bytes, then of its disk-tier bytes (pieces at their
+ * region offsets), then each gathered tensor whole: a tensor split by rows
+ * over the tiers (placement = exact) on a device, its pieces copied to their
+ * rows - the compute tier's one too - so that its product is one GEMM of the
+ * unsplit shape, and the tokens those of an unsplit run. */
 #include <stdio.h>
 
 #include "core/engine/forward_int.h"
@@ -27,6 +31,11 @@ void fg_block_views(const struct fg_forward *f, int64_t bi, int slot, struct fg_
 		out[i].npieces = t->npieces;
 		out[i].piece[0].t = (struct fg_tensor){ 0 }; /* an absent tensor: no data */
 		out[i].piece[0].row0 = 0;
+		if (t->gathered) {
+			out[i].npieces = 1;
+			out[i].piece[0].t = fg_view(staged + t->gather, t->dtype, t->rows, t->cols);
+			continue;
+		}
 		for (int k = 0; k < t->npieces; k++) {
 			const struct fg_plan_piece *p = &t->piece[k];
 			char *addr;
@@ -38,13 +47,31 @@ void fg_block_views(const struct fg_forward *f, int64_t bi, int slot, struct fg_
 				addr = staged + p->offset;
 				break;
 			default:
-				addr = staged + pb->bytes[FG_ROLE_HOST] + p->offset;
+				addr = staged + pb->bulk[FG_ROLE_HOST] + p->offset;
 				break;
 			}
 			out[i].piece[k].t = fg_view(addr, t->dtype, p->rows, t->cols);
 			out[i].piece[k].row0 = p->row0;
 		}
 	}
+}
+
+/* Piece k of gathered tensor t of block b into its rows of the whole tensor
+ * at dst (bounce: the same place in the bounce buffer). */
+static int fg_gather_piece(struct fg_forward *f, struct fg_xfer *x, const struct fg_block *b,
+			   const struct fg_plan_tensor *t, int k, char *dst, char *bounce)
+{
+	const struct fg_plan_piece *p = &t->piece[k];
+	uint64_t src[2], at[2], len[2];
+	int n = fg_plan_gather_ranges(t, k, src, at, len), rc;
+
+	for (int i = 0; i < n; i++)
+		if ((rc = fg_xfer_load(x, dst + at[i], p->role, &b->region[p->role],
+				       p->offset + src[i], len[i], bounce ? bounce + at[i] : NULL)))
+			return rc;
+	if (p->role != FG_ROLE_COMPUTE)
+		f->stats.weight_bytes += p->bytes;
+	return 0;
 }
 
 int fg_unit_weights_load(struct fg_forward *f, int64_t u, int slot)
@@ -61,19 +88,29 @@ int fg_unit_weights_load(struct fg_forward *f, int64_t u, int slot)
 		return rc;
 	for (int64_t bi = f->ufirst[u]; bi < f->ufirst[u] + f->ucount[u]; bi++) {
 		const struct fg_block *b = &f->m->blocks[bi];
-		const uint64_t *bytes = b->plan->bytes;
-		uint64_t so = f->plan.stage[b->plan->kind];
+		const struct fg_plan_block *pb = b->plan;
+		const uint64_t *bulk = pb->bulk;
+		uint64_t so = f->plan.stage[pb->kind];
 		char *dst = fg_staged(f, bi, slot);
 		char *bounce = f->wbounce[slot].addr ? (char *)f->wbounce[slot].addr + so : NULL;
-		if (bytes[FG_ROLE_HOST] &&
+		if (bulk[FG_ROLE_HOST] &&
 		    (rc = fg_xfer_load(x, dst, FG_ROLE_HOST, &b->region[FG_ROLE_HOST], 0,
-				       bytes[FG_ROLE_HOST], NULL)))
+				       bulk[FG_ROLE_HOST], NULL)))
 			return rc;
-		if (bytes[FG_ROLE_DISK] &&
-		    (rc = fg_xfer_load(x, dst + bytes[FG_ROLE_HOST], FG_ROLE_DISK,
-				       &b->region[FG_ROLE_DISK], 0, bytes[FG_ROLE_DISK], bounce)))
+		if (bulk[FG_ROLE_DISK] &&
+		    (rc = fg_xfer_load(x, dst + bulk[FG_ROLE_HOST], FG_ROLE_DISK,
+				       &b->region[FG_ROLE_DISK], 0, bulk[FG_ROLE_DISK], bounce)))
 			return rc;
-		f->stats.weight_bytes += bytes[FG_ROLE_HOST] + bytes[FG_ROLE_DISK];
+		f->stats.weight_bytes += bulk[FG_ROLE_HOST] + bulk[FG_ROLE_DISK];
+		for (int i = 0; i < pb->ntensors; i++) {
+			const struct fg_plan_tensor *t = &pb->t[i];
+			if (!t->gathered)
+				continue;
+			for (int k = 0; k < t->npieces; k++)
+				if ((rc = fg_gather_piece(f, x, b, t, k, dst + t->gather,
+							  bounce ? bounce + t->gather : NULL)))
+					return rc;
+		}
 	}
 	return 0;
 }

@@ -239,7 +239,7 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 	whole.weight[FG_ROLE_COMPUTE] = 100;
 	whole.weight[FG_ROLE_HOST] = whole.weight[FG_ROLE_DISK] = 0;
 	for (int k = 0; k < FG_BLOCK_KINDS; k++)
-		fg_plan_block(c, &whole, (enum fg_block_kind)k, &blk[k]);
+		fg_plan_block(c, &whole, (enum fg_block_kind)k, !hw->compute_host_memory, &blk[k]);
 	double Wa = (double)blk[FG_BLOCK_ATTN].bytes[FG_ROLE_COMPUTE];
 	double Wm = (double)blk[FG_BLOCK_MLP].bytes[FG_ROLE_COMPUTE];
 	double Wi = (double)blk[FG_BLOCK_INPUT].bytes[FG_ROLE_COMPUTE];
@@ -357,7 +357,7 @@ void fg_cost_shares(const struct fg_cost_case *cc, const struct fg_policy *p, do
 	double lw = 0, iw = 0;
 
 	for (int k = 0; k < FG_BLOCK_KINDS; k++) {
-		fg_plan_block(c, p, (enum fg_block_kind)k, &pb[k]);
+		fg_plan_block(c, p, (enum fg_block_kind)k, !cc->hw.compute_host_memory, &pb[k]);
 		for (int r = 0; r < FG_ROLES; r++)
 			b[k][r] = pb[k].bytes[r];
 	}

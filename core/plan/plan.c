@@ -52,7 +52,7 @@ static void fg_plan_describe(const struct fg_model_config *c, const struct fg_po
 }
 
 void fg_plan_block(const struct fg_model_config *c, const struct fg_policy *p,
-		   enum fg_block_kind kind, struct fg_plan_block *b)
+		   enum fg_block_kind kind, int gather, struct fg_plan_block *b)
 {
 	double total = 0, pos = 0;
 	const int *pc = p->weight;
@@ -84,17 +84,53 @@ void fg_plan_block(const struct fg_model_config *c, const struct fg_policy *p,
 		}
 		pos += size;
 	}
-	/* Pieces at 64-byte aligned offsets; each tier's region a whole page. */
+	/* Pieces at 64-byte aligned offsets, those of gathered tensors after the
+	 * rest (which are staged in bulk); each tier's region a whole page. */
 	for (int i = 0; i < b->ntensors; i++)
-		for (int k = 0; k < b->t[i].npieces; k++) {
-			struct fg_plan_piece *pp = &b->t[i].piece[k];
-			pp->bytes = fg_plan_tensor_bytes(&b->t[i], pp->rows);
-			pp->offset = b->bytes[pp->role];
-			b->bytes[pp->role] += ALIGN(pp->bytes, 64);
+		b->t[i].gathered = gather && b->t[i].npieces > 1;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < b->ntensors; i++) {
+			if (b->t[i].gathered != pass)
+				continue;
+			for (int k = 0; k < b->t[i].npieces; k++) {
+				struct fg_plan_piece *pp = &b->t[i].piece[k];
+				pp->bytes = fg_plan_tensor_bytes(&b->t[i], pp->rows);
+				pp->offset = b->bytes[pp->role];
+				b->bytes[pp->role] += ALIGN(pp->bytes, 64);
+			}
+		}
+		if (pass == 0)
+			memcpy(b->bulk, b->bytes, sizeof(b->bulk));
+	}
+	uint64_t staged = b->bulk[FG_ROLE_HOST] + b->bulk[FG_ROLE_DISK];
+	for (int i = 0; i < b->ntensors; i++)
+		if (b->t[i].gathered) {
+			b->t[i].gather = staged;
+			staged += ALIGN(fg_plan_tensor_bytes(&b->t[i], b->t[i].rows), 64);
 		}
 	for (int r = 0; r < FG_ROLES; r++)
 		b->bytes[r] = ALIGN(b->bytes[r], 4096);
-	b->staged = ALIGN(b->bytes[FG_ROLE_HOST] + b->bytes[FG_ROLE_DISK], 4096);
+	b->staged = ALIGN(staged, 4096);
+}
+
+int fg_plan_gather_ranges(const struct fg_plan_tensor *t, int k, uint64_t src[2], uint64_t at[2],
+			  uint64_t len[2])
+{
+	const struct fg_plan_piece *p = &t->piece[k];
+	uint64_t cols = (uint64_t)t->cols, r0 = (uint64_t)p->row0, nr = (uint64_t)p->rows;
+
+	src[0] = 0;
+	if (t->dtype != FG_DTYPE_Q4_ROWS) {
+		at[0] = r0 * cols * 2;
+		len[0] = nr * cols * 2;
+		return 1;
+	}
+	at[0] = r0 * cols / 2;
+	len[0] = (nr * cols + 1) / 2;
+	src[1] = fg_q4_data_bytes(nr, cols);
+	at[1] = fg_q4_data_bytes((uint64_t)t->rows, cols) + r0 / FG_Q4_GROUP * cols * 4;
+	len[1] = (nr + FG_Q4_GROUP - 1) / FG_Q4_GROUP * cols * 4;
+	return 2;
 }
 
 uint64_t fg_plan_kv_bytes(const struct fg_model_config *c, int64_t nseq, int64_t total,
@@ -144,7 +180,7 @@ int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 
 	/* Weights. */
 	for (int k = 0; k < FG_BLOCK_KINDS; k++)
-		fg_plan_block(c, p, (enum fg_block_kind)k, &o->block[k]);
+		fg_plan_block(c, p, (enum fg_block_kind)k, env->device, &o->block[k]);
 	for (int r = 0; r < FG_ROLES; r++)
 		o->weights[r] = o->block[FG_BLOCK_INPUT].bytes[r] + o->block[FG_BLOCK_OUTPUT].bytes[r] +
 				(uint64_t)c->layers * (o->block[FG_BLOCK_ATTN].bytes[r] +

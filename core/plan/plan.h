@@ -33,6 +33,11 @@ struct fg_plan_tensor {
 	enum fg_dtype dtype; /* F16, or Q4_ROWS for compressed linear weights */
 	int npieces;
 	struct fg_plan_piece piece[FG_ROLES];
+	/* gathered: a split tensor assembled whole in the weight slot, at `gather`
+	 * bytes into the block's staged area, so its products have the shape of
+	 * an unsplit run (a GPU's GEMMs round differently by shape). */
+	int gathered;
+	uint64_t gather;
 };
 
 /* A block's tensors placed by the policy's weight shares: FlexGen's rule puts
@@ -44,11 +49,24 @@ struct fg_plan_block {
 	int ntensors;
 	struct fg_plan_tensor t[FG_PLAN_BLOCK_MAX];
 	uint64_t bytes[FG_ROLES]; /* the block's region on each tier */
-	uint64_t staged;          /* its off-compute bytes as staged in a weight slot */
+	/* Staged in a weight slot: the first bulk[host] bytes of the host region,
+	 * then the first bulk[disk] of the disk region (the tensors kept whole),
+	 * then each gathered tensor. */
+	uint64_t bulk[FG_ROLES];
+	uint64_t staged;          /* the slot bytes all that takes */
 };
 
+/* gather: split tensors are assembled whole in the slot (a device compute
+ * tier: core/engine/weight_slots.c); their pieces follow the unsplit
+ * tensors' in each region. */
 void fg_plan_block(const struct fg_model_config *c, const struct fg_policy *p,
-		   enum fg_block_kind kind, struct fg_plan_block *out);
+		   enum fg_block_kind kind, int gather, struct fg_plan_block *out);
+/* Where piece k of a gathered tensor goes in the whole one: n (1 or 2)
+ * ranges of len[i] bytes from src[i] in the piece to at[i] in the whole.
+ * 4-bit rows are two ranges, codes and group parameters, which the whole
+ * tensor keeps apart; pieces start at a group boundary. */
+int fg_plan_gather_ranges(const struct fg_plan_tensor *t, int k, uint64_t src[2], uint64_t at[2],
+			  uint64_t len[2]);
 /* Bytes of rows of a tensor in its encoding. */
 uint64_t fg_plan_tensor_bytes(const struct fg_plan_tensor *t, int64_t rows);
 
