@@ -139,10 +139,10 @@ START_TEST(test_heldout_scores)
 	if (!int4) {
 		/* The README's fp32 1e-3, but llama-py-128x4's reference is itself
 		 * up to 4.28e-3 off float64 (tests/reference/llama_f64.py). */
-		/* fp16: the README's 3e-2, but for opt-py-128x4 1.5 times Hugging
-		 * Face's own fp16 error (0.0369: tests/reference/hf_fp16.py), which
-		 * is beyond 3e-2: fp16 rounding orders differ, the errors' size not. */
-		double tol = gpu_backend ? (_i / 2 ? TOL_LP : 1.5 * 0.0369) : _i / 2 ? 5e-3 : 1e-3;
+		/* fp16 activations: the README's 3e-2.  Hugging Face's own fp16
+		 * OPT misses it on opt-py-128x4 (0.0369: tests/reference/hf_fp16.py),
+		 * whose residual stream is fp16; cublas keeps it in fp32. */
+		double tol = gpu_backend ? TOL_LP : _i / 2 ? 5e-3 : 1e-3;
 		ck_assert_msg(worst <= tol, "%s: a log-probability off by %g", name, worst);
 		ck_assert_msg(fabs(ppl / ref_ppl - 1) <= TOL_PPL, "%s: perplexity %.4f, Hugging Face %.4f",
 			      name, ppl, ref_ppl);

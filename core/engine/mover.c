@@ -107,6 +107,7 @@ int fg_xfer_reset(struct fg_xfer *x, const char *what)
 	x->bounced = 0;
 	x->nios = x->nlater = 0;
 	x->has_event = 0;
+	x->loaded = 0;
 	x->err = 0;
 	x->reported = 0;
 	x->fail_len = 0;
@@ -144,8 +145,15 @@ int fg_xfer_load(struct fg_xfer *x, void *dst, enum fg_role role, const struct f
 	if (!len)
 		return 0;
 	if (role != FG_ROLE_DISK) {
+		/* Marked at once: the consumer waits for these copies, not for
+		 * whatever the load stream takes on next (the next unit's weights,
+		 * which would otherwise serialize compute with every transfer). */
+		int rc = fg_backend_copy(mv->be, mv->load_stream, dst, (char *)r->addr + off, len);
+		if (!rc)
+			rc = fg_backend_event_record(mv->be, x->event, mv->load_stream);
 		x->has_event = 1;
-		return fg_backend_copy(mv->be, mv->load_stream, dst, (char *)r->addr + off, len);
+		x->loaded = !rc;
+		return rc;
 	}
 	if (!mv->device)
 		return disk_io(x, FG_IO_READ, r, off, dst, len);
@@ -227,18 +235,20 @@ int fg_xfer_wait(struct fg_xfer *x, void *stream)
 		if ((rc = fg_backend_event_record(mv->be, x->bounce_event, mv->load_stream)))
 			return rc;
 		x->bounced = 1;
+		x->loaded = 0; /* the second hops just issued come after the mark */
 	}
 	x->nlater = 0;
 	if (!stream)
 		stream = mv->compute_stream;
 	if (x->has_event) {
 		/* Copies went to one of the two transfer streams; wait for both. */
-		if ((rc = fg_backend_event_record(mv->be, x->event, mv->load_stream)) ||
+		if ((!x->loaded && (rc = fg_backend_event_record(mv->be, x->event, mv->load_stream))) ||
 		    (rc = fg_backend_stream_wait(mv->be, stream, x->event)) ||
 		    (rc = fg_backend_event_record(mv->be, x->event, mv->store_stream)) ||
 		    (rc = fg_backend_stream_wait(mv->be, stream, x->event)))
 			return rc;
 		x->has_event = 0;
+		x->loaded = 0;
 	}
 	return 0;
 }

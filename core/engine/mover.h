@@ -39,6 +39,7 @@ struct fg_xfer {
 	size_t nlater;
 	void *event;             /* recorded after the group's stream copies */
 	int has_event;
+	int loaded;              /* event is recorded right after its own loads (none pending) */
 	void *bounce_event;      /* recorded after the second hops out of bounce buffers */
 	int bounced;
 	int err;                 /* first error of the group, sticky until reset */
