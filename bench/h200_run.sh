@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench/h200_run.sh - one full run on the H200 test machine: build with CUDA,
-# the GPU op tests, the Hugging Face reference, scoring and policy tests on
-# cublas, and two benchmarks with the device's own time breakdown
+# the GPU op tests, the Hugging Face reference, scoring, policy and 4-bit
+# tests on cublas, and two benchmarks (the first also with the fp16 residual
+# stream) with the device's own time breakdown
 # ([bench] device_timing): all on GPU, and weights on host (FlexGen's
 # policies under a 16 GiB cap are bench/h200_predict.sh's).  Logs go to $OUT.
 #   run there with .devdeps (../shared/tools/gpu-deps libpcre2-dev libpcre2-8-0
@@ -24,18 +25,23 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
 step "GPU op tests"
 timeout 240 make check TESTS="tests/test_cuda_mem tests/test_cublas" > "$out/tests.log" 2>&1
 step "reference and policy tests on cublas"
-FGCORE_TEST_BACKEND=cublas timeout 300 make check TESTS="tests/test_golden tests/test_scoring tests/test_policy" \
+FGCORE_TEST_BACKEND=cublas timeout 330 make -j4 check TESTS="tests/test_golden tests/test_scoring tests/test_policy tests/test_compression" \
 	>> "$out/tests.log" 2>&1
 grep -E "^(PASS|FAIL|SKIP|ERROR)" "$out/tests.log"
 grep -h "perplexity\|max difference" tests/test_scoring.log
-for t in test_cuda_mem test_cublas test_golden test_scoring test_policy; do
+for t in test_cuda_mem test_cublas test_golden test_scoring test_policy test_compression; do
 	echo "#### $t" && cat "tests/$t.log"
 done > "$out/test_logs.txt" 2>&1
-grep -hE ":[EF]:" tests/test_cublas.log tests/test_golden.log tests/test_scoring.log tests/test_policy.log | head -20
+grep -hE ":[EF]:" tests/test_cublas.log tests/test_golden.log tests/test_scoring.log tests/test_policy.log \
+	tests/test_compression.log | head -20
+grep -h "worst\|max |error|\|prefill logits" tests/test_cublas.log tests/test_golden.log | head -40
 dt="-o bench.device_timing=true"
 step "bench OPT-6.7B all on GPU, 256 x 1"
 timeout 150 ./fgcore -c conf/h200_opt6.7b.ini $dt bench > "$out/bench.log" 2>&1
 tail -8 "$out/bench.log"
+step "bench OPT-6.7B all on GPU, 256 x 1, fp16 residual stream (A/B)"
+timeout 150 ./fgcore -c conf/h200_opt6.7b.ini -o compute.fp32_residual=false bench >> "$out/bench.log" 2>&1
+tail -3 "$out/bench.log"
 step "bench OPT-30B weights on host, 48 x 3"
 timeout 200 ./fgcore -c conf/h200_opt30b_host.ini $dt bench >> "$out/bench.log" 2>&1
 tail -8 "$out/bench.log"
