@@ -25,7 +25,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
 step "GPU op tests"
 timeout 240 make check TESTS="tests/test_cuda_mem tests/test_cublas" > "$out/tests.log" 2>&1
 step "reference and policy tests on cublas"
-FGCORE_TEST_BACKEND=cublas timeout 330 make -j4 check TESTS="tests/test_golden tests/test_scoring tests/test_policy tests/test_compression" \
+FGCORE_TEST_BACKEND=cublas timeout 330 make check TESTS="tests/test_golden tests/test_scoring tests/test_policy tests/test_compression" \
 	>> "$out/tests.log" 2>&1
 grep -E "^(PASS|FAIL|SKIP|ERROR)" "$out/tests.log"
 grep -h "perplexity\|max difference" tests/test_scoring.log

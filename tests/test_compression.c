@@ -6,7 +6,9 @@
  *  - compressed runs agree with each other bit for bit whatever the placement;
  *  - OPT-175B with compress_weight accounts about 4.5/16 of its fp16 bytes.
  * The reference cases need FGCORE_TESTDATA: without it they are not run and
- * the program exits 77 (skip) unless something else failed. */
+ * the program exits 77 (skip) unless something else failed.
+ * FGCORE_TEST_BACKEND=cublas runs it all on the GPU (the compute tier in
+ * cuda_mem) with the fp16 tolerances where the fp32 ones are stated. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@
 #define GEN 32
 
 static char tmpdir[256] = "/var/tmp";
+static const char *gpu_backend; /* FGCORE_TEST_BACKEND, when not cpu_blas */
 
 static void set(struct fg_config *c, const char *kv)
 {
@@ -47,6 +50,11 @@ static struct fg_config *config(const char *model, const char *const *extra)
 	snprintf(kv, sizeof(kv), "tier.disk.dir=%s", tmpdir);
 	set(c, kv);
 	set(c, "policy.gpu_batch_size=4");
+	if (gpu_backend) {
+		snprintf(kv, sizeof(kv), "compute.plugin=%s", gpu_backend);
+		set(c, kv);
+		set(c, "tier.compute.plugin=cuda_mem");
+	}
 	for (int i = 0; extra && extra[i]; i++)
 		set(c, extra[i]);
 	return c;
@@ -184,8 +192,9 @@ START_TEST(test_golden_error)
 		ck_assert_msg(worst > 1e-2, "%s, %s: logits equal the fp32 reference (max error %g)",
 			      models[_i / 3], mode_names[_i % 3], worst);
 	} else {
-		ck_assert_msg(worst <= 1e-3, "%s, int4 cache: prefill logits off by %g", models[_i / 3],
-			      worst);
+		/* fp32's 1e-3; fp16 activations: test_golden's 5e-2 */
+		ck_assert_msg(worst <= (gpu_backend ? 5e-2 : 1e-3),
+			      "%s, int4 cache: prefill logits off by %g", models[_i / 3], worst);
 	}
 	free(ref);
 	free(lg);
@@ -280,7 +289,9 @@ START_TEST(test_heldout)
 	for (int r = 0; r < HROWS; r++)
 		for (int t = 0; t < HLEN - 1; t++)
 			worst = fmax(worst, fabs(lp[r][t] - h.lp[r][t]));
-	const double bound[4] = { h.ppl * 1.001, h.sim_ppl * 1.015, h.sim_ppl,
+	/* fp16 activations (a GPU backend): the README's 0.5 % for the perplexity */
+	double fp = gpu_backend ? 1.005 : 1.001;
+	const double bound[4] = { h.ppl * fp, h.sim_ppl * 1.015, h.sim_ppl,
 				  h.sim_ppl * 1.015 * h.sim_ppl / h.ppl };
 	printf("%s, %s: perplexity %.4f (bound %.4f; Hugging Face fp32 %.4f, int4 weights simulated %.4f); max |log-probability - fp32| %.4f\n",
 	       name, hmode_names[mode], ppl, bound[mode], h.ppl, h.sim_ppl, worst);
@@ -291,9 +302,9 @@ START_TEST(test_heldout)
 		 * log-probabilities are themselves up to 4.28e-3 from a float64
 		 * recomputation (tests/reference/llama_f64.py; the engine is within
 		 * 2e-5 of it). */
-		double tol = _i / 4 ? 5e-3 : 1e-3;
+		double tol = gpu_backend ? 3e-2 : _i / 4 ? 5e-3 : 1e-3;
 		ck_assert_msg(worst <= tol, "fp32: a log-probability off by %g", worst);
-		ck_assert_msg(ppl >= h.ppl / 1.001, "fp32: perplexity %.4f below %.4f", ppl, h.ppl);
+		ck_assert_msg(ppl >= h.ppl / fp, "fp32: perplexity %.4f below %.4f", ppl, h.ppl);
 	} else {
 		ck_assert_msg(worst > 1e-2, "%s: log-probabilities equal fp32's (max error %g)",
 			      hmode_names[mode], worst);
@@ -455,9 +466,12 @@ END_TEST
 
 int main(void)
 {
-	const char *td = getenv("FGCORE_TESTDATA");
+	const char *td = getenv("FGCORE_TESTDATA"), *b = getenv("FGCORE_TEST_BACKEND");
 	int reference = td && *td;
 	Suite *s = suite_create("compression");
+
+	if (b && *b && strcmp(b, "cpu_blas"))
+		gpu_backend = b;
 	TCase *tc = tcase_create("int4");
 	tcase_set_timeout(tc, 900);
 	/* As in test_golden: without FGCORE_TESTDATA the reference cases cannot

@@ -166,11 +166,15 @@ static int cb_plan_build(struct cublas_ctx *c, struct cublas_plan *p, const char
 					    &found);
 	cublasLtMatmulPreferenceDestroy(pref);
 	pref = NULL;
-	/* No algorithm is not an error: the caller falls back. */
+	/* No algorithm is not an error: the caller falls back.  Nor is a refused
+	 * combination with fp32 C and D (cuBLASLt rejects an fp16 bias there
+	 * with "invalid value"). */
 	if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found < 1)) {
 		p->found = 0;
 		return 0;
 	}
+	if (st == CUBLAS_STATUS_INVALID_VALUE && k->d32)
+		goto unsupported;
 	if (st)
 		goto fail;
 	p->algo = res.algo;
