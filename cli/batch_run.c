@@ -51,11 +51,21 @@ static void run_one(struct fg_engine *e, const struct fg_request *req, struct fg
 	res->error = strdup(fg_last_error());
 }
 
+/* The engine's counts before a fg_generate call, for account(). */
+struct mark {
+	uint64_t positions, dead;
+};
+
+static struct mark mark_now(const struct fg_engine *e)
+{
+	return (struct mark){ fg_engine_positions(e), e->dead_positions };
+}
+
 /* What one fg_generate call over res[0..cnt) computed: the positions the
  * engine counted since `before` (every row of every GPU batch it ran,
- * padding and finished rows included), against the prompt and completion
- * tokens the results needed. */
-static void account(const struct fg_engine *e, uint64_t before, struct fg_result *const *res,
+ * padding and finished rows included, these apart), against the prompt and
+ * completion tokens the results needed. */
+static void account(const struct fg_engine *e, struct mark before, struct fg_result *const *res,
 		    size_t cnt, struct fg_batch_stats *st)
 {
 	uint64_t useful = 0, gen = 0;
@@ -69,11 +79,12 @@ static void account(const struct fg_engine *e, uint64_t before, struct fg_result
 	}
 	st->batches++;
 	st->generated += gen;
-	uint64_t computed = fg_engine_positions(e) - before;
+	uint64_t computed = fg_engine_positions(e) - before.positions;
 	if (!computed) /* nothing to generate or score: the engine ran no batch */
 		return;
 	st->computed += computed;
 	st->useful += useful;
+	st->dead += e->dead_positions - before.dead;
 }
 
 long fg_cli_run_batches(struct fg_engine *e, const struct fg_request *reqs, size_t n,
@@ -128,7 +139,7 @@ long fg_cli_run_batches(struct fg_engine *e, const struct fg_request *reqs, size
 			break;
 		for (size_t k = 0; k < cnt; k++)
 			sub[k] = reqs[ord[i + k].index];
-		uint64_t before = fg_engine_positions(e);
+		struct mark before = mark_now(e);
 		if (fg_generate(e, sub, cnt, sres) == 0) {
 			for (size_t k = 0; k < cnt; k++) {
 				res[ord[i + k].index] = sres[k];
@@ -148,7 +159,7 @@ long fg_cli_run_batches(struct fg_engine *e, const struct fg_request *reqs, size
 
 				if (k > 0 && o->stop && *o->stop)
 					break;
-				before = fg_engine_positions(e);
+				before = mark_now(e);
 				if (cnt == 1) {
 					memset(&res[at], 0, sizeof(res[at]));
 					res[at].finish_reason = FG_FINISH_ERROR;

@@ -14,10 +14,14 @@
 /* What the batches cost, in token positions (rows x positions) the forward
  * pass computed, against those that were a request's own: the rest is
  * padding (shorter prompts left-padded to the longest, rows beyond the
- * requests) and dead rows (finished sequences waiting for their batch). */
+ * requests) and dead rows (finished sequences waiting for their GPU batch
+ * mates).  A dead row costs less than a padded one: only its rows of the
+ * matrix products (and norms, cache appends) are computed, not its
+ * attention nor its cache traffic (fg_forward_set_live_rows). */
 struct fg_batch_stats {
 	uint64_t computed;   /* positions computed: prefill rows x prompt length + decode rows x steps */
 	uint64_t useful;     /* of them, real prompt tokens and generated tokens */
+	uint64_t dead;       /* of them, dead rows of decode steps */
 	uint64_t generated;  /* completion tokens */
 	uint64_t batches;    /* fg_generate calls */
 };

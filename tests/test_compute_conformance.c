@@ -9,8 +9,9 @@
  *                                     2^-11 relative each, a few roundings
  *                                     per op, plus fp16 accumulation slack)
  * Rows an op must leave alone (padding columns between cols and ld, cache
- * rows outside the append, attention rows in the left padding: exact zeros)
- * are checked exactly.
+ * rows outside the append, attention rows in the left padding and decode
+ * rows with every position masked, as the engine gives finished sequences:
+ * exact zeros) are checked exactly.
  *
  * Each op runs on random inputs over several shapes (odd sizes, ld > cols,
  * m = 1 decode shapes, k = 0), with every linear variant (bias, ReLU,
@@ -868,6 +869,25 @@ START_TEST(test_attention_prefill_gqa)
 }
 END_TEST
 
+/* Decode's pad of row b: PAD_ALL_BUT_ONE attends to the last position only;
+ * PAD_ALL masks every position of the even rows (a finished sequence: its
+ * output must be zeros) and a random share of the odd ones. */
+static int32_t decode_pad(int padkind, int64_t b, int64_t len)
+{
+	return (int32_t)(padkind == PAD_ZERO ? 0 : padkind == PAD_RANDOM ? irand(len) :
+			 padkind == PAD_ALL_BUT_ONE ? len - 1 : b % 2 ? irand(len) : len);
+}
+
+/* Every position of row b masked: its output row must be exactly zero. */
+static void expect_masked_zero(const char *what, const float *out, int64_t ldo,
+			       const int32_t *pad, int64_t B, int64_t C, int64_t len)
+{
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t c = 0; pad[b] == len && c < C; c++)
+			EXPECT(out[b * ldo + c] == 0.0f, "%s: fully masked row %lld is not zero",
+			       what, (long long)b);
+}
+
 static void decode_case(struct env *e, int64_t B, int64_t H, int64_t KVH, int64_t hd, int64_t len,
 			int64_t stride, int padkind, bool out_is_q)
 {
@@ -884,8 +904,7 @@ static void decode_case(struct env *e, int64_t B, int64_t H, int64_t KVH, int64_
 
 	EXPECT_TRUE(ref && pad);
 	for (int64_t b = 0; b < B; b++)
-		pad[b] = (int32_t)(padkind == PAD_ZERO ? 0 : padkind == PAD_RANDOM ? irand(len) :
-				   len - 1);
+		pad[b] = decode_pad(padkind, b, len);
 	for (int64_t b = 0; b < B; b++)
 		for (int64_t h = 0; h < H; h++)
 			attend_ref(q + b * ld + h * hd, k + b * stride * (ld + 2) + h / G * hd, ld + 2,
@@ -912,6 +931,7 @@ static void decode_case(struct env *e, int64_t B, int64_t H, int64_t KVH, int64_
 	EXPECT(op_decode(e, &a) == 0, "%s: %s", what,
 		      fg_last_error());
 	expect_close(what, out, ldo, ref, B, C, e->tol);
+	expect_masked_zero(what, out, ldo, pad, B, C, len);
 	if (!out_is_q)
 		free(out);
 	free(q), free(k), free(v), free(ref), free(pad);
@@ -927,7 +947,7 @@ START_TEST(test_attention_decode)
 
 	env_open(&e, _i);
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
-		for (int p = 0; p <= PAD_ALL_BUT_ONE; p++)
+		for (int p = 0; p < PAD_KINDS; p++)
 			decode_case(&e, shapes[s][0], shapes[s][1], 0, shapes[s][2], shapes[s][3],
 				    shapes[s][4], p, false);
 	decode_case(&e, 3, 2, 0, 8, 6, 8, PAD_RANDOM, true);
@@ -947,7 +967,7 @@ START_TEST(test_attention_decode_gqa)
 	if (!env_open_for(&e, _i, FG_OP_ATTENTION_GQA, FG_DTYPE_F32))
 		return;
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
-		for (int p = 0; p <= PAD_ALL_BUT_ONE; p++)
+		for (int p = 0; p < PAD_KINDS; p++)
 			decode_case(&e, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3],
 				    shapes[s][4], shapes[s][5], p, false);
 	decode_case(&e, 3, 4, 2, 8, 6, 8, PAD_RANDOM, true);
@@ -1523,11 +1543,14 @@ END_TEST
 static void attend_ref_d(const double *q, const double *k, const double *v, int64_t ld,
 			 int64_t lo, int64_t hi, int64_t hd, double scale, double *out)
 {
-	double mx = -INFINITY, sum = 0, *s = malloc((size_t)(hi - lo + 1) * sizeof(*s));
+	double mx = -INFINITY, sum = 0, *s;
 
-	EXPECT_TRUE(s);
 	for (int64_t d = 0; d < hd; d++)
 		out[d] = 0;
+	if (lo > hi)
+		return;
+	s = malloc((size_t)(hi - lo + 1) * sizeof(*s));
+	EXPECT_TRUE(s);
 	for (int64_t j = lo; j <= hi; j++) {
 		double t = 0;
 
@@ -1614,8 +1637,7 @@ static void decode_mixed_case(struct env *e, struct fg_codec *cd, int64_t B, int
 		k = kk, v = vv;
 	}
 	for (int64_t b = 0; b < B; b++)
-		pad[b] = (int32_t)(padkind == PAD_ZERO ? 0 : padkind == PAD_RANDOM ? irand(len) :
-				   len - 1);
+		pad[b] = decode_pad(padkind, b, len);
 	for (int64_t b = 0; b < B; b++)
 		for (int64_t h = 0; h < H; h++)
 			attend_ref_d(qd + b * C + h * hd, kd + b * stride * KC + h / G * hd,
@@ -1637,6 +1659,7 @@ static void decode_mixed_case(struct env *e, struct fg_codec *cd, int64_t B, int
 	       fg_last_error());
 	if (act == FG_DTYPE_F32) {
 		expect_close(what, out, ldo, ref, B, C, TOL_F32);
+		expect_masked_zero(what, out, ldo, pad, B, C, len);
 	} else {
 		float *g = malloc((size_t)(B * ldo) * sizeof(float));
 		const uint16_t *o = out;
@@ -1648,6 +1671,7 @@ static void decode_mixed_case(struct env *e, struct fg_codec *cd, int64_t B, int
 			for (int64_t c = C; c < ldo; c++)
 				EXPECT(o[b * ldo + c] == 0x7e00, "%s: padding overwritten", what);
 		expect_close(what, g, ldo, ref, B, C, TOL_F16_OUT);
+		expect_masked_zero(what, g, ldo, pad, B, C, len);
 		free(g);
 	}
 	if (!out_is_q)
@@ -1687,7 +1711,7 @@ START_TEST(test_attention_decode_mixed)
 			continue;
 		}
 		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
-			for (int p = 0; p <= PAD_ALL_BUT_ONE; p++)
+			for (int p = 0; p < PAD_KINDS; p++)
 				decode_mixed_case(&e, &cd, shapes[s][0], shapes[s][1], 0,
 						  shapes[s][2], shapes[s][3], shapes[s][4], p, act,
 						  cache, false);
@@ -1697,7 +1721,7 @@ START_TEST(test_attention_decode_mixed)
 			continue;
 		}
 		for (size_t s = 0; s < sizeof(gqa) / sizeof(gqa[0]); s++)
-			for (int p = 0; p <= PAD_ALL_BUT_ONE; p++)
+			for (int p = 0; p < PAD_KINDS; p++)
 				decode_mixed_case(&e, &cd, gqa[s][0], gqa[s][1], gqa[s][2], gqa[s][3],
 						  gqa[s][4], gqa[s][5], p, act, cache, false);
 		decode_mixed_case(&e, &cd, 3, 4, 2, 8, 6, 8, PAD_RANDOM, act, cache, true);

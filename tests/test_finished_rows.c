@@ -1,8 +1,15 @@
-/* tests/test_finished_rows.c - a GPU batch whose rows have all finished is
- * not run again (fg_forward_set_live): fg_engine_positions counts exactly
- * the rows of the GPU batches still running at each decode step, and every
- * result equals the request run alone (nothing depends on which batches
- * still compute), for all-resident and offloaded policies.
+/* tests/test_finished_rows.c - a finished row stops costing
+ * (fg_forward_set_live_rows).  A GPU batch whose rows have all finished is
+ * not run again: fg_engine_positions counts exactly the rows of the GPU
+ * batches still running at each decode step.  A finished row of a running
+ * GPU batch costs only its rows of the matrix products: its KV cache is
+ * moved no more (the engine's cache bytes are exactly those of the live
+ * rows, the rest counted as skipped) and its attention is not computed.
+ * Every result equals the request run alone, and its tokens and
+ * log-probabilities are bit-identical to those of the same batch in which no
+ * row finishes early (nothing depends on the finished rows), with the cache
+ * on the compute tier, offloaded to host and disk, 4-bit, and attended on
+ * the host (cpu_cache_compute).
  * Needs FGCORE_TESTDATA (the trained opt-py-128x4): else exit 77 (skip). */
 #include <check.h>
 #include <stdio.h>
@@ -10,6 +17,7 @@
 #include <string.h>
 
 #include <fgcore/fgcore.h>
+#include "core/engine/engine.h"
 
 #define NB 3
 #define BS 2
@@ -75,6 +83,176 @@ START_TEST(test_finished_batches_stop)
 }
 END_TEST
 
+/* Cache placements (the KV cache of 4 rows a GPU batch: compute, host, disk). */
+static const char *const row_policies[][3] = {
+	{ "policy.percent=100 0 100 0 100 0" },
+	{ "policy.percent=100 0 0 100 100 0" },
+	{ "policy.percent=30 50 20 50 50 50" }, /* cache 1 + 2 + 1 rows, weights, activations split */
+	{ "policy.percent=100 0 0 100 100 0", "policy.cpu_cache_compute=true" },
+	{ "policy.percent=100 0 20 50 100 0", "policy.cpu_cache_compute=true" },
+	{ "policy.percent=100 0 0 50 100 0", "policy.compress_cache=true" },
+};
+#define NROW_POLICIES (int)(sizeof(row_policies) / sizeof(row_policies[0]))
+
+#define RBS 4
+#define RNB 2
+#define RROWS (RBS * RNB)
+#define RMAX 9
+#define RPLEN (RROWS + 3) /* row r's prompt: r + 4 tokens */
+
+static void open_engine(struct fg_config **c, struct fg_engine **e, const char *const set[3])
+{
+	char kv[4400];
+
+	ck_assert_int_eq(fg_config_new(c), 0);
+	snprintf(kv, sizeof(kv), "model.path=%s/opt/opt-py-128x4", getenv("FGCORE_TESTDATA"));
+	ck_assert_int_eq(fg_config_set(*c, kv, "test"), 0);
+	ck_assert_int_eq(fg_config_set(*c, "policy.gpu_batch_size=4", "test"), 0);
+	ck_assert_int_eq(fg_config_set(*c, "policy.num_gpu_batches=2", "test"), 0);
+	ck_assert_int_eq(fg_config_set(*c, "tier.disk.dir=/var/tmp", "test"), 0);
+	for (int i = 0; i < 3 && set[i]; i++)
+		ck_assert_int_eq(fg_config_set(*c, set[i], "test"), 0);
+	ck_assert_msg(fg_engine_open(*c, e) == 0, "%s", fg_last_error_text());
+}
+
+/* What the engine should count for one batch of RROWS rows of plen-token
+ * prompts that generated m[r] tokens each: positions, finished-row
+ * positions, and the KV cache bytes moved and skipped (every slot-held row
+ * is stored after the prefill; decode step t loads its step positions and
+ * stores one unless the row has finished). */
+struct counts {
+	uint64_t positions, dead, moved, skipped;
+};
+
+static struct counts expected(const struct fg_engine *e, int64_t plen, const int m[RROWS])
+{
+	const struct fg_model_config *cfg = &e->model.cfg;
+	const struct fg_policy *p = &e->policy;
+	int64_t first[FG_ROLES], count[FG_ROLES], kvw = cfg->kv_heads * cfg->head_dim;
+	/* K and V of every layer, per position: fp32 (cpu_blas), or 4-bit codes
+	 * and an fp16 (scale, min) per group of 64 */
+	uint64_t row = p->compress_cache ? (uint64_t)(kvw / 2 + kvw / 64 * 4)
+					 : (uint64_t)kvw * sizeof(float);
+	uint64_t pos_bytes = 2 * (uint64_t)cfg->layers * row;
+	struct counts c = { RROWS * (uint64_t)plen, 0, 0, 0 };
+	int mmax = 0, slot[RBS];
+
+	fg_policy_split(p->cache, RBS, first, count);
+	int delegate = p->cpu_cache_compute && count[FG_ROLE_HOST] > 0;
+	for (int s = 0; s < RBS; s++)
+		slot[s] = s >= first[FG_ROLE_DISK] ||
+			  (!delegate && s >= first[FG_ROLE_HOST]);
+	for (int r = 0; r < RROWS; r++) {
+		mmax = m[r] > mmax ? m[r] : mmax;
+		c.moved += slot[r % RBS] ? (uint64_t)plen * pos_bytes : 0;
+	}
+	for (int t = 1; t < mmax; t++) {
+		uint64_t step = (uint64_t)(plen + t - 1);
+		for (int k = 0; k < RNB; k++) {
+			int live = 0;
+			for (int s = 0; s < RBS; s++)
+				live |= m[k * RBS + s] > t;
+			if (!live)
+				continue;
+			c.positions += RBS;
+			for (int s = 0; s < RBS; s++) {
+				int dead = m[k * RBS + s] <= t;
+				c.dead += (uint64_t)dead;
+				if (slot[s])
+					*(dead ? &c.skipped : &c.moved) += (step + 1) * pos_bytes;
+			}
+		}
+	}
+	return c;
+}
+
+START_TEST(test_finished_rows_stop_costing)
+{
+	/* GPU batch 0: rows wanting 1 (finished after the prefill), 9, 3, 6;
+	 * batch 1: 2, 9 with a stop token it meets by its third, 4, 5 (the whole
+	 * batch finished after step 4, batch 0 runs to step 8). */
+	static const int maxtok[RROWS] = { 1, RMAX, 3, 6, 2, RMAX, 4, 5 };
+	const int stop_row = 5;
+	struct fg_config *c;
+	struct fg_engine *e;
+	struct fg_request req[RROWS], full[RROWS];
+	struct fg_result res[RROWS], ref[RROWS], alone;
+	int32_t ids[RROWS][RPLEN], stop;
+	int m[RROWS];
+
+	open_engine(&c, &e, row_policies[_i]);
+	memset(req, 0, sizeof(req));
+	for (int r = 0; r < RROWS; r++) {
+		/* prompt lengths grow with r: the batch keeps the input order */
+		ids[r][0] = 8191;
+		for (int t = 1; t < r + 4; t++)
+			ids[r][t] = 100 + 37 * r + 11 * t;
+		req[r].prompt_ids = ids[r];
+		req[r].n_prompt_ids = (size_t)r + 4;
+		req[r].max_new_tokens = maxtok[r];
+		req[r].logprobs = 1;
+	}
+	/* The stop row's third token alone becomes its stop token. */
+	ck_assert_msg(fg_generate(e, &req[stop_row], 1, &alone) == 0, "%s", fg_last_error_text());
+	ck_assert_int_eq(alone.n_tokens, RMAX);
+	stop = alone.token_ids[2];
+	fg_result_clear(&alone);
+	memcpy(full, req, sizeof(full));
+	req[stop_row].stop_ids = &stop;
+	req[stop_row].n_stop_ids = 1;
+	/* The same batch with no row finishing early. */
+	for (int r = 0; r < RROWS; r++)
+		full[r].max_new_tokens = RMAX;
+
+	uint64_t p0 = fg_engine_positions(e), d0 = e->dead_positions;
+	uint64_t b0 = e->cache_bytes, s0 = e->cache_skipped;
+	ck_assert_msg(fg_generate(e, req, RROWS, res) == 0, "%s", fg_last_error_text());
+	struct counts got = { fg_engine_positions(e) - p0, e->dead_positions - d0,
+			      e->cache_bytes - b0, e->cache_skipped - s0 };
+	for (int r = 0; r < RROWS; r++) {
+		m[r] = (int)res[r].n_tokens;
+		if (r == stop_row)
+			ck_assert_msg(m[r] <= 3 && res[r].finish_reason == FG_FINISH_STOP &&
+					      res[r].token_ids[m[r] - 1] == stop,
+				      "the stop row did not stop at its token");
+		else
+			ck_assert_int_eq(m[r], maxtok[r]);
+	}
+	struct counts want = expected(e, RPLEN, m);
+	printf("%s%s%s: %llu positions (%llu of finished rows), KV cache %llu bytes moved, %llu skipped\n",
+	       row_policies[_i][0], row_policies[_i][1] ? ", " : "",
+	       row_policies[_i][1] ? row_policies[_i][1] : "", (unsigned long long)got.positions,
+	       (unsigned long long)got.dead, (unsigned long long)got.moved,
+	       (unsigned long long)got.skipped);
+	ck_assert_uint_eq(got.positions, want.positions);
+	ck_assert_uint_eq(got.dead, want.dead);
+	ck_assert_uint_eq(got.moved, want.moved);
+	ck_assert_uint_eq(got.skipped, want.skipped);
+	/* (the batch does have finished rows, and slot-held ones among them) */
+	ck_assert(want.dead > 0 && (want.skipped > 0 || want.moved == 0));
+
+	ck_assert_msg(fg_generate(e, full, RROWS, ref) == 0, "%s", fg_last_error_text());
+	for (int r = 0; r < RROWS; r++) {
+		ck_assert_int_eq(ref[r].n_tokens, RMAX);
+		ck_assert_msg(!memcmp(ref[r].token_ids, res[r].token_ids, sizeof(int32_t) * (size_t)m[r]) &&
+				      !memcmp(ref[r].token_logprobs, res[r].token_logprobs,
+					      sizeof(float) * (size_t)m[r]),
+			      "row %d: tokens or log-probabilities differ from the batch without finished rows",
+			      r);
+		ck_assert_msg(fg_generate(e, &req[r], 1, &alone) == 0, "%s", fg_last_error_text());
+		ck_assert_msg(alone.n_tokens == res[r].n_tokens &&
+				      !memcmp(alone.token_ids, res[r].token_ids,
+					      sizeof(int32_t) * alone.n_tokens),
+			      "row %d: tokens differ from the request alone", r);
+		fg_result_clear(&alone);
+		fg_result_clear(&ref[r]);
+		fg_result_clear(&res[r]);
+	}
+	fg_engine_close(e);
+	fg_config_free(c);
+}
+END_TEST
+
 int main(void)
 {
 	const char *td = getenv("FGCORE_TESTDATA");
@@ -86,6 +264,7 @@ int main(void)
 	TCase *tc = tcase_create("live");
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_finished_batches_stop, 0, 2);
+	tcase_add_loop_test(tc, test_finished_rows_stop_costing, 0, NROW_POLICIES);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

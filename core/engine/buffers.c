@@ -311,7 +311,8 @@ void fg_forward_free(struct fg_forward *f)
 		FG_LOG(FG_LOG_WARN, "freeing a forward pass: a transfer failed: %s",
 		       fg_last_error());
 	fg_devtime_free(f);
-	free(f->live);
+	free(f->row_live); /* f->live included */
+	free(f->attn_pad);
 	free_on(f, FG_ROLE_HOST, &f->hstage);
 	free_on(f, FG_ROLE_HOST, &f->host_scratch);
 	for (int64_t b = 0; f->gb && b < f->nb; b++) {

@@ -27,6 +27,9 @@ struct fg_engine {
 	char tok_error[512];         /* why tok is NULL */
 	double load_s;               /* seconds spent loading weights */
 	uint64_t positions;          /* token positions fg_generate computed (fg_engine_positions) */
+	uint64_t dead_positions;     /* of them, finished rows of running GPU batches */
+	uint64_t cache_bytes;        /* KV cache bytes moved between tiers */
+	uint64_t cache_skipped;      /* and not moved, being finished rows' */
 };
 
 /* The forward-pass environment of this engine, for `nb` GPU batches. */

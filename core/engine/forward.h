@@ -25,6 +25,9 @@ struct fg_forward_stats {
 	double wait_stage_s;   /* pipeline: waiting for other stages (activations, results) */
 	uint64_t weight_bytes, cache_bytes, hidden_bytes; /* moved between tiers */
 	uint64_t positions;    /* token positions computed (rows x tokens, padding included) */
+	uint64_t dead_positions; /* of them, finished rows of a running GPU batch (their
+				  * matrix-product rows only: fg_forward_set_live_rows) */
+	uint64_t cache_skipped;  /* KV cache bytes of finished rows not moved */
 	/* With device_timing: the compute stream's time by phase (devtime.h:
 	 * compute, wait weights, cache, activations, host attention, logits). */
 	double dev_s[6];
@@ -69,11 +72,19 @@ int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, i
 
 const struct fg_forward_stats *fg_forward_stats(const struct fg_forward *f);
 
-/* Before decode steps: live[k] 0 leaves GPU batch k out (every row of it has
- * finished: its cache is not extended, its outputs are not written; a row's
- * result never depends on it).  NULL: every batch.  A pipeline of stages
- * computes every batch. */
-void fg_forward_set_live(struct fg_forward *f, const unsigned char *live);
+/* Before decode steps: row_live[r] 0 (nb * bs entries; row r is row r % bs
+ * of GPU batch r / bs) says row r has finished.  Its KV cache is no longer
+ * loaded into or stored from the cache slot and its attention sees no
+ * position (the op gets pad = len: zeros), so what scales with its length
+ * costs nothing more; its rows of the matrix products, norms and cache
+ * appends are still computed with its GPU batch.  A GPU batch with no live
+ * row is left out altogether (its cache is not extended, its outputs are not
+ * written).  A finished row's outputs are garbage, and it stays finished
+ * (a later 1 does not revive it: its cache has gaps) until the next
+ * prefill, which computes every row again; a live row's results never
+ * depend on the finished ones.  A pipeline of stages computes every row
+ * (the other stages do not see the mask). */
+void fg_forward_set_live_rows(struct fg_forward *f, const unsigned char *row_live);
 
 /* Bytes this run holds per tier (cache, activations, buffers), as allocated. */
 void fg_forward_bytes(const struct fg_forward *f, uint64_t bytes[FG_ROLES]);

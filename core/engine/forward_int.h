@@ -63,7 +63,9 @@ struct fg_forward {
 	int dt_n, dt_cap;
 	struct fg_pipe_run *pipe;       /* a pipeline stage's transfers (NULL: one process) */
 	int64_t ngroups;                /* micro-batches: groups of GPU batches */
-	unsigned char *live;            /* decode steps: GPU batches to compute (NULL: all) */
+	unsigned char *row_live;        /* decode steps: rows to compute (NULL: all) */
+	unsigned char *live;            /* GPU batches with a row to compute (in row_live's block) */
+	int32_t *attn_pad;              /* decode: each row's pad, a finished row's at len */
 	fg_position_logits_fn score_fn; /* set during a scored prefill */
 	void *score_arg;
 	struct fg_forward_stats stats;
@@ -72,6 +74,20 @@ struct fg_forward {
 static inline struct fg_tensor fg_view(void *addr, enum fg_dtype dt, int64_t rows, int64_t cols)
 {
 	return (struct fg_tensor){ .data = addr, .dtype = dt, .rows = rows, .cols = cols, .ld = cols };
+}
+
+/* Does this step leave finished rows out (fg_forward_set_live_rows)?  Decode
+ * steps of one process only: prefill computes every row, and the other
+ * stages of a pipeline do not see the mask, so a pipeline computes them all. */
+static inline int fg_rows_masked(const struct fg_forward *f)
+{
+	return f->row_live && f->step > 0 && !f->pipe;
+}
+
+/* Is row s of GPU batch k left out of this step? */
+static inline int fg_row_dead(const struct fg_forward *f, int64_t k, int64_t s)
+{
+	return fg_rows_masked(f) && !f->row_live[k * f->bs + s];
 }
 
 /* weight_slots.c */
@@ -84,9 +100,13 @@ uint64_t fg_kv_bytes(const struct fg_forward *f, int64_t nseq);
 void fg_kv_views(const struct fg_forward *f, void *base, int64_t nseq, struct fg_tensor *k,
 		 struct fg_tensor *v);
 /* Move rows [r0, r0 + nr) of every slot-held sequence of layer l of GPU
- * batch b between its home and cache slot `slot`. */
+ * batch b between its home and cache slot `slot` (a finished row's are not
+ * moved: stats.cache_skipped). */
 int fg_kv_move(struct fg_forward *f, struct fg_xfer *x, int load, int64_t b, int64_t l, int slot,
 	       int64_t r0, int64_t nr);
+/* The pads the attention of the item being computed sees: x->pad, with a
+ * finished row's at len (it attends to no position: zeros). */
+const int32_t *fg_kv_attend_pad(const struct fg_forward *f, const struct fg_block_ctx *x);
 /* The bodies' `attend`. */
 int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 		 struct fg_tensor v, struct fg_tensor out);

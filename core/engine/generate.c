@@ -273,7 +273,7 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	struct fg_sampler *smp = NULL;
 	struct fg_region lr = { 0 };
 	int32_t *ids = NULL, *pad = NULL, *next = NULL, *top = NULL;
-	unsigned char *gb_live = NULL;
+	unsigned char *row_live = NULL;
 	int greedy = 1, scored = 0;
 	float *logits = NULL;
 	int rc;
@@ -291,14 +291,14 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	pad = malloc(sizeof(int32_t) * (size_t)rows);
 	next = malloc(sizeof(int32_t) * (size_t)rows);
 	top = malloc(sizeof(int32_t) * (size_t)rows);
-	gb_live = malloc((size_t)nb);
+	row_live = malloc((size_t)rows);
 	/* All-greedy batches only need each row's top token, not its logits;
 	 * log-probabilities need the logits. */
 	for (size_t i = 0; i < count; i++) {
 		greedy &= jobs[i]->req->temperature <= 0 && !jobs[i]->req->logprobs;
 		scored |= jobs[i]->req->score_prompt;
 	}
-	if (!ids || !pad || !next || !top || !gb_live) {
+	if (!ids || !pad || !next || !top || !row_live) {
 		FG_ERR("out of memory for a batch of %lld x %lld tokens", (long long)rows,
 		       (long long)plen);
 		rc = -ENOMEM;
@@ -324,9 +324,10 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 		goto out;
 	for (int64_t t = 0;; t++) {
 		int live = 0;
-		memset(gb_live, 0, (size_t)nb);
 		for (int64_t r = 0; r < rows; r++) {
 			next[r] = c->pad_id;
+			row_live[r] = 0;
+			/* A finished row's token and logits are garbage: never read. */
 			if (r >= (int64_t)count || jobs[r]->done)
 				continue;
 			const struct fg_request *q = jobs[r]->req;
@@ -335,22 +336,28 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 			next[r] = q->temperature > 0 ? fg_sample(smp, row, &sp, &jobs[r]->rng) : top[r];
 			accept(e, jobs[r], next[r], row);
 			live += !jobs[r]->done;
-			gb_live[r / bs] |= !jobs[r]->done;
+			row_live[r] = !jobs[r]->done;
 		}
 		if (!live || t + 1 >= glen)
 			break;
-		/* A GPU batch whose rows have all finished is not run again. */
-		fg_forward_set_live(f, gb_live);
+		/* A finished row no longer costs its attention and cache traffic,
+		 * a GPU batch whose rows have all finished nothing at all. */
+		fg_forward_set_live_rows(f, row_live);
 		if ((rc = fg_forward_decode(f, next, logits, top)))
 			goto out;
 	}
 out:
 	if (lr.size)
 		fg_tier_free(e->tier[FG_ROLE_HOST], &lr);
-	if (f)
-		e->positions += fg_forward_stats(f)->positions;
+	if (f) {
+		const struct fg_forward_stats *st = fg_forward_stats(f);
+		e->positions += st->positions;
+		e->dead_positions += st->dead_positions;
+		e->cache_bytes += st->cache_bytes;
+		e->cache_skipped += st->cache_skipped;
+	}
 	fg_forward_free(f);
-	free(gb_live);
+	free(row_live);
 	fg_sampler_free(smp);
 	free(ids);
 	free(pad);

@@ -1,6 +1,7 @@
 /* core/engine/host_attention.c - attention of the sequences whose cache
  * lives in host memory, computed there (cpu_cache_compute): only q, the new
- * K/V rows and the result cross tiers, never the cache. */
+ * K/V rows and the result cross tiers, never the cache.  A finished row
+ * (fg_forward_set_live_rows) attends to no position: it reads no cache. */
 #include <math.h>
 
 #include "core/engine/forward_int.h"
@@ -49,7 +50,7 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 			.q = hq, .k = kc, .v = vc, .out = ho, .batch = cnt, .seq = 1,
 			.len = f->step + 1, .cache_stride = f->total, .heads = c->heads,
 			.head_dim = c->head_dim, .scale = 1.0f / sqrtf((float)c->head_dim),
-			.pad = x->pad + first, .kv_heads = c->kv_heads,
+			.pad = fg_kv_attend_pad(f, x) + first, .kv_heads = c->kv_heads,
 		};
 		if ((rc = fg_backend_attention_decode(f->hb, hstream, l, "host attention", &at)))
 			return rc;

@@ -6,7 +6,11 @@
  * [nseq * total, kv width] in the cache dtype (act, or 4-bit groups along a
  * row).  Sequences whose cache is off the compute tier are computed in a
  * compute-tier slot, loaded before and stored after (host-tier sequences
- * attend on the host instead with cpu_cache_compute). */
+ * attend on the host instead with cpu_cache_compute).  In a decode step, a
+ * finished sequence (fg_forward_set_live_rows) is neither loaded nor stored
+ * and attends to no position; its K/V rows are still appended with its
+ * batch's (one call for the group: a 4-bit cache cannot be viewed by
+ * sequence), which costs what its matrix-product rows cost, not its length. */
 #include <math.h>
 
 #include <fgcore/q4.h>
@@ -65,11 +69,18 @@ int fg_kv_move(struct fg_forward *f, struct fg_xfer *x, int load, int64_t b, int
 		const struct fg_region *home = &f->gb[b].cache[role][l];
 		for (int64_t i = 0; i < cnt; i++) {
 			int64_t j = fg_kv_slot_index(f, role, i);
+			/* No one reads a finished row's cache again: its slot rows
+			 * keep whatever they held, its home stops growing. */
+			int dead = fg_row_dead(f, b, p->cfirst[role] + i);
 			for (int kv = 0; kv < 2; kv++) {
 				uint64_t ho[2], so[2], len[2];
 				int n = fg_kv_ranges(f, cnt, i, r0, nr, ho, len);
 				fg_kv_ranges(f, p->n_off, j, r0, nr, so, len);
 				for (int c = 0; c < n; c++) {
+					if (dead) {
+						f->stats.cache_skipped += len[c];
+						continue;
+					}
 					uint64_t hoff = ho[c] + (kv ? fg_kv_bytes(f, cnt) : 0);
 					uint64_t soff = so[c] + (kv ? fg_kv_bytes(f, p->n_off) : 0);
 					void *sp = (char *)f->cslot[slot].addr + soff;
@@ -86,6 +97,11 @@ int fg_kv_move(struct fg_forward *f, struct fg_xfer *x, int load, int64_t b, int
 	return 0;
 }
 
+const int32_t *fg_kv_attend_pad(const struct fg_forward *f, const struct fg_block_ctx *x)
+{
+	return fg_rows_masked(f) ? f->attn_pad + f->cur_k * f->bs : x->pad;
+}
+
 /* Three groups of sequences: compute-resident (their home is the compute
  * tier), slot-held (loaded into the cache slot), host-delegated. */
 int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
@@ -96,7 +112,7 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 	const struct fg_model_config *c = f->cfg;
 	int64_t kb = f->cur_k, l = x->layer, n = x->n, cc = p->ccount[FG_ROLE_COMPUTE];
 	int cs = f->cur_slot;
-	const int32_t *pad = x->pad;
+	const int32_t *pad = fg_kv_attend_pad(f, x);
 	struct fg_tensor kc, vc;
 	int rc;
 

@@ -234,11 +234,21 @@ static void group_range(const struct fg_forward *f, int64_t gi, int64_t *k0, int
 }
 
 /* Does GPU batch k compute this step?  Every one in prefill and in a
- * pipeline; in a decode step of one process, those fg_forward_set_live left
- * live (a batch whose rows have all finished costs nothing more). */
+ * pipeline; in a decode step of one process, those with a row that
+ * fg_forward_set_live_rows left live (a batch whose rows have all finished
+ * costs nothing more). */
 static int computes(const struct fg_forward *f, int64_t k)
 {
-	return !f->live || f->step == 0 || f->pipe || f->live[k];
+	return !fg_rows_masked(f) || f->live[k];
+}
+
+/* Finished rows of GPU batch k in this step. */
+static int64_t dead_rows(const struct fg_forward *f, int64_t k)
+{
+	int64_t n = 0;
+	for (int64_t s = 0; s < f->bs; s++)
+		n += fg_row_dead(f, k, s);
+	return n;
 }
 
 /* The computing GPU batch of micro-batch gi after k (k0 - 1: the first), or
@@ -316,8 +326,10 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 			int ws = (int)(ri % f->nslots);
 			for (int64_t k = k0; k < k1; k = next_k(f, gi, k), t++) {
 				struct item it = { u, k, t, ws };
-				if (u == 0) /* each computed GPU batch's positions, once a step */
+				if (u == 0) { /* each computed GPU batch's positions, once a step */
 					f->stats.positions += (uint64_t)(f->bs * n);
+					f->stats.dead_positions += (uint64_t)(dead_rows(f, k) * n);
+				}
 				if (k == k0) {
 					if (!overlap && (rc = fg_unit_weights_load(f, u, ws)))
 						goto out;
@@ -397,6 +409,9 @@ int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *
 	    (f->pipe && (rc = fg_pipe_step_command(f, pad, logits != NULL, top != NULL))))
 		return rc;
 	f->step = 0;
+	/* Every row is computed again, and so is live again. */
+	if (f->row_live)
+		memset(f->row_live, 1, (size_t)(f->nb * f->bs + f->nb));
 	return step(f, ids, f->plen, logits, top);
 }
 
@@ -422,19 +437,36 @@ int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, i
 	if ((rc = check_ids(f, ids, 1)) ||
 	    (f->pipe && (rc = fg_pipe_step_command(f, NULL, logits != NULL, top != NULL))))
 		return rc;
+	/* A finished row's attention sees no position: pad = len. */
+	for (int64_t r = 0; f->row_live && r < f->nb * f->bs; r++)
+		f->attn_pad[r] = f->row_live[r] ? f->gb[r / f->bs].pad[r % f->bs]
+						: (int32_t)(f->step + 1);
 	return step(f, ids, 1, logits, top);
 }
 
-void fg_forward_set_live(struct fg_forward *f, const unsigned char *live)
+void fg_forward_set_live_rows(struct fg_forward *f, const unsigned char *row_live)
 {
-	if (!live) {
-		free(f->live);
-		f->live = NULL;
-		return;
+	int64_t rows = f->nb * f->bs;
+
+	if (!f->row_live) {
+		f->row_live = malloc((size_t)(rows + f->nb));
+		f->attn_pad = malloc(sizeof(int32_t) * (size_t)rows);
+		if (!f->row_live || !f->attn_pad) {
+			free(f->row_live);
+			free(f->attn_pad);
+			f->row_live = NULL;
+			f->attn_pad = NULL;
+			return; /* without the mask every row computes: only slower */
+		}
+		memset(f->row_live, 1, (size_t)rows);
+		f->live = f->row_live + rows;
 	}
-	if (!f->live && !(f->live = malloc((size_t)f->nb)))
-		return; /* without the mask every batch computes: only slower */
-	memcpy(f->live, live, (size_t)f->nb);
+	memset(f->live, 0, (size_t)f->nb);
+	for (int64_t r = 0; r < rows; r++) {
+		/* A finished row stays so: its cache was not kept up to date. */
+		f->row_live[r] &= row_live[r] != 0;
+		f->live[r / f->bs] |= f->row_live[r];
+	}
 }
 
 const struct fg_forward_stats *fg_forward_stats(const struct fg_forward *f)

@@ -150,6 +150,8 @@ struct fg_rope_args {
  * Decode: q and out are [batch, heads * head_dim]; k and v are the cache
  * viewed as [batch * cache_stride, kv_heads * head_dim] (row b, position t at
  * row b * cache_stride + t); query b attends to positions pad[b] <= t < len.
+ * pad[b] == len masks every position: row b's output is zeros (the engine
+ * gives a finished sequence that pad, so that it costs no attention).
  * Grouped-query attention: query head h reads key/value head
  * h / (heads / kv_heads). */
 struct fg_attention_args {

@@ -110,8 +110,10 @@ int fg_generate(struct fg_engine *e, const struct fg_request *reqs, size_t n,
 void fg_result_clear(struct fg_result *r);
 /* Token positions fg_generate has computed since the engine opened: every
  * row of every GPU batch it ran, padding and rows already finished
- * included (a GPU batch whose rows have all finished is no longer run);
- * against the prompt and completion tokens, the batches' waste. */
+ * included (a finished row costs only its rows of the matrix products, not
+ * its attention nor its KV cache traffic; a GPU batch whose rows have all
+ * finished is no longer run); against the prompt and completion tokens,
+ * the batches' waste. */
 uint64_t fg_engine_positions(const struct fg_engine *e);
 
 /* Tokenizer of the engine's model. */
