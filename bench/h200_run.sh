@@ -23,13 +23,15 @@ if ! { autoreconf -fi && ./configure --with-cuda && make -j16 &&
 fi
 nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
 step "GPU op tests"
-timeout 240 make check TESTS="tests/test_cuda_mem tests/test_cublas" > "$out/tests.log" 2>&1
+timeout 240 make check TESTS="tests/test_cuda_mem tests/test_cublas tests/test_compute_conformance" \
+	> "$out/tests.log" 2>&1
 step "reference and policy tests on cublas"
 FGCORE_TEST_BACKEND=cublas timeout 330 make check TESTS="tests/test_golden tests/test_scoring tests/test_policy tests/test_compression" \
 	>> "$out/tests.log" 2>&1
 grep -E "^(PASS|FAIL|SKIP|ERROR)" "$out/tests.log"
 grep -h "perplexity\|max difference" tests/test_scoring.log
-for t in test_cuda_mem test_cublas test_golden test_scoring test_policy test_compression; do
+for t in test_cuda_mem test_cublas test_compute_conformance test_golden test_scoring test_policy \
+	test_compression; do
 	echo "#### $t" && cat "tests/$t.log"
 done > "$out/test_logs.txt" 2>&1
 grep -hE ":[EF]:" tests/test_cublas.log tests/test_golden.log tests/test_scoring.log tests/test_policy.log \
@@ -44,4 +46,20 @@ timeout 150 ./fgcore -c conf/h200_opt6.7b.ini -o compute.fp32_residual=false ben
 tail -3 "$out/bench.log"
 step "bench OPT-30B weights on host, 48 x 3"
 timeout 200 ./fgcore -c conf/h200_opt30b_host.ini $dt bench >> "$out/bench.log" 2>&1
+tail -8 "$out/bench.log"
+# FlexGen's two T4 policies for OPT-30B under a 16 GiB GPU cap (8 tokens run,
+# the rest projected, as FlexGen's --cut-gen-len does)
+cap="-o tier.compute.capacity=16G -o tier.host.capacity=110G"
+gpu="-o compute.plugin=cublas -o tier.compute.plugin=cuda_mem -o tier.host.plugin=pinned_host"
+step "bench OPT-30B 16 GiB, 20 80 0 100 0 100, 48 x 1, CPU attention"
+# shellcheck disable=SC2086
+timeout 150 ./fgcore $gpu $cap $dt --model facebook/opt-30b --path _DUMMY_ --percent 20 80 0 100 0 100 \
+	--gpu-batch-size 48 --num-gpu-batches 1 --cpu-cache-compute --prompt-len 512 --gen-len 32 \
+	--cut-gen-len 8 bench >> "$out/bench.log" 2>&1
+tail -8 "$out/bench.log"
+step "bench OPT-30B 16 GiB, 0 100 0 100 0 100, 64 x 2, int4 cache"
+# shellcheck disable=SC2086
+timeout 150 ./fgcore $gpu $cap $dt --model facebook/opt-30b --path _DUMMY_ --percent 0 100 0 100 0 100 \
+	--gpu-batch-size 64 --num-gpu-batches 2 --compress-cache --prompt-len 512 --gen-len 32 \
+	--cut-gen-len 8 bench >> "$out/bench.log" 2>&1
 tail -8 "$out/bench.log"

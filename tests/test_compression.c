@@ -60,9 +60,11 @@ static struct fg_config *config(const char *model, const char *const *extra)
 	return c;
 }
 
-/* Prefill logits [ROWS, vocab] and GEN greedy tokens of the golden prompts. */
-static void run_golden(struct fg_config *c, int plen, const int32_t *ids, const int32_t *pad,
-		       float **logits, int32_t tokens[ROWS][GEN])
+/* Prefill logits [ROWS, vocab] and GEN greedy tokens of the golden prompts;
+ * with margin, each step's top1 - top2 logit margin per row. */
+static void run_golden_margins(struct fg_config *c, int plen, const int32_t *ids,
+			       const int32_t *pad, float **logits, int32_t tokens[ROWS][GEN],
+			       double margin[ROWS][GEN])
 {
 	struct fg_engine *e;
 	struct fg_forward_env env;
@@ -74,14 +76,36 @@ static void run_golden(struct fg_config *c, int plen, const int32_t *ids, const 
 	fg_engine_forward_env(e, 1, &env);
 	ck_assert_msg(fg_forward_new(&f, &env, plen, GEN) == 0, "%s", fg_last_error_text());
 	ck_assert_msg(fg_forward_prefill(f, ids, pad, *logits, top) == 0, "%s", fg_last_error_text());
+	int64_t V = e->model.cfg.vocab;
+	float *step = margin ? malloc(sizeof(float) * ROWS * (size_t)V) : NULL;
+	if (step)
+		memcpy(step, *logits, sizeof(float) * ROWS * (size_t)V);
 	for (int t = 0; t < GEN; t++) {
-		for (int r = 0; r < ROWS; r++)
+		for (int r = 0; r < ROWS; r++) {
 			tokens[r][t] = top[r];
+			if (!margin)
+				continue;
+			const float *x = step + r * V;
+			double best = -INFINITY, second = -INFINITY;
+			for (int64_t i = 0; i < V; i++)
+				if (x[i] > best)
+					second = best, best = x[i];
+				else if (x[i] > second)
+					second = x[i];
+			margin[r][t] = best - second;
+		}
 		if (t + 1 < GEN)
-			ck_assert_msg(fg_forward_decode(f, top, NULL, top) == 0, "%s", fg_last_error_text());
+			ck_assert_msg(fg_forward_decode(f, top, step, top) == 0, "%s", fg_last_error_text());
 	}
+	free(step);
 	fg_forward_free(f);
 	fg_engine_close(e);
+}
+
+static void run_golden(struct fg_config *c, int plen, const int32_t *ids, const int32_t *pad,
+		       float **logits, int32_t tokens[ROWS][GEN])
+{
+	run_golden_margins(c, plen, ids, pad, logits, tokens, NULL);
 }
 
 /* The golden prompts (rows of *plen ids, flat), their pads, the greedy
@@ -313,7 +337,11 @@ START_TEST(test_heldout)
 }
 END_TEST
 
-/* Compressed runs agree bit for bit whatever the placement. */
+/* Compressed runs agree bit for bit whatever the placement.  On a GPU,
+ * attention on the host (cpu_cache_compute) reads the 4-bit cache in fp32
+ * where the GPU computes in fp16: its prefill (attention on the GPU) is
+ * still bit for bit, its tokens the same up to the first near-tie (a
+ * margin below 5e-2, the fp16 tolerance, in the all-GPU run). */
 START_TEST(test_placements_agree)
 {
 	static const char *const placements[][4] = {
@@ -330,20 +358,34 @@ START_TEST(test_placements_agree)
 				    { 1, 1, 2, 9, 8, 7, 6, 5 },
 				    { 1, 1, 1, 1, 1, 2, 5000, 42 } };
 	int32_t pad[ROWS] = { 0, 4, 2, 5 }, want[ROWS][GEN], got[ROWS][GEN];
+	static double margin[ROWS][GEN];
 	float *lw, *lg;
 
 	snprintf(model, sizeof(model), td && *td ? "%s/opt/opt-tiny-128x4" : "dummy:opt-125m", td);
 	struct fg_config *c = config(model, modes[2]);
-	run_golden(c, PLEN, &ids[0][0], pad, &lw, want);
+	run_golden_margins(c, PLEN, &ids[0][0], pad, &lw, want, margin);
 	for (size_t p = 0; p < sizeof(placements) / sizeof(placements[0]); p++) {
 		struct fg_config *cp = config(model, modes[2]);
-		for (int i = 0; placements[p][i]; i++)
+		int host_attn = 0;
+		for (int i = 0; placements[p][i]; i++) {
 			set(cp, placements[p][i]);
+			host_attn |= strstr(placements[p][i], "cpu_cache_compute=true") != NULL;
+		}
 		run_golden(cp, PLEN, &ids[0][0], pad, &lg, got);
 		printf("int4 weights + cache, %s%s%s: %s\n", placements[p][0],
 		       placements[p][1] ? ", " : "", placements[p][1] ? placements[p][1] : "",
 		       memcmp(want, got, sizeof(want)) ? "DIFFERENT" : "same tokens");
-		ck_assert_msg(!memcmp(want, got, sizeof(want)), "%s: tokens differ", placements[p][0]);
+		if (gpu_backend && host_attn) {
+			for (int r = 0; r < ROWS; r++)
+				for (int t = 0; t < GEN && margin[r][t] >= 5e-2; t++) {
+					ck_assert_msg(want[r][t] == got[r][t], "%s: row %d step %d: token %d, all-GPU %d (margin %.3g)",
+						      placements[p][0], r, t, got[r][t], want[r][t], margin[r][t]);
+					if (t + 1 < GEN && margin[r][t + 1] < 5e-2)
+						printf("  row %d: same tokens up to the near-tie at step %d\n", r, t + 1);
+				}
+		} else {
+			ck_assert_msg(!memcmp(want, got, sizeof(want)), "%s: tokens differ", placements[p][0]);
+		}
 		ck_assert_msg(!memcmp(lw, lg, sizeof(float) * ROWS * 50272),
 			      "%s: prefill logits differ", placements[p][0]);
 		free(lg);

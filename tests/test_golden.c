@@ -33,10 +33,15 @@ static const struct model {
 	const char *dir;  /* below $FGCORE_TESTDATA */
 	int plen;         /* its golden prompts' (padded) length */
 	double tf_tol;    /* teacher forcing, fp32 path (0: TOL) */
+	/* teacher forcing, fp16 path: Hugging Face's own fp16 error against its
+	 * fp32 reference where that is beyond TOL (tests/reference/hf_fp16.py:
+	 * opt-tiny-128x4 0.0656; the others 0.0049, 0.0203, 0.0104) */
+	double hf_fp16;
 } models[] = {
-	{ "opt/opt-tiny-64x2", 8, 0 },
-	{ "opt/opt-tiny-128x4", 8, 0 },
-	{ "llama/llama-py-128x4", 25, 2e-3 },
+	{ "opt/opt-tiny-64x2", 8, 0, 0 },
+	{ "opt/opt-tiny-128x4", 8, 0, 0.0656 },
+	{ "opt/opt-py-128x4", 25, 0, 0 },
+	{ "llama/llama-py-128x4", 25, 2e-3, 0 },
 };
 #define NMODELS (int)(sizeof(models) / sizeof(models[0]))
 
@@ -148,7 +153,7 @@ START_TEST(test_reference)
 {
 	const struct model *m = &models[_i];
 	const char *name = strchr(m->dir, '/') + 1;
-	double tf_tol = m->tf_tol && !gpu_backend ? m->tf_tol : TOL;
+	double tf_tol = gpu_backend ? fmax(TOL, m->hf_fp16) : m->tf_tol ? m->tf_tol : TOL;
 	struct fg_engine *e = open_engine(m, ROWS, 1);
 	int64_t V = e->model.cfg.vocab;
 	struct golden *g = calloc(1, sizeof(*g));

@@ -24,10 +24,14 @@ struct cublas_opts {
 
 /* A compute stream: the CUDA stream plus the memory ops on it may use.
  * Work on one stream is ordered, so its buffers need no other protection. */
+/* An fp32 copy of a bias: what cuBLASLt's bias epilogue reads when D is the
+ * fp32 residual stream (an fp16 bias is refused there). */
+#define CUBLAS_BIAS32_MAX 65536
 struct cublas_stream {
 	cudaStream_t s;
 	void *ws;          /* cuBLASLt workspace, ctx->ws_bytes */
 	void *scratch;     /* ctx->scratch_bytes */
+	float *bias32;     /* CUBLAS_BIAS32_MAX floats */
 };
 
 /* Small host arrays (ids, positions, pads) go to the device through a ring

@@ -89,6 +89,19 @@ extern "C" cudaError_t cublas_k_epilogue(cudaStream_t s, int64_t m, int64_t n, c
 	return cudaGetLastError();
 }
 
+__global__ void cb_h2f_kernel(int64_t n, const uint16_t *src, float *dst)
+{
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x)
+		dst[i] = cb_h2f(src[i]);
+}
+
+extern "C" cudaError_t cublas_k_h2f(cudaStream_t s, int64_t n, const uint16_t *src, float *dst)
+{
+	cb_h2f_kernel<<<cb_blocks(n, CB_THREADS, CB_GRID_CAP), CB_THREADS, 0, s>>>(n, src, dst);
+	return cudaGetLastError();
+}
+
 /* ---- dequantization ---------------------------------------------------------------- */
 
 /* Scalar: one element per thread, any layout. */

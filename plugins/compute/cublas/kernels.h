@@ -36,6 +36,9 @@ cudaError_t cublas_k_epilogue(cudaStream_t s, int64_t m, int64_t n, const void *
 			      int src_f32, int64_t lds, const struct cublas_epi *e, void *out,
 			      int64_t ldo);
 
+/* dst[i] = src[i] as fp32, i < n. */
+cudaError_t cublas_k_h2f(cudaStream_t s, int64_t n, const uint16_t *src, float *dst);
+
 /* Dequantize rows [r0, r0 + nr) of a Q4_ROWS weight [rows, cols] (the whole
  * encoded tensor starts at q4) into dst [nr, cols] fp16 with ld = cols. */
 cudaError_t cublas_k_q4_dequant(cudaStream_t s, const void *q4, int64_t rows, int64_t cols,

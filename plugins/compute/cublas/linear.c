@@ -116,8 +116,8 @@ static int cb_plan_build(struct cublas_ctx *c, struct cublas_plan *p, const char
 	cublasLtMatmulPreference_t pref = NULL;
 	cublasLtMatmulHeuristicResult_t res;
 	uint64_t ws = c->ws_bytes;
-	int32_t bias_type = CUDA_R_16F;
 	cudaDataType_t cd = k->d32 ? CUDA_R_32F : CUDA_R_16F;
+	int32_t bias_type = cd; /* fp32 D reads an fp32 copy of the bias (bias32) */
 	uint32_t al[4];
 	int found = 0;
 	cublasStatus_t st;
@@ -136,7 +136,7 @@ static int cb_plan_build(struct cublas_ctx *c, struct cublas_plan *p, const char
 	if ((epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_RELU_BIAS) &&
 	    (st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
 						 &bias_type, sizeof(bias_type)))) {
-		/* an fp16 bias with an fp32 D may be refused: the caller falls back */
+		/* a bias with an fp32 D may be refused: the caller falls back */
 		if (k->d32 && (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE))
 			goto unsupported;
 		goto fail;
@@ -167,8 +167,8 @@ static int cb_plan_build(struct cublas_ctx *c, struct cublas_plan *p, const char
 	cublasLtMatmulPreferenceDestroy(pref);
 	pref = NULL;
 	/* No algorithm is not an error: the caller falls back.  Nor is a refused
-	 * combination with fp32 C and D (cuBLASLt rejects an fp16 bias there
-	 * with "invalid value"). */
+	 * combination with fp32 C and D (cuBLASLt answers "invalid value" to an
+	 * fp16 bias there). */
 	if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found < 1)) {
 		p->found = 0;
 		return 0;
@@ -227,7 +227,7 @@ static int cb_plan_get(struct cublas_ctx *c, const struct cublas_plan_key *key,
 /* One cuBLASLt matmul with the given epilogue; res (beta = 1) may be NULL.
  * Returns 1 when cuBLASLt has no algorithm for it. */
 static int cb_lt(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_gemm *g,
-		 cublasLtEpilogue_t epi, const uint16_t *bias, const void *res, int64_t ldr,
+		 cublasLtEpilogue_t epi, const void *bias, const void *res, int64_t ldr,
 		 void *d, int64_t ldd)
 {
 	struct cublas_plan_key key;
@@ -305,14 +305,22 @@ static int cb_linear_f16(struct cublas_ctx *c, struct cublas_stream *s, const st
 	struct cublas_epi e;
 	int rc;
 
-	if (cb_lt_fuses(g)) {
+	if (cb_lt_fuses(g) && (!g->f32 || !g->bias || g->n <= CUBLAS_BIAS32_MAX)) {
 		int relu = g->act == FG_ACT_RELU;
 		cublasLtEpilogue_t epi = g->bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS
 						       : CUBLASLT_EPILOGUE_BIAS)
 						 : (relu ? CUBLASLT_EPILOGUE_RELU
 						       : CUBLASLT_EPILOGUE_DEFAULT);
+		const void *bias = g->bias;
 
-		rc = cb_lt(c, s, g, epi, g->bias, g->res, g->ldr, g->out, g->ldo);
+		if (g->f32 && g->bias) {
+			cudaError_t e = cublas_k_h2f(s->s, g->n, g->bias, s->bias32);
+
+			if (e != cudaSuccess)
+				return cublas_cuda_fail(c, "linear", "the bias conversion kernel", e);
+			bias = s->bias32;
+		}
+		rc = cb_lt(c, s, g, epi, bias, g->res, g->ldr, g->out, g->ldo);
 		if (rc <= 0)
 			return rc;
 	}

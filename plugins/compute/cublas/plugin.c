@@ -218,6 +218,8 @@ static int cublas_stream_init(struct cublas_ctx *c, struct cublas_stream *s, con
 	e = cudaMalloc(&s->ws, c->ws_bytes);
 	if (e == cudaSuccess)
 		e = cudaMalloc(&s->scratch, c->scratch_bytes);
+	if (e == cudaSuccess)
+		e = cudaMalloc((void **)&s->bias32, CUBLAS_BIAS32_MAX * sizeof(float));
 	if (e != cudaSuccess) {
 		fg_error(c->host, "cublas: %s: cannot allocate %zu MiB of workspace and scratch on "
 			 "device %d: %s; lower `workspace`/`scratch` or raise the reserve of the "
@@ -226,6 +228,8 @@ static int cublas_stream_init(struct cublas_ctx *c, struct cublas_stream *s, con
 		(void)cudaGetLastError();
 		if (s->ws)
 			cudaFree(s->ws);
+		if (s->scratch)
+			cudaFree(s->scratch);
 		cudaStreamDestroy(s->s);
 		memset(s, 0, sizeof(*s));
 		return -ENOMEM;
@@ -240,6 +244,7 @@ static void cublas_stream_fini(struct cublas_stream *s)
 	(void)cudaStreamSynchronize(s->s);
 	cudaFree(s->ws);
 	cudaFree(s->scratch);
+	cudaFree(s->bias32);
 	cudaStreamDestroy(s->s);
 	memset(s, 0, sizeof(*s));
 }
