@@ -1,11 +1,33 @@
 /* core/engine/host_attention.c - attention of the sequences whose cache
  * lives in host memory, computed there (cpu_cache_compute): only q, the new
- * K/V rows and the result cross tiers, never the cache.  A finished row
+ * K/V rows and the result cross tiers, never the cache (from a device, the
+ * new rows of a plain cache cross straight into it).  A finished row
  * (fg_forward_set_live_rows) attends to no position: it reads no cache. */
 #include <math.h>
 
 #include "core/engine/forward_int.h"
 #include "core/util/clock.h"
+
+/* The new K and V rows of the host-cache sequences straight from the device
+ * into their cache rows (a plain cache of the activations' type; a 4-bit one
+ * is encoded on the host): one copy per sequence and tensor where the rows
+ * are dense, else one a row. */
+static int fg_host_cache_copy(struct fg_forward *f, const struct fg_tensor *src,
+			      const struct fg_tensor *dst, int64_t cnt, int64_t n)
+{
+	size_t row = (size_t)src->cols * f->asz;
+	int dense = src->ld == src->cols && dst->ld == dst->cols;
+	int rc;
+
+	for (int64_t i = 0; i < cnt; i++)
+		for (int64_t j = 0; j < n; j += dense ? n : 1) {
+			char *d = (char *)dst->data + (size_t)((i * f->total + f->step + j) * dst->ld) * f->asz;
+			const char *sp = (const char *)src->data + (size_t)((i * n + j) * src->ld) * f->asz;
+			if ((rc = fg_backend_copy(f->be, f->stream, d, sp, dense ? row * (size_t)n : row)))
+				return rc;
+		}
+	return 0;
+}
 
 int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct fg_tensor q,
 		      struct fg_tensor k, struct fg_tensor v, struct fg_tensor out)
@@ -17,19 +39,29 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 	struct fg_tensor hq = fg_rows(q, first * n, cnt * n), hk = fg_rows(k, first * n, cnt * n);
 	struct fg_tensor hv = fg_rows(v, first * n, cnt * n), ho = fg_rows(out, first * n, cnt * n);
 	void *hstream = f->hb == f->be ? f->stream : NULL;
+	/* From a device, a plain cache takes its rows by copy; the host appends
+	 * (and encodes) only a 4-bit one. */
+	int direct = f->mv.device && f->cdt == f->act;
 	struct fg_tensor kc, vc;
 	double t0 = fg_now();
 	int rc;
 
+	fg_kv_views(f, f->gb[f->cur_k].cache[FG_ROLE_HOST][l].addr, cnt, &kc, &vc);
 	if (f->mv.device) {
-		/* Stage q and the new rows in host memory (the device finishes first). */
+		/* Stage what the host reads (the device finishes first): q in decode,
+		 * the new rows unless they go straight to the cache. */
 		char *hs = f->hstage.addr;
 		struct fg_tensor src[3] = { hq, hk, hv }, *dst[3] = { &hq, &hk, &hv };
 		size_t at = 0;
 		if ((rc = fg_backend_stream_sync(f->be, f->stream)))
 			return rc;
+		if (direct && ((rc = fg_host_cache_copy(f, &hk, &kc, cnt, n)) ||
+			       (rc = fg_host_cache_copy(f, &hv, &vc, cnt, n))))
+			return rc;
 		for (int i = 0; i < 3; i++) {
 			size_t sz = (size_t)(src[i].rows * src[i].cols) * f->asz;
+			if ((i == 0 && f->step == 0) || (i > 0 && direct))
+				continue;
 			if ((rc = fg_backend_copy(f->be, f->stream, hs + at, src[i].data, sz)))
 				return rc;
 			*dst[i] = fg_view(hs + at, f->act, src[i].rows, src[i].cols);
@@ -39,11 +71,10 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 		if ((rc = fg_backend_stream_sync(f->be, f->stream)))
 			return rc;
 	}
-	fg_kv_views(f, f->gb[f->cur_k].cache[FG_ROLE_HOST][l].addr, cnt, &kc, &vc);
 	struct fg_kv_append_args ak = { hk, kc, cnt, n, f->step, f->total };
 	struct fg_kv_append_args av = { hv, vc, cnt, n, f->step, f->total };
-	if ((rc = fg_backend_kv_append(f->hb, hstream, l, "host k cache", &ak)) ||
-	    (rc = fg_backend_kv_append(f->hb, hstream, l, "host v cache", &av)))
+	if (!direct && ((rc = fg_backend_kv_append(f->hb, hstream, l, "host k cache", &ak)) ||
+			(rc = fg_backend_kv_append(f->hb, hstream, l, "host v cache", &av))))
 		return rc;
 	if (f->step > 0) {
 		struct fg_attention_args at = {

@@ -9,6 +9,9 @@
  * Decode also reads fp16 tensors (CPU attention delegation from an fp16 GPU
  * backend) and 4-bit caches (FG_DTYPE_Q4_COLS): each (batch, head) task widens
  * q and the cache rows it reads to fp32 in scratch, then runs the same kernel.
+ * An fp16 cache on an AVX2 + F16C machine is read in place instead, each
+ * row converted in registers (the cache crosses memory once, not three
+ * times), with the same sums in the same order: the same results.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,6 +26,7 @@ struct cb_attn {
 	const struct fg_attention_args *a;
 	int decode;
 	int widen; /* decode with fp16 or 4-bit tensors: widen each task's rows first */
+	int f16_direct; /* ... except an fp16 cache with AVX2 and F16C: read in place */
 	int64_t group; /* query heads per key/value head */
 };
 
@@ -85,6 +89,84 @@ static void cb_axpy_avx2(float *y, float alpha, const float *x, int64_t n)
 }
 #endif
 
+#if FG_FP16_SIMD_X86
+/* cb_dot_avx2 and cb_axpy_avx2 with b and x fp16, widened as they are read:
+ * the same operations in the same order. */
+__attribute__((target("avx2,fma,f16c")))
+static float cb_dot_f16_avx2(const float *a, const uint16_t *b, int64_t n)
+{
+	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+	int64_t i = 0;
+	float t = 0;
+	__m128 h;
+
+	for (; i + 16 <= n; i += 16) {
+		__m256 b0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));
+		__m256 b1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i + 8)));
+
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), b0, s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), b1, s1);
+	}
+	for (; i + 8 <= n; i += 8)
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
+				     _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))), s0);
+	for (; i < n; i++)
+		t += a[i] * fg_half_to_float(b[i]);
+	s0 = _mm256_add_ps(s0, s1);
+	h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 0x55));
+	return _mm_cvtss_f32(h) + t;
+}
+
+__attribute__((target("avx2,fma,f16c")))
+static void cb_axpy_f16_avx2(float *y, float alpha, const uint16_t *x, int64_t n)
+{
+	__m256 av = _mm256_set1_ps(alpha);
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_cvtph_ps(_mm_loadu_si128(
+								    (const __m128i *)(x + i))),
+							 _mm256_loadu_ps(y + i)));
+	for (; i < n; i++)
+		y[i] += alpha * fg_half_to_float(x[i]);
+}
+
+/* cb_attend over fp16 key and value rows (ld halves apart), read in place. */
+static void cb_attend_f16(const float *q, const uint16_t *k, int64_t ldk, const uint16_t *v,
+			  int64_t ldv, int64_t lo, int64_t hi, int64_t hd, float scale, float *sc,
+			  float *acc, float *out)
+{
+	float mx = -INFINITY, sum = 0, inv;
+	int64_t j;
+
+	if (lo > hi) {
+		memset(out, 0, (size_t)hd * sizeof(float));
+		return;
+	}
+	for (j = lo; j <= hi; j++) {
+		float s = scale * cb_dot_f16_avx2(q, k + j * ldk, hd);
+
+		sc[j - lo] = s;
+		if (s > mx)
+			mx = s;
+	}
+	for (j = lo; j <= hi; j++) {
+		float e = expf(sc[j - lo] - mx);
+
+		sc[j - lo] = e;
+		sum += e;
+	}
+	memset(acc, 0, (size_t)hd * sizeof(float));
+	for (j = lo; j <= hi; j++)
+		cb_axpy_f16_avx2(acc, sc[j - lo], v + j * ldv, hd);
+	inv = 1.0f / sum;
+	for (j = 0; j < hd; j++)
+		out[j] = acc[j] * inv;
+}
+#endif
+
 /* out = softmax(scale * q · k[j]) · v[j] over key rows j in [lo, hi]; rows are
  * ld floats apart.  sc: hi - lo + 1 floats; acc: hd floats. */
 static void cb_attend(const struct cpu_blas_ctx *c, const float *q, const float *k, int64_t ldk,
@@ -139,7 +221,19 @@ static void cb_attn_widened(struct cb_attn *A, int64_t t, float *sc, float *acc)
 	float *qb = acc + ((hd + 15) & ~(int64_t)15), *ob = qb + ((hd + 15) & ~(int64_t)15);
 	float *kb = ob + ((hd + 15) & ~(int64_t)15), *vb = kb + a->len * hd;
 	const float *q = cpu_blas_load(A->c->isa, &a->q, b, h * hd, hd, qb);
+	float *o = a->out.dtype == FG_DTYPE_F32 ? (float *)a->out.data + b * a->out.ld + h * hd : ob;
 
+#if FG_FP16_SIMD_X86
+	if (A->f16_direct) {
+		cb_attend_f16(q, (const uint16_t *)a->k.data + krow * a->k.ld + kc, a->k.ld,
+			      (const uint16_t *)a->v.data + krow * a->v.ld + kc, a->v.ld, lo, hi, hd,
+			      a->scale, sc, acc, o);
+		if (o == ob)
+			fg_fp16_simd_from_f32((uint16_t *)a->out.data + b * a->out.ld + h * hd, ob,
+					      (size_t)hd);
+		return;
+	}
+#endif
 	for (int64_t j = lo; j <= hi; j++) {
 		const float *kr = cpu_blas_load(A->c->isa, &a->k, krow + j, kc, hd, kb + j * hd);
 		const float *vr = cpu_blas_load(A->c->isa, &a->v, krow + j, kc, hd, vb + j * hd);
@@ -150,13 +244,10 @@ static void cb_attn_widened(struct cb_attn *A, int64_t t, float *sc, float *acc)
 		if (vr != vb + j * hd)
 			memcpy(vb + j * hd, vr, (size_t)hd * sizeof(float));
 	}
-	if (a->out.dtype == FG_DTYPE_F32) {
-		cb_attend(A->c, q, kb, hd, vb, hd, lo, hi, hd, a->scale, sc, acc,
-			  (float *)a->out.data + b * a->out.ld + h * hd);
-		return;
-	}
-	cb_attend(A->c, q, kb, hd, vb, hd, lo, hi, hd, a->scale, sc, acc, ob);
-	fg_fp16_simd_from_f32((uint16_t *)a->out.data + b * a->out.ld + h * hd, ob, (size_t)hd);
+	cb_attend(A->c, q, kb, hd, vb, hd, lo, hi, hd, a->scale, sc, acc, o);
+	if (o == ob)
+		fg_fp16_simd_from_f32((uint16_t *)a->out.data + b * a->out.ld + h * hd, ob,
+				      (size_t)hd);
 }
 
 static void cb_attn_rows(void *arg, int64_t b0, int64_t e0, int tid)
@@ -208,6 +299,10 @@ static int cb_attention(struct cpu_blas_ctx *c, const struct fg_attention_args *
 		return 0;
 	A.group = a->heads / kvh;
 	A.widen = a->q.dtype != FG_DTYPE_F32 || a->k.dtype != FG_DTYPE_F32;
+#if FG_FP16_SIMD_X86
+	A.f16_direct = decode && a->k.dtype == FG_DTYPE_F16 && c->isa != CPU_BLAS_ISA_NONE &&
+		       fg_fp16_simd_have_f16c();
+#endif
 	pthread_mutex_lock(&c->lock);
 	need = (size_t)(keys + 16 + a->head_dim);
 	if (A.widen) /* q, out, then keys rows of k and of v (cb_attn_widened) */
