@@ -1002,7 +1002,8 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	}
 	if (!quiet) {
 		double wall = fg_now() - t0;
-		/* Dead rows apart: they cost only their matrix-product rows. */
+		/* Dead rows apart: those computed (before a live row) cost only
+		 * their matrix-product rows. */
 		double per = r.st.computed ? 100.0 / (double)r.st.computed : 0.0;
 		fprintf(stderr, "fgcore: run-batch: %zu lines (%zu kept from an earlier run, %zu failed) in %.1f s: %llu tokens generated, %.1f tokens/s; padding waste %.1f%% and finished rows %.1f%% (costing only their matrix-product rows) of %llu computed positions in %llu batches; peak memory %ld MiB\n",
 			written, r.kept, r.failed, wall, (unsigned long long)r.st.generated,

@@ -1,10 +1,12 @@
 /* tests/test_finished_rows.c - a finished row stops costing
  * (fg_forward_set_live_rows).  A GPU batch whose rows have all finished is
  * not run again: fg_engine_positions counts exactly the rows of the GPU
- * batches still running at each decode step.  A finished row of a running
- * GPU batch costs only its rows of the matrix products: its KV cache is
- * moved no more (the engine's cache bytes are exactly those of the live
- * rows, the rest counted as skipped) and its attention is not computed.
+ * batches still running at each decode step, each up to its last live row
+ * (a GPU batch puts its longest budgets first, so the rows that ran out of
+ * tokens are not computed at all).  A finished row before a live one costs
+ * only its rows of the matrix products: its KV cache is moved no more (the
+ * engine's cache bytes are exactly those of the live rows, the rest counted
+ * as skipped) and its attention is not computed.
  * Every result equals the request run alone, and its tokens and
  * log-probabilities are bit-identical to those of the same batch in which no
  * row finishes early (nothing depends on the finished rows), with the cache
@@ -115,16 +117,19 @@ static void open_engine(struct fg_config **c, struct fg_engine **e, const char *
 	ck_assert_msg(fg_engine_open(*c, e) == 0, "%s", fg_last_error_text());
 }
 
-/* What the engine should count for one batch of RROWS rows of plen-token
- * prompts that generated m[r] tokens each: positions, finished-row
- * positions, and the KV cache bytes moved and skipped (every slot-held row
- * is stored after the prefill; decode step t loads its step positions and
- * stores one unless the row has finished). */
+/* What the engine should count for one batch of RROWS requests of
+ * plen-token prompts with budgets maxtok[r] that generated m[r] tokens each:
+ * positions, finished-row positions, and the KV cache bytes moved and
+ * skipped.  Each GPU batch puts its requests in order of budget, longest
+ * first (ties in request order), and computes its rows up to its last live
+ * one; every slot-held row is stored after the prefill, and decode step t
+ * loads its step positions and stores one unless the row has finished. */
 struct counts {
 	uint64_t positions, dead, moved, skipped;
 };
 
-static struct counts expected(const struct fg_engine *e, int64_t plen, const int m[RROWS])
+static struct counts expected(const struct fg_engine *e, int64_t plen, const int maxtok[RROWS],
+			      const int m_req[RROWS])
 {
 	const struct fg_model_config *cfg = &e->model.cfg;
 	const struct fg_policy *p = &e->policy;
@@ -135,7 +140,19 @@ static struct counts expected(const struct fg_engine *e, int64_t plen, const int
 					 : (uint64_t)kvw * sizeof(float);
 	uint64_t pos_bytes = 2 * (uint64_t)cfg->layers * row;
 	struct counts c = { RROWS * (uint64_t)plen, 0, 0, 0 };
-	int mmax = 0, slot[RBS];
+	int mmax = 0, slot[RBS], m[RROWS], req_of[RROWS];
+
+	for (int r = 0; r < RROWS; r++)
+		req_of[r] = r;
+	for (int k = 0; k < RNB; k++) /* insertion sort: longest budget first, stable */
+		for (int i = k * RBS + 1; i < (k + 1) * RBS; i++)
+			for (int j = i; j > k * RBS && maxtok[req_of[j]] > maxtok[req_of[j - 1]]; j--) {
+				int t = req_of[j];
+				req_of[j] = req_of[j - 1];
+				req_of[j - 1] = t;
+			}
+	for (int r = 0; r < RROWS; r++)
+		m[r] = m_req[req_of[r]]; /* by engine row */
 
 	fg_policy_split(p->cache, RBS, first, count);
 	int delegate = p->cpu_cache_compute && count[FG_ROLE_HOST] > 0;
@@ -149,15 +166,15 @@ static struct counts expected(const struct fg_engine *e, int64_t plen, const int
 	for (int t = 1; t < mmax; t++) {
 		uint64_t step = (uint64_t)(plen + t - 1);
 		for (int k = 0; k < RNB; k++) {
-			int live = 0;
+			int rows = 0; /* up to the last live row */
 			for (int s = 0; s < RBS; s++)
-				live |= m[k * RBS + s] > t;
-			if (!live)
+				rows = m[k * RBS + s] > t ? s + 1 : rows;
+			if (!rows)
 				continue;
-			c.positions += RBS;
+			c.positions += (uint64_t)rows;
 			for (int s = 0; s < RBS; s++) {
 				int dead = m[k * RBS + s] <= t;
-				c.dead += (uint64_t)dead;
+				c.dead += (uint64_t)(dead && s < rows);
 				if (slot[s])
 					*(dead ? &c.skipped : &c.moved) += (step + 1) * pos_bytes;
 			}
@@ -218,7 +235,7 @@ START_TEST(test_finished_rows_stop_costing)
 		else
 			ck_assert_int_eq(m[r], maxtok[r]);
 	}
-	struct counts want = expected(e, RPLEN, m);
+	struct counts want = expected(e, RPLEN, maxtok, m);
 	printf("%s%s%s: %llu positions (%llu of finished rows), KV cache %llu bytes moved, %llu skipped\n",
 	       row_policies[_i][0], row_policies[_i][1] ? ", " : "",
 	       row_policies[_i][1] ? row_policies[_i][1] : "", (unsigned long long)got.positions,

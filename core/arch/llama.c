@@ -482,7 +482,7 @@ static int llama_output(struct fg_block_ctx *x)
 	if ((rc = llama_norm(x, "model.norm", last, LL_NORM, in)))
 		return rc;
 	return fg_block_linear(x, "lm_head", head, -1, in, FG_ACT_NONE, none, none,
-			       x->ws[WS_LOGITS]);
+			       fg_rows(x->ws[WS_LOGITS], 0, x->bs));
 }
 
 static int llama_ops(const struct fg_model_config *c, enum fg_dtype wdt, enum fg_dtype act,

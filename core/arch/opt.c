@@ -339,7 +339,8 @@ static int opt_output(struct fg_block_ctx *x)
 	last.ld = x->n * x->h.ld; /* every n-th row */
 	if ((rc = opt_norm(x, "decoder.final_layer_norm", last, 0, 1, in)))
 		return rc;
-	return fg_block_linear(x, "lm_head", 2, -1, in, FG_ACT_NONE, none, none, x->ws[WS_LOGITS]);
+	return fg_block_linear(x, "lm_head", 2, -1, in, FG_ACT_NONE, none, none,
+			       fg_rows(x->ws[WS_LOGITS], 0, x->bs));
 }
 
 static int opt_ops(const struct fg_model_config *c, enum fg_dtype wdt, enum fg_dtype act,

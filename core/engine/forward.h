@@ -24,8 +24,9 @@ struct fg_forward_stats {
 	double logits_s;       /* copying logits out */
 	double wait_stage_s;   /* pipeline: waiting for other stages (activations, results) */
 	uint64_t weight_bytes, cache_bytes, hidden_bytes; /* moved between tiers */
-	uint64_t positions;    /* token positions computed (rows x tokens, padding included) */
-	uint64_t dead_positions; /* of them, finished rows of a running GPU batch (their
+	uint64_t positions;    /* token positions computed (rows x tokens, padding included;
+				* a GPU batch's rows up to its last live one) */
+	uint64_t dead_positions; /* of them, finished rows before a live one (their
 				  * matrix-product rows only: fg_forward_set_live_rows) */
 	uint64_t cache_skipped;  /* KV cache bytes of finished rows not moved */
 	/* With device_timing: the compute stream's time by phase (devtime.h:

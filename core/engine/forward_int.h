@@ -90,6 +90,16 @@ static inline int fg_row_dead(const struct fg_forward *f, int64_t k, int64_t s)
 	return fg_rows_masked(f) && !f->row_live[k * f->bs + s];
 }
 
+/* The rows of GPU batch k this step computes at all: up to its last live
+ * one (the finished rows after it cost nothing, not even their products). */
+static inline int64_t fg_rows_computed(const struct fg_forward *f, int64_t k)
+{
+	int64_t n = f->bs;
+	while (n > 0 && fg_row_dead(f, k, n - 1))
+		n--;
+	return n;
+}
+
 /* weight_slots.c */
 int fg_unit_weights_load(struct fg_forward *f, int64_t u, int slot);
 /* The block's tensors as compute-tier views in weight slot `slot`. */
@@ -143,7 +153,9 @@ int fg_pipe_has_prev(const struct fg_forward *f);
 int fg_pipe_has_next(const struct fg_forward *f);
 
 /* logits.c */
-int fg_logits_out(struct fg_forward *f, float *logits, int32_t *top);
+/* The first `rows` sequences' logits and/or greedy tokens of the GPU batch
+ * just computed (the rows after them were not computed: finished). */
+int fg_logits_out(struct fg_forward *f, int64_t rows, float *logits, int32_t *top);
 /* A scored prefill: every earlier prompt position's logits of GPU batch k,
  * from fg_logits_first_scored (the batch's smallest pad) on, through the
  * output body `body`, to f->score_fn. */

@@ -259,6 +259,16 @@ static int score_position(void *arg, int64_t row0, int64_t rows, int64_t pos, co
 	return 0;
 }
 
+/* The longest budget first: within a GPU batch, rows that finish early end
+ * up after the last live one, where they cost nothing. */
+static int by_budget_desc(const void *a, const void *b)
+{
+	const struct job *x = *(struct job *const *)a, *y = *(struct job *const *)b;
+	if (x->req->max_new_tokens != y->req->max_new_tokens)
+		return x->req->max_new_tokens > y->req->max_new_tokens ? -1 : 1;
+	return (x->index > y->index) - (x->index < y->index);
+}
+
 /* Run one effective batch of jobs (count <= gpu_batch_size * num_gpu_batches).
  * The batch is sized to the jobs: the GPU batches gpu_batch_size needs, each
  * as small as the jobs allow (one 2-token prompt runs a batch of 1, whatever
@@ -280,6 +290,11 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 
 	bs = ((int64_t)count + nb - 1) / nb;
 	int64_t rows = bs * nb;
+	/* Each GPU batch keeps its rows (its padding), longest budget first. */
+	for (int64_t g = 0; g * bs < (int64_t)count; g++) {
+		size_t a = (size_t)(g * bs), n = count - a < (size_t)bs ? count - a : (size_t)bs;
+		qsort(jobs + a, n, sizeof(*jobs), by_budget_desc);
+	}
 
 	for (size_t i = 0; i < count; i++) {
 		if ((int64_t)jobs[i]->n_prompt > plen)

@@ -34,7 +34,9 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 {
 	const struct fg_plan *p = &f->plan;
 	const struct fg_model_config *c = f->cfg;
-	int64_t first = p->cfirst[FG_ROLE_HOST], cnt = p->ccount[FG_ROLE_HOST], n = x->n;
+	int64_t first = p->cfirst[FG_ROLE_HOST], nseq = p->ccount[FG_ROLE_HOST], n = x->n;
+	/* only the rows computed (x->bs), of the nseq the host cache holds */
+	int64_t cnt = first + nseq > x->bs ? (x->bs > first ? x->bs - first : 0) : nseq;
 	int64_t l = x->layer;
 	struct fg_tensor hq = fg_rows(q, first * n, cnt * n), hk = fg_rows(k, first * n, cnt * n);
 	struct fg_tensor hv = fg_rows(v, first * n, cnt * n), ho = fg_rows(out, first * n, cnt * n);
@@ -46,7 +48,9 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 	double t0 = fg_now();
 	int rc;
 
-	fg_kv_views(f, f->gb[f->cur_k].cache[FG_ROLE_HOST][l].addr, cnt, &kc, &vc);
+	if (cnt == 0)
+		return 0;
+	fg_kv_views(f, f->gb[f->cur_k].cache[FG_ROLE_HOST][l].addr, nseq, &kc, &vc);
 	if (f->mv.device) {
 		/* Stage what the host reads (the device finishes first): q in decode,
 		 * the new rows unless they go straight to the cache. */

@@ -136,9 +136,12 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 		  p->delegate ? p->ccount[FG_ROLE_DISK] : p->n_off, f->cslot[cs].addr, p->n_off },
 	};
 	for (int gi = 0; gi < 2; gi++) {
-		if (!grp[gi].cnt)
-			continue;
+		/* only the rows computed (x->bs: up to the last live one) */
 		int64_t s0 = grp[gi].first, m = grp[gi].cnt;
+		if (s0 + m > x->bs)
+			m = x->bs - s0;
+		if (m <= 0)
+			continue;
 		fg_kv_views(f, grp[gi].cache, grp[gi].cache_seqs, &kc, &vc);
 		struct fg_kv_append_args ak = { fg_rows(k, s0 * n, m * n), kc, m, n, f->step, f->total };
 		struct fg_kv_append_args av = { fg_rows(v, s0 * n, m * n), vc, m, n, f->step, f->total };

@@ -10,9 +10,10 @@
 
 #include <fgcore/half.h>
 
-static int fg_logits_to_host(struct fg_forward *f, float *out)
+/* The first `rows` rows of the logits workspace (the rows computed). */
+static int fg_logits_to_host(struct fg_forward *f, int64_t rows, float *out)
 {
-	int64_t cnt = f->bs * f->cfg->vocab;
+	int64_t cnt = rows * f->cfg->vocab;
 	void *dst = f->act == FG_DTYPE_F32 ? (void *)out : f->host_logits;
 	int rc;
 
@@ -27,16 +28,17 @@ static int fg_logits_to_host(struct fg_forward *f, float *out)
 	return 0;
 }
 
-static int fg_logits_argmax(struct fg_forward *f, int32_t *top)
+static int fg_logits_argmax(struct fg_forward *f, int64_t rows, int32_t *top)
 {
 	int64_t V = f->cfg->vocab;
-	int rc = fg_backend_argmax(f->be, f->stream, &f->logits, top);
+	struct fg_tensor lg = fg_rows(f->logits, 0, rows);
+	int rc = fg_backend_argmax(f->be, f->stream, &lg, top);
 
 	if (rc != -ENOTSUP)
 		return rc;
-	if ((rc = fg_logits_to_host(f, f->host_argmax)))
+	if ((rc = fg_logits_to_host(f, rows, f->host_argmax)))
 		return rc;
-	for (int64_t r = 0; r < f->bs; r++)
+	for (int64_t r = 0; r < rows; r++)
 		top[r] = fg_argmax(f->host_argmax + r * V, V);
 	return 0;
 }
@@ -61,7 +63,7 @@ int fg_logits_score(struct fg_forward *f, struct fg_block_ctx *x, int64_t k,
 	 * one row per sequence, as for the last position. */
 	for (int64_t p = first; p + 1 < x->n && !rc; p++) {
 		x->out_pos = p;
-		if (!(rc = body(x)) && !(rc = fg_logits_to_host(f, f->host_argmax)))
+		if (!(rc = body(x)) && !(rc = fg_logits_to_host(f, f->bs, f->host_argmax)))
 			rc = f->score_fn(f->score_arg, k * f->bs, f->bs, p, f->host_argmax);
 	}
 	x->out_pos = x->n - 1;
@@ -69,15 +71,15 @@ int fg_logits_score(struct fg_forward *f, struct fg_block_ctx *x, int64_t k,
 	return rc;
 }
 
-int fg_logits_out(struct fg_forward *f, float *logits, int32_t *top)
+int fg_logits_out(struct fg_forward *f, int64_t rows, float *logits, int32_t *top)
 {
 	double t0 = fg_now();
 	int rc = fg_devtime_mark(f, FG_DEV_COMPUTE);
 
 	if (!rc && logits)
-		rc = fg_logits_to_host(f, logits);
+		rc = fg_logits_to_host(f, rows, logits);
 	if (!rc && top)
-		rc = fg_logits_argmax(f, top);
+		rc = fg_logits_argmax(f, rows, top);
 	if (!rc)
 		rc = fg_devtime_mark(f, FG_DEV_LOGITS);
 	f->stats.logits_s += fg_now() - t0;

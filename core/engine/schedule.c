@@ -75,6 +75,7 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 {
 	struct fg_wview w[FG_PLAN_BLOCK_MAX];
 	int ws = it->ws;
+	int64_t rows = fg_rows_computed(f, it->k);
 	int rc;
 
 	f->cur_k = it->k;
@@ -83,9 +84,9 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 		const struct fg_block *b = &f->m->blocks[bi];
 		struct fg_block_ctx x = {
 			.be = f->be, .stream = f->stream, .cfg = f->cfg, .layer = b->layer,
-			.bs = f->bs, .n = n, .out_pos = n - 1, .step = f->step, .pad = f->gb[it->k].pad,
+			.bs = rows, .n = n, .out_pos = n - 1, .step = f->step, .pad = f->gb[it->k].pad,
 			.ids = ids ? ids + it->k * f->bs * n : NULL, .pos = f->pos,
-			.h = fg_view(h, f->hid, f->bs * n, f->cfg->hidden), .w = w,
+			.h = fg_view(h, f->hid, rows * n, f->cfg->hidden), .w = w,
 			.attend = fg_kv_attend, .sched = f,
 		};
 		for (int i = 0; i < f->plan.nws; i++)
@@ -97,7 +98,7 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 		if ((rc = f->cfg->arch->body[b->plan->kind](&x)))
 			return rc;
 		if (b->plan->kind == FG_BLOCK_OUTPUT &&
-		    (rc = fg_logits_out(f, logits ? logits + it->k * f->bs * f->cfg->vocab : NULL,
+		    (rc = fg_logits_out(f, rows, logits ? logits + it->k * f->bs * f->cfg->vocab : NULL,
 					top ? top + it->k * f->bs : NULL)))
 			return rc;
 	}
@@ -242,11 +243,12 @@ static int computes(const struct fg_forward *f, int64_t k)
 	return !fg_rows_masked(f) || f->live[k];
 }
 
-/* Finished rows of GPU batch k in this step. */
+/* Finished rows of GPU batch k that this step still computes (before its
+ * last live row). */
 static int64_t dead_rows(const struct fg_forward *f, int64_t k)
 {
-	int64_t n = 0;
-	for (int64_t s = 0; s < f->bs; s++)
+	int64_t n = 0, rows = fg_rows_computed(f, k);
+	for (int64_t s = 0; s < rows; s++)
 		n += fg_row_dead(f, k, s);
 	return n;
 }
@@ -327,7 +329,7 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 			for (int64_t k = k0; k < k1; k = next_k(f, gi, k), t++) {
 				struct item it = { u, k, t, ws };
 				if (u == 0) { /* each computed GPU batch's positions, once a step */
-					f->stats.positions += (uint64_t)(f->bs * n);
+					f->stats.positions += (uint64_t)(fg_rows_computed(f, k) * n);
 					f->stats.dead_positions += (uint64_t)(dead_rows(f, k) * n);
 				}
 				if (k == k0) {
