@@ -312,6 +312,7 @@ void fg_forward_free(struct fg_forward *f)
 		       fg_last_error());
 	fg_devtime_free(f);
 	free(f->row_live); /* f->live included */
+	free(f->id_seen);
 	free(f->attn_pad);
 	free_on(f, FG_ROLE_HOST, &f->hstage);
 	free_on(f, FG_ROLE_HOST, &f->host_scratch);

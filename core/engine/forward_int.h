@@ -66,6 +66,9 @@ struct fg_forward {
 	unsigned char *row_live;        /* decode steps: rows to compute (NULL: all) */
 	unsigned char *live;            /* GPU batches with a row to compute (in row_live's block) */
 	int32_t *attn_pad;              /* decode: each row's pad, a finished row's at len */
+	const int32_t *step_ids;        /* the step's token ids (NULL: not this stage's) */
+	int64_t step_nids;
+	unsigned char *id_seen;         /* vocab flags: a token table's rows staged this step */
 	fg_position_logits_fn score_fn; /* set during a scored prefill */
 	void *score_arg;
 	struct fg_forward_stats stats;

@@ -310,6 +310,8 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 	double t0;
 	int rc = 0;
 
+	f->step_ids = ids; /* whose rows a host-tier token table stages */
+	f->step_nids = ids ? f->nb * f->bs * n : 0;
 	if ((rc = fg_devtime_mark(f, FG_DEV_COMPUTE))) /* the step's start */
 		goto out;
 	if (f->pipe) {
@@ -358,6 +360,7 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 		}
 	}
 out:
+	f->step_ids = NULL;
 	{
 		/* Nothing may stay in flight past a step, even after an error. */
 		t0 = fg_now();

@@ -7,8 +7,10 @@
  * region offsets), then each gathered tensor whole: a tensor split by rows
  * over the tiers (placement = exact) on a device, its pieces copied to their
  * rows - the compute tier's one too - so that its product is one GEMM of the
- * unsplit shape, and the tokens those of an unsplit run. */
+ * unsplit shape, and the tokens those of an unsplit run; and a host-tier
+ * token table, of which a decode step stages only its ids' rows. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/engine/forward_int.h"
 
@@ -74,6 +76,37 @@ static int fg_gather_piece(struct fg_forward *f, struct fg_xfer *x, const struct
 	return 0;
 }
 
+/* A token table staged by rows (plan: by_rows): the rows of the step's ids
+ * when they are few (decode: a row per sequence), else the whole table. */
+static int fg_stage_rows(struct fg_forward *f, struct fg_xfer *x, const struct fg_block *b,
+			 const struct fg_plan_tensor *t, char *dst)
+{
+	const struct fg_plan_piece *p = &t->piece[0];
+	size_t row = (size_t)t->cols * 2;
+	int rc;
+
+	if (!f->step_ids || f->step_nids * 16 > t->rows ||
+	    (!f->id_seen && !(f->id_seen = calloc((size_t)t->rows, 1)))) {
+		if ((rc = fg_xfer_load(x, dst, p->role, &b->region[p->role], p->offset, p->bytes, NULL)))
+			return rc;
+		f->stats.weight_bytes += p->bytes;
+		return 0;
+	}
+	for (int64_t i = 0; i < f->step_nids; i++) {
+		int32_t id = f->step_ids[i]; /* in range: checked before the step */
+		if (f->id_seen[id])
+			continue;
+		f->id_seen[id] = 1;
+		if ((rc = fg_xfer_load(x, dst + (size_t)id * row, p->role, &b->region[p->role],
+				       p->offset + (uint64_t)id * row, row, NULL)))
+			return rc;
+		f->stats.weight_bytes += row;
+	}
+	for (int64_t i = 0; i < f->step_nids; i++)
+		f->id_seen[f->step_ids[i]] = 0;
+	return 0;
+}
+
 int fg_unit_weights_load(struct fg_forward *f, int64_t u, int slot)
 {
 	struct fg_xfer *x = &f->wload[slot];
@@ -106,6 +139,11 @@ int fg_unit_weights_load(struct fg_forward *f, int64_t u, int slot)
 			const struct fg_plan_tensor *t = &pb->t[i];
 			if (!t->gathered)
 				continue;
+			if (t->by_rows) {
+				if ((rc = fg_stage_rows(f, x, b, t, dst + t->gather)))
+					return rc;
+				continue;
+			}
 			for (int k = 0; k < t->npieces; k++)
 				if ((rc = fg_gather_piece(f, x, b, t, k, dst + t->gather,
 							  bounce ? bounce + t->gather : NULL)))

@@ -86,8 +86,12 @@ void fg_plan_block(const struct fg_model_config *c, const struct fg_policy *p,
 	}
 	/* Pieces at 64-byte aligned offsets, those of gathered tensors after the
 	 * rest (which are staged in bulk); each tier's region a whole page. */
-	for (int i = 0; i < b->ntensors; i++)
-		b->t[i].gathered = gather && b->t[i].npieces > 1;
+	for (int i = 0; i < b->ntensors; i++) {
+		struct fg_plan_tensor *t = &b->t[i];
+		t->by_rows = kind == FG_BLOCK_INPUT && t->def->rows == FG_DIM_VOCAB &&
+			     t->npieces == 1 && t->piece[0].role == FG_ROLE_HOST;
+		t->gathered = (gather && t->npieces > 1) || t->by_rows;
+	}
 	for (int pass = 0; pass < 2; pass++) {
 		for (int i = 0; i < b->ntensors; i++) {
 			if (b->t[i].gathered != pass)

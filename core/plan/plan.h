@@ -38,6 +38,10 @@ struct fg_plan_tensor {
 	 * an unsplit run (a GPU's GEMMs round differently by shape). */
 	int gathered;
 	uint64_t gather;
+	/* by_rows: the input block's token table on the host tier, staged whole
+	 * (at `gather`, as a gathered tensor) but filled only with the rows of
+	 * the step's token ids when they are few (a decode step's). */
+	int by_rows;
 };
 
 /* A block's tensors placed by the policy's weight shares: FlexGen's rule puts
