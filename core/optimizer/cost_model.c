@@ -188,8 +188,12 @@ static void io_terms(const struct ctx *x, struct fg_lin *L, double W, int decode
 	double hid = x->gbs * tok * x->h * x->hb * x->nb;
 
 	load(x, L, FG_X_IC, FG_X_IN, W, x->ctog_w, 0);
+	/* A host-tier token table is staged by rows when the step's ids are few
+	 * (core/engine/weight_slots.c): a decode step moves only its ids' rows. */
+	double V = (double)x->c->vocab, table = V * x->h * 2, ids = x->gbs * x->nb * tok;
+	if (decode && ids * 16 <= V)
+		L[FG_LINK_CTOG].a[FG_X_IC] -= (table - ids * x->h * 2) / x->ctog_w;
 	/* logits of each sequence's last position, copied to the host at once */
-	double V = (double)x->c->vocab;
 	L[FG_LINK_COMP].c += x->nb * (t_block_lin(x, FG_BLOCK_OUTPUT, x->gbs) +
 				      x->gbs * V * x->a / x->gtoc);
 	load(x, L, FG_X_HC, FG_X_HN, hid, x->ctog, 1); /* output block */
