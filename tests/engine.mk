@@ -18,6 +18,17 @@ tests_test_policy_CFLAGS += -DFG_TEST_LIBAIO
 endif
 tests_test_policy_LDADD = $(TEST_LIBS)
 
+# The policy matrix again on cpu_blas behind lazy streams (a GPU backend's
+# ordering at its most adversarial) over a tier that says it is device memory:
+# every wait of the schedule, tested on a CPU.
+check_LTLIBRARIES += tests/plugins/lazy_streams.la
+tests_plugins_lazy_streams_la_SOURCES = tests/plugins/lazy_streams.c
+tests_plugins_lazy_streams_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_lazy_streams_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+tests_plugins_lazy_streams_la_LIBADD = -ldl $(PTHREAD_LIBS)
+TESTS += tests/test_policy_lazy.sh
+EXTRA_DIST += tests/test_policy_lazy.sh
+
 TESTS += tests/test_commands.sh tests/test_run_batch.sh tests/test_data_wrangle.sh
 EXTRA_DIST += tests/test_commands.sh tests/test_run_batch.sh tests/test_data_wrangle.sh \
 	examples/data_wrangle/run.sh examples/data_wrangle/make_prompts.py \

@@ -91,9 +91,14 @@ static struct fg_config *base_config(void)
 	set(c, "policy.gpu_batch_size=8");
 	set(c, "policy.num_gpu_batches=1");
 	set(c, "policy.percent=100 0 100 0 100 0");
-	/* FGCORE_TEST_BACKEND=cublas: the compute tier on the GPU */
+	/* FGCORE_TEST_BACKEND=cublas: the compute tier on the GPU;
+	 * lazy_streams (tests/test_policy_lazy.sh): a GPU's ordering simulated */
 	const char *b = getenv("FGCORE_TEST_BACKEND");
-	if (b && *b && strcmp(b, "cpu_blas")) {
+	if (b && *b && !strcmp(b, "lazy_streams")) {
+		set(c, "compute.plugin=lazy_streams");
+		set(c, "compute.device_memory=true");
+		set(c, "tier.compute.plugin=fake_device_mem");
+	} else if (b && *b && strcmp(b, "cpu_blas")) {
 		snprintf(kv, sizeof(kv), "compute.plugin=%s", b);
 		set(c, kv);
 		set(c, "tier.compute.plugin=cuda_mem");
@@ -229,7 +234,8 @@ static void equivalence(const struct variant *v)
 	size_t n = (size_t)(NPROMPT * e->model.cfg.vocab) * 3;
 	fg_engine_close(e);
 	const char *b = getenv("FGCORE_TEST_BACKEND");
-	int gpu = b && *b && strcmp(b, "cpu_blas");
+	/* (lazy_streams computes with cpu_blas: bit for bit too) */
+	int gpu = b && *b && strcmp(b, "cpu_blas") && strcmp(b, "lazy_streams");
 	if (!reshapes(v) && !gpu) {
 		ck_assert_msg(!memcmp(lw, lg, n * sizeof(float)),
 			      "%s: logits differ from the all-compute run", v->name);

@@ -128,7 +128,10 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 		t0 = fg_now();
 		for (int s = 0; s < SLOTS && !rc; s++)
 			rc = fg_xfer_wait(&f->hstore[s], f->mv.load_stream);
-		if (!rc && !(rc = fg_backend_event_record(f->be, f->hload.event, f->mv.load_stream)))
+		/* The compute waits for those stores (all on the store stream),
+		 * not for the load stream: the next unit's weights are queued
+		 * there, and waiting for them serialized every unit with them. */
+		if (!rc && !(rc = fg_backend_event_record(f->be, f->hload.event, f->mv.store_stream)))
 			rc = fg_backend_stream_wait(f->be, f->stream, f->hload.event);
 		f->stats.wait_hidden_s += fg_now() - t0;
 		if (rc || (rc = fg_devtime_mark(f, FG_DEV_WAIT_HIDDEN)))
