@@ -72,6 +72,8 @@ struct ls_ctx {
 	int device_memory;
 	pthread_mutex_t lock; /* recursive: a wait runs another stream */
 	struct ls_stream def, *streams;
+	struct ls_stream *retired; /* destroyed, all run: kept for the waits and
+				    * events that still name them, freed at fini */
 	int err;              /* the first failure of a deferred op */
 };
 
@@ -298,8 +300,9 @@ static void ls_stream_destroy(void *ctx, void *stream)
 			*pp = s->next_stream;
 			break;
 		}
+	s->next_stream = c->retired;
+	c->retired = s;
 	pthread_mutex_unlock(&c->lock);
-	free(s);
 }
 
 static int ls_event_create(void *ctx, void **event)
@@ -361,6 +364,11 @@ static void ls_fini(void *ctx)
 	(void)ls_stream_sync(c, NULL);
 	while (c->streams)
 		ls_stream_destroy(c, c->streams);
+	while (c->retired) {
+		struct ls_stream *s = c->retired;
+		c->retired = s->next_stream;
+		free(s);
+	}
 	if (c->in_ctx)
 		c->in->fini(c->in_ctx);
 	if (c->dl)
