@@ -32,8 +32,14 @@ struct cb_attn {
 
 /* ---- vector helpers: AVX2+FMA where available, plain C otherwise --------------------- */
 
-static float cb_dot_c(const float *a, const float *b, int64_t n)
+/* q · row and y += alpha * row over a row of keys or values, fp32 or (the
+ * _f16 ones) fp16 read in place: the same operations in the same order. */
+typedef float (*cb_dot_fn)(const float *a, const void *b, int64_t n);
+typedef void (*cb_axpy_fn)(float *y, float alpha, const void *x, int64_t n);
+
+static float cb_dot_c(const float *a, const void *bv, int64_t n)
 {
+	const float *b = bv;
 	float s[4] = { 0, 0, 0, 0 };
 	int64_t i = 0;
 
@@ -45,20 +51,35 @@ static float cb_dot_c(const float *a, const float *b, int64_t n)
 	return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-static void cb_axpy_c(float *y, float alpha, const float *x, int64_t n)
+static void cb_axpy_c(float *y, float alpha, const void *xv, int64_t n)
 {
+	const float *x = xv;
+
 	for (int64_t i = 0; i < n; i++)
 		y[i] += alpha * x[i];
 }
 
 #if FG_FP16_SIMD_X86
-__attribute__((target("avx2,fma")))
-static float cb_dot_avx2(const float *a, const float *b, int64_t n)
+/* s0 + s1 summed across lanes, plus t. */
+__attribute__((target("avx2")))
+static inline float cb_hsum_avx2(__m256 s0, __m256 s1, float t)
 {
+	__m128 h;
+
+	s0 = _mm256_add_ps(s0, s1);
+	h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 0x55));
+	return _mm_cvtss_f32(h) + t;
+}
+
+__attribute__((target("avx2,fma")))
+static float cb_dot_avx2(const float *a, const void *bv, int64_t n)
+{
+	const float *b = bv;
 	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
 	int64_t i = 0;
 	float t = 0;
-	__m128 h;
 
 	for (; i + 16 <= n; i += 16) {
 		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
@@ -68,16 +89,13 @@ static float cb_dot_avx2(const float *a, const float *b, int64_t n)
 		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
 	for (; i < n; i++)
 		t += a[i] * b[i];
-	s0 = _mm256_add_ps(s0, s1);
-	h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
-	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-	h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 0x55));
-	return _mm_cvtss_f32(h) + t;
+	return cb_hsum_avx2(s0, s1, t);
 }
 
 __attribute__((target("avx2,fma")))
-static void cb_axpy_avx2(float *y, float alpha, const float *x, int64_t n)
+static void cb_axpy_avx2(float *y, float alpha, const void *xv, int64_t n)
 {
+	const float *x = xv;
 	__m256 av = _mm256_set1_ps(alpha);
 	int64_t i = 0;
 
@@ -87,56 +105,54 @@ static void cb_axpy_avx2(float *y, float alpha, const float *x, int64_t n)
 	for (; i < n; i++)
 		y[i] += alpha * x[i];
 }
-#endif
 
-#if FG_FP16_SIMD_X86
-/* cb_dot_avx2 and cb_axpy_avx2 with b and x fp16, widened as they are read:
- * the same operations in the same order. */
-__attribute__((target("avx2,fma,f16c")))
-static float cb_dot_f16_avx2(const float *a, const uint16_t *b, int64_t n)
+/* Eight halves from p, widened. */
+__attribute__((target("avx,f16c")))
+static inline __m256 cb_load8_f16(const uint16_t *p)
 {
-	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-	int64_t i = 0;
-	float t = 0;
-	__m128 h;
-
-	for (; i + 16 <= n; i += 16) {
-		__m256 b0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));
-		__m256 b1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i + 8)));
-
-		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), b0, s0);
-		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), b1, s1);
-	}
-	for (; i + 8 <= n; i += 8)
-		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
-				     _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))), s0);
-	for (; i < n; i++)
-		t += a[i] * fg_half_to_float(b[i]);
-	s0 = _mm256_add_ps(s0, s1);
-	h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
-	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-	h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 0x55));
-	return _mm_cvtss_f32(h) + t;
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
 __attribute__((target("avx2,fma,f16c")))
-static void cb_axpy_f16_avx2(float *y, float alpha, const uint16_t *x, int64_t n)
+static float cb_dot_f16_avx2(const float *a, const void *bv, int64_t n)
 {
+	const uint16_t *b = bv;
+	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+	int64_t i = 0;
+	float t = 0;
+
+	for (; i + 16 <= n; i += 16) {
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), cb_load8_f16(b + i), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), cb_load8_f16(b + i + 8), s1);
+	}
+	for (; i + 8 <= n; i += 8)
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), cb_load8_f16(b + i), s0);
+	for (; i < n; i++)
+		t += a[i] * fg_half_to_float(b[i]);
+	return cb_hsum_avx2(s0, s1, t);
+}
+
+__attribute__((target("avx2,fma,f16c")))
+static void cb_axpy_f16_avx2(float *y, float alpha, const void *xv, int64_t n)
+{
+	const uint16_t *x = xv;
 	__m256 av = _mm256_set1_ps(alpha);
 	int64_t i = 0;
 
 	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_cvtph_ps(_mm_loadu_si128(
-								    (const __m128i *)(x + i))),
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, cb_load8_f16(x + i),
 							 _mm256_loadu_ps(y + i)));
 	for (; i < n; i++)
 		y[i] += alpha * fg_half_to_float(x[i]);
 }
+#endif
 
-/* cb_attend over fp16 key and value rows (ld halves apart), read in place. */
-static void cb_attend_f16(const float *q, const uint16_t *k, int64_t ldk, const uint16_t *v,
-			  int64_t ldv, int64_t lo, int64_t hi, int64_t hd, float scale, float *sc,
-			  float *acc, float *out)
+/* out = softmax(scale * q · k[j]) · v[j] over key rows j in [lo, hi]; rows are
+ * ldk and ldv bytes apart, their elements what dot and axpy read.  sc:
+ * hi - lo + 1 floats; acc: hd floats. */
+static void cb_attend_rows(cb_dot_fn dot, cb_axpy_fn axpy, const float *q, const void *k,
+			   size_t ldk, const void *v, size_t ldv, int64_t lo, int64_t hi,
+			   int64_t hd, float scale, float *sc, float *acc, float *out)
 {
 	float mx = -INFINITY, sum = 0, inv;
 	int64_t j;
@@ -146,7 +162,7 @@ static void cb_attend_f16(const float *q, const uint16_t *k, int64_t ldk, const 
 		return;
 	}
 	for (j = lo; j <= hi; j++) {
-		float s = scale * cb_dot_f16_avx2(q, k + j * ldk, hd);
+		float s = scale * dot(q, (const char *)k + (size_t)j * ldk, hd);
 
 		sc[j - lo] = s;
 		if (s > mx)
@@ -160,23 +176,19 @@ static void cb_attend_f16(const float *q, const uint16_t *k, int64_t ldk, const 
 	}
 	memset(acc, 0, (size_t)hd * sizeof(float));
 	for (j = lo; j <= hi; j++)
-		cb_axpy_f16_avx2(acc, sc[j - lo], v + j * ldv, hd);
+		axpy(acc, sc[j - lo], (const char *)v + (size_t)j * ldv, hd);
 	inv = 1.0f / sum;
 	for (j = 0; j < hd; j++)
 		out[j] = acc[j] * inv;
 }
-#endif
 
-/* out = softmax(scale * q · k[j]) · v[j] over key rows j in [lo, hi]; rows are
- * ld floats apart.  sc: hi - lo + 1 floats; acc: hd floats. */
+/* cb_attend_rows over fp32 rows ld floats apart, with the machine's kernels. */
 static void cb_attend(const struct cpu_blas_ctx *c, const float *q, const float *k, int64_t ldk,
 		      const float *v, int64_t ldv, int64_t lo, int64_t hi, int64_t hd,
 		      float scale, float *sc, float *acc, float *out)
 {
-	float (*dot)(const float *, const float *, int64_t) = cb_dot_c;
-	void (*axpy)(float *, float, const float *, int64_t) = cb_axpy_c;
-	float mx = -INFINITY, sum = 0, inv;
-	int64_t j;
+	cb_dot_fn dot = cb_dot_c;
+	cb_axpy_fn axpy = cb_axpy_c;
 
 #if FG_FP16_SIMD_X86
 	if (c->isa != CPU_BLAS_ISA_NONE) {
@@ -186,29 +198,8 @@ static void cb_attend(const struct cpu_blas_ctx *c, const float *q, const float 
 #else
 	(void)c;
 #endif
-	if (lo > hi) {
-		memset(out, 0, (size_t)hd * sizeof(float));
-		return;
-	}
-	for (j = lo; j <= hi; j++) {
-		float s = scale * dot(q, k + j * ldk, hd);
-
-		sc[j - lo] = s;
-		if (s > mx)
-			mx = s;
-	}
-	for (j = lo; j <= hi; j++) {
-		float e = expf(sc[j - lo] - mx);
-
-		sc[j - lo] = e;
-		sum += e;
-	}
-	memset(acc, 0, (size_t)hd * sizeof(float));
-	for (j = lo; j <= hi; j++)
-		axpy(acc, sc[j - lo], v + j * ldv, hd);
-	inv = 1.0f / sum;
-	for (j = 0; j < hd; j++)
-		out[j] = acc[j] * inv;
+	cb_attend_rows(dot, axpy, q, k, (size_t)ldk * sizeof(float), v, (size_t)ldv * sizeof(float),
+		       lo, hi, hd, scale, sc, acc, out);
 }
 
 /* One (batch, head) decode task over fp16 or 4-bit tensors: q and the cache
@@ -225,9 +216,10 @@ static void cb_attn_widened(struct cb_attn *A, int64_t t, float *sc, float *acc)
 
 #if FG_FP16_SIMD_X86
 	if (A->f16_direct) {
-		cb_attend_f16(q, (const uint16_t *)a->k.data + krow * a->k.ld + kc, a->k.ld,
-			      (const uint16_t *)a->v.data + krow * a->v.ld + kc, a->v.ld, lo, hi, hd,
-			      a->scale, sc, acc, o);
+		cb_attend_rows(cb_dot_f16_avx2, cb_axpy_f16_avx2, q,
+			       (const uint16_t *)a->k.data + krow * a->k.ld + kc, (size_t)a->k.ld * 2,
+			       (const uint16_t *)a->v.data + krow * a->v.ld + kc, (size_t)a->v.ld * 2,
+			       lo, hi, hd, a->scale, sc, acc, o);
 		if (o == ob)
 			fg_fp16_simd_from_f32((uint16_t *)a->out.data + b * a->out.ld + h * hd, ob,
 					      (size_t)hd);
