@@ -403,6 +403,31 @@ static const struct lin_case lin_cases[] = {
 	{ 2, 50, 33, 1, 0, 1, 1, 1, 1 },
 };
 
+/* Random weights [n, k] into wf, and as the backends get them: the 4-bit
+ * encoding (returned, when q4; else NULL) and its decoded values in fp16
+ * (wh), or wf rounded to fp16. */
+static uint8_t *lin_weights(int64_t n, int64_t k, int q4, float *wf, uint16_t *wh)
+{
+	float ws = 1.0f / sqrtf((float)(k ? k : 1));
+	uint8_t *enc = NULL;
+
+	for (int64_t i = 0; i < n * k; i++)
+		wf[i] = gpu_uniform(-ws, ws);
+	if (q4) {
+		float *dec;
+
+		enc = ref_q4_encode(wf, (uint64_t)n, (uint64_t)k, 0);
+		dec = ref_q4_decode(enc, (uint64_t)n, (uint64_t)k, 0);
+		for (int64_t i = 0; i < n * k; i++)
+			wh[i] = fg_float_to_half(dec[i]);
+		free(dec);
+	} else {
+		for (int64_t i = 0; i < n * k; i++)
+			wh[i] = fg_float_to_half(wf[i]);
+	}
+	return enc;
+}
+
 static void run_linear(struct fg_backend *g, const char *gname, const struct lin_case *c,
 		       struct worst *w)
 {
@@ -418,22 +443,8 @@ static void run_linear(struct fg_backend *g, const char *gname, const struct lin
 	struct dbuf dx, dw, db, dr, dout;
 	struct fg_linear_args ga, ca;
 	char label[160];
-	float ws = 1.0f / sqrtf((float)(k ? k : 1));
 
-	for (int64_t i = 0; i < n * k; i++)
-		wf[i] = gpu_uniform(-ws, ws);
-	if (c->q4) {
-		float *dec;
-
-		q4 = ref_q4_encode(wf, (uint64_t)n, (uint64_t)k, 0);
-		dec = ref_q4_decode(q4, (uint64_t)n, (uint64_t)k, 0);
-		for (int64_t i = 0; i < n * k; i++)
-			wh[i] = fg_float_to_half(dec[i]);
-		free(dec);
-	} else {
-		for (int64_t i = 0; i < n * k; i++)
-			wh[i] = fg_float_to_half(wf[i]);
-	}
+	q4 = lin_weights(n, k, c->q4, wf, wh);
 	/* out starts as the residual (aliased) or as the sentinel */
 	for (int64_t i = 0; i < m * ldo; i++) {
 		int pad = i % ldo >= n;
@@ -542,26 +553,12 @@ static void run_linear_f32res(struct fg_backend *g, const char *gname, const str
 	float *wf = xmalloc((size_t)(n * k + 1) * 4), *xf = to_f32(xh, (size_t)(m * ldx));
 	float *rf = rand_f((size_t)(m * ldo), -8, 8), *of = xmalloc((size_t)(m * ldo) * 4);
 	float *got = xmalloc((size_t)(m * ldo) * 4);
-	float ws = 1.0f / sqrtf((float)(k ? k : 1));
 	uint8_t *q4 = NULL;
 	struct dbuf dx, dw, db, dr, dout;
 	struct fg_linear_args ga, ca;
 	char label[160];
 
-	for (int64_t i = 0; i < n * k; i++)
-		wf[i] = gpu_uniform(-ws, ws);
-	if (c->q4) {
-		float *dec;
-
-		q4 = ref_q4_encode(wf, (uint64_t)n, (uint64_t)k, 0);
-		dec = ref_q4_decode(q4, (uint64_t)n, (uint64_t)k, 0);
-		for (int64_t i = 0; i < n * k; i++)
-			wh[i] = fg_float_to_half(dec[i]);
-		free(dec);
-	} else {
-		for (int64_t i = 0; i < n * k; i++)
-			wh[i] = fg_float_to_half(wf[i]);
-	}
+	q4 = lin_weights(n, k, c->q4, wf, wh);
 	memcpy(of, rf, (size_t)(m * ldo) * 4); /* out starts as the residual (aliased) */
 	memset(&ga, 0, sizeof(ga));
 	ga.x = tens(dput(&dx, xh, (size_t)(m * ldx) * 2), FG_DTYPE_F16, m, k, ldx);
@@ -1389,22 +1386,8 @@ static void run_gated(struct fg_backend *g, const char *gname, const struct gl_c
 	struct fg_linear_args ga;
 	const uint16_t *bias = c->bias == 2 ? bh + 1 : bh;
 	char label[200];
-	float ws = 1.0f / sqrtf((float)(k ? k : 1));
 
-	for (int64_t i = 0; i < n * k; i++)
-		wf[i] = gpu_uniform(-ws, ws);
-	if (c->q4) {
-		float *dec;
-
-		q4 = ref_q4_encode(wf, (uint64_t)n, (uint64_t)k, 0);
-		dec = ref_q4_decode(q4, (uint64_t)n, (uint64_t)k, 0);
-		for (int64_t i = 0; i < n * k; i++)
-			wh[i] = fg_float_to_half(dec[i]);
-		free(dec);
-	} else {
-		for (int64_t i = 0; i < n * k; i++)
-			wh[i] = fg_float_to_half(wf[i]);
-	}
+	q4 = lin_weights(n, k, c->q4, wf, wh);
 	/* reference: bias, activation, mul, residual, in double */
 	for (int64_t i = 0; i < m; i++)
 		for (int64_t j = 0; j < n; j++) {
