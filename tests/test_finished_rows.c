@@ -31,13 +31,26 @@ static const char *const policies[] = {
 	"policy.percent=30 50 0 100 50 50", /* weights split, cache and activations off the compute tier */
 };
 
+/* Row r's result equals its request run alone. */
+static void check_alone(struct fg_engine *e, const struct fg_request *req,
+			const struct fg_result *res, int r)
+{
+	struct fg_result alone;
+
+	ck_assert_msg(fg_generate(e, req, 1, &alone) == 0, "%s", fg_last_error_text());
+	ck_assert_msg(alone.n_tokens == res->n_tokens &&
+			      !memcmp(alone.token_ids, res->token_ids, sizeof(int32_t) * alone.n_tokens),
+		      "row %d: tokens differ from the request alone", r);
+	fg_result_clear(&alone);
+}
+
 START_TEST(test_finished_batches_stop)
 {
 	static const int maxtok[ROWS] = { 2, 2, 9, 9, 5, 5 }; /* one length a GPU batch */
 	struct fg_config *c;
 	struct fg_engine *e;
 	struct fg_request req[ROWS];
-	struct fg_result res[ROWS], alone;
+	struct fg_result res[ROWS];
 	int32_t ids[ROWS][PLEN];
 	char kv[4400];
 
@@ -72,12 +85,7 @@ START_TEST(test_finished_batches_stop)
 	ck_assert_uint_eq(got, want);
 	for (int r = 0; r < ROWS; r++) {
 		ck_assert_int_eq(res[r].n_tokens, maxtok[r]);
-		ck_assert_msg(fg_generate(e, &req[r], 1, &alone) == 0, "%s", fg_last_error_text());
-		ck_assert_msg(alone.n_tokens == res[r].n_tokens &&
-				      !memcmp(alone.token_ids, res[r].token_ids,
-					      sizeof(int32_t) * alone.n_tokens),
-			      "row %d: tokens differ from the request alone", r);
-		fg_result_clear(&alone);
+		check_alone(e, &req[r], &res[r], r);
 		fg_result_clear(&res[r]);
 	}
 	fg_engine_close(e);
@@ -256,12 +264,7 @@ START_TEST(test_finished_rows_stop_costing)
 					      sizeof(float) * (size_t)m[r]),
 			      "row %d: tokens or log-probabilities differ from the batch without finished rows",
 			      r);
-		ck_assert_msg(fg_generate(e, &req[r], 1, &alone) == 0, "%s", fg_last_error_text());
-		ck_assert_msg(alone.n_tokens == res[r].n_tokens &&
-				      !memcmp(alone.token_ids, res[r].token_ids,
-					      sizeof(int32_t) * alone.n_tokens),
-			      "row %d: tokens differ from the request alone", r);
-		fg_result_clear(&alone);
+		check_alone(e, &req[r], &res[r], r);
 		fg_result_clear(&ref[r]);
 		fg_result_clear(&res[r]);
 	}
