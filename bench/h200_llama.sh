@@ -7,12 +7,7 @@
 #   sh bench/h200_llama.sh 70b     Llama-2-70B, 4-bit weights and cache (built tree)
 # .devdeps: ../shared/tools/gpu-deps libpcre2-dev libpcre2-8-0 libpcre2-16-0
 #   libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2
-set -u
-out=${OUT:-/tmp/fgcore-out}
-mkdir -p "$out"
-. .devdeps/env.sh
-export FGCORE_TESTDATA=$PWD/_gpudata/testdata
-export FGCORE_PLUGIN_PATH=$PWD/plugins/storage/.libs:$PWD/plugins/compute/.libs:$PWD/plugins/codec/.libs
+. bench/h200_env.sh
 bench() { # config, log, extra args
 	echo "== $1 $3"
 	timeout 400 ./fgcore -c "$1" $3 bench > "$out/$2" 2>&1
@@ -20,12 +15,8 @@ bench() { # config, log, extra args
 }
 case "${1:-tests}" in
 tests)
-	echo "== build"
-	if ! { autoreconf -fi && ./configure --with-cuda && make -j16 &&
-	       make -j16 check TESTS=; } > "$out/build.log" 2>&1; then
-		tail -40 "$out/build.log"
-		exit 1
-	fi
+	step build
+	h200_build || exit 1
 	timeout 200 make check TESTS="tests/test_cublas" > "$out/tests.log" 2>&1
 	FGCORE_TEST_BACKEND=cublas timeout 300 make check \
 		TESTS="tests/test_golden tests/test_policy" >> "$out/tests.log" 2>&1

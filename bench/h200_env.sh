@@ -1,0 +1,36 @@
+# bench/h200_env.sh - sourced by the H200 scripts (run from the project root
+# there, with .devdeps and _gpudata/testdata carried along): where logs go,
+# the unpacked build dependencies, the test data and the built plugins, and
+#   step TEXT                 a heading in the output
+#   h200_build                autoreconf, configure --with-cuda, make, the
+#                             tests built (log: $out/build.log); 1 on failure
+#   opt30b_16g NAME FLAGS...  OPT-30B under a 16 GiB GPU cap, prompt 512,
+#                             gen 32, 8 tokens run and the rest projected
+#                             (FlexGen's --cut-gen-len), with device timing,
+#                             appended to $out/bench.log
+# .devdeps: ../shared/tools/gpu-deps libpcre2-dev libpcre2-8-0 libpcre2-16-0
+#   libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2
+set -u
+out=${OUT:-/tmp/fgcore-out}
+mkdir -p "$out"
+. .devdeps/env.sh
+export FGCORE_TESTDATA=$PWD/_gpudata/testdata
+export FGCORE_PLUGIN_PATH=$PWD/plugins/storage/.libs:$PWD/plugins/compute/.libs:$PWD/plugins/codec/.libs
+step() { echo "== $*"; }
+h200_build() {
+	if ! { autoreconf -fi && ./configure --with-cuda && make -j16 && make -j16 check TESTS=; } \
+		> "$out/build.log" 2>&1; then
+		tail -40 "$out/build.log"
+		return 1
+	fi
+}
+opt30b_16g() { # name flags...
+	step "$1"
+	shift
+	timeout 150 ./fgcore -o compute.plugin=cublas -o tier.compute.plugin=cuda_mem \
+		-o tier.host.plugin=pinned_host -o tier.compute.capacity=16G \
+		-o tier.host.capacity=110G -o bench.device_timing=true --model facebook/opt-30b \
+		--path _DUMMY_ --prompt-len 512 --gen-len 32 --cut-gen-len 8 "$@" bench \
+		>> "$out/bench.log" 2>&1
+	tail -8 "$out/bench.log" | grep -E "latency|throughput|time"
+}
