@@ -93,6 +93,13 @@ static inline int fg_row_dead(const struct fg_forward *f, int64_t k, int64_t s)
 	return fg_rows_masked(f) && !f->row_live[k * f->bs + s];
 }
 
+/* How many of the cnt sequences from `first` on lie within the first `rows`. */
+static inline int64_t fg_rows_within(int64_t first, int64_t cnt, int64_t rows)
+{
+	int64_t n = rows - first;
+	return n <= 0 ? 0 : n < cnt ? n : cnt;
+}
+
 /* The rows of GPU batch k this step computes at all: up to its last live
  * one (the finished rows after it cost nothing, not even their products). */
 static inline int64_t fg_rows_computed(const struct fg_forward *f, int64_t k)

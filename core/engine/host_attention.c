@@ -36,7 +36,7 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 	const struct fg_model_config *c = f->cfg;
 	int64_t first = p->cfirst[FG_ROLE_HOST], nseq = p->ccount[FG_ROLE_HOST], n = x->n;
 	/* only the rows computed (x->bs), of the nseq the host cache holds */
-	int64_t cnt = first + nseq > x->bs ? (x->bs > first ? x->bs - first : 0) : nseq;
+	int64_t cnt = fg_rows_within(first, nseq, x->bs);
 	int64_t l = x->layer;
 	struct fg_tensor hq = fg_rows(q, first * n, cnt * n), hk = fg_rows(k, first * n, cnt * n);
 	struct fg_tensor hv = fg_rows(v, first * n, cnt * n), ho = fg_rows(out, first * n, cnt * n);

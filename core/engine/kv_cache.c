@@ -137,10 +137,8 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 	};
 	for (int gi = 0; gi < 2; gi++) {
 		/* only the rows computed (x->bs: up to the last live one) */
-		int64_t s0 = grp[gi].first, m = grp[gi].cnt;
-		if (s0 + m > x->bs)
-			m = x->bs - s0;
-		if (m <= 0)
+		int64_t s0 = grp[gi].first, m = fg_rows_within(s0, grp[gi].cnt, x->bs);
+		if (!m)
 			continue;
 		fg_kv_views(f, grp[gi].cache, grp[gi].cache_seqs, &kc, &vc);
 		struct fg_kv_append_args ak = { fg_rows(k, s0 * n, m * n), kc, m, n, f->step, f->total };

@@ -385,8 +385,8 @@ static int cb_linear_q4(struct cublas_ctx *c, struct cublas_stream *s, struct cb
 	/* The dequantized tile occupies the scratch: with a residual aliasing out,
 	 * an epilogue kernel needs the second half for the product. */
 	if (g->res && g->res == g->out) {
-		/* (cuBLASLt may refuse an fp16 bias with fp32 C and D: keep the
-		 * epilogue's half for the fp32 stream) */
+		/* (the fused product of the fp32 stream may find no cuBLASLt
+		 * algorithm: keep the epilogue's half for it) */
 		if (cb_lt_fuses(g) && !g->f32) {
 			g->tmp = NULL;
 			g->tmp_bytes = 0;
