@@ -93,6 +93,12 @@ static inline int fg_row_dead(const struct fg_forward *f, int64_t k, int64_t s)
 	return fg_rows_masked(f) && !f->row_live[k * f->bs + s];
 }
 
+/* Bytes of one GPU batch's hidden states for n tokens a row. */
+static inline size_t fg_hidden_len(const struct fg_forward *f, int64_t n)
+{
+	return (size_t)(f->bs * n * f->cfg->hidden) * fg_dtype_size(f->hid);
+}
+
 /* How many of the cnt sequences from `first` on lie within the first `rows`. */
 static inline int64_t fg_rows_within(int64_t first, int64_t cnt, int64_t rows)
 {

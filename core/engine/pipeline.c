@@ -314,11 +314,6 @@ void fg_pipe_results(struct fg_forward *f, float **logits, int32_t **top)
 	*top = p->top && (p->want & WANT_TOP) ? p->top : NULL;
 }
 
-static size_t hidden_len(const struct fg_forward *f, int64_t n)
-{
-	return (size_t)(f->bs * n * f->cfg->hidden) * fg_dtype_size(f->hid);
-}
-
 void fg_pipe_step_begin(struct fg_forward *f, int64_t n, float *logits, int32_t *top)
 {
 	struct fg_pipe_run *p = f->pipe;
@@ -335,7 +330,7 @@ void fg_pipe_step_begin(struct fg_forward *f, int64_t n, float *logits, int32_t 
 			if (fg_dist_irecv(d, p->rank - 1, TAG_HIDDEN + (int)k,
 					  p->device_sync ? f->gb[k].hidden_home.addr
 							 : (char *)p->rbuf.addr + (uint64_t)k * p->stride,
-					  hidden_len(f, n),
+					  fg_hidden_len(f, n),
 					  p->device_sync ? FG_TRANSPORT_DEVICE_SYNC : FG_TRANSPORT_HOST,
 					  NULL, &p->rreq[k]))
 				fatal(d);

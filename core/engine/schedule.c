@@ -115,7 +115,7 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 	int send = f->pipe && it->u == f->nunits - 1 && fg_pipe_has_next(f);
 	int64_t n_off = f->plan.n_off;
 	struct gpu_batch *g = &f->gb[it->k];
-	size_t hlen = (size_t)(f->bs * n * f->cfg->hidden) * fg_dtype_size(f->hid);
+	size_t hlen = fg_hidden_len(f, n);
 	double t0;
 	int rc = 0;
 
