@@ -85,7 +85,7 @@ static int fg_stage_rows(struct fg_forward *f, struct fg_xfer *x, const struct f
 	size_t row = (size_t)t->cols * 2;
 	int rc;
 
-	if (!f->step_ids || f->step_nids * 16 > t->rows ||
+	if (!f->step_ids || !fg_plan_rows_staged((double)f->step_nids, (double)t->rows) ||
 	    (!f->id_seen && !(f->id_seen = calloc((size_t)t->rows, 1)))) {
 		if ((rc = fg_xfer_load(x, dst, p->role, &b->region[p->role], p->offset, p->bytes, NULL)))
 			return rc;

@@ -191,7 +191,7 @@ static void io_terms(const struct ctx *x, struct fg_lin *L, double W, int decode
 	/* A host-tier token table is staged by rows when the step's ids are few
 	 * (core/engine/weight_slots.c): a decode step moves only its ids' rows. */
 	double V = (double)x->c->vocab, table = V * x->h * 2, ids = x->gbs * x->nb * tok;
-	if (decode && ids * 16 <= V)
+	if (decode && fg_plan_rows_staged(ids, V))
 		L[FG_LINK_CTOG].a[FG_X_IC] -= (table - ids * x->h * 2) / x->ctog_w;
 	/* logits of each sequence's last position, copied to the host at once */
 	L[FG_LINK_COMP].c += x->nb * (t_block_lin(x, FG_BLOCK_OUTPUT, x->gbs) +

@@ -60,6 +60,13 @@ struct fg_plan_block {
 	uint64_t staged;          /* the slot bytes all that takes */
 };
 
+/* Does a step of `ids` token ids stage only their rows of a by_rows table
+ * of `rows` rows (few ids), rather than the whole table? */
+static inline int fg_plan_rows_staged(double ids, double rows)
+{
+	return ids * 16 <= rows;
+}
+
 /* gather: split tensors are assembled whole in the slot (a device compute
  * tier: core/engine/weight_slots.c); their pieces follow the unsplit
  * tensors' in each region. */

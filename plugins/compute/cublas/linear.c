@@ -11,8 +11,8 @@
  * plus the backend's epilogue kernel; so do SiLU and the gating multiplier
  * `mul` (SwiGLU), which cuBLASLt has no epilogue for.
  *
- * A linear that adds a residual writes the residual stream, fp32 unless the
- * `residual` option says fp16: C and D are then fp32 in the matmul (fp16 A
+ * A linear that adds a residual writes the residual stream, fp32 unless
+ * `fp32_residual` is false: C and D are then fp32 in the matmul (fp16 A
  * and B, fp32 compute), so the stream is never rounded to fp16.
  *
  * 4-bit weights (Q4_ROWS): up to q4_fused_max_m rows of x use the fused
