@@ -10,8 +10,9 @@
  *   attention decode over fp16 and 4-bit caches in GB/s of cache read;
  *   layer norm and KV append in GB/s.
  *
- * Usage: gpu_ops_bench [quick|q4]   ("quick": fewer and smaller shapes; "q4": only
- * the 4-bit linear at decode shapes)
+ * Usage: gpu_ops_bench [quick|q4|decode]   ("quick": fewer and smaller shapes;
+ * "q4": only the 4-bit linear at decode shapes; "decode": that and attention
+ * decode, the memory-bound kernels)
  * Ops run on the backend's default stream, which is a blocking stream, so
  * events recorded on the legacy stream bracket them.  Inputs are random fp16
  * (4-bit weights: random codes with a sane scale and min).
@@ -33,7 +34,7 @@
 #include "core/util/error.h"
 
 static struct fg_tier dev;
-static int quick, only_q4;
+static int quick, only_q4, only_decode;
 
 static int open_backend(struct fg_backend *b, const char *key, const char *val)
 {
@@ -339,6 +340,7 @@ int main(int argc, char **argv)
 
 	quick = argc > 1 && strcmp(argv[1], "quick") == 0;
 	only_q4 = argc > 1 && strcmp(argv[1], "q4") == 0;
+	only_decode = argc > 1 && strcmp(argv[1], "decode") == 0;
 	if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
 		printf("gpu_ops_bench: no CUDA device, nothing to measure\n");
 		return 77;
@@ -374,7 +376,7 @@ int main(int argc, char **argv)
 	static const char *const tags67[] = { "6.7b-proj", "6.7b-fc1", "6.7b-fc2" };
 	static const char *const tags30[] = { "30b-proj", "30b-fc1", "30b-fc2" };
 
-	if (only_q4)
+	if (only_q4 || only_decode)
 		goto q4;
 	printf("## linear fp16, prefill\n");
 	for (int s = 0; s < 3; s++)
@@ -408,6 +410,8 @@ q4:
 		bench_linear(&be, tags30[1], decode_m[i], shapes30[1][0], shapes30[1][1], 1, 1, 0);
 	if (only_q4)
 		goto done;
+	if (only_decode)
+		goto decode;
 	printf("## linear q4, prefill (dequantize + cuBLASLt)\n");
 	bench_linear(&be, tags67[1], 8192, 16384, 4096, 1, 1, 0);
 	bench_linear(&be, tags67[0], 32768, 4096, 4096, 1, 0, 1);
@@ -419,6 +423,7 @@ q4:
 	bench_prefill(&be, 16, 512, 32, 80);
 	bench_prefill(&be, 4, 2048, 32, 128);
 
+decode:
 	printf("## attention decode\n");
 	for (int q4 = 0; q4 < 2; q4++) {
 		bench_decode(&be, 64, 32, 128, 544, q4);

@@ -2,8 +2,9 @@
 # bench/h200_run.sh - one full run on the H200 test machine: build with CUDA,
 # the GPU op tests, the Hugging Face reference, scoring, policy and 4-bit
 # tests on cublas, and benchmarks with the device's own time breakdown
-# ([bench] device_timing): all on GPU (also with the fp16 residual stream),
-# weights on host, and FlexGen's two T4 policies under a 16 GiB cap.  Logs go
+# ([bench] device_timing): all on GPU,
+# weights on host, FlexGen's two T4 policies under a 16 GiB cap, and the
+# decode op rates (bench/gpu_ops_bench decode, at most 90 s).  Logs go
 # to $OUT.  Run there with .devdeps and the test data copied to
 # _gpudata/testdata carried along (bench/h200_env.sh).
 . bench/h200_env.sh
@@ -29,9 +30,6 @@ dt="-o bench.device_timing=true"
 step "bench OPT-6.7B all on GPU, 256 x 1"
 timeout 150 ./fgcore -c conf/h200_opt6.7b.ini $dt bench > "$out/bench.log" 2>&1
 tail -8 "$out/bench.log"
-step "bench OPT-6.7B all on GPU, 256 x 1, fp16 residual stream (A/B)"
-timeout 150 ./fgcore -c conf/h200_opt6.7b.ini -o compute.fp32_residual=false bench >> "$out/bench.log" 2>&1
-tail -3 "$out/bench.log"
 step "bench OPT-30B weights on host, 48 x 3"
 timeout 200 ./fgcore -c conf/h200_opt30b_host.ini $dt bench >> "$out/bench.log" 2>&1
 tail -8 "$out/bench.log"
@@ -41,3 +39,10 @@ opt30b_16g "bench OPT-30B 16 GiB, 20 80 0 100 0 100, 48 x 1, CPU attention" \
 	--percent 20 80 0 100 0 100 --gpu-batch-size 48 --num-gpu-batches 1 --cpu-cache-compute
 opt30b_16g "bench OPT-30B 16 GiB, 0 100 0 100 0 100, 64 x 2, int4 cache" \
 	--percent 0 100 0 100 0 100 --gpu-batch-size 64 --num-gpu-batches 2 --compress-cache
+step "op rates (bench/gpu_ops_bench)"
+if make bench > "$out/ops_build.log" 2>&1; then
+	timeout 90 bench/gpu_ops_bench decode > "$out/ops.txt" 2>&1
+	head -90 "$out/ops.txt"
+else
+	tail -5 "$out/ops_build.log"
+fi
