@@ -174,6 +174,7 @@ static int forward_new(struct fg_forward **out, const struct fg_forward_env *env
 	}
 	if ((rc = fg_xfer_init(&f->hload, &f->mv, cap)))
 		goto fail;
+	f->hload.stream = f->mv.hidden_stream;
 	f->xfer_ready = 1;
 	if ((rc = plan_units(f))) {
 		FG_ERR("forward: out of memory");

@@ -17,7 +17,8 @@ int fg_mover_init(struct fg_mover *mv, struct fg_backend *be, struct fg_tier *ti
 	mv->device = !(tiers[FG_ROLE_COMPUTE]->info.flags & FG_STORAGE_HOST_MEMORY);
 	if ((rc = fg_backend_stream_create(be, &mv->compute_stream)) ||
 	    (rc = fg_backend_stream_create(be, &mv->load_stream)) ||
-	    (rc = fg_backend_stream_create(be, &mv->store_stream)))
+	    (rc = fg_backend_stream_create(be, &mv->store_stream)) ||
+	    (rc = fg_backend_stream_create(be, &mv->hidden_stream)))
 		return rc;
 	return 0;
 }
@@ -30,6 +31,8 @@ void fg_mover_fini(struct fg_mover *mv)
 		fg_backend_stream_destroy(mv->be, mv->load_stream);
 	if (mv->store_stream)
 		fg_backend_stream_destroy(mv->be, mv->store_stream);
+	if (mv->hidden_stream)
+		fg_backend_stream_destroy(mv->be, mv->hidden_stream);
 	memset(mv, 0, sizeof(*mv));
 }
 
@@ -37,6 +40,7 @@ int fg_xfer_init(struct fg_xfer *x, struct fg_mover *mv, size_t cap)
 {
 	memset(x, 0, sizeof(*x));
 	x->mv = mv;
+	x->stream = mv->load_stream;
 	x->cap = cap;
 	x->ios = calloc(cap, sizeof(*x->ios));
 	x->later = calloc(cap, sizeof(*x->later));
@@ -148,9 +152,9 @@ int fg_xfer_load(struct fg_xfer *x, void *dst, enum fg_role role, const struct f
 		/* Marked at once: the consumer waits for these copies, not for
 		 * whatever the load stream takes on next (the next unit's weights,
 		 * which would otherwise serialize compute with every transfer). */
-		int rc = fg_backend_copy(mv->be, mv->load_stream, dst, (char *)r->addr + off, len);
+		int rc = fg_backend_copy(mv->be, x->stream, dst, (char *)r->addr + off, len);
 		if (!rc)
-			rc = fg_backend_event_record(mv->be, x->event, mv->load_stream);
+			rc = fg_backend_event_record(mv->be, x->event, x->stream);
 		x->has_event = 1;
 		x->loaded = !rc;
 		return rc;
@@ -225,14 +229,14 @@ int fg_xfer_wait(struct fg_xfer *x, void *stream)
 	if (x->err)
 		return xfer_error(x);
 	for (size_t i = 0; i < x->nlater; i++) {
-		rc = fg_backend_copy(mv->be, mv->load_stream, x->later[i].dst, x->later[i].src,
+		rc = fg_backend_copy(mv->be, x->stream, x->later[i].dst, x->later[i].src,
 				     x->later[i].len);
 		if (rc)
 			return rc;
 		x->has_event = 1;
 	}
 	if (x->nlater) {
-		if ((rc = fg_backend_event_record(mv->be, x->bounce_event, mv->load_stream)))
+		if ((rc = fg_backend_event_record(mv->be, x->bounce_event, x->stream)))
 			return rc;
 		x->bounced = 1;
 		x->loaded = 0; /* the second hops just issued come after the mark */
@@ -241,8 +245,8 @@ int fg_xfer_wait(struct fg_xfer *x, void *stream)
 	if (!stream)
 		stream = mv->compute_stream;
 	if (x->has_event) {
-		/* Copies went to one of the two transfer streams; wait for both. */
-		if ((!x->loaded && (rc = fg_backend_event_record(mv->be, x->event, mv->load_stream))) ||
+		/* Copies went to its load stream or the store stream; wait for both. */
+		if ((!x->loaded && (rc = fg_backend_event_record(mv->be, x->event, x->stream))) ||
 		    (rc = fg_backend_stream_wait(mv->be, stream, x->event)) ||
 		    (rc = fg_backend_event_record(mv->be, x->event, mv->store_stream)) ||
 		    (rc = fg_backend_stream_wait(mv->be, stream, x->event)))

@@ -1,8 +1,9 @@
 /* core/engine/mover.h - copies between tiers, grouped so that a group can be
  * waited for as one.
  *
- * Memory tiers are copied with the backend's `copy` on the load or store
- * stream (a GPU backend overlaps them with compute); the disk tier is read and
+ * Memory tiers are copied with the backend's `copy` on a load stream (the
+ * group's: the mover's, or the activations' own) or the store stream (a GPU
+ * backend overlaps them with compute); the disk tier is read and
  * written with the storage plugin's asynchronous requests, directly into
  * compute-tier memory when that is host memory, else through page-locked
  * bounce buffers whose second hop is issued once the disk part completed. */
@@ -22,6 +23,9 @@ struct fg_mover {
 	int device;        /* compute-tier memory is not host memory */
 	void *compute_stream;  /* where the ops run; the copies order against it */
 	void *load_stream, *store_stream;
+	/* Activations reload on their own stream: on the load stream they queued
+	 * behind the next unit's weights, and each unit's compute waited for them. */
+	void *hidden_stream;
 };
 
 struct fg_xfer_copy {
@@ -33,6 +37,7 @@ struct fg_xfer_copy {
 /* A group of transfers in flight. */
 struct fg_xfer {
 	struct fg_mover *mv;
+	void *stream;            /* where its loads run: mv->load_stream unless set */
 	struct fg_io *ios;       /* cap requests, reused */
 	size_t nios, cap, pending;
 	struct fg_xfer_copy *later; /* device copies to issue once the disk reads completed */

@@ -123,11 +123,11 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 	void *h = hidden_addr(f, it->k, cs);
 	if (g->hidden_role != FG_ROLE_COMPUTE) {
 		/* The slot's previous store, and this batch's last one, must be done
-		 * before the load stream reads the stored bytes back and before the
-		 * compute stream writes the slot again. */
+		 * before the activations' stream reads the stored bytes back and
+		 * before the compute stream writes the slot again. */
 		t0 = fg_now();
 		for (int s = 0; s < SLOTS && !rc; s++)
-			rc = fg_xfer_wait(&f->hstore[s], f->mv.load_stream);
+			rc = fg_xfer_wait(&f->hstore[s], f->hload.stream);
 		/* The compute waits for those stores (all on the store stream),
 		 * not for the load stream: the next unit's weights are queued
 		 * there, and waiting for them serialized every unit with them. */
@@ -205,7 +205,7 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 		f->stats.hidden_bytes += hlen;
 		if (!f->env.policy.overlap) {
 			t0 = fg_now();
-			rc = fg_xfer_wait(&f->hstore[cs], f->mv.load_stream);
+			rc = fg_xfer_wait(&f->hstore[cs], f->hload.stream);
 			f->stats.wait_hidden_s += fg_now() - t0;
 		}
 	}
