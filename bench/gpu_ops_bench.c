@@ -375,6 +375,10 @@ int main(int argc, char **argv)
 	static const int64_t decode_m[] = { 1, 8, 32, 64, 128, 256 };
 	static const char *const tags67[] = { "6.7b-proj", "6.7b-fc1", "6.7b-fc2" };
 	static const char *const tags30[] = { "30b-proj", "30b-fc1", "30b-fc2" };
+	/* OPT-175B: hidden 12288, ffn 49152 */
+	static const int64_t shapes175[][3] = { { 12288, 12288, 0 }, { 49152, 12288, 1 },
+						{ 12288, 49152, 2 } };
+	static const char *const tags175[] = { "175b-proj", "175b-fc1", "175b-fc2" };
 
 	if (only_q4 || only_decode)
 		goto q4;
@@ -408,6 +412,11 @@ q4:
 		}
 	for (int i = 0; i < 6 && !quick; i++)
 		bench_linear(&be, tags30[1], decode_m[i], shapes30[1][0], shapes30[1][1], 1, 1, 0);
+	/* OPT-175B's decode products: 75-300 MB of 4-bit bytes, past the 50 MB L2 */
+	for (int s = 0; s < 3 && !quick; s++)
+		for (int i = 0; i < 4; i++)
+			bench_linear(&be, tags175[s], decode_m[i], shapes175[s][0], shapes175[s][1], 1,
+				     shapes175[s][2] == 1, shapes175[s][2] == 2);
 	if (only_q4)
 		goto done;
 	if (only_decode)
@@ -431,6 +440,7 @@ decode:
 		bench_decode(&be, 1, 32, 128, 2048, q4);
 		bench_decode(&be, 8, 32, 128, 2048, q4);
 		bench_decode(&be, 64, 56, 128, 544, q4); /* OPT-30B */
+		bench_decode(&be, 32, 96, 128, 544, q4); /* OPT-175B */
 	}
 
 	printf("## layer norm, kv append\n");
