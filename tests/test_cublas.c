@@ -1068,6 +1068,11 @@ static const struct dc_case {
 	{ 64, 12, 64, 300, 320, 1, 0 }, { 3, 4, 80, 77, 80, 2, 8 },   { 2, 2, 72, 50, 64, 1, 0 },
 	{ 1, 3, 20, 33, 40, 1, 3 },     { 1, 8, 128, 5000, 5000, 0, 0 }, { 2, 2, 256, 40, 40, 1, 0 },
 	{ 8, 32, 128, 544, 544, 1, 0 },
+	/* len past one block's old score buffer, split with one sequence's keys all
+	 * but the last padded; 96 and 32 leave lanes of a position idle or alone;
+	 * ld % 8 != 0 takes the scalar fp16 path */
+	{ 2, 2, 128, 20000, 20000, 2, 0 }, { 4, 4, 96, 300, 310, 2, 0 },
+	{ 3, 8, 32, 700, 700, 1, 0 },      { 2, 4, 64, 150, 160, 1, 4 },
 };
 
 static void run_decode(const struct dc_case *c, int q4, struct worst *w)
@@ -1724,6 +1729,7 @@ static const struct gqa_dc_case {
 	{ 3, 6, 3, 80, 77, 80, 1, 8 },      { 2, 4, 2, 20, 33, 40, 1, 3 },
 	{ 16, 32, 8, 128, 300, 320, 1, 0 }, { 2, 4, 4, 256, 40, 40, 1, 0 },
 	{ 1, 4, 2, 64, 9000, 9000, 0, 0 },  { 5, 12, 4, 64, 1, 3, 0, 0 },
+	{ 2, 32, 8, 128, 2048, 2048, 1, 0 }, /* Llama-like: 4 heads per block, split */
 };
 
 static void run_gqa_decode(const struct gqa_dc_case *c, int q4, struct worst *w)

@@ -1,15 +1,31 @@
 /* plugins/compute/cublas/k_decode.cu - attention of one new token over the KV
  * cache (fp16 or 4-bit groups along the row), flash-decoding style.
  *
- * Decode is bound by reading the cache.  One block of 128 threads takes one
- * (sequence, head) and one chunk of the key positions; when batch * heads is
- * too small to fill the GPU the positions are split over more blocks, each
- * writing its running max, sum and unnormalised output, and a second kernel
- * combines them.  Scores: 8 lanes per key position, each reading 8 values
- * (16 bytes of fp16 or 4 bytes of nibbles) at a time; values: each thread
- * owns 8 output columns and a slice of the positions.  Grouped-query
- * attention: a block reads the k/v head of its query head (the k/v rows are
- * kv_heads * head_dim wide).
+ * Decode is bound by reading the cache, so the design keeps every warp's
+ * loads in flight.  A block of 4 warps takes one sequence, G query heads of
+ * one k/v head (G > 1 only for grouped-query attention over fp16: the k/v
+ * bytes are read once for the G heads) and one chunk of the key positions.
+ * Within a warp, lpp lanes (a power of two) share a key position, each owning
+ * C consecutive columns of the head: 8 fp16 values or 32 4-bit codes per
+ * 16-byte load; the warp's 32 / lpp slots each take their own position.  A
+ * warp walks tiles of DC_U positions per slot, copied with cp.async into a
+ * private ring of DC_STAGES tiles in shared memory (each lane reads back only
+ * what it copied, so no barrier in the loop), k and v of a tile together,
+ * the next DC_STAGES - 1 tiles in flight while one is computed.  Softmax is
+ * online (running max, sum and unnormalised output per slot; the max is
+ * only moved when a score exceeds it by 2^DC_LAZY, so rescaling is rare).
+ * At the end the slots of a warp are merged by shuffles, the warps through
+ * shared memory.  When batch * heads / G blocks are too few to fill the GPU
+ * the positions are split over more blocks, each writing its max, sum and
+ * unnormalised output, and a second kernel combines them; any len works in
+ * one block (nothing is kept per position).
+ *
+ * 4-bit codes are made floats by one byte permute each (x = 0.5 + code /
+ * 256); code · scale + min = 256 · scale · x + (min - 128 · scale), so the
+ * scale goes on the dot product (or the probability) and the min on the sum
+ * of q (or of the probabilities) once per lane and position.  Heads whose
+ * size or alignment rule out 16-byte loads take 4-byte codes, or scalar
+ * loads (the correct fallback).
  */
 #include <math.h>
 #include <stdint.h>
@@ -19,8 +35,21 @@
 #include "plugins/compute/cublas/common.cuh"
 #include "plugins/compute/cublas/kernels.h"
 
-#define DC_THREADS 128
-#define DC_MAX_CHUNK 8192 /* scores of one block, in shared memory */
+#define DC_WARPS 4
+#define DC_THREADS (32 * DC_WARPS)
+#define DC_U 2          /* positions per slot and tile */
+#define DC_STAGES 3     /* tiles of a warp's ring: DC_STAGES - 1 in flight while one is used */
+#define DC_LAZY 8.0f    /* move the running max only past 2^8 of growth (fp32 has room) */
+#define DC_MIN_CHUNK 64 /* positions per block at least, when splitting */
+
+/* How a lane gets its C columns of a row. */
+enum {
+	DC_F16,  /* 16-byte fp16 loads through the ring, C = 8 */
+	DC_Q4X,  /* 16 bytes of codes (C = 32, half a group) and the (scale, min) pair */
+	DC_Q4W,  /* 4 bytes of codes (C = 8), the pair */
+	DC_F16S, /* scalar loads, any head_dim or alignment */
+	DC_Q4S,
+};
 
 struct dc_src {
 	const uint8_t *p; /* fp16 rows, or the encoded Q4_COLS tensor */
@@ -29,225 +58,399 @@ struct dc_src {
 	int64_t cols, groups;
 };
 
-/* Values [c, c + 8) of row r (those at or past `lim` read as 0). */
-template <bool Q4, bool VEC>
+/* Scalar path: values [c, c + 8) of row r (those at or past `lim` read as 0). */
+template <bool Q4>
 CB_DEV void dc_load8(const dc_src &s, int64_t r, int64_t c, int64_t lim, float v[8])
 {
-	if (!Q4 && VEC) {
-		uint4 u = *(const uint4 *)(s.p + (r * s.ld + c) * 2);
-		float2 a = cb_unpack2(u.x), b = cb_unpack2(u.y), e = cb_unpack2(u.z),
-		       f = cb_unpack2(u.w);
+	const uint16_t *row = (const uint16_t *)s.p + r * s.ld;
 
-		v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
-		v[4] = e.x, v[5] = e.y, v[6] = f.x, v[7] = f.y;
-	} else if (!Q4) {
-		const uint16_t *row = (const uint16_t *)s.p + r * s.ld;
+	for (int j = 0; j < 8; j++) {
+		int64_t col = c + j, el = r * s.cols + col;
+		unsigned byte, q;
+		float2 sm;
 
-		for (int j = 0; j < 8; j++)
-			v[j] = c + j < lim ? cb_h2f(row[c + j]) : 0.0f;
-	} else if (VEC) {
-		uint32_t w = *(const uint32_t *)(s.p + ((r * s.cols + c) >> 1));
-		float2 sm = cb_unpack2(*(const uint32_t *)(s.prm + (r * s.groups + c / FG_Q4_GROUP) * 4));
-
-		for (int j = 0; j < 4; j++) {
-			unsigned byte = (w >> (8 * j)) & 0xffu;
-
-			v[2 * j] = (float)(byte >> 4) * sm.x + sm.y;
-			v[2 * j + 1] = (float)(byte & 15u) * sm.x + sm.y;
-		}
-	} else {
-		for (int j = 0; j < 8; j++) {
-			int64_t col = c + j, el = r * s.cols + col;
-			unsigned byte, q;
-			float2 sm;
-
-			if (col >= lim) {
-				v[j] = 0.0f;
-				continue;
-			}
+		if (col >= lim) {
+			v[j] = 0.0f;
+		} else if (!Q4) {
+			v[j] = cb_h2f(row[col]);
+		} else {
 			byte = s.p[el >> 1];
 			q = (el & 1) ? (byte & 15u) : (byte >> 4);
-			sm = cb_unpack2(*(const uint32_t *)(s.prm + (r * s.groups + col / FG_Q4_GROUP) * 4));
+			sm = cb_unpack2(*(const uint32_t *)(s.prm +
+							    (r * s.groups + col / FG_Q4_GROUP) * 4));
 			v[j] = (float)q * sm.x + sm.y;
 		}
 	}
 }
 
-/* The 8 codes of a word as floats, element order (byte j: high nibble first).
- * 0x4b0000nn is the float 2^23 + nn: one byte permute and one subtraction per
- * value instead of an integer-to-float conversion. */
-CB_DEV void dc_nib8(uint32_t w, float n[8])
+/* The 8 codes of a word as x = 0.5 + code / 256, element order (byte j: high
+ * nibble first): the code becomes bits 16..19 of the float 0x3f000000 (0.5),
+ * one byte permute per value and no conversion.  x has 9 significant bits,
+ * so q · x is exact to fp32; the offset costs ~4 bits of the dot product. */
+CB_DEV void dc_x8(uint32_t w, float x[8])
 {
 	uint32_t lo = w & 0x0f0f0f0fu, hi = (w >> 4) & 0x0f0f0f0fu;
 
 #pragma unroll
 	for (int j = 0; j < 4; j++) {
-		n[2 * j] = __int_as_float(__byte_perm(hi, 0x4b000000u, 0x7540 + j)) - 8388608.0f;
-		n[2 * j + 1] = __int_as_float(__byte_perm(lo, 0x4b000000u, 0x7540 + j)) - 8388608.0f;
+		x[2 * j] = __int_as_float(__byte_perm(hi, 0x3f000000u, 0x7054 | (j << 8)));
+		x[2 * j + 1] = __int_as_float(__byte_perm(lo, 0x3f000000u, 0x7054 | (j << 8)));
 	}
 }
 
-static __host__ __device__ int64_t dc_round4(int64_t x)
+/* N bytes global -> shared, zero-filled when !ok (then src is only a valid
+ * address, not read).  The "memory" clobbers keep the compiler from moving
+ * the ring's shared loads across the copies and waits: no barrier orders them. */
+template <int N>
+CB_DEV void dc_cp(void *dst, const void *src, bool ok)
 {
-	return (x + 3) & ~(int64_t)3;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	if (N == 16)
+		asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+			     :: "r"(cb_smem_addr(dst)), "l"(src), "r"(ok ? 16 : 0) : "memory");
+	else
+		asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
+			     :: "r"(cb_smem_addr(dst)), "l"(src), "n"(N), "r"(ok ? N : 0) : "memory");
+#else
+	if (N == 16)
+		*(uint4 *)dst = ok ? *(const uint4 *)src : make_uint4(0, 0, 0, 0);
+	else
+		*(uint32_t *)dst = ok ? *(const uint32_t *)src : 0u;
+#endif
 }
 
-/* Block-wide reduction (max or sum) through red[32]; everyone gets the result. */
-CB_DEV float dc_block_reduce(float v, float *red, bool is_max)
+CB_DEV void dc_commit(void)
 {
-	int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-
-	v = is_max ? cb_max_xor(v, 32) : cb_sum_xor(v, 32);
-	__syncthreads();
-	if (lane == 0)
-		red[warp] = v;
-	__syncthreads();
-	v = lane < DC_THREADS / 32 ? red[lane] : (is_max ? -INFINITY : 0.0f);
-	return is_max ? cb_max_xor(v, 32) : cb_sum_xor(v, 32);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
 }
 
-/* GQA: k/v head h / a.group, rows kv_heads * head_dim wide (a separate
- * instance, so that the multi-head kernel keeps its registers). */
-template <bool Q4, bool VEC, bool GQA>
+template <int N>
+CB_DEV void dc_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+#endif
+}
+
+/* Bytes of a ring slot: one lane's chunk of one row. */
+static __host__ __device__ constexpr int dc_slot_bytes(int kind)
+{
+	return kind == DC_Q4W ? 4 : 16;
+}
+
+/* Ring slot of (stage, position u, k or v, lane); the pairs' ring has the same index. */
+CB_DEV int dc_slot(int st, int u, int kv, int lane)
+{
+	return ((st * DC_U + u) * 2 + kv) * 32 + lane;
+}
+
+/* Where a lane's chunks of k, v and the pairs lie for its slot's position in
+ * tile 0 (t0 + slot), and the bytes from one position to the next. */
+struct dc_lane {
+	const uint8_t *k, *v, *kp, *vp;
+	int64_t rk, rv, rp;
+};
+
+/* Copy the lane's chunks of the block's tile i (positions t0 + i * tp + u * P
+ * + slot) into stage st; past t1 (or past the head) zero-filled. */
+template <int KIND>
+CB_DEV void dc_issue(const dc_lane &ln, const dc_src &ks, const dc_src &vs, bool cok,
+		     int64_t tl, int64_t t1, int64_t i, int64_t tp, int P, int lane, int st,
+		     uint8_t *dat, uint32_t *prm)
+{
+	constexpr int SB = dc_slot_bytes(KIND);
+
+#pragma unroll
+	for (int u = 0; u < DC_U; u++) {
+		int64_t dt = i * tp + u * P;
+		bool ok = cok && tl + dt < t1;
+		int ik = dc_slot(st, u, 0, lane), iv = dc_slot(st, u, 1, lane);
+
+		/* nothing is read when !ok: the tensor's start stands in for the address */
+		dc_cp<SB>(dat + ik * SB, ok ? ln.k + dt * ln.rk : ks.p, ok);
+		dc_cp<SB>(dat + iv * SB, ok ? ln.v + dt * ln.rv : vs.p, ok);
+		if (KIND != DC_F16) {
+			dc_cp<4>(prm + ik, ok ? ln.kp + dt * ln.rp : ks.prm, ok);
+			dc_cp<4>(prm + iv, ok ? ln.vp + dt * ln.rp : vs.prm, ok);
+		}
+	}
+}
+
+/* The lane's C values of one row: fp16 and scalar paths the values themselves
+ * (0 when !ok); 4-bit ring paths x (dc_x8) and the (scale, min) pair in *sm. */
+template <int KIND>
+CB_DEV void dc_vals(const dc_src &s, const uint8_t *dat, const uint32_t *prm, int i, int64_t r,
+		    int64_t c, int64_t lim, bool ok, float *v, float2 *sm)
+{
+	if (KIND == DC_F16) {
+		uint4 w = *(const uint4 *)(dat + i * 16);
+		float2 a = cb_unpack2(w.x), b = cb_unpack2(w.y), e = cb_unpack2(w.z),
+		       f = cb_unpack2(w.w);
+
+		v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
+		v[4] = e.x, v[5] = e.y, v[6] = f.x, v[7] = f.y;
+	} else if (KIND == DC_Q4X) {
+		uint4 w = *(const uint4 *)(dat + i * 16);
+
+		dc_x8(w.x, v);
+		dc_x8(w.y, v + 8);
+		dc_x8(w.z, v + 16);
+		dc_x8(w.w, v + 24);
+		*sm = cb_unpack2(prm[i]);
+	} else if (KIND == DC_Q4W) {
+		dc_x8(*(const uint32_t *)(dat + i * 4), v);
+		*sm = cb_unpack2(prm[i]);
+	} else if (ok) {
+		dc_load8<KIND == DC_Q4S>(s, r, c, lim, v);
+	} else {
+		for (int j = 0; j < 8; j++)
+			v[j] = 0.0f;
+	}
+}
+
+/* Grid (batch * heads / G, splits).  lpp: lanes per position (a power of two,
+ * at least the lane chunks of a head). */
+template <int KIND, int G>
 __global__ void __launch_bounds__(DC_THREADS)
-cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, float *part)
+cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, int lpp, float *part)
 {
-	extern __shared__ float dsm[];
-	int64_t d = a.head_dim, nvec = (d + 7) / 8;
-	float *qs = dsm, *sc = qs + dc_round4(d), *red = sc + dc_round4(chunk), *acc = red + 32;
-	float *qsum = acc + (DC_THREADS / nvec) * nvec * 8; /* 4-bit: sum of q over each 8 */
-	int tid = threadIdx.x, grp = tid / 8, l8 = tid % 8;
-	int64_t bh = blockIdx.x, split = blockIdx.y, b = bh / a.heads, h = bh % a.heads;
+	constexpr bool Q4 = KIND == DC_Q4X || KIND == DC_Q4W || KIND == DC_Q4S;
+	constexpr bool RING = KIND == DC_F16 || KIND == DC_Q4X || KIND == DC_Q4W;
+	constexpr bool AFFINE = KIND == DC_Q4X || KIND == DC_Q4W; /* one pair per lane chunk */
+	constexpr int C = KIND == DC_Q4X ? 32 : 8, SB = dc_slot_bytes(KIND);
+	constexpr int RSLOTS = DC_STAGES * DC_U * 2 * 32; /* ring slots of a warp */
+	extern __shared__ uint4 dsm[];
+	int lane = threadIdx.x % 32, warp = threadIdx.x / 32, P = 32 / lpp;
+	int slot = lane / lpp, ci = lane % lpp;
+	int64_t d = a.head_dim, nvec = (d + C - 1) / C, tp = (int64_t)P * DC_U;
+	int64_t hpb = a.heads / G, bh = blockIdx.x, split = blockIdx.y;
+	int64_t b = bh / hpb, h0 = bh % hpb * G;
 	int64_t t0 = max((int64_t)a.pad[b], split * chunk), t1 = min(a.len, (split + 1) * chunk);
-	int64_t nt = t1 > t0 ? t1 - t0 : 0, row0 = b * a.stride + t0, c0 = h * d;
-	int64_t kc0 = GQA ? (int64_t)((int)h / a.group) * d : c0; /* columns of its k/v head */
-	int64_t cols = (GQA ? a.kv_heads : a.heads) * d;
+	int64_t nt = t1 > t0 ? t1 - t0 : 0, row0 = b * a.stride;
+	int64_t kc0 = h0 / a.group * d, c = kc0 + ci * C; /* the lane's first column of k/v */
+	int64_t cols = (a.group > 1 ? a.kv_heads : a.heads) * d;
 	int64_t groups = (cols + FG_Q4_GROUP - 1) / FG_Q4_GROUP;
+	int64_t ntile = (nt + tp - 1) / tp, my = ntile > warp ? (ntile - warp + DC_WARPS - 1) / DC_WARPS : 0;
+	bool cok = ci < nvec;
 	dc_src ks = { (const uint8_t *)a.k, NULL, a.ldk, cols, groups };
 	dc_src vs = { (const uint8_t *)a.v, NULL, a.ldv, cols, groups };
-	float mx = -INFINITY, sum = 0.0f;
+	uint8_t *dat = (uint8_t *)dsm + (size_t)warp * RSLOTS * SB;
+	uint32_t *prm = (uint32_t *)((uint8_t *)dsm + (size_t)DC_WARPS * RSLOTS * SB) + warp * RSLOTS;
+	dc_lane ln = { NULL, NULL, NULL, NULL, 0, 0, 0 };
+	float q[G][C], qsum[G], o[G][C], corr[G], m[G], l[G];
 
 	if (Q4) {
 		ks.prm = ks.p + cb_q4_data_bytes(a.kv_rows, cols);
 		vs.prm = vs.p + cb_q4_data_bytes(a.kv_rows, cols);
 	}
-	for (int64_t j = tid; j < d; j += DC_THREADS)
-		qs[j] = cb_h2f(a.q[b * a.ldq + c0 + j]) * sl2;
-	__syncthreads();
-	if (Q4 && VEC) {
-		/* q·k over a group = scale · (q·codes) + min · sum(q) */
-		for (int64_t vi = tid; vi < nvec; vi += DC_THREADS) {
-			float t = 0.0f;
-
-			for (int j = 0; j < 8; j++)
-				t += qs[vi * 8 + j];
-			qsum[vi] = t;
-		}
-		__syncthreads();
-	}
-
-	/* scores, in the log2 domain: 16 positions at a time, 8 lanes each */
-	for (int64_t base = 0; base < nt; base += DC_THREADS / 8) {
-		int64_t tt = base + grp;
-		float s = 0.0f;
-
-		if (tt < nt && Q4 && VEC) {
-			int64_t r = row0 + tt;
-
-			for (int64_t vi = l8; vi < nvec; vi += 8) {
-				int64_t c = kc0 + vi * 8;
-				uint32_t w = *(const uint32_t *)(ks.p + ((r * cols + c) >> 1));
-				float2 sm = cb_unpack2(*(const uint32_t *)(ks.prm +
-							(r * groups + c / FG_Q4_GROUP) * 4));
-				float nv[8], dot = 0.0f;
-
-				dc_nib8(w, nv);
 #pragma unroll
-				for (int j = 0; j < 8; j++)
-					dot += qs[vi * 8 + j] * nv[j];
-				s += sm.x * dot + sm.y * qsum[vi];
-			}
-		} else if (tt < nt) {
-			for (int64_t vi = l8; vi < nvec; vi += 8) {
-				float kv[8];
+	for (int g = 0; g < G; g++) {
+		const uint16_t *qr = a.q + b * a.ldq + (h0 + g) * d;
 
-				dc_load8<Q4, VEC>(ks, row0 + tt, kc0 + vi * 8, kc0 + d, kv);
-				for (int j = 0; j < 8 && vi * 8 + j < d; j++)
-					s += qs[vi * 8 + j] * kv[j];
-			}
-		}
-		s = cb_sum_xor(s, 8);
-		if (tt < nt && l8 == 0)
-			sc[tt] = s;
-	}
-	__syncthreads();
-	for (int64_t tt = tid; tt < nt; tt += DC_THREADS)
-		mx = fmaxf(mx, sc[tt]);
-	mx = dc_block_reduce(mx, red, true);
-	for (int64_t tt = tid; tt < nt; tt += DC_THREADS) {
-		float p = exp2f(sc[tt] - mx);
-
-		sc[tt] = p;
-		sum += p;
-	}
-	sum = dc_block_reduce(sum, red, false); /* its barriers also publish sc[] */
-
-	/* values: thread (slot, vi) sums positions slot, slot + slots, ... */
-	int64_t slots = DC_THREADS / nvec, slot = tid / nvec, vi = tid % nvec;
-	float o[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
-
-	if (slot < slots) {
-		if (Q4 && VEC) {
-			/* p · (code · scale + min) = (p · scale) · code + p · min */
-			int64_t c = kc0 + vi * 8, g = c / FG_Q4_GROUP;
-			float pm = 0.0f;
-
-			for (int64_t tt = slot; tt < nt; tt += slots) {
-				int64_t r = row0 + tt;
-				uint32_t w = *(const uint32_t *)(vs.p + ((r * cols + c) >> 1));
-				float2 sm = cb_unpack2(*(const uint32_t *)(vs.prm + (r * groups + g) * 4));
-				float nv[8], p = sc[tt], ps = p * sm.x;
-
-				dc_nib8(w, nv);
-				pm += p * sm.y;
+		qsum[g] = 0.0f;
 #pragma unroll
-				for (int j = 0; j < 8; j++)
-					o[j] += ps * nv[j];
-			}
-			for (int j = 0; j < 8; j++)
-				o[j] += pm;
+		for (int i = 0; i < C; i++) {
+			int64_t col = ci * C + i;
+
+			q[g][i] = cok && col < d ? cb_h2f(qr[col]) * sl2 : 0.0f;
+			qsum[g] += q[g][i];
+			o[g][i] = 0.0f;
+		}
+		corr[g] = 0.0f;
+		m[g] = -INFINITY;
+		l[g] = 0.0f;
+	}
+
+	if (RING) {
+		int64_t r = row0 + t0 + slot;
+
+		if (KIND == DC_F16) {
+			ln.k = ks.p + (r * a.ldk + c) * 2;
+			ln.v = vs.p + (r * a.ldv + c) * 2;
+			ln.rk = a.ldk * 2;
+			ln.rv = a.ldv * 2;
 		} else {
-			for (int64_t tt = slot; tt < nt; tt += slots) {
-				float vv[8], p = sc[tt];
+			/* cols is even here: r * cols / 2 + c / 2 */
+			ln.k = ks.p + r * (cols / 2) + c / 2;
+			ln.v = vs.p + r * (cols / 2) + c / 2;
+			ln.kp = ks.prm + (r * groups + c / FG_Q4_GROUP) * 4;
+			ln.vp = vs.prm + (r * groups + c / FG_Q4_GROUP) * 4;
+			ln.rk = ln.rv = cols / 2;
+			ln.rp = groups * 4;
+		}
+		for (int k = 0; k < DC_STAGES - 1; k++) {
+			if (k < my)
+				dc_issue<KIND>(ln, ks, vs, cok, t0 + slot, t1, warp + k * DC_WARPS, tp,
+					       P, lane, k, dat, prm);
+			dc_commit(); /* empty groups too: the count of groups stays uniform */
+		}
+	}
+	for (int64_t k = 0, st = 0, sn = DC_STAGES - 1; k < my; k++) {
+		int64_t tbase = t0 + (warp + k * DC_WARPS) * tp;
+		float s[G][DC_U], p[G][DC_U];
 
-				dc_load8<Q4, VEC>(vs, row0 + tt, kc0 + vi * 8, kc0 + d, vv);
-				for (int j = 0; j < 8; j++)
-					o[j] += p * vv[j];
+		if (RING) {
+			/* tile k (stage st) has landed; refill stage sn, used by tile k - 1 */
+			dc_wait<DC_STAGES - 2>();
+			if (k + DC_STAGES - 1 < my)
+				dc_issue<KIND>(ln, ks, vs, cok, t0 + slot, t1,
+					       warp + (k + DC_STAGES - 1) * DC_WARPS, tp, P, lane,
+					       (int)sn, dat, prm);
+			dc_commit();
+			sn = st;
+		}
+		/* scores, in the log2 domain */
+#pragma unroll
+		for (int u = 0; u < DC_U; u++) {
+			int64_t t = tbase + u * P + slot;
+			bool ok = t < t1;
+			float v[C];
+			float2 sm = make_float2(0.0f, 0.0f);
+
+			dc_vals<KIND>(ks, dat, prm, dc_slot((int)st, u, 0, lane), row0 + t, c, kc0 + d,
+				      ok && cok, v, &sm);
+#pragma unroll
+			for (int g = 0; g < G; g++) {
+				float dp[4] = { 0.0f, 0.0f, 0.0f, 0.0f }, dot;
+
+				/* four chains, not one of C dependent FMAs */
+#pragma unroll
+				for (int i = 0; i < C; i++)
+					dp[i % 4] += q[g][i] * v[i];
+				dot = (dp[0] + dp[1]) + (dp[2] + dp[3]);
+				if (AFFINE)
+					dot = 256.0f * sm.x * dot + (sm.y - 128.0f * sm.x) * qsum[g];
+				dot = cb_sum_xor(dot, lpp);
+				s[g][u] = ok ? dot : -INFINITY;
 			}
 		}
-		for (int j = 0; j < 8; j++)
-			acc[slot * nvec * 8 + vi * 8 + j] = o[j];
+		/* online softmax; positions past t1 have p = 0 (and zero-filled values) */
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			float mt = s[g][0], mu;
+
+#pragma unroll
+			for (int u = 1; u < DC_U; u++)
+				mt = fmaxf(mt, s[g][u]);
+			if (mt > m[g] + DC_LAZY) { /* the first tile always: m = -inf gives 0 */
+				float al = exp2f(m[g] - mt);
+
+				l[g] *= al;
+				corr[g] *= al;
+#pragma unroll
+				for (int i = 0; i < C; i++)
+					o[g][i] *= al;
+				m[g] = mt;
+			}
+			mu = m[g] == -INFINITY ? 0.0f : m[g]; /* no position yet: all p = 0 */
+#pragma unroll
+			for (int u = 0; u < DC_U; u++) {
+				p[g][u] = exp2f(s[g][u] - mu);
+				l[g] += p[g][u];
+			}
+		}
+		/* values */
+#pragma unroll
+		for (int u = 0; u < DC_U; u++) {
+			int64_t t = tbase + u * P + slot;
+			float v[C];
+			float2 sm = make_float2(0.0f, 0.0f);
+
+			dc_vals<KIND>(vs, dat, prm, dc_slot((int)st, u, 1, lane), row0 + t, c, kc0 + d,
+				      t < t1 && cok, v, &sm);
+#pragma unroll
+			for (int g = 0; g < G; g++) {
+				float pv = p[g][u];
+
+				if (AFFINE) {
+					corr[g] += pv * (sm.y - 128.0f * sm.x);
+					pv *= 256.0f * sm.x;
+				}
+#pragma unroll
+				for (int i = 0; i < C; i++)
+					o[g][i] += pv * v[i];
+			}
+		}
+		st = st + 1 == DC_STAGES ? 0 : st + 1;
+	}
+
+	/* merge the slots of the warp: lanes lpp, 2 lpp, ... apart own the same columns */
+#pragma unroll
+	for (int g = 0; g < G; g++) {
+#pragma unroll
+		for (int i = 0; i < C; i++)
+			o[g][i] += corr[g];
+		for (int off = lpp; off < 32; off *= 2) {
+			float mo = __shfl_xor_sync(0xffffffffu, m[g], off);
+			float lo = __shfl_xor_sync(0xffffffffu, l[g], off);
+			float mm = fmaxf(m[g], mo);
+			float fa = m[g] == -INFINITY ? 0.0f : exp2f(m[g] - mm);
+			float fb = mo == -INFINITY ? 0.0f : exp2f(mo - mm);
+
+			l[g] = l[g] * fa + lo * fb;
+#pragma unroll
+			for (int i = 0; i < C; i++)
+				o[g][i] = o[g][i] * fa + __shfl_xor_sync(0xffffffffu, o[g][i], off) * fb;
+			m[g] = mm;
+		}
+	}
+
+	/* merge the warps; red overlays the rings, so wait until all are done */
+	int64_t dn = nvec * C, ring = RING ? DC_WARPS * RSLOTS * (SB + (Q4 ? 4 : 0)) / 4 : 0;
+	float *red = (float *)dsm, *wm = red + max(ring, DC_WARPS * G * dn), *wl = wm + DC_WARPS * G;
+
+	if (RING)
+		dc_wait<0>();
+	__syncthreads();
+	if (slot == 0 && cok) {
+#pragma unroll
+		for (int g = 0; g < G; g++)
+#pragma unroll
+			for (int i = 0; i < C; i++)
+				red[(warp * G + g) * dn + ci * C + i] = o[g][i];
+	}
+	if (lane == 0) {
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			wm[warp * G + g] = m[g];
+			wl[warp * G + g] = l[g];
+		}
 	}
 	__syncthreads();
-	for (int64_t j = tid; j < d; j += DC_THREADS) {
-		float r = 0.0f;
+	for (int64_t j = threadIdx.x; j < G * d; j += DC_THREADS) {
+		int64_t g = j / d, col = j % d, h = h0 + g;
+		float mm = -INFINITY, sum = 0.0f, r = 0.0f;
 
-		for (int64_t sl = 0; sl < slots; sl++)
-			r += acc[sl * nvec * 8 + j];
+		for (int w = 0; w < DC_WARPS; w++)
+			mm = fmaxf(mm, wm[w * G + g]);
+		for (int w = 0; w < DC_WARPS; w++) {
+			float mw = wm[w * G + g];
+
+			if (mw != -INFINITY) {
+				float f = exp2f(mw - mm);
+
+				sum += wl[w * G + g] * f;
+				r += red[(w * G + g) * dn + col] * f;
+			}
+		}
 		if (splits == 1) {
-			a.out[b * a.ldo + c0 + j] = cb_f2h(sum > 0.0f ? r / sum : 0.0f);
+			a.out[b * a.ldo + h * d + col] = cb_f2h(sum > 0.0f ? r / sum : 0.0f);
 		} else {
-			int64_t bhs = (int64_t)gridDim.x, idx = split * bhs + bh;
+			int64_t bhs = a.batch * a.heads, idx = split * bhs + b * a.heads + h;
 
-			part[2 * splits * bhs + idx * d + j] = r;
-			if (j == 0) {
-				part[idx] = nt ? mx : -INFINITY;
+			part[2 * splits * bhs + idx * d + col] = r;
+			if (col == 0) {
+				part[idx] = mm;
 				part[splits * bhs + idx] = sum;
 			}
 		}
 	}
 }
 
+/* part: [splits][batch * heads] maxima, then sums, then [splits][batch * heads][d]
+ * unnormalised outputs. */
 __global__ void __launch_bounds__(DC_THREADS)
 cb_decode_combine(struct cublas_attn a, int splits, int64_t bhs, const float *part)
 {
@@ -275,77 +478,129 @@ cb_decode_combine(struct cublas_attn a, int splits, int64_t bhs, const float *pa
 	}
 }
 
+static bool dc_aligned(const void *p, unsigned bytes)
+{
+	return ((uintptr_t)p & (bytes - 1)) == 0;
+}
+
+/* The launch of one attention: path, query heads per block, lanes per position. */
+struct dc_plan {
+	int kind, g, lpp;
+};
+
+static struct dc_plan dc_plan_of(const struct cublas_attn *a)
+{
+	struct dc_plan p;
+	int64_t d = a->head_dim, nvec;
+
+	if (a->q4 && d % 32 == 0 && dc_aligned(a->k, 16) && dc_aligned(a->v, 16))
+		p.kind = DC_Q4X;
+	else if (a->q4 && d % 8 == 0 && dc_aligned(a->k, 4) && dc_aligned(a->v, 4))
+		p.kind = DC_Q4W;
+	else if (a->q4)
+		p.kind = DC_Q4S;
+	else if (d % 8 == 0 && a->ldk % 8 == 0 && a->ldv % 8 == 0 && dc_aligned(a->k, 16) &&
+		 dc_aligned(a->v, 16))
+		p.kind = DC_F16;
+	else
+		p.kind = DC_F16S;
+	/* k/v read once for G query heads: fp16 only (q and the output of the
+	 * 4-bit path's 32 columns per lane would not fit G times in registers) */
+	p.g = 1;
+	if (p.kind == DC_F16 && a->group % 4 == 0)
+		p.g = 4;
+	else if (p.kind == DC_F16 && a->group % 2 == 0)
+		p.g = 2;
+	nvec = (d + (p.kind == DC_Q4X ? 31 : 7)) / (p.kind == DC_Q4X ? 32 : 8);
+	for (p.lpp = 1; p.lpp < nvec; p.lpp *= 2)
+		;
+	return p;
+}
+
+static size_t dc_smem(const struct dc_plan *p, int64_t d)
+{
+	int64_t c = p->kind == DC_Q4X ? 32 : 8, nvec = (d + c - 1) / c;
+	int64_t red = (int64_t)DC_WARPS * p->g * nvec * c * 4, ring = 0;
+
+	if (p->kind == DC_F16 || p->kind == DC_Q4X || p->kind == DC_Q4W)
+		ring = (int64_t)DC_WARPS * DC_STAGES * DC_U * 2 * 32 *
+		       (dc_slot_bytes(p->kind) + (p->kind == DC_F16 ? 0 : 4));
+	/* red overlays the ring; the warps' maxima and sums follow (as in the kernel) */
+	return (size_t)((ring > red ? ring : red) + 2 * DC_WARPS * p->g * 4);
+}
+
 static int64_t dc_chunk(int64_t len, int splits)
 {
 	return (len + splits - 1) / splits;
 }
 
-static size_t dc_smem(int64_t d, int64_t chunk)
-{
-	int64_t nvec = (d + 7) / 8;
-
-	return (size_t)(dc_round4(d) + dc_round4(chunk) + 32 + (DC_THREADS / nvec) * nvec * 8 +
-			dc_round4(nvec)) * sizeof(float);
-}
-
 extern "C" int cublas_decode_splits(const struct cublas_attn *a, int sms, size_t max_floats,
 				    size_t *floats)
 {
-	int64_t bh = a->batch * a->heads, want = 4 * (int64_t)sms, splits = 1;
+	struct dc_plan p = dc_plan_of(a);
+	int64_t bh = a->batch * a->heads, blocks = bh / p.g, want = 8 * (int64_t)sms, splits = 1;
 
-	if (bh < want)
-		splits = (want + bh - 1) / bh;
-	if (splits > (a->len + 31) / 32)
-		splits = (a->len + 31) / 32; /* at least 32 positions per block */
-	if (splits < (a->len + DC_MAX_CHUNK - 1) / DC_MAX_CHUNK)
-		splits = (a->len + DC_MAX_CHUNK - 1) / DC_MAX_CHUNK;
+	*floats = 0;
+	if (a->len <= DC_MIN_CHUNK)
+		return 1;
+	/* ~8 blocks per SM keep the loads in flight; fewer split the positions */
+	if (blocks < want)
+		splits = (want + blocks - 1) / blocks;
+	if (splits > (a->len + DC_MIN_CHUNK - 1) / DC_MIN_CHUNK)
+		splits = (a->len + DC_MIN_CHUNK - 1) / DC_MIN_CHUNK;
+	if (splits > 65535)
+		splits = 65535;
 	if (splits < 1)
 		splits = 1;
 	splits = (a->len + dc_chunk(a->len, (int)splits) - 1) / dc_chunk(a->len, (int)splits);
 	*floats = splits > 1 ? (size_t)(splits * bh * (a->head_dim + 2)) : 0;
-	while (splits > 1 && *floats > max_floats &&
-	       splits > (a->len + DC_MAX_CHUNK - 1) / DC_MAX_CHUNK) {
+	while (splits > 1 && *floats > max_floats) {
 		splits--;
 		*floats = splits > 1 ? (size_t)(splits * bh * (a->head_dim + 2)) : 0;
 	}
 	return (int)splits;
 }
 
-template <bool Q4, bool VEC>
-static void dc_launch(cudaStream_t s, const struct cublas_attn *a, float sl2, int64_t chunk,
-		      int splits, float *part)
+template <int KIND, int G>
+static void dc_launch(cudaStream_t s, const struct cublas_attn *a, const struct dc_plan *p,
+		      float sl2, int64_t chunk, int splits, float *part)
 {
-	dim3 grid((unsigned)(a->batch * a->heads), (unsigned)splits);
+	dim3 grid((unsigned)(a->batch * a->heads / G), (unsigned)splits);
 
-	if (a->group > 1)
-		cb_decode_kernel<Q4, VEC, true><<<grid, DC_THREADS, dc_smem(a->head_dim, chunk),
-						  s>>>(*a, sl2, chunk, splits, part);
-	else
-		cb_decode_kernel<Q4, VEC, false><<<grid, DC_THREADS, dc_smem(a->head_dim, chunk),
-						   s>>>(*a, sl2, chunk, splits, part);
+	cb_decode_kernel<KIND, G><<<grid, DC_THREADS, dc_smem(p, a->head_dim), s>>>(
+		*a, sl2, chunk, splits, p->lpp, part);
 }
 
 extern "C" cudaError_t cublas_k_attention_decode(cudaStream_t s, const struct cublas_attn *a,
 						 int splits, float *part)
 {
-	int64_t d = a->head_dim, chunk = dc_chunk(a->len, splits);
+	struct dc_plan p = dc_plan_of(a);
+	int64_t chunk = dc_chunk(a->len, splits);
 	float sl2 = a->scale * 1.4426950408889634f;
-	bool vec;
 	cudaError_t e;
 
-	if (a->q4)
-		vec = d % 8 == 0 && ((uintptr_t)a->k & 3) == 0 && ((uintptr_t)a->v & 3) == 0;
-	else
-		vec = d % 8 == 0 && a->ldk % 8 == 0 && a->ldv % 8 == 0 &&
-		      ((uintptr_t)a->k & 15) == 0 && ((uintptr_t)a->v & 15) == 0;
-	if (a->q4 && vec)
-		dc_launch<true, true>(s, a, sl2, chunk, splits, part);
-	else if (a->q4)
-		dc_launch<true, false>(s, a, sl2, chunk, splits, part);
-	else if (vec)
-		dc_launch<false, true>(s, a, sl2, chunk, splits, part);
-	else
-		dc_launch<false, false>(s, a, sl2, chunk, splits, part);
+	switch (p.kind) {
+	case DC_F16:
+		if (p.g == 4)
+			dc_launch<DC_F16, 4>(s, a, &p, sl2, chunk, splits, part);
+		else if (p.g == 2)
+			dc_launch<DC_F16, 2>(s, a, &p, sl2, chunk, splits, part);
+		else
+			dc_launch<DC_F16, 1>(s, a, &p, sl2, chunk, splits, part);
+		break;
+	case DC_Q4X:
+		dc_launch<DC_Q4X, 1>(s, a, &p, sl2, chunk, splits, part);
+		break;
+	case DC_Q4W:
+		dc_launch<DC_Q4W, 1>(s, a, &p, sl2, chunk, splits, part);
+		break;
+	case DC_Q4S:
+		dc_launch<DC_Q4S, 1>(s, a, &p, sl2, chunk, splits, part);
+		break;
+	default:
+		dc_launch<DC_F16S, 1>(s, a, &p, sl2, chunk, splits, part);
+		break;
+	}
 	e = cudaGetLastError();
 	if (e != cudaSuccess || splits == 1)
 		return e;
@@ -356,5 +611,5 @@ extern "C" cudaError_t cublas_k_attention_decode(cudaStream_t s, const struct cu
 
 extern "C" cudaError_t cublas_k_decode_setup(void)
 {
-	return cudaSuccess; /* at most ~37 KiB of shared memory: no opt-in needed */
+	return cudaSuccess; /* at most ~31 KiB of shared memory: no opt-in needed */
 }
