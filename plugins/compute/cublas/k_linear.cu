@@ -6,17 +6,19 @@
  * gating multiplier, the residual, in fp32 with one rounding to fp16 (none
  * when out is the fp32 residual stream).
  *
- * The fused kernels read each 4-bit weight once.  A block owns 64 weight rows
- * - exactly one quantization group along dimension 0, so one row of (scale,
- * min) per column serves the whole tile - and up to 64 rows of x.  Weight
- * tiles stream through a multi-stage cp.async pipeline in shared memory;
- * warps turn the nibbles into fp16 mma B fragments in registers (q * scale +
- * min with half2 FMAs) and multiply them with x on the tensor cores (fp32
- * accumulators), each warp taking a slice of the columns so that x is read
- * once; the slices are summed through shared memory at the end.  m <= 16 uses
- * cb_q4_gemv (wide stages, x from L1), larger m cb_q4_fused (x staged too).
- * When the grid would be too small to fill the GPU, k is split across blocks
- * and a second kernel adds the partial sums and applies the epilogue.
+ * The fused kernel reads each 4-bit weight once, straight into registers
+ * (16 bytes of a row per lane, one stage ahead), and multiplies on the
+ * tensor cores with the weights as the 16-row operand and x as the 8-row
+ * one, so that m <= 8 pads nothing.  The weights become fp16 exactly as the
+ * reference decodes them, fp16(q * scale + min) with one rounding: pre-scaling
+ * x instead would round x * scale and miss the fp32 residual stream's bound.
+ * A warp owns 32 weight rows (inside one quantization group) and a slice of
+ * each stage's columns; x and the (scale, min) pairs of a stage go through
+ * shared memory, shared by the warps of a block (64 or 128 rows, so x is read
+ * from L2 at most twice per weight byte).  Warps that split a stage's columns
+ * are summed through shared memory; when the grid would still leave SMs idle
+ * or a partial wave, k is split across blocks and a second kernel adds the
+ * partial sums and applies the epilogue.
  */
 #include <stdint.h>
 
@@ -167,370 +169,280 @@ extern "C" cudaError_t cublas_k_q4_dequant(cudaStream_t s, const void *q4, int64
 
 /* ---- fused 4-bit GEMM ---------------------------------------------------------------- */
 
-#define Q4_BN 64      /* weight rows per block: one group */
-#define Q4_KC 128     /* columns per pipeline stage */
-#define Q4_WROW 80    /* shared bytes per weight row: 64 + 16 against bank conflicts */
-#define Q4_XROW 160   /* shared halves per x row: 128 + 32 against bank conflicts */
-#define Q4_THREADS 128
+/* The weights are the A operand of m16n8k16 (16 weight rows x 16 columns),
+ * x the B operand (16 columns x 8 rows of x), so m <= 8 pads nothing.  A warp
+ * owns R = 16 RT weight rows (inside one group: one (scale, min) row serves
+ * them) and, per stage, CW chunks of 128 columns; its lanes load the weights
+ * straight into registers, 16 bytes (32 columns) of rows g and g + 8 of each
+ * m16 tile per chunk, one stage ahead.  x and the (scale, min) pairs of a
+ * stage go through shared memory (cp.async, two buffers, one barrier a
+ * stage); WR warps side by side in rows share them, WK warps side by side in
+ * columns split the stage and are summed through shared memory at the end. */
+#define Q4_CH 128 /* columns of a warp's chunk: 16 bytes per lane and row */
 
-template <int BM>
-struct q4_stage {
-	uint8_t w[Q4_BN * Q4_WROW];
-	uint32_t prm[Q4_KC]; /* (scale, min) of each column, as in global memory */
-	uint16_t x[BM * Q4_XROW];
-};
+/* The k slots of one m16n8k16 product are a permutation of 16 columns; any
+ * permutation both operands agree on gives the same sum.  Lane t's 16 bytes
+ * are 4 words of 8 codes (columns 32t + 8i .. + 7, word i); byte b of a word
+ * holds columns 2b (high nibble) and 2b + 1.  Each word feeds two products:
+ * the first puts its columns (0, 4) in slots (2t, 2t + 1) and (2, 6) in
+ * (2t + 8, 2t + 9), the second does the same with (1, 5) and (3, 7).  x and
+ * the (scale, min) pairs are permuted to match with byte permutes. */
+#define Q4_PAIR_LO 0x5410 /* low halves of two words */
+#define Q4_PAIR_HI 0x7632 /* high halves */
 
-/* The stages, or the final reduction buffer (4 warps x BM x their weight rows), whichever is larger. */
-template <int BM, int NST>
-static constexpr size_t q4_smem_bytes()
+/* fp16 weights from the codes at bits 0-3 and 16-19 of w: (w & 0x000f000f) |
+ * 0x6400 6400 are the halves 1024 + q exactly, minus 1024, times scale plus
+ * min (one rounding, as the reference's fp16 of q * scale + min). */
+CB_DEV uint32_t q4_wlo(uint32_t w, uint32_t s2, uint32_t mn2)
 {
-	return NST * sizeof(q4_stage<BM>) > (size_t)4 * BM * (BM <= 32 ? 64 : 32) * sizeof(float)
-		       ? NST * sizeof(q4_stage<BM>)
-		       : (size_t)4 * BM * (BM <= 32 ? 64 : 32) * sizeof(float);
-}
-
-/* Two dequantized fp16 weights from a word of 8 codes: the nibbles at bits
- * sh..sh+3 and sh+16..sh+19 become the halves 1024 + q (exactly), minus 1024,
- * times scale plus min (one rounding, in fp16). */
-CB_DEV uint32_t q4_deq2(uint32_t w, int sh, uint32_t s2, uint32_t mn2)
-{
-	uint32_t u = ((w >> sh) & 0x000f000fu) | 0x64006400u;
+	uint32_t u = (w & 0x000f000fu) | 0x64006400u;
 	__half2 q = __hsub2(*(__half2 *)&u, __float2half2_rn(1024.0f));
 	__half2 r = __hfma2(q, *(const __half2 *)&s2, *(const __half2 *)&mn2);
 
 	return *(uint32_t *)&r;
 }
 
-/* The k slots of one m16n8k16 product are a permutation of 16 columns; any
- * permutation both operands agree on gives the same sum.  Lane t takes the 8
- * columns c..c+7 (c = 8t in a step of 32): in a word of those 8 codes, byte b
- * holds columns 2b (high nibble) and 2b+1, so (w >> 4) & 0x000f000f yields
- * columns (0, 4), >> 12 (2, 6), >> 0 (1, 5), >> 8 (3, 7).  Half-step 0 puts
- * (0, 4) in slots (2t, 2t+1) and (2, 6) in (2t+8, 2t+9); half-step 1 does the
- * same with (1, 5) and (3, 7).  x and the (scale, min) pairs are permuted to
- * match with byte permutes. */
-#define Q4_PAIR_LO 0x5410 /* low halves of two words */
-#define Q4_PAIR_HI 0x7632 /* high halves */
-
-/* NST-stage cp.async pipeline, one barrier per stage.  For BM <= 32 each warp
- * takes all 64 weight rows and a quarter of the stage's columns; for BM = 64
- * a warp takes 32 rows and half the columns.  So every x value is read from
- * shared memory once (twice for BM = 64), and the warps' partial sums are
- * added through shared memory at the end. */
-template <int BM, int NST>
-__global__ void __launch_bounds__(Q4_THREADS)
-cb_q4_fused(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64_t ldx,
-	    const uint8_t *__restrict__ q4, cublas_epi ep, void *out, int64_t ldo,
-	    int64_t kper, float *part)
+/* The same for the codes at bits 4-7 and 20-23 without a shift: the halves
+ * are 1024 + 16 q, and (1024 + 16 q) / 16 - 64 = q exactly in one FMA. */
+CB_DEV uint32_t q4_whi(uint32_t w, uint32_t s2, uint32_t mn2)
 {
-	constexpr int MT = BM / 16;                  /* m16 tiles */
-	constexpr int WROWS = BM <= 32 ? 64 : 32;     /* weight rows per warp */
-	constexpr int NT = WROWS / 8;                 /* n8 tiles per warp */
-	constexpr int WSTEPS = BM <= 32 ? 1 : 2;      /* 32-column steps per warp per stage */
+	uint32_t u = (w & 0x00f000f0u) | 0x64006400u;
+	__half2 q = __hfma2(*(__half2 *)&u, __float2half2_rn(0.0625f), __float2half2_rn(-64.0f));
+	__half2 r = __hfma2(q, *(const __half2 *)&s2, *(const __half2 *)&mn2);
+
+	return *(uint32_t *)&r;
+}
+
+/* 16 bytes of weights, read once: no L1 allocation, and L2 fetches the 256
+ * bytes around them (the row's next chunks come next). */
+CB_DEV uint4 q4_ldw(const uint8_t *p)
+{
+	uint4 r;
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+	    : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+#else
+	r = __ldg((const uint4 *)p);
+#endif
+	return r;
+}
+
+/* Shared-memory swizzles (16-byte units) that keep the lanes' loads apart in
+ * the banks: lane t reads x unit 4t + i of a chunk and (scale, min) units
+ * 8t + 2i (+1), 64 or 128 bytes apart for consecutive t. */
+CB_DEV int q4_xswz(int u)
+{
+	return u ^ ((u >> 3) & 1);
+}
+
+CB_DEV int q4_pswz(int u)
+{
+	return u ^ (((u >> 3) & 3) << 1);
+}
+
+template <int NT, int RT, int WR, int WK, int CW>
+struct q4_cfg {
+	static constexpr int M = 8 * NT;                /* rows of x in a tile */
+	static constexpr int R = 16 * RT;               /* weight rows per warp */
+	static constexpr int BR = R * WR;               /* weight rows per block */
+	static constexpr int G = (BR + FG_Q4_GROUP - 1) / FG_Q4_GROUP; /* groups per block */
+	static constexpr int WC = Q4_CH * CW;           /* columns per warp and stage */
+	static constexpr int SC = WC * WK;              /* columns per stage */
+	static constexpr int THREADS = 32 * WR * WK;
+	static constexpr int XROW = 2 * SC + 32;        /* bytes per row of x: 32 mod 128 */
+	static constexpr int XBYTES = M * XROW;
+	static constexpr int STAGE = XBYTES + G * 4 * SC;
+	static constexpr int BRP = BR + 4;              /* reduction row: 8 mod 32 words apart */
+	static constexpr size_t SMEM = 2 * (size_t)STAGE > (size_t)WK * M * BRP * 4
+					       ? 2 * (size_t)STAGE
+					       : (size_t)WK * M * BRP * 4;
+	static_assert(R <= FG_Q4_GROUP && FG_Q4_GROUP % R == 0, "a warp's rows in one group");
+	static_assert(BR % FG_Q4_GROUP == 0 || FG_Q4_GROUP % BR == 0, "blocks on group bounds");
+};
+
+template <int NT, int RT, int WR, int WK, int CW, int MINB>
+__global__ void __launch_bounds__(32 * WR * WK, MINB)
+cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64_t ldx,
+	  const uint8_t *__restrict__ q4, cublas_epi ep, void *out, int64_t ldo, int64_t kper,
+	  float *part)
+{
+	typedef q4_cfg<NT, RT, WR, WK, CW> C;
 	extern __shared__ uint4 cb_smem[];
-	q4_stage<BM> *st = (q4_stage<BM> *)cb_smem;
+	uint8_t *sm = (uint8_t *)cb_smem;
 	const uint8_t *prm = q4 + cb_q4_data_bytes((uint64_t)n, (uint64_t)k);
 	int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-	int wr = BM <= 32 ? 0 : (warp / 2) * 32, wc = BM <= 32 ? warp * 32 : (warp % 2) * 64;
-	int64_t m0 = (int64_t)blockIdx.x * BM, n0 = (int64_t)blockIdx.y * Q4_BN;
+	int wr = warp % WR, wk = warp / WR;
+	int64_t n0 = (int64_t)blockIdx.x * C::BR, m0 = (int64_t)blockIdx.y * C::M;
 	int64_t kbeg = (int64_t)blockIdx.z * kper, kend = min(k, kbeg + kper);
-	int nst = kend > kbeg ? (int)((kend - kbeg + Q4_KC - 1) / Q4_KC) : 0;
-	int mrows = (int)min((int64_t)BM, m - m0); /* rows of x this block reads */
-	const uint8_t *prow = prm + (n0 / FG_Q4_GROUP) * k * 4;
-	float acc[MT][NT][4];
+	int nst = kend > kbeg ? (int)((kend - kbeg + C::SC - 1) / C::SC) : 0;
+	int mrows = (int)min((int64_t)C::M, m - m0);
+	int64_t grp0 = n0 / FG_Q4_GROUP, ngrp = (n + FG_Q4_GROUP - 1) / FG_Q4_GROUP;
+	int gi = (wr * C::R) / FG_Q4_GROUP; /* this warp's group within the block */
+	const uint8_t *wrow[RT][2];
+	float acc[RT][NT][4];
 
+	/* Rows past n read row n - 1 (their sums are never stored); columns past
+	 * the split's end read real codes, but x and (scale, min) are zero there. */
 #pragma unroll
-	for (int i = 0; i < MT; i++)
+	for (int rt = 0; rt < RT; rt++)
 #pragma unroll
-		for (int j = 0; j < NT; j++)
+		for (int h = 0; h < 2; h++)
+			wrow[rt][h] = q4 + min(n0 + wr * C::R + 16 * rt + 8 * h + g, n - 1) * (k / 2);
 #pragma unroll
-			for (int e = 0; e < 4; e++)
-				acc[i][j][e] = 0.0f;
-	/* Rows of x past m are zero in every stage, once (published by the first barrier). */
-	for (int s = 0; s < NST; s++)
-		for (int c = tid; c < (BM - mrows) * (Q4_XROW / 8); c += Q4_THREADS)
-			*(uint4 *)(st[s].x + (mrows + c / (Q4_XROW / 8)) * Q4_XROW + (c % (Q4_XROW / 8)) * 8) =
-				make_uint4(0, 0, 0, 0);
+	for (int rt = 0; rt < RT; rt++)
+#pragma unroll
+		for (int nt = 0; nt < NT; nt++)
+			acc[rt][nt][0] = acc[rt][nt][1] = acc[rt][nt][2] = acc[rt][nt][3] = 0.0f;
+	/* Rows of x past m are zero in both buffers, once (published by the first barrier). */
+	for (int b = 0; b < 2; b++)
+		for (int c = tid; c < (C::M - mrows) * (C::XROW / 16); c += C::THREADS)
+			*(uint4 *)(sm + b * C::STAGE + (mrows + c / (C::XROW / 16)) * C::XROW +
+				   (c % (C::XROW / 16)) * 16) = make_uint4(0, 0, 0, 0);
 
 	auto issue = [&](int s) {
-		q4_stage<BM> *b = &st[s % NST];
-		int64_t kc = kbeg + (int64_t)s * Q4_KC;
+		uint8_t *xs = sm + (s & 1) * C::STAGE, *ps = xs + C::XBYTES;
+		int64_t kc = kbeg + (int64_t)s * C::SC;
 
-		/* weights: 64 rows x 4 chunks of 32 columns */
-		for (int c = tid; c < Q4_BN * 4; c += Q4_THREADS) {
-			int row = c / 4, part = c % 4;
-			int64_t col = kc + part * 32;
-			bool ok = n0 + row < n && col < kend;
-			const uint8_t *src = ok ? q4 + (((n0 + row) * k + col) >> 1) : q4;
-
-			cb_cp16(b->w + row * Q4_WROW + part * 16, src, ok);
-		}
-		/* (scale, min): 128 columns x 4 bytes */
-		if (tid < Q4_KC / 4) {
-			int64_t col = kc + tid * 4;
+		/* x: mrows rows x SC / 8 units of 8 halves */
+		for (int c = tid; c < mrows * (C::SC / 8); c += C::THREADS) {
+			int row = c / (C::SC / 8), u = c % (C::SC / 8);
+			int64_t col = kc + 8 * u;
 			bool ok = col < kend;
 
-			cb_cp16(b->prm + tid * 4, ok ? prow + col * 4 : prm, ok);
+			cb_cp16(xs + row * C::XROW + 16 * q4_xswz(u),
+				ok ? x + (m0 + row) * ldx + col : x, ok);
 		}
-		/* x: mrows rows x 16 chunks of 8 halves */
-		for (int c = tid; c < mrows * 16; c += Q4_THREADS) {
-			int row = c / 16, part = c % 16;
-			int64_t col = kc + part * 8;
-			bool ok = col < kend;
+		/* (scale, min): G groups x SC / 4 units of 4 columns */
+		for (int c = tid; c < C::G * (C::SC / 4); c += C::THREADS) {
+			int j = c / (C::SC / 4), u = c % (C::SC / 4);
+			int64_t col = kc + 4 * u;
+			bool ok = col < kend && grp0 + j < ngrp;
 
-			cb_cp16(b->x + row * Q4_XROW + part * 8, ok ? x + (m0 + row) * ldx + col : x,
-				ok);
+			cb_cp16(ps + j * 4 * C::SC + 16 * q4_pswz(u),
+				ok ? prm + ((grp0 + j) * k + col) * 4 : prm, ok);
 		}
 	};
-
-	for (int s = 0; s < NST - 1; s++) {
-		if (s < nst)
-			issue(s);
-		cb_cp_commit(); /* empty groups keep the count uniform */
-	}
-	for (int s = 0; s < nst; s++) {
-		cb_cp_wait<NST - 2>();
-		__syncthreads(); /* stage s landed; everyone is done with stage s - 1 */
-		if (s + NST - 1 < nst)
-			issue(s + NST - 1); /* into the buffer of stage s - 1 */
-		cb_cp_commit();
-
-		const q4_stage<BM> *b = &st[s % NST];
+	auto load = [&](int s, uint4 (&w)[CW][RT][2]) {
 #pragma unroll
-		for (int ws = 0; ws < WSTEPS; ws++) {
-			int cb = wc + ws * 32 + 8 * t; /* this lane's 8 columns */
-			uint4 p0 = *(const uint4 *)(b->prm + cb), p1 = *(const uint4 *)(b->prm + cb + 4);
-			/* pairs of columns (0, 4), (2, 6), (1, 5), (3, 7) */
-			uint32_t s2[4] = { __byte_perm(p0.x, p1.x, Q4_PAIR_LO),
-					   __byte_perm(p0.z, p1.z, Q4_PAIR_LO),
-					   __byte_perm(p0.y, p1.y, Q4_PAIR_LO),
-					   __byte_perm(p0.w, p1.w, Q4_PAIR_LO) };
-			uint32_t mn2[4] = { __byte_perm(p0.x, p1.x, Q4_PAIR_HI),
-					    __byte_perm(p0.z, p1.z, Q4_PAIR_HI),
-					    __byte_perm(p0.y, p1.y, Q4_PAIR_HI),
-					    __byte_perm(p0.w, p1.w, Q4_PAIR_HI) };
-			uint32_t a[MT][2][4];
+		for (int c = 0; c < CW; c++) {
+			int64_t col = min(kbeg + (int64_t)s * C::SC + wk * C::WC + c * Q4_CH + 32 * t,
+					  k - 32);
 
 #pragma unroll
-			for (int i = 0; i < MT; i++) {
-				uint4 xa = *(const uint4 *)(b->x + (16 * i + g) * Q4_XROW + cb);
-				uint4 xb = *(const uint4 *)(b->x + (16 * i + g + 8) * Q4_XROW + cb);
-
-				a[i][0][0] = __byte_perm(xa.x, xa.z, Q4_PAIR_LO);
-				a[i][0][1] = __byte_perm(xb.x, xb.z, Q4_PAIR_LO);
-				a[i][0][2] = __byte_perm(xa.y, xa.w, Q4_PAIR_LO);
-				a[i][0][3] = __byte_perm(xb.y, xb.w, Q4_PAIR_LO);
-				a[i][1][0] = __byte_perm(xa.x, xa.z, Q4_PAIR_HI);
-				a[i][1][1] = __byte_perm(xb.x, xb.z, Q4_PAIR_HI);
-				a[i][1][2] = __byte_perm(xa.y, xa.w, Q4_PAIR_HI);
-				a[i][1][3] = __byte_perm(xb.y, xb.w, Q4_PAIR_HI);
-			}
+			for (int rt = 0; rt < RT; rt++)
 #pragma unroll
-			for (int j = 0; j < NT; j++) {
-				uint32_t w = *(const uint32_t *)(b->w + (wr + 8 * j + g) * Q4_WROW + cb / 2);
-				uint32_t b0[2] = { q4_deq2(w, 4, s2[0], mn2[0]),
-						   q4_deq2(w, 12, s2[1], mn2[1]) };
-				uint32_t b1[2] = { q4_deq2(w, 0, s2[2], mn2[2]),
-						   q4_deq2(w, 8, s2[3], mn2[3]) };
+				for (int h = 0; h < 2; h++)
+					w[c][rt][h] = q4_ldw(wrow[rt][h] + col / 2);
+		}
+	};
+	auto compute = [&](int s, const uint4 (&w)[CW][RT][2]) {
+		const uint8_t *xs = sm + (s & 1) * C::STAGE;
+		const uint8_t *ps = xs + C::XBYTES + gi * 4 * C::SC;
 
 #pragma unroll
-				for (int i = 0; i < MT; i++) {
-					cb_mma16816(acc[i][j], a[i][0], b0);
-					cb_mma16816(acc[i][j], a[i][1], b1);
+		for (int c = 0; c < CW; c++) {
+			int cb = wk * C::WC + c * Q4_CH; /* the chunk's first column in the stage */
+
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				int pu = cb / 4 + 8 * t + ((2 * i) ^ (2 * t));
+				uint4 p0 = *(const uint4 *)(ps + 16 * pu);
+				uint4 p1 = *(const uint4 *)(ps + 16 * (pu + 1));
+				/* pairs of columns (0, 4), (2, 6), (1, 5), (3, 7) */
+				uint32_t s2[4] = { __byte_perm(p0.x, p1.x, Q4_PAIR_LO),
+						   __byte_perm(p0.z, p1.z, Q4_PAIR_LO),
+						   __byte_perm(p0.y, p1.y, Q4_PAIR_LO),
+						   __byte_perm(p0.w, p1.w, Q4_PAIR_LO) };
+				uint32_t mn2[4] = { __byte_perm(p0.x, p1.x, Q4_PAIR_HI),
+						    __byte_perm(p0.z, p1.z, Q4_PAIR_HI),
+						    __byte_perm(p0.y, p1.y, Q4_PAIR_HI),
+						    __byte_perm(p0.w, p1.w, Q4_PAIR_HI) };
+				uint32_t b[NT][2][2];
+
+#pragma unroll
+				for (int nt = 0; nt < NT; nt++) {
+					uint4 xv = *(const uint4 *)(xs + (8 * nt + g) * C::XROW +
+								    16 * (cb / 8 + 4 * t + (i ^ (t >> 1))));
+
+					b[nt][0][0] = __byte_perm(xv.x, xv.z, Q4_PAIR_LO);
+					b[nt][0][1] = __byte_perm(xv.y, xv.w, Q4_PAIR_LO);
+					b[nt][1][0] = __byte_perm(xv.x, xv.z, Q4_PAIR_HI);
+					b[nt][1][1] = __byte_perm(xv.y, xv.w, Q4_PAIR_HI);
+				}
+#pragma unroll
+				for (int rt = 0; rt < RT; rt++) {
+					const uint32_t *r0 = (const uint32_t *)&w[c][rt][0];
+					const uint32_t *r1 = (const uint32_t *)&w[c][rt][1];
+					uint32_t w0 = r0[i], w1 = r1[i], v0 = w0 >> 8, v1 = w1 >> 8;
+					uint32_t a0[4] = { q4_whi(w0, s2[0], mn2[0]), q4_whi(w1, s2[0], mn2[0]),
+							   q4_whi(v0, s2[1], mn2[1]), q4_whi(v1, s2[1], mn2[1]) };
+					uint32_t a1[4] = { q4_wlo(w0, s2[2], mn2[2]), q4_wlo(w1, s2[2], mn2[2]),
+							   q4_wlo(v0, s2[3], mn2[3]), q4_wlo(v1, s2[3], mn2[3]) };
+
+#pragma unroll
+					for (int nt = 0; nt < NT; nt++) {
+						cb_mma16816(acc[rt][nt], a0, b[nt][0]);
+						cb_mma16816(acc[rt][nt], a1, b[nt][1]);
+					}
 				}
 			}
 		}
+	};
+	/* Stage s: wait for its x and (scale, min), start those of s + 1 and the
+	 * weights of s + 1 (into the other register set), multiply s. */
+	auto step = [&](int s, const uint4 (&cur)[CW][RT][2], uint4 (&nxt)[CW][RT][2]) {
+		cb_cp_wait<0>();
+		__syncthreads(); /* stage s landed; everyone is done with s - 1's buffer */
+		if (s + 1 < nst) {
+			issue(s + 1);
+			load(s + 1, nxt);
+		}
+		cb_cp_commit();
+		compute(s, cur);
+	};
+	uint4 wa[CW][RT][2], wb[CW][RT][2];
+
+	if (nst > 0) {
+		issue(0);
+		load(0, wa);
+	}
+	cb_cp_commit();
+	for (int s = 0; s < nst; s += 2) {
+		step(s, wa, wb);
+		if (s + 1 < nst)
+			step(s + 1, wb, wa);
 	}
 	cb_cp_wait<0>();
-	__syncthreads(); /* the pipeline's shared memory becomes the reduction buffer */
+	__syncthreads(); /* the stages' shared memory becomes the reduction buffer */
 
-	/* red[warp][BM][WROWS]: accumulator (i, j, e) is row 16i + g (+8 for e >= 2),
-	 * weight row wr + 8j + 2t (+1) */
+	/* red[wk][row of x][weight row of the block]; accumulator (rt, nt, e) is
+	 * weight row wr R + 16 rt + g (+8 for e >= 2), row of x 8 nt + 2t (+1). */
 	float *red = (float *)cb_smem;
 #pragma unroll
-	for (int i = 0; i < MT; i++)
+	for (int rt = 0; rt < RT; rt++)
 #pragma unroll
-		for (int j = 0; j < NT; j++)
+		for (int nt = 0; nt < NT; nt++)
 #pragma unroll
 			for (int e = 0; e < 4; e++)
-				red[(warp * BM + 16 * i + g + (e >= 2 ? 8 : 0)) * WROWS + 8 * j + 2 * t +
-				    (e & 1)] = acc[i][j][e];
+				red[(wk * C::M + 8 * nt + 2 * t + (e & 1)) * C::BRP + wr * C::R +
+				    16 * rt + g + (e >= 2 ? 8 : 0)] = acc[rt][nt][e];
 	__syncthreads();
-	for (int idx = tid; idx < BM * Q4_BN; idx += Q4_THREADS) {
-		int r = idx / Q4_BN, c = idx % Q4_BN;
-		int64_t row = m0 + r, col = n0 + c;
-		float v;
+	for (int idx = tid; idx < C::M * C::BR; idx += C::THREADS) {
+		int b = idx / C::BR, r = idx % C::BR;
+		int64_t row = m0 + b, col = n0 + r;
+		float v = 0.0f;
 
 		if (row >= m || col >= n)
 			continue;
-		if (BM <= 32) {
-			v = red[(0 * BM + r) * WROWS + c] + red[(1 * BM + r) * WROWS + c] +
-			    red[(2 * BM + r) * WROWS + c] + red[(3 * BM + r) * WROWS + c];
-		} else {
-			int h = c / 32, cc = c % 32;
-
-			v = red[((2 * h) * BM + r) * WROWS + cc] + red[((2 * h + 1) * BM + r) * WROWS + cc];
-		}
+#pragma unroll
+		for (int j = 0; j < WK; j++)
+			v += red[(j * C::M + b) * C::BRP + r];
 		if (part) {
 			part[((int64_t)blockIdx.z * m + row) * n + col] = v;
 			continue;
 		}
 		cb_epi_store(ep, out, row * ldo + col, cb_epi_apply(ep, row, col, v));
-	}
-}
-
-/* m <= 16: the same products with wide stages, 256 bytes of every weight row
- * (512 columns) per stage, so that DRAM sees long runs of each row instead of
- * 64-byte pieces; x comes straight from global memory (it is small and stays
- * in L1), which leaves shared memory to three such stages.  Each of 8 warps
- * takes all 64 rows and an eighth of the stage's columns; two blocks (16 warps)
- * share an SM.  (Measured on the H200: 128 or 256 threads, 2 or 3 blocks per
- * SM, 64- or 256-byte row pieces all land at 1.3-1.6 TB/s for m <= 8; the
- * limit is not yet understood - see the report of the GPU issue.) */
-#define Q4W_KC 512
-#define Q4W_WROW 272  /* 256 + 16 against bank conflicts */
-#define Q4W_NST 3
-#define Q4W_WARPS 8   /* each takes all 64 rows and an eighth of the columns */
-#define Q4W_THREADS (32 * Q4W_WARPS)
-#ifndef Q4W_MINB
-#define Q4W_MINB 2    /* blocks per SM the register budget must allow */
-#endif
-
-struct q4w_stage {
-	uint8_t w[Q4_BN * Q4W_WROW];
-	uint32_t prm[Q4W_KC];
-};
-
-/* The stages, or the final reduction buffer ([warp][16][64] floats). */
-static constexpr size_t q4w_smem_bytes()
-{
-	return Q4W_NST * sizeof(q4w_stage) > (size_t)Q4W_WARPS * 16 * Q4_BN * sizeof(float)
-		       ? Q4W_NST * sizeof(q4w_stage)
-		       : (size_t)Q4W_WARPS * 16 * Q4_BN * sizeof(float);
-}
-
-__global__ void __launch_bounds__(Q4W_THREADS, Q4W_MINB)
-cb_q4_gemv(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64_t ldx,
-	   const uint8_t *__restrict__ q4, cublas_epi ep, void *out, int64_t ldo,
-	   int64_t kper, float *part)
-{
-	extern __shared__ uint4 cb_smem[];
-	q4w_stage *st = (q4w_stage *)cb_smem;
-	const uint8_t *prm = q4 + cb_q4_data_bytes((uint64_t)n, (uint64_t)k);
-	int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-	int64_t n0 = (int64_t)blockIdx.y * Q4_BN;
-	int64_t kbeg = (int64_t)blockIdx.z * kper, kend = min(k, kbeg + kper);
-	int nst = kend > kbeg ? (int)((kend - kbeg + Q4W_KC - 1) / Q4W_KC) : 0;
-	const uint8_t *prow = prm + (n0 / FG_Q4_GROUP) * k * 4;
-	const uint16_t *x0 = x + g * ldx, *x1 = x + (g + 8) * ldx;
-	bool ok0 = g < m, ok1 = g + 8 < m;
-	float acc[Q4_BN / 8][4];
-
-#pragma unroll
-	for (int j = 0; j < Q4_BN / 8; j++)
-		acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-
-	auto issue = [&](int s) {
-		q4w_stage *b = &st[s % Q4W_NST];
-		int64_t kc = kbeg + (int64_t)s * Q4W_KC;
-
-		/* weights: 64 rows x 16 chunks of 32 columns; a warp covers two rows */
-		for (int c = tid; c < Q4_BN * 16; c += Q4W_THREADS) {
-			int row = c / 16, part = c % 16;
-			int64_t col = kc + part * 32;
-			bool ok = n0 + row < n && col < kend;
-
-			cb_cp16(b->w + row * Q4W_WROW + part * 16,
-				ok ? q4 + (((n0 + row) * k + col) >> 1) : q4, ok);
-		}
-		/* (scale, min): 512 columns x 4 bytes */
-		if (tid < Q4W_KC / 4) {
-			int64_t col = kc + tid * 4;
-			bool ok = col < kend;
-
-			cb_cp16(b->prm + tid * 4, ok ? prow + col * 4 : prm, ok);
-		}
-	};
-
-	for (int s = 0; s < Q4W_NST - 1; s++) {
-		if (s < nst)
-			issue(s);
-		cb_cp_commit();
-	}
-	for (int s = 0; s < nst; s++) {
-		int64_t kc = kbeg + (int64_t)s * Q4W_KC;
-
-		cb_cp_wait<Q4W_NST - 2>();
-		__syncthreads();
-		if (s + Q4W_NST - 1 < nst)
-			issue(s + Q4W_NST - 1);
-		cb_cp_commit();
-
-		const q4w_stage *b = &st[s % Q4W_NST];
-#pragma unroll
-		for (int ws = 0; ws < Q4W_KC / (32 * Q4W_WARPS); ws++) {
-			int cb = warp * (Q4W_KC / Q4W_WARPS) + ws * 32 + 8 * t; /* this lane's 8 columns */
-			bool in = kc + cb < kend; /* k % 32 == 0: all 8 or none */
-			uint4 p0 = *(const uint4 *)(b->prm + cb), p1 = *(const uint4 *)(b->prm + cb + 4);
-			uint4 xa = ok0 && in ? __ldg((const uint4 *)(x0 + kc + cb)) : make_uint4(0, 0, 0, 0);
-			uint4 xb = ok1 && in ? __ldg((const uint4 *)(x1 + kc + cb)) : make_uint4(0, 0, 0, 0);
-			uint32_t s2[4] = { __byte_perm(p0.x, p1.x, Q4_PAIR_LO),
-					   __byte_perm(p0.z, p1.z, Q4_PAIR_LO),
-					   __byte_perm(p0.y, p1.y, Q4_PAIR_LO),
-					   __byte_perm(p0.w, p1.w, Q4_PAIR_LO) };
-			uint32_t mn2[4] = { __byte_perm(p0.x, p1.x, Q4_PAIR_HI),
-					    __byte_perm(p0.z, p1.z, Q4_PAIR_HI),
-					    __byte_perm(p0.y, p1.y, Q4_PAIR_HI),
-					    __byte_perm(p0.w, p1.w, Q4_PAIR_HI) };
-			uint32_t a0[4] = { __byte_perm(xa.x, xa.z, Q4_PAIR_LO),
-					   __byte_perm(xb.x, xb.z, Q4_PAIR_LO),
-					   __byte_perm(xa.y, xa.w, Q4_PAIR_LO),
-					   __byte_perm(xb.y, xb.w, Q4_PAIR_LO) };
-			uint32_t a1[4] = { __byte_perm(xa.x, xa.z, Q4_PAIR_HI),
-					   __byte_perm(xb.x, xb.z, Q4_PAIR_HI),
-					   __byte_perm(xa.y, xa.w, Q4_PAIR_HI),
-					   __byte_perm(xb.y, xb.w, Q4_PAIR_HI) };
-
-#pragma unroll
-			for (int j = 0; j < Q4_BN / 8; j++) {
-				uint32_t w = *(const uint32_t *)(b->w + (8 * j + g) * Q4W_WROW + cb / 2);
-				uint32_t b0[2] = { q4_deq2(w, 4, s2[0], mn2[0]),
-						   q4_deq2(w, 12, s2[1], mn2[1]) };
-				uint32_t b1[2] = { q4_deq2(w, 0, s2[2], mn2[2]),
-						   q4_deq2(w, 8, s2[3], mn2[3]) };
-
-				cb_mma16816(acc[j], a0, b0);
-				cb_mma16816(acc[j], a1, b1);
-			}
-		}
-	}
-	cb_cp_wait<0>();
-	__syncthreads();
-
-	float *red = (float *)cb_smem; /* [warp][16][64] */
-#pragma unroll
-	for (int j = 0; j < Q4_BN / 8; j++)
-#pragma unroll
-		for (int e = 0; e < 4; e++)
-			red[(warp * 16 + g + (e >= 2 ? 8 : 0)) * Q4_BN + 8 * j + 2 * t + (e & 1)] =
-				acc[j][e];
-	__syncthreads();
-	for (int idx = tid; idx < 16 * Q4_BN; idx += Q4W_THREADS) {
-		int r = idx / Q4_BN, c = idx % Q4_BN;
-		int64_t col = n0 + c;
-		float v;
-
-		if (r >= m || col >= n)
-			continue;
-		v = 0.0f;
-#pragma unroll
-		for (int w = 0; w < Q4W_WARPS; w++)
-			v += red[(w * 16 + r) * Q4_BN + c];
-		if (part) {
-			part[((int64_t)blockIdx.z * m + r) * n + col] = v;
-			continue;
-		}
-		cb_epi_store(ep, out, r * ldo + col, cb_epi_apply(ep, r, col, v));
 	}
 }
 
@@ -556,64 +468,95 @@ extern "C" int cublas_q4_fused_ok(const void *q4, int64_t k, const void *x, int6
 	       ldx % 8 == 0;
 }
 
-static int cb_q4_bm(int64_t m)
+/* The variants, by rows of x (NT, RT, WR, WK, CW, blocks per SM for the
+ * register budget):
+ *   m <= 8:  1 n8 tile,  warps of 32 rows, 1 x 8 warps, 1024 columns a stage;
+ *   m <= 16: 2 n8 tiles, warps of 32 rows, 2 x 2 warps, 256 columns;
+ *   m <= 32: 4 n8 tiles, warps of 32 rows, 4 x 1 warps, 256 columns;
+ *   larger:  8 n8 tiles (64 rows of x a block), warps of 32 rows, 4 x 1, 256
+ *            (74 KiB of shared memory: where the device cannot give it, m > 32
+ *            runs the m <= 32 variant on 32-row slabs of x).
+ * That is 16, 16, 8 and 8 warps an SM, each with 2, 2, 4 and 4 KiB of
+ * weights in flight (32 KiB an SM).  Blocks of 64 or 128 weight rows keep
+ * x's re-reads from L2 at most twice the weight bytes (m / 16 of them per 64
+ * rows before); eight warps along k give 4096-row weights 128 blocks. */
+#define Q4_V0 1, 2, 1, 8, 1, 2
+#define Q4_V1 2, 2, 2, 2, 1, 4
+#define Q4_V2 4, 2, 4, 1, 2, 2
+#define Q4_V3 8, 2, 4, 1, 2, 2
+#define Q4_NV 4
+
+struct q4_shape {
+	int m, br, sc, threads, minb;
+	size_t smem;
+};
+
+template <int NT, int RT, int WR, int WK, int CW, int MINB>
+static constexpr q4_shape q4_shape_of()
 {
-	return m <= 16 ? 16 : m <= 32 ? 32 : 64;
+	typedef q4_cfg<NT, RT, WR, WK, CW> C;
+
+	return q4_shape{ C::M, C::BR, C::SC, C::THREADS, MINB, C::SMEM };
 }
 
-/* BM = 64 takes 3 stages (78 KiB of shared memory) where the device allows it
- * (sm_80, sm_86, sm_90), 2 on sm_75.  Set by cublas_k_linear_setup. */
-static int cb_q4_big_smem = 0;
+static const q4_shape q4_shapes[Q4_NV] = {
+	q4_shape_of<Q4_V0>(), q4_shape_of<Q4_V1>(), q4_shape_of<Q4_V2>(), q4_shape_of<Q4_V3>(),
+};
 
-#define Q4_STAGES 4 /* for BM 16 and 32; minimum stages per split, too */
+/* Blocks per SM of each variant (cublas_k_linear_setup asks the occupancy
+ * calculator; until then, what the launch bounds ask for). */
+static int q4_bps[Q4_NV] = { 2, 4, 2, 2 };
+static int q4_v3_ok = 0; /* set by cublas_k_linear_setup where its shared memory fits */
 
+static int cb_q4_var(int64_t m)
+{
+	return m <= 8 ? 0 : m <= 16 ? 1 : m <= 32 || !q4_v3_ok ? 2 : 3;
+}
+
+/* The k split that fills the GPU best: whole waves of blocks, each split a
+ * whole number of stages, weighed against the partial sums' traffic (16 z m /
+ * k of the weight bytes) and the finishing kernel (about 2 us, against the
+ * time of the weight bytes at 3 TB/s). */
 extern "C" int cublas_q4_fused_split(int64_t m, int64_t n, int64_t k, int sms,
 				     size_t max_part_floats)
 {
-	int64_t bm = cb_q4_bm(m);
-	int64_t blocks = ((m + bm - 1) / bm) * ((n + Q4_BN - 1) / Q4_BN);
-	int64_t stages = (k + Q4_KC - 1) / Q4_KC, want = 4 * (int64_t)sms, ks, per;
+	const q4_shape *v = &q4_shapes[cb_q4_var(m)];
+	int64_t tiles = ((n + v->br - 1) / v->br) * ((m + v->m - 1) / v->m);
+	int64_t stages = (k + v->sc - 1) / v->sc, slots = (int64_t)sms * q4_bps[cb_q4_var(m)];
+	double bytes = (double)n * (double)k * 0.5625, fin = 6e6 / (bytes > 1 ? bytes : 1);
+	double best = 0;
+	int pick = 1;
 
-	if (m <= 16) {
-		/* cb_q4_gemv: three blocks of 57 KiB fit an SM; one wave, any stage count */
-		stages = (k + Q4W_KC - 1) / Q4W_KC;
-		want = 3 * (int64_t)sms;
-		if (blocks >= want || stages < 2)
-			return 1;
-		ks = (want + blocks - 1) / blocks;
-		if (ks > 16)
-			ks = 16;
-		if (ks > stages)
-			ks = stages;
-	} else {
-		if (blocks >= want || stages < 2 * Q4_STAGES)
-			return 1;
-		ks = (want + blocks - 1) / blocks;
-		if (ks > 16)
-			ks = 16;
-		if (ks > stages / Q4_STAGES)
-			ks = stages / Q4_STAGES;
+	if (slots < 1)
+		slots = 1;
+	for (int64_t z = 1; z <= 16 && z <= stages; z++) {
+		int64_t per = (stages + z - 1) / z, zz = (stages + per - 1) / per;
+		int64_t blocks = tiles * zz, waves = (blocks + slots - 1) / slots;
+		double eff = (double)blocks / (double)(waves * slots), score;
+
+		if (zz > 1 && (size_t)(zz * m * n) > max_part_floats)
+			break;
+		score = eff / (zz > 1 ? 1.0 + 16.0 * (double)(zz * m) / (double)k + fin : 1.0);
+		if (score > best * 1.02) { /* a split must pay for itself */
+			best = score;
+			pick = (int)zz;
+		}
 	}
-	while (ks > 1 && (size_t)(ks * m * n) > max_part_floats)
-		ks--;
-	if (ks <= 1)
-		return 1;
-	/* No empty splits: every split gets the same whole number of stages. */
-	per = (stages + ks - 1) / ks;
-	return (int)((stages + per - 1) / per);
+	return pick;
 }
 
-template <int BM, int NST>
+template <int NT, int RT, int WR, int WK, int CW, int MINB>
 static void cb_q4_launch(cudaStream_t s, int64_t m, int64_t n, int64_t k, const uint16_t *x,
 			 int64_t ldx, const void *q4, const cublas_epi &ep, void *out,
 			 int64_t ldo, int ksplit, float *part)
 {
-	int64_t stages = (k + Q4_KC - 1) / Q4_KC;
-	int64_t kper = ((stages + ksplit - 1) / ksplit) * Q4_KC;
-	dim3 grid((unsigned)((m + BM - 1) / BM), (unsigned)((n + Q4_BN - 1) / Q4_BN),
+	typedef q4_cfg<NT, RT, WR, WK, CW> C;
+	int64_t stages = (k + C::SC - 1) / C::SC;
+	int64_t kper = ((stages + ksplit - 1) / ksplit) * C::SC;
+	dim3 grid((unsigned)((n + C::BR - 1) / C::BR), (unsigned)((m + C::M - 1) / C::M),
 		  (unsigned)ksplit);
 
-	cb_q4_fused<BM, NST><<<grid, Q4_THREADS, q4_smem_bytes<BM, NST>(), s>>>(
+	cb_q4_mma<NT, RT, WR, WK, CW, MINB><<<grid, C::THREADS, C::SMEM, s>>>(
 		m, n, k, x, ldx, (const uint8_t *)q4, ep, out, ldo, kper, ksplit > 1 ? part : NULL);
 }
 
@@ -625,25 +568,18 @@ extern "C" cudaError_t cublas_k_q4_linear(cudaStream_t s, int64_t m, int64_t n, 
 	const cublas_epi ep = *e;
 	cudaError_t err;
 
-	switch (cb_q4_bm(m)) {
-	case 16: {
-		int64_t stages = (k + Q4W_KC - 1) / Q4W_KC;
-		int64_t kper = ((stages + ksplit - 1) / ksplit) * Q4W_KC;
-		dim3 grid(1, (unsigned)((n + Q4_BN - 1) / Q4_BN), (unsigned)ksplit);
-
-		cb_q4_gemv<<<grid, Q4W_THREADS, q4w_smem_bytes(), s>>>(
-			m, n, k, x, ldx, (const uint8_t *)q4, ep, out, ldo, kper,
-			ksplit > 1 ? part : NULL);
+	switch (cb_q4_var(m)) {
+	case 0:
+		cb_q4_launch<Q4_V0>(s, m, n, k, x, ldx, q4, ep, out, ldo, ksplit, part);
 		break;
-	}
-	case 32:
-		cb_q4_launch<32, Q4_STAGES>(s, m, n, k, x, ldx, q4, ep, out, ldo, ksplit, part);
+	case 1:
+		cb_q4_launch<Q4_V1>(s, m, n, k, x, ldx, q4, ep, out, ldo, ksplit, part);
+		break;
+	case 2:
+		cb_q4_launch<Q4_V2>(s, m, n, k, x, ldx, q4, ep, out, ldo, ksplit, part);
 		break;
 	default:
-		if (cb_q4_big_smem)
-			cb_q4_launch<64, 3>(s, m, n, k, x, ldx, q4, ep, out, ldo, ksplit, part);
-		else
-			cb_q4_launch<64, 2>(s, m, n, k, x, ldx, q4, ep, out, ldo, ksplit, part);
+		cb_q4_launch<Q4_V3>(s, m, n, k, x, ldx, q4, ep, out, ldo, ksplit, part);
 		break;
 	}
 	err = cudaGetLastError();
@@ -654,12 +590,23 @@ extern "C" cudaError_t cublas_k_q4_linear(cudaStream_t s, int64_t m, int64_t n, 
 	return cudaGetLastError();
 }
 
-template <int BM, int NST>
-static cudaError_t cb_q4_setup(void)
+/* Opt into the variant's shared memory and note how many of its blocks an SM holds. */
+template <int NT, int RT, int WR, int WK, int CW, int MINB>
+static cudaError_t cb_q4_setup(int v)
 {
-	return cudaFuncSetAttribute(cb_q4_fused<BM, NST>,
-				    cudaFuncAttributeMaxDynamicSharedMemorySize,
-				    (int)q4_smem_bytes<BM, NST>());
+	typedef q4_cfg<NT, RT, WR, WK, CW> C;
+	int bps = 0;
+	cudaError_t e = cudaFuncSetAttribute(cb_q4_mma<NT, RT, WR, WK, CW, MINB>,
+					     cudaFuncAttributeMaxDynamicSharedMemorySize,
+					     (int)C::SMEM);
+
+	if (e != cudaSuccess)
+		return e;
+	e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, cb_q4_mma<NT, RT, WR, WK, CW, MINB>,
+							  C::THREADS, C::SMEM);
+	if (e == cudaSuccess && bps > 0)
+		q4_bps[v] = bps;
+	return e;
 }
 
 extern "C" cudaError_t cublas_k_linear_setup(void)
@@ -671,10 +618,9 @@ extern "C" cudaError_t cublas_k_linear_setup(void)
 	    (e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) !=
 		    cudaSuccess)
 		return e;
-	cb_q4_big_smem = optin >= (int)q4_smem_bytes<64, 3>();
-	if ((e = cudaFuncSetAttribute(cb_q4_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize,
-				      (int)q4w_smem_bytes())) != cudaSuccess ||
-	    (e = cb_q4_setup<32, Q4_STAGES>()) != cudaSuccess)
+	if ((e = cb_q4_setup<Q4_V0>(0)) != cudaSuccess || (e = cb_q4_setup<Q4_V1>(1)) != cudaSuccess ||
+	    (e = cb_q4_setup<Q4_V2>(2)) != cudaSuccess)
 		return e;
-	return cb_q4_big_smem ? cb_q4_setup<64, 3>() : cb_q4_setup<64, 2>();
+	q4_v3_ok = optin >= (int)q4_shapes[3].smem;
+	return q4_v3_ok ? cb_q4_setup<Q4_V3>(3) : cudaSuccess;
 }

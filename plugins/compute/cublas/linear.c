@@ -373,7 +373,7 @@ static int cb_linear_q4(struct cublas_ctx *c, struct cublas_stream *s, struct cb
 	int64_t nt;
 	int rc;
 
-	/* (grid y of the fused kernels: one block per 64 weight rows) */
+	/* (a bound from the older kernels, whose grid y counted 64-row tiles; harmless) */
 	if (g->m <= c->q4_fused_max_m && cublas_q4_fused_ok(q4, g->k, g->x, g->ldx) &&
 	    (g->n + FG_Q4_GROUP - 1) / FG_Q4_GROUP <= 65535) {
 		int ks = cublas_q4_fused_split(g->m, g->n, g->k, c->sms, c->scratch_bytes / 4);
