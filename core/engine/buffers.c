@@ -175,6 +175,8 @@ static int forward_new(struct fg_forward **out, const struct fg_forward_env *env
 	if ((rc = fg_xfer_init(&f->hload, &f->mv, cap)))
 		goto fail;
 	f->hload.stream = f->mv.hidden_stream;
+	if ((rc = fg_backend_event_create(f->be, &f->hloaded)))
+		goto fail;
 	f->xfer_ready = 1;
 	if ((rc = plan_units(f))) {
 		FG_ERR("forward: out of memory");
@@ -308,6 +310,8 @@ void fg_forward_free(struct fg_forward *f)
 	}
 	if ((r = fg_xfer_fini(&f->hload)) && !first)
 		first = r;
+	if (f->hloaded)
+		fg_backend_event_destroy(f->be, f->hloaded);
 	if (first)
 		FG_LOG(FG_LOG_WARN, "freeing a forward pass: a transfer failed: %s",
 		       fg_last_error());

@@ -46,6 +46,7 @@ struct fg_forward {
 	struct fg_region hslot[SLOTS], hbounce[SLOTS];
 	struct fg_xfer wload[SLOTS], cload[SLOTS], cstore[SLOTS], hload, hstore[SLOTS];
 	void *wdone[SLOTS], *cdone[SLOTS]; /* compute finished reading the slot */
+	void *hloaded;                     /* an activation reload's copies are done */
 	struct fg_region hstage;           /* host staging of delegated attention */
 	struct fg_region scratch;
 	struct fg_tensor ws[FG_WS_MAX];    /* the family's workspaces */

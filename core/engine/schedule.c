@@ -21,6 +21,7 @@
 struct item {
 	int64_t u, k, t; /* unit, GPU batch, running index (cache slot = t % 2) */
 	int ws;          /* the weight slot holding the unit's weights */
+	int fetched;     /* its activations were fetched before the next unit's weights */
 };
 
 static int unit_has_attn(const struct fg_forward *f, int64_t u)
@@ -105,6 +106,51 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 	return 0;
 }
 
+/* Activations of an off-compute GPU batch: fetched before its compute,
+ * stored after it.  ahead: the next unit's weights are about to be queued;
+ * they wait for this reload, which the very next compute needs, since the
+ * copy engine would otherwise run the weights, issued first, before it. */
+static int fetch_hidden(struct fg_forward *f, const struct item *it, int64_t n, int ahead)
+{
+	struct gpu_batch *g = &f->gb[it->k];
+	int cs = (int)(it->t % SLOTS);
+	int recv = f->pipe && it->u == 0 && fg_pipe_has_prev(f);
+	void *h = hidden_addr(f, it->k, cs);
+	size_t hlen = fg_hidden_len(f, n);
+	double t0;
+	int rc = 0;
+
+	if (g->hidden_role == FG_ROLE_COMPUTE)
+		return 0;
+	/* The slot's previous store, and this batch's last one, must be done
+	 * before the activations' stream reads the stored bytes back and
+	 * before the compute stream writes the slot again. */
+	t0 = fg_now();
+	for (int s = 0; s < SLOTS && !rc; s++)
+		rc = fg_xfer_wait(&f->hstore[s], f->hload.stream);
+	/* The compute waits for those stores (all on the store stream), not for
+	 * a load stream. */
+	if (!rc && !(rc = fg_backend_event_record(f->be, f->hload.event, f->mv.store_stream)))
+		rc = fg_backend_stream_wait(f->be, f->stream, f->hload.event);
+	f->stats.wait_hidden_s += fg_now() - t0;
+	if (rc || (rc = fg_devtime_mark(f, FG_DEV_WAIT_HIDDEN)))
+		return rc;
+	if (recv || unit_kind(f, it->u) == FG_BLOCK_INPUT)
+		return 0;
+	t0 = fg_now();
+	if ((rc = fg_xfer_reset(&f->hload, "activations")) ||
+	    (rc = fg_xfer_load(&f->hload, h, g->hidden_role, &g->hidden_home, 0, hlen,
+			       f->hbounce[cs].addr)) ||
+	    (rc = fg_xfer_wait(&f->hload, f->stream)))
+		return rc;
+	if (ahead && ((rc = fg_backend_event_record(f->be, f->hloaded, f->hload.stream)) ||
+		      (rc = fg_backend_stream_wait(f->be, f->mv.load_stream, f->hloaded))))
+		return rc;
+	f->stats.hidden_bytes += hlen;
+	f->stats.wait_hidden_s += fg_now() - t0;
+	return fg_devtime_mark(f, FG_DEV_WAIT_HIDDEN);
+}
+
 static int run_item(struct fg_forward *f, const struct item *it, const int32_t *ids, int64_t n,
 		    float *logits, int32_t *top)
 {
@@ -119,38 +165,11 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 	double t0;
 	int rc = 0;
 
-	/* Activations of an off-compute GPU batch: fetched now, stored after. */
 	void *h = hidden_addr(f, it->k, cs);
-	if (g->hidden_role != FG_ROLE_COMPUTE) {
-		/* The slot's previous store, and this batch's last one, must be done
-		 * before the activations' stream reads the stored bytes back and
-		 * before the compute stream writes the slot again. */
-		t0 = fg_now();
-		for (int s = 0; s < SLOTS && !rc; s++)
-			rc = fg_xfer_wait(&f->hstore[s], f->hload.stream);
-		/* The compute waits for those stores (all on the store stream),
-		 * not for the load stream: the next unit's weights are queued
-		 * there, and waiting for them serialized every unit with them. */
-		if (!rc && !(rc = fg_backend_event_record(f->be, f->hload.event, f->mv.store_stream)))
-			rc = fg_backend_stream_wait(f->be, f->stream, f->hload.event);
-		f->stats.wait_hidden_s += fg_now() - t0;
-		if (rc || (rc = fg_devtime_mark(f, FG_DEV_WAIT_HIDDEN)))
-			return rc;
-	}
+	if (!it->fetched && (rc = fetch_hidden(f, it, n, 0)))
+		return rc;
 	if (recv)
 		fg_pipe_recv_hidden(f, it->k, h, hlen);
-	else if (g->hidden_role != FG_ROLE_COMPUTE && unit_kind(f, it->u) != FG_BLOCK_INPUT) {
-		t0 = fg_now();
-		if ((rc = fg_xfer_reset(&f->hload, "activations")) ||
-		    (rc = fg_xfer_load(&f->hload, h, g->hidden_role, &g->hidden_home, 0, hlen,
-				       f->hbounce[cs].addr)) ||
-		    (rc = fg_xfer_wait(&f->hload, f->stream)))
-			return rc;
-		f->stats.hidden_bytes += hlen;
-		f->stats.wait_hidden_s += fg_now() - t0;
-		if ((rc = fg_devtime_mark(f, FG_DEV_WAIT_HIDDEN)))
-			return rc;
-	}
 	/* The compute below appends to the cache slot: the slot's store from two
 	 * items back must have read it first.  Decode steps waited for it before
 	 * their prefetch; prefill has no prefetch, so this is its only wait. */
@@ -332,7 +351,7 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 			int64_t ri = gi * f->nunits + u;
 			int ws = (int)(ri % f->nslots);
 			for (int64_t k = k0; k < k1; k = next_k(f, gi, k), t++) {
-				struct item it = { u, k, t, ws };
+				struct item it = { u, k, t, ws, 0 };
 				if (u == 0) { /* each computed GPU batch's positions, once a step */
 					f->stats.positions += (uint64_t)(fg_rows_computed(f, k) * n);
 					f->stats.dead_positions += (uint64_t)(dead_rows(f, k) * n);
@@ -340,11 +359,14 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 				if (k == k0) {
 					if (!overlap && (rc = fg_unit_weights_load(f, u, ws)))
 						goto out;
-					/* The next run's weights go into the other slot during this one. */
+					/* The next run's weights go into the other slot during
+					 * this one, after the first item's activations. */
 					if (overlap && ri + 1 < nruns &&
-					    (rc = fg_unit_weights_load(f, (ri + 1) % f->nunits,
-								       (ws + 1) % SLOTS)))
+					    ((rc = fetch_hidden(f, &it, n, 1)) ||
+					     (rc = fg_unit_weights_load(f, (ri + 1) % f->nunits,
+									(ws + 1) % SLOTS))))
 						goto out;
+					it.fetched = overlap && ri + 1 < nruns;
 					t0 = fg_now();
 					rc = fg_xfer_wait(&f->wload[ws], f->stream);
 					f->stats.wait_weight_s += fg_now() - t0;
