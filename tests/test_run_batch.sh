@@ -195,5 +195,21 @@ echo "peak memory: $p1 MiB for 10 000 lines, $pbig MiB for $big ($(( $(date +%s)
 	fail "memory grows with the input: $p1 MiB for 10 000 lines, $pbig MiB for $big"
 rm -f "$tmp/zbig.jsonl" "$tmp/z.jsonl"
 
+# Sampled rows are drawn over the CPUs, each from its own request's stream:
+# 24 sampled requests (with and without top_k / top_p) in one GPU batch
+# give the same bytes on one CPU as on all of them.
+awk 'BEGIN { for (i = 0; i < 24; i++)
+	printf "{\"custom_id\": \"s%d\", \"prompt_token_ids\": [2, %d, %d], \"max_tokens\": 6, \"temperature\": 0.%d, \"top_k\": %d, \"top_p\": 0.%d, \"seed\": %d, \"ignore_eos\": true}\n", i, 100 + i, 300 + 7 * i, 5 + i % 5, (i % 3) * 20, 7 + i % 3, i }' \
+	>"$tmp/s.jsonl"
+sm="-o model.path=$model -o policy.gpu_batch_size=24"
+run 0 $fg $sm run-batch --input "$tmp/s.jsonl" --output "$tmp/s_all.jsonl"
+if command -v taskset >/dev/null; then
+	run 0 taskset -c 0 $fg $sm run-batch --input "$tmp/s.jsonl" --output "$tmp/s_one.jsonl"
+	cmp -s "$tmp/s_all.jsonl" "$tmp/s_one.jsonl" ||
+		fail "sampled rows depend on the CPUs they were drawn on: $(diff "$tmp/s_all.jsonl" "$tmp/s_one.jsonl" | head -4)"
+else
+	fail "taskset (util-linux) is missing: cannot run the sampling on one CPU"
+fi
+
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -259,6 +259,59 @@ static int score_position(void *arg, int64_t row0, int64_t rows, int64_t pos, co
 	return 0;
 }
 
+/* Sampled rows [r0, r1) of a decode step, with a sampler of their own: each
+ * row draws from its own request's stream, so the tokens do not depend on
+ * how the rows are spread over threads. */
+struct sample_rows {
+	struct job **jobs;
+	const float *logits;
+	int64_t vocab, r0, r1;
+	struct fg_sampler *smp;
+	int32_t *next;
+};
+
+static void sample_rows(void *arg)
+{
+	const struct sample_rows *w = arg;
+
+	for (int64_t r = w->r0; r < w->r1; r++) {
+		struct job *j = w->jobs[r];
+		const struct fg_request *q = j->req;
+		struct fg_sampling sp = { q->temperature, q->top_k, q->top_p };
+
+		if (!j->done && q->temperature > 0)
+			w->next[r] = fg_sample(w->smp, w->logits + r * w->vocab, &sp, &j->rng);
+	}
+}
+
+/* The sampled rows' next tokens over the CPUs (a row costs up to a
+ * millisecond: a step of 256 rows would otherwise take a quarter second on
+ * one core).  smp: FG_FANOUT_MAX samplers, made as needed. */
+static int sample_step(struct job **jobs, int64_t count, const float *logits, int64_t vocab,
+		       struct fg_sampler **smp, int32_t *next)
+{
+	struct sample_rows w[FG_FANOUT_MAX];
+	int64_t sampled = 0;
+
+	for (int64_t r = 0; r < count; r++)
+		sampled += !jobs[r]->done && jobs[r]->req->temperature > 0;
+	if (!sampled)
+		return 0;
+	int n = fg_fanout_threads(0, (uint64_t)sampled, 4);
+	int64_t per = (count + n - 1) / n;
+	for (int t = 0; t < n; t++) {
+		int64_t r0 = t * per < count ? t * per : count;
+		int rc = smp[t] ? 0 : fg_sampler_new(&smp[t], vocab);
+
+		if (rc)
+			return rc;
+		w[t] = (struct sample_rows){ jobs, logits, vocab, r0,
+					     r0 + per < count ? r0 + per : count, smp[t], next };
+	}
+	fg_fanout(sample_rows, w, sizeof(*w), n);
+	return 0;
+}
+
 /* The longest budget first: within a GPU batch, rows that finish early end
  * up after the last live one, where they cost nothing. */
 static int by_budget_desc(const void *a, const void *b)
@@ -280,7 +333,7 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	struct fg_forward_env env;
 	int64_t plen = 0, glen = 0;
 	struct fg_forward *f = NULL;
-	struct fg_sampler *smp = NULL;
+	struct fg_sampler *smp[FG_FANOUT_MAX] = { NULL };
 	struct fg_region lr = { 0 };
 	int32_t *ids = NULL, *pad = NULL, *next = NULL, *top = NULL;
 	unsigned char *row_live = NULL;
@@ -329,7 +382,7 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	}
 	fg_engine_forward_env(e, nb, &env);
 	env.policy.gpu_batch_size = bs;
-	if ((rc = fg_sampler_new(&smp, c->vocab)) || (rc = fg_forward_new(&f, &env, plen, glen)) ||
+	if ((rc = fg_forward_new(&f, &env, plen, glen)) ||
 	    (!greedy && (rc = alloc_logits(e, rows, &lr))))
 		goto out;
 	logits = lr.addr;
@@ -339,16 +392,18 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 		goto out;
 	for (int64_t t = 0;; t++) {
 		int live = 0;
+		/* A finished row's token and logits are garbage: never read. */
+		if (!greedy && (rc = sample_step(jobs, (int64_t)count, logits, c->vocab, smp, next)))
+			goto out;
 		for (int64_t r = 0; r < rows; r++) {
-			next[r] = c->pad_id;
 			row_live[r] = 0;
-			/* A finished row's token and logits are garbage: never read. */
-			if (r >= (int64_t)count || jobs[r]->done)
+			if (r >= (int64_t)count || jobs[r]->done) {
+				next[r] = c->pad_id;
 				continue;
-			const struct fg_request *q = jobs[r]->req;
-			struct fg_sampling sp = { q->temperature, q->top_k, q->top_p };
+			}
 			const float *row = logits ? logits + r * c->vocab : NULL;
-			next[r] = q->temperature > 0 ? fg_sample(smp, row, &sp, &jobs[r]->rng) : top[r];
+			if (jobs[r]->req->temperature <= 0)
+				next[r] = top[r];
 			accept(e, jobs[r], next[r], row);
 			live += !jobs[r]->done;
 			row_live[r] = !jobs[r]->done;
@@ -373,7 +428,8 @@ out:
 	}
 	fg_forward_free(f);
 	free(row_live);
-	fg_sampler_free(smp);
+	for (int t = 0; t < FG_FANOUT_MAX; t++)
+		fg_sampler_free(smp[t]);
 	free(ids);
 	free(pad);
 	free(next);
