@@ -16,8 +16,9 @@ rb() { # name input output [prefix...]
 	name=$1 in=$2 res=$3
 	shift 3
 	step "$name ($(date +%T))"
-	/usr/bin/time -f "$name: %e s wall" timeout 90 "$@" ./fgcore -c conf/h200_opt6.7b.ini run-batch \
-		--input "$out/$in" --output "$out/$res" 2>&1 | tail -2
+	timeout 90 "$@" ./fgcore -c conf/h200_opt6.7b.ini run-batch --input "$out/$in" \
+		--output "$out/$res" > "$out/$res.log" 2>&1
+	tail -1 "$out/$res.log"
 }
 rb greedy greedy.jsonl greedy_out.jsonl
 rb "sampled, all CPUs" sampled.jsonl sampled_out.jsonl
