@@ -400,7 +400,7 @@ int main(int argc, char **argv)
 				     shapes67[s][2] == 1, shapes67[s][2] == 2);
 
 q4:
-	printf("## linear q4, decode: default (fused up to m = 64), fused forced, dequant forced\n");
+	printf("## linear q4, decode: default (fused up to m = 128), fused forced, dequant forced\n");
 	for (int s = 0; s < 3; s++)
 		for (int i = 0; i < 6; i++) {
 			bench_linear(&be, tags67[s], decode_m[i], shapes67[s][0], shapes67[s][1], 1,

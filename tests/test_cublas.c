@@ -514,7 +514,7 @@ START_TEST(test_linear)
 	struct worst w = { 0, "" }, wq = { 0, "" };
 
 	gpu_seed(101);
-	/* 4-bit weights run three ways: the default split at q4_fused_max_m = 64, every
+	/* 4-bit weights run three ways: the default split at q4_fused_max_m = 128, every
 	 * m through the fused kernel, every m through dequantization + cuBLASLt. */
 	open_backend(&fused, "cublas", "q4_fused_max_m", "4096");
 	open_backend(&deq, "cublas", "q4_fused_max_m", "0");
