@@ -2,12 +2,20 @@
 # there, with .devdeps and _gpudata/testdata carried along): where logs go,
 # the unpacked build dependencies, the test data and the built plugins, and
 #   step TEXT                 a heading in the output
+#   stamp TEXT                the same with the time of day
 #   h200_build                autoreconf, configure --with-cuda, make, the
 #                             tests built (log: $out/build.log); 1 on failure
 #   opt30b_16g NAME FLAGS...  OPT-30B under a 16 GiB GPU cap, prompt 512,
 #                             gen 32, 8 tokens run and the rest projected
 #                             (FlexGen's --cut-gen-len), with device timing,
 #                             appended to $out/bench.log
+#   gpu_tests SECONDS TESTS...  make check of those tests (with
+#                             FGCORE_TEST_BACKEND as exported), appended to
+#                             $out/tests.log, their logs to
+#                             $out/test_logs.txt; prints the results and
+#                             the failed checks
+#   $T4_POLICY, $CC_POLICY    FlexGen's two T4 policies for OPT-30B: 48 x 1
+#                             with CPU attention; 64 x 2 with a 4-bit cache
 # .devdeps: ../shared/tools/gpu-deps libpcre2-dev libpcre2-8-0 libpcre2-16-0
 #   libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2
 set -u
@@ -17,6 +25,19 @@ mkdir -p "$out"
 export FGCORE_TESTDATA=$PWD/_gpudata/testdata
 export FGCORE_PLUGIN_PATH=$PWD/plugins/storage/.libs:$PWD/plugins/compute/.libs:$PWD/plugins/codec/.libs
 step() { echo "== $*"; }
+stamp() { step "$* ($(date +%T))"; }
+T4_POLICY="--percent 20 80 0 100 0 100 --gpu-batch-size 48 --num-gpu-batches 1 --cpu-cache-compute"
+CC_POLICY="--percent 0 100 0 100 0 100 --gpu-batch-size 64 --num-gpu-batches 2 --compress-cache"
+gpu_tests() { # seconds tests...
+	secs=$1
+	shift
+	timeout "$secs" make check TESTS="$*" >> "$out/tests.log" 2>&1
+	for t in "$@"; do
+		grep -E "^(PASS|FAIL|SKIP|ERROR): $t\$" "$out/tests.log" | tail -1
+		{ echo "#### $t" && cat "$t.log"; } >> "$out/test_logs.txt" 2>&1
+		grep -hE ":[EF]:" "$t.log" | head -12
+	done
+}
 h200_build() {
 	if ! { autoreconf -fi && ./configure --with-cuda && make -j16 && make -j16 check TESTS=; } \
 		> "$out/build.log" 2>&1; then

@@ -6,23 +6,19 @@
 # (4-bit decode attention on the GPU, activations on the host).  Logs go to
 # $OUT; run there as h200_run.sh (bench/h200_env.sh).
 . bench/h200_env.sh
-stamp() { step "$* ($(date +%T))"; }
 stamp build
 h200_build || exit 1
 stamp "op tests"
-timeout 150 make check TESTS="tests/test_cublas tests/test_compute_conformance" > "$out/tests.log" 2>&1
-grep -E "^(PASS|FAIL|ERROR)" "$out/tests.log"
-cat tests/test_cublas.log tests/test_compute_conformance.log > "$out/test_logs.txt" 2>&1
-grep -hE ":[EF]:" tests/test_cublas.log tests/test_compute_conformance.log | head -12
+gpu_tests 150 tests/test_cublas tests/test_compute_conformance
 stamp "decode op rates"
 make bench > "$out/ops_build.log" 2>&1 && timeout 120 bench/gpu_ops_bench decode > "$out/ops.txt" 2>&1
 grep -E "175b|attention_decode" "$out/ops.txt"
 # shellcheck disable=SC2086
 opt30b_16g "OPT-30B 16 GiB, T4 policy 20 80 0 100 0 100, 48 x 1, CPU attention ($(date +%T))" \
-	--percent 20 80 0 100 0 100 --gpu-batch-size 48 --num-gpu-batches 1 --cpu-cache-compute
+	$T4_POLICY
 stamp "OPT-6.7B all on GPU, 256 x 1"
 timeout 100 ./fgcore -c conf/h200_opt6.7b.ini -o bench.device_timing=true bench >> "$out/bench.log" 2>&1
 tail -6 "$out/bench.log" | grep -E "throughput|time"
-opt30b_16g "OPT-30B 16 GiB, 0 100 0 100 0 100, 64 x 2, int4 cache ($(date +%T))" \
-	--percent 0 100 0 100 0 100 --gpu-batch-size 64 --num-gpu-batches 2 --compress-cache
+# shellcheck disable=SC2086
+opt30b_16g "OPT-30B 16 GiB, 0 100 0 100 0 100, 64 x 2, int4 cache ($(date +%T))" $CC_POLICY
 stamp done

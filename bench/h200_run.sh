@@ -12,19 +12,11 @@ step build
 h200_build || exit 1
 nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
 step "GPU op tests"
-timeout 240 make check TESTS="tests/test_cuda_mem tests/test_cublas tests/test_compute_conformance" \
-	> "$out/tests.log" 2>&1
+gpu_tests 240 tests/test_cuda_mem tests/test_cublas tests/test_compute_conformance
 step "reference and policy tests on cublas"
-FGCORE_TEST_BACKEND=cublas timeout 330 make check TESTS="tests/test_golden tests/test_scoring tests/test_policy tests/test_compression" \
-	>> "$out/tests.log" 2>&1
-grep -E "^(PASS|FAIL|SKIP|ERROR)" "$out/tests.log"
+FGCORE_TEST_BACKEND=cublas gpu_tests 330 tests/test_golden tests/test_scoring tests/test_policy \
+	tests/test_compression
 grep -h "perplexity\|max difference" tests/test_scoring.log
-for t in test_cuda_mem test_cublas test_compute_conformance test_golden test_scoring test_policy \
-	test_compression; do
-	echo "#### $t" && cat "tests/$t.log"
-done > "$out/test_logs.txt" 2>&1
-grep -hE ":[EF]:" tests/test_cublas.log tests/test_golden.log tests/test_scoring.log tests/test_policy.log \
-	tests/test_compression.log | head -20
 grep -h "worst\|max |error|\|prefill logits" tests/test_cublas.log tests/test_golden.log | head -40
 dt="-o bench.device_timing=true"
 step "bench OPT-6.7B all on GPU, 256 x 1"
@@ -35,10 +27,10 @@ timeout 200 ./fgcore -c conf/h200_opt30b_host.ini $dt bench >> "$out/bench.log" 
 tail -8 "$out/bench.log"
 # FlexGen's two T4 policies for OPT-30B under a 16 GiB GPU cap (8 tokens run,
 # the rest projected, as FlexGen's --cut-gen-len does)
-opt30b_16g "bench OPT-30B 16 GiB, 20 80 0 100 0 100, 48 x 1, CPU attention" \
-	--percent 20 80 0 100 0 100 --gpu-batch-size 48 --num-gpu-batches 1 --cpu-cache-compute
-opt30b_16g "bench OPT-30B 16 GiB, 0 100 0 100 0 100, 64 x 2, int4 cache" \
-	--percent 0 100 0 100 0 100 --gpu-batch-size 64 --num-gpu-batches 2 --compress-cache
+# shellcheck disable=SC2086
+opt30b_16g "bench OPT-30B 16 GiB, 20 80 0 100 0 100, 48 x 1, CPU attention" $T4_POLICY
+# shellcheck disable=SC2086
+opt30b_16g "bench OPT-30B 16 GiB, 0 100 0 100 0 100, 64 x 2, int4 cache" $CC_POLICY
 step "op rates (bench/gpu_ops_bench)"
 if make bench > "$out/ops_build.log" 2>&1; then
 	timeout 90 bench/gpu_ops_bench decode > "$out/ops.txt" 2>&1
