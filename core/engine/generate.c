@@ -259,6 +259,12 @@ static int score_position(void *arg, int64_t row0, int64_t rows, int64_t pos, co
 	return 0;
 }
 
+/* A live row that draws its next token (the others take the argmax). */
+static int samples(const struct job *j)
+{
+	return !j->done && j->req->temperature > 0;
+}
+
 /* Sampled rows [r0, r1) of a decode step, with a sampler of their own: each
  * row draws from its own request's stream, so the tokens do not depend on
  * how the rows are spread over threads. */
@@ -279,7 +285,7 @@ static void sample_rows(void *arg)
 		const struct fg_request *q = j->req;
 		struct fg_sampling sp = { q->temperature, q->top_k, q->top_p };
 
-		if (!j->done && q->temperature > 0)
+		if (samples(j))
 			w->next[r] = fg_sample(w->smp, w->logits + r * w->vocab, &sp, &j->rng);
 	}
 }
@@ -294,7 +300,7 @@ static int sample_step(struct job **jobs, int64_t count, const float *logits, in
 	int64_t sampled = 0;
 
 	for (int64_t r = 0; r < count; r++)
-		sampled += !jobs[r]->done && jobs[r]->req->temperature > 0;
+		sampled += samples(jobs[r]);
 	if (!sampled)
 		return 0;
 	int n = fg_fanout_threads(0, (uint64_t)sampled, 4);
@@ -402,7 +408,7 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 				continue;
 			}
 			const float *row = logits ? logits + r * c->vocab : NULL;
-			if (jobs[r]->req->temperature <= 0)
+			if (!samples(jobs[r]))
 				next[r] = top[r];
 			accept(e, jobs[r], next[r], row);
 			live += !jobs[r]->done;

@@ -106,6 +106,12 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 	return 0;
 }
 
+/* Pipeline stages: the first unit's input comes from the previous stage. */
+static int receives(const struct fg_forward *f, const struct item *it)
+{
+	return f->pipe && it->u == 0 && fg_pipe_has_prev(f);
+}
+
 /* Activations of an off-compute GPU batch: fetched before its compute,
  * stored after it.  ahead: the next unit's weights are about to be queued;
  * they wait for this reload, which the very next compute needs, since the
@@ -114,7 +120,6 @@ static int fetch_hidden(struct fg_forward *f, const struct item *it, int64_t n, 
 {
 	struct gpu_batch *g = &f->gb[it->k];
 	int cs = (int)(it->t % SLOTS);
-	int recv = f->pipe && it->u == 0 && fg_pipe_has_prev(f);
 	void *h = hidden_addr(f, it->k, cs);
 	size_t hlen = fg_hidden_len(f, n);
 	double t0;
@@ -135,7 +140,7 @@ static int fetch_hidden(struct fg_forward *f, const struct item *it, int64_t n, 
 	f->stats.wait_hidden_s += fg_now() - t0;
 	if (rc || (rc = fg_devtime_mark(f, FG_DEV_WAIT_HIDDEN)))
 		return rc;
-	if (recv || unit_kind(f, it->u) == FG_BLOCK_INPUT)
+	if (receives(f, it) || unit_kind(f, it->u) == FG_BLOCK_INPUT)
 		return 0;
 	t0 = fg_now();
 	if ((rc = fg_xfer_reset(&f->hload, "activations")) ||
@@ -155,9 +160,8 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 		    float *logits, int32_t *top)
 {
 	int cs = (int)(it->t % SLOTS), attn = unit_has_attn(f, it->u);
-	/* Pipeline stages: the first unit's input comes from the previous stage,
-	 * the last unit's output goes to the next one. */
-	int recv = f->pipe && it->u == 0 && fg_pipe_has_prev(f);
+	/* Pipeline stages: the last unit's output goes to the next one. */
+	int recv = receives(f, it);
 	int send = f->pipe && it->u == f->nunits - 1 && fg_pipe_has_next(f);
 	int64_t n_off = f->plan.n_off;
 	struct gpu_batch *g = &f->gb[it->k];
@@ -361,12 +365,13 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 						goto out;
 					/* The next run's weights go into the other slot during
 					 * this one, after the first item's activations. */
-					if (overlap && ri + 1 < nruns &&
-					    ((rc = fetch_hidden(f, &it, n, 1)) ||
-					     (rc = fg_unit_weights_load(f, (ri + 1) % f->nunits,
-									(ws + 1) % SLOTS))))
-						goto out;
-					it.fetched = overlap && ri + 1 < nruns;
+					if (overlap && ri + 1 < nruns) {
+						if ((rc = fetch_hidden(f, &it, n, 1)) ||
+						    (rc = fg_unit_weights_load(f, (ri + 1) % f->nunits,
+									       (ws + 1) % SLOTS)))
+							goto out;
+						it.fetched = 1;
+					}
 					t0 = fg_now();
 					rc = fg_xfer_wait(&f->wload[ws], f->stream);
 					f->stats.wait_weight_s += fg_now() - t0;
