@@ -47,7 +47,7 @@ lib=$(find "$dest" -name 'libfgcore.so*' | head -n 1)
 [ -n "$lib" ] || { echo "FAIL: no libfgcore.so installed"; exit 1; }
 libdir=$(dirname "$lib")
 pkglibdir="$libdir/fgcore"
-for h in plugin tensor storage compute codec fgcore half q4 fanout fp16_simd; do
+for h in plugin tensor storage compute codec fgcore half q4 fanout fp16_simd sampling; do
 	[ -n "$(find "$dest" -path "*/include/fgcore/$h.h")" ] || fail "fgcore/$h.h not installed"
 done
 [ -n "$(find "$dest" -path '*/man1/fgcore.1')" ] || fail "fgcore.1 not installed"

@@ -2,13 +2,16 @@
  * (the whole vocabulary sorted, the definition): the same token and the same
  * random stream afterwards for every row, over logit shapes (spread, flat,
  * ties, signed zeros, spikes, non-finite values), vocabulary sizes, and
- * temperature x top_k x top_p; draws of u = 1 - 2^-53 force the rare path
- * where the draw falls past every candidate. */
+ * temperature x top_k x top_p, with the largest draw too.  And the definition
+ * against the softmax computed naively in long double: its weights, and the
+ * token every draw gives (the inverse of the nucleus's distribution). */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <fgcore/sampling.h>
 
 #include "core/engine/sample.h"
 
@@ -60,15 +63,21 @@ static void fill(float *l, int64_t n, enum shape sh, struct fg_rng *r)
 	}
 }
 
-/* An rng whose next uniform is exactly 1 - 2^-53: xoshiro256**'s output is
- * rotl(s[1] * 5, 7) * 9, so s[1] is chosen to make it all ones. */
-static void rng_at_top(struct fg_rng *r, uint64_t salt)
+/* An rng whose next fg_rng_u53 is u: xoshiro256**'s output is
+ * rotl(s[1] * 5, 7) * 9, so s[1] is chosen to make it u << 11. */
+static void rng_drawing(struct fg_rng *r, uint64_t salt, uint64_t u)
 {
 	const uint64_t inv9 = 0x8e38e38e38e38e39ull, inv5 = 0xcccccccccccccccdull;
-	uint64_t want = ~0ull, x = want * inv9;
+	uint64_t x = (u << 11) * inv9;
 	x = (x >> 7) | (x << 57);
 	fg_rng_seed(r, salt);
 	r->s[1] = x * inv5;
+}
+
+/* The largest draw: u = 1 - 2^-53. */
+static void rng_at_top(struct fg_rng *r, uint64_t salt)
+{
+	rng_drawing(r, salt, (1ull << 53) - 1);
 }
 
 static int checked;
@@ -179,6 +188,114 @@ START_TEST(greedy)
 }
 END_TEST
 
+/* The integer weights are 2^S exp(x) to 2^-50 relative, and 0 exactly
+ * below the window. */
+START_TEST(weights_are_the_exponential)
+{
+	const int S = 46;
+	for (int i = 0; i <= 20000; i++) {
+		float l = -35.0f + 35.0f * (float)i / 20000.0f, T = 1.0f;
+		uint64_t w = fg_sample_weight(l, 0.0f, T, S);
+		long double want = ldexpl(expl((long double)l / T), S);
+
+		if (!fg_sample_in_window(l, 0.0f, T, S)) {
+			ck_assert_msg(w == 0, "l=%g: weight %llu outside the window", l,
+				      (unsigned long long)w);
+			ck_assert(want < 0.5L);
+			continue;
+		}
+		ck_assert_msg(fabsl((long double)w - want) <= 0.5L + want * 0x1.0p-50L,
+			      "l=%.9g: weight %llu, exp gives %.6Lf", l, (unsigned long long)w,
+			      want);
+	}
+	ck_assert_uint_eq(fg_sample_weight(3.0f, 3.0f, 0.7f, S), 1ull << S);
+	ck_assert_uint_eq(fg_sample_weight(INFINITY, INFINITY, 0.7f, S), 1ull << S);
+	ck_assert_uint_eq(fg_sample_weight(1e30f, INFINITY, 0.7f, S), 0);
+	ck_assert_uint_eq(fg_sample_weight(NAN, 1.0f, 0.7f, S), 0);
+	ck_assert_uint_eq(fg_sample_weight(-INFINITY, 1.0f, 0.7f, S), 0);
+}
+END_TEST
+
+/* For draws spread over [0, 1), the token is where the draw falls in the
+ * cumulative distribution of the nucleus, computed naively: sort, softmax in
+ * long double, cut at top_k and top_p, renormalise.  Draws within 1e-9 of a
+ * boundary, and cuts within 1e-9 of top_p, are left out (rounding may go
+ * either way there). */
+START_TEST(draws_follow_the_softmax)
+{
+	enum { N = 300, DRAWS = 997 };
+	static const float temps[] = { 0.3f, 0.7f, 1.0f, 2.0f };
+	static const float top_ps[] = { 1.0f, 0.95f, 0.5f };
+	static const int top_ks[] = { 0, 40 };
+	float l[N];
+	int32_t order[N];
+	long double cdf[N];
+	struct fg_sampler *s;
+	struct fg_rng r;
+	int checked_draws = 0;
+
+	ck_assert_int_eq(fg_sampler_new(&s, N), 0);
+	fg_rng_seed(&r, 77);
+	for (int rep = 0; rep < 6; rep++) {
+		fill(l, N, rep % 2 ? SPREAD : TIES, &r);
+		for (int i = 0; i < N; i++)
+			order[i] = i;
+		for (int i = 1; i < N; i++) /* insertion sort: logit desc, id asc */
+			for (int j = i; j > 0 && l[order[j]] > l[order[j - 1]]; j--) {
+				int32_t t = order[j];
+				order[j] = order[j - 1];
+				order[j - 1] = t;
+			}
+		for (size_t ti = 0; ti < 4; ti++)
+			for (size_t pi = 0; pi < 3; pi++)
+				for (size_t ki = 0; ki < 2; ki++) {
+					struct fg_sampling p = { temps[ti], top_ks[ki], top_ps[pi] };
+					int keep = p.top_k ? p.top_k : N, cut = keep, near = 0;
+					long double sum = 0, acc = 0;
+					for (int i = 0; i < keep; i++)
+						sum += expl(((long double)l[order[i]] - l[order[0]]) /
+							    p.temperature);
+					if (p.top_p < 1) {
+						for (cut = 0; cut < keep && acc < p.top_p * sum; cut++) {
+							acc += expl(((long double)l[order[cut]] -
+								     l[order[0]]) / p.temperature);
+							near |= fabsl(acc / sum - p.top_p) < 1e-9L;
+						}
+						sum = acc;
+					}
+					if (near)
+						continue;
+					acc = 0;
+					for (int i = 0; i < cut; i++) {
+						acc += expl(((long double)l[order[i]] - l[order[0]]) /
+							    p.temperature);
+						cdf[i] = acc / sum;
+					}
+					for (int d = 0; d < DRAWS; d++) {
+						long double x = ((long double)d + 0.5L) / DRAWS;
+						int want = 0;
+						while (want < cut - 1 && cdf[want] <= x)
+							want++;
+						if (fabsl(cdf[want] - x) < 1e-9L ||
+						    (want > 0 && fabsl(cdf[want - 1] - x) < 1e-9L))
+							continue;
+						struct fg_rng a;
+						rng_drawing(&a, 1, (uint64_t)(x * 0x1.0p53L));
+						int32_t got = fg_sample_sorted(s, l, &p, &a);
+						ck_assert_msg(got == order[want],
+							      "T=%g top_k=%d top_p=%g draw %.6Lf: token %d, "
+							      "the softmax's %d",
+							      p.temperature, p.top_k, p.top_p, x, got,
+							      order[want]);
+						checked_draws++;
+					}
+				}
+	}
+	ck_assert_int_gt(checked_draws, 50000);
+	fg_sampler_free(s);
+}
+END_TEST
+
 static Suite *sample_suite(void)
 {
 	Suite *s = suite_create("sample");
@@ -188,6 +305,8 @@ static Suite *sample_suite(void)
 	tcase_add_test(tc, same_token_as_full_sort);
 	tcase_add_test(tc, many_draws_one_row);
 	tcase_add_test(tc, greedy);
+	tcase_add_test(tc, weights_are_the_exponential);
+	tcase_add_test(tc, draws_follow_the_softmax);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -72,6 +72,11 @@ int fg_backend_kv_append(struct fg_backend *b, void *stream, int64_t layer, cons
  * -ENOTSUP without an error line (the caller copies the logits out and uses
  * fg_argmax). */
 int fg_backend_argmax(struct fg_backend *b, void *stream, const struct fg_tensor *x, int32_t *out);
+/* Each row's next token where the logits are (a minor-4 plugin's sample
+ * hook, when it answers supports(FG_OP_SAMPLE)); -ENOTSUP otherwise (the
+ * caller then samples host copies of the logits, with the same result). */
+int fg_backend_can_sample(const struct fg_backend *b);
+int fg_backend_sample(struct fg_backend *b, void *stream, const struct fg_sample_args *a);
 
 struct fg_codec {
 	struct fg_plugin_handle ph;

@@ -74,6 +74,8 @@ const char *fg_op_name(enum fg_op op)
 		return "grouped-query attention";
 	case FG_OP_KV_APPEND:
 		return "kv_append";
+	case FG_OP_SAMPLE:
+		return "sample";
 	}
 	return "an unknown op";
 }
@@ -557,4 +559,34 @@ int fg_backend_argmax(struct fg_backend *b, void *stream, const struct fg_tensor
 	if (x->rows > 0 && x->cols == 0)
 		return fg_call_fail(&c, -EINVAL, "x has %" PRId64 " rows of no columns", x->rows);
 	return b->ops->argmax(b->ctx, stream, x, out);
+}
+
+/* ---- sample --------------------------------------------------------------------- */
+
+int fg_backend_can_sample(const struct fg_backend *b)
+{
+	/* sample is a minor-4 member: a 1.3 plugin's table ends before it. */
+	return b->minor >= 4 && b->ops->sample &&
+	       fg_backend_supports(b, FG_OP_SAMPLE, b->info.act_dtype);
+}
+
+int fg_backend_sample(struct fg_backend *b, void *stream, const struct fg_sample_args *a)
+{
+	struct fg_call c = { b, -1, NULL, "sample" };
+	int rc;
+
+	if (!fg_backend_can_sample(b))
+		return -ENOTSUP; /* the caller samples host copies of the logits */
+	if (!a || !a->temperature || !a->top_k || !a->top_p || !a->draw || !a->out)
+		return fg_call_fail(&c, -EINVAL, "a per-row array is NULL");
+	if ((rc = fg_check_tensor(&c, "logits", &a->logits, b->info.act_dtype, -1, -1)))
+		return rc;
+	if (a->logits.rows > 0 && a->logits.cols == 0)
+		return fg_call_fail(&c, -EINVAL, "logits has %" PRId64 " rows of no columns",
+				    a->logits.rows);
+	for (int64_t r = 0; r < a->logits.rows; r++)
+		if (a->draw[r] >> 53 || a->top_k[r] < 0 || !(a->temperature[r] == a->temperature[r]))
+			return fg_call_fail(&c, -EINVAL, "row %" PRId64 ": draw of more than 53 bits, "
+					    "negative top_k or NaN temperature", r);
+	return b->ops->sample(b->ctx, stream, a);
 }

@@ -87,6 +87,21 @@ const struct fg_forward_stats *fg_forward_stats(const struct fg_forward *f);
  * (the other stages do not see the mask). */
 void fg_forward_set_live_rows(struct fg_forward *f, const unsigned char *row_live);
 
+/* How the next steps choose `top` (rows = nb * bs entries each, host
+ * memory, read at every step, so the caller refills draw before each): a row
+ * with temperature > 0 gets the token fgcore/sampling.h defines, drawn by
+ * the backend where the logits are, the others the argmax.  NULL: argmax
+ * everywhere.  -ENOTSUP where this run cannot (a backend without the sample
+ * op, a pipeline of stages): the caller then samples host logits instead,
+ * with the same result. */
+struct fg_row_sampling {
+	const float *temperature;
+	const int32_t *top_k;
+	const float *top_p;
+	const uint64_t *draw;
+};
+int fg_forward_set_sampling(struct fg_forward *f, const struct fg_row_sampling *s);
+
 /* Bytes this run holds per tier (cache, activations, buffers), as allocated. */
 void fg_forward_bytes(const struct fg_forward *f, uint64_t bytes[FG_ROLES]);
 

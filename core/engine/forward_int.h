@@ -67,6 +67,7 @@ struct fg_forward {
 	unsigned char *row_live;        /* decode steps: rows to compute (NULL: all) */
 	unsigned char *live;            /* GPU batches with a row to compute (in row_live's block) */
 	int32_t *attn_pad;              /* decode: each row's pad, a finished row's at len */
+	const struct fg_row_sampling *sampling; /* top drawn by the backend (NULL: argmax) */
 	const int32_t *step_ids;        /* the step's token ids (NULL: not this stage's) */
 	int64_t step_nids;
 	unsigned char *id_seen;         /* vocab flags: a token table's rows staged this step */
@@ -172,7 +173,7 @@ int fg_pipe_has_next(const struct fg_forward *f);
 /* logits.c */
 /* The first `rows` sequences' logits and/or greedy tokens of the GPU batch
  * just computed (the rows after them were not computed: finished). */
-int fg_logits_out(struct fg_forward *f, int64_t rows, float *logits, int32_t *top);
+int fg_logits_out(struct fg_forward *f, int64_t row0, int64_t rows, float *logits, int32_t *top);
 /* A scored prefill: every earlier prompt position's logits of GPU batch k,
  * from fg_logits_first_scored (the batch's smallest pad) on, through the
  * output body `body`, to f->score_fn. */

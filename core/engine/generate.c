@@ -318,6 +318,52 @@ static int sample_step(struct job **jobs, int64_t count, const float *logits, in
 	return 0;
 }
 
+/* The per-row sampling a step's tokens are drawn with on the device: each
+ * sampled row takes its draw from its request's stream at the point the host
+ * sampler would, so where the token is drawn never changes it. */
+struct device_draws {
+	struct fg_row_sampling s;
+	float *temperature, *top_p;
+	int32_t *top_k;
+	uint64_t *draw;
+};
+
+static int device_draws_new(struct device_draws *d, int64_t rows)
+{
+	d->temperature = calloc((size_t)rows, sizeof(float));
+	d->top_p = calloc((size_t)rows, sizeof(float));
+	d->top_k = calloc((size_t)rows, sizeof(int32_t));
+	d->draw = calloc((size_t)rows, sizeof(uint64_t));
+	d->s = (struct fg_row_sampling){ d->temperature, d->top_k, d->top_p, d->draw };
+	if (d->temperature && d->top_p && d->top_k && d->draw)
+		return 0;
+	FG_ERR("out of memory for the sampling of %lld rows", (long long)rows);
+	return -ENOMEM;
+}
+
+static void device_draws_free(struct device_draws *d)
+{
+	free(d->temperature);
+	free(d->top_p);
+	free(d->top_k);
+	free(d->draw);
+}
+
+/* Before a step: the live sampled rows' parameters and draws; every other
+ * row (greedy, finished, padding) takes the argmax. */
+static void device_draws_fill(struct device_draws *d, struct job **jobs, int64_t count)
+{
+	for (int64_t r = 0; r < count; r++) {
+		const struct fg_request *q = jobs[r]->req;
+		int s = samples(jobs[r]);
+
+		d->temperature[r] = s ? q->temperature : 0;
+		d->top_k[r] = q->top_k;
+		d->top_p[r] = q->top_p;
+		d->draw[r] = s ? fg_rng_u53(&jobs[r]->rng) : 0;
+	}
+}
+
 /* The longest budget first: within a GPU batch, rows that finish early end
  * up after the last live one, where they cost nothing. */
 static int by_budget_desc(const void *a, const void *b)
@@ -340,10 +386,11 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	int64_t plen = 0, glen = 0;
 	struct fg_forward *f = NULL;
 	struct fg_sampler *smp[FG_FANOUT_MAX] = { NULL };
+	struct device_draws dd = { 0 };
 	struct fg_region lr = { 0 };
 	int32_t *ids = NULL, *pad = NULL, *next = NULL, *top = NULL;
 	unsigned char *row_live = NULL;
-	int greedy = 1, scored = 0;
+	int greedy = 1, scored = 0, logprobs = 0, on_device = 0;
 	float *logits = NULL;
 	int rc;
 
@@ -370,6 +417,7 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	 * log-probabilities need the logits. */
 	for (size_t i = 0; i < count; i++) {
 		greedy &= jobs[i]->req->temperature <= 0 && !jobs[i]->req->logprobs;
+		logprobs |= jobs[i]->req->logprobs;
 		scored |= jobs[i]->req->score_prompt;
 	}
 	if (!ids || !pad || !next || !top || !row_live) {
@@ -388,10 +436,18 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	}
 	fg_engine_forward_env(e, nb, &env);
 	env.policy.gpu_batch_size = bs;
-	if ((rc = fg_forward_new(&f, &env, plen, glen)) ||
-	    (!greedy && (rc = alloc_logits(e, rows, &lr))))
+	if ((rc = fg_forward_new(&f, &env, plen, glen)))
+		goto out;
+	/* Sampled rows are drawn where the logits are when the backend can (no
+	 * logits cross to the host); log-probabilities need them on the host. */
+	if (!greedy && !logprobs && !(rc = device_draws_new(&dd, rows)) &&
+	    fg_forward_set_sampling(f, &dd.s) == 0)
+		on_device = 1;
+	if (rc || (!greedy && !on_device && (rc = alloc_logits(e, rows, &lr))))
 		goto out;
 	logits = lr.addr;
+	if (on_device)
+		device_draws_fill(&dd, jobs, (int64_t)count);
 	struct scoring sc = { jobs, count, pad, c->vocab };
 	if ((rc = scored ? fg_forward_prefill_scored(f, ids, pad, logits, top, score_position, &sc)
 			 : fg_forward_prefill(f, ids, pad, logits, top)))
@@ -399,7 +455,8 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 	for (int64_t t = 0;; t++) {
 		int live = 0;
 		/* A finished row's token and logits are garbage: never read. */
-		if (!greedy && (rc = sample_step(jobs, (int64_t)count, logits, c->vocab, smp, next)))
+		if (!greedy && !on_device &&
+		    (rc = sample_step(jobs, (int64_t)count, logits, c->vocab, smp, next)))
 			goto out;
 		for (int64_t r = 0; r < rows; r++) {
 			row_live[r] = 0;
@@ -408,7 +465,7 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 				continue;
 			}
 			const float *row = logits ? logits + r * c->vocab : NULL;
-			if (!samples(jobs[r]))
+			if (on_device || !samples(jobs[r]))
 				next[r] = top[r];
 			accept(e, jobs[r], next[r], row);
 			live += !jobs[r]->done;
@@ -419,6 +476,8 @@ static int run_batch(struct fg_engine *e, struct job **jobs, size_t count)
 		/* A finished row no longer costs its attention and cache traffic,
 		 * a GPU batch whose rows have all finished nothing at all. */
 		fg_forward_set_live_rows(f, row_live);
+		if (on_device)
+			device_draws_fill(&dd, jobs, (int64_t)count);
 		if ((rc = fg_forward_decode(f, next, logits, top)))
 			goto out;
 	}
@@ -433,6 +492,7 @@ out:
 		e->cache_skipped += st->cache_skipped;
 	}
 	fg_forward_free(f);
+	device_draws_free(&dd);
 	free(row_live);
 	for (int t = 0; t < FG_FANOUT_MAX; t++)
 		fg_sampler_free(smp[t]);

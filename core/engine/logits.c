@@ -1,7 +1,7 @@
 /* core/engine/logits.c - the output block's logits out of the compute tier:
- * as floats, and/or each row's greedy token (the backend's argmax where it
- * has one, which spares copying whole rows); when scoring a prompt, those of
- * every prompt position. */
+ * as floats, and/or each row's next token (the backend's argmax, or its
+ * sample op, where it has one, which spares copying whole rows); when
+ * scoring a prompt, those of every prompt position. */
 #include <errno.h>
 
 #include "core/engine/forward_int.h"
@@ -26,6 +26,18 @@ static int fg_logits_to_host(struct fg_forward *f, int64_t rows, float *out)
 			out[i] = fg_half_to_float(src[i]);
 	}
 	return 0;
+}
+
+/* Rows [row0, row0 + rows) of the step drawn by the backend. */
+static int fg_logits_sample(struct fg_forward *f, int64_t row0, int64_t rows, int32_t *top)
+{
+	const struct fg_row_sampling *s = f->sampling;
+	struct fg_sample_args a = {
+		.logits = fg_rows(f->logits, 0, rows),
+		.temperature = s->temperature + row0, .top_k = s->top_k + row0,
+		.top_p = s->top_p + row0, .draw = s->draw + row0, .out = top,
+	};
+	return fg_backend_sample(f->be, f->stream, &a);
 }
 
 static int fg_logits_argmax(struct fg_forward *f, int64_t rows, int32_t *top)
@@ -71,7 +83,7 @@ int fg_logits_score(struct fg_forward *f, struct fg_block_ctx *x, int64_t k,
 	return rc;
 }
 
-int fg_logits_out(struct fg_forward *f, int64_t rows, float *logits, int32_t *top)
+int fg_logits_out(struct fg_forward *f, int64_t row0, int64_t rows, float *logits, int32_t *top)
 {
 	double t0 = fg_now();
 	int rc = fg_devtime_mark(f, FG_DEV_COMPUTE);
@@ -79,7 +91,8 @@ int fg_logits_out(struct fg_forward *f, int64_t rows, float *logits, int32_t *to
 	if (!rc && logits)
 		rc = fg_logits_to_host(f, rows, logits);
 	if (!rc && top)
-		rc = fg_logits_argmax(f, rows, top);
+		rc = f->sampling ? fg_logits_sample(f, row0, rows, top)
+				 : fg_logits_argmax(f, rows, top);
 	if (!rc)
 		rc = fg_devtime_mark(f, FG_DEV_LOGITS);
 	f->stats.logits_s += fg_now() - t0;

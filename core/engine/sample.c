@@ -1,24 +1,20 @@
-/* core/engine/sample.c - next-token selection.
- * Sampling follows the usual order: logits / temperature, keep the top_k
- * largest, keep the smallest prefix of them (by descending probability) whose
- * mass reaches top_p, renormalise, draw.
+/* core/engine/sample.c - next-token selection on the host.
+ * fgcore/sampling.h defines the token (an order, integer softmax weights,
+ * top_k, top_p, one draw); a compute backend's sample op must give the same.
  *
- * fg_sample_sorted is the definition: every logit sorted, the softmax summed
- * in that order.  fg_sample gives the same token from the same random stream
- * without sorting the whole vocabulary.  With a top_k (up to 4096) only the
- * first top_k of the order count: a heap finds them.  Otherwise only logits
- * within 41.6 x temperature of the largest (e^-41.6 < 2^-60) are sorted.  Every other one has
- * exp((l - max) / T) < 2^-60 and comes after them in the sorted order, where
- * the running sum is already >= 1 (the largest contributes exactly 1), so
- * adding it rounds back to the same double: the sums, the top_p cut and the
- * draw are bit for bit those of the full sort.  Where that argument does not
- * cover a case (a non-finite logit, the top_p mass not reached among the
- * candidates, the draw falling past them), the full sort runs. */
-#define _GNU_SOURCE /* qsort_r */
+ * fg_sample_sorted follows the definition literally: every id sorted.
+ * fg_sample gives the same token without sorting the whole vocabulary.  The
+ * ids whose weight can be nonzero (those in the window the weight function
+ * tests first) form a prefix of the order, because the window is monotone in
+ * the logit: past them every kept id weighs 0 and changes no sum, so only the
+ * window is sorted.  With a small top_k (up to 4096) a heap finds the first
+ * top_k of the order instead. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <fgcore/sampling.h>
 
 #include "core/engine/sample.h"
 #include "core/util/error.h"
@@ -26,7 +22,7 @@
 struct fg_sampler {
 	int64_t vocab;
 	int32_t *idx;
-	float *prob;
+	uint64_t *w;   /* the weights of the ids in idx */
 	uint64_t *key, *tmp; /* the candidates' sort keys, and the radix sort's other buffer */
 	uint32_t count[3][2048]; /* the radix sort's digit counts */
 };
@@ -50,7 +46,7 @@ static uint64_t rotl(uint64_t x, int k)
 	return (x << k) | (x >> (64 - k));
 }
 
-double fg_rng_uniform(struct fg_rng *r)
+uint64_t fg_rng_u53(struct fg_rng *r)
 {
 	uint64_t *s = r->s, out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
 	s[2] ^= s[0];
@@ -59,7 +55,12 @@ double fg_rng_uniform(struct fg_rng *r)
 	s[0] ^= s[3];
 	s[2] ^= t;
 	s[3] = rotl(s[3], 45);
-	return (double)(out >> 11) * 0x1.0p-53;
+	return out >> 11;
+}
+
+double fg_rng_uniform(struct fg_rng *r)
+{
+	return (double)fg_rng_u53(r) * 0x1.0p-53;
 }
 
 int fg_sampler_new(struct fg_sampler **out, int64_t vocab)
@@ -68,11 +69,11 @@ int fg_sampler_new(struct fg_sampler **out, int64_t vocab)
 	if (s) {
 		s->vocab = vocab;
 		s->idx = malloc(sizeof(int32_t) * (size_t)vocab);
-		s->prob = malloc(sizeof(float) * (size_t)vocab);
+		s->w = malloc(sizeof(uint64_t) * (size_t)vocab);
 		s->key = malloc(sizeof(uint64_t) * (size_t)vocab);
 		s->tmp = malloc(sizeof(uint64_t) * (size_t)vocab);
 	}
-	if (!s || !s->idx || !s->prob || !s->key || !s->tmp) {
+	if (!s || !s->idx || !s->w || !s->key || !s->tmp) {
 		fg_sampler_free(s);
 		FG_ERR("sampler: out of memory for %lld logits", (long long)vocab);
 		return -ENOMEM;
@@ -86,7 +87,7 @@ void fg_sampler_free(struct fg_sampler *s)
 	if (!s)
 		return;
 	free(s->idx);
-	free(s->prob);
+	free(s->w);
 	free(s->key);
 	free(s->tmp);
 	free(s);
@@ -99,88 +100,6 @@ int32_t fg_argmax(const float *x, int64_t n)
 		if (x[i] > x[best])
 			best = i;
 	return (int32_t)best;
-}
-
-/* Sort candidates by descending logit; ties by ascending id so the order, and
- * hence the draw, never depends on the sort's stability. */
-static int by_logit_desc(const void *a, const void *b, void *ctx)
-{
-	const float *l = ctx;
-	int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
-	if (l[i] != l[j])
-		return l[i] > l[j] ? -1 : 1;
-	return (i > j) - (i < j);
-}
-
-/* The softmax weights of the first k candidates s->idx[0..k) at temperature
- * T into s->prob, in double and in that order; returns their sum. */
-static double cand_weights(struct fg_sampler *s, const float *logits, int64_t k, double maxl,
-			   float t)
-{
-	double sum = 0;
-	for (int64_t i = 0; i < k; i++) {
-		double e = exp(((double)logits[s->idx[i]] - maxl) / t);
-		s->prob[i] = (float)e;
-		sum += e;
-	}
-	return sum;
-}
-
-/* The candidate a draw u (already scaled by the sum) lands on among the
- * first k, or -1 when it falls past them (u rounded up to the float sum). */
-static int64_t cand_draw(const struct fg_sampler *s, int64_t k, double u)
-{
-	double acc = 0;
-	for (int64_t i = 0; i < k; i++) {
-		acc += s->prob[i];
-		if (u < acc)
-			return i;
-	}
-	return -1;
-}
-
-int32_t fg_sample_sorted(struct fg_sampler *s, const float *logits, const struct fg_sampling *p,
-		  struct fg_rng *rng)
-{
-	int64_t n = s->vocab, keep;
-
-	if (p->temperature <= 0)
-		return fg_argmax(logits, n);
-	/* Candidates: the top_k largest (all when off), in descending order. */
-	for (int64_t i = 0; i < n; i++)
-		s->idx[i] = (int32_t)i;
-	qsort_r(s->idx, (size_t)n, sizeof(int32_t), by_logit_desc, (void *)logits);
-	keep = p->top_k > 0 && p->top_k < n ? p->top_k : n;
-
-	/* Softmax over the candidates at this temperature, in double for stability. */
-	double maxl = logits[s->idx[0]], sum = cand_weights(s, logits, keep, maxl, p->temperature);
-	if (p->top_p > 0 && p->top_p < 1) {
-		double mass = 0;
-		int64_t i;
-		for (i = 0; i < keep; i++) {
-			mass += s->prob[i] / sum;
-			if (mass >= p->top_p)
-				break;
-		}
-		keep = i < keep ? i + 1 : keep;
-		sum = 0;
-		for (i = 0; i < keep; i++)
-			sum += s->prob[i];
-	}
-	int64_t at = cand_draw(s, keep, fg_rng_uniform(rng) * sum);
-	return s->idx[at >= 0 ? at : keep - 1];
-}
-
-/* Sort key: ascending key = descending logit, then ascending id (the order of
- * by_logit_desc; -0 is 0 there, so it is made 0 here). */
-static uint64_t sort_key(float l, int64_t id)
-{
-	union {
-		float f;
-		uint32_t u;
-	} v = { .f = l == 0 ? 0.0f : l };
-	uint32_t up = v.u & 0x80000000u ? ~v.u : v.u | 0x80000000u; /* ascending with l */
-	return (uint64_t)~up << 32 | (uint32_t)id;
 }
 
 /* Stable LSD radix sort of n keys by their upper 32 bits (the logit part),
@@ -245,87 +164,116 @@ static void sift_down(uint64_t *a, int64_t k, int64_t i)
 static void top_k_keys(uint64_t *a, const float *l, int64_t n, int64_t k)
 {
 	for (int64_t i = 0; i < k; i++)
-		a[i] = sort_key(l[i], i);
+		a[i] = fg_sample_key(l[i], (int32_t)i);
 	for (int64_t i = k / 2 - 1; i >= 0; i--)
 		sift_down(a, k, i);
-	float worst = l[(uint32_t)a[0]];
 	for (int64_t i = k; i < n; i++) {
-		if (!(l[i] > worst))
+		float worst = l[(uint32_t)a[0]];
+		if (!(l[i] > worst) && worst == worst) /* NaN counts as -inf */
 			continue;
-		a[0] = sort_key(l[i], i);
+		uint64_t key = fg_sample_key(l[i], (int32_t)i);
+		if (key > a[0])
+			continue;
+		a[0] = key;
 		sift_down(a, k, 0);
-		worst = l[(uint32_t)a[0]];
 	}
 	qsort(a, (size_t)k, sizeof(uint64_t), cmp_key);
+}
+
+/* Steps 3-5 of the definition: the first kc ids of the order are in s->idx,
+ * their weights in s->w, every kept id past them weighs 0. */
+static int32_t draw_kept(const struct fg_sampler *s, int64_t kc, float top_p, uint64_t u)
+{
+	uint64_t sum = 0, mass, acc = 0;
+	int64_t i;
+
+	for (i = 0; i < kc; i++)
+		sum += s->w[i];
+	if (!sum)
+		return s->idx[0];
+	mass = sum;
+	if (top_p > 0 && top_p < 1) { /* the target is at most sum: reached within kc */
+		uint64_t target = fg_sample_top_p_target(sum, top_p);
+		for (i = 0, mass = 0; mass < target; i++)
+			mass += s->w[i];
+	}
+	uint64_t r = fg_sample_point(u, mass); /* < mass: lands within the prefix */
+	for (i = 0; acc <= r; i++)
+		acc += s->w[i];
+	return s->idx[i - 1];
+}
+
+/* The row's largest logit, NaN left out (-inf when every one is NaN). */
+static float row_max(const float *l, int64_t n)
+{
+	float m = -INFINITY;
+	for (int64_t i = 0; i < n; i++)
+		if (l[i] > m)
+			m = l[i];
+	return m;
+}
+
+static int64_t kept_count(const struct fg_sampler *s, const struct fg_sampling *p)
+{
+	return p->top_k > 0 && p->top_k < s->vocab ? p->top_k : s->vocab;
+}
+
+static int32_t sample_sorted(struct fg_sampler *s, const float *l, const struct fg_sampling *p,
+			     uint64_t u)
+{
+	int64_t n = s->vocab, keep = kept_count(s, p);
+	float max = row_max(l, n);
+	int S = fg_sample_scale(n);
+
+	for (int64_t i = 0; i < n; i++)
+		s->key[i] = fg_sample_key(l[i], (int32_t)i);
+	qsort(s->key, (size_t)n, sizeof(uint64_t), cmp_key);
+	for (int64_t i = 0; i < keep; i++) {
+		s->idx[i] = (int32_t)(uint32_t)s->key[i];
+		s->w[i] = fg_sample_weight(l[s->idx[i]], max, p->temperature, S);
+	}
+	return draw_kept(s, keep, p->top_p, u);
+}
+
+int32_t fg_sample_sorted(struct fg_sampler *s, const float *logits, const struct fg_sampling *p,
+			 struct fg_rng *rng)
+{
+	if (p->temperature <= 0)
+		return fg_argmax(logits, s->vocab);
+	return sample_sorted(s, logits, p, fg_rng_u53(rng));
 }
 
 int32_t fg_sample(struct fg_sampler *s, const float *logits, const struct fg_sampling *p,
 		  struct fg_rng *rng)
 {
-	int64_t n = s->vocab, keep, kc, m = 0, last = 0;
-	float maxf = logits[0], minf = logits[0];
+	int64_t n = s->vocab, keep = kept_count(s, p), kc = 0;
 
 	if (p->temperature <= 0)
 		return fg_argmax(logits, n);
-	for (int64_t i = 0; i < n; i++) {
-		float l = logits[i];
-		if (!isfinite(l))
-			return fg_sample_sorted(s, logits, p, rng);
-		if (l > maxf)
-			maxf = l;
-		if (l <= minf) { /* the last of the full order: smallest, then largest id */
-			minf = l;
-			last = i;
-		}
-	}
-	double maxl = maxf;
-	keep = p->top_k > 0 && p->top_k < n ? p->top_k : n;
+	uint64_t u = fg_rng_u53(rng);
+	float max = row_max(logits, n);
+	if (!isfinite(max)) /* +inf, or no finite logit: rare, done literally */
+		return sample_sorted(s, logits, p, u);
+	int S = fg_sample_scale(n);
 	if (keep < n && keep <= 4096) {
-		/* top_k: exactly the first keep of the full order, nothing else counts */
 		top_k_keys(s->key, logits, n, keep);
-		kc = keep;
-		for (int64_t i = 0; i < kc; i++)
-			s->idx[i] = (int32_t)(uint32_t)s->key[i];
-	} else {
-		double cut = maxl - 41.6 * (double)p->temperature;
-		for (int64_t i = 0; i < n; i++)
-			if ((double)logits[i] >= cut)
-				s->key[m++] = sort_key(logits[i], i);
-		const uint64_t *sorted = radix_sort(s->count, s->key, s->tmp, m);
-		kc = keep < m ? keep : m; /* the kept candidates; the rest of keep adds nothing */
-		for (int64_t i = 0; i < kc; i++)
-			s->idx[i] = (int32_t)(uint32_t)sorted[i];
-	}
-
-	/* From here on the same arithmetic as fg_sample_sorted, in the same order. */
-	double sum = cand_weights(s, logits, kc, maxl, p->temperature);
-	if (p->top_p > 0 && p->top_p < 1) {
-		double mass = 0;
-		int64_t i;
-		for (i = 0; i < kc; i++) {
-			mass += s->prob[i] / sum;
-			if (mass >= p->top_p)
-				break;
+		for (kc = 0; kc < keep; kc++) {
+			s->idx[kc] = (int32_t)(uint32_t)s->key[kc];
+			s->w[kc] = fg_sample_weight(logits[s->idx[kc]], max, p->temperature, S);
 		}
-		if (i == kc && kc < keep)
-			return fg_sample_sorted(s, logits, p, rng); /* the cut lies past the candidates */
-		keep = i < kc ? i + 1 : keep;
-		sum = 0;
-		for (i = 0; i < keep; i++)
-			sum += s->prob[i];
-		int64_t at = cand_draw(s, keep, fg_rng_uniform(rng) * sum);
-		return s->idx[at >= 0 ? at : keep - 1];
+		return draw_kept(s, kc, p->top_p, u);
 	}
-	int64_t at = cand_draw(s, kc, fg_rng_uniform(rng) * sum);
-	if (at >= 0)
-		return s->idx[at];
-	/* Past every candidate (u rounded up to the float sum): the last kept one. */
-	if (keep == kc)
-		return s->idx[keep - 1];
-	if (keep == n)
-		return (int32_t)last;
+	/* The window, a prefix of the order (fgcore/sampling.h): only its ids
+	 * are sorted, and the first keep of them weighed. */
+	int64_t m = 0;
 	for (int64_t i = 0; i < n; i++)
-		s->idx[i] = (int32_t)i;
-	qsort_r(s->idx, (size_t)n, sizeof(int32_t), by_logit_desc, (void *)logits);
-	return s->idx[keep - 1];
+		if (fg_sample_in_window(logits[i], max, p->temperature, S))
+			s->key[m++] = fg_sample_key(logits[i], (int32_t)i);
+	const uint64_t *sorted = radix_sort(s->count, s->key, s->tmp, m);
+	kc = keep < m ? keep : m;
+	for (int64_t i = 0; i < kc; i++) {
+		s->idx[i] = (int32_t)(uint32_t)sorted[i];
+		s->w[i] = fg_sample_weight(logits[s->idx[i]], max, p->temperature, S);
+	}
+	return draw_kept(s, kc, p->top_p, u);
 }

@@ -10,7 +10,9 @@ struct fg_rng {
 };
 
 void fg_rng_seed(struct fg_rng *r, uint64_t seed);
-/* Uniform in [0, 1). */
+/* 53 random bits: a sampled token's draw (fgcore/sampling.h). */
+uint64_t fg_rng_u53(struct fg_rng *r);
+/* Uniform in [0, 1): the same bits, scaled. */
 double fg_rng_uniform(struct fg_rng *r);
 
 struct fg_sampling {
@@ -25,11 +27,13 @@ int32_t fg_argmax(const float *x, int64_t n);
 struct fg_sampler; /* scratch for one vocabulary size */
 int fg_sampler_new(struct fg_sampler **out, int64_t vocab);
 void fg_sampler_free(struct fg_sampler *s);
-/* The next token; one uniform draw from rng when temperature > 0. */
+/* The next token as fgcore/sampling.h defines it; takes one fg_rng_u53
+ * from rng when temperature > 0, none otherwise. */
 int32_t fg_sample(struct fg_sampler *s, const float *logits, const struct fg_sampling *p,
 		  struct fg_rng *rng);
-/* The same token by sorting the whole vocabulary: the definition fg_sample
- * must equal bit for bit (tests, benchmarks, and its own rare cases). */
+/* The same token by sorting the whole vocabulary, the definition followed
+ * literally: what fg_sample and a backend's sample op must equal bit for bit
+ * (tests, benchmarks, and fg_sample's rows without a finite largest logit). */
 int32_t fg_sample_sorted(struct fg_sampler *s, const float *logits, const struct fg_sampling *p,
 			 struct fg_rng *rng);
 

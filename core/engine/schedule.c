@@ -99,7 +99,8 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 		if ((rc = f->cfg->arch->body[b->plan->kind](&x)))
 			return rc;
 		if (b->plan->kind == FG_BLOCK_OUTPUT &&
-		    (rc = fg_logits_out(f, rows, logits ? logits + it->k * f->bs * f->cfg->vocab : NULL,
+		    (rc = fg_logits_out(f, it->k * f->bs, rows,
+					logits ? logits + it->k * f->bs * f->cfg->vocab : NULL,
 					top ? top + it->k * f->bs : NULL)))
 			return rc;
 	}
@@ -477,6 +478,15 @@ int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, i
 		f->attn_pad[r] = f->row_live[r] ? f->gb[r / f->bs].pad[r % f->bs]
 						: (int32_t)(f->step + 1);
 	return step(f, ids, 1, logits, top);
+}
+
+int fg_forward_set_sampling(struct fg_forward *f, const struct fg_row_sampling *s)
+{
+	/* A pipeline's last stage computes the logits without the rows' requests. */
+	if (s && (f->pipe || !fg_backend_can_sample(f->be)))
+		return -ENOTSUP;
+	f->sampling = s;
+	return 0;
 }
 
 void fg_forward_set_live_rows(struct fg_forward *f, const unsigned char *row_live)

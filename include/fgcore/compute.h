@@ -36,6 +36,8 @@
  *        a run's breakdown is the device's time, not the issuing thread's.
  *   1.3  hidden_dtype: the residual stream may be wider than the activations
  *        (an fp16 GPU backend keeps it in fp32, as the reference does).
+ *   1.4  sample: each row's next token drawn where the logits are, as
+ *        fgcore/sampling.h defines it, so sampled decoding copies no logits.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -94,6 +96,7 @@ enum fg_op {
 	FG_OP_ATTENTION_DECODE,   /* dtype: the cache's (act, or FG_DTYPE_Q4_COLS) */
 	FG_OP_ATTENTION_GQA,      /* minor 1: either attention with kv_heads < heads; dtype: the cache's */
 	FG_OP_KV_APPEND,          /* dtype: the cache's */
+	FG_OP_SAMPLE,             /* minor 4: sample; dtype: the logits' (act) */
 };
 
 /* out[i,:] = tok[ids[i],:] + pos[positions[i],:] */
@@ -178,6 +181,19 @@ struct fg_kv_append_args {
 	int64_t cache_stride;
 };
 
+/* Each row's next token from its logits (minor 4): rows with temperature <= 0
+ * take the argmax (the first largest), the others the token fgcore/sampling.h
+ * defines for their temperature, top_k, top_p and draw.  Host arrays of
+ * logits.rows entries. */
+struct fg_sample_args {
+	struct fg_tensor logits; /* [rows, vocab] act */
+	const float *temperature;
+	const int32_t *top_k;    /* 0: off */
+	const float *top_p;      /* off unless 0 < top_p < 1 */
+	const uint64_t *draw;    /* below 2^53 */
+	int32_t *out;            /* host memory, filled when the op returns */
+};
+
 struct fg_compute_ops {
 	int (*init)(const struct fg_host *host, const void *opts, void **ctx);
 	void (*fini)(void *ctx);
@@ -225,6 +241,11 @@ struct fg_compute_ops {
 	void (*timer_destroy)(void *ctx, void *timer);
 	int (*timer_record)(void *ctx, void *timer, void *stream);
 	int (*timer_elapsed)(void *ctx, void *start, void *end, double *seconds);
+
+	/* minor 4, optional: the next token of every row (struct fg_sample_args);
+	 * returns once out is filled.  Without it the core copies the logits out
+	 * and samples on the host, with the same result. */
+	int (*sample)(void *ctx, void *stream, const struct fg_sample_args *a);
 };
 
 #ifdef __cplusplus

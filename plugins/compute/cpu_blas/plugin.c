@@ -216,6 +216,8 @@ static int cpu_blas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 	case FG_OP_ATTENTION_GQA:
 	case FG_OP_KV_APPEND:
 		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS;
+	case FG_OP_SAMPLE:
+		return 0; /* the core samples host memory the same way */
 	}
 	return 0;
 }
