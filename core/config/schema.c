@@ -236,6 +236,10 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	KEY_DOUBLE("hardware", "attn_flops", "0", 0, 1e6,
 		   "Prefill attention of the compute backend, TFLOP/s counted as "
 		   "4 x batch x seq^2 x hidden."),
+	KEY_DOUBLE("hardware", "prefill_other_bdw", "0", 0, 1e6,
+		   "A prefill layer's work beyond its matrix products and attention (norms, "
+		   "epilogue traffic, cache appends), GB/s of residual-stream rows "
+		   "(tokens x hidden x hidden_bytes); 0: not priced."),
 	KEY_DOUBLE("hardware", "attn_decode_bdw", "0", 0, 1e6,
 		   "Decode attention of the compute backend, GB/s of KV cache read."),
 	KEY_DOUBLE("hardware", "cpu_attn_bdw", "0", 0, 1e6,

@@ -154,6 +154,8 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int dec
 	}
 	if (!decode) {
 		L[FG_LINK_COMP].c += x->nb * 4 * x->gbs * x->s * x->s * x->qw / (x->hw->attn_flops * TFLOPS);
+		if (x->hw->prefill_other_bdw > 0) /* norms, epilogues, appends: profiled as a whole */
+			L[FG_LINK_COMP].c += hid / (x->hw->prefill_other_bdw * GBPS);
 		/* New rows of slot-held sequences go home from the slot. */
 		store(x, L, x->cpu ? -1 : FG_X_CC, FG_X_CN, cache_tok);
 		/* Delegated sequences: q, k, v copied to the host, synchronously. */

@@ -54,6 +54,8 @@ static const struct hw_key {
 	  "int4-weight matrix product with mm_batch_rows rows, GB/s of packed weights" },
 	{ "attn_flops", RATE, offsetof(struct fg_hardware, attn_flops),
 	  "prefill attention, TFLOP/s (4 * batch * seq^2 * hidden flops)" },
+	{ "prefill_other_bdw", RATE, offsetof(struct fg_hardware, prefill_other_bdw),
+	  "a prefill layer beyond its products and attention, GB/s of hidden rows (0: free)" },
 	{ "attn_decode_bdw", RATE, offsetof(struct fg_hardware, attn_decode_bdw),
 	  "decode attention on the compute backend, GB/s of cache read" },
 	{ "cpu_attn_bdw", RATE, offsetof(struct fg_hardware, cpu_attn_bdw),

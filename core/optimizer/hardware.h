@@ -33,6 +33,7 @@ struct fg_hardware {
 	double mm_flops_batch;               /* fp16-weight linear, mm_batch_rows rows, TFLOP/s */
 	double q4_batch_bdw;                 /* int4-weight linear, mm_batch_rows rows, GB/s packed */
 	double attn_flops;                   /* prefill attention (4 * batch * seq^2 * hidden flops) */
+	double prefill_other_bdw;            /* a prefill layer's other work, GB/s of hidden rows; 0: free */
 	double attn_decode_bdw;              /* decode attention on the compute backend, GB/s of cache read */
 	double cpu_attn_bdw;                 /* decode attention on the host, GB/s of cache read */
 	double cpu_attn_q4_bdw;              /* the same over a 4-bit cache, GB/s packed; 0: unknown */

@@ -11,6 +11,7 @@
 
 #include <fgcore/q4.h>
 #include "core/arch/arch.h"
+#include "core/arch/block.h"
 #include "core/backend/backend.h"
 #include "core/config/config.h"
 #include "core/optimizer/profile.h"
@@ -526,6 +527,118 @@ static int compute(struct prof *p, const struct shapes *sh, int32_t *pad, struct
 	return 0;
 }
 
+/* ---- a whole prefill layer, through the family's own block bodies ----------------
+ * What a prefill layer costs beyond its products and attention (norms, the
+ * epilogues' residual traffic, cache appends, rotary embedding) is the
+ * layer's time less those two at the measured rates: priced by the cost
+ * model per byte of residual-stream rows (prefill_other_bdw). */
+
+#define LAYER_ROWS 8192 /* enough rows for the products' full rate, buffers of a few hundred MB */
+
+struct layer_arg {
+	struct fg_backend *be;
+	struct fg_block_ctx x;
+	struct fg_wview w[FG_BLOCK_KINDS][24];
+	struct fg_tensor kc, vc; /* the layer's cache: seq rows per sequence */
+};
+
+/* The engine's attend for a compute-resident cache at step 0: append the
+ * prompt's K and V, attend over the rows themselves. */
+static int layer_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
+			struct fg_tensor v, struct fg_tensor out)
+{
+	const struct layer_arg *l = x->sched;
+	const struct fg_model_config *c = x->cfg;
+	struct fg_attention_args at = {
+		.q = q, .k = k, .v = v, .out = out, .batch = x->bs, .seq = x->n, .len = x->n,
+		.cache_stride = x->n, .heads = c->heads, .head_dim = c->head_dim,
+		.scale = 1.0f / sqrtf((float)c->head_dim), .pad = x->pad, .kv_heads = c->kv_heads,
+	};
+	struct fg_kv_append_args ak = { k, l->kc, x->bs, x->n, 0, x->n };
+	struct fg_kv_append_args av = { v, l->vc, x->bs, x->n, 0, x->n };
+	int rc = x->be->ops->attention_prefill(x->be->ctx, x->stream, &at);
+
+	if (!rc)
+		rc = x->be->ops->kv_append(x->be->ctx, x->stream, &ak);
+	return rc ? rc : x->be->ops->kv_append(x->be->ctx, x->stream, &av);
+}
+
+static int do_layer(struct prof *p, void *arg)
+{
+	struct layer_arg *l = arg;
+	const struct fg_arch *a = l->x.cfg->arch;
+	int rc = 0;
+	(void)p;
+	for (int kind = FG_BLOCK_ATTN; kind <= FG_BLOCK_MLP && !rc; kind++) {
+		l->x.w = l->w[kind];
+		rc = a->body[kind](&l->x);
+	}
+	return rc ? rc : fg_backend_stream_sync(l->be, NULL);
+}
+
+static int prefill_layer(struct prof *p, const struct shapes *sh, int32_t *pad,
+			 struct fg_hardware *hw)
+{
+	const struct fg_model_config *c = p->pp->model;
+	const struct fg_arch *a = c->arch;
+	enum fg_dtype act = p->be.info.act_dtype, hid = p->be.info.hidden_dtype;
+	int64_t s = sh->seq, bs = LAYER_ROWS / s > 0 ? LAYER_ROWS / s : 1;
+	struct fg_region r[3 + FG_WS_MAX + 24] = { 0 };
+	struct layer_arg *l = calloc(1, sizeof(*l));
+	int32_t *pos = calloc((size_t)(bs * s), sizeof(int32_t));
+	int nr = 0, nw[FG_BLOCK_KINDS] = { 0 }, rc = 0;
+	double secs;
+
+	bs = bs < sh->prefill_batch ? bs : sh->prefill_batch;
+	if (!l || !pos) {
+		FG_ERR("profile: out of memory");
+		rc = -ENOMEM;
+		goto out;
+	}
+	int64_t m = bs * s, kvw = c->kv_heads * c->head_dim;
+	l->be = &p->be;
+	l->x = (struct fg_block_ctx){ .be = &p->be, .cfg = c, .bs = bs, .n = s, .out_pos = s - 1,
+				      .pad = pad, .pos = pos, .attend = layer_attend, .sched = l };
+	if ((rc = ctensor(p, &r[nr++], hid, m, c->hidden, 0, &l->x.h)) ||
+	    (rc = ctensor(p, &r[nr++], act, m, kvw, 0, &l->kc)) ||
+	    (rc = ctensor(p, &r[nr++], act, m, kvw, 0, &l->vc)))
+		goto out;
+	for (int i = 0; i < a->nworkspace && !rc; i++) {
+		const struct fg_workspace_def *d = &a->workspace[i];
+		rc = ctensor(p, &r[nr++], act, d->per_token ? m : bs, fg_dim_value(c, d->cols), 0,
+			     &l->x.ws[i]);
+	}
+	/* The layer's tensors, each block's in table order, zero-filled. */
+	for (int i = 0; i < a->nlayer && !rc; i++) {
+		const struct fg_tensor_def *d = &a->layer[i];
+		struct fg_wview *w = &l->w[d->block][nw[d->block]++];
+
+		if (!fg_arch_present(c, d))
+			continue;
+		w->npieces = 1;
+		rc = ctensor(p, &r[nr++], FG_DTYPE_F16, fg_dim_value(c, d->rows),
+			     fg_dim_value(c, d->cols), 0, &w->piece[0].t);
+	}
+	if (rc || (rc = timed(p, do_layer, l, &secs)))
+		goto out;
+	double priced = 2.0 * (double)m * layer_macs(sh) / (hw->mm_flops_prefill * 1e12) +
+			4.0 * (double)bs * (double)s * (double)s * (double)(c->heads * c->head_dim) /
+				(hw->attn_flops * 1e12);
+	double other = secs > priced ? secs - priced : 0;
+	double bytes = (double)m * (double)c->hidden * fg_dtype_size(hid);
+	/* all of it priced already (a faster layer than its parts): no extra */
+	hw->prefill_other_bdw = other > 0 ? bytes / other / 1e9 : 0;
+	say(p, "prefill layer, the rest (GB/s of hidden rows)",
+	    hw->prefill_other_bdw, "GB/s");
+out:
+	for (int i = 0; i < nr; i++)
+		if (r[i].size)
+			fg_tier_free(&p->tier[T_COMPUTE], &r[i]);
+	free(pos);
+	free(l);
+	return rc;
+}
+
 struct append_arg {
 	struct fg_backend *be;
 	struct fg_kv_append_args a[2]; /* K and V */
@@ -676,6 +789,7 @@ int fg_profile_run(const struct fg_config *c, const struct fg_profile_params *pp
 		goto out;
 	}
 	if ((rc = transfers(p, hw)) || (rc = compute(p, &sh, pad, hw)) ||
+	    (pp->model && (rc = prefill_layer(p, &sh, pad, hw))) ||
 	    (rc = host_attention(p, &sh, pad, hw)))
 		goto out;
 	if (!pp->skip_disk) {
