@@ -1,14 +1,20 @@
 #!/bin/sh
-# bench/h200_predict.sh - the cost model against the H200 (issue 14): a fresh
-# `fgcore profile` into $OUT/h200.ini (the replacement for
-# conf/hardware/h200.ini), then for the issue's eight policies the measured
-# throughput beside the prediction from a profile at that case's own shapes
-# (model, GPU batch rows, prompt and generation lengths).  Short runs
-# (--cut-gen-len: 8 tokens run, the rest projected); about 8 minutes in all;
-# a case that would start past 7 minutes is skipped and says so.
-#   run there like bench/h200_run.sh (with .devdeps carried along); it builds
-#   first unless ./fgcore is already built.
+# bench/h200_predict.sh - the cost model against the H200 (issue 14), in
+# three parts that each fit one call:
+#   sh bench/h200_predict.sh profile   a fresh `fgcore profile` at OPT-30B's
+#       shapes (GPU batch 48, disk included) into $OUT/h200.ini, the
+#       replacement for conf/hardware/h200.ini;
+#   sh bench/h200_predict.sh 1 | 2     the issue's eight policies, four each:
+#       the measured throughput beside the prediction from a profile at that
+#       case's own shapes (model, GPU batch rows, prompt and generation
+#       lengths), with the link and disk figures of _gpudata/h200.ini (the
+#       profile part's output, carried along; profiled again when absent).
+# Short runs (--cut-gen-len: 8 tokens run, the rest projected); a case that
+# would start past 7 minutes is skipped and says so.  Run there like
+# bench/h200_run.sh (with .devdeps carried along); it builds first unless
+# ./fgcore is already built.
 set -u
+part=${1:-profile}
 out=${OUT:-/tmp/fgcore-out}
 mkdir -p "$out"
 start=$(date +%s)
@@ -27,11 +33,17 @@ gpu="-o compute.plugin=cublas -o tier.compute.plugin=cuda_mem -o tier.host.plugi
 len="--prompt-len 512 --gen-len 32 --cut-gen-len 8"
 cap16="-o tier.compute.capacity=16G -o tier.host.capacity=110G"
 
-echo "== profile (OPT-30B shapes, GPU batch 48, disk included) -> $out/h200.ini"
-# shellcheck disable=SC2086
-timeout 120 $fg $gpu -o model.path=dummy:opt-30b -o policy.gpu_batch_size=48 \
-	-o bench.prompt_len=512 -o bench.gen_len=32 profile --output "$out/h200.ini" \
-	> "$out/profile.log" 2>&1 || { tail -20 "$out/profile.log"; exit 1; }
+if [ "$part" = profile ] || [ ! -f _gpudata/h200.ini ]; then
+	echo "== profile (OPT-30B shapes, GPU batch 48, disk included) -> $out/h200.ini"
+	# shellcheck disable=SC2086
+	timeout 150 $fg $gpu -o model.path=dummy:opt-30b -o policy.gpu_batch_size=48 \
+		-o bench.prompt_len=512 -o bench.gen_len=32 profile --output "$out/h200.ini" \
+		> "$out/profile.log" 2>&1 || { tail -20 "$out/profile.log"; exit 1; }
+	cat "$out/profile.log"
+else
+	cp _gpudata/h200.ini "$out/h200.ini"
+fi
+[ "$part" = profile ] && exit 0
 dtoc=$(sed -n 's/^dtoc_bdw = //p' "$out/h200.ini")
 ctod=$(sed -n 's/^ctod_bdw = //p' "$out/h200.ini")
 disk_mem=$(sed -n 's/^disk_mem = //p' "$out/h200.ini")
@@ -77,25 +89,28 @@ case_run() {
 	tail -4 "$out/bench_$safe.log"
 }
 
-case_run "OPT-6.7B all GPU 256x1" 90 opt-6.7b \
-	--percent 100 0 100 0 100 0 --gpu-batch-size 256 --num-gpu-batches 1
-case_run "OPT-30B all GPU 96x1" 120 opt-30b \
-	--percent 100 0 100 0 100 0 --gpu-batch-size 96 --num-gpu-batches 1
-case_run "OPT-30B weights on host 48x3" 120 opt-30b \
-	--percent 0 100 100 0 100 0 --gpu-batch-size 48 --num-gpu-batches 3
-case_run "OPT-30B optimizer's pick 16G, 128x3 int4" 120 opt-30b $cap16 \
-	--percent 14 86 0 100 100 0 --gpu-batch-size 128 --num-gpu-batches 3 \
-	--compress-weight --compress-cache
-case_run "OPT-30B FlexGen T4 20 80 0 100 0 100 48x1 cpu" 120 opt-30b $cap16 \
-	--percent 20 80 0 100 0 100 --gpu-batch-size 48 --num-gpu-batches 1 --cpu-cache-compute
-case_run "OPT-30B 0 100 0 100 0 100 64x2 int4 cache" 120 opt-30b $cap16 \
-	--percent 0 100 0 100 0 100 --gpu-batch-size 64 --num-gpu-batches 2 --compress-cache
-# weights on disk: a fifth of OPT-6.7B's (2.7 GB a step at the disk's rate)
-case_run "OPT-6.7B 20% of weights on disk 64x1" 90 opt-6.7b \
-	--percent 80 0 100 0 100 0 --gpu-batch-size 64 --num-gpu-batches 1
-# last: loading and encoding 175 B dummy values takes minutes of host time
-case_run "OPT-175B int4 all GPU 32x1" 200 opt-175b \
-	--percent 100 0 100 0 100 0 --gpu-batch-size 32 --num-gpu-batches 1 \
-	--compress-weight --compress-cache
+if [ "$part" = 1 ]; then
+	case_run "OPT-6.7B all GPU 256x1" 90 opt-6.7b \
+		--percent 100 0 100 0 100 0 --gpu-batch-size 256 --num-gpu-batches 1
+	case_run "OPT-30B all GPU 96x1" 120 opt-30b \
+		--percent 100 0 100 0 100 0 --gpu-batch-size 96 --num-gpu-batches 1
+	case_run "OPT-30B weights on host 48x3" 120 opt-30b \
+		--percent 0 100 100 0 100 0 --gpu-batch-size 48 --num-gpu-batches 3
+	case_run "OPT-30B optimizer's pick 16G, 128x3 int4" 120 opt-30b $cap16 \
+		--percent 14 86 0 100 100 0 --gpu-batch-size 128 --num-gpu-batches 3 \
+		--compress-weight --compress-cache
+else
+	case_run "OPT-30B FlexGen T4 20 80 0 100 0 100 48x1 cpu" 120 opt-30b $cap16 \
+		--percent 20 80 0 100 0 100 --gpu-batch-size 48 --num-gpu-batches 1 --cpu-cache-compute
+	case_run "OPT-30B 0 100 0 100 0 100 64x2 int4 cache" 120 opt-30b $cap16 \
+		--percent 0 100 0 100 0 100 --gpu-batch-size 64 --num-gpu-batches 2 --compress-cache
+	# weights on disk: a fifth of OPT-6.7B's (2.7 GB a step at the disk's rate)
+	case_run "OPT-6.7B 20% of weights on disk 64x1" 90 opt-6.7b \
+		--percent 80 0 100 0 100 0 --gpu-batch-size 64 --num-gpu-batches 1
+	# last: loading and encoding 175 B dummy values takes minutes of host time
+	case_run "OPT-175B int4 all GPU 32x1" 200 opt-175b \
+		--percent 100 0 100 0 100 0 --gpu-batch-size 32 --num-gpu-batches 1 \
+		--compress-weight --compress-cache
+fi
 echo "== measured / predicted total throughput (token/s), $(( $(date +%s) - start )) s in all"
 cat "$out/table.txt"
