@@ -8,11 +8,13 @@
  *   the default split, the fused kernel forced and dequantization forced;
  *   attention prefill at seq 512 in TFLOP/s (causal: only the visible half);
  *   attention decode over fp16 and 4-bit caches in GB/s of cache read;
- *   layer norm and KV append in GB/s.
+ *   layer norm and KV append in GB/s;
+ *   sampling 256 rows of OPT's 50272 logits (the sample op, top_p and top_k,
+ *   next to the argmax op on the same rows; both return the tokens).
  *
- * Usage: gpu_ops_bench [quick|q4|decode]   ("quick": fewer and smaller shapes;
- * "q4": only the 4-bit linear at decode shapes; "decode": that and attention
- * decode, the memory-bound kernels)
+ * Usage: gpu_ops_bench [quick|q4|decode|sample]   ("quick": fewer and smaller
+ * shapes; "q4": only the 4-bit linear at decode shapes; "decode": that and
+ * attention decode, the memory-bound kernels; "sample": only sampling)
  * Ops run on the backend's default stream, which is a blocking stream, so
  * events recorded on the legacy stream bracket them.  Inputs are random fp16
  * (4-bit weights: random codes with a sane scale and min).
@@ -34,7 +36,7 @@
 #include "core/util/error.h"
 
 static struct fg_tier dev;
-static int quick, only_q4, only_decode;
+static int quick, only_q4, only_decode, only_sample;
 
 static int open_backend(struct fg_backend *b, const char *key, const char *val)
 {
@@ -108,7 +110,7 @@ static struct fg_tensor T(void *p, enum fg_dtype t, int64_t rows, int64_t cols)
 	return x;
 }
 
-enum op_kind { OP_LINEAR, OP_LN, OP_PREFILL, OP_DECODE, OP_KV };
+enum op_kind { OP_LINEAR, OP_LN, OP_PREFILL, OP_DECODE, OP_KV, OP_ARGMAX, OP_SAMPLE };
 
 struct op {
 	enum op_kind kind;
@@ -117,6 +119,7 @@ struct op {
 	struct fg_layer_norm_args ln;
 	struct fg_attention_args at;
 	struct fg_kv_append_args kv;
+	struct fg_sample_args smp; /* argmax reads smp.logits and writes smp.out */
 };
 
 static int op_run(struct op *o)
@@ -135,6 +138,10 @@ static int op_run(struct op *o)
 		return f->attention_decode(c, NULL, &o->at);
 	case OP_KV:
 		return f->kv_append(c, NULL, &o->kv);
+	case OP_ARGMAX:
+		return f->argmax(c, NULL, &o->smp.logits, o->smp.out);
+	case OP_SAMPLE:
+		return f->sample(c, NULL, &o->smp);
 	}
 	return -1;
 }
@@ -331,6 +338,75 @@ static void bench_kv(struct fg_backend *be, int64_t batch, int64_t n, int64_t h,
 	fg_tier_free(&dev, &rc);
 }
 
+/* ---- sampling -------------------------------------------------------------------------- */
+
+/* A language model's logits: 3 x a standard normal (Box-Muller over rand()). */
+static float logit_like(void)
+{
+	double u = (rand() + 1.0) / ((double)RAND_MAX + 2), v = rand() / ((double)RAND_MAX + 1);
+
+	return (float)(3 * sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+}
+
+/* The argmax op, then the sample op at a few settings, on the same rows; the
+ * same draws every run (the cost hardly depends on them). */
+static void bench_sample(struct fg_backend *be, int64_t rows, int64_t vocab)
+{
+	static const struct { float t; int32_t k; float p; } cfg[] = {
+		{ 0.7f, 0, 0.9f }, { 0.7f, 50, 0 }, { 1.0f, 0, 0 }, { 0, 0, 0 },
+	};
+	struct fg_region rx;
+	struct op o = { .kind = OP_ARGMAX, .be = be };
+	size_t n = (size_t)(rows * vocab);
+	uint16_t *h = malloc(n * 2);
+	float *t = malloc((size_t)rows * 4), *p = malloc((size_t)rows * 4);
+	int32_t *k = malloc((size_t)rows * 4), *tok = malloc((size_t)rows * 4);
+	uint64_t *u = malloc((size_t)rows * 8);
+	double ms_argmax;
+
+	if (!fg_backend_can_sample(be)) {
+		printf("sample: this cublas build has no sample op\n");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		h[i] = fg_float_to_half(logit_like());
+	if (fg_tier_alloc(&dev, n * 2, &rx) != 0 || fg_tier_write(&dev, &rx, 0, h, n * 2) != 0) {
+		fprintf(stderr, "gpu_ops_bench: %s\n", fg_last_error());
+		exit(1);
+	}
+	for (int64_t r = 0; r < rows; r++)
+		u[r] = ((uint64_t)rand() << 31 ^ (uint64_t)rand()) & ((1ull << 53) - 1);
+	o.smp.logits = T(rx.addr, FG_DTYPE_F16, rows, vocab);
+	o.smp.temperature = t;
+	o.smp.top_k = k;
+	o.smp.top_p = p;
+	o.smp.draw = u;
+	o.smp.out = tok;
+	ms_argmax = op_time(&o);
+	if (ms_argmax > 0)
+		printf("argmax rows=%-4" PRId64 " vocab=%-6" PRId64 "%27s: %9.4f ms\n", rows, vocab,
+		       "", ms_argmax);
+	o.kind = OP_SAMPLE;
+	for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
+		double ms;
+
+		for (int64_t r = 0; r < rows; r++) {
+			t[r] = cfg[c].t;
+			k[r] = cfg[c].k;
+			p[r] = cfg[c].p;
+		}
+		ms = op_time(&o);
+		if (ms > 0)
+			printf("sample rows=%-4" PRId64 " vocab=%-6" PRId64 " T=%-3g top_k=%-3d "
+			       "top_p=%-4g: %9.4f ms %6.2f x argmax\n", rows, vocab, (double)cfg[c].t,
+			       cfg[c].k, (double)cfg[c].p, ms, ms_argmax > 0 ? ms / ms_argmax : 0);
+		fflush(stdout);
+	}
+	fg_tier_free(&dev, &rx);
+out:
+	free(h), free(t), free(p), free(k), free(tok), free(u);
+}
+
 int main(int argc, char **argv)
 {
 	struct fg_plugin_handle ph;
@@ -341,6 +417,7 @@ int main(int argc, char **argv)
 	quick = argc > 1 && strcmp(argv[1], "quick") == 0;
 	only_q4 = argc > 1 && strcmp(argv[1], "q4") == 0;
 	only_decode = argc > 1 && strcmp(argv[1], "decode") == 0;
+	only_sample = argc > 1 && strcmp(argv[1], "sample") == 0;
 	if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
 		printf("gpu_ops_bench: no CUDA device, nothing to measure\n");
 		return 77;
@@ -380,6 +457,8 @@ int main(int argc, char **argv)
 						{ 12288, 49152, 2 } };
 	static const char *const tags175[] = { "175b-proj", "175b-fc1", "175b-fc2" };
 
+	if (only_sample)
+		goto sample;
 	if (only_q4 || only_decode)
 		goto q4;
 	printf("## linear fp16, prefill\n");
@@ -449,6 +528,10 @@ decode:
 	bench_kv(&be, 256, 512, 4096, 0);
 	bench_kv(&be, 256, 512, 4096, 1);
 	bench_kv(&be, 256, 1, 4096, 1);
+
+sample:
+	printf("## sampling: the tokens back on the host\n");
+	bench_sample(&be, 256, 50272);
 done:
 	fg_backend_close(&deq);
 	fg_backend_close(&fused);

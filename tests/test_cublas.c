@@ -29,6 +29,10 @@
  * (linear tolerance), a SwiGLU chain, rope (1e-3: one fp16 rounding of an fp32
  * rotation; values past rot_dim exact), grouped-query prefill and decode over
  * fp16 and 4-bit caches with left pads (attention tolerance), and `supports`.
+ * The sample op (ABI 1.4) must give fg_sample_sorted's token exactly, row by
+ * row, over logit shapes with ties, signed zeros and non-finite values, mixed
+ * temperatures, top_k and top_p, vocabularies of 50272 (vector and scalar
+ * paths), 37, 8 and 1; its greedy rows the argmax op's.
  * Argument validation is the core's (core/backend/compute_ops.c); only the
  * kernels' own limits are refused here.  Exits 77 without a GPU.
  */
@@ -45,6 +49,7 @@
 #include <fgcore/q4.h>
 
 #include "core/backend/backend.h"
+#include "core/engine/sample.h"
 #include "core/tier/tier.h"
 #include "tests/gpu_common.h"
 
@@ -1847,6 +1852,7 @@ START_TEST(test_supports)
 		{ FG_OP_ATTENTION_DECODE, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
 		{ FG_OP_ATTENTION_GQA, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
 		{ FG_OP_KV_APPEND, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
+		{ FG_OP_SAMPLE, 1u << FG_DTYPE_F16 },
 	};
 
 	ck_assert_ptr_nonnull(gpu.ops->supports);
@@ -1931,6 +1937,184 @@ START_TEST(test_streams_events)
 }
 END_TEST
 
+/* ---- sample ------------------------------------------------------------------------------ */
+
+/* Logit rows for the sample op.  The fp16 rounding makes ties common even in
+ * the spread shapes; the last three have non-finite values. */
+enum smp_shape {
+	SMP_SPREAD,   /* a language model's: a few nats apart */
+	SMP_WIDE,     /* most of the vocabulary far below the top (outside the window) */
+	SMP_FLAT,     /* everything within a few hundredths */
+	SMP_TIES,     /* four values: top_k and the draw land inside runs of equal logits */
+	SMP_ZEROS,    /* -0 and +0, which are equal */
+	SMP_ONE,      /* one value throughout */
+	SMP_SPIKE,    /* one logit far above the rest */
+	SMP_NONE,     /* -inf and NaN only: nothing finite */
+	SMP_INF,      /* +inf a few times (and NaN): only the +inf ids weigh */
+	SMP_NAN,      /* NaN and -inf mixed into a spread row */
+	SMP_SHAPES
+};
+
+static double smp_normal(void)
+{
+	double u = (double)(gpu_next() >> 11) * 0x1p-53, v = (double)(gpu_next() >> 11) * 0x1p-53;
+
+	return sqrt(-2 * log(1 - u)) * cos(6.283185307179586 * v);
+}
+
+static void smp_fill(uint16_t *h, int64_t n, enum smp_shape sh)
+{
+	for (int64_t i = 0; i < n; i++) {
+		float l = (float)smp_normal();
+
+		switch (sh) {
+		case SMP_SPREAD:
+			l *= 3;
+			break;
+		case SMP_WIDE:
+			l *= 25;
+			break;
+		case SMP_FLAT:
+			l *= 0.01f;
+			break;
+		case SMP_TIES:
+			l = (float)(int)gpu_uniform(0, 4) - 2.0f;
+			break;
+		case SMP_ZEROS:
+			l = gpu_uniform(0, 1) < 0.5f ? -0.0f : 0.0f;
+			if (gpu_uniform(0, 1) < 0.01f)
+				l = -50;
+			break;
+		case SMP_ONE:
+			l = 1.5f;
+			break;
+		case SMP_SPIKE:
+			break;
+		case SMP_NONE:
+			l = gpu_uniform(0, 1) < 0.5f ? -INFINITY : NAN;
+			break;
+		case SMP_INF:
+			if (gpu_uniform(0, 1) < 0.002f || i == n / 2 || i == n - 1)
+				l = INFINITY;
+			else if (gpu_uniform(0, 1) < 0.01f)
+				l = NAN;
+			break;
+		case SMP_NAN:
+			l *= 2;
+			if (gpu_uniform(0, 1) < 0.05f)
+				l = NAN;
+			else if (gpu_uniform(0, 1) < 0.01f)
+				l = -INFINITY;
+			break;
+		case SMP_SHAPES:
+			break;
+		}
+		h[i] = fg_float_to_half(l);
+	}
+	if (sh == SMP_SPIKE)
+		h[(int64_t)gpu_uniform(0, (float)n) % n] = fg_float_to_half(12.0f);
+}
+
+/* rows rows of vocab logits (ld apart, +inf between vocab and ld, which a read
+ * past a row would take) with per-row temperature, top_k and top_p; every
+ * row's token must be fg_sample_sorted's on the same logits and the same
+ * random stream, and a greedy row's must also be the argmax op's. */
+static void run_sample(int64_t vocab, int64_t ld, int64_t rows, void *stream, uint64_t seed)
+{
+	static const float temps[] = { 0.3f, 0.7f, 1.0f, 1.5f, 1e-6f };
+	static const float topps[] = { 0, 0.5f, 0.9f, 0.999f, 1 };
+	const int32_t topks[] = { 0, 1, 5, 50, 4096, (int32_t)vocab + 3 };
+	uint16_t *xh = xmalloc((size_t)(rows * ld) * 2);
+	float *f = xmalloc((size_t)vocab * sizeof(float)), *t = xmalloc((size_t)rows * 4);
+	float *tp = xmalloc((size_t)rows * 4);
+	int32_t *tk = xmalloc((size_t)rows * 4), *got = xmalloc((size_t)rows * 4);
+	int32_t *amax = xmalloc((size_t)rows * 4);
+	enum smp_shape *shape = xmalloc((size_t)rows * sizeof(*shape));
+	uint64_t *u = xmalloc((size_t)rows * 8);
+	struct fg_rng *rng = xmalloc((size_t)rows * sizeof(*rng));
+	struct fg_sampler *smp;
+	struct dbuf dx;
+	struct fg_sample_args a;
+	int bad = 0, greedy = 0;
+
+	gpu_seed(seed);
+	for (int64_t r = 0; r < rows; r++) {
+		struct fg_rng c;
+
+		/* every shape twice first, then at random */
+		shape[r] = r < 2 * SMP_SHAPES ? (enum smp_shape)(r % SMP_SHAPES)
+					      : (enum smp_shape)(gpu_next() % SMP_SHAPES);
+		smp_fill(xh + r * ld, vocab, shape[r]);
+		for (int64_t i = vocab; i < ld; i++)
+			xh[r * ld + i] = 0x7c00u;
+		t[r] = gpu_next() % 6 == 0 ? (gpu_next() % 2 ? 0.0f : -1.0f) : temps[gpu_next() % 5];
+		tk[r] = topks[gpu_next() % 6];
+		tp[r] = topps[gpu_next() % 5];
+		fg_rng_seed(&rng[r], seed * 1000003u + (uint64_t)r);
+		c = rng[r];
+		u[r] = fg_rng_u53(&c); /* the one draw fg_sample_sorted takes when T > 0 */
+	}
+	memset(&a, 0, sizeof(a));
+	a.logits = tens(dput(&dx, xh, (size_t)(rows * ld) * 2), FG_DTYPE_F16, rows, vocab, ld);
+	a.temperature = t;
+	a.top_k = tk;
+	a.top_p = tp;
+	a.draw = u;
+	a.out = got;
+	for (int64_t r = 0; r < rows; r++)
+		got[r] = amax[r] = -1;
+	ck_assert_msg(fg_backend_sample(&gpu, stream, &a) == 0, "%s", fg_last_error());
+	ck_assert_msg(fg_backend_argmax(&gpu, stream, &a.logits, amax) == 0, "%s", fg_last_error());
+	ck_assert_int_eq(fg_sampler_new(&smp, vocab), 0);
+	for (int64_t r = 0; r < rows; r++) {
+		struct fg_sampling p = { .temperature = t[r], .top_k = tk[r], .top_p = tp[r] };
+		struct fg_rng c = rng[r];
+		int32_t want;
+
+		for (int64_t i = 0; i < vocab; i++)
+			f[i] = fg_half_to_float(xh[r * ld + i]);
+		want = fg_sample_sorted(smp, f, &p, &c);
+		if (t[r] <= 0) {
+			greedy++;
+			if (got[r] != amax[r] || got[r] != want) {
+				printf("sample vocab %" PRId64 " row %" PRId64 " (shape %d, greedy): token "
+				       "%d, argmax op %d, host %d\n", vocab, r, (int)shape[r], got[r],
+				       amax[r], want);
+				bad++;
+			}
+		} else if (got[r] != want) {
+			printf("sample vocab %" PRId64 " row %" PRId64 " (shape %d, T %g, top_k %d, "
+			       "top_p %g, draw %" PRIu64 "): token %d, host %d\n", vocab, r,
+			       (int)shape[r], (double)t[r], tk[r], (double)tp[r], u[r], got[r], want);
+			bad++;
+		}
+	}
+	printf("sample vocab %" PRId64 " ld %" PRId64 ": %" PRId64 " rows (%d greedy), %d "
+	       "differ from the host\n", vocab, ld, rows, greedy, bad);
+	ck_assert_msg(bad == 0, "sample: %d of %" PRId64 " rows of vocab %" PRId64 " differ from "
+		      "fg_sample_sorted or the argmax op (printed above)", bad, rows, vocab);
+	fg_sampler_free(smp);
+	dfree(&dx);
+	free(xh), free(f), free(t), free(tp), free(tk), free(got), free(amax), free(shape);
+	free(u), free(rng);
+}
+
+START_TEST(test_sample)
+{
+	void *st;
+
+	ck_assert_msg(fg_backend_can_sample(&gpu), "cublas does not offer the sample op");
+	run_sample(50272, 50272, 160, NULL, 31); /* the vector path */
+	run_sample(50272, 50275, 48, NULL, 32);  /* the scalar path */
+	run_sample(8, 8, 200, NULL, 33);
+	run_sample(37, 40, 600, NULL, 34);
+	run_sample(1, 1, 40, NULL, 35);
+	ck_assert_int_eq(fg_backend_stream_create(&gpu, &st), 0);
+	run_sample(37, 37, 100, st, 36);
+	fg_backend_stream_destroy(&gpu, st);
+}
+END_TEST
+
 /* ---- device limits ----------------------------------------------------------------------- */
 
 /* The core validates arguments against fgcore/compute.h (core/backend/
@@ -1992,6 +2176,22 @@ START_TEST(test_device_limits)
 	ka.start = 1;
 	ka.cache_stride = 4;
 	expect_refused(o->kv_append(c, NULL, &ka), -EINVAL, "kv_append to a misaligned 4-bit cache");
+
+	/* 28 bytes of the 64 MiB scratch per row: the check comes before any read */
+	{
+		struct fg_sample_args sa;
+		float tz = 0;
+		int32_t kz = 0, oz = 0;
+		uint64_t uz = 0;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.logits = tens(p, FG_DTYPE_F16, 3 << 20, 1, 1);
+		sa.temperature = sa.top_p = &tz;
+		sa.top_k = &kz;
+		sa.draw = &uz;
+		sa.out = &oz;
+		expect_refused(o->sample(c, NULL, &sa), -ENOMEM, "sample of 3M rows");
+	}
 	ck_assert_msg(fg_backend_stream_sync(&gpu, NULL) == 0, "%s", fg_last_error());
 	dfree(&d);
 }
@@ -2022,6 +2222,7 @@ static Suite *cublas_suite(void)
 	tcase_add_test(tc, test_gqa_decode);
 	tcase_add_test(tc, test_supports);
 	tcase_add_test(tc, test_streams_events);
+	tcase_add_test(tc, test_sample);
 	tcase_add_test(tc, test_device_limits);
 	suite_add_tcase(s, tc);
 	return s;

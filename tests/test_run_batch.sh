@@ -3,7 +3,8 @@
 # several points, out of disk space mid-job, its journal torn, its input
 # changed, and then run again, it ends with the bytes of an uninterrupted run;
 # the OpenAI batch output fields; memory bounded by the window whatever the
-# input's length.  On the tiny OPT of $FGCORE_TESTDATA (fast on two cores).
+# input's length; sampling on one CPU, on all, and (FGCORE_TEST_BACKEND=cublas)
+# on the GPU.  On the tiny OPT of $FGCORE_TESTDATA (fast on two cores).
 set -u
 
 if [ -z "${FGCORE_BUILDDIR:-}" ]; then
@@ -209,6 +210,17 @@ if command -v taskset >/dev/null; then
 		fail "sampled rows depend on the CPUs they were drawn on: $(diff "$tmp/s_all.jsonl" "$tmp/s_one.jsonl" | head -4)"
 else
 	fail "taskset (util-linux) is missing: cannot run the sampling on one CPU"
+fi
+
+# FGCORE_TEST_BACKEND=cublas: the same requests drawn on the GPU by the
+# sample op (no logits copied out) and on the host give the same bytes.
+if [ "${FGCORE_TEST_BACKEND:-}" = cublas ]; then
+	gm="$sm -o compute.plugin=cublas -o tier.compute.plugin=cuda_mem -o tier.host.plugin=pinned_host"
+	run 0 $fg $gm run-batch --input "$tmp/s.jsonl" --output "$tmp/s_dev.jsonl"
+	run 0 $fg $gm -o compute.device_sampling=false run-batch --input "$tmp/s.jsonl" \
+		--output "$tmp/s_host.jsonl"
+	cmp -s "$tmp/s_dev.jsonl" "$tmp/s_host.jsonl" ||
+		fail "the GPU's draws differ from the host's: $(diff "$tmp/s_dev.jsonl" "$tmp/s_host.jsonl" | head -4)"
 fi
 
 echo "$failures failure(s)"

@@ -96,10 +96,12 @@ void fg_sampler_free(struct fg_sampler *s)
 int32_t fg_argmax(const float *x, int64_t n)
 {
 	int64_t best = 0;
-	for (int64_t i = 1; i < n; i++)
+	while (best + 1 < n && x[best] != x[best])
+		best++; /* NaN is never the largest (0 when all are NaN) */
+	for (int64_t i = best + 1; i < n; i++)
 		if (x[i] > x[best])
 			best = i;
-	return (int32_t)best;
+	return x[best] == x[best] ? (int32_t)best : 0;
 }
 
 /* Stable LSD radix sort of n keys by their upper 32 bits (the logit part),

@@ -61,12 +61,16 @@ FG_SAMPLING_FN uint64_t fg_sample_key(float l, int32_t id)
 
 #define FG_SAMPLE_LOG2E 0x1.71547652b82fep+0
 
-/* t = (l - max) / T * log2(e) (the subtraction is exact): l's weight is
- * 2^(S + t), rounded. */
-FG_SAMPLING_FN double fg_sample_exponent(float l, float max, float T)
+/* x = (l - max) / T (the subtraction is exact); l's weight is 2^(S + t),
+ * rounded, with t = x log2(e). */
+FG_SAMPLING_FN double fg_sample_x(float l, float max, float T)
 {
-	double x = ((double)l - (double)max) / (double)T;
-	return x * FG_SAMPLE_LOG2E;
+	return ((double)l - (double)max) / (double)T;
+}
+
+FG_SAMPLING_FN int fg_sample_x_in_window(double x, int S)
+{
+	return x * FG_SAMPLE_LOG2E >= -(double)(S + 2); /* false for NaN */
 }
 
 /* Nonzero when l's weight is computed rather than 0 by definition: a finite
@@ -74,7 +78,7 @@ FG_SAMPLING_FN double fg_sample_exponent(float l, float max, float T)
  * window are a prefix of the order and every id past them weighs 0. */
 FG_SAMPLING_FN int fg_sample_in_window(float l, float max, float T, int S)
 {
-	return max < INFINITY && fg_sample_exponent(l, max, T) >= -(double)(S + 2);
+	return max < INFINITY && fg_sample_x_in_window(fg_sample_x(l, max, T), S);
 }
 
 /* round(2^(S + t)) for l <= max (max: the row's largest), 0 outside the
@@ -85,9 +89,9 @@ FG_SAMPLING_FN uint64_t fg_sample_weight(float l, float max, float T, int S)
 {
 	if (max == INFINITY)
 		return l == INFINITY ? (uint64_t)1 << S : 0;
-	if (!fg_sample_in_window(l, max, T, S)) /* also NaN and -inf */
+	double x = fg_sample_x(l, max, T);
+	if (!fg_sample_x_in_window(x, S)) /* also NaN and -inf */
 		return 0;
-	double x = ((double)l - (double)max) / (double)T;
 	double n = rint(x * FG_SAMPLE_LOG2E);
 	double f = fma(x, FG_SAMPLE_LOG2E, -n);
 	double p = 0x1.c3bd650fc2986p-36; /* ln(2)^k / k!, k = 12 down to 0 */

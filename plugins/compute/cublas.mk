@@ -8,7 +8,8 @@ CUBLAS_CU = \
 	plugins/compute/cublas/k_linear.cu \
 	plugins/compute/cublas/k_misc.cu \
 	plugins/compute/cublas/k_prefill.cu \
-	plugins/compute/cublas/k_decode.cu
+	plugins/compute/cublas/k_decode.cu \
+	plugins/compute/cublas/k_sample.cu
 CUBLAS_CUH = \
 	plugins/compute/cublas/common.cuh \
 	plugins/compute/cublas/kernels.h
@@ -44,6 +45,7 @@ am__v_NVCC_1 =
 		--mode=compile $(SHELL) $(top_srcdir)/build-aux-cuda/nvcc-wrap $(NVCC) \
 		$(NVCC_FLAGS) -c -o $@ $<
 $(CUBLAS_CU_LO): $(CUBLAS_CUH) include/fgcore/q4.h include/fgcore/half.h build-aux-cuda/nvcc-wrap
+plugins/compute/cublas/k_sample.lo: include/fgcore/sampling.h
 
 if HAVE_CUDA
 pkglib_LTLIBRARIES += plugins/compute/cublas.la

@@ -20,6 +20,7 @@ struct cublas_opts {
 	uint64_t scratch;      /* per stream: 4-bit dequant tiles, split-K partials, ... */
 	int64_t q4_fused_max_m;
 	int fp32_residual;
+	int device_sampling;
 };
 
 /* A compute stream: the CUDA stream plus the memory ops on it may use.
@@ -80,6 +81,7 @@ struct cublas_ctx {
 	size_t ws_bytes, scratch_bytes;
 	int64_t q4_fused_max_m;
 	int f32_hidden;       /* the residual stream is fp32 (fp32_residual) */
+	int device_sampling;  /* supports(FG_OP_SAMPLE) */
 	cublasLtHandle_t lt;
 	cublasHandle_t blas;  /* fallback when cuBLASLt has no algorithm */
 	struct cublas_stream def;

@@ -128,6 +128,23 @@ cudaError_t cublas_k_decode_setup(void);
 cudaError_t cublas_k_argmax(cudaStream_t s, int64_t rows, int64_t cols, const uint16_t *x,
 			    int64_t ld, int32_t *out);
 
+/* ---- k_sample.cu ------------------------------------------------------------------ */
+
+/* One row's parameters of cublas_k_sample (device memory). */
+struct cublas_sample_row {
+	uint64_t draw;        /* below 2^53 */
+	float temperature;    /* <= 0: the argmax */
+	float top_p;          /* off unless 0 < top_p < 1 */
+	int32_t top_k;        /* off unless 0 < top_k < cols */
+	int32_t unused;
+};
+
+/* out[r] = the token of row r of x [rows, cols] (cols < 2^31) with p[r]'s
+ * parameters, as fgcore/sampling.h defines it; temperature <= 0: what
+ * cublas_k_argmax gives.  p and out on the device. */
+cudaError_t cublas_k_sample(cudaStream_t s, int64_t rows, int64_t cols, const uint16_t *x,
+			    int64_t ld, const struct cublas_sample_row *p, int32_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,10 +5,11 @@
  * fp16 activations in device memory (the cuda_mem tier); fp16 weights go
  * through cuBLASLt, 4-bit weights (Q4_ROWS) through the backend's own
  * kernels; compute ABI 1.1 (RMS norm, rotary embedding, SiLU and the gating
- * multiplier in linear, grouped-query attention).  Every op is asynchronous
- * on its stream; NULL names the backend's default stream, created at init
- * (a blocking stream, so the synchronous cudaMemcpy of the storage tiers
- * stays ordered with the work on it).
+ * multiplier in linear, grouped-query attention) up to 1.4 (sampling where
+ * the logits are, k_sample.cu).  Every op but argmax and sample (which return
+ * tokens) is asynchronous on its stream; NULL names the backend's default
+ * stream, created at init (a blocking stream, so the synchronous cudaMemcpy of
+ * the storage tiers stays ordered with the work on it).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -40,6 +41,11 @@ static const struct fg_option cublas_options[] = {
 		  "the fp32 reference does; false: fp16 like the other activations, half the "
 		  "activation memory and traffic, and larger errors in deep models.",
 	  .offset = offsetof(struct cublas_opts, fp32_residual) },
+	{ .key = "device_sampling", .type = FG_OPT_BOOL, .def = "true",
+	  .help = "draw sampled tokens on the GPU, where the logits are (the sample op); "
+		  "false: the core copies the logits to the host and samples there.  The "
+		  "tokens are the same either way (fgcore/sampling.h defines them).",
+	  .offset = offsetof(struct cublas_opts, device_sampling) },
 	{ .key = NULL },
 };
 
@@ -434,6 +440,60 @@ static int cublas_argmax(void *ctx, void *stream, const struct fg_tensor *x, int
 	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "argmax", "kernel or copy", e);
 }
 
+/* The parameters go to the device packed in one copy, ahead of the tokens,
+ * in the stream's scratch. */
+static int cublas_sample(void *ctx, void *stream, const struct fg_sample_args *a)
+{
+	struct cublas_ctx *c = ctx;
+	struct cublas_stream *s = cublas_stream_of(c, stream);
+	const struct fg_tensor *x = &a->logits;
+	size_t rows = x->rows > 0 ? (size_t)x->rows : 0;
+	size_t prm_bytes = rows * sizeof(struct cublas_sample_row);
+	struct cublas_sample_row *p;
+	int32_t *dout;
+	cudaError_t e;
+	int rc;
+
+	if (x->dtype != FG_DTYPE_F16 || x->rows < 0 || x->rows > INT32_MAX || x->cols < 1 ||
+	    x->cols > INT32_MAX || x->ld < x->cols) {
+		fg_error(c->host, "cublas: sample: need fp16 logits [rows, vocab] with rows and "
+			 "vocab below 2^31 and ld >= vocab");
+		return -EINVAL;
+	}
+	if (prm_bytes + rows * sizeof(int32_t) > c->scratch_bytes) {
+		fg_error(c->host, "cublas: sample: %zu rows need %zu bytes of stream scratch, which "
+			 "has %zu; raise `scratch`", rows,
+			 prm_bytes + rows * sizeof(int32_t), c->scratch_bytes);
+		return -ENOMEM;
+	}
+	if (!rows)
+		return 0;
+	dout = (int32_t *)((char *)s->scratch + prm_bytes);
+	if (!(p = malloc(prm_bytes))) {
+		fg_error(c->host, "cublas: sample: out of host memory for %zu rows' parameters",
+			 rows);
+		return -ENOMEM;
+	}
+	for (size_t r = 0; r < rows; r++)
+		p[r] = (struct cublas_sample_row){ .draw = a->draw[r],
+						   .temperature = a->temperature[r],
+						   .top_p = a->top_p[r], .top_k = a->top_k[r] };
+	if ((rc = cublas_enter(c, "sample"))) {
+		free(p);
+		return rc;
+	}
+	e = cudaMemcpyAsync(s->scratch, p, prm_bytes, cudaMemcpyHostToDevice, s->s);
+	if (e == cudaSuccess)
+		e = cublas_k_sample(s->s, x->rows, x->cols, x->data, x->ld, s->scratch, dout);
+	if (e == cudaSuccess)
+		e = cudaMemcpyAsync(a->out, dout, rows * sizeof(int32_t), cudaMemcpyDeviceToHost,
+				    s->s);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(s->s);
+	free(p);
+	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "sample", "kernel or copy", e);
+}
+
 /* ---- context --------------------------------------------------------------------------- */
 
 static void cublas_fini(void *ctx)
@@ -458,7 +518,7 @@ static int cublas_init(const struct fg_host *host, const void *opts, void **ctx)
 {
 	static const struct cublas_opts defaults = {
 		.device = 0, .workspace = 64 * MiB, .scratch = 64 * MiB, .q4_fused_max_m = 128,
-		.fp32_residual = 1,
+		.fp32_residual = 1, .device_sampling = 1,
 	};
 	const struct cublas_opts *o = opts ? opts : &defaults;
 	struct cudaDeviceProp prop;
@@ -498,6 +558,7 @@ static int cublas_init(const struct fg_host *host, const void *opts, void **ctx)
 	c->scratch_bytes = (size_t)o->scratch;
 	c->q4_fused_max_m = o->q4_fused_max_m;
 	c->f32_hidden = o->fp32_residual != 0;
+	c->device_sampling = o->device_sampling != 0;
 	if ((rc = cublas_enter(c, "init")))
 		goto fail;
 	e = cudaGetDeviceProperties(&prop, c->device);
@@ -582,7 +643,7 @@ static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 	case FG_OP_KV_APPEND:
 		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS;
 	case FG_OP_SAMPLE:
-		return dtype == FG_DTYPE_F16;
+		return dtype == FG_DTYPE_F16 && c->device_sampling;
 	}
 	return 0;
 }
@@ -625,6 +686,7 @@ static const struct fg_compute_ops cublas_ops = {
 	.timer_elapsed		= cublas_timer_elapsed,
 	.rope			= cublas_rope,
 	.supports		= cublas_supports,
+	.sample			= cublas_sample,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
