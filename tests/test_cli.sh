@@ -61,7 +61,11 @@ skeletons="-o compute.plugin=compute_skeleton -o tier.compute.plugin=storage_ske
 # ---- options, usage ------------------------------------------------------------
 run 0 "$fg" --version
 has_out "fgcore "
-has_out "(plugin ABI 1.3)"
+# The ABI version this build speaks, from the installed header.
+minor=$(sed -n 's/^#define FG_ABI_MINOR \([0-9]*\)$/\1/p' "$FGCORE_SRCDIR/include/fgcore/plugin.h")
+[ -n "$minor" ] || { echo "FAIL: no FG_ABI_MINOR in fgcore/plugin.h"; exit 1; }
+abi="1.$minor"
+has_out "(plugin ABI $abi)"
 run 0 "$fg" --help
 has_out "usage: fgcore [-c CONFIG] [-o section.key=value]... [-v|-q] [COMMAND [ARGS]]"
 has_out "plugins"
@@ -81,16 +85,16 @@ one_error_line
 # ---- plugins ---------------------------------------------------------------------
 # Broken ones first: the listing goes on after a refusal.
 run 0 env FGCORE_PLUGIN_PATH="$bad:$skel" "$fg" plugins
-has_out "bad_abi_major.so: refused: $bad/bad_abi_major.so: built for ABI 2.0, this fgcore speaks 1.3"
-has_out "newer_minor.so: refused: $bad/newer_minor.so: built for ABI 1.4, newer than"
+has_out "bad_abi_major.so: refused: $bad/bad_abi_major.so: built for ABI 2.0, this fgcore speaks $abi"
+has_out "newer_minor.so: refused: $bad/newer_minor.so: built for ABI 1.$((minor + 1)), newer than"
 has_out "missing_hook.so: refused: $bad/missing_hook.so: storage plugin lacks the required hook 'read'"
 has_out "no_entry.so: refused: $bad/no_entry.so: no fg_plugin_entry symbol"
 has_out "wrong_kind.so: refused:"
 has_out "name_mismatch.so: refused:"
 has_out "bad_option_table.so: refused:"
-has_out "storage_skeleton (storage plugin, ABI 1.3): usable"
-has_out "compute_skeleton (compute plugin, ABI 1.3): usable"
-has_out "codec_skeleton (codec plugin, ABI 1.3): usable"
+has_out "storage_skeleton (storage plugin, ABI $abi): usable"
+has_out "compute_skeleton (compute plugin, ABI $abi): usable"
+has_out "codec_skeleton (codec plugin, ABI $abi): usable"
 has_out "    capabilities: addressable,async"
 has_out "    file:         $skel/storage_skeleton.so"
 grep -q "max_bytes" "$tmp/out" && fail "options listed without -v"

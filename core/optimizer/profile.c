@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <fgcore/half.h>
 #include <fgcore/q4.h>
 #include "core/arch/arch.h"
 #include "core/arch/block.h"
@@ -293,7 +294,24 @@ static struct fg_tensor view(void *addr, enum fg_dtype dt, int64_t rows, int64_t
 	return (struct fg_tensor){ .data = addr, .dtype = dt, .rows = rows, .cols = cols, .ld = cols };
 }
 
-/* A tensor in compute-tier memory, zero-filled through a host buffer. */
+/* Random values in [-0.1, 0.1) for plain fp16 and fp32 tensors (zeros draw
+ * less power than the engine's real or dummy weights, and a GPU holding
+ * its clocks on zeros runs products faster than it does on data); other
+ * types stay zero (a 4-bit tensor's scales must stay finite). */
+static void fill_random(void *buf, enum fg_dtype dt, uint64_t bytes)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	for (uint64_t i = 0; dt == FG_DTYPE_F16 && i < bytes / 2; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		((uint16_t *)buf)[i] = fg_float_to_half((float)(x >> 40) * 0x1.0p-24f * 0.2f - 0.1f);
+	}
+	for (uint64_t i = 0; dt == FG_DTYPE_F32 && i < bytes / 4; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		((float *)buf)[i] = (float)(x >> 40) * 0x1.0p-24f * 0.2f - 0.1f;
+	}
+}
+
+/* A tensor in compute-tier memory, filled through a host buffer. */
 static int ctensor(struct prof *p, struct fg_region *r, enum fg_dtype dt, int64_t rows,
 		   int64_t cols, uint64_t bytes, struct fg_tensor *t)
 {
@@ -307,6 +325,7 @@ static int ctensor(struct prof *p, struct fg_region *r, enum fg_dtype dt, int64_
 		FG_ERR("profile: out of memory");
 		return -ENOMEM;
 	}
+	fill_random(z, dt, bytes);
 	rc = fg_backend_copy(&p->be, NULL, r->addr, z, (size_t)bytes);
 	if (!rc)
 		rc = fg_backend_stream_sync(&p->be, NULL);
