@@ -215,6 +215,42 @@ static float row_max(const float *l, int64_t n)
 	return m;
 }
 
+/* Floats in ascending order as unsigned ranks, and back. */
+static uint32_t float_rank(float f)
+{
+	union {
+		float f;
+		uint32_t u;
+	} v = { .f = f };
+	return v.u & 0x80000000u ? ~v.u : v.u | 0x80000000u;
+}
+
+static float rank_float(uint32_t r)
+{
+	union {
+		uint32_t u;
+		float f;
+	} v = { .u = r & 0x80000000u ? r & 0x7fffffffu : ~r };
+	return v.f;
+}
+
+/* The smallest logit in the window for a finite max: fg_sample_in_window is
+ * monotone in l, so l is in it exactly when l >= this (one comparison a
+ * logit instead of a division). */
+static float window_floor(float max, float T, int S)
+{
+	uint32_t out = float_rank(-INFINITY), in = float_rank(max);
+
+	while (in - out > 1) {
+		uint32_t mid = out + (in - out) / 2;
+		if (fg_sample_in_window(rank_float(mid), max, T, S))
+			in = mid;
+		else
+			out = mid;
+	}
+	return rank_float(in);
+}
+
 static int64_t kept_count(const struct fg_sampler *s, const struct fg_sampling *p)
 {
 	return p->top_k > 0 && p->top_k < s->vocab ? p->top_k : s->vocab;
@@ -268,8 +304,9 @@ int32_t fg_sample(struct fg_sampler *s, const float *logits, const struct fg_sam
 	/* The window, a prefix of the order (fgcore/sampling.h): only its ids
 	 * are sorted, and the first keep of them weighed. */
 	int64_t m = 0;
+	float lo = window_floor(max, p->temperature, S);
 	for (int64_t i = 0; i < n; i++)
-		if (fg_sample_in_window(logits[i], max, p->temperature, S))
+		if (logits[i] >= lo)
 			s->key[m++] = fg_sample_key(logits[i], (int32_t)i);
 	const uint64_t *sorted = radix_sort(s->count, s->key, s->tmp, m);
 	kc = keep < m ? keep : m;

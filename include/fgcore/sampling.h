@@ -82,9 +82,13 @@ FG_SAMPLING_FN int fg_sample_in_window(float l, float max, float T, int S)
 }
 
 /* round(2^(S + t)) for l <= max (max: the row's largest), 0 outside the
- * window.  2^t = 2^n 2^f with n = rint(t), |f| <= 1/2, and 2^f from its
- * Taylor series to degree 12 (error below 2^-52).  Every step is written out
- * (explicit fma, no a * b + c a compiler could fuse differently elsewhere). */
+ * window.  2^t = 2^n 2^f with n = t rounded to the nearest integer (ties to
+ * even), |f| <= 1/2, and 2^f from its Taylor series to degree 12 (error below
+ * 2^-52).  Every step is written out (explicit fma, no a * b + c a compiler
+ * could fuse differently elsewhere), and the roundings to integers and the
+ * scaling by 2^(n + S) are exact double arithmetic (adding and taking away
+ * 1.5 * 2^52 or 2^52; a multiplication by a power of two): no library call
+ * but fma, which a CPU without it emulates correctly rounded. */
 FG_SAMPLING_FN uint64_t fg_sample_weight(float l, float max, float T, int S)
 {
 	if (max == INFINITY)
@@ -92,7 +96,7 @@ FG_SAMPLING_FN uint64_t fg_sample_weight(float l, float max, float T, int S)
 	double x = fg_sample_x(l, max, T);
 	if (!fg_sample_x_in_window(x, S)) /* also NaN and -inf */
 		return 0;
-	double n = rint(x * FG_SAMPLE_LOG2E);
+	double t = x * FG_SAMPLE_LOG2E, n = (t + 0x1.8p52) - 0x1.8p52; /* |t| <= 64 */
 	double f = fma(x, FG_SAMPLE_LOG2E, -n);
 	double p = 0x1.c3bd650fc2986p-36; /* ln(2)^k / k!, k = 12 down to 0 */
 	p = fma(p, f, 0x1.e8cac7351bb25p-32);
@@ -107,7 +111,13 @@ FG_SAMPLING_FN uint64_t fg_sample_weight(float l, float max, float T, int S)
 	p = fma(p, f, 0x1.ebfbdff82c58fp-3);
 	p = fma(p, f, 0x1.62e42fefa39efp-1);
 	p = fma(p, f, 1.0);
-	return (uint64_t)llrint(ldexp(p, (int)n + S));
+	union {
+		uint64_t u;
+		double d;
+	} scale;
+	scale.u = (uint64_t)((int)n + S + 1023) << 52; /* 2^(n + S), n + S in [-2, 62] */
+	double v = p * scale.d;
+	return v < 0x1p52 ? (uint64_t)((v + 0x1p52) - 0x1p52) : (uint64_t)v;
 }
 
 /* The high 64 bits of a * b. */
