@@ -220,6 +220,24 @@ START_TEST(weights_are_the_exponential)
 }
 END_TEST
 
+/* The window's floor is in the window and the float below it is not. */
+START_TEST(window_floor_is_exact)
+{
+	struct fg_rng r;
+	fg_rng_seed(&r, 12);
+	for (int i = 0; i < 20000; i++) {
+		float max = (float)(40 * normal(&r)), T = (float)(0.01 + 5 * fg_rng_uniform(&r));
+		int S = 30 + (int)(fg_rng_uniform(&r) * 33);
+		float lo = fg_sample_window_floor(max, T, S);
+
+		ck_assert_msg(fg_sample_in_window(lo, max, T, S), "max %g T %g S %d: floor %g is out",
+			      max, T, S, lo);
+		ck_assert_msg(!fg_sample_in_window(nextafterf(lo, -INFINITY), max, T, S),
+			      "max %g T %g S %d: below the floor %g is in", max, T, S, lo);
+	}
+}
+END_TEST
+
 /* For draws spread over [0, 1), the token is where the draw falls in the
  * cumulative distribution of the nucleus, computed naively: sort, softmax in
  * long double, cut at top_k and top_p, renormalise.  Draws within 1e-9 of a
@@ -311,6 +329,7 @@ static Suite *sample_suite(void)
 	tcase_add_test(tc, greedy);
 	tcase_add_test(tc, weights_are_the_exponential);
 	tcase_add_test(tc, draws_follow_the_softmax);
+	tcase_add_test(tc, window_floor_is_exact);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -234,10 +234,7 @@ static float rank_float(uint32_t r)
 	return v.f;
 }
 
-/* The smallest logit in the window for a finite max: fg_sample_in_window is
- * monotone in l, so l is in it exactly when l >= this (one comparison a
- * logit instead of a division). */
-static float window_floor(float max, float T, int S)
+float fg_sample_window_floor(float max, float T, int S)
 {
 	uint32_t out = float_rank(-INFINITY), in = float_rank(max);
 
@@ -304,7 +301,7 @@ int32_t fg_sample(struct fg_sampler *s, const float *logits, const struct fg_sam
 	/* The window, a prefix of the order (fgcore/sampling.h): only its ids
 	 * are sorted, and the first keep of them weighed. */
 	int64_t m = 0;
-	float lo = window_floor(max, p->temperature, S);
+	float lo = fg_sample_window_floor(max, p->temperature, S);
 	for (int64_t i = 0; i < n; i++)
 		if (logits[i] >= lo)
 			s->key[m++] = fg_sample_key(logits[i], (int32_t)i);

@@ -32,6 +32,10 @@ void fg_sampler_free(struct fg_sampler *s);
  * from rng when temperature > 0, none otherwise. */
 int32_t fg_sample(struct fg_sampler *s, const float *logits, const struct fg_sampling *p,
 		  struct fg_rng *rng);
+/* The smallest logit in fgcore/sampling.h's window for a finite max:
+ * fg_sample_in_window is monotone in l, so l is in the window exactly when
+ * l >= this (one comparison a logit instead of a division). */
+float fg_sample_window_floor(float max, float T, int S);
 /* The same token by sorting the whole vocabulary, the definition followed
  * literally: what fg_sample and a backend's sample op must equal bit for bit
  * (tests, benchmarks, and fg_sample's rows without a finite largest logit). */
