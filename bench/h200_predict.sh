@@ -63,7 +63,7 @@ case_run() {
 	safe=$(echo "$name" | tr -c 'A-Za-z0-9.\n' '_')
 	echo "== $name"
 	# shellcheck disable=SC2086
-	if ! timeout 60 $fg $gpu "$@" --model "facebook/$model" --path _DUMMY_ $len profile --no-disk \
+	if ! timeout 90 $fg $gpu "$@" --model "facebook/$model" --path _DUMMY_ $len profile --no-disk \
 		--min-time 0.1 --output "$out/hw_$safe.ini" > "$out/profile_$safe.log" 2>&1; then
 		printf '%-44s profile failed: %s\n' "$name" "$(tail -1 "$out/profile_$safe.log")" >> "$out/table.txt"
 		return

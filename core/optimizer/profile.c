@@ -297,18 +297,32 @@ static struct fg_tensor view(void *addr, enum fg_dtype dt, int64_t rows, int64_t
 /* Random values in [-0.1, 0.1) for plain fp16 and fp32 tensors (zeros draw
  * less power than the engine's real or dummy weights, and a GPU holding
  * its clocks on zeros runs products faster than it does on data); other
- * types stay zero (a 4-bit tensor's scales must stay finite). */
+ * types stay zero (a 4-bit tensor's scales must stay finite).  One 1 MiB
+ * block of them, repeated: a layer of OPT-175B is gigabytes. */
+#define FILL_BLOCK (1u << 20)
+
 static void fill_random(void *buf, enum fg_dtype dt, uint64_t bytes)
 {
-	uint64_t x = 0x9e3779b97f4a7c15ull;
-	for (uint64_t i = 0; dt == FG_DTYPE_F16 && i < bytes / 2; i++) {
-		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		((uint16_t *)buf)[i] = fg_float_to_half((float)(x >> 40) * 0x1.0p-24f * 0.2f - 0.1f);
+	static uint16_t h[FILL_BLOCK / 2];
+	static float f[FILL_BLOCK / 4];
+	static int made;
+	const void *src = dt == FG_DTYPE_F16 ? (const void *)h : dt == FG_DTYPE_F32 ? (const void *)f : NULL;
+
+	if (!src)
+		return;
+	if (!made) {
+		uint64_t x = 0x9e3779b97f4a7c15ull;
+		for (size_t i = 0; i < FILL_BLOCK / 2; i++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			float v = (float)(x >> 40) * 0x1.0p-24f * 0.2f - 0.1f;
+			h[i] = fg_float_to_half(v);
+			if (i < FILL_BLOCK / 4)
+				f[i] = v;
+		}
+		made = 1;
 	}
-	for (uint64_t i = 0; dt == FG_DTYPE_F32 && i < bytes / 4; i++) {
-		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		((float *)buf)[i] = (float)(x >> 40) * 0x1.0p-24f * 0.2f - 0.1f;
-	}
+	for (uint64_t at = 0; at < bytes; at += FILL_BLOCK)
+		memcpy((char *)buf + at, src, bytes - at < FILL_BLOCK ? (size_t)(bytes - at) : FILL_BLOCK);
 }
 
 /* A tensor in compute-tier memory, filled through a host buffer. */
