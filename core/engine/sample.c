@@ -182,20 +182,25 @@ static void top_k_keys(uint64_t *a, const float *l, int64_t n, int64_t k)
 	qsort(a, (size_t)k, sizeof(uint64_t), cmp_key);
 }
 
-/* Steps 3-5 of the definition: the first kc ids of the order are in s->idx,
- * their weights in s->w, every kept id past them weighs 0. */
-static int32_t draw_kept(const struct fg_sampler *s, int64_t kc, float top_p, uint64_t u)
+/* Steps 2-5 of the definition: keys holds the first kc ids of the order
+ * (sorted keys), every kept id past them weighs 0. */
+static int32_t draw_kept(struct fg_sampler *s, const uint64_t *keys, int64_t kc,
+			 const float *l, float max, const struct fg_sampling *p, uint64_t u)
 {
+	int S = fg_sample_scale(s->vocab);
 	uint64_t sum = 0, mass, acc = 0;
 	int64_t i;
 
-	for (i = 0; i < kc; i++)
+	for (i = 0; i < kc; i++) {
+		s->idx[i] = (int32_t)(uint32_t)keys[i];
+		s->w[i] = fg_sample_weight(l[s->idx[i]], max, p->temperature, S);
 		sum += s->w[i];
+	}
 	if (!sum)
 		return s->idx[0];
 	mass = sum;
-	if (top_p > 0 && top_p < 1) { /* the target is at most sum: reached within kc */
-		uint64_t target = fg_sample_top_p_target(sum, top_p);
+	if (p->top_p > 0 && p->top_p < 1) { /* the target is at most sum: reached within kc */
+		uint64_t target = fg_sample_top_p_target(sum, p->top_p);
 		for (i = 0, mass = 0; mass < target; i++)
 			mass += s->w[i];
 	}
@@ -215,16 +220,7 @@ static float row_max(const float *l, int64_t n)
 	return m;
 }
 
-/* Floats in ascending order as unsigned ranks, and back. */
-static uint32_t float_rank(float f)
-{
-	union {
-		float f;
-		uint32_t u;
-	} v = { .f = f };
-	return v.u & 0x80000000u ? ~v.u : v.u | 0x80000000u;
-}
-
+/* The float of an fg_sample_rank. */
 static float rank_float(uint32_t r)
 {
 	union {
@@ -236,7 +232,7 @@ static float rank_float(uint32_t r)
 
 float fg_sample_window_floor(float max, float T, int S)
 {
-	uint32_t out = float_rank(-INFINITY), in = float_rank(max);
+	uint32_t out = fg_sample_rank(-INFINITY), in = fg_sample_rank(max);
 
 	while (in - out > 1) {
 		uint32_t mid = out + (in - out) / 2;
@@ -256,18 +252,12 @@ static int64_t kept_count(const struct fg_sampler *s, const struct fg_sampling *
 static int32_t sample_sorted(struct fg_sampler *s, const float *l, const struct fg_sampling *p,
 			     uint64_t u)
 {
-	int64_t n = s->vocab, keep = kept_count(s, p);
-	float max = row_max(l, n);
-	int S = fg_sample_scale(n);
+	int64_t n = s->vocab;
 
 	for (int64_t i = 0; i < n; i++)
 		s->key[i] = fg_sample_key(l[i], (int32_t)i);
 	qsort(s->key, (size_t)n, sizeof(uint64_t), cmp_key);
-	for (int64_t i = 0; i < keep; i++) {
-		s->idx[i] = (int32_t)(uint32_t)s->key[i];
-		s->w[i] = fg_sample_weight(l[s->idx[i]], max, p->temperature, S);
-	}
-	return draw_kept(s, keep, p->top_p, u);
+	return draw_kept(s, s->key, kept_count(s, p), l, row_max(l, n), p, u);
 }
 
 int32_t fg_sample_sorted(struct fg_sampler *s, const float *logits, const struct fg_sampling *p,
@@ -281,7 +271,7 @@ int32_t fg_sample_sorted(struct fg_sampler *s, const float *logits, const struct
 int32_t fg_sample(struct fg_sampler *s, const float *logits, const struct fg_sampling *p,
 		  struct fg_rng *rng)
 {
-	int64_t n = s->vocab, keep = kept_count(s, p), kc = 0;
+	int64_t n = s->vocab, keep = kept_count(s, p);
 
 	if (p->temperature <= 0)
 		return fg_argmax(logits, n);
@@ -289,27 +279,17 @@ int32_t fg_sample(struct fg_sampler *s, const float *logits, const struct fg_sam
 	float max = row_max(logits, n);
 	if (!isfinite(max)) /* +inf, or no finite logit: rare, done literally */
 		return sample_sorted(s, logits, p, u);
-	int S = fg_sample_scale(n);
 	if (keep < n && keep <= 4096) {
 		top_k_keys(s->key, logits, n, keep);
-		for (kc = 0; kc < keep; kc++) {
-			s->idx[kc] = (int32_t)(uint32_t)s->key[kc];
-			s->w[kc] = fg_sample_weight(logits[s->idx[kc]], max, p->temperature, S);
-		}
-		return draw_kept(s, kc, p->top_p, u);
+		return draw_kept(s, s->key, keep, logits, max, p, u);
 	}
 	/* The window, a prefix of the order (fgcore/sampling.h): only its ids
 	 * are sorted, and the first keep of them weighed. */
 	int64_t m = 0;
-	float lo = fg_sample_window_floor(max, p->temperature, S);
+	float lo = fg_sample_window_floor(max, p->temperature, fg_sample_scale(n));
 	for (int64_t i = 0; i < n; i++)
 		if (logits[i] >= lo)
 			s->key[m++] = fg_sample_key(logits[i], (int32_t)i);
 	const uint64_t *sorted = radix_sort(s->count, s->key, s->tmp, m);
-	kc = keep < m ? keep : m;
-	for (int64_t i = 0; i < kc; i++) {
-		s->idx[i] = (int32_t)(uint32_t)sorted[i];
-		s->w[i] = fg_sample_weight(logits[s->idx[i]], max, p->temperature, S);
-	}
-	return draw_kept(s, kc, p->top_p, u);
+	return draw_kept(s, sorted, keep < m ? keep : m, logits, max, p, u);
 }

@@ -46,16 +46,23 @@ FG_SAMPLING_FN int fg_sample_scale(int64_t n)
 	return 62 - bits;
 }
 
-/* Ascending key = sampling order: descending logit (-0 as 0, NaN as -inf),
- * then ascending id. */
-FG_SAMPLING_FN uint64_t fg_sample_key(float l, int32_t id)
+/* A float's bits as an unsigned number that ascends with it (-0 below +0,
+ * the NaNs outside [-inf, +inf]). */
+FG_SAMPLING_FN uint32_t fg_sample_rank(float f)
 {
 	union {
 		float f;
 		uint32_t u;
 	} v;
-	v.f = l != l ? -INFINITY : l == 0 ? 0.0f : l;
-	uint32_t up = (v.u & 0x80000000u) ? ~v.u : (v.u | 0x80000000u); /* ascending with l */
+	v.f = f;
+	return (v.u & 0x80000000u) ? ~v.u : (v.u | 0x80000000u);
+}
+
+/* Ascending key = sampling order: descending logit (-0 as 0, NaN as -inf),
+ * then ascending id. */
+FG_SAMPLING_FN uint64_t fg_sample_key(float l, int32_t id)
+{
+	uint32_t up = fg_sample_rank(l != l ? -INFINITY : l == 0 ? 0.0f : l);
 	return (uint64_t)(uint32_t)~up << 32 | (uint32_t)id;
 }
 
