@@ -429,6 +429,12 @@ static int linear_time(struct prof *p, const struct shapes *sh, int64_t m, enum 
 	return rc;
 }
 
+/* The flops prefill attention is counted as: 4 * batch * seq^2 * hidden. */
+static double attn_prefill_flops(int64_t batch, int64_t seq, int64_t qw)
+{
+	return 4.0 * (double)batch * (double)seq * (double)seq * (double)qw;
+}
+
 /* Multiply-adds of one layer's products per row. */
 static double layer_macs(const struct shapes *sh)
 {
@@ -534,7 +540,7 @@ static int compute(struct prof *p, const struct shapes *sh, int32_t *pad, struct
 	free_all(p, r, 4);
 	if (rc)
 		return rc;
-	hw->attn_flops = 4.0 * (double)pb * (double)s * (double)s * (double)qw / secs / 1e12;
+	hw->attn_flops = attn_prefill_flops(pb, s, qw) / secs / 1e12;
 	say(p, "prefill attention (TFLOP/s, 4 * batch * seq^2 * hidden)", hw->attn_flops, "TFLOP/s");
 
 	/* Decode attention: the GPU batch's sequences over the average cache length. */
@@ -567,11 +573,12 @@ static int compute(struct prof *p, const struct shapes *sh, int32_t *pad, struct
  * model per byte of residual-stream rows (prefill_other_bdw). */
 
 #define LAYER_ROWS 8192 /* enough rows for the products' full rate, buffers of a few hundred MB */
+#define LAYER_TENSORS 32 /* of a family's layer table (OPT has 16) */
 
 struct layer_arg {
 	struct fg_backend *be;
 	struct fg_block_ctx x;
-	struct fg_wview w[FG_BLOCK_KINDS][24];
+	struct fg_wview w[FG_BLOCK_KINDS][LAYER_TENSORS];
 	struct fg_tensor kc, vc; /* the layer's cache: seq rows per sequence */
 };
 
@@ -616,13 +623,19 @@ static int prefill_layer(struct prof *p, const struct shapes *sh, int32_t *pad,
 	const struct fg_arch *a = c->arch;
 	enum fg_dtype act = p->be.info.act_dtype, hid = p->be.info.hidden_dtype;
 	int64_t s = sh->seq, bs = LAYER_ROWS / s > 0 ? LAYER_ROWS / s : 1;
-	struct fg_region r[3 + FG_WS_MAX + 24] = { 0 };
+	struct fg_region r[3 + FG_WS_MAX + LAYER_TENSORS] = { 0 };
 	struct layer_arg *l = calloc(1, sizeof(*l));
 	int32_t *pos = calloc((size_t)(bs * s), sizeof(int32_t));
 	int nr = 0, nw[FG_BLOCK_KINDS] = { 0 }, rc = 0;
 	double secs;
 
 	bs = bs < sh->prefill_batch ? bs : sh->prefill_batch;
+	if (a->nlayer > LAYER_TENSORS) {
+		FG_ERR("profile: family %s has %d tensors a layer, more than the %d a prefill layer's measurement holds",
+		       a->name, a->nlayer, LAYER_TENSORS);
+		rc = -EINVAL;
+		goto out;
+	}
 	if (!l || !pos) {
 		FG_ERR("profile: out of memory");
 		rc = -ENOMEM;
@@ -641,7 +654,7 @@ static int prefill_layer(struct prof *p, const struct shapes *sh, int32_t *pad,
 		rc = ctensor(p, &r[nr++], act, d->per_token ? m : bs, fg_dim_value(c, d->cols), 0,
 			     &l->x.ws[i]);
 	}
-	/* The layer's tensors, each block's in table order, zero-filled. */
+	/* The layer's tensors, each block's in table order. */
 	for (int i = 0; i < a->nlayer && !rc; i++) {
 		const struct fg_tensor_def *d = &a->layer[i];
 		struct fg_wview *w = &l->w[d->block][nw[d->block]++];
@@ -655,8 +668,7 @@ static int prefill_layer(struct prof *p, const struct shapes *sh, int32_t *pad,
 	if (rc || (rc = timed(p, do_layer, l, &secs)))
 		goto out;
 	double priced = 2.0 * (double)m * layer_macs(sh) / (hw->mm_flops_prefill * 1e12) +
-			4.0 * (double)bs * (double)s * (double)s * (double)(c->heads * c->head_dim) /
-				(hw->attn_flops * 1e12);
+			attn_prefill_flops(bs, s, c->heads * c->head_dim) / (hw->attn_flops * 1e12);
 	double other = secs > priced ? secs - priced : 0;
 	double bytes = (double)m * (double)c->hidden * fg_dtype_size(hid);
 	/* all of it priced already (a faster layer than its parts): no extra */
