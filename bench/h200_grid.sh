@@ -2,13 +2,14 @@
 # bench/h200_grid.sh - issue 14's last proof on the H200: the optimizer's
 # pick for OPT-30B under a 16 GiB GPU cap (prompt 512, gen 32) against a
 # hand-written grid of eight policies under the same cap, all measured with
-# bench (8 tokens run, the rest projected as FlexGen does).  About 100 s a
-# policy: run it in two calls, `sh bench/h200_grid.sh 1` (the pick and
-# policies 1-4) and `sh bench/h200_grid.sh 2` (policies 5-8).  Logs and the
-# table go to $OUT.  Builds first unless ./fgcore exists.
+# bench (8 tokens run, the rest projected as FlexGen does).  About 90 s a
+# policy: `sh bench/h200_grid.sh pick 1 2 3` runs those (pick: the output
+# of `optimize --hardware h200 --gpu-mem 16G`), any numbers of 1-8 in one
+# call that fits.  Policies 1 and 2 are FlexGen's two T4 policies, which
+# bench/h200_predict.sh 2 measures too (and the pick with $PICK).  Logs and
+# the table go to $OUT.  Builds first unless ./fgcore exists.
 set -u
 out=${OUT:-/tmp/fgcore-out}
-part=${1:-1}
 mkdir -p "$out"
 [ -f .devdeps/env.sh ] && . .devdeps/env.sh
 export FGCORE_PLUGIN_PATH=$PWD/plugins/storage/.libs:$PWD/plugins/compute/.libs:$PWD/plugins/codec/.libs
@@ -28,32 +29,35 @@ run() { # name flags...
 	printf '%-52s %s\n' "$name" "$(grep -o 'total throughput: [0-9.]* token/s' \
 		"$out/grid_$(echo "$name" | tr -c 'A-Za-z0-9\n' _).log" || echo failed)" | tee -a "$out/grid.txt"
 }
-if [ "$part" = 1 ]; then
-	./fgcore --model facebook/opt-30b --path _DUMMY_ --prompt-len 512 --gen-len 32 optimize \
-		--hardware h200 --gpu-mem 16G --output "$out/pick.ini" --top 3 > "$out/optimize.txt" 2>&1
-	tail -8 "$out/optimize.txt"
-	timeout 180 ./fgcore -c "$out/pick.ini" -o tier.disk.dir=/var/tmp --cut-gen-len 8 bench \
-		> "$out/grid_pick.log" 2>&1
-	printf '%-52s %s\n' "optimizer's pick ($(grep '^percent' "$out/pick.ini"))" \
-		"$(grep -o 'total throughput: [0-9.]* token/s' "$out/grid_pick.log" || echo failed)" |
-		tee -a "$out/grid.txt"
-	run "1: 20 80 0 100 0 100, 48x1, CPU attention" --percent 20 80 0 100 0 100 \
-		--gpu-batch-size 48 --num-gpu-batches 1 --cpu-cache-compute
-	run "2: 0 100 0 100 0 100, 64x2, int4 cache" --percent 0 100 0 100 0 100 \
-		--gpu-batch-size 64 --num-gpu-batches 2 --compress-cache
+for part in "$@"; do
+	case $part in
+	pick)
+		./fgcore --model facebook/opt-30b --path _DUMMY_ --prompt-len 512 --gen-len 32 optimize \
+			--hardware h200 --gpu-mem 16G --output "$out/pick.ini" --top 3 > "$out/optimize.txt" 2>&1
+		tail -8 "$out/optimize.txt"
+		timeout 180 ./fgcore -c "$out/pick.ini" -o tier.disk.dir=/var/tmp --cut-gen-len 8 bench \
+			> "$out/grid_pick.log" 2>&1
+		printf '%-52s %s\n' "optimizer's pick ($(grep '^percent' "$out/pick.ini"))" \
+			"$(grep -o 'total throughput: [0-9.]* token/s' "$out/grid_pick.log" || echo failed)" |
+			tee -a "$out/grid.txt" ;;
+	1) run "1: 20 80 0 100 0 100, 48x1, CPU attention" --percent 20 80 0 100 0 100 \
+		--gpu-batch-size 48 --num-gpu-batches 1 --cpu-cache-compute ;;
+	2) run "2: 0 100 0 100 0 100, 64x2, int4 cache" --percent 0 100 0 100 0 100 \
+		--gpu-batch-size 64 --num-gpu-batches 2 --compress-cache ;;
 	# (16 x 2 needs 25.27 GiB under this cap now: the largest that fits is 9)
-	run "3: 0 100 100 0 100 0, 8x2" --percent 0 100 100 0 100 0 --gpu-batch-size 8 \
-		--num-gpu-batches 2
-	run "4: 10 90 0 100 100 0, 64x4, int4 weights + cache" --percent 10 90 0 100 100 0 \
-		--gpu-batch-size 64 --num-gpu-batches 4 --compress-weight --compress-cache
-else
-	run "5: 0 100 0 100 100 0, 128x4, int4 cache" --percent 0 100 0 100 100 0 \
-		--gpu-batch-size 128 --num-gpu-batches 4 --compress-cache
-	run "6: 20 80 0 100 100 0, 96x2, int4 weights + cache" --percent 20 80 0 100 100 0 \
-		--gpu-batch-size 96 --num-gpu-batches 2 --compress-weight --compress-cache
-	run "7: 0 100 0 100 0 100, 96x3, CPU attention, int4 cache" --percent 0 100 0 100 0 100 \
-		--gpu-batch-size 96 --num-gpu-batches 3 --cpu-cache-compute --compress-cache
-	run "8: 30 70 0 100 100 0, 128x3, int4 weights + cache" --percent 30 70 0 100 100 0 \
-		--gpu-batch-size 128 --num-gpu-batches 3 --compress-weight --compress-cache
-fi
+	3) run "3: 0 100 100 0 100 0, 8x2" --percent 0 100 100 0 100 0 --gpu-batch-size 8 \
+		--num-gpu-batches 2 ;;
+	4) run "4: 10 90 0 100 100 0, 64x4, int4 weights + cache" --percent 10 90 0 100 100 0 \
+		--gpu-batch-size 64 --num-gpu-batches 4 --compress-weight --compress-cache ;;
+	5) run "5: 0 100 0 100 100 0, 128x4, int4 cache" --percent 0 100 0 100 100 0 \
+		--gpu-batch-size 128 --num-gpu-batches 4 --compress-cache ;;
+	6) run "6: 20 80 0 100 100 0, 96x2, int4 weights + cache" --percent 20 80 0 100 100 0 \
+		--gpu-batch-size 96 --num-gpu-batches 2 --compress-weight --compress-cache ;;
+	7) run "7: 0 100 0 100 0 100, 96x3, CPU attention, int4 cache" --percent 0 100 0 100 0 100 \
+		--gpu-batch-size 96 --num-gpu-batches 3 --cpu-cache-compute --compress-cache ;;
+	8) run "8: 30 70 0 100 100 0, 128x3, int4 weights + cache" --percent 30 70 0 100 100 0 \
+		--gpu-batch-size 128 --num-gpu-batches 3 --compress-weight --compress-cache ;;
+	*) echo "h200_grid.sh: no policy '$part' (pick, 1-8)" ;;
+	esac
+done
 cat "$out/grid.txt"

@@ -4,11 +4,14 @@
 #   sh bench/h200_predict.sh profile   a fresh `fgcore profile` at OPT-30B's
 #       shapes (GPU batch 48, disk included) into $OUT/h200.ini, the
 #       replacement for conf/hardware/h200.ini;
-#   sh bench/h200_predict.sh 1 | 2     the issue's eight policies, four each:
-#       the measured throughput beside the prediction from a profile at that
-#       case's own shapes (model, GPU batch rows, prompt and generation
-#       lengths), with the link and disk figures of _gpudata/h200.ini (the
-#       profile part's output, carried along; profiled again when absent).
+#   sh bench/h200_predict.sh 1 | 2     the issue's eight policies, three and
+#       five: the measured throughput beside the prediction from a profile
+#       at that case's own shapes (model, GPU batch rows, prompt and
+#       generation lengths; the disk case's disk read as it reads a layer),
+#       with the disk figures of _gpudata/h200.ini (the profile part's output,
+#       carried along; profiled again when absent).  Part 2 measures the
+#       optimizer's pick for OPT-30B under 16 GiB: its flags in $PICK (from
+#       `fgcore optimize --hardware h200 --gpu-mem 16G` with the new profile).
 # Short runs (--cut-gen-len: 8 tokens run, the rest projected); a case that
 # would start past 7 minutes is skipped and says so.  Run there like
 # bench/h200_run.sh (with .devdeps carried along); it builds first unless
@@ -50,28 +53,33 @@ disk_mem=$(sed -n 's/^disk_mem = //p' "$out/h200.ini")
 
 printf '%-44s %10s %10s %7s %7s %7s %8s\n' case "measured" predicted "m/p" "m/p pre" "m/p dec" seconds \
 	> "$out/table.txt"
-# case NAME LIMIT_S MODEL FLAGS...: profile at the case's shapes (no disk:
-# the disk figures come from $out/h200.ini), then bench --predict with it.
+# case NAME LIMIT_S MODEL DISK FLAGS...: profile at the case's shapes (DISK
+# "disk": its disk too, read as the case reads it; "-": the disk figures of
+# $out/h200.ini), then bench --predict with it.
 case_run() {
-	name=$1 limit=$2 model=$3
-	shift 3
+	name=$1 limit=$2 model=$3 disk=$4
+	shift 4
 	now=$(date +%s)
-	if [ $((now - start)) -gt 420 ]; then
+	if [ $((now - start)) -gt 440 ]; then
 		printf '%-44s skipped: the 10-minute call would run out\n' "$name" >> "$out/table.txt"
 		return
 	fi
 	safe=$(echo "$name" | tr -c 'A-Za-z0-9.\n' '_')
 	echo "== $name"
 	# shellcheck disable=SC2086
-	if ! timeout 90 $fg $gpu "$@" --model "facebook/$model" --path _DUMMY_ $len profile --no-disk \
+	nodisk=--no-disk
+	[ "$disk" = disk ] && nodisk=
+	# shellcheck disable=SC2086
+	if ! timeout 90 $fg $gpu "$@" --model "facebook/$model" --path _DUMMY_ $len profile $nodisk \
 		--min-time 0.1 --output "$out/hw_$safe.ini" > "$out/profile_$safe.log" 2>&1; then
 		printf '%-44s profile failed: %s\n' "$name" "$(tail -1 "$out/profile_$safe.log")" >> "$out/table.txt"
 		return
 	fi
 	t0=$(date +%s)
 	# shellcheck disable=SC2086
-	timeout "$limit" $fg $gpu "$@" -o hardware.dtoc_bdw="$dtoc" -o hardware.ctod_bdw="$ctod" \
-		-o hardware.disk_mem="$disk_mem" bench --model "facebook/$model" --path _DUMMY_ $len \
+	[ "$disk" = disk ] || sed -i -e "s/^dtoc_bdw = .*/dtoc_bdw = $dtoc/" -e "s/^ctod_bdw = .*/ctod_bdw = $ctod/" \
+		-e "s/^disk_mem = .*/disk_mem = $disk_mem/" "$out/hw_$safe.ini"
+	timeout "$limit" $fg $gpu "$@" bench --model "facebook/$model" --path _DUMMY_ $len \
 		--predict --hardware "$out/hw_$safe.ini" > "$out/bench_$safe.log" 2>&1
 	rc=$?
 	secs=$(( $(date +%s) - t0 ))
@@ -90,25 +98,24 @@ case_run() {
 }
 
 if [ "$part" = 1 ]; then
-	case_run "OPT-6.7B all GPU 256x1" 90 opt-6.7b \
+	case_run "OPT-6.7B all GPU 256x1" 90 opt-6.7b - \
 		--percent 100 0 100 0 100 0 --gpu-batch-size 256 --num-gpu-batches 1
-	case_run "OPT-30B all GPU 96x1" 120 opt-30b \
+	case_run "OPT-30B all GPU 96x1" 120 opt-30b - \
 		--percent 100 0 100 0 100 0 --gpu-batch-size 96 --num-gpu-batches 1
-	case_run "OPT-30B weights on host 48x3" 120 opt-30b \
+	case_run "OPT-30B weights on host 48x3" 120 opt-30b - \
 		--percent 0 100 100 0 100 0 --gpu-batch-size 48 --num-gpu-batches 3
-	case_run "OPT-30B optimizer's pick 16G, 128x3 int4" 120 opt-30b $cap16 \
-		--percent 14 86 0 100 100 0 --gpu-batch-size 128 --num-gpu-batches 3 \
-		--compress-weight --compress-cache
 else
-	case_run "OPT-30B FlexGen T4 20 80 0 100 0 100 48x1 cpu" 120 opt-30b $cap16 \
+	# shellcheck disable=SC2086
+	[ -n "${PICK:-}" ] && case_run "OPT-30B optimizer's pick 16G" 150 opt-30b - $cap16 $PICK
+	case_run "OPT-30B FlexGen T4 20 80 0 100 0 100 48x1 cpu" 120 opt-30b - $cap16 \
 		--percent 20 80 0 100 0 100 --gpu-batch-size 48 --num-gpu-batches 1 --cpu-cache-compute
-	case_run "OPT-30B 0 100 0 100 0 100 64x2 int4 cache" 120 opt-30b $cap16 \
+	case_run "OPT-30B 0 100 0 100 0 100 64x2 int4 cache" 120 opt-30b - $cap16 \
 		--percent 0 100 0 100 0 100 --gpu-batch-size 64 --num-gpu-batches 2 --compress-cache
 	# weights on disk: a fifth of OPT-6.7B's (2.7 GB a step at the disk's rate)
-	case_run "OPT-6.7B 20% of weights on disk 64x1" 90 opt-6.7b \
+	case_run "OPT-6.7B 20% of weights on disk 64x1" 90 opt-6.7b disk \
 		--percent 80 0 100 0 100 0 --gpu-batch-size 64 --num-gpu-batches 1
 	# last: loading and encoding 175 B dummy values takes minutes of host time
-	case_run "OPT-175B int4 all GPU 32x1" 200 opt-175b \
+	case_run "OPT-175B int4 all GPU 32x1" 200 opt-175b - \
 		--percent 100 0 100 0 100 0 --gpu-batch-size 32 --num-gpu-batches 1 \
 		--compress-weight --compress-cache
 fi

@@ -13,7 +13,31 @@
 #include "core/config/config.h"
 #include "core/model/weights.h"
 #include "core/optimizer/profile.h"
+#include "core/plan/plan.h"
+#include "core/plan/policy.h"
 #include "core/util/parse.h"
+
+/* What the engine reads from the disk at once: a unit's disk-tier weights
+ * under the configured policy (attention and MLP apart with sep_layer), or
+ * a whole unit when the policy puts none there; 0 (streamed) for a policy
+ * that does not parse, which the command reports elsewhere. */
+static uint64_t disk_burst(const struct fg_config *cfg, const struct fg_model_config *model)
+{
+	struct fg_policy pol;
+	struct fg_plan_block pb;
+	uint64_t disk = 0, all = 0;
+
+	if (fg_policy_from_config(cfg, &pol))
+		return 0;
+	for (int k = FG_BLOCK_ATTN; k <= FG_BLOCK_MLP; k++) {
+		fg_plan_block(model, &pol, (enum fg_block_kind)k, 1, &pb);
+		uint64_t d = pb.bytes[FG_ROLE_DISK];
+		uint64_t a = d + pb.bytes[FG_ROLE_HOST] + pb.bytes[FG_ROLE_COMPUTE];
+		disk = pol.sep_layer ? (d > disk ? d : disk) : disk + d;
+		all = pol.sep_layer ? (a > all ? a : all) : all + a;
+	}
+	return disk ? disk : all;
+}
 
 static void profile_usage(FILE *f)
 {
@@ -25,7 +49,8 @@ static void profile_usage(FILE *f)
 		"`fgcore optimize --hardware FILE`, or drop it into a hardware preset folder).\n"
 		"The products and attention run at the shapes the engine runs: the layer of\n"
 		"[model] path, [policy] gpu_batch_size rows and sequences, [bench] prompt_len\n"
-		"and gen_len.\n"
+		"and gen_len; the disk is read as the engine reads a layer's disk-tier weights\n"
+		"under [policy] (a whole layer when it puts none there), one read at a time.\n"
 		"\n"
 		"  --output FILE      write the section to FILE (default: standard output)\n"
 		"  --no-disk          do not measure the disk tier\n"
@@ -140,6 +165,7 @@ int fg_cmd_profile(struct fg_config *cfg, int argc, char **argv)
 		fg_weights_close(w);
 		pp.model = &model;
 		pp.seq = fg_config_int(cfg, "bench", "prompt_len");
+		pp.disk_burst = disk_burst(cfg, &model);
 		snprintf(shapes, sizeof(shapes), "shapes of %s, GPU batch %lld, prompt %lld + %lld",
 			 model.name, (long long)pp.batch, (long long)pp.seq, (long long)pp.gen_len);
 	}

@@ -369,6 +369,23 @@ START_TEST(test_cost_model_sanity)
 			      b.total_tps, a.total_tps);
 		*rates[i] = keep;
 	}
+	/* Host attention is the host's work: the weight loads overlap it, and
+	 * the decode layer is the longer of loads + device work and device +
+	 * host work, never all three (the two sums, recomputed from the links). */
+	double *dl = a.link[FG_STAGE_DECODE];
+	ck_assert(dl[FG_LINK_HOST] > 0 && dl[FG_LINK_CTOG] > 0);
+	double longer = fmax(dl[FG_LINK_CTOG] + dl[FG_LINK_COMP], dl[FG_LINK_COMP] + dl[FG_LINK_HOST]);
+	ck_assert_msg(fabs(a.decode_s - longer) < 0.02 * longer + 0.05, "decode %.3f s, rule %.3f s",
+		      a.decode_s, longer);
+	ck_assert(a.decode_s < dl[FG_LINK_CTOG] + dl[FG_LINK_COMP] + dl[FG_LINK_HOST] - 0.1);
+	/* host memory shared by the loads and host attention bounds the step:
+	 * at 1 GB/s it is the slowest thing, at none it is no bound */
+	ck_assert(dl[FG_LINK_HMEM] == 0);
+	cc.hw.cpu_mem_bdw = 1;
+	ck_assert_int_eq(fg_cost_predict(&cc, &p, &b), 0);
+	ck_assert(b.link[FG_STAGE_DECODE][FG_LINK_HMEM] > longer);
+	ck_assert(fabs(b.decode_s - b.link[FG_STAGE_DECODE][FG_LINK_HMEM]) < 1e-6 * b.decode_s + 0.05);
+	cc.hw.cpu_mem_bdw = 0;
 	/* host weights cross the link once per layer and step: moving them to disk costs */
 	struct fg_policy d = p;
 	d.weight[FG_ROLE_HOST] = 40;
@@ -789,6 +806,7 @@ START_TEST(test_profile_cpu)
 {
 	struct fg_config *c = cpu_config();
 	struct fg_profile_params pp = { .copy_bytes = 4 << 20, .disk_bytes = 16 << 20,
+					 .disk_burst = 3 << 20, /* read as bursts of a layer */
 					 .hidden = 256, .prefill_rows = 128, .seq = 64,
 					 .min_seconds = 0.01, .log = stdout };
 	struct fg_hardware hw;

@@ -254,6 +254,10 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	KEY_DOUBLE("hardware", "cpu_append_q4_bdw", "0", 0, 1e6,
 		   "The same into a 4-bit host cache (cpu_cache_compute with compress_cache), "
 		   "encoding included, GB/s of packed cache written; 0: unknown."),
+	KEY_DOUBLE("hardware", "cpu_mem_bdw", "0", 0, 1e6,
+		   "Host memory's rate while host attention reads the cache and the device "
+		   "copies to or from host memory at the same time, GB/s of both together "
+		   "(cpu_cache_compute on a device); 0: not a limit."),
 	KEY_DOUBLE("hardware", "q4_decode_bdw", "0", 0, 1e6,
 		   "Matrix-vector product with 4-bit weights, GB/s of packed weights; 0: the "
 		   "backend does not read int4 (no compression)."),

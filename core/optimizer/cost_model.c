@@ -28,7 +28,16 @@ struct ctx {
 	double hb; /* bytes of a residual-stream element (the hidden states) */
 	int dev, cpu, cw, cq, sep;
 	double ctog_w, ctog, gtoc, dtoc, ctod; /* bytes per second */
+	double hmem;                 /* host memory under copies and host attention; 0: no bound */
+	int hl;                      /* the link of the host's work (FG_LINK_HOST on a device) */
 };
+
+/* Bytes through host memory by a copy or the host's own work: the shared bound. */
+static void host_mem(const struct ctx *x, struct fg_lin *L, int share, double bytes)
+{
+	if (x->hmem > 0 && x->dev)
+		L[FG_LINK_HMEM].a[share] += bytes / x->hmem;
+}
 
 /* Seconds of a linear layer of m rows, K inputs and N outputs (hardware.h):
  * straight lines between the measured points — one row, 64 rows and, when
@@ -97,6 +106,9 @@ static double t_block_lin(const struct ctx *x, enum fg_block_kind kind, double m
 static void load(const struct ctx *x, struct fg_lin *L, int host_i, int disk_i, double bytes,
 		 double host_bw, int sync)
 {
+	if (host_i >= 0)
+		host_mem(x, L, host_i, bytes);
+	host_mem(x, L, disk_i, bytes);
 	if (sync) {
 		if (host_i >= 0)
 			L[FG_LINK_COMP].a[host_i] += bytes / host_bw;
@@ -113,8 +125,11 @@ static void load(const struct ctx *x, struct fg_lin *L, int host_i, int disk_i, 
 /* The reverse way, behind the computation. */
 static void store(const struct ctx *x, struct fg_lin *L, int host_i, int disk_i, double bytes)
 {
-	if (host_i >= 0)
+	if (host_i >= 0) {
 		L[FG_LINK_GTOC].a[host_i] += bytes / x->gtoc;
+		host_mem(x, L, host_i, bytes);
+	}
+	host_mem(x, L, disk_i, bytes);
 	L[FG_LINK_CTOD].a[disk_i] += bytes / x->ctod;
 	if (x->dev)
 		L[FG_LINK_GTOC].a[disk_i] += bytes / x->gtoc;
@@ -142,11 +157,14 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int dec
 	store(x, L, FG_X_HC, FG_X_HN, units * hid);
 
 	double cache_tok = seqs * tok * kvrow; /* new K, V rows */
-	/* Appends that run on the host, one thread, waited for: the delegated
-	 * sequences' (the whole prompt in prefill) and, on a CPU run, every one. */
+	/* Appends that run on the host, waited for: the delegated sequences'
+	 * (the whole prompt in prefill) and, on a CPU run, every one.  From a
+	 * device, a plain cache takes the rows by copy (below), and only a 4-bit
+	 * one is appended (encoded) by the host. */
 	double app_bdw = (x->cq ? x->hw->cpu_append_q4_bdw : x->hw->cpu_append_bdw) * GBPS;
-	if (app_bdw > 0 && (x->cpu || !x->dev)) {
-		L[FG_LINK_COMP].a[FG_X_CC] += cache_tok / app_bdw;
+	if (app_bdw > 0 && ((x->cpu && x->cq) || !x->dev)) {
+		L[x->hl].a[FG_X_CC] += cache_tok / app_bdw;
+		host_mem(x, L, FG_X_CC, cache_tok);
 		if (!x->dev) {
 			L[FG_LINK_COMP].a[FG_X_CG] += cache_tok / app_bdw;
 			L[FG_LINK_COMP].a[FG_X_CN] += cache_tok / app_bdw;
@@ -158,9 +176,10 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int dec
 			L[FG_LINK_COMP].c += hid / (x->hw->prefill_other_bdw * GBPS);
 		/* New rows of slot-held sequences go home from the slot. */
 		store(x, L, x->cpu ? -1 : FG_X_CC, FG_X_CN, cache_tok);
-		/* Delegated sequences: q, k, v copied to the host, synchronously. */
+		/* Delegated sequences: the prompt's k and v copied to the host (into
+		 * the cache, or staged for the encoding), synchronously. */
 		if (x->cpu && x->dev)
-			L[FG_LINK_COMP].a[FG_X_CC] += seqs * tok * (x->qw + 2 * x->kv) * x->a / x->gtoc;
+			L[FG_LINK_HOST].a[FG_X_CC] += seqs * tok * 2 * x->kv * x->a / x->gtoc;
 		return;
 	}
 	double q4_attn = x->hw->attn_decode_q4_bdw > 0 ? x->hw->attn_decode_q4_bdw
@@ -171,9 +190,10 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int dec
 	L[FG_LINK_COMP].a[FG_X_CN] += attn / attn_bdw;
 	if (x->cpu) {
 		double host_bdw = x->cq ? x->hw->cpu_attn_q4_bdw : x->hw->cpu_attn_bdw;
-		L[FG_LINK_COMP].a[FG_X_CC] += attn / (host_bdw * GBPS);
+		L[x->hl].a[FG_X_CC] += attn / (host_bdw * GBPS);
+		host_mem(x, L, FG_X_CC, attn);
 		if (x->dev) /* q, k, v out and the result back, synchronously */
-			L[FG_LINK_COMP].a[FG_X_CC] += seqs * (x->qw + 2 * x->kv) * x->a / x->gtoc +
+			L[FG_LINK_HOST].a[FG_X_CC] += seqs * (x->qw + 2 * x->kv) * x->a / x->gtoc +
 						      seqs * x->qw * x->a / x->ctog;
 	} else {
 		L[FG_LINK_COMP].a[FG_X_CC] += attn / attn_bdw;
@@ -267,6 +287,8 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 		.ctod = (hw->ctod_bdw > 0 ? hw->ctod_bdw : 1e-3) * GBPS,
 	};
 	x.e = p->compress_cache ? 0.5 + 4.0 / FG_Q4_GROUP : x.a;
+	x.hmem = hw->cpu_mem_bdw * GBPS;
+	x.hl = x.dev ? FG_LINK_HOST : FG_LINK_COMP;
 	x.ctog_w = !p->pin_weight && hw->ctog_bdw_pageable > 0 ? hw->ctog_bdw_pageable * GBPS : x.ctog;
 
 	for (int st = 0; st < FG_STAGES; st++) {
@@ -333,21 +355,38 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 	return 0;
 }
 
+/* Prefill: the links and the compute overlap; a disk read crosses to the
+ * device after it, and the host's work is in the compute's chain.  Decode:
+ * FlexGen's fitted rule, host->compute traffic not hidden behind the
+ * device's work (the H200 measures the sum) but behind the host's (host
+ * attention runs while the load stream fills the next layer's slot).  Host
+ * memory bounds both. */
+static const struct fg_cost_rule rule_prefill = { 4, {
+	{ FG_LINK_CTOG, FG_LINK_DTOC, -1 }, { FG_LINK_GTOC, FG_LINK_CTOD, -1 },
+	{ FG_LINK_COMP, FG_LINK_HOST, -1 }, { FG_LINK_HMEM, -1 } } };
+static const struct fg_cost_rule rule_decode = { 6, {
+	{ FG_LINK_CTOG, FG_LINK_DTOC, -1 }, { FG_LINK_CTOG, FG_LINK_GTOC, -1 },
+	{ FG_LINK_CTOG, FG_LINK_CTOD, -1 }, { FG_LINK_CTOG, FG_LINK_COMP, -1 },
+	{ FG_LINK_COMP, FG_LINK_HOST, -1 }, { FG_LINK_HMEM, -1 } } };
+static const struct fg_cost_rule rule_serial = { 1, {
+	{ FG_LINK_CTOG, FG_LINK_GTOC, FG_LINK_DTOC, FG_LINK_CTOD, FG_LINK_COMP, FG_LINK_HOST, -1 } } };
+
+const struct fg_cost_rule *fg_cost_rule(const struct fg_cost_terms *t, int stage)
+{
+	return t->serial ? &rule_serial : stage == FG_STAGE_PREFILL ? &rule_prefill : &rule_decode;
+}
+
 double fg_cost_combine(const struct fg_cost_terms *t, int stage, const double k[FG_LINKS])
 {
-	double v;
-	if (t->serial)
-		return k[FG_LINK_CTOG] + k[FG_LINK_GTOC] + k[FG_LINK_DTOC] + k[FG_LINK_CTOD] +
-		       k[FG_LINK_COMP];
-	if (stage == FG_STAGE_PREFILL) {
-		v = k[FG_LINK_CTOG] + k[FG_LINK_DTOC];
-		v = fmax(v, k[FG_LINK_GTOC] + k[FG_LINK_CTOD]);
-		return fmax(v, k[FG_LINK_COMP]);
+	const struct fg_cost_rule *r = fg_cost_rule(t, stage);
+	double v = 0;
+	for (int i = 0; i < r->nsets; i++) {
+		double sum = 0;
+		for (const int *l = r->set[i]; *l >= 0; l++)
+			sum += k[*l];
+		v = fmax(v, sum);
 	}
-	/* Decode: FlexGen's fitted rule, host->compute traffic not hidden. */
-	v = fmax(k[FG_LINK_DTOC], k[FG_LINK_GTOC]);
-	v = fmax(v, fmax(k[FG_LINK_CTOD], k[FG_LINK_COMP]));
-	return k[FG_LINK_CTOG] + v;
+	return v;
 }
 
 void fg_cost_shares(const struct fg_cost_case *cc, const struct fg_policy *p, double x[FG_X_N])
@@ -478,12 +517,16 @@ void fg_cost_print(FILE *out, const struct fg_cost_prediction *pred,
 				mv[i] / pv[i]);
 		fprintf(out, "\n");
 	}
-	fprintf(out, "predicted time: prefill %.3f s, decode %.3f s; links (s) prefill ctog %.3f gtoc %.3f dtoc %.3f ctod %.3f comp %.3f, decode ctog %.3f gtoc %.3f dtoc %.3f ctod %.3f comp %.3f\n",
-		pred->prefill_s, pred->decode_s,
-		pred->link[0][FG_LINK_CTOG], pred->link[0][FG_LINK_GTOC], pred->link[0][FG_LINK_DTOC],
-		pred->link[0][FG_LINK_CTOD], pred->link[0][FG_LINK_COMP],
-		pred->link[1][FG_LINK_CTOG], pred->link[1][FG_LINK_GTOC], pred->link[1][FG_LINK_DTOC],
-		pred->link[1][FG_LINK_CTOD], pred->link[1][FG_LINK_COMP]);
+	static const char *const link[FG_LINKS] = { "ctog", "gtoc", "dtoc", "ctod", "comp", "host",
+						    "hmem" };
+	fprintf(out, "predicted time: prefill %.3f s, decode %.3f s; links (s)", pred->prefill_s,
+		pred->decode_s);
+	for (int st = 0; st < FG_STAGES; st++) {
+		fprintf(out, "%s %s", st ? "," : "", st ? "decode" : "prefill");
+		for (int i = 0; i < FG_LINKS; i++)
+			fprintf(out, " %s %.3f", link[i], pred->link[st][i]);
+	}
+	fprintf(out, "\n");
 	fprintf(out, "predicted memory:");
 	for (int r = FG_ROLES - 1; r >= 0; r--) {
 		fprintf(out, "\t%s %.3f GB", fg_role_name(r), (double)pred->mem.total[r] / GB);

@@ -62,7 +62,22 @@ struct fg_cost_case {
 	int64_t micro_batches; /* [distributed] micro_batches; 0: min(stages, num_gpu_batches) */
 };
 
-enum fg_link { FG_LINK_CTOG, FG_LINK_GTOC, FG_LINK_DTOC, FG_LINK_CTOD, FG_LINK_COMP, FG_LINKS };
+/* What a stage's time is made of: the links between tiers, the compute
+ * backend's work (and the transfers it waits for), the host's work for a
+ * compute tier that is a device (host attention and cache appends, with
+ * their round trips), and host memory shared by copies and host attention
+ * (a bound, not more work: never added to the others). */
+enum fg_link {
+	FG_LINK_CTOG, FG_LINK_GTOC, FG_LINK_DTOC, FG_LINK_CTOD, FG_LINK_COMP, FG_LINK_HOST,
+	FG_LINK_HMEM, FG_LINKS
+};
+/* The overlap rule: a stage's part takes the longest of the sums of link
+ * times in its sets (each ends at -1; the sets of fg_cost_sets). */
+#define FG_COST_SETS 6
+struct fg_cost_rule {
+	int nsets;
+	int set[FG_COST_SETS][FG_LINKS + 1];
+};
 enum { FG_STAGE_PREFILL, FG_STAGE_DECODE, FG_STAGES };
 enum { FG_PART_LAYER, FG_PART_IO, FG_PARTS }; /* one layer; the input + output blocks */
 
@@ -85,7 +100,10 @@ struct fg_cost_terms {
 int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 		  struct fg_cost_terms *t);
 
-/* Seconds of a stage's part from its link times: FlexGen's overlap rule. */
+/* The overlap rule of a stage (or every link in series without overlap). */
+const struct fg_cost_rule *fg_cost_rule(const struct fg_cost_terms *t, int stage);
+
+/* Seconds of a stage's part from its link times, by that rule. */
 double fg_cost_combine(const struct fg_cost_terms *t, int stage, const double link[FG_LINKS]);
 
 /* The shares a concrete policy realizes in the engine (byte shares of the

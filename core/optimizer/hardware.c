@@ -66,6 +66,8 @@ static const struct hw_key {
 	  "appending prefill rows to a host KV cache (cpu_cache_compute), GB/s of cache written" },
 	{ "cpu_append_q4_bdw", RATE, offsetof(struct fg_hardware, cpu_append_q4_bdw),
 	  "the same into a 4-bit cache (encoding included), GB/s of packed cache written" },
+	{ "cpu_mem_bdw", RATE, offsetof(struct fg_hardware, cpu_mem_bdw),
+	  "host memory under host attention and host<->device copies at once, GB/s of both (0: unlimited)" },
 	{ "q4_decode_bdw", RATE, offsetof(struct fg_hardware, q4_decode_bdw),
 	  "int4 weight matrix-vector product, GB/s of packed weights (0: no int4)" },
 	{ "attn_decode_q4_bdw", RATE, offsetof(struct fg_hardware, attn_decode_q4_bdw),

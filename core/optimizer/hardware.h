@@ -39,6 +39,7 @@ struct fg_hardware {
 	double cpu_attn_q4_bdw;              /* the same over a 4-bit cache, GB/s packed; 0: unknown */
 	double cpu_append_bdw;               /* prefill rows into a host cache, GB/s written; 0: unknown */
 	double cpu_append_q4_bdw;            /* the same into a 4-bit cache, GB/s packed; 0: unknown */
+	double cpu_mem_bdw;                  /* host memory shared by host attention and copies, GB/s; 0: unlimited */
 	double q4_decode_bdw;                /* int4 weight GEMV, GB/s of packed weights; 0: no int4 */
 	double attn_decode_q4_bdw;           /* decode attention over a 4-bit cache, GB/s packed; 0: unknown */
 	int act_bytes;                       /* the backend's activation size (2 or 4); 0: unknown */

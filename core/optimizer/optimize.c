@@ -242,30 +242,16 @@ static int solve(struct search *s, const struct fg_cost_terms *t, const struct c
 		r.acc[COL_O(ro)] = -1;
 		row_add(lp, &r, GLP_UP, 0, caps[ro] / MEM_UNIT - r.c);
 	}
-	/* Stage times: FlexGen's overlap rule (or everything in series). */
-	static const int pre_sets[3][2] = { { FG_LINK_CTOG, FG_LINK_DTOC },
-					    { FG_LINK_GTOC, FG_LINK_CTOD },
-					    { FG_LINK_COMP, -1 } };
-	static const int dec_sets[4][2] = { { FG_LINK_CTOG, FG_LINK_DTOC },
-					    { FG_LINK_CTOG, FG_LINK_GTOC },
-					    { FG_LINK_CTOG, FG_LINK_CTOD },
-					    { FG_LINK_CTOG, FG_LINK_COMP } };
+	/* Stage times: at least each sum of the overlap rule. */
 	for (int st = 0; st < FG_STAGES; st++)
 		for (int part = 0; part < FG_PARTS; part++) {
 			const struct fg_lin *L = t->t[st][part];
-			int nsets = t->serial ? 1 : st == FG_STAGE_PREFILL ? 3 : 4;
-			for (int k = 0; k < nsets; k++) {
+			const struct fg_cost_rule *rule = fg_cost_rule(t, st);
+			for (int k = 0; k < rule->nsets; k++) {
 				row_init(&r);
 				r.acc[COL_T(st, part)] = 1;
-				if (t->serial) {
-					for (int i = 0; i < FG_LINKS; i++)
-						row_lin(&r, &L[i], -1);
-				} else {
-					const int *set = st == FG_STAGE_PREFILL ? pre_sets[k] : dec_sets[k];
-					for (int i = 0; i < 2; i++)
-						if (set[i] >= 0)
-							row_lin(&r, &L[set[i]], -1);
-				}
+				for (const int *l = rule->set[k]; *l >= 0; l++)
+					row_lin(&r, &L[*l], -1);
 				row_add(lp, &r, GLP_LO, -r.c, 0);
 			}
 		}

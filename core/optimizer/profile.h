@@ -16,6 +16,8 @@ struct fg_model_config;
 struct fg_profile_params {
 	uint64_t copy_bytes; /* per compute<->host transfer (0: 256 MiB) */
 	uint64_t disk_bytes; /* file written then read on the disk tier (0: 1 GiB; skip: no disk) */
+	uint64_t disk_burst; /* bytes the engine reads from the disk at once, one read waited for
+			      * before the next (a layer's disk-tier weights); 0: 8 MiB x 8 streamed */
 	/* The shapes measured: the model's layer (its linear weights, heads and
 	 * grouped K/V heads) when set, else hidden x hidden and hidden / 128 heads. */
 	const struct fg_model_config *model;
