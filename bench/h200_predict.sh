@@ -4,12 +4,12 @@
 #   sh bench/h200_predict.sh profile   a fresh `fgcore profile` at OPT-30B's
 #       shapes (GPU batch 48, disk included) into $OUT/h200.ini, the
 #       replacement for conf/hardware/h200.ini;
-#   sh bench/h200_predict.sh 1 | 2     the eight policies, three and
-#       five: the measured throughput beside the prediction from a profile
+#   sh bench/h200_predict.sh 1 | 2 | pick   the eight policies, three,
+#       four and one: the measured throughput beside the prediction from a profile
 #       at that case's own shapes (model, GPU batch rows, prompt and
 #       generation lengths; the disk case's disk read as it reads a layer),
 #       with the disk figures of _gpudata/h200.ini (the profile part's output,
-#       carried along; profiled again when absent).  Part 2 measures the
+#       carried along; profiled again when absent).  Part pick measures the
 #       optimizer's pick for OPT-30B under 16 GiB: its flags in $PICK (from
 #       `fgcore optimize --hardware h200 --gpu-mem 16G` with the new profile).
 # Short runs (--cut-gen-len: 8 tokens run, the rest projected); a case that
@@ -104,9 +104,12 @@ if [ "$part" = 1 ]; then
 		--percent 100 0 100 0 100 0 --gpu-batch-size 96 --num-gpu-batches 1
 	case_run "OPT-30B weights on host 48x3" 120 opt-30b - \
 		--percent 0 100 100 0 100 0 --gpu-batch-size 48 --num-gpu-batches 3
-else
+elif [ "$part" = pick ]; then
+	# the whole host memory, as optimize planned it (its 117 GB of host
+	# tier do not fit the 110G cap of the other cases)
 	# shellcheck disable=SC2086
-	[ -n "${PICK:-}" ] && case_run "OPT-30B optimizer's pick 16G" 150 opt-30b - $cap16 $PICK
+	case_run "OPT-30B optimizer's pick 16G" 150 opt-30b - -o tier.compute.capacity=16G ${PICK:?}
+else
 	case_run "OPT-30B FlexGen T4 20 80 0 100 0 100 48x1 cpu" 120 opt-30b - $cap16 \
 		--percent 20 80 0 100 0 100 --gpu-batch-size 48 --num-gpu-batches 1 --cpu-cache-compute
 	case_run "OPT-30B 0 100 0 100 0 100 64x2 int4 cache" 120 opt-30b - $cap16 \
