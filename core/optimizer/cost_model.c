@@ -137,7 +137,7 @@ static void store(const struct ctx *x, struct fg_lin *L, int host_i, int disk_i,
 
 /* One layer (attention + MLP) of a prefill or decode step whose weights W
  * bytes; decode at the average cache length (s + n/2 - 1 rows loaded). */
-static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int decode)
+static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, double Wa, int decode)
 {
 	double tok = decode ? 1 : x->s, m = x->gbs * tok, h = x->h;
 	double kvrow = 2 * x->kv * x->e, seqs = x->gbs * x->nb;
@@ -147,6 +147,10 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, int dec
 
 	/* Weights: once per layer and step, shared by the GPU batches. */
 	load(x, L, FG_X_WC, FG_X_WN, W, x->ctog_w, 0);
+	if (x->sep) { /* the attention block's part of those loads */
+		L[FG_LINK_ALOAD].a[FG_X_WC] += Wa / x->ctog_w;
+		L[FG_LINK_ALOAD].a[FG_X_WN] += Wa / x->dtoc + (x->dev ? Wa / x->ctog : 0);
+	}
 
 	/* Linear layers of every GPU batch. */
 	L[FG_LINK_COMP].c += x->nb * (t_block_lin(x, FG_BLOCK_ATTN, m) + t_block_lin(x, FG_BLOCK_MLP, m));
@@ -292,7 +296,7 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 	x.ctog_w = !p->pin_weight && hw->ctog_bdw_pageable > 0 ? hw->ctog_bdw_pageable * GBPS : x.ctog;
 
 	for (int st = 0; st < FG_STAGES; st++) {
-		layer_terms(&x, t->t[st][FG_PART_LAYER], Wa + Wm, st == FG_STAGE_DECODE);
+		layer_terms(&x, t->t[st][FG_PART_LAYER], Wa + Wm, Wa, st == FG_STAGE_DECODE);
 		io_terms(&x, t->t[st][FG_PART_IO], Wi + Wo, st == FG_STAGE_DECODE);
 	}
 	t->serial = !p->overlap || hw->compute_host_memory;
@@ -359,15 +363,18 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
  * device after it, and the host's work is in the compute's chain.  Decode:
  * FlexGen's fitted rule, host->compute traffic not hidden behind the
  * device's work (the H200 measures the sum) but behind the host's (host
- * attention runs while the load stream fills the next layer's slot).  Host
- * memory bounds both. */
+ * attention runs while the load stream fills the next unit's slot) - except,
+ * with sep_layer, the attention block's own weights: they load behind the
+ * MLP block before it, so the host's attention waits for them.  Host memory
+ * bounds both stages. */
 static const struct fg_cost_rule rule_prefill = { 4, {
 	{ FG_LINK_CTOG, FG_LINK_DTOC, -1 }, { FG_LINK_GTOC, FG_LINK_CTOD, -1 },
 	{ FG_LINK_COMP, FG_LINK_HOST, -1 }, { FG_LINK_HMEM, -1 } } };
-static const struct fg_cost_rule rule_decode = { 6, {
+static const struct fg_cost_rule rule_decode = { 7, {
 	{ FG_LINK_CTOG, FG_LINK_DTOC, -1 }, { FG_LINK_CTOG, FG_LINK_GTOC, -1 },
 	{ FG_LINK_CTOG, FG_LINK_CTOD, -1 }, { FG_LINK_CTOG, FG_LINK_COMP, -1 },
-	{ FG_LINK_COMP, FG_LINK_HOST, -1 }, { FG_LINK_HMEM, -1 } } };
+	{ FG_LINK_COMP, FG_LINK_HOST, -1 }, { FG_LINK_COMP, FG_LINK_HOST, FG_LINK_ALOAD, -1 },
+	{ FG_LINK_HMEM, -1 } } };
 static const struct fg_cost_rule rule_serial = { 1, {
 	{ FG_LINK_CTOG, FG_LINK_GTOC, FG_LINK_DTOC, FG_LINK_CTOD, FG_LINK_COMP, FG_LINK_HOST, -1 } } };
 
@@ -518,7 +525,7 @@ void fg_cost_print(FILE *out, const struct fg_cost_prediction *pred,
 		fprintf(out, "\n");
 	}
 	static const char *const link[FG_LINKS] = { "ctog", "gtoc", "dtoc", "ctod", "comp", "host",
-						    "hmem" };
+						    "hmem", "aload" };
 	fprintf(out, "predicted time: prefill %.3f s, decode %.3f s; links (s)", pred->prefill_s,
 		pred->decode_s);
 	for (int st = 0; st < FG_STAGES; st++) {

@@ -65,15 +65,18 @@ struct fg_cost_case {
 /* What a stage's time is made of: the links between tiers, the compute
  * backend's work (and the transfers it waits for), the host's work for a
  * compute tier that is a device (host attention and cache appends, with
- * their round trips), and host memory shared by copies and host attention
- * (a bound, not more work: never added to the others). */
+ * their round trips); and two bounds that are not more work (never added
+ * in series): host memory shared by copies and host attention, and the
+ * attention blocks' share of the weight loads (ctog's part that, with
+ * sep_layer, is loaded behind the short MLP block, not behind the host's
+ * attention). */
 enum fg_link {
 	FG_LINK_CTOG, FG_LINK_GTOC, FG_LINK_DTOC, FG_LINK_CTOD, FG_LINK_COMP, FG_LINK_HOST,
-	FG_LINK_HMEM, FG_LINKS
+	FG_LINK_HMEM, FG_LINK_ALOAD, FG_LINKS
 };
 /* The overlap rule: a stage's part takes the longest of the sums of link
- * times in its sets (each ends at -1; the sets of fg_cost_sets). */
-#define FG_COST_SETS 6
+ * times in its sets (each ends at -1). */
+#define FG_COST_SETS 7
 struct fg_cost_rule {
 	int nsets;
 	int set[FG_COST_SETS][FG_LINKS + 1];
