@@ -3,9 +3,10 @@
  *
  * FlexGen's model: the time of one layer in prefill and in a decode step is
  * the slowest of the links it uses (host->compute, compute->host,
- * disk->host, host->disk) and of its computation, with FlexGen's rule for
- * which of them overlap; the run is prefill + (gen_len - 1) decode steps at
- * the average cache length.  Extended with host attention (cpu_cache_compute),
+ * disk->host, host->disk) and of its computation, with a rule for which of
+ * them overlap (FlexGen's, with the host's work apart: fg_cost_rule); the
+ * run is prefill + (gen_len - 1) decode steps at the average cache length.
+ * Extended with host attention (cpu_cache_compute),
  * 4-bit weights and cache, the input and output blocks, activations off the
  * compute tier, and this engine's exact buffers (the memory plan, core/plan/plan.h).
  *
