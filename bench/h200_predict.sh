@@ -108,7 +108,7 @@ elif [ "$part" = pick ]; then
 	# the whole host memory, as optimize planned it (its 117 GB of host
 	# tier do not fit the 110G cap of the other cases)
 	# shellcheck disable=SC2086
-	case_run "OPT-30B optimizer's pick 16G" 150 opt-30b - -o tier.compute.capacity=16G ${PICK:?}
+	case_run "OPT-30B optimizer's pick 16G" 240 opt-30b - -o tier.compute.capacity=16G ${PICK:?}
 else
 	case_run "OPT-30B FlexGen T4 20 80 0 100 0 100 48x1 cpu" 120 opt-30b - $cap16 \
 		--percent 20 80 0 100 0 100 --gpu-batch-size 48 --num-gpu-batches 1 --cpu-cache-compute
