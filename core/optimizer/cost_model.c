@@ -367,9 +367,10 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
  * with sep_layer, the attention block's own weights: they load behind the
  * MLP block before it, so the host's attention waits for them.  Host memory
  * bounds both stages. */
-static const struct fg_cost_rule rule_prefill = { 4, {
+static const struct fg_cost_rule rule_prefill = { 5, {
 	{ FG_LINK_CTOG, FG_LINK_DTOC, -1 }, { FG_LINK_GTOC, FG_LINK_CTOD, -1 },
-	{ FG_LINK_COMP, FG_LINK_HOST, -1 }, { FG_LINK_HMEM, -1 } } };
+	{ FG_LINK_CTOG, FG_LINK_GTOC, FG_LINK_COMP, -1 }, { FG_LINK_COMP, FG_LINK_HOST, -1 },
+	{ FG_LINK_HMEM, -1 } } };
 static const struct fg_cost_rule rule_decode = { 7, {
 	{ FG_LINK_CTOG, FG_LINK_DTOC, -1 }, { FG_LINK_CTOG, FG_LINK_GTOC, -1 },
 	{ FG_LINK_CTOG, FG_LINK_CTOD, -1 }, { FG_LINK_CTOG, FG_LINK_COMP, -1 },
