@@ -35,7 +35,7 @@ for part in "$@"; do
 		./fgcore --model facebook/opt-30b --path _DUMMY_ --prompt-len 512 --gen-len 32 optimize \
 			--hardware h200 --gpu-mem 16G --output "$out/pick.ini" --top 3 > "$out/optimize.txt" 2>&1
 		tail -8 "$out/optimize.txt"
-		timeout 180 ./fgcore -c "$out/pick.ini" -o tier.disk.dir=/var/tmp --cut-gen-len 8 bench \
+		timeout 240 ./fgcore -c "$out/pick.ini" -o tier.disk.dir=/var/tmp --cut-gen-len 8 bench \
 			> "$out/grid_pick.log" 2>&1
 		printf '%-52s %s\n' "optimizer's pick ($(grep '^percent' "$out/pick.ini"))" \
 			"$(grep -o 'total throughput: [0-9.]* token/s' "$out/grid_pick.log" || echo failed)" |
