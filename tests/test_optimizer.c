@@ -378,6 +378,15 @@ START_TEST(test_cost_model_sanity)
 	ck_assert_msg(fabs(a.decode_s - longer) < 0.02 * longer + 0.05, "decode %.3f s, rule %.3f s",
 		      a.decode_s, longer);
 	ck_assert(a.decode_s < dl[FG_LINK_CTOG] + dl[FG_LINK_COMP] + dl[FG_LINK_HOST] - 0.1);
+	/* with sep_layer the attention block's loads (a third of OPT's layer)
+	 * do not hide behind the host's attention */
+	ck_assert(dl[FG_LINK_ALOAD] == 0);
+	struct fg_policy sp = p;
+	sp.sep_layer = 1;
+	ck_assert_int_eq(fg_cost_predict(&cc, &sp, &b), 0);
+	double *sl = b.link[FG_STAGE_DECODE];
+	ck_assert(fabs(sl[FG_LINK_ALOAD] - sl[FG_LINK_CTOG] / 3) < 0.01 * sl[FG_LINK_CTOG]);
+	ck_assert(b.decode_s >= sl[FG_LINK_COMP] + sl[FG_LINK_HOST] + sl[FG_LINK_ALOAD] - 1e-9);
 	/* host memory shared by the loads and host attention bounds the step:
 	 * at 1 GB/s it is the slowest thing, at none it is no bound */
 	ck_assert(dl[FG_LINK_HMEM] == 0);

@@ -359,23 +359,22 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 	return 0;
 }
 
-/* Prefill: the links and the compute overlap; a disk read crosses to the
- * device after it, and the host's work is in the compute's chain.  Decode:
- * FlexGen's fitted rule, host->compute traffic not hidden behind the
- * device's work (the H200 measures the sum) but behind the host's (host
- * attention runs while the load stream fills the next unit's slot) - except,
- * with sep_layer, the attention block's own weights: they load behind the
- * MLP block before it, so the host's attention waits for them.  Host memory
- * bounds both stages. */
+/* Both stages: a disk read crosses to the device after it, and the host's
+ * work is in the device's chain.  Prefill: the device's work waits for its
+ * loads and its stores (fitted to the H200, as FlexGen fitted its decode
+ * rule).  Decode: FlexGen's rule, host->compute traffic not hidden behind
+ * the device's work but behind the host's (host attention runs while the
+ * load stream fills the next unit's slot) - except, with sep_layer, the
+ * attention block's own weights: they load behind the MLP block before it,
+ * so the host's attention waits for them.  Host memory bounds both. */
 static const struct fg_cost_rule rule_prefill = { 5, {
 	{ FG_LINK_CTOG, FG_LINK_DTOC, -1 }, { FG_LINK_GTOC, FG_LINK_CTOD, -1 },
 	{ FG_LINK_CTOG, FG_LINK_GTOC, FG_LINK_COMP, -1 }, { FG_LINK_COMP, FG_LINK_HOST, -1 },
 	{ FG_LINK_HMEM, -1 } } };
-static const struct fg_cost_rule rule_decode = { 7, {
+static const struct fg_cost_rule rule_decode = { 6, {
 	{ FG_LINK_CTOG, FG_LINK_DTOC, -1 }, { FG_LINK_CTOG, FG_LINK_GTOC, -1 },
 	{ FG_LINK_CTOG, FG_LINK_CTOD, -1 }, { FG_LINK_CTOG, FG_LINK_COMP, -1 },
-	{ FG_LINK_COMP, FG_LINK_HOST, -1 }, { FG_LINK_COMP, FG_LINK_HOST, FG_LINK_ALOAD, -1 },
-	{ FG_LINK_HMEM, -1 } } };
+	{ FG_LINK_COMP, FG_LINK_HOST, FG_LINK_ALOAD, -1 }, { FG_LINK_HMEM, -1 } } };
 static const struct fg_cost_rule rule_serial = { 1, {
 	{ FG_LINK_CTOG, FG_LINK_GTOC, FG_LINK_DTOC, FG_LINK_CTOD, FG_LINK_COMP, FG_LINK_HOST, -1 } } };
 

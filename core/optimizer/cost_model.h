@@ -77,7 +77,7 @@ enum fg_link {
 };
 /* The overlap rule: a stage's part takes the longest of the sums of link
  * times in its sets (each ends at -1). */
-#define FG_COST_SETS 7
+#define FG_COST_SETS 6
 struct fg_cost_rule {
 	int nsets;
 	int set[FG_COST_SETS][FG_LINKS + 1];
