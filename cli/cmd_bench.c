@@ -91,6 +91,13 @@ static int write_json(const char *path, const struct fg_config *cfg, const struc
 		json_decref(o);
 		o = NULL;
 	}
+	if (o && st->disk_read_bytes &&
+	    json_object_set_new(o, "disk_reads", json_pack("{s:I, s:f}", "bytes",
+							   (json_int_t)st->disk_read_bytes,
+							   "busy_s", st->disk_busy_s))) {
+		json_decref(o);
+		o = NULL;
+	}
 	if (!o) {
 		fprintf(stderr, "fgcore: bench: cannot build the JSON report\n");
 		return 1;
@@ -134,6 +141,10 @@ static void print_report(const struct fg_engine *e, const struct fg_bench_result
 		       st->dev_s[FG_DEV_COMPUTE], st->dev_s[FG_DEV_WAIT_WEIGHT],
 		       st->dev_s[FG_DEV_WAIT_CACHE], st->dev_s[FG_DEV_WAIT_HIDDEN],
 		       st->dev_s[FG_DEV_HOST_ATTN], st->dev_s[FG_DEV_LOGITS], dev_total(st));
+	if (st->disk_read_bytes) /* what the disk delivered while it was busy */
+		printf("disk reads: %.3f GB, a request in flight %.3f s (%.3f GB/s while busy)\n",
+		       st->disk_read_bytes / 1e9, st->disk_busy_s,
+		       st->disk_busy_s > 0 ? st->disk_read_bytes / 1e9 / st->disk_busy_s : 0);
 	uint64_t stored = 0;
 	for (int i = 0; i < FG_ROLES; i++)
 		stored += e->model.bytes[i];

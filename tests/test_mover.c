@@ -185,6 +185,11 @@ START_TEST(test_fini_returns_error_reaped_elsewhere)
 	load(&a, buf, 2); /* read 3 */
 	ck_assert_msg(fg_xfer_wait(&a, NULL) == 0, "%s", fg_last_error_text());
 	ck_assert_msg(b.pending == 0, "the scenario needs a's wait to reap b's request");
+	/* the disk's use counts every read submitted, the failed one too, and
+	 * the disk is idle once all are reaped, whichever group reaped them */
+	ck_assert_uint_eq(mv.disk_read_bytes, 3 * (uint64_t)LEN);
+	ck_assert_uint_eq(mv.disk_pending, 0);
+	ck_assert(mv.disk_busy_s > 0 && mv.disk_busy_s < 60);
 	fg_clear_error();
 	expect_eio(fg_xfer_fini(&b), "fini of a group reaped by another", "group b:");
 	ck_assert_int_eq(fg_xfer_fini(&a), 0);

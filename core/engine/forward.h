@@ -29,6 +29,8 @@ struct fg_forward_stats {
 	uint64_t dead_positions; /* of them, finished rows before a live one (their
 				  * matrix-product rows only: fg_forward_set_live_rows) */
 	uint64_t cache_skipped;  /* KV cache bytes of finished rows not moved */
+	uint64_t disk_read_bytes; /* read from the disk tier */
+	double disk_busy_s;      /* some disk request in flight (until reaped) */
 	/* With device_timing: the compute stream's time by phase (devtime.h:
 	 * compute, wait weights, cache, activations, host attention, logits). */
 	double dev_s[6];

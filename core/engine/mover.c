@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/engine/mover.h"
+#include "core/util/clock.h"
 #include "core/util/error.h"
 
 int fg_mover_init(struct fg_mover *mv, struct fg_backend *be, struct fg_tier *tiers[FG_ROLES])
@@ -137,8 +138,13 @@ static int disk_io(struct fg_xfer *x, enum fg_io_op op, const struct fg_region *
 	if (rc) {
 		x->pending--;
 		x->nios--;
+		return rc;
 	}
-	return rc;
+	if (x->mv->disk_pending++ == 0)
+		x->mv->disk_t0 = fg_now();
+	if (op == FG_IO_READ)
+		x->mv->disk_read_bytes += len;
+	return 0;
 }
 
 int fg_xfer_load(struct fg_xfer *x, void *dst, enum fg_role role, const struct fg_region *r,
@@ -218,6 +224,8 @@ int fg_xfer_wait(struct fg_xfer *x, void *stream)
 		for (int i = 0; i < n; i++) {
 			struct fg_xfer *g = done[i]->user;
 			g->pending--;
+			if (mv->disk_pending && --mv->disk_pending == 0)
+				mv->disk_busy_s += fg_now() - mv->disk_t0;
 			if (done[i]->result < 0 && !g->err) {
 				g->err = done[i]->result;
 				g->fail_op = done[i]->op;

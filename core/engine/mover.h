@@ -26,6 +26,12 @@ struct fg_mover {
 	/* Activations reload on their own stream: on the load stream they queued
 	 * behind the next unit's weights, and each unit's compute waited for them. */
 	void *hidden_stream;
+	/* Disk use, for the breakdown: bytes read, and the time some request was
+	 * in flight (from a submission to an idle disk until the reap that saw
+	 * the last one done). */
+	uint64_t disk_read_bytes;
+	double disk_busy_s, disk_t0;
+	size_t disk_pending;
 };
 
 struct fg_xfer_copy {

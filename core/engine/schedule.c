@@ -402,6 +402,8 @@ out:
 		r = fg_devtime_collect(f);
 		if (!rc)
 			rc = r;
+		f->stats.disk_read_bytes = f->mv.disk_read_bytes;
+		f->stats.disk_busy_s = f->mv.disk_busy_s;
 	}
 	/* A stage that failed mid-step leaves the others waiting: the job stops. */
 	if (f->pipe) {
