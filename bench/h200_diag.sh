@@ -5,7 +5,9 @@
 #         weight on the GPU: the host attention chain without weight loads
 #         beside it (the case itself: bench/h200_predict.sh 2);
 #   disk  OPT-6.7B with 20 % of its weights on disk (64 x 1) at disk request
-#         sizes 256K, 8M and 32M: the engine's read rate against its pattern.
+#         sizes 256K, 8M and 32M: the engine's read rate against its pattern,
+#         and (bench's "disk reads" line) whether the disk is slow while busy
+#         or idle between reads.
 # Logs and a summary to $OUT; builds first unless ./fgcore exists.
 set -u
 out=${OUT:-/tmp/fgcore-out}
@@ -25,8 +27,8 @@ run() { # name model flags...
 	log="$out/diag_$(echo "$name" | tr -c 'A-Za-z0-9\n' _).log"
 	# shellcheck disable=SC2086
 	timeout 150 ./fgcore $gpu "$@" --model "facebook/$model" --path _DUMMY_ $len bench > "$log" 2>&1
-	printf '%-50s %s | %s\n' "$name" "$(grep -o 'decode latency: [0-9.]* s' "$log" || echo failed)" \
-		"$(grep '^time:' "$log")" | tee -a "$out/diag.txt"
+	printf '%-50s %s | %s %s\n' "$name" "$(grep -o 'decode latency: [0-9.]* s' "$log" || echo failed)" \
+		"$(grep '^time:' "$log")" "$(grep '^disk reads:' "$log")" | tee -a "$out/diag.txt"
 }
 for what in "$@"; do
 	case $what in
