@@ -7,7 +7,8 @@
 #   disk  OPT-6.7B with 20 % of its weights on disk (64 x 1) at disk request
 #         sizes 256K, 8M and 32M: the engine's read rate against its pattern,
 #         and (bench's "disk reads" line) whether the disk is slow while busy
-#         or idle between reads.
+#         or idle between reads; first the profile's disk figures over 8 GiB
+#         (does the disk slow down after its first gigabyte?).
 # Logs and a summary to $OUT; builds first unless ./fgcore exists.
 set -u
 out=${OUT:-/tmp/fgcore-out}
@@ -34,7 +35,14 @@ for what in "$@"; do
 	case $what in
 	t4) run "T4 policy, weights all on GPU" opt-30b --percent 100 0 0 100 0 100 \
 		--gpu-batch-size 48 --num-gpu-batches 1 --cpu-cache-compute ;;
-	disk) for rs in 256K 8M 32M; do
+	disk) # the profile's disk figures over 8 GiB, as much as the 8-token run
+		# reads: does the disk slow down after its first gigabyte?
+		# shellcheck disable=SC2086
+		timeout 120 ./fgcore $gpu --percent 80 0 100 0 100 0 --gpu-batch-size 64 \
+			--model facebook/opt-6.7b --path _DUMMY_ $len profile --quick --disk-size 8G \
+			> "$out/diag_disk_profile_8G.log" 2>&1
+		grep "disk tier" "$out/diag_disk_profile_8G.log" | tee -a "$out/diag.txt"
+		for rs in 256K 8M 32M; do
 		run "6.7B 20% disk, request_size $rs" opt-6.7b -o tier.disk.request_size=$rs \
 			--percent 80 0 100 0 100 0 --gpu-batch-size 64 --num-gpu-batches 1
 	done ;;
