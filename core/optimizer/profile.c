@@ -98,27 +98,51 @@ static int copy_rate(struct prof *p, void *dst, const void *src, size_t len, dou
 	return rc;
 }
 
-static int transfers(struct prof *p, struct fg_hardware *hw)
+/* A compute-tier and a host-tier region of *len bytes for copies between
+ * them (the host one written): copy_bytes (256 MiB) at most, and at most a
+ * 1/share of either tier, to stay well inside both; *len 0, and nothing
+ * allocated, when that leaves less than 4 KiB. */
+static int copy_regions(struct prof *p, uint64_t share, struct fg_region *cr,
+			struct fg_region *hr, uint64_t *len)
 {
-	uint64_t len = p->pp->copy_bytes ? p->pp->copy_bytes : 256ull << 20;
-	struct fg_region cr = { 0 }, hr = { 0 };
-	void *pageable = NULL;
+	uint64_t n = p->pp->copy_bytes ? p->pp->copy_bytes : 256ull << 20;
+	uint64_t lim = p->tier[T_COMPUTE].capacity / share;
 	int rc;
 
-	/* Stay well inside both tiers. */
-	uint64_t lim = p->tier[T_COMPUTE].capacity / 4;
-	if (p->tier[T_HOST].capacity / 4 < lim)
-		lim = p->tier[T_HOST].capacity / 4;
-	len = len > lim ? lim : len;
-	len &= ~(uint64_t)4095;
-	if (len < 4096) {
+	if (p->tier[T_HOST].capacity / share < lim)
+		lim = p->tier[T_HOST].capacity / share;
+	n = (n > lim ? lim : n) & ~(uint64_t)4095;
+	*len = n < 4096 ? 0 : n;
+	if (!*len)
+		return 0;
+	if ((rc = fg_tier_alloc(&p->tier[T_COMPUTE], n, cr)) ||
+	    (rc = fg_tier_alloc(&p->tier[T_HOST], n, hr)))
+		return rc;
+	memset(hr->addr, 1, n);
+	return 0;
+}
+
+static void copy_regions_free(struct prof *p, struct fg_region *cr, struct fg_region *hr)
+{
+	if (cr->size)
+		fg_tier_free(&p->tier[T_COMPUTE], cr);
+	if (hr->size)
+		fg_tier_free(&p->tier[T_HOST], hr);
+}
+
+static int transfers(struct prof *p, struct fg_hardware *hw)
+{
+	struct fg_region cr = { 0 }, hr = { 0 };
+	void *pageable = NULL;
+	uint64_t len;
+	int rc;
+
+	if ((rc = copy_regions(p, 4, &cr, &hr, &len)))
+		goto out;
+	if (!len) {
 		FG_ERR("profile: the compute and host tiers have no room for a transfer test");
 		return -ENOSPC;
 	}
-	if ((rc = fg_tier_alloc(&p->tier[T_COMPUTE], len, &cr)) ||
-	    (rc = fg_tier_alloc(&p->tier[T_HOST], len, &hr)))
-		goto out;
-	memset(hr.addr, 1, len);
 	if ((rc = copy_rate(p, cr.addr, hr.addr, len, &hw->ctog_bdw)))
 		goto out;
 	say(p, "host -> compute tier (page-locked)", hw->ctog_bdw, "GB/s");
@@ -139,10 +163,7 @@ static int transfers(struct prof *p, struct fg_hardware *hw)
 	say(p, "compute tier -> host (pageable)", hw->gtoc_bdw_pageable, "GB/s");
 out:
 	free(pageable);
-	if (cr.size)
-		fg_tier_free(&p->tier[T_COMPUTE], &cr);
-	if (hr.size)
-		fg_tier_free(&p->tier[T_HOST], &hr);
+	copy_regions_free(p, &cr, &hr);
 	return rc;
 }
 
@@ -248,10 +269,11 @@ static int disk(struct prof *p, struct fg_hardware *hw)
 	uint64_t burst = p->pp->disk_burst < len / 4 ? p->pp->disk_burst : len / 4;
 	burst &= ~(uint64_t)4095;
 	if (burst) {
+		uint64_t span = len / burst * burst; /* whole bursts of the file */
 		if ((rc = fg_tier_alloc(&p->tier[T_HOST], burst, &br)) ||
-		    (rc = disk_bursts(p, &r, br.addr, len / burst * burst, burst, &rs)))
+		    (rc = disk_bursts(p, &r, br.addr, span, burst, &rs)))
 			goto out;
-		hw->dtoc_bdw = (double)(len / burst * burst) / rs / 1e9;
+		hw->dtoc_bdw = (double)span / rs / 1e9;
 		if (p->pp->log)
 			fprintf(p->pp->log, "profile: disk tier -> host in reads of %.1f MiB, each waited for (a layer's disk share)\n",
 				(double)burst / MiB);
@@ -748,22 +770,17 @@ static int do_append(struct prof *p, void *arg)
 static int shared_host_memory(struct prof *p, struct attn_arg *t, double attn_bytes,
 			      double attn_s, struct fg_hardware *hw)
 {
-	uint64_t len = p->pp->copy_bytes ? p->pp->copy_bytes : 256ull << 20;
-	uint64_t lim = p->tier[T_COMPUTE].capacity / 8 < p->tier[T_HOST].capacity / 8
-			       ? p->tier[T_COMPUTE].capacity / 8 : p->tier[T_HOST].capacity / 8;
 	struct fg_region cr = { 0 }, hr = { 0 };
 	double ctog = hw->ctog_bdw * 1e9, moved = 0, busy = 0;
 	void *stream = NULL;
+	uint64_t len = 0;
 	int rc;
 
-	len = (len > lim ? lim : len) & ~(uint64_t)4095;
-	if (len < 4096 || !(ctog > 0))
-		return 0; /* no room or no copy rate: the figure stays 0 (not a limit) */
-	if ((rc = fg_tier_alloc(&p->tier[T_COMPUTE], len, &cr)) ||
-	    (rc = fg_tier_alloc(&p->tier[T_HOST], len, &hr)) ||
+	if (!(ctog > 0))
+		return 0; /* no copy rate: the figure stays 0 (not a limit) */
+	if ((rc = copy_regions(p, 8, &cr, &hr, &len)) || !len ||
 	    (rc = fg_backend_stream_create(&p->be, &stream)))
-		goto out;
-	memset(hr.addr, 1, len);
+		goto out; /* no room: the figure stays 0 */
 	int64_t n = (int64_t)ceil(2 * attn_s * ctog / (double)len) + 1;
 	for (int rep = 0; rep < 8 && (rep < 3 || busy < p->min_s); rep++) {
 		for (int64_t i = 0; i < n && !rc; i++)
@@ -790,10 +807,7 @@ static int shared_host_memory(struct prof *p, struct attn_arg *t, double attn_by
 out:
 	if (stream)
 		fg_backend_stream_destroy(&p->be, stream);
-	if (cr.size)
-		fg_tier_free(&p->tier[T_COMPUTE], &cr);
-	if (hr.size)
-		fg_tier_free(&p->tier[T_HOST], &hr);
+	copy_regions_free(p, &cr, &hr);
 	return rc;
 }
 
