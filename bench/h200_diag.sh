@@ -8,7 +8,8 @@
 #         sizes 256K, 8M and 32M: the engine's read rate against its pattern,
 #         and (bench's "disk reads" line) whether the disk is slow while busy
 #         or idle between reads; first the profile's disk figures over 8 GiB
-#         (does the disk slow down after its first gigabyte?).
+#         (does the disk slow down after its first gigabyte?).  DISK_RS
+#         overrides the request sizes ("256K 8M 32M").
 # Logs and a summary to $OUT; builds first unless ./fgcore exists.
 set -u
 out=${OUT:-/tmp/fgcore-out}
@@ -26,8 +27,11 @@ run() { # name model flags...
 	name=$1 model=$2
 	shift 2
 	log="$out/diag_$(echo "$name" | tr -c 'A-Za-z0-9\n' _).log"
+	# (the block devices' counters around the run: request sizes and time in flight as the kernel saw them)
+	cat /proc/diskstats > "$log.diskstats0"
 	# shellcheck disable=SC2086
 	timeout 150 ./fgcore $gpu "$@" --model "facebook/$model" --path _DUMMY_ $len bench > "$log" 2>&1
+	cat /proc/diskstats > "$log.diskstats1"
 	printf '%-50s %s | %s %s\n' "$name" "$(grep -o 'decode latency: [0-9.]* s' "$log" || echo failed)" \
 		"$(grep '^time:' "$log")" "$(grep '^disk reads:' "$log")" | tee -a "$out/diag.txt"
 }
@@ -42,7 +46,7 @@ for what in "$@"; do
 			--model facebook/opt-6.7b --path _DUMMY_ $len profile --quick --disk-size 8G \
 			> "$out/diag_disk_profile_8G.log" 2>&1
 		grep "disk tier" "$out/diag_disk_profile_8G.log" | tee -a "$out/diag.txt"
-		for rs in 256K 8M 32M; do
+		for rs in ${DISK_RS:-256K 8M 32M}; do
 		run "6.7B 20% disk, request_size $rs" opt-6.7b -o tier.disk.request_size=$rs \
 			--percent 80 0 100 0 100 0 --gpu-batch-size 64 --num-gpu-batches 1
 	done ;;
