@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/h200_predict.sh - the cost model against the H200 (issue 14), in
-# three parts that each fit one call:
+# parts that each fit one call:
 #   sh bench/h200_predict.sh profile   a fresh `fgcore profile` at OPT-30B's
 #       shapes (GPU batch 48, disk included) into $OUT/h200.ini, the
 #       replacement for conf/hardware/h200.ini;
@@ -11,7 +11,9 @@
 #       with the disk figures of _gpudata/h200.ini (the profile part's output,
 #       carried along; profiled again when absent).  Part pick measures the
 #       optimizer's pick for OPT-30B under 16 GiB: its flags in $PICK (from
-#       `fgcore optimize --hardware h200 --gpu-mem 16G` with the new profile).
+#       `fgcore optimize --hardware h200 --gpu-mem 16G` with the new profile);
+#   sh bench/h200_predict.sh disk   the disk case alone, $DISK_REPEAT times
+#       (3), each with its own profile just before it.
 # Short runs (--cut-gen-len: 8 tokens run, the rest projected); a case that
 # would start past 7 minutes is skipped and says so.  Run there like
 # bench/h200_run.sh (with .devdeps carried along); it builds first unless
@@ -104,6 +106,16 @@ if [ "$part" = 1 ]; then
 		--percent 100 0 100 0 100 0 --gpu-batch-size 96 --num-gpu-batches 1
 	case_run "OPT-30B weights on host 48x3" 120 opt-30b - \
 		--percent 0 100 100 0 100 0 --gpu-batch-size 48 --num-gpu-batches 3
+elif [ "$part" = disk ]; then
+	# the disk case alone, DISK_REPEAT times (3), each run predicted from a
+	# profile of its own taken just before it: the virtio disk's rate moves
+	# by half from one minute to the next (bench/RESULTS.md, 2026-12-02)
+	i=1
+	while [ "$i" -le "${DISK_REPEAT:-3}" ]; do
+		case_run "OPT-6.7B 20% of weights on disk 64x1 #$i" 90 opt-6.7b disk \
+			--percent 80 0 100 0 100 0 --gpu-batch-size 64 --num-gpu-batches 1
+		i=$((i + 1))
+	done
 elif [ "$part" = pick ]; then
 	# the whole host memory, as optimize planned it (its 117 GB of host
 	# tier do not fit the 110G cap of the other cases)
