@@ -10,11 +10,16 @@
  *   attention decode over fp16 and 4-bit caches in GB/s of cache read;
  *   layer norm and KV append in GB/s;
  *   sampling 256 rows of OPT's 50272 logits (the sample op, top_p and top_k,
- *   next to the argmax op on the same rows; both return the tokens).
+ *   next to the argmax op on the same rows; both return the tokens);
+ *   linear fp16 next to fp8 (fp8_prefill) at m = 16384 for OPT-6.7B's and
+ *   OPT-30B's four products as the engine runs them (q/k/v; out_proj and fc2
+ *   adding into the fp32 residual stream; fc1 with ReLU), in TFLOP/s; the fp8
+ *   time includes quantizing x and the weight, whose bytes are printed.
  *
- * Usage: gpu_ops_bench [quick|q4|decode|sample]   ("quick": fewer and smaller
- * shapes; "q4": only the 4-bit linear at decode shapes; "decode": that and
- * attention decode, the memory-bound kernels; "sample": only sampling)
+ * Usage: gpu_ops_bench [quick|q4|decode|sample|fp8]   ("quick": fewer and
+ * smaller shapes; "q4": only the 4-bit linear at decode shapes; "decode": that
+ * and attention decode, the memory-bound kernels; "sample": only sampling;
+ * "fp8": only fp16 against fp8)
  * Ops run on the backend's default stream, which is a blocking stream, so
  * events recorded on the legacy stream bracket them.  Inputs are random fp16
  * (4-bit weights: random codes with a sane scale and min).
@@ -36,7 +41,7 @@
 #include "core/util/error.h"
 
 static struct fg_tier dev;
-static int quick, only_q4, only_decode, only_sample;
+static int quick, only_q4, only_decode, only_sample, only_fp8;
 
 static int open_backend(struct fg_backend *b, const char *key, const char *val)
 {
@@ -207,6 +212,45 @@ static void bench_linear(struct fg_backend *be, const char *tag, int64_t m, int6
 		       " %s%s: %9.4f ms %8.1f TFLOP/s %8.1f GB/s of weights\n", q4 ? "q4" : "f16",
 		       tag, m, n, k, relu ? "bias+relu" : "bias", residual ? "+res" : "", ms,
 		       flops / ms / 1e9, wbytes / ms / 1e6);
+	fflush(stdout);
+	fg_tier_free(&dev, &rx);
+	fg_tier_free(&dev, &rw);
+	fg_tier_free(&dev, &rb);
+	fg_tier_free(&dev, &ro);
+}
+
+/* fp16 (be) against fp8 (be8, fp8_prefill) on the same tensors, as the
+ * engine calls them: bias always, ReLU for fc1; a residual (out_proj, fc2)
+ * is the fp32 stream, out itself (fp32_residual, the default).  The fp8 time
+ * is the whole op: quantizing x and the weight (each read twice, the second
+ * time mostly from L2, and written once in fp8) and the fp8 product. */
+static void bench_linear_fp8(struct fg_backend *be, struct fg_backend *be8, const char *tag,
+			     int64_t m, int64_t n, int64_t k, int relu, int residual)
+{
+	struct fg_region rx, rw, rb, ro;
+	struct op o = { .kind = OP_LINEAR, .be = be };
+	double ms16, ms8, flops = 2.0 * (double)m * (double)n * (double)k;
+	double qbytes = 3.0 * (double)(m + n) * (double)k; /* fp16 read, fp8 written */
+	size_t osz = residual ? 4 : 2;
+
+	o.lin.x = T(dev_alloc(&rx, (uint64_t)(m * k) * 2, 1), FG_DTYPE_F16, m, k);
+	o.lin.w = T(dev_alloc(&rw, (uint64_t)(n * k) * 2, 1), FG_DTYPE_F16, n, k);
+	o.lin.bias = T(dev_alloc(&rb, (uint64_t)n * 2, 1), FG_DTYPE_F16, 1, n);
+	o.lin.act = relu ? FG_ACT_RELU : FG_ACT_NONE;
+	/* (an fp32 out filled with fp16 patterns holds small finite values) */
+	o.lin.out = T(dev_alloc(&ro, (uint64_t)m * (uint64_t)n * osz, 1),
+		      residual ? FG_DTYPE_F32 : FG_DTYPE_F16, m, n);
+	if (residual)
+		o.lin.residual = o.lin.out;
+	ms16 = op_time(&o);
+	o.be = be8;
+	ms8 = op_time(&o);
+	if (ms16 > 0 && ms8 > 0)
+		printf("linear fp8  %-10s m=%-6" PRId64 " n=%-5" PRId64 " k=%-5" PRId64 " %s%s: "
+		       "fp16 %8.4f ms %7.1f TFLOP/s | fp8 %8.4f ms %7.1f TFLOP/s, %.2fx "
+		       "(quantization moves %.2f GB)\n", tag, m, n, k, relu ? "bias+relu" : "bias",
+		       residual ? "+res32" : "", ms16, flops / ms16 / 1e9, ms8, flops / ms8 / 1e9,
+		       ms16 / ms8, qbytes / 1e9);
 	fflush(stdout);
 	fg_tier_free(&dev, &rx);
 	fg_tier_free(&dev, &rw);
@@ -410,7 +454,7 @@ out:
 int main(int argc, char **argv)
 {
 	struct fg_plugin_handle ph;
-	struct fg_backend be, fused, deq;
+	struct fg_backend be, fused, deq, be8;
 	void *opts;
 	int n = 0;
 
@@ -418,6 +462,7 @@ int main(int argc, char **argv)
 	only_q4 = argc > 1 && strcmp(argv[1], "q4") == 0;
 	only_decode = argc > 1 && strcmp(argv[1], "decode") == 0;
 	only_sample = argc > 1 && strcmp(argv[1], "sample") == 0;
+	only_fp8 = argc > 1 && strcmp(argv[1], "fp8") == 0;
 	if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
 		printf("gpu_ops_bench: no CUDA device, nothing to measure\n");
 		return 77;
@@ -430,7 +475,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (open_backend(&be, NULL, NULL) || open_backend(&fused, "q4_fused_max_m", "65536") ||
-	    open_backend(&deq, "q4_fused_max_m", "0")) {
+	    open_backend(&deq, "q4_fused_max_m", "0") || open_backend(&be8, "fp8_prefill", "true")) {
 		fprintf(stderr, "gpu_ops_bench: cublas: %s\n", fg_last_error());
 		return 1;
 	}
@@ -457,10 +502,20 @@ int main(int argc, char **argv)
 						{ 12288, 49152, 2 } };
 	static const char *const tags175[] = { "175b-proj", "175b-fc1", "175b-fc2" };
 
+	/* the four products of a layer: q/k/v, out_proj (+ residual), fc1 (ReLU), fc2 (+ residual) */
+	static const int64_t prod67[][4] = { { 4096, 4096, 0, 0 }, { 4096, 4096, 0, 1 },
+					     { 16384, 4096, 1, 0 }, { 4096, 16384, 0, 1 } };
+	static const int64_t prod30[][4] = { { 7168, 7168, 0, 0 }, { 7168, 7168, 0, 1 },
+					     { 28672, 7168, 1, 0 }, { 7168, 28672, 0, 1 } };
+	static const char *const ptag67[] = { "6.7b-qkv", "6.7b-out", "6.7b-fc1", "6.7b-fc2" };
+	static const char *const ptag30[] = { "30b-qkv", "30b-out", "30b-fc1", "30b-fc2" };
+
 	if (only_sample)
 		goto sample;
 	if (only_q4 || only_decode)
 		goto q4;
+	if (only_fp8)
+		goto fp8;
 	printf("## linear fp16, prefill\n");
 	for (int s = 0; s < 3; s++)
 		for (int i = 0; i < (quick ? 1 : 3); i++)
@@ -471,6 +526,17 @@ int main(int argc, char **argv)
 			bench_linear(&be, tags30[s], prefill_m[i], shapes30[s][0], shapes30[s][1], 0,
 				     shapes30[s][2] == 1, shapes30[s][2] == 2);
 	bench_linear(&be, "logits", 256, 50272, 4096, 0, 0, 0);
+
+fp8:
+	printf("## linear fp16 against fp8 (fp8_prefill), prefill m = 16384\n");
+	for (int s = 0; s < 4; s++)
+		bench_linear_fp8(&be, &be8, ptag67[s], 16384, prod67[s][0], prod67[s][1],
+				 (int)prod67[s][2], (int)prod67[s][3]);
+	for (int s = 0; s < 4 && !quick; s++)
+		bench_linear_fp8(&be, &be8, ptag30[s], 16384, prod30[s][0], prod30[s][1],
+				 (int)prod30[s][2], (int)prod30[s][3]);
+	if (only_fp8)
+		goto done;
 
 	printf("## linear fp16, decode\n");
 	for (int s = 0; s < 3; s++)
@@ -533,6 +599,7 @@ sample:
 	printf("## sampling: the tokens back on the host\n");
 	bench_sample(&be, 256, 50272);
 done:
+	fg_backend_close(&be8);
 	fg_backend_close(&deq);
 	fg_backend_close(&fused);
 	fg_backend_close(&be);

@@ -33,6 +33,8 @@
  * row, over logit shapes with ties, signed zeros and non-finite values, mixed
  * temperatures, top_k and top_p, vocabularies of 50272 (vector and scalar
  * paths), 37, 8 and 1; its greedy rows the argmax op's.
+ * fp8 products (fp8_prefill) are compared with a host mirror of the backend's
+ * row-wise E4M3 quantization, bounds argued where they are defined.
  * Argument validation is the core's (core/backend/compute_ops.c); only the
  * kernels' own limits are refused here.  Exits 77 without a GPU.
  */
@@ -1578,6 +1580,502 @@ START_TEST(test_swiglu)
 }
 END_TEST
 
+/* ---- fp8 products (fp8_prefill) -------------------------------------------------------- */
+
+/* With fp8_prefill, products of at least fp8_min_rows rows quantize x and the
+ * weight row by row to E4M3 (plugins/compute/cublas/kernels.h defines it
+ * exactly) and multiply on the fp8 tensor cores.  Each result is compared
+ * with a host mirror of that quantization (same fp32 operations, E4M3 rounded
+ * by e4m3() below), whose sums of E4M3 products are exact in double:
+ *
+ *   tight: |gpu - mirror| within cuBLASLt's own errors: fp32 accumulation on
+ *     the fp8 tensor cores, which keep about 14 bits of the running sum
+ *     between promotions to fp32 (fast accumulation stays off): 2^-11 of the
+ *     sum of |terms| x scales; the fp32 scale products (2^-21 of |product|);
+ *     one rounding to fp16 of the product (or of product + residual) where
+ *     the epilogue kernel finishes it; the epilogue's fp32 sums, SiLU's slope
+ *     (< 1.1) and expf, the gate's magnitude; the final rounding to out's type.
+ *   loose: |gpu - exact| against the double product of the unquantized fp16
+ *     values: each operand's E4M3 error is at most 2^-4 of it (nearest even,
+ *     3 mantissa bits), independent and zero-mean, so the product's error has
+ *     a standard deviation of at most 2^-4 sqrt(2/3) sqrt(sum of terms^2); 8
+ *     of them (0.41 sqrt(sum terms^2)), or the worst case 0.13 sum |terms| if
+ *     smaller, plus 2^-10 of a scale per E4M3 subnormal, plus the tight terms.
+ *
+ * Why a wrong implementation fails: rows of x and of w are multiplied by
+ * factors 2^-3 .. 2^3, so their scales differ by up to 64x between rows and
+ * a swapped, inverted or misindexed scale is off by far more than the loose
+ * bound; a row quantized with a wrong rounding (truncation, another scale)
+ * moves each product by about its quantization error (~5 % of it), 4 to 8
+ * times the tight bound at these k.  The tie rule is checked where every value
+ * is a tie (rows whose largest magnitude is 448, so that inv = 1, and whose
+ * other values lie halfway between two E4M3 values: each tie rounded the
+ * other way moves a term by 2^-3 of it), and single values are checked bit
+ * for bit where a product has one term: an identity weight gives out = the
+ * dequantized x, an identity x the dequantized weight, within 2^-11.
+ *
+ * Which path runs is known from outside: fp8 on a device with fp8 tensor
+ * cores (compute capability 9.0 per nvidia-smi must run it; 8.9 and 10.x
+ * may find no cuBLASLt algorithm with row-wise scales and run fp16, as
+ * cc < 8.9 always does), for m >= fp8_min_rows (16 here) and out's rows
+ * 16-byte aligned; fp16 otherwise, against the exact product with the linear
+ * tolerance.  A first probe tells whether the device runs fp8 at all. */
+
+/* The value of E4M3 code c (0 .. 0x7e, non-negative): bias 7, 3 mantissa bits. */
+static double e4m3_value(unsigned c)
+{
+	unsigned e = c >> 3, mant = c & 7;
+
+	return e ? ldexp(8 + mant, (int)e - 10) : ldexp(mant, -9);
+}
+
+/* v rounded to E4M3 as __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3)
+ * does, as a value: to the nearest multiple of 2^(e-3) for 2^e <= |v| (normal,
+ * e >= -6), of 2^-9 below 2^-6 (subnormal), ties to even (rint in the default
+ * rounding mode; the division by a power of two is exact); magnitudes past
+ * 448, the largest finite value, saturate to it; NaN stays NaN. */
+static double e4m3(float v)
+{
+	double a = fabs((double)v), step;
+	int e;
+
+	if (isnan(v))
+		return NAN;
+	if (a > 448.0)
+		a = 448.0; /* rounds to 448 anyway: 448 + half a step is a tie to even 448 */
+	if (a >= 0x1p-6) {
+		(void)frexp(a, &e); /* a = f 2^e, f in [0.5, 1): the leading bit is 2^(e-1) */
+		step = ldexp(1.0, e - 4);
+	} else {
+		step = 0x1p-9;
+	}
+	a = rint(a / step) * step;
+	return copysign(a > 448.0 ? 448.0 : a, (double)v);
+}
+
+/* One row of the backend's quantization (kernels.h, cublas_k_fp8_rows), with
+ * the same fp32 operations: the E4M3 values of h[0 .. n) into q (exact in
+ * float) and the row's scale. */
+static float fp8_row(const uint16_t *h, int64_t n, float *q)
+{
+	float amax = 0.0f, inv, scale;
+
+	for (int64_t j = 0; j < n; j++) {
+		float a = fabsf(fg_half_to_float(h[j]));
+
+		if (a > amax) /* false for NaN: ignored, as fmaxf does */
+			amax = a;
+	}
+	inv = amax > 0.0f ? 448.0f / amax : 1.0f;
+	scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+	for (int64_t j = 0; j < n; j++) {
+		float p = fg_half_to_float(h[j]) * inv;
+
+		q[j] = (float)e4m3(p);
+	}
+	return scale;
+}
+
+/* The compute capability of the GPU the backends open (device 0 of
+ * CUDA_VISIBLE_DEVICES), major * 10 + minor, from nvidia-smi; -1: unknown. */
+static int device_cc(void)
+{
+	const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+	char cmd[160], line[64];
+	int idx = 0, major, minor, cc = -1;
+	FILE *f;
+
+	if (vis && *vis && sscanf(vis, "%d", &idx) != 1)
+		return -1; /* GPU UUIDs */
+	snprintf(cmd, sizeof(cmd), "nvidia-smi --query-gpu=compute_cap --format=csv,noheader "
+		 "-i %d 2>/dev/null", idx);
+	if (!(f = popen(cmd, "r")))
+		return -1;
+	if (fgets(line, sizeof(line), f) && sscanf(line, "%d.%d", &major, &minor) == 2)
+		cc = major * 10 + minor;
+	pclose(f);
+	return cc;
+}
+
+/* Opens a compute backend with options kv (key, value, ..., NULL). */
+static int try_backend(struct fg_backend *b, const char *name, const char *const *kv)
+{
+	struct fg_plugin_handle ph;
+	void *opts;
+
+	ck_assert_msg(fg_plugin_load(name, FG_PLUGIN_COMPUTE, &ph) == 0, "%s", fg_last_error());
+	opts = fg_plugin_opts_new(ph.plugin);
+	ck_assert_ptr_nonnull(opts);
+	for (; kv && kv[0]; kv += 2)
+		ck_assert_msg(fg_plugin_opts_set(ph.plugin, opts, kv[0], kv[1], "test") == 0, "%s",
+			      fg_last_error());
+	return fg_backend_open(b, &ph, opts);
+}
+
+enum f8_data {
+	F8_RANDOM,    /* uniform, each row of x and of w times its own factor 2^-3 .. 2^3 */
+	F8_ZEROS,     /* that, with rows of zeros in x and in w */
+	F8_TIES,      /* x: rows of E4M3 ties around a +-448 (inv = 1); w random */
+	F8_EYE_W,     /* x random, w[j, l] = (l == j): out = the dequantized x */
+	F8_EYE_X,     /* x[i, l] = (l == i % k), w random: out = the dequantized w */
+};
+
+struct f8_case {
+	int64_t m, n, k;
+	int xpad, opad;   /* ld - cols of x, and of out, residual and mul */
+	int bias;         /* 0 none, 1 aligned, 2 two bytes off 16-byte alignment */
+	int act;          /* enum fg_activation */
+	int mul, res;     /* res: 0 none, 1 a separate buffer, 2 out itself */
+	int f32;          /* out and residual fp32 (the residual stream) */
+	int q4;
+	enum f8_data data;
+	int small;        /* on the backend with fp8_scratch = 1M: bands and tiles */
+};
+
+#define F8_MIN_ROWS 16
+enum { F8_EXPECT_F16, F8_EXPECT_FP8, F8_EXPECT_ANY };
+
+static const struct f8_case f8_probe = { 64, 96, 128, 0, 0, 0, FG_ACT_NONE, 0, 1, 1, 0,
+					 F8_EYE_W, 0 };
+
+static const struct f8_case f8_cases[] = {
+	/* below fp8_min_rows: fp16 */
+	{ 8, 64, 64, 0, 0, 1, FG_ACT_NONE, 0, 0, 0, 0, F8_RANDOM, 0 },
+	{ 15, 128, 256, 0, 0, 1, FG_ACT_RELU, 0, 2, 0, 0, F8_RANDOM, 0 },
+	/* fp8: bias and ReLU fused; k off 16 (padded with zeros); x's rows off
+	 * 16-byte alignment (the quantization's scalar loads) */
+	{ 16, 64, 64, 0, 0, 1, FG_ACT_NONE, 0, 0, 0, 0, F8_RANDOM, 0 },
+	{ 64, 128, 256, 8, 0, 1, FG_ACT_NONE, 0, 0, 0, 0, F8_RANDOM, 0 },
+	{ 48, 96, 100, 0, 0, 1, FG_ACT_RELU, 0, 0, 0, 0, F8_RANDOM, 0 },
+	{ 33, 72, 70, 3, 0, 0, FG_ACT_NONE, 0, 0, 0, 0, F8_RANDOM, 0 },
+	/* residual: separate (C), out itself (C = D), ReLU with it (a copy in
+	 * the fp8 buffer, then the epilogue kernel); the fp32 stream, whose bias
+	 * is added after the product */
+	{ 130, 256, 512, 0, 0, 1, FG_ACT_NONE, 0, 1, 0, 0, F8_RANDOM, 0 },
+	{ 64, 200, 128, 0, 0, 1, FG_ACT_NONE, 0, 2, 0, 0, F8_RANDOM, 0 },
+	{ 200, 192, 320, 8, 8, 1, FG_ACT_RELU, 0, 2, 0, 0, F8_RANDOM, 0 },
+	{ 96, 128, 256, 0, 0, 1, FG_ACT_NONE, 0, 2, 1, 0, F8_RANDOM, 0 },
+	{ 96, 128, 256, 0, 4, 0, FG_ACT_NONE, 0, 1, 1, 0, F8_RANDOM, 0 },
+	{ 80, 160, 192, 0, 0, 1, FG_ACT_RELU, 0, 2, 1, 0, F8_RANDOM, 0 },
+	/* SwiGLU's gate (SiLU, mul) into the residual, and alone; an unaligned
+	 * bias (not fused) */
+	{ 100, 160, 192, 0, 0, 0, FG_ACT_SILU, 1, 2, 0, 0, F8_RANDOM, 0 },
+	{ 64, 128, 128, 0, 0, 1, FG_ACT_SILU, 1, 0, 0, 0, F8_RANDOM, 0 },
+	{ 32, 128, 256, 0, 0, 2, FG_ACT_NONE, 0, 0, 0, 0, F8_RANDOM, 0 },
+	/* out's rows off 16-byte alignment: fp16 */
+	{ 40, 64, 96, 0, 3, 1, FG_ACT_NONE, 0, 1, 0, 0, F8_RANDOM, 0 },
+	/* rows of zeros; ties; the dequantized weight */
+	{ 64, 128, 256, 0, 0, 1, FG_ACT_NONE, 0, 0, 0, 0, F8_ZEROS, 0 },
+	{ 48, 64, 128, 0, 0, 0, FG_ACT_NONE, 0, 1, 1, 0, F8_TIES, 0 },
+	{ 48, 64, 128, 0, 0, 1, FG_ACT_RELU, 0, 0, 0, 0, F8_TIES, 0 },
+	{ 96, 80, 96, 0, 0, 0, FG_ACT_NONE, 0, 1, 1, 0, F8_EYE_X, 0 },
+	/* 4-bit weights past q4_fused_max_m (128): dequantized tiles, each fp8 */
+	{ 200, 256, 512, 0, 0, 1, FG_ACT_RELU, 0, 0, 0, 1, F8_RANDOM, 0 },
+	{ 300, 640, 384, 8, 0, 0, FG_ACT_SILU, 1, 2, 0, 1, F8_RANDOM, 0 },
+	{ 160, 128, 256, 0, 0, 1, FG_ACT_NONE, 0, 2, 1, 1, F8_RANDOM, 0 },
+	/* fp8_scratch = 1M: tiles of the weight (x quantized again for each) and
+	 * bands of x; bands with copies of the products; k off 16; 4-bit */
+	{ 600, 1024, 1024, 0, 0, 1, FG_ACT_NONE, 0, 2, 1, 0, F8_RANDOM, 1 },
+	{ 700, 320, 768, 0, 0, 1, FG_ACT_RELU, 0, 2, 0, 0, F8_RANDOM, 1 },
+	{ 1500, 256, 1000, 0, 0, 1, FG_ACT_RELU, 0, 0, 0, 0, F8_RANDOM, 1 },
+	{ 600, 512, 1024, 0, 0, 1, FG_ACT_NONE, 0, 2, 1, 1, F8_RANDOM, 1 },
+};
+
+struct f8_worst {
+	double tight, loose, f16; /* worst error / its bound (<= 1 passes); f16: the linear error */
+	char where[240];
+};
+
+/* The epilogue of one output in double, and in *tol the bound on its error
+ * given the bound ev on the product v's (see the bounds above). */
+static double f8_finish(const struct f8_case *c, double v, double ev, double bias, double mul,
+			double res, double *tol)
+{
+	double a = v + bias, t = ev + 0x1p-22 * (fabs(v) + fabs(bias));
+
+	if (c->act == FG_ACT_RELU) {
+		a = a < 0 ? 0 : a;
+	} else if (c->act == FG_ACT_SILU) {
+		a = silu_d(a);
+		t = 1.1 * t + 0x1p-21 * fabs(a);
+	}
+	if (c->mul) {
+		a *= mul;
+		t = t * fabs(mul) + 0x1p-23 * fabs(a);
+	}
+	if (c->res) {
+		t += 0x1p-22 * (fabs(a) + fabs(res));
+		a += res;
+	}
+	/* (2^-100: a bound of 0, where all is exactly 0, would divide 0 by 0) */
+	*tol = t + (c->f32 ? 0x1p-23 * fabs(a) : 0x1p-11 * fabs(a) + 0x1p-24) + 0x1p-100;
+	return a;
+}
+
+/* Fills x [m, ldx] and w [n, k] (fp16; for 4-bit weights the dequantized
+ * values, and *q4 the encoding) as c->data says. */
+static void f8_fill(const struct f8_case *c, uint16_t *xh, int64_t ldx, uint16_t *wh,
+		    uint8_t **q4)
+{
+	int64_t m = c->m, n = c->n, k = c->k;
+	float ws = 1.0f / sqrtf((float)k);
+
+	for (int64_t i = 0; i < m; i++) {
+		float f = exp2f(gpu_uniform(-3, 3));
+
+		for (int64_t l = 0; l < k; l++) {
+			float v = gpu_uniform(-1, 1) * f;
+
+			if (c->data == F8_EYE_X) {
+				v = l == i % k ? 1.0f : 0.0f;
+			} else if (c->data == F8_TIES) {
+				unsigned code = (unsigned)(gpu_next() % 0x7e); /* and code + 1 <= 448 */
+				float sign = gpu_next() & 1 ? -1.0f : 1.0f;
+
+				v = l == i % k ? 448.0f * sign
+					       : sign * (float)((e4m3_value(code) +
+								 e4m3_value(code + 1)) / 2);
+			} else if (c->data == F8_ZEROS && i % 7 == 3) {
+				v = 0.0f;
+			}
+			xh[i * ldx + l] = fg_float_to_half(v);
+		}
+	}
+	*q4 = NULL;
+	if (c->q4) {
+		float *wf = xmalloc((size_t)(n * k) * sizeof(float));
+
+		*q4 = lin_weights(n, k, 1, wf, wh);
+		free(wf);
+		return;
+	}
+	for (int64_t j = 0; j < n; j++) {
+		float f = exp2f(gpu_uniform(-3, 3));
+
+		for (int64_t l = 0; l < k; l++) {
+			float v = gpu_uniform(-ws, ws) * f;
+
+			if (c->data == F8_EYE_W)
+				v = l == j % k ? 1.0f : 0.0f;
+			else if (c->data == F8_ZEROS && j % 5 == 2)
+				v = 0.0f;
+			wh[j * k + l] = fg_float_to_half(v);
+		}
+	}
+}
+
+/* Runs case c on backend g and checks it against what `expect` says; returns
+ * 1 when the result is the fp8 path's (within the tight bound of the mirror
+ * and the loose one of the exact product), 0 when it is the fp16 path's
+ * (within the linear tolerance of the exact product). */
+static int run_fp8(struct fg_backend *g, const char *gname, const struct f8_case *c, int expect,
+		   struct f8_worst *w)
+{
+	int64_t m = c->m, n = c->n, k = c->k, ldx = k + c->xpad, ldo = n + c->opad;
+	size_t esz = c->f32 ? 4 : 2, on = (size_t)(m * ldo);
+	uint16_t *xh = xmalloc((size_t)(m * ldx) * 2), *wh = xmalloc((size_t)(n * k) * 2);
+	uint16_t *bh = rand_h((size_t)n + 1, -0.5f, 0.5f), *mh = rand_h(on, -2, 2);
+	uint16_t *r16 = rand_h(on, -1, 1);
+	float *r32 = rand_f(on, -8, 8);
+	const uint16_t *bias = c->bias == 2 ? bh + 1 : bh;
+	float *xq = xmalloc((size_t)(m * k) * 4), *wq = xmalloc((size_t)(n * k) * 4);
+	float *xf = xmalloc((size_t)(m * k) * 4), *wf = xmalloc((size_t)(n * k) * 4);
+	float *sx = xmalloc((size_t)m * 4), *sw = xmalloc((size_t)n * 4);
+	double *ax = xmalloc((size_t)m * 8), *aw = xmalloc((size_t)n * 8);
+	void *got = xmalloc(on * esz), *init = xmalloc(on * esz);
+	double tight = 0, loose = 0, f16 = 0, tol16 = c->f32 ? TOL_RES32 : TOL_LINEAR;
+	int64_t wi[3] = { 0, 0, 0 }, wj[3] = { 0, 0, 0 };
+	uint8_t *q4;
+	struct dbuf dx, dw, db, dr, dm, dout;
+	struct fg_linear_args ga;
+	char label[200];
+	int is8;
+
+	f8_fill(c, xh, ldx, wh, &q4);
+	/* out starts as the residual (aliased) or as NaN */
+	for (size_t i = 0; i < on; i++) {
+		if (c->f32)
+			((float *)init)[i] = c->res == 2 ? r32[i] : NAN;
+		else
+			((uint16_t *)init)[i] = c->res == 2 && (int64_t)(i % (size_t)ldo) < n
+							? r16[i] : SENTINEL;
+	}
+	memset(&ga, 0, sizeof(ga));
+	ga.x = tens(dput(&dx, xh, (size_t)(m * ldx) * 2), FG_DTYPE_F16, m, k, ldx);
+	ga.w = c->q4 ? tens(dput(&dw, q4, (size_t)fg_q4_bytes((uint64_t)n, (uint64_t)k, 0)),
+			    FG_DTYPE_Q4_ROWS, n, k, k)
+		     : tens(dput(&dw, wh, (size_t)(n * k) * 2), FG_DTYPE_F16, n, k, k);
+	if (c->bias)
+		ga.bias = tens((char *)dput(&db, bh, ((size_t)n + 1) * 2) + (c->bias == 2 ? 2 : 0),
+			       FG_DTYPE_F16, 1, n, n);
+	ga.act = (enum fg_activation)c->act;
+	ga.out = tens(dput(&dout, init, on * esz), c->f32 ? FG_DTYPE_F32 : FG_DTYPE_F16, m, n, ldo);
+	if (c->res == 1)
+		ga.residual = tens(dput(&dr, c->f32 ? (void *)r32 : (void *)r16, on * esz),
+				   ga.out.dtype, m, n, ldo);
+	else if (c->res == 2)
+		ga.residual = ga.out;
+	if (c->mul)
+		ga.mul = tens(dput(&dm, mh, on * 2), FG_DTYPE_F16, m, n, ldo);
+	ck_assert_msg(g->ops->linear(g->ctx, NULL, &ga) == 0, "%s: %s", gname, fg_last_error());
+	dget(&dout, got);
+	snprintf(label, sizeof(label), "%s m=%" PRId64 " n=%" PRId64 " k=%" PRId64 "%s%s%s%s%s%s%s",
+		 gname, m, n, k, c->q4 ? " q4" : "", c->bias == 2 ? " bias(unaligned)" : c->bias
+		 ? " bias" : "", c->act == FG_ACT_SILU ? " silu" : c->act == FG_ACT_RELU ? " relu"
+		 : "", c->mul ? " mul" : "", c->res == 2 ? " res=out" : c->res ? " res" : "",
+		 c->f32 ? " f32" : "", c->data == F8_ZEROS ? " zero-rows" : c->data == F8_TIES
+		 ? " ties" : c->data >= F8_EYE_W ? " identity" : "");
+	if (!c->f32)
+		check_padding(label, got, m, n, ldo);
+
+	/* the mirror: the backend's quantization of every row, exact sums */
+	for (int64_t i = 0; i < m; i++) {
+		sx[i] = fp8_row(xh + i * ldx, k, xq + i * k);
+		ax[i] = 0;
+		for (int64_t l = 0; l < k; l++) {
+			xf[i * k + l] = fg_half_to_float(xh[i * ldx + l]);
+			ax[i] += fabsf(xf[i * k + l]);
+		}
+	}
+	for (int64_t j = 0; j < n; j++) {
+		sw[j] = fp8_row(wh + j * k, k, wq + j * k);
+		aw[j] = 0;
+		for (int64_t l = 0; l < k; l++) {
+			wf[j * k + l] = fg_half_to_float(wh[j * k + l]);
+			aw[j] += fabsf(wf[j * k + l]);
+		}
+	}
+	for (int64_t i = 0; i < m; i++)
+		for (int64_t j = 0; j < n; j++) {
+			const float *qa = xq + i * k, *qb = wq + j * k, *fa = xf + i * k, *fb = wf + j * k;
+			double acc = 0, s8 = 0, ex = 0, e2 = 0, a1 = 0, v8, ev8, evx, quant;
+			double mul = c->mul ? fg_half_to_float(mh[i * ldo + j]) : 0;
+			double res = c->f32 ? r32[i * ldo + j] : fg_half_to_float(r16[i * ldo + j]);
+			double b = c->bias ? fg_half_to_float(bias[j]) : 0;
+			double r8, rx, t8, tx, gv = got_at(got, c->f32, i * ldo + j), e;
+
+			for (int64_t l = 0; l < k; l++) {
+				float p8 = qa[l] * qb[l], p = fa[l] * fb[l]; /* both exact in float */
+
+				acc += p8;
+				s8 += fabsf(p8);
+				ex += p;
+				e2 += (double)p * p;
+				a1 += fabsf(p);
+			}
+			v8 = acc * sw[j] * sx[i];
+			/* (fp16 out: the product, or product + residual, may be stored
+			 * before the epilogue kernel finishes it) */
+			ev8 = 0x1p-11 * s8 * sw[j] * sx[i] + 0x1p-21 * fabs(v8) +
+			      (c->f32 ? 0 : 0x1p-11 * (fabs(v8) + (c->res ? fabs(res) : 0)) + 0x1p-25);
+			quant = fmin(0.41 * sqrt(e2), 0.13 * a1) + 0x1p-10 * (sx[i] * aw[j] + sw[j] * ax[i]);
+			evx = quant + ev8 + 0x1p-10 * a1;
+			r8 = f8_finish(c, v8, ev8, b, mul, res, &t8);
+			rx = f8_finish(c, ex, evx, b, mul, res, &tx);
+			e = fabs(gv - r8) / t8;
+			if (!(e <= tight)) {
+				tight = isnan(e) ? INFINITY : e;
+				wi[0] = i, wj[0] = j;
+			}
+			e = fabs(gv - rx) / tx;
+			if (!(e <= loose)) {
+				loose = isnan(e) ? INFINITY : e;
+				wi[1] = i, wj[1] = j;
+			}
+			e = fabs(gv - rx) / (1 + fabs(rx));
+			if (!(e <= f16)) {
+				f16 = isnan(e) ? INFINITY : e;
+				wi[2] = i, wj[2] = j;
+			}
+		}
+	is8 = tight <= 1 && loose <= 1;
+	if (expect == F8_EXPECT_FP8 || (expect == F8_EXPECT_ANY && is8)) {
+		ck_assert_msg(tight <= 1, "%s: %.3g times the tight bound from the fp8 mirror at [%"
+			      PRId64 ", %" PRId64 "] (fp16 path's error there %.3g)", label, tight,
+			      wi[0], wj[0], f16);
+		ck_assert_msg(loose <= 1, "%s: %.3g times the loose bound from the exact product at ["
+			      "%" PRId64 ", %" PRId64 "]", label, loose, wi[1], wj[1]);
+		if (tight >= w->tight || loose >= w->loose)
+			snprintf(w->where, sizeof(w->where), "%s: tight %.3g loose %.3g", label,
+				 tight, loose);
+		w->tight = fmax(w->tight, tight);
+		w->loose = fmax(w->loose, loose);
+		is8 = 1;
+	} else {
+		ck_assert_msg(f16 <= tol16, "%s: %s error %.3g > %.3g at [%" PRId64 ", %" PRId64
+			      "] (fp8 mirror: %.3g times the tight bound)", label,
+			      expect == F8_EXPECT_ANY ? "neither fp8 nor fp16:" : "fp16 path expected;",
+			      f16, tol16, wi[2], wj[2], tight);
+		w->f16 = fmax(w->f16, f16);
+		is8 = 0;
+	}
+	dfree(&dx), dfree(&dw), dfree(&dout);
+	if (c->bias)
+		dfree(&db);
+	if (c->res == 1)
+		dfree(&dr);
+	if (c->mul)
+		dfree(&dm);
+	free(xh), free(wh), free(bh), free(mh), free(r16), free(r32), free(xq), free(wq);
+	free(xf), free(wf), free(sx), free(sw), free(ax), free(aw), free(got), free(init), free(q4);
+	return is8;
+}
+
+/* Whether fp8_prefill takes case c on a device that runs fp8 at all. */
+static int f8_eligible(const struct f8_case *c)
+{
+	return c->m >= F8_MIN_ROWS && ((size_t)(c->n + c->opad) * (c->f32 ? 4 : 2)) % 16 == 0;
+}
+
+START_TEST(test_linear_fp8)
+{
+	static const char *const opts[] = { "fp8_prefill", "true", "fp8_min_rows", "16", NULL };
+	static const char *const small[] = { "fp8_prefill", "true", "fp8_min_rows", "16",
+					     "fp8_scratch", "1M", NULL };
+	static const char *const too_small[] = { "fp8_prefill", "true", "fp8_scratch", "512K",
+						 NULL };
+	struct fg_backend f8, f8s, bad;
+	struct f8_worst w = { 0, 0, 0, "" };
+	int cc = device_cc(), active;
+
+	gpu_seed(131);
+	ck_assert_int_ne(try_backend(&bad, "cublas", too_small), 0);
+	ck_assert_msg(strstr(fg_last_error(), "fp8_scratch"), "refusal does not name the option: "
+		      "%s", fg_last_error());
+	ck_assert_msg(try_backend(&f8, "cublas", opts) == 0, "%s", fg_last_error());
+	ck_assert_msg(try_backend(&f8s, "cublas", small) == 0, "%s", fg_last_error());
+
+	/* the probe: out = the dequantized x (fp8) or x itself (fp16) */
+	active = run_fp8(&f8, "cublas[fp8]", &f8_probe, F8_EXPECT_ANY, &w);
+	if (cc < 0)
+		printf("linear fp8             the fp8 path is %s on this device (compute "
+		       "capability unknown: no nvidia-smi)\n", active ? "active" : "NOT active");
+	else
+		printf("linear fp8             the fp8 path is %s on this device (compute "
+		       "capability %d.%d)\n", active ? "active" : "NOT active", cc / 10, cc % 10);
+	if (cc >= 0 && cc < 89)
+		ck_assert_msg(!active, "fp8 products on a device of compute capability %d.%d",
+			      cc / 10, cc % 10);
+	if (cc == 90)
+		ck_assert_msg(active, "compute capability 9.0 but the fp8 path did not run: see the "
+			      "backend's warning above (cuBLASLt's refusal)");
+	for (size_t i = 0; i < sizeof(f8_cases) / sizeof(f8_cases[0]); i++) {
+		const struct f8_case *c = &f8_cases[i];
+
+		run_fp8(c->small ? &f8s : &f8, c->small ? "cublas[fp8, 1M]" : "cublas[fp8]", c,
+			active && f8_eligible(c) ? F8_EXPECT_FP8 : F8_EXPECT_F16, &w);
+	}
+	/* off by default */
+	run_fp8(&gpu, "cublas", &f8_cases[3], F8_EXPECT_F16, &w);
+	printf("linear fp8             worst tight %.3g, loose %.3g of their bounds  %s\n",
+	       w.tight, w.loose, w.where);
+	printf("linear fp8 (fp16 runs) worst |gpu-ref|/(1+|ref|) = %.3g\n", w.f16);
+	fflush(stdout);
+	fg_backend_close(&f8);
+	fg_backend_close(&f8s);
+}
+END_TEST
+
 /* ---- rope -------------------------------------------------------------------------------- */
 
 START_TEST(test_rope)
@@ -2217,6 +2715,7 @@ static Suite *cublas_suite(void)
 	tcase_add_test(tc, test_embed_tokens);
 	tcase_add_test(tc, test_linear_gated);
 	tcase_add_test(tc, test_swiglu);
+	tcase_add_test(tc, test_linear_fp8);
 	tcase_add_test(tc, test_rope);
 	tcase_add_test(tc, test_gqa_prefill);
 	tcase_add_test(tc, test_gqa_decode);

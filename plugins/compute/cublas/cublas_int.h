@@ -21,7 +21,18 @@ struct cublas_opts {
 	int64_t q4_fused_max_m;
 	int fp32_residual;
 	int device_sampling;
+	int fp8_prefill;
+	int64_t fp8_min_rows;
+	uint64_t fp8_scratch;  /* per stream, only with fp8_prefill */
 };
+
+/* Row-wise (outer-vector) scales of fp8 products came with cuBLAS 12.9;
+ * with an older one the backend builds without fp8_prefill. */
+#if CUBLAS_VER_MAJOR > 12 || (CUBLAS_VER_MAJOR == 12 && CUBLAS_VER_MINOR >= 9)
+#define CUBLAS_HAVE_FP8 1
+#else
+#define CUBLAS_HAVE_FP8 0
+#endif
 
 /* A compute stream: the CUDA stream plus the memory ops on it may use.
  * Work on one stream is ordered, so its buffers need no other protection. */
@@ -33,6 +44,7 @@ struct cublas_stream {
 	void *ws;          /* cuBLASLt workspace, ctx->ws_bytes */
 	void *scratch;     /* ctx->scratch_bytes */
 	float *bias32;     /* CUBLAS_BIAS32_MAX floats */
+	void *fp8;         /* ctx->fp8_bytes (fp8_prefill): the products' fp8 operands */
 };
 
 /* Small host arrays (ids, positions, pads) go to the device through a ring
@@ -62,6 +74,7 @@ struct cublas_plan_key {
 	int beta;         /* C is read */
 	int d32;          /* C and D are fp32 (the residual stream), else fp16 */
 	int align[4];     /* A, B, C, D alignment in bytes (<= 256) */
+	int fp8;          /* A and B are E4M3 with one fp32 scale per row (fp8_prefill) */
 };
 struct cublas_plan {
 	struct cublas_plan_key key;
@@ -82,6 +95,10 @@ struct cublas_ctx {
 	int64_t q4_fused_max_m;
 	int f32_hidden;       /* the residual stream is fp32 (fp32_residual) */
 	int device_sampling;  /* supports(FG_OP_SAMPLE) */
+	int fp8;              /* fp8_prefill, on a device with fp8 tensor cores */
+	int64_t fp8_min_rows; /* products with this many rows of x or more use fp8 */
+	size_t fp8_bytes;     /* each stream's fp8 buffer; 0 without fp8 */
+	int fp8_noted;        /* a product that fp8 could not take was reported */
 	cublasLtHandle_t lt;
 	cublasHandle_t blas;  /* fallback when cuBLASLt has no algorithm */
 	struct cublas_stream def;

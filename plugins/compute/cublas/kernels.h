@@ -58,6 +58,23 @@ cudaError_t cublas_k_q4_linear(cudaStream_t s, int64_t m, int64_t n, int64_t k,
 /* Opt the fused kernels into the dynamic shared memory they use. */
 cudaError_t cublas_k_linear_setup(void);
 
+/* ---- k_fp8.cu ------------------------------------------------------------------- */
+
+/* The largest finite E4M3 value: a row's largest magnitude maps to it. */
+#define CUBLAS_FP8_MAX 448.0f
+
+/* Row-wise E4M3 quantization (the fp8 products of fp8_prefill).  For each row
+ * r < rows of the fp16 matrix src [rows, cols] (ld lds):
+ *   amax = max_j |src[r, j]| in fp32 (NaN ignored),
+ *   inv = amax > 0 ? 448 / amax : 1 and scale[r] = amax > 0 ? amax / 448 : 1
+ *   (fp32 divisions, rounded to nearest),
+ *   dst[r, j] = E4M3(src[r, j] * inv) for j < cols: one fp32 multiply, then
+ *   to nearest even, saturating at +-448 (__NV_SATFINITE), and dst[r, j] = 0
+ *   for cols <= j < ldd.
+ * dst 16-byte aligned, ldd a multiple of 16 and >= cols; rows < 2^31. */
+cudaError_t cublas_k_fp8_rows(cudaStream_t s, int64_t rows, int64_t cols, const uint16_t *src,
+			      int64_t lds, uint8_t *dst, int64_t ldd, float *scale);
+
 /* ---- k_misc.cu ------------------------------------------------------------------ */
 
 /* Per row: rms == 0: (x - mean) / sqrt(var + eps) * gamma + beta; rms != 0:

@@ -18,11 +18,21 @@
  * 4-bit weights (Q4_ROWS): up to q4_fused_max_m rows of x use the fused
  * dequantize-GEMM kernel, which reads each weight byte once; larger products
  * dequantize tiles of weight rows into the stream's scratch and run the fp16
- * path on each tile.
+ * path (or the fp8 one) on each tile.
+ *
+ * fp8 (fp8_prefill, products of at least fp8_min_rows rows): x and the
+ * weight are quantized row by row to E4M3 with one fp32 scale per row
+ * (k_fp8.cu) into the stream's fp8 buffer, and cuBLASLt multiplies them on
+ * the fp8 tensor cores in fp32, applying the scales as outer vectors:
+ * out = scale_w[j] scale_x[i] (W8 · X8ᵀ)[j, i], finished as above.  x goes
+ * in bands of rows, the weight in tiles of rows when its copy does not fit;
+ * k is padded with zeros to a multiple of 16.  Whatever cuBLASLt has no fp8
+ * algorithm for runs the fp16 path, so correctness never depends on it.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <fgcore/q4.h>
@@ -108,15 +118,19 @@ void cublas_plans_clear(struct cublas_ctx *c)
 		cb_plan_release(&c->plans[i]);
 }
 
-static int cb_plan_build(struct cublas_ctx *c, struct cublas_plan *p, const char *op)
+/* scales: an fp8 key's device scale vectors (A: the weight's, B: x's), which
+ * the heuristic may look at; NULL for fp16. */
+static int cb_plan_build(struct cublas_ctx *c, struct cublas_plan *p, const char *op,
+			 const void *const *scales)
 {
 	const struct cublas_plan_key *k = &p->key;
-	cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+	cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N; /* "TN", which fp8 requires */
 	cublasLtEpilogue_t epi = (cublasLtEpilogue_t)k->epilogue;
 	cublasLtMatmulPreference_t pref = NULL;
 	cublasLtMatmulHeuristicResult_t res;
 	uint64_t ws = c->ws_bytes;
 	cudaDataType_t cd = k->d32 ? CUDA_R_32F : CUDA_R_16F;
+	cudaDataType_t ab = k->fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16F;
 	int32_t bias_type = cd; /* fp32 D reads an fp32 copy of the bias (bias32) */
 	uint32_t al[4];
 	int found = 0;
@@ -141,9 +155,29 @@ static int cb_plan_build(struct cublas_ctx *c, struct cublas_plan *p, const char
 			goto unsupported;
 		goto fail;
 	}
-	if ((st = cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16F, (uint64_t)k->k, (uint64_t)k->n,
+#if CUBLAS_HAVE_FP8
+	/* fp8: each (i, j) of the product is multiplied by element i of A's scale
+	 * vector (length n, the weight's rows) and element j of B's (length m). */
+	int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+
+	if (k->fp8 &&
+	    ((st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer,
+						  sizeof(outer))) ||
+	     (st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer,
+						  sizeof(outer))) ||
+	     (st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+						  &scales[0], sizeof(scales[0]))) ||
+	     (st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+						  &scales[1], sizeof(scales[1]))))) {
+		/* a cuBLASLt without outer-vector scales: the product runs in fp16 */
+		if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE)
+			goto unsupported;
+		goto fail;
+	}
+#endif
+	if ((st = cublasLtMatrixLayoutCreate(&p->a, ab, (uint64_t)k->k, (uint64_t)k->n,
 					     k->lda)) ||
-	    (st = cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16F, (uint64_t)k->k, (uint64_t)k->m,
+	    (st = cublasLtMatrixLayoutCreate(&p->b, ab, (uint64_t)k->k, (uint64_t)k->m,
 					     k->ldb)) ||
 	    (st = cublasLtMatrixLayoutCreate(&p->c, cd, (uint64_t)k->n, (uint64_t)k->m,
 					     k->ldc)) ||
@@ -168,12 +202,12 @@ static int cb_plan_build(struct cublas_ctx *c, struct cublas_plan *p, const char
 	pref = NULL;
 	/* No algorithm is not an error: the caller falls back.  Nor is a refused
 	 * combination with fp32 C and D (cuBLASLt answers "invalid value" to an
-	 * fp16 bias there). */
+	 * fp16 bias there) or of fp8 operands (types, scale modes, epilogues). */
 	if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found < 1)) {
 		p->found = 0;
 		return 0;
 	}
-	if (st == CUBLAS_STATUS_INVALID_VALUE && k->d32)
+	if (st == CUBLAS_STATUS_INVALID_VALUE && (k->d32 || k->fp8))
 		goto unsupported;
 	if (st)
 		goto fail;
@@ -199,7 +233,7 @@ fail:
 
 /* The cached plan for key (built on a miss, evicting the least recently used). */
 static int cb_plan_get(struct cublas_ctx *c, const struct cublas_plan_key *key,
-		       struct cublas_plan **out, const char *op)
+		       struct cublas_plan **out, const char *op, const void *const *scales)
 {
 	struct cublas_plan *victim = &c->plans[0];
 	int rc;
@@ -217,7 +251,7 @@ static int cb_plan_get(struct cublas_ctx *c, const struct cublas_plan_key *key,
 	}
 	cb_plan_release(victim);
 	victim->key = *key;
-	if ((rc = cb_plan_build(c, victim, op)))
+	if ((rc = cb_plan_build(c, victim, op, scales)))
 		return rc;
 	victim->used = ++c->tick;
 	*out = victim;
@@ -252,7 +286,7 @@ static int cb_lt(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_
 	key.align[1] = cb_align(g->x);
 	key.align[2] = cb_align(cptr);
 	key.align[3] = cb_align(d);
-	if ((rc = cb_plan_get(c, &key, &p, "linear")))
+	if ((rc = cb_plan_get(c, &key, &p, "linear", NULL)))
 		return rc;
 	if (!p->found)
 		return 1;
@@ -366,6 +400,371 @@ static int cb_linear_f16(struct cublas_ctx *c, struct cublas_stream *s, const st
 	return 0;
 }
 
+/* ---- fp8 products (fp8_prefill) ------------------------------------------------------- */
+
+/* The stream's fp8 buffer, carved for one product: a tile of nt weight rows
+ * W8 [nt, kq] and a band of mb rows of x X8 [mb, kq], E4M3 with their row
+ * scales, and, when a band is finished from a copy (its residual is out and
+ * nothing fuses), the band's products tmp [mb, ldt] in out's type. */
+struct cb_fp8 {
+	uint8_t *w8, *x8;
+	float *sw, *sx;
+	void *tmp;
+	int64_t kq;       /* k rounded up to 16 (fp8 rows must be 16-byte multiples) */
+	int64_t nt, mb, ldt;
+};
+
+/* A band before which the weight is not tiled: smaller fp8 products would
+ * leave SMs idle on large GPUs. */
+#define CB_FP8_BAND_WANT 2048
+
+static size_t cb_a256(size_t v)
+{
+	return (v + 255) & ~(size_t)255;
+}
+
+/* Bytes of a weight tile of nt rows (E4M3 rows and their scales). */
+static size_t cb_fp8_tile_bytes(int64_t nt, int64_t kq)
+{
+	return cb_a256((size_t)nt * (size_t)kq) + cb_a256((size_t)nt * 4);
+}
+
+/* The most rows (at most `rows`, a multiple of 16 when fewer) whose band fits
+ * in `room` bytes: each of its three pieces rounds up by less than 256.  At
+ * most 2^30, for the quantization kernel's grid. */
+static int64_t cb_fp8_rows_in(size_t room, int64_t rows, int64_t kq, size_t tmp_row)
+{
+	size_t per = (size_t)kq + 4 + tmp_row;
+	int64_t r;
+
+	if (room < 768 + per)
+		return 0;
+	r = (int64_t)((room - 768) / per);
+	if (r > (int64_t)1 << 30)
+		r = (int64_t)1 << 30;
+	if (r >= rows)
+		return rows;
+	return r >= 16 ? r - r % 16 : r;
+}
+
+/* Once per context, at warning level (then at debug level): a product that
+ * fp8_prefill would take runs in fp16, and why. */
+static void cb_fp8_note(struct cublas_ctx *c, const struct cb_gemm *g, const char *why)
+{
+	fg_log(c->host, c->fp8_noted ? FG_LOG_DEBUG : FG_LOG_WARN, "cublas: linear: [%" PRId64
+	       ", %" PRId64 "] x [%" PRId64 ", %" PRId64 "]ᵀ runs in fp16 despite fp8_prefill: "
+	       "%s%s", g->m, g->k, g->n, g->k, why,
+	       c->fp8_noted ? "" : " (further such products are logged at debug level)");
+	c->fp8_noted = 1;
+}
+
+/* What cuBLASLt fuses into an fp8 product: what it fuses into an fp16 one,
+ * with C (a separate residual) aligned like D, and a bias only when D is
+ * fp16.  An fp32 D (the residual stream) would want a bf16 bias, which would
+ * round it: the bias is then added after the product, by the epilogue kernel
+ * in place, which keeps the order of the sums only without an activation. */
+static int cb_fp8_fuses(const struct cb_gemm *g)
+{
+	size_t esz = g->f32 ? 4 : 2;
+
+	if (!cb_lt_fuses(g) || (g->f32 && g->bias && g->act != FG_ACT_NONE))
+		return 0;
+	return !g->res || g->res == g->out ||
+	       (((uintptr_t)g->res & 15) == 0 && ((size_t)g->ldr * esz) % 16 == 0);
+}
+
+/* Sizes the tile and the band for g and carves the stream's fp8 buffer.
+ * 1: it cannot hold 16 rows of each (noted; the caller runs fp16). */
+static int cb_fp8_carve(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_gemm *g,
+			struct cb_fp8 *q)
+{
+	size_t esz = g->f32 ? 4 : 2, room = c->fp8_bytes;
+	int keep = g->res && g->res == g->out && !cb_fp8_fuses(g);
+	int64_t per16 = (int64_t)(16 / esz), nt = g->n, mb;
+	size_t tmp_row, tile;
+	uint8_t *p = s->fp8;
+	char why[200];
+
+	q->kq = (g->k + 15) & ~(int64_t)15;
+	/* the whole weight, if it leaves room for a band of CB_FP8_BAND_WANT rows;
+	 * else tiles of half of the buffer (x then quantized once per tile) */
+	tmp_row = keep ? (size_t)((nt + per16 - 1) / per16 * per16) * esz : 0;
+	tile = cb_fp8_tile_bytes(nt, q->kq);
+	if (tile >= room || cb_fp8_rows_in(room - tile, g->m, q->kq, tmp_row) <
+				    (g->m < CB_FP8_BAND_WANT ? g->m : CB_FP8_BAND_WANT)) {
+		nt = cb_fp8_rows_in(room / 2, g->n, q->kq, 0);
+		tmp_row = keep ? (size_t)((nt + per16 - 1) / per16 * per16) * esz : 0;
+		tile = cb_fp8_tile_bytes(nt, q->kq);
+	}
+	mb = tile < room ? cb_fp8_rows_in(room - tile, g->m, q->kq, tmp_row) : 0;
+	/* tiles start on 16-row bounds: out, bias and the scales stay aligned */
+	if ((nt < g->n && nt < 16) || mb < (g->m < 16 ? g->m : 16)) {
+		snprintf(why, sizeof(why), "fp8_scratch = %zu bytes cannot hold 16 rows of each "
+			 "operand in fp8 (%" PRId64 " bytes a row); raise `fp8_scratch`", room,
+			 q->kq);
+		cb_fp8_note(c, g, why);
+		return 1;
+	}
+	q->nt = nt;
+	q->mb = mb;
+	q->w8 = p;
+	p += cb_a256((size_t)nt * (size_t)q->kq);
+	q->sw = (float *)(void *)p;
+	p += cb_a256((size_t)nt * 4);
+	q->x8 = p;
+	p += cb_a256((size_t)mb * (size_t)q->kq);
+	q->sx = (float *)(void *)p;
+	p += cb_a256((size_t)mb * 4);
+	q->tmp = keep ? p : NULL;
+	q->ldt = keep ? (int64_t)(tmp_row / esz) : 0;
+	return 0;
+}
+
+/* The product of rows [i0, i0 + mb) of x and rows [n0, n0 + nt) of w: a view of g. */
+static struct cb_gemm cb_part(const struct cb_gemm *g, int64_t i0, int64_t mb, int64_t n0,
+			      int64_t nt)
+{
+	struct cb_gemm b = *g;
+
+	b.m = mb;
+	b.n = nt;
+	b.x = g->x + i0 * g->ldx;
+	b.w = g->w + n0 * g->ldw;
+	b.bias = g->bias ? g->bias + n0 : NULL;
+	b.mul = g->mul ? g->mul + i0 * g->ldm + n0 : NULL;
+	b.res = g->res ? cb_at(g, g->res, i0 * g->ldr + n0) : NULL;
+	b.out = cb_at(g, g->out, i0 * g->ldo + n0);
+	return b;
+}
+
+/* How one fp8 product is run and finished. */
+enum cb_fp8_finish {
+	CB_FIN_NONE,      /* cuBLASLt did everything */
+	CB_FIN_BIAS,      /* add the bias in place, after product and residual */
+	CB_FIN_OUT,       /* the epilogue kernel in place (the product is in out) */
+	CB_FIN_TMP,       /* the epilogue kernel from tmp into out (the residual is out) */
+};
+
+struct cb_fp8_route {
+	cublasLtEpilogue_t epi;
+	const void *bias; /* fused bias, or NULL */
+	const void *c;    /* C with beta = 1, or NULL */
+	int64_t ldc;
+	void *d;
+	int64_t ldd;
+	enum cb_fp8_finish finish;
+	struct cublas_plan *plan;
+};
+
+/* The plan for route r of b; 1 when cuBLASLt has no fp8 algorithm for it. */
+static int cb_fp8_plan(struct cublas_ctx *c, const struct cb_gemm *b, const struct cb_fp8 *q,
+		       struct cb_fp8_route *r)
+{
+	const void *scales[2] = { q->sw, q->sx };
+	struct cublas_plan_key key;
+	int rc;
+
+	memset(&key, 0, sizeof(key)); /* the key is compared bytewise */
+	key.m = b->m;
+	key.n = b->n;
+	key.k = q->kq;
+	key.lda = q->kq;
+	key.ldb = q->kq;
+	key.ldc = r->c ? r->ldc : r->ldd;
+	key.ldd = r->ldd;
+	key.epilogue = (int)r->epi;
+	key.beta = r->c != NULL;
+	key.d32 = b->f32;
+	key.align[0] = cb_align(q->w8);
+	key.align[1] = cb_align(q->x8);
+	key.align[2] = cb_align(r->c ? r->c : r->d);
+	key.align[3] = cb_align(r->d);
+	key.fp8 = 1;
+	if ((rc = cb_plan_get(c, &key, &r->plan, "linear", scales)))
+		return rc;
+	return r->plan->found ? 0 : 1;
+}
+
+/* Chooses how b's fp8 product runs: fused as far as cuBLASLt fuses it, else a
+ * plain product finished by the epilogue kernel.  1: no fp8 algorithm. */
+static int cb_fp8_route(struct cublas_ctx *c, const struct cb_gemm *b, const struct cb_fp8 *q,
+			struct cb_fp8_route *r)
+{
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	if (cb_fp8_fuses(b)) {
+		int relu = b->act == FG_ACT_RELU, fuse_bias = b->bias && !b->f32;
+
+		r->epi = fuse_bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+				   : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+		r->bias = fuse_bias ? b->bias : NULL;
+		r->c = b->res;
+		r->ldc = b->ldr;
+		r->d = b->out;
+		r->ldd = b->ldo;
+		r->finish = b->bias && !fuse_bias ? CB_FIN_BIAS : CB_FIN_NONE;
+		if ((rc = cb_fp8_plan(c, b, q, r)) <= 0)
+			return rc;
+		/* no fp8 kernel with the bias epilogue: the residual still as C, the
+		 * bias added after (no activation here: ReLU with a residual does
+		 * not fuse), which needs no copy when the residual is out */
+		if (r->bias && b->res) {
+			r->epi = CUBLASLT_EPILOGUE_DEFAULT;
+			r->bias = NULL;
+			r->finish = CB_FIN_BIAS;
+			if ((rc = cb_fp8_plan(c, b, q, r)) <= 0)
+				return rc;
+		}
+	}
+	memset(r, 0, sizeof(*r));
+	r->epi = CUBLASLT_EPILOGUE_DEFAULT;
+	if (!b->res || b->res != b->out) {
+		r->d = b->out;
+		r->ldd = b->ldo;
+		r->finish = b->bias || b->act != FG_ACT_NONE || b->res || b->mul ? CB_FIN_OUT
+										 : CB_FIN_NONE;
+	} else if (q->tmp) {
+		r->d = q->tmp;
+		r->ldd = q->ldt;
+		r->finish = CB_FIN_TMP;
+	} else {
+		return 1; /* the fused product was expected; no room was kept for a copy */
+	}
+	return cb_fp8_plan(c, b, q, r);
+}
+
+/* Runs route r on the quantized operands in q.  1: cuBLASLt refused the
+ * product after all (remembered in the plan; nothing was written). */
+static int cb_fp8_run(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_gemm *b,
+		      const struct cb_fp8 *q, const struct cb_fp8_route *r)
+{
+	struct cublas_plan *p = r->plan;
+	float alpha = 1.0f, beta = r->c ? 1.0f : 0.0f;
+	const void *cptr = r->c ? r->c : r->d, *sa = q->sw, *sb = q->sx;
+	struct cublas_epi e;
+	cublasStatus_t st;
+
+	/* plans are shared by the streams: the pointers are set for each call */
+	if ((st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa,
+						 sizeof(sa))) ||
+	    (st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb,
+						 sizeof(sb))) ||
+	    (r->bias && (st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+							     &r->bias, sizeof(r->bias)))))
+		return cublas_blas_fail(c, "linear", "setting the fp8 product's pointers", st);
+	st = cublasLtMatmul(c->lt, p->op, &alpha, q->w8, p->a, q->x8, p->b, &beta, cptr, p->c, r->d,
+			    p->d, &p->algo, s->ws, c->ws_bytes, s->s);
+	/* some refusals of fp8 combinations come only now, not from the heuristic */
+	if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) {
+		p->found = 0;
+		return 1;
+	}
+	if (st)
+		return cublas_blas_fail(c, "linear", "cublasLtMatmul (fp8)", st);
+	switch (r->finish) {
+	case CB_FIN_NONE:
+		return 0;
+	case CB_FIN_BIAS:
+		memset(&e, 0, sizeof(e));
+		e.bias = b->bias;
+		e.act = FG_ACT_NONE;
+		e.f32 = b->f32;
+		return cb_epi(c, cublas_k_epilogue(s->s, b->m, b->n, b->out, b->f32, b->ldo, &e,
+						   b->out, b->ldo));
+	case CB_FIN_OUT:
+		e = cb_epi_of(b, 0);
+		return cb_epi(c, cublas_k_epilogue(s->s, b->m, b->n, b->out, b->f32, b->ldo, &e,
+						   b->out, b->ldo));
+	case CB_FIN_TMP:
+		e = cb_epi_of(b, 0);
+		return cb_epi(c, cublas_k_epilogue(s->s, b->m, b->n, q->tmp, b->f32, q->ldt, &e,
+						   b->out, b->ldo));
+	}
+	return 0;
+}
+
+static int cb_fp8_quantize(struct cublas_ctx *c, struct cublas_stream *s, int64_t rows,
+			   int64_t cols, const uint16_t *src, int64_t lds, uint8_t *dst,
+			   int64_t ldd, float *scale)
+{
+	cudaError_t e = cublas_k_fp8_rows(s->s, rows, cols, src, lds, dst, ldd, scale);
+
+	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "linear", "the fp8 quantization kernel", e);
+}
+
+/* The fp8 path: for each tile of weight rows (one, when its fp8 copy fits),
+ * for each band of x's rows, quantize what is not yet in the buffer and run
+ * one fp8 product.  A band and tile cuBLASLt has no fp8 algorithm for runs
+ * the fp16 path instead (known from the cached plan before anything is
+ * quantized, unless cuBLASLt refuses only when called).  1: fp8 does not
+ * apply to g at all (the caller runs fp16). */
+static int cb_linear_fp8(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_gemm *g)
+{
+	size_t esz = g->f32 ? 4 : 2;
+	int x_ready = 0, rc;
+	struct cb_fp8 q;
+
+	/* cuBLASLt's fp8 kernels want every matrix 16-byte aligned, ld included:
+	 * out's bands and tiles are, when out is (tiles start on 16-row bounds) */
+	if (((uintptr_t)g->out & 15) || ((size_t)g->ldo * esz) % 16)
+		return 1;
+	if ((rc = cb_fp8_carve(c, s, g, &q)))
+		return rc;
+	for (int64_t n0 = 0; n0 < g->n; n0 += q.nt) {
+		int w_ready = 0;
+
+		for (int64_t i0 = 0; i0 < g->m; i0 += q.mb) {
+			struct cb_gemm b = cb_part(g, i0, g->m - i0 < q.mb ? g->m - i0 : q.mb, n0,
+						   g->n - n0 < q.nt ? g->n - n0 : q.nt);
+			/* one band for all of x: quantized once for all tiles */
+			int band_ready = x_ready && q.mb >= g->m;
+			struct cb_fp8_route r;
+
+			/* a refusal by cublasLtMatmul itself disables that plan: choose
+			 * again (a band has at most three plans to try) */
+			for (int tries = 0; tries < 4; tries++) {
+				if ((rc = cb_fp8_route(c, &b, &q, &r)))
+					break;
+				if (!w_ready) {
+					rc = cb_fp8_quantize(c, s, b.n, g->k, b.w, g->ldw, q.w8, q.kq,
+							     q.sw);
+					w_ready = 1;
+				}
+				if (rc == 0 && !band_ready) {
+					rc = cb_fp8_quantize(c, s, b.m, g->k, b.x, g->ldx, q.x8, q.kq,
+							     q.sx);
+					band_ready = x_ready = 1;
+				}
+				if (rc || (rc = cb_fp8_run(c, s, &b, &q, &r)) != 1)
+					break;
+			}
+			if (rc == 1) {
+				cb_fp8_note(c, &b, "cuBLASLt has no fp8 algorithm with row-wise scales "
+					    "for it");
+				rc = cb_linear_f16(c, s, &b);
+			}
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+/* An fp16 weight (or a dequantized 4-bit tile): fp8 where fp8_prefill takes
+ * the product, else fp16. */
+static int cb_linear_dense(struct cublas_ctx *c, struct cublas_stream *s,
+			   const struct cb_gemm *g)
+{
+	if (c->fp8 && g->m >= c->fp8_min_rows) {
+		int rc = cb_linear_fp8(c, s, g);
+
+		if (rc <= 0)
+			return rc;
+	}
+	return cb_linear_f16(c, s, g);
+}
+
 static int cb_linear_q4(struct cublas_ctx *c, struct cublas_stream *s, struct cb_gemm *g,
 			const void *q4)
 {
@@ -418,7 +817,7 @@ static int cb_linear_q4(struct cublas_ctx *c, struct cublas_stream *s, struct cb
 		e = cublas_k_q4_dequant(s->s, q4, g->n, g->k, n0, t.n, s->scratch);
 		if (e != cudaSuccess)
 			return cublas_cuda_fail(c, "linear", "the 4-bit dequantization kernel", e);
-		if ((rc = cb_linear_f16(c, s, &t)))
+		if ((rc = cb_linear_dense(c, s, &t)))
 			return rc;
 	}
 	return 0;
@@ -462,7 +861,7 @@ int cublas_linear(void *ctx, void *stream, const struct fg_linear_args *a)
 	} else if (a->w.dtype == FG_DTYPE_Q4_ROWS)
 		rc = cb_linear_q4(c, s, &g, a->w.data);
 	else
-		rc = cb_linear_f16(c, s, &g);
+		rc = cb_linear_dense(c, s, &g);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
