@@ -1729,7 +1729,8 @@ struct f8_case {
 	int f32;          /* out and residual fp32 (the residual stream) */
 	int q4;
 	enum f8_data data;
-	int small;        /* on the backend with fp8_scratch = 1M: bands and tiles */
+	int small;        /* 1: on the backend with fp8_scratch = 1M (bands and tiles);
+			   * 2: also scratch = 4M (4-bit weights dequantized in tiles) */
 };
 
 #define F8_MIN_ROWS 16
@@ -1773,12 +1774,17 @@ static const struct f8_case f8_cases[] = {
 	{ 200, 256, 512, 0, 0, 1, FG_ACT_RELU, 0, 0, 0, 1, F8_RANDOM, 0 },
 	{ 300, 640, 384, 8, 0, 0, FG_ACT_SILU, 1, 2, 0, 1, F8_RANDOM, 0 },
 	{ 160, 128, 256, 0, 0, 1, FG_ACT_NONE, 0, 2, 1, 1, F8_RANDOM, 0 },
-	/* fp8_scratch = 1M: tiles of the weight (x quantized again for each) and
-	 * bands of x; bands with copies of the products; k off 16; 4-bit */
+	/* fp8_scratch = 1M: bands of x, each quantized once, and tiles of the
+	 * weight (quantized again for each band); bands with copies of the
+	 * products; k off 16; 4-bit */
 	{ 600, 1024, 1024, 0, 0, 1, FG_ACT_NONE, 0, 2, 1, 0, F8_RANDOM, 1 },
 	{ 700, 320, 768, 0, 0, 1, FG_ACT_RELU, 0, 2, 0, 0, F8_RANDOM, 1 },
 	{ 1500, 256, 1000, 0, 0, 1, FG_ACT_RELU, 0, 0, 0, 0, F8_RANDOM, 1 },
 	{ 600, 512, 1024, 0, 0, 1, FG_ACT_NONE, 0, 2, 1, 1, F8_RANDOM, 1 },
+	/* scratch = 4M as well: 4-bit weights dequantized in tiles, each quantized
+	 * for each of x's bands (x once a band), into the fp32 stream and not */
+	{ 700, 2304, 1024, 0, 0, 1, FG_ACT_NONE, 0, 2, 1, 1, F8_RANDOM, 2 },
+	{ 700, 2304, 1024, 0, 0, 1, FG_ACT_RELU, 0, 0, 0, 1, F8_RANDOM, 2 },
 };
 
 struct f8_worst {
@@ -2032,9 +2038,11 @@ START_TEST(test_linear_fp8)
 	static const char *const opts[] = { "fp8_prefill", "true", "fp8_min_rows", "16", NULL };
 	static const char *const small[] = { "fp8_prefill", "true", "fp8_min_rows", "16",
 					     "fp8_scratch", "1M", NULL };
+	static const char *const tiny[] = { "fp8_prefill", "true", "fp8_min_rows", "16",
+					    "fp8_scratch", "1M", "scratch", "4M", NULL };
 	static const char *const too_small[] = { "fp8_prefill", "true", "fp8_scratch", "512K",
 						 NULL };
-	struct fg_backend f8, f8s, bad;
+	struct fg_backend f8, f8s, f8t, bad;
 	struct f8_worst w = { 0, 0, 0, "" };
 	int cc = device_cc(), active;
 
@@ -2044,6 +2052,7 @@ START_TEST(test_linear_fp8)
 		      "%s", fg_last_error());
 	ck_assert_msg(try_backend(&f8, "cublas", opts) == 0, "%s", fg_last_error());
 	ck_assert_msg(try_backend(&f8s, "cublas", small) == 0, "%s", fg_last_error());
+	ck_assert_msg(try_backend(&f8t, "cublas", tiny) == 0, "%s", fg_last_error());
 
 	/* the probe: out = the dequantized x (fp8) or x itself (fp16) */
 	active = run_fp8(&f8, "cublas[fp8]", &f8_probe, F8_EXPECT_ANY, &w);
@@ -2062,7 +2071,11 @@ START_TEST(test_linear_fp8)
 	for (size_t i = 0; i < sizeof(f8_cases) / sizeof(f8_cases[0]); i++) {
 		const struct f8_case *c = &f8_cases[i];
 
-		run_fp8(c->small ? &f8s : &f8, c->small ? "cublas[fp8, 1M]" : "cublas[fp8]", c,
+		static const char *const name[] = { "cublas[fp8]", "cublas[fp8, 1M]",
+						    "cublas[fp8, 1M, scratch 4M]" };
+		struct fg_backend *be[] = { &f8, &f8s, &f8t };
+
+		run_fp8(be[c->small], name[c->small], c,
 			active && f8_eligible(c) ? F8_EXPECT_FP8 : F8_EXPECT_F16, &w);
 	}
 	/* off by default */
@@ -2073,6 +2086,7 @@ START_TEST(test_linear_fp8)
 	fflush(stdout);
 	fg_backend_close(&f8);
 	fg_backend_close(&f8s);
+	fg_backend_close(&f8t);
 }
 END_TEST
 

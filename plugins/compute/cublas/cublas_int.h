@@ -44,7 +44,9 @@ struct cublas_stream {
 	void *ws;          /* cuBLASLt workspace, ctx->ws_bytes */
 	void *scratch;     /* ctx->scratch_bytes */
 	float *bias32;     /* CUBLAS_BIAS32_MAX floats */
-	void *fp8;         /* ctx->fp8_bytes (fp8_prefill): the products' fp8 operands */
+	void *fp8;         /* ctx->fp8_bytes (fp8_prefill): the products' fp8 operands,
+			    * allocated at the stream's first fp8 product */
+	int fp8_failed;    /* that allocation failed: the stream's products stay fp16 */
 };
 
 /* Small host arrays (ids, positions, pads) go to the device through a ring

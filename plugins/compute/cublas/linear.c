@@ -473,14 +473,15 @@ static int cb_fp8_fuses(const struct cb_gemm *g)
 	       (((uintptr_t)g->res & 15) == 0 && ((size_t)g->ldr * esz) % 16 == 0);
 }
 
-/* Sizes the tile and the band for g and carves the stream's fp8 buffer.
- * 1: it cannot hold 16 rows of each (noted; the caller runs fp16). */
+/* Sizes the tile (at most nt_max weight rows, a multiple of `unit` when
+ * fewer than the weight's) and the band for g and carves the stream's fp8
+ * buffer.  1: it cannot hold 16 rows of each (noted; the caller runs fp16). */
 static int cb_fp8_carve(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_gemm *g,
-			struct cb_fp8 *q)
+			int64_t nt_max, int64_t unit, struct cb_fp8 *q)
 {
 	size_t esz = g->f32 ? 4 : 2, room = c->fp8_bytes;
 	int keep = g->res && g->res == g->out && !cb_fp8_fuses(g);
-	int64_t per16 = (int64_t)(16 / esz), nt = g->n, mb;
+	int64_t per16 = (int64_t)(16 / esz), nt = nt_max, mb;
 	size_t tmp_row, tile;
 	uint8_t *p = s->fp8;
 	char why[200];
@@ -492,7 +493,9 @@ static int cb_fp8_carve(struct cublas_ctx *c, struct cublas_stream *s, const str
 	tile = cb_fp8_tile_bytes(nt, q->kq);
 	if (tile >= room || cb_fp8_rows_in(room - tile, g->m, q->kq, tmp_row) <
 				    (g->m < CB_FP8_BAND_WANT ? g->m : CB_FP8_BAND_WANT)) {
-		nt = cb_fp8_rows_in(room / 2, g->n, q->kq, 0);
+		nt = cb_fp8_rows_in(room / 2, nt_max, q->kq, 0);
+		if (nt < g->n && nt >= unit)
+			nt -= nt % unit;
 		tmp_row = keep ? (size_t)((nt + per16 - 1) / per16 * per16) * esz : 0;
 		tile = cb_fp8_tile_bytes(nt, q->kq);
 	}
@@ -693,48 +696,76 @@ static int cb_fp8_quantize(struct cublas_ctx *c, struct cublas_stream *s, int64_
 	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "linear", "the fp8 quantization kernel", e);
 }
 
-/* The fp8 path: for each tile of weight rows (one, when its fp8 copy fits),
- * for each band of x's rows, quantize what is not yet in the buffer and run
- * one fp8 product.  A band and tile cuBLASLt has no fp8 algorithm for runs
- * the fp16 path instead (known from the cached plan before anything is
- * quantized, unless cuBLASLt refuses only when called).  1: fp8 does not
- * apply to g at all (the caller runs fp16). */
-static int cb_linear_fp8(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_gemm *g)
+/* The fp8 path: for each band of x's rows, quantized once, and each tile of
+ * weight rows (one, when its fp8 copy fits: then quantized once for all
+ * bands), quantize what is not yet in the buffer and run one fp8 product.
+ * A 4-bit weight (q4, tiles of at most nt_q4 rows) is dequantized a tile at
+ * a time into the stream's scratch first.  A band and tile cuBLASLt has no
+ * fp8 algorithm for runs the fp16 path instead (known from the cached plan
+ * before anything is quantized, unless cuBLASLt refuses only when called).
+ * 1: fp8 does not apply to g at all (the caller runs fp16). */
+static int cb_linear_fp8(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_gemm *g,
+			 const void *q4, int64_t nt_q4)
 {
 	size_t esz = g->f32 ? 4 : 2;
-	int x_ready = 0, rc;
+	int w_once = 0, rc;
 	struct cb_fp8 q;
 
 	/* cuBLASLt's fp8 kernels want every matrix 16-byte aligned, ld included:
 	 * out's bands and tiles are, when out is (tiles start on 16-row bounds) */
-	if (((uintptr_t)g->out & 15) || ((size_t)g->ldo * esz) % 16)
+	if (((uintptr_t)g->out & 15) || ((size_t)g->ldo * esz) % 16 || s->fp8_failed)
 		return 1;
-	if ((rc = cb_fp8_carve(c, s, g, &q)))
-		return rc;
-	for (int64_t n0 = 0; n0 < g->n; n0 += q.nt) {
-		int w_ready = 0;
+	if (!s->fp8) {
+		cudaError_t e = cudaMalloc(&s->fp8, c->fp8_bytes);
+		char why[200];
 
-		for (int64_t i0 = 0; i0 < g->m; i0 += q.mb) {
+		if (e != cudaSuccess) {
+			(void)cudaGetLastError();
+			s->fp8 = NULL;
+			s->fp8_failed = 1;
+			snprintf(why, sizeof(why), "cannot allocate fp8_scratch = %zu MiB for the "
+				 "stream: %s; lower `fp8_scratch` or raise the cuda_mem tier's "
+				 "`reserve`", c->fp8_bytes >> 20, cudaGetErrorString(e));
+			cb_fp8_note(c, g, why);
+			return 1;
+		}
+	}
+	if ((rc = cb_fp8_carve(c, s, g, q4 ? nt_q4 : g->n, q4 ? FG_Q4_GROUP : 16, &q)))
+		return rc;
+	for (int64_t i0 = 0; i0 < g->m; i0 += q.mb) {
+		int band_ready = 0;
+
+		for (int64_t n0 = 0; n0 < g->n; n0 += q.nt) {
 			struct cb_gemm b = cb_part(g, i0, g->m - i0 < q.mb ? g->m - i0 : q.mb, n0,
 						   g->n - n0 < q.nt ? g->n - n0 : q.nt);
-			/* one band for all of x: quantized once for all tiles */
-			int band_ready = x_ready && q.mb >= g->m;
+			/* a single tile is quantized once for all bands */
+			int w_ready = w_once && q.nt >= g->n;
 			struct cb_fp8_route r;
 
+			if (q4) {
+				cudaError_t e = cublas_k_q4_dequant(s->s, q4, g->n, g->k, n0, b.n,
+								    s->scratch);
+
+				if (e != cudaSuccess)
+					return cublas_cuda_fail(c, "linear",
+								"the 4-bit dequantization kernel", e);
+				b.w = s->scratch;
+				b.ldw = g->k;
+			}
 			/* a refusal by cublasLtMatmul itself disables that plan: choose
 			 * again (a band has at most three plans to try) */
 			for (int tries = 0; tries < 4; tries++) {
 				if ((rc = cb_fp8_route(c, &b, &q, &r)))
 					break;
 				if (!w_ready) {
-					rc = cb_fp8_quantize(c, s, b.n, g->k, b.w, g->ldw, q.w8, q.kq,
+					rc = cb_fp8_quantize(c, s, b.n, g->k, b.w, b.ldw, q.w8, q.kq,
 							     q.sw);
-					w_ready = 1;
+					w_ready = w_once = 1;
 				}
 				if (rc == 0 && !band_ready) {
 					rc = cb_fp8_quantize(c, s, b.m, g->k, b.x, g->ldx, q.x8, q.kq,
 							     q.sx);
-					band_ready = x_ready = 1;
+					band_ready = 1;
 				}
 				if (rc || (rc = cb_fp8_run(c, s, &b, &q, &r)) != 1)
 					break;
@@ -757,7 +788,7 @@ static int cb_linear_dense(struct cublas_ctx *c, struct cublas_stream *s,
 			   const struct cb_gemm *g)
 {
 	if (c->fp8 && g->m >= c->fp8_min_rows) {
-		int rc = cb_linear_fp8(c, s, g);
+		int rc = cb_linear_fp8(c, s, g, NULL, 0);
 
 		if (rc <= 0)
 			return rc;
@@ -803,6 +834,9 @@ static int cb_linear_q4(struct cublas_ctx *c, struct cublas_stream *s, struct cb
 			 "weight row of %" PRId64 " values; raise `scratch`", deq_bytes, g->k);
 		return -ENOMEM;
 	}
+	/* fp8: x is quantized once a band, not once a tile */
+	if (c->fp8 && g->m >= c->fp8_min_rows && (rc = cb_linear_fp8(c, s, g, q4, nt)) <= 0)
+		return rc;
 	for (int64_t n0 = 0; n0 < g->n; n0 += nt) {
 		struct cb_gemm t = *g;
 		cudaError_t e;
@@ -817,7 +851,7 @@ static int cb_linear_q4(struct cublas_ctx *c, struct cublas_stream *s, struct cb
 		e = cublas_k_q4_dequant(s->s, q4, g->n, g->k, n0, t.n, s->scratch);
 		if (e != cudaSuccess)
 			return cublas_cuda_fail(c, "linear", "the 4-bit dequantization kernel", e);
-		if ((rc = cb_linear_dense(c, s, &t)))
+		if ((rc = cb_linear_f16(c, s, &t)))
 			return rc;
 	}
 	return 0;

@@ -60,9 +60,10 @@ static const struct fg_option cublas_options[] = {
 	  .offset = offsetof(struct cublas_opts, fp8_min_rows), .min = 1, .max = INT32_MAX },
 	{ .key = "fp8_scratch", .type = FG_OPT_SIZE, .def = "256M",
 	  .help = "with fp8_prefill, device memory per stream for a product's fp8 operands: "
-		  "the weight (rows x columns bytes; in tiles of rows, x quantized again for "
-		  "each, when it does not fit in half of it) and bands of x's rows (allocated "
-		  "at init; at least 1M).",
+		  "bands of x's rows, each quantized once, and the weight (rows x columns "
+		  "bytes; in tiles of rows, quantized again for each band, when it does not "
+		  "fit beside a band of 2048 rows; allocated at a stream's first fp8 product; "
+		  "at least 1M).",
 	  .offset = offsetof(struct cublas_opts, fp8_scratch) },
 	{ .key = NULL },
 };
@@ -252,13 +253,8 @@ static int cublas_stream_init(struct cublas_ctx *c, struct cublas_stream *s, con
 			 cudaGetErrorString(e));
 		goto fail;
 	}
-	if (c->fp8_bytes && (e = cudaMalloc(&s->fp8, c->fp8_bytes)) != cudaSuccess) {
-		fg_error(c->host, "cublas: %s: cannot allocate fp8_scratch = %zu MiB on device %d: "
-			 "%s; lower `fp8_scratch`, turn `fp8_prefill` off or raise the reserve of "
-			 "the cuda_mem tier", op, (size_t)(c->fp8_bytes / MiB), c->device,
-			 cudaGetErrorString(e));
-		goto fail;
-	}
+	/* (the fp8 buffer comes with a stream's first fp8 product, linear.c: the
+	 * mover's load, store and activation streams never run one) */
 	return 0;
 fail:
 	(void)cudaGetLastError();
