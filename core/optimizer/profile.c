@@ -215,24 +215,45 @@ static int disk_pass(struct prof *p, struct fg_region *r, char *buf, uint64_t le
 	return rc;
 }
 
-/* Reads as the engine issues a unit's disk-tier weights: one request of
- * `burst` bytes (the tier cuts it into its request_size pieces, queue_depth
- * in flight), waited for before the next, over the file's first len bytes. */
+/* Reads as the engine issues units' disk-tier weights: requests of `burst`
+ * bytes (the tier cuts each into its request_size pieces, queue_depth in
+ * flight), the next one issued before the current one is waited for (the
+ * mover reads the next unit's weights while the current unit's are reaped),
+ * each into its own half of buf [2 * burst], over the file's first len bytes. */
 static int disk_bursts(struct prof *p, struct fg_region *r, char *buf, uint64_t len,
 		       uint64_t burst, double *secs)
 {
 	struct fg_tier *t = &p->tier[T_DISK];
-	struct fg_io io, *iop = &io, *done[1];
-	int rc = 0;
+	struct fg_io ios[2], *done[1];
+	int busy[2] = { 0, 0 }, inflight = 0, rc = 0;
+	uint64_t at = 0;
 	double t0 = fg_now();
 
-	for (uint64_t at = 0; at + burst <= len && !rc; at += burst) {
-		io = (struct fg_io){ .op = FG_IO_READ, .region = r, .offset = at, .buf = buf,
-				     .len = (size_t)burst };
-		if ((rc = fg_tier_submit(t, &iop, 1)))
+	for (;;) {
+		while (!rc && inflight < 2 && at + burst <= len) {
+			int i = busy[0]; /* the free half: the first unless it is busy */
+			struct fg_io *io = &ios[i];
+
+			*io = (struct fg_io){ .op = FG_IO_READ, .region = r, .offset = at,
+					      .buf = buf + (size_t)i * burst, .len = (size_t)burst,
+					      .user = &busy[i] };
+			if ((rc = fg_tier_submit(t, &io, 1)))
+				break;
+			busy[i] = 1;
+			inflight++;
+			at += burst;
+		}
+		if (!inflight)
 			break;
 		int got = fg_tier_reap(t, done, 1, 1);
-		rc = got < 0 ? got : got != 1 ? -EIO : done[0]->result < 0 ? done[0]->result : 0;
+		if (got != 1) {
+			rc = rc ? rc : got < 0 ? got : -EIO;
+			break; /* the tier is broken: nothing more will complete */
+		}
+		if (done[0]->result < 0 && !rc)
+			rc = done[0]->result;
+		*(int *)done[0]->user = 0;
+		inflight--;
 	}
 	*secs = fg_now() - t0;
 	return rc;
@@ -270,12 +291,12 @@ static int disk(struct prof *p, struct fg_hardware *hw)
 	burst &= ~(uint64_t)4095;
 	if (burst) {
 		uint64_t span = len / burst * burst; /* whole bursts of the file */
-		if ((rc = fg_tier_alloc(&p->tier[T_HOST], burst, &br)) ||
+		if ((rc = fg_tier_alloc(&p->tier[T_HOST], 2 * burst, &br)) ||
 		    (rc = disk_bursts(p, &r, br.addr, span, burst, &rs)))
 			goto out;
 		hw->dtoc_bdw = (double)span / rs / 1e9;
 		if (p->pp->log)
-			fprintf(p->pp->log, "profile: disk tier -> host in reads of %.1f MiB, each waited for (a layer's disk share)\n",
+			fprintf(p->pp->log, "profile: disk tier -> host in reads of %.1f MiB, the next one issued before each is waited for (a layer's disk share)\n",
 				(double)burst / MiB);
 	} else {
 		if ((rc = disk_pass(p, &r, buf, len, 0, &rs)))
