@@ -5,7 +5,8 @@
 # product rates at prefill shapes, the quality cost (held-out perplexity of
 # the two trained checkpoints with every product in fp8, against fp16 and
 # Hugging Face), and the all-GPU cases of the issue with fp8 prefill:
-#   sh bench/h200_fp8.sh [175b]   (175b adds OPT-175B int4, about 3 minutes)
+#   sh bench/h200_fp8.sh [175b]   (175b adds OPT-175B int4, about 2 minutes)
+# and OPT-6.7B's fp8 run predicted from a profile taken with fp8 on.
 # Run from the project root with .devdeps and _gpudata/testdata carried
 # along (bench/h200_env.sh).  Logs to $OUT.
 . bench/h200_env.sh
@@ -37,12 +38,12 @@ for r in json.load(open(sys.argv[1]))['input_ids']: print(json.dumps(r))
 done | tee "$out/perplexity.txt"
 
 dt="-o bench.device_timing=true"
-case_fp8() { # name config seconds modes...
-	name=$1 conf=$2 secs=$3
-	shift 3
+case_fp8() { # name config seconds "fp8 flags" modes...
+	name=$1 conf=$2 secs=$3 more=$4
+	shift 4
 	for mode in "$@"; do
 		flags=
-		[ $mode = fp8 ] && flags="-o compute.fp8_prefill=true"
+		[ $mode = fp8 ] && flags="-o compute.fp8_prefill=true $more"
 		log="$out/bench_$(basename "$conf" .ini)_$mode.log"
 		stamp "$name, $mode"
 		# shellcheck disable=SC2086
@@ -52,7 +53,20 @@ case_fp8() { # name config seconds modes...
 }
 # (fp16: the same build's control; OPT-30B's and OPT-175B's fp16 figures are
 # in bench/RESULTS.md, the engine's fp16 path unchanged)
-case_fp8 "OPT-6.7B all on GPU, 256 x 1" conf/h200_opt6.7b.ini 100 fp16 fp8
-case_fp8 "OPT-30B all on GPU, 96 x 1" conf/h200_opt30b.ini 150 fp8
-[ "${1:-}" = 175b ] && case_fp8 "OPT-175B int4 all on GPU, 32 x 1" conf/h200_opt175b_int4.ini 240 fp8
+case_fp8 "OPT-6.7B all on GPU, 256 x 1" conf/h200_opt6.7b.ini 100 "" fp16 fp8
+case_fp8 "OPT-30B all on GPU, 96 x 1" conf/h200_opt30b.ini 150 "" fp8
+# 4-bit weights are dequantized a `scratch` tile at a time: large tiles, and
+# x's 16 384 rows in one fp8 band (fc2's 49 152 columns: 805 MB)
+[ "${1:-}" = 175b ] && case_fp8 "OPT-175B int4 all on GPU, 32 x 1" conf/h200_opt175b_int4.ini 240 \
+	"-o compute.scratch=512M -o compute.fp8_scratch=1G -o tier.compute.reserve=6G" fp8
+
+# the cost model with fp8 products: a profile at the case's shapes with
+# fp8_prefill on (its prefill products then run fp8), and the prediction
+stamp "OPT-6.7B fp8: profile and bench --predict"
+timeout 120 ./fgcore -c conf/h200_opt6.7b.ini -o compute.fp8_prefill=true profile --no-disk \
+	--min-time 0.1 --output "$out/hw_6.7b_fp8.ini" > "$out/profile_6.7b_fp8.log" 2>&1
+grep -E "matrix product|prefill" "$out/profile_6.7b_fp8.log"
+timeout 100 ./fgcore -c conf/h200_opt6.7b.ini -o compute.fp8_prefill=true bench --predict \
+	--hardware "$out/hw_6.7b_fp8.ini" > "$out/predict_6.7b_fp8.log" 2>&1
+grep -E "throughput|predicted" "$out/predict_6.7b_fp8.log"
 stamp done
