@@ -167,11 +167,15 @@ out:
 	return rc;
 }
 
-/* Chunks of 8 MiB, 8 in flight, each into its own part of a 64 MiB buffer. */
+/* The file's passes: chunks of 8 MiB, 8 in flight, each into its own part of
+ * a 64 MiB buffer. */
 enum { CHUNK = 8 << 20, DEPTH = 8 };
 
-static int disk_pass(struct prof *p, struct fg_region *r, char *buf, uint64_t len, int write,
-		     double *secs)
+/* One pass over the file's first len bytes in requests of `chunk` bytes (the
+ * tier cuts each into its request_size pieces), `depth` <= DEPTH of them in
+ * flight, request i of those in flight into buf + i * chunk. */
+static int disk_pass(struct prof *p, struct fg_region *r, char *buf, uint64_t len,
+		     uint64_t chunk, int depth, int write, double *secs)
 {
 	struct fg_tier *t = &p->tier[T_DISK];
 	struct fg_io ios[DEPTH], *done[DEPTH];
@@ -182,14 +186,14 @@ static int disk_pass(struct prof *p, struct fg_region *r, char *buf, uint64_t le
 
 	memset(ios, 0, sizeof(ios));
 	while (next < len || inflight) {
-		while (!rc && next < len && inflight < DEPTH) {
+		while (!rc && next < len && inflight < depth) {
 			int i = 0;
 			while (busy[i])
 				i++;
-			uint64_t n = len - next < CHUNK ? len - next : CHUNK;
+			uint64_t n = len - next < chunk ? len - next : chunk;
 			struct fg_io *io = &ios[i];
 			*io = (struct fg_io){ .op = write ? FG_IO_WRITE : FG_IO_READ, .region = r,
-					      .offset = next, .buf = buf + (size_t)i * CHUNK,
+					      .offset = next, .buf = buf + (size_t)i * chunk,
 					      .len = (size_t)n, .user = &busy[i] };
 			if ((rc = fg_tier_submit(t, &io, 1)))
 				break;
@@ -199,7 +203,7 @@ static int disk_pass(struct prof *p, struct fg_region *r, char *buf, uint64_t le
 		}
 		if (!inflight)
 			break;
-		int got = fg_tier_reap(t, done, 1, DEPTH);
+		int got = fg_tier_reap(t, done, 1, depth);
 		if (got < 0) {
 			rc = rc ? rc : got;
 			break; /* the tier is broken: nothing more will complete */
@@ -210,50 +214,6 @@ static int disk_pass(struct prof *p, struct fg_region *r, char *buf, uint64_t le
 			*(int *)done[k]->user = 0;
 			inflight--;
 		}
-	}
-	*secs = fg_now() - t0;
-	return rc;
-}
-
-/* Reads as the engine issues units' disk-tier weights: requests of `burst`
- * bytes (the tier cuts each into its request_size pieces, queue_depth in
- * flight), the next one issued before the current one is waited for (the
- * mover reads the next unit's weights while the current unit's are reaped),
- * each into its own half of buf [2 * burst], over the file's first len bytes. */
-static int disk_bursts(struct prof *p, struct fg_region *r, char *buf, uint64_t len,
-		       uint64_t burst, double *secs)
-{
-	struct fg_tier *t = &p->tier[T_DISK];
-	struct fg_io ios[2], *done[1];
-	int busy[2] = { 0, 0 }, inflight = 0, rc = 0;
-	uint64_t at = 0;
-	double t0 = fg_now();
-
-	for (;;) {
-		while (!rc && inflight < 2 && at + burst <= len) {
-			int i = busy[0]; /* the free half: the first unless it is busy */
-			struct fg_io *io = &ios[i];
-
-			*io = (struct fg_io){ .op = FG_IO_READ, .region = r, .offset = at,
-					      .buf = buf + (size_t)i * burst, .len = (size_t)burst,
-					      .user = &busy[i] };
-			if ((rc = fg_tier_submit(t, &io, 1)))
-				break;
-			busy[i] = 1;
-			inflight++;
-			at += burst;
-		}
-		if (!inflight)
-			break;
-		int got = fg_tier_reap(t, done, 1, 1);
-		if (got != 1) {
-			rc = rc ? rc : got < 0 ? got : -EIO;
-			break; /* the tier is broken: nothing more will complete */
-		}
-		if (done[0]->result < 0 && !rc)
-			rc = done[0]->result;
-		*(int *)done[0]->user = 0;
-		inflight--;
 	}
 	*secs = fg_now() - t0;
 	return rc;
@@ -281,7 +241,7 @@ static int disk(struct prof *p, struct fg_hardware *hw)
 	}
 	memset(buf, 7, (size_t)CHUNK * DEPTH);
 	if ((rc = fg_tier_alloc(&p->tier[T_DISK], len, &r)) ||
-	    (rc = disk_pass(p, &r, buf, len, 1, &ws)))
+	    (rc = disk_pass(p, &r, buf, len, CHUNK, DEPTH, 1, &ws)))
 		goto out;
 	hw->ctod_bdw = (double)len / ws / 1e9;
 	say(p, "host -> disk tier", hw->ctod_bdw, "GB/s");
@@ -291,19 +251,22 @@ static int disk(struct prof *p, struct fg_hardware *hw)
 	burst &= ~(uint64_t)4095;
 	if (burst) {
 		uint64_t span = len / burst * burst; /* whole bursts of the file */
-		/* Two passes, the second timed: the engine reads the same weights
-		 * again every decode step, and a virtual disk can serve a second
-		 * read from its host's cache. */
+		/* Reads as the engine issues units' disk-tier weights: a burst at a
+		 * time, the next one issued before the current one is waited for
+		 * (the mover reads the next unit's while the current unit's are
+		 * reaped).  Two passes, the second timed: the engine reads the same
+		 * weights again every decode step, and a virtual disk can serve a
+		 * second read from its host's cache. */
 		if ((rc = fg_tier_alloc(&p->tier[T_HOST], 2 * burst, &br)) ||
-		    (rc = disk_bursts(p, &r, br.addr, span, burst, &rs)) ||
-		    (rc = disk_bursts(p, &r, br.addr, span, burst, &rs)))
+		    (rc = disk_pass(p, &r, br.addr, span, burst, 2, 0, &rs)) ||
+		    (rc = disk_pass(p, &r, br.addr, span, burst, 2, 0, &rs)))
 			goto out;
 		hw->dtoc_bdw = (double)span / rs / 1e9;
 		if (p->pp->log)
 			fprintf(p->pp->log, "profile: disk tier -> host in reads of %.1f MiB, the next one issued before each is waited for (a layer's disk share), the file's second pass\n",
 				(double)burst / MiB);
 	} else {
-		if ((rc = disk_pass(p, &r, buf, len, 0, &rs)))
+		if ((rc = disk_pass(p, &r, buf, len, CHUNK, DEPTH, 0, &rs)))
 			goto out;
 		hw->dtoc_bdw = (double)len / rs / 1e9;
 	}
