@@ -258,6 +258,28 @@ static int cb_plan_get(struct cublas_ctx *c, const struct cublas_plan_key *key,
 	return 0;
 }
 
+/* The plan key of g's product (A = g->w, B = g->x) into d with epilogue epi,
+ * C = res (beta = 1) when not NULL, else d. */
+static void cb_key(struct cublas_plan_key *key, const struct cb_gemm *g, cublasLtEpilogue_t epi,
+		   const void *res, int64_t ldr, const void *d, int64_t ldd)
+{
+	memset(key, 0, sizeof(*key)); /* the key is compared bytewise */
+	key->m = g->m;
+	key->n = g->n;
+	key->k = g->k;
+	key->lda = g->ldw;
+	key->ldb = g->ldx;
+	key->ldc = res ? ldr : ldd;
+	key->ldd = ldd;
+	key->epilogue = (int)epi;
+	key->beta = res != NULL;
+	key->d32 = g->f32;
+	key->align[0] = cb_align(g->w);
+	key->align[1] = cb_align(g->x);
+	key->align[2] = cb_align(res ? res : d);
+	key->align[3] = cb_align(d);
+}
+
 /* One cuBLASLt matmul with the given epilogue; res (beta = 1) may be NULL.
  * Returns 1 when cuBLASLt has no algorithm for it. */
 static int cb_lt(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_gemm *g,
@@ -271,21 +293,7 @@ static int cb_lt(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_
 	cublasStatus_t st;
 	int rc;
 
-	memset(&key, 0, sizeof(key)); /* the key is compared bytewise */
-	key.m = g->m;
-	key.n = g->n;
-	key.k = g->k;
-	key.lda = g->ldw;
-	key.ldb = g->ldx;
-	key.ldc = res ? ldr : ldd;
-	key.ldd = ldd;
-	key.epilogue = (int)epi;
-	key.beta = res != NULL;
-	key.d32 = g->f32;
-	key.align[0] = cb_align(g->w);
-	key.align[1] = cb_align(g->x);
-	key.align[2] = cb_align(cptr);
-	key.align[3] = cb_align(d);
+	cb_key(&key, g, epi, res, ldr, d, ldd);
 	if ((rc = cb_plan_get(c, &key, &p, "linear", NULL)))
 		return rc;
 	if (!p->found)
@@ -565,23 +573,15 @@ static int cb_fp8_plan(struct cublas_ctx *c, const struct cb_gemm *b, const stru
 {
 	const void *scales[2] = { q->sw, q->sx };
 	struct cublas_plan_key key;
+	struct cb_gemm v = *b;
 	int rc;
 
-	memset(&key, 0, sizeof(key)); /* the key is compared bytewise */
-	key.m = b->m;
-	key.n = b->n;
-	key.k = q->kq;
-	key.lda = q->kq;
-	key.ldb = q->kq;
-	key.ldc = r->c ? r->ldc : r->ldd;
-	key.ldd = r->ldd;
-	key.epilogue = (int)r->epi;
-	key.beta = r->c != NULL;
-	key.d32 = b->f32;
-	key.align[0] = cb_align(q->w8);
-	key.align[1] = cb_align(q->x8);
-	key.align[2] = cb_align(r->c ? r->c : r->d);
-	key.align[3] = cb_align(r->d);
+	/* the product of the E4M3 copies: their k, rows and addresses (the
+	 * pointers' type does not matter to the key, only their alignment) */
+	v.k = v.ldw = v.ldx = q->kq;
+	v.w = (const uint16_t *)(const void *)q->w8;
+	v.x = (const uint16_t *)(const void *)q->x8;
+	cb_key(&key, &v, r->epi, r->c, r->ldc, r->d, r->ldd);
 	key.fp8 = 1;
 	if ((rc = cb_plan_get(c, &key, &r->plan, "linear", scales)))
 		return rc;
