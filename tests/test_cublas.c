@@ -157,9 +157,11 @@ static void dget(struct dbuf *d, void *dst)
 			      fg_last_error());
 }
 
+/* Frees d; a buffer left zeroed (an optional operand never put) is nothing. */
 static void dfree(struct dbuf *d)
 {
-	fg_tier_free(&dev, &d->r);
+	if (d->r.size)
+		fg_tier_free(&dev, &d->r);
 }
 
 static struct fg_tensor tens(void *data, enum fg_dtype t, int64_t rows, int64_t cols,
@@ -454,7 +456,7 @@ static void run_linear(struct fg_backend *g, const char *gname, const struct lin
 	float *xf = to_f32(xh, (size_t)(m * ldx)), *rf = to_f32(rh, (size_t)(m * ldo));
 	float *of = xmalloc((size_t)(m * ldo) * sizeof(float));
 	uint8_t *q4 = NULL;
-	struct dbuf dx, dw, db, dr, dout;
+	struct dbuf dx, dw, db = { 0 }, dr = { 0 }, dout;
 	struct fg_linear_args ga, ca;
 	char label[160];
 
@@ -504,13 +506,7 @@ static void run_linear(struct fg_backend *g, const char *gname, const struct lin
 	ck_assert_msg(e <= TOL_LINEAR, "linear %s: error %.3g > %.3g (%s)", label, e, TOL_LINEAR,
 		      w->where);
 
-	dfree(&dx);
-	dfree(&dw);
-	if (c->bias)
-		dfree(&db);
-	if (c->res == 1)
-		dfree(&dr);
-	dfree(&dout);
+	dfree(&dx), dfree(&dw), dfree(&db), dfree(&dr), dfree(&dout);
 	free(xh), free(wf), free(wh), free(bh), free(rh), free(oh), free(xf), free(rf), free(of);
 	free(q4);
 }
@@ -568,7 +564,7 @@ static void run_linear_f32res(struct fg_backend *g, const char *gname, const str
 	float *rf = rand_f((size_t)(m * ldo), -8, 8), *of = xmalloc((size_t)(m * ldo) * 4);
 	float *got = xmalloc((size_t)(m * ldo) * 4);
 	uint8_t *q4 = NULL;
-	struct dbuf dx, dw, db, dr, dout;
+	struct dbuf dx, dw, db = { 0 }, dr = { 0 }, dout;
 	struct fg_linear_args ga, ca;
 	char label[160];
 
@@ -603,11 +599,7 @@ static void run_linear_f32res(struct fg_backend *g, const char *gname, const str
 	double e = compare_as(w, label, of, ldo, got, 1, ldo, m, n);
 	ck_assert_msg(e <= TOL_RES32, "linear %s: error %.3g > %.3g (%s)", label, e, TOL_RES32,
 		      w->where);
-	dfree(&dx), dfree(&dw), dfree(&dout);
-	if (c->bias)
-		dfree(&db);
-	if (c->res != 2)
-		dfree(&dr);
+	dfree(&dx), dfree(&dw), dfree(&db), dfree(&dr), dfree(&dout);
 	free(xh), free(bh), free(wh), free(wf), free(xf), free(rf), free(of), free(got), free(q4);
 }
 
@@ -1401,7 +1393,7 @@ static void run_gated(struct fg_backend *g, const char *gname, const struct gl_c
 	uint16_t *oh = xmalloc((size_t)(m * ldo) * sizeof(uint16_t));
 	float *ref = xmalloc((size_t)(m * n) * sizeof(float));
 	uint8_t *q4 = NULL;
-	struct dbuf dx, dw, db, dr, dm, dout;
+	struct dbuf dx, dw, db = { 0 }, dr = { 0 }, dm = { 0 }, dout;
 	struct fg_linear_args ga;
 	const uint16_t *bias = c->bias == 2 ? bh + 1 : bh;
 	char label[200];
@@ -1459,13 +1451,7 @@ static void run_gated(struct fg_backend *g, const char *gname, const struct gl_c
 	double e = compare(w, label, ref, n, oh, ldo, m, n);
 	ck_assert_msg(e <= TOL_LINEAR, "linear %s: error %.3g > %.3g (%s)", label, e, TOL_LINEAR,
 		      w->where);
-	dfree(&dx), dfree(&dw), dfree(&dout);
-	if (c->bias)
-		dfree(&db);
-	if (c->res == 1)
-		dfree(&dr);
-	if (c->mul)
-		dfree(&dm);
+	dfree(&dx), dfree(&dw), dfree(&db), dfree(&dr), dfree(&dm), dfree(&dout);
 	free(xh), free(wf), free(wh), free(bh), free(rh), free(mh), free(oh), free(ref), free(q4);
 }
 
@@ -1892,7 +1878,7 @@ static int run_fp8(struct fg_backend *g, const char *gname, const struct f8_case
 	double tight = 0, loose = 0, f16 = 0, tol16 = c->f32 ? TOL_RES32 : TOL_LINEAR;
 	int64_t wi[3] = { 0, 0, 0 }, wj[3] = { 0, 0, 0 };
 	uint8_t *q4;
-	struct dbuf dx, dw, db, dr, dm, dout;
+	struct dbuf dx, dw, db = { 0 }, dr = { 0 }, dm = { 0 }, dout;
 	struct fg_linear_args ga;
 	char label[200];
 	int is8;
@@ -2015,13 +2001,7 @@ static int run_fp8(struct fg_backend *g, const char *gname, const struct f8_case
 		w->f16 = fmax(w->f16, f16);
 		is8 = 0;
 	}
-	dfree(&dx), dfree(&dw), dfree(&dout);
-	if (c->bias)
-		dfree(&db);
-	if (c->res == 1)
-		dfree(&dr);
-	if (c->mul)
-		dfree(&dm);
+	dfree(&dx), dfree(&dw), dfree(&db), dfree(&dr), dfree(&dm), dfree(&dout);
 	free(xh), free(wh), free(bh), free(mh), free(r16), free(r32), free(xq), free(wq);
 	free(xf), free(wf), free(sx), free(sw), free(ax), free(aw), free(got), free(init), free(q4);
 	return is8;
