@@ -444,6 +444,18 @@ static uint8_t *lin_weights(int64_t n, int64_t k, int q4, float *wf, uint16_t *w
 	return enc;
 }
 
+/* x [m, k] (ld ldx) and the weight [n, k] on the device as a linear's
+ * operands: the 4-bit encoding q4 when not NULL, else the fp16 wh. */
+static void put_xw(struct fg_linear_args *ga, struct dbuf *dx, struct dbuf *dw,
+		   const uint16_t *xh, int64_t ldx, const uint8_t *q4, const uint16_t *wh,
+		   int64_t m, int64_t n, int64_t k)
+{
+	ga->x = tens(dput(dx, xh, (size_t)(m * ldx) * 2), FG_DTYPE_F16, m, k, ldx);
+	ga->w = q4 ? tens(dput(dw, q4, (size_t)fg_q4_bytes((uint64_t)n, (uint64_t)k, 0)),
+			  FG_DTYPE_Q4_ROWS, n, k, k)
+		   : tens(dput(dw, wh, (size_t)(n * k) * 2), FG_DTYPE_F16, n, k, k);
+}
+
 static void run_linear(struct fg_backend *g, const char *gname, const struct lin_case *c,
 		       struct worst *w)
 {
@@ -470,12 +482,7 @@ static void run_linear(struct fg_backend *g, const char *gname, const struct lin
 	}
 
 	memset(&ga, 0, sizeof(ga));
-	ga.x = tens(dput(&dx, xh, (size_t)(m * ldx) * 2), FG_DTYPE_F16, m, k, ldx);
-	if (c->q4)
-		ga.w = tens(dput(&dw, q4, (size_t)fg_q4_bytes((uint64_t)n, (uint64_t)k, 0)),
-			    FG_DTYPE_Q4_ROWS, n, k, k);
-	else
-		ga.w = tens(dput(&dw, wh, (size_t)(n * k) * 2), FG_DTYPE_F16, n, k, k);
+	put_xw(&ga, &dx, &dw, xh, ldx, q4, wh, m, n, k);
 	if (c->bias)
 		ga.bias = tens(dput(&db, bh, (size_t)n * 2), FG_DTYPE_F16, 1, n, n);
 	ga.act = c->relu ? FG_ACT_RELU : FG_ACT_NONE;
@@ -571,10 +578,7 @@ static void run_linear_f32res(struct fg_backend *g, const char *gname, const str
 	q4 = lin_weights(n, k, c->q4, wf, wh);
 	memcpy(of, rf, (size_t)(m * ldo) * 4); /* out starts as the residual (aliased) */
 	memset(&ga, 0, sizeof(ga));
-	ga.x = tens(dput(&dx, xh, (size_t)(m * ldx) * 2), FG_DTYPE_F16, m, k, ldx);
-	ga.w = c->q4 ? tens(dput(&dw, q4, (size_t)fg_q4_bytes((uint64_t)n, (uint64_t)k, 0)),
-			    FG_DTYPE_Q4_ROWS, n, k, k)
-		     : tens(dput(&dw, wh, (size_t)(n * k) * 2), FG_DTYPE_F16, n, k, k);
+	put_xw(&ga, &dx, &dw, xh, ldx, q4, wh, m, n, k);
 	if (c->bias)
 		ga.bias = tens(dput(&db, bh, (size_t)n * 2), FG_DTYPE_F16, 1, n, n);
 	ga.act = c->relu ? FG_ACT_RELU : FG_ACT_NONE;
@@ -1422,12 +1426,7 @@ static void run_gated(struct fg_backend *g, const char *gname, const struct gl_c
 		oh[i] = c->res == 2 && i % ldo < n ? rh[i] : SENTINEL;
 
 	memset(&ga, 0, sizeof(ga));
-	ga.x = tens(dput(&dx, xh, (size_t)(m * ldx) * 2), FG_DTYPE_F16, m, k, ldx);
-	if (c->q4)
-		ga.w = tens(dput(&dw, q4, (size_t)fg_q4_bytes((uint64_t)n, (uint64_t)k, 0)),
-			    FG_DTYPE_Q4_ROWS, n, k, k);
-	else
-		ga.w = tens(dput(&dw, wh, (size_t)(n * k) * 2), FG_DTYPE_F16, n, k, k);
+	put_xw(&ga, &dx, &dw, xh, ldx, q4, wh, m, n, k);
 	if (c->bias) {
 		char *base = dput(&db, bh, ((size_t)n + 1) * 2);
 
@@ -1893,10 +1892,7 @@ static int run_fp8(struct fg_backend *g, const char *gname, const struct f8_case
 							? r16[i] : SENTINEL;
 	}
 	memset(&ga, 0, sizeof(ga));
-	ga.x = tens(dput(&dx, xh, (size_t)(m * ldx) * 2), FG_DTYPE_F16, m, k, ldx);
-	ga.w = c->q4 ? tens(dput(&dw, q4, (size_t)fg_q4_bytes((uint64_t)n, (uint64_t)k, 0)),
-			    FG_DTYPE_Q4_ROWS, n, k, k)
-		     : tens(dput(&dw, wh, (size_t)(n * k) * 2), FG_DTYPE_F16, n, k, k);
+	put_xw(&ga, &dx, &dw, xh, ldx, q4, wh, m, n, k);
 	if (c->bias)
 		ga.bias = tens((char *)dput(&db, bh, ((size_t)n + 1) * 2) + (c->bias == 2 ? 2 : 0),
 			       FG_DTYPE_F16, 1, n, n);
