@@ -1661,6 +1661,22 @@ static float fp8_row(const uint16_t *h, int64_t n, float *q)
 	return scale;
 }
 
+/* fp8_row for each of the `rows` rows of h [rows, k] (ld ldh): into q and
+ * scale, with each row's values as floats (f [rows, k]) and the sum of their
+ * magnitudes (a). */
+static void fp8_rows(const uint16_t *h, int64_t ldh, int64_t rows, int64_t k, float *q,
+		     float *scale, float *f, double *a)
+{
+	for (int64_t i = 0; i < rows; i++) {
+		scale[i] = fp8_row(h + i * ldh, k, q + i * k);
+		a[i] = 0;
+		for (int64_t l = 0; l < k; l++) {
+			f[i * k + l] = fg_half_to_float(h[i * ldh + l]);
+			a[i] += fabsf(f[i * k + l]);
+		}
+	}
+}
+
 /* The compute capability of the GPU the backends open (device 0 of
  * CUDA_VISIBLE_DEVICES), major * 10 + minor, from nvidia-smi; -1: unknown. */
 static int device_cc(void)
@@ -1917,22 +1933,8 @@ static int run_fp8(struct fg_backend *g, const char *gname, const struct f8_case
 		check_padding(label, got, m, n, ldo);
 
 	/* the mirror: the backend's quantization of every row, exact sums */
-	for (int64_t i = 0; i < m; i++) {
-		sx[i] = fp8_row(xh + i * ldx, k, xq + i * k);
-		ax[i] = 0;
-		for (int64_t l = 0; l < k; l++) {
-			xf[i * k + l] = fg_half_to_float(xh[i * ldx + l]);
-			ax[i] += fabsf(xf[i * k + l]);
-		}
-	}
-	for (int64_t j = 0; j < n; j++) {
-		sw[j] = fp8_row(wh + j * k, k, wq + j * k);
-		aw[j] = 0;
-		for (int64_t l = 0; l < k; l++) {
-			wf[j * k + l] = fg_half_to_float(wh[j * k + l]);
-			aw[j] += fabsf(wf[j * k + l]);
-		}
-	}
+	fp8_rows(xh, ldx, m, k, xq, sx, xf, ax);
+	fp8_rows(wh, k, n, k, wq, sw, wf, aw);
 	for (int64_t i = 0; i < m; i++)
 		for (int64_t j = 0; j < n; j++) {
 			const float *qa = xq + i * k, *qb = wq + j * k, *fa = xf + i * k, *fb = wf + j * k;
