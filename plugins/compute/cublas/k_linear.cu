@@ -254,6 +254,9 @@ struct q4_cfg {
 	static constexpr int XBYTES = M * XROW;
 	static constexpr int STAGE = XBYTES + G * 4 * SC;
 	static constexpr int BRP = BR + 4;              /* reduction row: 8 mod 32 words apart */
+	/* Several warps share a stage's x and pairs: permute them once in shared
+	 * memory (q4_perm) rather than in every warp that reads them. */
+	static constexpr bool PERM = WR > 1;
 	static constexpr size_t SMEM = 2 * (size_t)STAGE > (size_t)WK * M * BRP * 4
 					       ? 2 * (size_t)STAGE
 					       : (size_t)WK * M * BRP * 4;
@@ -323,6 +326,32 @@ cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64
 				ok ? prm + ((grp0 + j) * k + col) * 4 : prm, ok);
 		}
 	};
+	/* Stage s in place into the k-slot order of the products: each 8 columns
+	 * of x become (0, 4), (2, 6), (1, 5), (3, 7), and each 8 columns of
+	 * (scale, min) the four scale pairs, then the four min pairs, in the same
+	 * order (the swizzles keep a unit pair adjacent, so positions are kept). */
+	auto permute = [&](int s) {
+		uint8_t *xs = sm + (s & 1) * C::STAGE, *ps = xs + C::XBYTES;
+
+		for (int c = tid; c < mrows * (C::SC / 8); c += C::THREADS) {
+			uint4 *p = (uint4 *)(xs + (c / (C::SC / 8)) * C::XROW +
+					     16 * q4_xswz(c % (C::SC / 8)));
+			uint4 v = *p;
+
+			*p = make_uint4(__byte_perm(v.x, v.z, Q4_PAIR_LO), __byte_perm(v.y, v.w, Q4_PAIR_LO),
+					__byte_perm(v.x, v.z, Q4_PAIR_HI), __byte_perm(v.y, v.w, Q4_PAIR_HI));
+		}
+		for (int c = tid; c < C::G * (C::SC / 8); c += C::THREADS) {
+			uint4 *p = (uint4 *)(ps + (c / (C::SC / 8)) * 4 * C::SC +
+					     16 * q4_pswz(2 * (c % (C::SC / 8))));
+			uint4 a = p[0], b = p[1];
+
+			p[0] = make_uint4(__byte_perm(a.x, b.x, Q4_PAIR_LO), __byte_perm(a.z, b.z, Q4_PAIR_LO),
+					  __byte_perm(a.y, b.y, Q4_PAIR_LO), __byte_perm(a.w, b.w, Q4_PAIR_LO));
+			p[1] = make_uint4(__byte_perm(a.x, b.x, Q4_PAIR_HI), __byte_perm(a.z, b.z, Q4_PAIR_HI),
+					  __byte_perm(a.y, b.y, Q4_PAIR_HI), __byte_perm(a.w, b.w, Q4_PAIR_HI));
+		}
+	};
 	auto load = [&](int s, uint4 (&w)[CW][RT][2]) {
 #pragma unroll
 		for (int c = 0; c < CW; c++) {
@@ -350,25 +379,35 @@ cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64
 				uint4 p0 = *(const uint4 *)(ps + 16 * pu);
 				uint4 p1 = *(const uint4 *)(ps + 16 * (pu + 1));
 				/* pairs of columns (0, 4), (2, 6), (1, 5), (3, 7) */
-				uint32_t s2[4] = { __byte_perm(p0.x, p1.x, Q4_PAIR_LO),
-						   __byte_perm(p0.z, p1.z, Q4_PAIR_LO),
-						   __byte_perm(p0.y, p1.y, Q4_PAIR_LO),
-						   __byte_perm(p0.w, p1.w, Q4_PAIR_LO) };
-				uint32_t mn2[4] = { __byte_perm(p0.x, p1.x, Q4_PAIR_HI),
-						    __byte_perm(p0.z, p1.z, Q4_PAIR_HI),
-						    __byte_perm(p0.y, p1.y, Q4_PAIR_HI),
-						    __byte_perm(p0.w, p1.w, Q4_PAIR_HI) };
-				uint32_t b[NT][2][2];
+				uint32_t s2[4], mn2[4], b[NT][2][2];
 
+				if (C::PERM) {
+					s2[0] = p0.x, s2[1] = p0.y, s2[2] = p0.z, s2[3] = p0.w;
+					mn2[0] = p1.x, mn2[1] = p1.y, mn2[2] = p1.z, mn2[3] = p1.w;
+				} else {
+					s2[0] = __byte_perm(p0.x, p1.x, Q4_PAIR_LO);
+					s2[1] = __byte_perm(p0.z, p1.z, Q4_PAIR_LO);
+					s2[2] = __byte_perm(p0.y, p1.y, Q4_PAIR_LO);
+					s2[3] = __byte_perm(p0.w, p1.w, Q4_PAIR_LO);
+					mn2[0] = __byte_perm(p0.x, p1.x, Q4_PAIR_HI);
+					mn2[1] = __byte_perm(p0.z, p1.z, Q4_PAIR_HI);
+					mn2[2] = __byte_perm(p0.y, p1.y, Q4_PAIR_HI);
+					mn2[3] = __byte_perm(p0.w, p1.w, Q4_PAIR_HI);
+				}
 #pragma unroll
 				for (int nt = 0; nt < NT; nt++) {
 					uint4 xv = *(const uint4 *)(xs + (8 * nt + g) * C::XROW +
 								    16 * (cb / 8 + 4 * t + (i ^ (t >> 1))));
 
-					b[nt][0][0] = __byte_perm(xv.x, xv.z, Q4_PAIR_LO);
-					b[nt][0][1] = __byte_perm(xv.y, xv.w, Q4_PAIR_LO);
-					b[nt][1][0] = __byte_perm(xv.x, xv.z, Q4_PAIR_HI);
-					b[nt][1][1] = __byte_perm(xv.y, xv.w, Q4_PAIR_HI);
+					if (C::PERM) {
+						b[nt][0][0] = xv.x, b[nt][0][1] = xv.y;
+						b[nt][1][0] = xv.z, b[nt][1][1] = xv.w;
+					} else {
+						b[nt][0][0] = __byte_perm(xv.x, xv.z, Q4_PAIR_LO);
+						b[nt][0][1] = __byte_perm(xv.y, xv.w, Q4_PAIR_LO);
+						b[nt][1][0] = __byte_perm(xv.x, xv.z, Q4_PAIR_HI);
+						b[nt][1][1] = __byte_perm(xv.y, xv.w, Q4_PAIR_HI);
+					}
 				}
 #pragma unroll
 				for (int rt = 0; rt < RT; rt++) {
@@ -399,6 +438,10 @@ cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64
 			load(s + 1, nxt);
 		}
 		cb_cp_commit();
+		if (C::PERM) {
+			permute(s);
+			__syncthreads();
+		}
 		compute(s, cur);
 	};
 	uint4 wa[CW][RT][2], wb[CW][RT][2];
@@ -469,20 +512,19 @@ extern "C" int cublas_q4_fused_ok(const void *q4, int64_t k, const void *x, int6
 }
 
 /* The variants, by rows of x (NT, RT, WR, WK, CW, blocks per SM for the
- * register budget):
- *   m <= 8:  1 n8 tile,  warps of 32 rows, 1 x 8 warps, 1024 columns a stage;
- *   m <= 16: 2 n8 tiles, warps of 32 rows, 2 x 2 warps, 256 columns;
+ * register budget), the fastest of bench/q4_sweep.cu's candidates at OPT's
+ * decode shapes on the H200 (bench/RESULTS.md):
+ *   m <= 8:  1 n8 tile,  warps of 32 rows, 2 x 4 warps, 512 columns a stage;
+ *   m <= 16: 2 n8 tiles, warps of 64 rows, 2 x 2 warps, 256 columns;
  *   m <= 32: 4 n8 tiles, warps of 32 rows, 4 x 1 warps, 256 columns;
  *   larger:  8 n8 tiles (64 rows of x a block), warps of 32 rows, 4 x 1, 256
  *            (74 KiB of shared memory: where the device cannot give it, m > 32
  *            runs the m <= 32 variant on 32-row slabs of x).
- * That is 16, 16, 8 and 8 warps an SM, each with 2, 2, 4 and 4 KiB of
- * weights in flight (32 KiB an SM).  Blocks of 64 or 128 weight rows keep
- * x's re-reads from L2 at most twice the weight bytes (m / 16 of them per 64
- * rows before); eight warps along k give 4096-row weights 128 blocks. */
-#define Q4_V0 1, 2, 1, 8, 1, 2
-#define Q4_V1 2, 2, 2, 2, 1, 4
-#define Q4_V2 4, 2, 4, 1, 2, 2
+ * Blocks of 64 or 128 weight rows keep x's re-reads from L2 at most twice
+ * the weight bytes. */
+#define Q4_V0 1, 2, 2, 4, 1, 2
+#define Q4_V1 2, 4, 2, 2, 1, 3
+#define Q4_V2 4, 2, 4, 1, 2, 3
 #define Q4_V3 8, 2, 4, 1, 2, 2
 #define Q4_NV 4
 
@@ -505,7 +547,7 @@ static const q4_shape q4_shapes[Q4_NV] = {
 
 /* Blocks per SM of each variant (cublas_k_linear_setup asks the occupancy
  * calculator; until then, what the launch bounds ask for). */
-static int q4_bps[Q4_NV] = { 2, 4, 2, 2 };
+static int q4_bps[Q4_NV] = { 2, 3, 3, 2 };
 static int q4_v3_ok = 0; /* set by cublas_k_linear_setup where its shared memory fits */
 
 static int cb_q4_var(int64_t m)
