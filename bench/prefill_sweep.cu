@@ -30,16 +30,7 @@
 #include <fgcore/half.h>
 
 #include "plugins/compute/cublas/k_prefill.cu"
-
-#define CK(x)                                                                              \
-	do {                                                                               \
-		cudaError_t e_ = (x);                                                      \
-		if (e_ != cudaSuccess) {                                                   \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,         \
-				cudaGetErrorString(e_));                                   \
-			exit(1);                                                           \
-		}                                                                          \
-	} while (0)
+#include "bench/cuda_check.h"
 
 /* ---- the replaced kernel (k_prefill.cu before the 32-row warps), renamed ------------ */
 

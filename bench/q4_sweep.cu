@@ -18,24 +18,18 @@
 #include <algorithm>
 #include <vector>
 
-#include "plugins/compute/cublas/k_linear.cu"
+#include <fgcore/half.h>
 
-#define CK(x)                                                                              \
-	do {                                                                               \
-		cudaError_t e_ = (x);                                                      \
-		if (e_ != cudaSuccess) {                                                   \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,         \
-				cudaGetErrorString(e_));                                   \
-			exit(1);                                                           \
-		}                                                                          \
-	} while (0)
+#include "plugins/compute/cublas/k_linear.cu"
+#include "bench/cuda_check.h"
 
 typedef void (*launch_fn)(cudaStream_t, int64_t, int64_t, int64_t, const uint16_t *, int64_t,
 			  const void *, const cublas_epi &, void *, int64_t, int, float *);
 
 struct variant {
 	const char *name;
-	int m_tile, threads, bps, sc;
+	q4_shape shape;
+	int bps; /* blocks an SM, by the occupancy calculator */
 	launch_fn run;
 };
 
@@ -49,42 +43,14 @@ static variant make(const char *name)
 				cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
 	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, cb_q4_mma<NT, RT, WR, WK, CW, MINB>,
 							 C::THREADS, C::SMEM));
-	return variant{ name, C::M, C::THREADS, bps, C::SC, cb_q4_launch<NT, RT, WR, WK, CW, MINB> };
+	return variant{ name, q4_shape_of<NT, RT, WR, WK, CW, MINB>(), bps,
+			cb_q4_launch<NT, RT, WR, WK, CW, MINB> };
 }
 
-/* The shipped split rule, for any variant. */
-static int split_for(const variant &v, int64_t m, int64_t n, int64_t k, int sms, int br)
-{
-	int64_t tiles = ((n + br - 1) / br) * ((m + v.m_tile - 1) / v.m_tile);
-	int64_t stages = (k + v.sc - 1) / v.sc, slots = (int64_t)sms * (v.bps > 0 ? v.bps : 1);
-	double bytes = (double)n * (double)k * 0.5625, fin = 6e6 / bytes, best = 0;
-	int pick = 1;
+typedef std::vector<variant> vset;
 
-	for (int64_t z = 1; z <= 16 && z <= stages; z++) {
-		int64_t per = (stages + z - 1) / z, zz = (stages + per - 1) / per;
-		int64_t blocks = tiles * zz, waves = (blocks + slots - 1) / slots;
-		double eff = (double)blocks / (double)(waves * slots), score;
-
-		score = eff / (zz > 1 ? 1.0 + 16.0 * (double)(zz * m) / (double)k + fin : 1.0);
-		if (score > best * 1.02) {
-			best = score;
-			pick = (int)zz;
-		}
-	}
-	return pick;
-}
-
-struct vset {
-	std::vector<variant> v;
-	std::vector<int> br;
-};
-
-#define ADD(S, NT, RT, WR, WK, CW, MINB)                                                      \
-	do {                                                                               \
-		(S).v.push_back(make<NT, RT, WR, WK, CW, MINB>(#NT "," #RT "," #WR "," #WK "," #CW \
-								 "," #MINB));                \
-		(S).br.push_back(16 * RT * WR);                                            \
-	} while (0)
+#define ADD(S, NT, RT, WR, WK, CW, MINB) \
+	(S).push_back(make<NT, RT, WR, WK, CW, MINB>(#NT "," #RT "," #WR "," #WK "," #CW "," #MINB))
 
 /* Candidates by rows of x; the first of each is the shipped one. */
 static vset candidates(int64_t m)
@@ -149,15 +115,6 @@ static uint32_t next_u32(void)
 	return rng;
 }
 
-static uint16_t half_bits(float f)
-{
-	__half h = __float2half(f);
-	uint16_t u;
-
-	memcpy(&u, &h, 2);
-	return u;
-}
-
 struct problem {
 	int64_t m, n, k;
 	size_t wbytes; /* one encoded weight */
@@ -184,14 +141,14 @@ static void setup(problem &p, int64_t m, int64_t n, int64_t k)
 		hw[i] = (uint8_t)next_u32();
 	for (size_t g = 0; g < groups * k; g++) {
 		/* scale in [0.001, 0.01), min in [-0.08, 0): plausible weights */
-		uint16_t sc = half_bits(0.001f + 0.009f * (float)(next_u32() % 1000) / 1000.0f);
-		uint16_t mn = half_bits(-0.08f * (float)(next_u32() % 1000) / 1000.0f);
+		uint16_t sc = fg_float_to_half(0.001f + 0.009f * (float)(next_u32() % 1000) / 1000.0f);
+		uint16_t mn = fg_float_to_half(-0.08f * (float)(next_u32() % 1000) / 1000.0f);
 
 		memcpy(&hw[data + 4 * g], &sc, 2);
 		memcpy(&hw[data + 4 * g + 2], &mn, 2);
 	}
 	for (auto &v : hx)
-		v = half_bits(((float)(next_u32() % 2001) - 1000.0f) / 1000.0f);
+		v = fg_float_to_half(((float)(next_u32() % 2001) - 1000.0f) / 1000.0f);
 	CK(cudaMalloc(&p.w, p.wstride * p.copies));
 	for (int c = 0; c < p.copies; c++)
 		CK(cudaMemcpy(p.w + c * p.wstride, hw.data(), p.wbytes, cudaMemcpyHostToDevice));
@@ -212,10 +169,11 @@ static void teardown(problem &p)
 	CK(cudaFree(p.part));
 }
 
-static void run_once(const problem &p, const variant &v, int br, int sms, int copy, uint16_t *out)
+/* One product with the shipped k-split rule applied to v. */
+static void run_once(const problem &p, const variant &v, int sms, int copy, uint16_t *out)
 {
 	cublas_epi ep;
-	int z = split_for(v, p.m, p.n, p.k, sms, br);
+	int z = q4_split(&v.shape, v.bps, p.m, p.n, p.k, sms, p.part_floats);
 
 	memset(&ep, 0, sizeof ep);
 	v.run(0, p.m, p.n, p.k, p.x, p.k, p.w + (size_t)copy * p.wstride, ep, out, p.n, z, p.part);
@@ -253,7 +211,7 @@ static void reference(const problem &p)
 	CK(cudaFree(w));
 }
 
-static double time_variant(const problem &p, const variant &v, int br, int sms)
+static double time_variant(const problem &p, const variant &v, int sms)
 {
 	cudaEvent_t a, b;
 	std::vector<float> ms;
@@ -261,12 +219,12 @@ static double time_variant(const problem &p, const variant &v, int br, int sms)
 	CK(cudaEventCreate(&a));
 	CK(cudaEventCreate(&b));
 	for (int i = 0; i < 3; i++)
-		run_once(p, v, br, sms, i % p.copies, p.out);
+		run_once(p, v, sms, i % p.copies, p.out);
 	for (int i = 0; i < 25; i++) {
 		float t;
 
 		CK(cudaEventRecord(a));
-		run_once(p, v, br, sms, i % p.copies, p.out);
+		run_once(p, v, sms, i % p.copies, p.out);
 		CK(cudaEventRecord(b));
 		CK(cudaEventSynchronize(b));
 		CK(cudaEventElapsedTime(&t, a, b));
@@ -287,11 +245,7 @@ static double check(const problem &p)
 	CK(cudaMemcpy(o.data(), p.out, o.size() * 2, cudaMemcpyDeviceToHost));
 	CK(cudaMemcpy(r.data(), p.ref, r.size() * 2, cudaMemcpyDeviceToHost));
 	for (size_t i = 0; i < o.size(); i++) {
-		__half ho, hr;
-
-		memcpy(&ho, &o[i], 2);
-		memcpy(&hr, &r[i], 2);
-		float fo = __half2float(ho), fr = __half2float(hr);
+		float fo = fg_half_to_float(o[i]), fr = fg_half_to_float(r[i]);
 
 		if (fo != fo)
 			return 1e30;
@@ -318,14 +272,14 @@ int main(int argc, char **argv)
 		vset s = candidates(m);
 		int vi = atoi(argv[5]);
 
-		if (vi < 0 || vi >= (int)s.v.size()) {
-			fprintf(stderr, "variant %d out of range (0..%zu)\n", vi, s.v.size() - 1);
+		if (vi < 0 || vi >= (int)s.size()) {
+			fprintf(stderr, "variant %d out of range (0..%zu)\n", vi, s.size() - 1);
 			return 2;
 		}
 		setup(p, m, atoll(argv[3]), atoll(argv[4]));
-		run_once(p, s.v[vi], s.br[vi], sms, 0, p.out);
+		run_once(p, s[vi], sms, 0, p.out);
 		CK(cudaDeviceSynchronize());
-		run_once(p, s.v[vi], s.br[vi], sms, p.copies > 1 ? 1 : 0, p.out);
+		run_once(p, s[vi], sms, p.copies > 1 ? 1 : 0, p.out);
 		CK(cudaDeviceSynchronize());
 		teardown(p);
 		return 0;
@@ -341,18 +295,18 @@ int main(int argc, char **argv)
 			setup(p, m, sh.n, sh.k);
 			reference(p);
 			printf("m=%-3lld %-10s", (long long)m, sh.name);
-			for (size_t i = 0; i < s.v.size(); i++) {
-				double t = time_variant(p, s.v[i], s.br[i], sms), err;
+			for (size_t i = 0; i < s.size(); i++) {
+				double t = time_variant(p, s[i], sms), err;
 
 				CK(cudaDeviceSynchronize());
-				run_once(p, s.v[i], s.br[i], sms, 0, p.out);
+				run_once(p, s[i], sms, 0, p.out);
 				CK(cudaDeviceSynchronize());
 				err = check(p);
-				printf(" | %s %6.0f%s", s.v[i].name, (double)p.wbytes / t / 1e6,
+				printf(" | %s %6.0f%s", s[i].name, (double)p.wbytes / t / 1e6,
 				       err > 1e-3 ? " WRONG" : "");
 				if (err > 1e-3) {
 					fprintf(stderr, "m=%lld %s variant %s: error %.3g\n",
-						(long long)m, sh.name, s.v[i].name, err);
+						(long long)m, sh.name, s[i].name, err);
 					bad = 1;
 				}
 			}

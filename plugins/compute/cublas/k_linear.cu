@@ -228,6 +228,24 @@ CB_DEV uint4 q4_ldw(const uint8_t *p)
 	return r;
 }
 
+/* 8 columns of x (one 16-byte unit) in the products' k-slot order: the
+ * pairs (0, 4), (2, 6), (1, 5), (3, 7). */
+CB_DEV uint4 q4_xperm(uint4 v)
+{
+	return make_uint4(__byte_perm(v.x, v.z, Q4_PAIR_LO), __byte_perm(v.y, v.w, Q4_PAIR_LO),
+			  __byte_perm(v.x, v.z, Q4_PAIR_HI), __byte_perm(v.y, v.w, Q4_PAIR_HI));
+}
+
+/* The (scale, min) pairs of 8 columns (units a, b) in the same order: the
+ * four scale pairs in *s2, the four min pairs in *mn2. */
+CB_DEV void q4_pperm(uint4 a, uint4 b, uint4 *s2, uint4 *mn2)
+{
+	*s2 = make_uint4(__byte_perm(a.x, b.x, Q4_PAIR_LO), __byte_perm(a.z, b.z, Q4_PAIR_LO),
+			 __byte_perm(a.y, b.y, Q4_PAIR_LO), __byte_perm(a.w, b.w, Q4_PAIR_LO));
+	*mn2 = make_uint4(__byte_perm(a.x, b.x, Q4_PAIR_HI), __byte_perm(a.z, b.z, Q4_PAIR_HI),
+			  __byte_perm(a.y, b.y, Q4_PAIR_HI), __byte_perm(a.w, b.w, Q4_PAIR_HI));
+}
+
 /* Shared-memory swizzles (16-byte units) that keep the lanes' loads apart in
  * the banks: lane t reads x unit 4t + i of a chunk and (scale, min) units
  * 8t + 2i (+1), 64 or 128 bytes apart for consecutive t. */
@@ -255,7 +273,7 @@ struct q4_cfg {
 	static constexpr int STAGE = XBYTES + G * 4 * SC;
 	static constexpr int BRP = BR + 4;              /* reduction row: 8 mod 32 words apart */
 	/* Several warps share a stage's x and pairs: permute them once in shared
-	 * memory (q4_perm) rather than in every warp that reads them. */
+	 * memory (q4_xperm, q4_pperm) rather than in every warp that reads them. */
 	static constexpr bool PERM = WR > 1;
 	static constexpr size_t SMEM = 2 * (size_t)STAGE > (size_t)WK * M * BRP * 4
 					       ? 2 * (size_t)STAGE
@@ -336,20 +354,14 @@ cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64
 		for (int c = tid; c < mrows * (C::SC / 8); c += C::THREADS) {
 			uint4 *p = (uint4 *)(xs + (c / (C::SC / 8)) * C::XROW +
 					     16 * q4_xswz(c % (C::SC / 8)));
-			uint4 v = *p;
 
-			*p = make_uint4(__byte_perm(v.x, v.z, Q4_PAIR_LO), __byte_perm(v.y, v.w, Q4_PAIR_LO),
-					__byte_perm(v.x, v.z, Q4_PAIR_HI), __byte_perm(v.y, v.w, Q4_PAIR_HI));
+			*p = q4_xperm(*p);
 		}
 		for (int c = tid; c < C::G * (C::SC / 8); c += C::THREADS) {
 			uint4 *p = (uint4 *)(ps + (c / (C::SC / 8)) * 4 * C::SC +
 					     16 * q4_pswz(2 * (c % (C::SC / 8))));
-			uint4 a = p[0], b = p[1];
 
-			p[0] = make_uint4(__byte_perm(a.x, b.x, Q4_PAIR_LO), __byte_perm(a.z, b.z, Q4_PAIR_LO),
-					  __byte_perm(a.y, b.y, Q4_PAIR_LO), __byte_perm(a.w, b.w, Q4_PAIR_LO));
-			p[1] = make_uint4(__byte_perm(a.x, b.x, Q4_PAIR_HI), __byte_perm(a.z, b.z, Q4_PAIR_HI),
-					  __byte_perm(a.y, b.y, Q4_PAIR_HI), __byte_perm(a.w, b.w, Q4_PAIR_HI));
+			q4_pperm(p[0], p[1], &p[0], &p[1]);
 		}
 	};
 	auto load = [&](int s, uint4 (&w)[CW][RT][2]) {
@@ -376,53 +388,35 @@ cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64
 #pragma unroll
 			for (int i = 0; i < 4; i++) {
 				int pu = cb / 4 + 8 * t + ((2 * i) ^ (2 * t));
-				uint4 p0 = *(const uint4 *)(ps + 16 * pu);
-				uint4 p1 = *(const uint4 *)(ps + 16 * (pu + 1));
-				/* pairs of columns (0, 4), (2, 6), (1, 5), (3, 7) */
-				uint32_t s2[4], mn2[4], b[NT][2][2];
+				uint4 s2 = *(const uint4 *)(ps + 16 * pu);
+				uint4 mn2 = *(const uint4 *)(ps + 16 * (pu + 1));
+				uint4 xp[NT]; /* x's B operands: .x .y of the first product, .z .w of the second */
 
-				if (C::PERM) {
-					s2[0] = p0.x, s2[1] = p0.y, s2[2] = p0.z, s2[3] = p0.w;
-					mn2[0] = p1.x, mn2[1] = p1.y, mn2[2] = p1.z, mn2[3] = p1.w;
-				} else {
-					s2[0] = __byte_perm(p0.x, p1.x, Q4_PAIR_LO);
-					s2[1] = __byte_perm(p0.z, p1.z, Q4_PAIR_LO);
-					s2[2] = __byte_perm(p0.y, p1.y, Q4_PAIR_LO);
-					s2[3] = __byte_perm(p0.w, p1.w, Q4_PAIR_LO);
-					mn2[0] = __byte_perm(p0.x, p1.x, Q4_PAIR_HI);
-					mn2[1] = __byte_perm(p0.z, p1.z, Q4_PAIR_HI);
-					mn2[2] = __byte_perm(p0.y, p1.y, Q4_PAIR_HI);
-					mn2[3] = __byte_perm(p0.w, p1.w, Q4_PAIR_HI);
-				}
+				if (!C::PERM)
+					q4_pperm(s2, mn2, &s2, &mn2);
 #pragma unroll
 				for (int nt = 0; nt < NT; nt++) {
-					uint4 xv = *(const uint4 *)(xs + (8 * nt + g) * C::XROW +
-								    16 * (cb / 8 + 4 * t + (i ^ (t >> 1))));
-
-					if (C::PERM) {
-						b[nt][0][0] = xv.x, b[nt][0][1] = xv.y;
-						b[nt][1][0] = xv.z, b[nt][1][1] = xv.w;
-					} else {
-						b[nt][0][0] = __byte_perm(xv.x, xv.z, Q4_PAIR_LO);
-						b[nt][0][1] = __byte_perm(xv.y, xv.w, Q4_PAIR_LO);
-						b[nt][1][0] = __byte_perm(xv.x, xv.z, Q4_PAIR_HI);
-						b[nt][1][1] = __byte_perm(xv.y, xv.w, Q4_PAIR_HI);
-					}
+					xp[nt] = *(const uint4 *)(xs + (8 * nt + g) * C::XROW +
+								  16 * (cb / 8 + 4 * t + (i ^ (t >> 1))));
+					if (!C::PERM)
+						xp[nt] = q4_xperm(xp[nt]);
 				}
 #pragma unroll
 				for (int rt = 0; rt < RT; rt++) {
 					const uint32_t *r0 = (const uint32_t *)&w[c][rt][0];
 					const uint32_t *r1 = (const uint32_t *)&w[c][rt][1];
 					uint32_t w0 = r0[i], w1 = r1[i], v0 = w0 >> 8, v1 = w1 >> 8;
-					uint32_t a0[4] = { q4_whi(w0, s2[0], mn2[0]), q4_whi(w1, s2[0], mn2[0]),
-							   q4_whi(v0, s2[1], mn2[1]), q4_whi(v1, s2[1], mn2[1]) };
-					uint32_t a1[4] = { q4_wlo(w0, s2[2], mn2[2]), q4_wlo(w1, s2[2], mn2[2]),
-							   q4_wlo(v0, s2[3], mn2[3]), q4_wlo(v1, s2[3], mn2[3]) };
+					uint32_t a0[4] = { q4_whi(w0, s2.x, mn2.x), q4_whi(w1, s2.x, mn2.x),
+							   q4_whi(v0, s2.y, mn2.y), q4_whi(v1, s2.y, mn2.y) };
+					uint32_t a1[4] = { q4_wlo(w0, s2.z, mn2.z), q4_wlo(w1, s2.z, mn2.z),
+							   q4_wlo(v0, s2.w, mn2.w), q4_wlo(v1, s2.w, mn2.w) };
 
 #pragma unroll
 					for (int nt = 0; nt < NT; nt++) {
-						cb_mma16816(acc[rt][nt], a0, b[nt][0]);
-						cb_mma16816(acc[rt][nt], a1, b[nt][1]);
+						const uint32_t *xb = (const uint32_t *)&xp[nt];
+
+						cb_mma16816(acc[rt][nt], a0, xb);
+						cb_mma16816(acc[rt][nt], a1, xb + 2);
 					}
 				}
 			}
@@ -555,16 +549,16 @@ static int cb_q4_var(int64_t m)
 	return m <= 8 ? 0 : m <= 16 ? 1 : m <= 32 || !q4_v3_ok ? 2 : 3;
 }
 
-/* The k split that fills the GPU best: whole waves of blocks, each split a
- * whole number of stages, weighed against the partial sums' traffic (16 z m /
- * k of the weight bytes) and the finishing kernel (about 2 us, against the
- * time of the weight bytes at 3 TB/s). */
-extern "C" int cublas_q4_fused_split(int64_t m, int64_t n, int64_t k, int sms,
-				     size_t max_part_floats)
+/* The k split that fills the GPU best for variant v (bps of its blocks an
+ * SM): whole waves of blocks, each split a whole number of stages, weighed
+ * against the partial sums' traffic (16 z m / k of the weight bytes) and the
+ * finishing kernel (about 2 us, against the time of the weight bytes at 3
+ * TB/s).  bench/q4_sweep.cu applies it to its candidates. */
+static int q4_split(const q4_shape *v, int bps, int64_t m, int64_t n, int64_t k, int sms,
+		    size_t max_part_floats)
 {
-	const q4_shape *v = &q4_shapes[cb_q4_var(m)];
 	int64_t tiles = ((n + v->br - 1) / v->br) * ((m + v->m - 1) / v->m);
-	int64_t stages = (k + v->sc - 1) / v->sc, slots = (int64_t)sms * q4_bps[cb_q4_var(m)];
+	int64_t stages = (k + v->sc - 1) / v->sc, slots = (int64_t)sms * bps;
 	double bytes = (double)n * (double)k * 0.5625, fin = 6e6 / (bytes > 1 ? bytes : 1);
 	double best = 0;
 	int pick = 1;
@@ -585,6 +579,14 @@ extern "C" int cublas_q4_fused_split(int64_t m, int64_t n, int64_t k, int sms,
 		}
 	}
 	return pick;
+}
+
+extern "C" int cublas_q4_fused_split(int64_t m, int64_t n, int64_t k, int sms,
+				     size_t max_part_floats)
+{
+	int v = cb_q4_var(m);
+
+	return q4_split(&q4_shapes[v], q4_bps[v], m, n, k, sms, max_part_floats);
 }
 
 template <int NT, int RT, int WR, int WK, int CW, int MINB>
