@@ -149,6 +149,15 @@ CB_DEV float cb_sum_xor(float v, int width)
 	return v;
 }
 
+/* Blocks an SM for __launch_bounds__, chosen on the H200: before compute
+ * capability `arch` at most 2, where the older register allocation spilled
+ * at the H200's choice of 3 (ptxas -v). */
+#if defined(__CUDA_ARCH__)
+#define CB_MINB_BEFORE(arch, b) (__CUDA_ARCH__ < (arch) && (b) > 2 ? 2 : (b))
+#else
+#define CB_MINB_BEFORE(arch, b) (b)
+#endif
+
 /* Launch geometry helper: blocks for n items of `per` each, capped for grid x. */
 static inline unsigned cb_blocks(int64_t n, int64_t per, int64_t cap)
 {

@@ -283,7 +283,7 @@ struct q4_cfg {
 };
 
 template <int NT, int RT, int WR, int WK, int CW, int MINB>
-__global__ void __launch_bounds__(32 * WR * WK, MINB)
+__global__ void __launch_bounds__(32 * WR * WK, CB_MINB_BEFORE(900, MINB))
 cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64_t ldx,
 	  const uint8_t *__restrict__ q4, cublas_epi ep, void *out, int64_t ldo, int64_t kper,
 	  float *part)

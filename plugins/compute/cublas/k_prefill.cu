@@ -261,17 +261,10 @@ struct pf_shape {
 };
 
 /* GQA: k/v head blockIdx.y / a.group (a separate instance, so that the
- * multi-head kernel keeps its registers). */
-/* Turing's register file holds two 128-thread blocks of the DP 128 kernel
- * without spills, not three. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#define PF_MINB(b) ((b) > 2 ? 2 : (b))
-#else
-#define PF_MINB(b) (b)
-#endif
-
+ * multi-head kernel keeps its registers).  Turing spilled the DP 128 kernel
+ * at three blocks an SM. */
 template <int DP, bool GQA, class SH>
-__global__ void __launch_bounds__(SH::THREADS, PF_MINB(SH::MINB))
+__global__ void __launch_bounds__(SH::THREADS, CB_MINB_BEFORE(800, SH::MINB))
 cb_prefill_kernel(struct cublas_attn a, struct pf_opts op)
 {
 	constexpr int MT = SH::MT, BC = SH::BC, BR = SH::BR, THREADS = SH::THREADS;
