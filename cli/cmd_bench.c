@@ -50,7 +50,7 @@ static int write_json(const char *path, const struct fg_config *cfg, const struc
 	const struct fg_forward_stats *st = &r->stats;
 	char tmp[4096];
 	json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I,"
-			      " s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b,"
+			      " s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:b,"
 			      " s:{s:f, s:f, s:f, s:f, s:f, s:f},"
 			      " s:{s:I, s:I, s:I}, s:o}",
 			      "model", fg_config_str(cfg, "model", "path"),
@@ -71,6 +71,7 @@ static int write_json(const char *path, const struct fg_config *cfg, const struc
 			      "total_latency_s", r->prefill_s + r->decode_s,
 			      "total_throughput", r->total_tps,
 			      "weight_load_s", e->load_s,
+			      "graph_steps", (json_int_t)st->graph_steps,
 			      "projected", r->projected,
 			      "time_s", "compute", st->compute_s, "wait_weights", st->wait_weight_s,
 			      "wait_cache", st->wait_cache_s, "wait_activations", st->wait_hidden_s,
@@ -141,6 +142,9 @@ static void print_report(const struct fg_engine *e, const struct fg_bench_result
 		       st->dev_s[FG_DEV_COMPUTE], st->dev_s[FG_DEV_WAIT_WEIGHT],
 		       st->dev_s[FG_DEV_WAIT_CACHE], st->dev_s[FG_DEV_WAIT_HIDDEN],
 		       st->dev_s[FG_DEV_HOST_ATTN], st->dev_s[FG_DEV_LOGITS], dev_total(st));
+	if (st->graph_steps) /* the backend ran each as one graph (compute ABI 1.5) */
+		printf("decode steps launched as one graph: %llu\n",
+		       (unsigned long long)st->graph_steps);
 	if (st->disk_read_bytes) /* what the disk delivered while it was busy */
 		printf("disk reads: %.3f GB, a request in flight %.3f s (%.3f GB/s while busy)\n",
 		       st->disk_read_bytes / 1e9, st->disk_busy_s,

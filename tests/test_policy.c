@@ -147,6 +147,9 @@ static const char *cannot_run(const struct variant *v)
 
 /* Prompts of different lengths (left padding), greedy, NEW tokens each;
  * tokens into out[NPROMPT][NEW]; prefill logits of an 8-row batch into lg. */
+/* Decode steps the last run()'s forward pass launched as graphs. */
+static uint64_t graph_steps;
+
 static void run(struct fg_config *c, int32_t out[NPROMPT][NEW], float **lg)
 {
 	struct fg_engine *e;
@@ -190,6 +193,7 @@ static void run(struct fg_config *c, int32_t out[NPROMPT][NEW], float **lg)
 		ck_assert_msg(rc == 0, "%s", fg_last_error_text());
 		memcpy(*lg + (size_t)s * NPROMPT * V, l, sizeof(float) * (size_t)(NPROMPT * V));
 	}
+	graph_steps = fg_forward_stats(f)->graph_steps;
 	fg_forward_free(f);
 	free(pids);
 	free(pad);
@@ -223,6 +227,13 @@ static void equivalence(const struct variant *v)
 
 	c = base_config();
 	run(c, want, &lw);
+	/* The all-compute run's two decode steps move nothing between tiers: a
+	 * backend with graphs (compute ABI 1.5) ran each as one, so every
+	 * variant that moves something is checked against recorded steps. */
+	const char *gb = getenv("FGCORE_TEST_BACKEND");
+	if (gb && (!strcmp(gb, "lazy_streams") || !strcmp(gb, "cublas")))
+		ck_assert_msg(graph_steps == 2, "the all-compute run launched %llu of its 2 decode "
+			      "steps as graphs", (unsigned long long)graph_steps);
 	for (int i = 0; i < 8 && v->set[i]; i++)
 		set(c, v->set[i]);
 	run(c, got, &lg);

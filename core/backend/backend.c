@@ -204,6 +204,38 @@ int fg_backend_timer_elapsed(struct fg_backend *b, void *start, void *end, doubl
 					: -ENOTSUP;
 }
 
+/* Graphs are members of minor 5: a 1.4 plugin's table ends before them. */
+int fg_backend_has_graphs(const struct fg_backend *b)
+{
+	return b->minor >= 5 && b->ops->graph_begin;
+}
+
+int fg_backend_graph_begin(struct fg_backend *b, void *stream)
+{
+	int rc;
+
+	if (!fg_backend_has_graphs(b))
+		return -ENOTSUP;
+	fg_clear_error();
+	rc = b->ops->graph_begin(b->ctx, stream);
+	if (rc && rc != -ENOTSUP && !*fg_last_error())
+		FG_ERR("compute plugin %s: graph_begin failed (error %d)", b->ph.plugin->name, rc);
+	return rc;
+}
+
+int fg_backend_graph_end(struct fg_backend *b, void *stream, int launch)
+{
+	int rc;
+
+	if (!launch) /* after a failed op, whose error line stays the one shown */
+		return b->ops->graph_end(b->ctx, stream, 0);
+	fg_clear_error();
+	rc = b->ops->graph_end(b->ctx, stream, 1);
+	if (rc && !*fg_last_error())
+		FG_ERR("compute plugin %s: graph_end failed (error %d)", b->ph.plugin->name, rc);
+	return rc;
+}
+
 int fg_backend_copy(struct fg_backend *b, void *stream, void *dst, const void *src, size_t len)
 {
 	if (b->ops->copy)

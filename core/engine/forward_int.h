@@ -71,6 +71,7 @@ struct fg_forward {
 	const int32_t *step_ids;        /* the step's token ids (NULL: not this stage's) */
 	int64_t step_nids;
 	unsigned char *id_seen;         /* vocab flags: a token table's rows staged this step */
+	int graphing;                   /* the step's ops are being recorded as a graph */
 	fg_position_logits_fn score_fn; /* set during a scored prefill */
 	void *score_arg;
 	struct fg_forward_stats stats;

@@ -70,6 +70,40 @@ static void *hidden_addr(const struct fg_forward *f, int64_t k, int slot)
 	return g->hidden_role == FG_ROLE_COMPUTE ? g->hidden_home.addr : f->hslot[slot].addr;
 }
 
+/* A decode step that moves nothing between tiers - weights, KV cache and
+ * activations all in the compute tier, one process - issues all its work on
+ * the compute stream up to its first token read-out, so the backend may
+ * record it and launch it as one graph (compute ABI 1.5). */
+static int graph_begin(struct fg_forward *f, int64_t n)
+{
+	int rc;
+
+	f->graphing = 0;
+	if (n != 1 || f->step == 0 || f->pipe || f->plan.wslot || f->plan.n_off ||
+	    f->plan.delegate || !fg_backend_has_graphs(f->be))
+		return 0;
+	for (int64_t k = 0; k < f->nb; k++)
+		if (f->gb[k].hidden_role != FG_ROLE_COMPUTE)
+			return 0;
+	rc = fg_backend_graph_begin(f->be, f->stream);
+	f->graphing = !rc;
+	return rc == -ENOTSUP ? 0 : rc; /* declined: the ops run one by one */
+}
+
+/* Launch what was recorded (launch = 0: drop it, after a failed op). */
+static int graph_end(struct fg_forward *f, int launch)
+{
+	int rc;
+
+	if (!f->graphing)
+		return 0;
+	f->graphing = 0;
+	rc = fg_backend_graph_end(f->be, f->stream, launch);
+	if (!rc && launch)
+		f->stats.graph_steps++;
+	return rc;
+}
+
 /* Run the unit's block bodies for GPU batch it->k. */
 static int compute_item(struct fg_forward *f, const struct item *it, const int32_t *ids,
 			int64_t n, void *h, float *logits, int32_t *top)
@@ -97,6 +131,9 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 		    (rc = fg_logits_score(f, &x, it->k, f->cfg->arch->body[FG_BLOCK_OUTPUT])))
 			return rc;
 		if ((rc = f->cfg->arch->body[b->plan->kind](&x)))
+			return rc;
+		/* A recorded step runs from here: the read-out waits for it. */
+		if (b->plan->kind == FG_BLOCK_OUTPUT && (rc = graph_end(f, 1)))
 			return rc;
 		if (b->plan->kind == FG_BLOCK_OUTPUT &&
 		    (rc = fg_logits_out(f, it->k * f->bs, rows,
@@ -333,6 +370,7 @@ static struct item next_item(const struct fg_forward *f, int64_t gi, const struc
 static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logits, int32_t *top)
 {
 	int overlap = f->env.policy.overlap;
+	int stages = f->plan.wslot > 0; /* some unit's weights are staged into a slot */
 	int64_t t = 0, nruns = f->ngroups * f->nunits;
 	double t0;
 	int rc = 0;
@@ -345,7 +383,9 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 		fg_pipe_results(f, &logits, &top);
 		fg_pipe_step_begin(f, n, logits, top);
 	}
-	if (overlap && (rc = fg_unit_weights_load(f, 0, 0)))
+	if ((rc = graph_begin(f, n)))
+		goto out;
+	if (overlap && stages && (rc = fg_unit_weights_load(f, 0, 0)))
 		goto out;
 	if (overlap && (rc = cache_prefetch(f, &(struct item){ .u = 0, .k = first_k(f, 0) })))
 		goto out;
@@ -362,11 +402,12 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 					f->stats.dead_positions += (uint64_t)(dead_rows(f, k) * n);
 				}
 				if (k == k0) {
-					if (!overlap && (rc = fg_unit_weights_load(f, u, ws)))
+					if (!overlap && stages &&
+					    (rc = fg_unit_weights_load(f, u, ws)))
 						goto out;
 					/* The next run's weights go into the other slot during
 					 * this one, after the first item's activations. */
-					if (overlap && ri + 1 < nruns) {
+					if (overlap && stages && ri + 1 < nruns) {
 						if ((rc = fetch_hidden(f, &it, n, 1)) ||
 						    (rc = fg_unit_weights_load(f, (ri + 1) % f->nunits,
 									       (ws + 1) % SLOTS)))
@@ -384,7 +425,7 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 					goto out;
 				if ((rc = run_item(f, &it, ids, n, logits, top)))
 					goto out;
-				if (k == klast &&
+				if (k == klast && stages &&
 				    (rc = fg_backend_event_record(f->be, f->wdone[ws], f->stream)))
 					goto out;
 			}
@@ -392,6 +433,11 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 	}
 out:
 	f->step_ids = NULL;
+	{
+		int r = graph_end(f, !rc); /* a step without an output block */
+		if (!rc)
+			rc = r;
+	}
 	{
 		/* Nothing may stay in flight past a step, even after an error. */
 		t0 = fg_now();

@@ -212,6 +212,15 @@ static int fg_compute_timers_ok(const struct fg_compute_ops *o, uint32_t abi)
 	return n == 0 || n == 4;
 }
 
+/* The graph hooks (minor 5) come as a pair, and only with streams: a graph
+ * is recorded from one. */
+static int fg_compute_graphs_ok(const struct fg_compute_ops *o, uint32_t abi)
+{
+	int n = abi >= FG_ABI(1, 5) ? !!o->graph_begin + !!o->graph_end : 0;
+
+	return n == 0 || (n == 2 && o->stream_create);
+}
+
 static const char *fg_codec_missing(const struct fg_codec_ops *o, uint32_t abi)
 {
 	(void)abi;
@@ -445,6 +454,12 @@ static int fg_check_plugin(const char *path, const struct fg_plugin *p, uint32_t
 			FG_ERR("%s: compute plugin defines some of the timer hooks (timer_create, "
 			       "timer_destroy, timer_record, timer_elapsed) but not all four: define "
 			       "all of them or none", path);
+			return -EINVAL;
+		}
+		if (!missing && !fg_compute_graphs_ok(p->ops, p->abi_version)) {
+			FG_ERR("%s: compute plugin defines graph_begin or graph_end without the other, "
+			       "or without the stream hooks: define both with streams, or neither",
+			       path);
 			return -EINVAL;
 		}
 		break;

@@ -38,6 +38,9 @@
  *        (an fp16 GPU backend keeps it in fp32, as the reference does).
  *   1.4  sample: each row's next token drawn where the logits are, as
  *        fgcore/sampling.h defines it, so sampled decoding copies no logits.
+ *   1.5  graphs: the ops of a decode step recorded and launched as one unit
+ *        (a CUDA graph), which spares the device the gaps between hundreds of
+ *        small launches.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -246,6 +249,24 @@ struct fg_compute_ops {
 	 * returns once out is filled.  Without it the core copies the logits out
 	 * and samples on the host, with the same result. */
 	int (*sample)(void *ctx, void *stream, const struct fg_sample_args *a);
+
+	/* minor 5, optional, both or neither: graphs.  After graph_begin the ops
+	 * issued on `stream` are recorded instead of run; graph_end with launch
+	 * nonzero runs what was recorded, in order, as one piece of work on the
+	 * stream and returns without waiting for it; launch = 0 drops it (the
+	 * core does so after an op failed).  In between the core issues only
+	 * ops, copies between compute-tier buffers, event_record and
+	 * timer_record on that stream: nothing that returns data to the host
+	 * (argmax, sample, copy to host, stream_sync, event_sync) and no
+	 * stream_wait.  Host arrays an op takes (ids, positions, pads) are read
+	 * by the time the op returns, as always.  Events and timers recorded in
+	 * between must be usable after the launch as if recorded then.
+	 * graph_begin answers -ENOTSUP to decline (e.g. turned off by an
+	 * option): the core then issues the ops as usual.  The core uses it for
+	 * decode steps that move nothing between tiers, ending the graph before
+	 * the step's first token read-out. */
+	int (*graph_begin)(void *ctx, void *stream);
+	int (*graph_end)(void *ctx, void *stream, int launch);
 };
 
 #ifdef __cplusplus

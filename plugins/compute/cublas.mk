@@ -53,6 +53,7 @@ pkglib_LTLIBRARIES += plugins/compute/cublas.la
 plugins_compute_cublas_la_SOURCES = \
 	plugins/compute/cublas/plugin.c \
 	plugins/compute/cublas/check.c \
+	plugins/compute/cublas/graph.c \
 	plugins/compute/cublas/linear.c \
 	plugins/compute/cublas/ops.c
 plugins_compute_cublas_la_CFLAGS = $(PLUGIN_CFLAGS) $(CUDA_CFLAGS)

@@ -10,7 +10,13 @@
  * takes every path it takes with a GPU (bounce buffers, copies on streams).
  * cpu_blas.so is found in FGCORE_PLUGIN_PATH; host arrays an op reads (ids,
  * positions, pads, frequencies) are copied when it is queued, as a GPU
- * backend copies them to the device. */
+ * backend copies them to the device.
+ *
+ * Graphs (compute ABI 1.5, `graphs = true`): while a stream records, the
+ * core may only queue ops, copies and event records on it; a sync, a wait
+ * or work on another stream fails the run with an error line, so the
+ * engine's tests catch a recorded step that breaks the promise.  Launched,
+ * the recorded ops run as late as ever; dropped, they are unqueued. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -23,12 +29,17 @@
 
 struct ls_opts {
 	int device_memory;
+	int graphs;
 };
 
 static const struct fg_option ls_options[] = {
 	{ .key = "device_memory", .type = FG_OPT_BOOL, .def = "false",
 	  .help = "report the operands as device memory (use the fake_device_mem compute tier)",
 	  .offset = offsetof(struct ls_opts, device_memory) },
+	{ .key = "graphs", .type = FG_OPT_BOOL, .def = "true",
+	  .help = "accept graph_begin (compute ABI 1.5) and check what the core does while a "
+		  "stream records",
+	  .offset = offsetof(struct ls_opts, graphs) },
 	{ .key = NULL },
 };
 
@@ -75,7 +86,21 @@ struct ls_ctx {
 	struct ls_stream *retired; /* destroyed, all run: kept for the waits and
 				    * events that still name them, freed at fini */
 	int err;              /* the first failure of a deferred op */
+	int graphs;
+	struct ls_stream *rec; /* the stream recording a graph (NULL: none) */
+	uint64_t rec_from;     /* its ops queued before the recording */
 };
+
+/* -EPROTO and an error line when a graph is being recorded: `what` breaks
+ * the promise of compute ABI 1.5 (called with the lock held). */
+static int ls_recording(struct ls_ctx *c, const char *what)
+{
+	if (!c->rec)
+		return 0;
+	fg_error(c->host, "lazy_streams: %s while a graph is being recorded (compute ABI 1.5 "
+		 "allows only ops, copies and event records on the recording stream)", what);
+	return -EPROTO;
+}
 
 static struct ls_stream *ls_stream_of(struct ls_ctx *c, void *stream)
 {
@@ -151,6 +176,14 @@ static int ls_queue(struct ls_ctx *c, void *stream, struct ls_op *o, int n, cons
 	}
 	pthread_mutex_lock(&c->lock);
 	struct ls_stream *s = ls_stream_of(c, stream);
+	int rc = o->kind == LS_WAIT ? ls_recording(c, "stream_wait")
+		 : s != c->rec ? ls_recording(c, "work on another stream") : 0;
+	if (rc) {
+		pthread_mutex_unlock(&c->lock);
+		free(o->arrays);
+		free(o);
+		return rc;
+	}
 	if (s->tail)
 		s->tail->next = o;
 	else
@@ -284,7 +317,9 @@ static int ls_stream_sync(void *ctx, void *stream)
 	struct ls_ctx *c = ctx;
 	pthread_mutex_lock(&c->lock);
 	struct ls_stream *s = ls_stream_of(c, stream);
-	int rc = ls_run(c, s, s->queued);
+	int rc = ls_recording(c, "stream_sync");
+	if (!rc)
+		rc = ls_run(c, s, s->queued);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -348,10 +383,63 @@ static int ls_event_sync(void *ctx, void *event)
 	struct ls_event *e = event;
 	int rc = 0;
 	pthread_mutex_lock(&c->lock);
-	if (e->s)
+	rc = ls_recording(c, "event_sync");
+	if (!rc && e->s)
 		rc = ls_run(c, e->s, e->pos);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
+}
+
+/* ---- graphs --------------------------------------------------------------------------- */
+
+static int ls_graph_begin(void *ctx, void *stream)
+{
+	struct ls_ctx *c = ctx;
+	int rc;
+
+	if (!c->graphs)
+		return -ENOTSUP;
+	pthread_mutex_lock(&c->lock);
+	if (!(rc = ls_recording(c, "graph_begin"))) {
+		c->rec = ls_stream_of(c, stream);
+		c->rec_from = c->rec->queued;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+static int ls_graph_end(void *ctx, void *stream, int launch)
+{
+	struct ls_ctx *c = ctx;
+	struct ls_stream *s;
+
+	pthread_mutex_lock(&c->lock);
+	s = ls_stream_of(c, stream);
+	if (c->rec != s) {
+		pthread_mutex_unlock(&c->lock);
+		fg_error(c->host, "lazy_streams: graph_end on a stream that is not recording");
+		return -EPROTO;
+	}
+	c->rec = NULL;
+	if (!launch) { /* nothing recorded has run (no sync could): unqueue it */
+		struct ls_op **pp = &s->head, *o;
+		for (uint64_t at = s->done; *pp && at < c->rec_from; at++)
+			pp = &(*pp)->next;
+		o = *pp;
+		*pp = NULL;
+		while (o) {
+			struct ls_op *next = o->next;
+			free(o->arrays);
+			free(o);
+			o = next;
+		}
+		s->tail = NULL;
+		for (o = s->head; o; o = o->next)
+			s->tail = o;
+		s->queued = c->rec_from;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return 0;
 }
 
 /* ---- the rest, forwarded ----------------------------------------------------------------- */
@@ -395,6 +483,7 @@ static int ls_init(const struct fg_host *host, const void *opts, void **ctx)
 	pthread_mutexattr_destroy(&ma);
 	c->host = host;
 	c->device_memory = o ? o->device_memory : 0;
+	c->graphs = o ? o->graphs : 1;
 	/* cpu_blas.so from the first FGCORE_PLUGIN_PATH directory that has it */
 	for (const char *d = path; d && *d && !c->dl;) {
 		size_t n = strcspn(d, ":");
@@ -452,6 +541,8 @@ static const struct fg_compute_ops ls_ops = {
 	.copy			= ls_copy,
 	.rope			= ls_rope,
 	.supports		= ls_supports,
+	.graph_begin		= ls_graph_begin,
+	.graph_end		= ls_graph_end,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {

@@ -24,6 +24,7 @@ struct cublas_opts {
 	int fp8_prefill;
 	int64_t fp8_min_rows;
 	uint64_t fp8_scratch;  /* per stream, only with fp8_prefill */
+	int cuda_graphs;
 };
 
 /* Row-wise (outer-vector) scales of fp8 products came with cuBLAS 12.9;
@@ -39,6 +40,24 @@ struct cublas_opts {
 /* An fp32 copy of a bias: what cuBLASLt's bias epilogue reads when D is the
  * fp32 residual stream (an fp16 bias is refused there). */
 #define CUBLAS_BIAS32_MAX 65536
+/* A stream's graph (graph.c): the executable one, reused from step to step,
+ * and the arena of host arrays staged while recording. */
+#define CUBLAS_ARENA_CHUNKS 16
+struct cublas_arena_chunk {
+	uint8_t *host;     /* cudaHostAlloc */
+	uint8_t *dev;      /* cudaMalloc, the same size */
+	size_t cap, used;
+};
+struct cublas_graph {
+	int on;            /* the stream is recording */
+	int launched;      /* done has been recorded */
+	cudaGraphExec_t exec;
+	cudaEvent_t done;  /* after the last launch: its arena bytes are read */
+	struct cublas_arena_chunk chunk[CUBLAS_ARENA_CHUNKS];
+	int nchunks;
+	uint64_t instantiated, updated;
+};
+
 struct cublas_stream {
 	cudaStream_t s;
 	void *ws;          /* cuBLASLt workspace, ctx->ws_bytes */
@@ -47,6 +66,7 @@ struct cublas_stream {
 	void *fp8;         /* ctx->fp8_bytes (fp8_prefill): the products' fp8 operands,
 			    * allocated at the stream's first fp8 product */
 	int fp8_failed;    /* that allocation failed: the stream's products stay fp16 */
+	struct cublas_graph g;
 };
 
 /* Small host arrays (ids, positions, pads) go to the device through a ring
@@ -101,6 +121,7 @@ struct cublas_ctx {
 	int64_t fp8_min_rows; /* products with this many rows of x or more use fp8 */
 	size_t fp8_bytes;     /* each stream's fp8 buffer; 0 without fp8 */
 	int fp8_noted;        /* a product that fp8 could not take was reported */
+	int graphs;           /* graph_begin records (cuda_graphs) */
 	cublasLtHandle_t lt;
 	cublasHandle_t blas;  /* fallback when cuBLASLt has no algorithm */
 	struct cublas_stream def;
@@ -134,6 +155,17 @@ int cublas_stage(struct cublas_ctx *c, struct cublas_stream *s, const char *op,
 		 const void *src0, size_t len0, const void *src1, size_t len1, void **dev0,
 		 void **dev1);
 int cublas_stage_done(struct cublas_ctx *c, struct cublas_stream *s, const char *op);
+
+/* ---- graph.c ------------------------------------------------------------------- */
+
+int cublas_graph_begin(void *ctx, void *stream);
+int cublas_graph_end(void *ctx, void *stream, int launch);
+/* cublas_stage while the stream records: the arrays go to the graph's arena. */
+int cublas_graph_stage(struct cublas_ctx *c, struct cublas_stream *s, const char *op,
+		       const void *src0, size_t len0, const void *src1, size_t len1, void **dev0,
+		       void **dev1);
+/* Ends a recording left open, frees the graph and the arena. */
+void cublas_graph_fini(struct cublas_ctx *c, struct cublas_stream *s);
 
 /* ---- check.c ------------------------------------------------------------------- */
 

@@ -6,8 +6,8 @@
  * through cuBLASLt (with fp8_prefill, large products through its fp8 kernels,
  * linear.c), 4-bit weights (Q4_ROWS) through the backend's own
  * kernels; compute ABI 1.1 (RMS norm, rotary embedding, SiLU and the gating
- * multiplier in linear, grouped-query attention) up to 1.4 (sampling where
- * the logits are, k_sample.cu).  Every op but argmax and sample (which return
+ * multiplier in linear, grouped-query attention) up to 1.5 (sampling where
+ * the logits are, k_sample.cu; decode steps as CUDA graphs, graph.c).  Every op but argmax and sample (which return
  * tokens) is asynchronous on its stream; NULL names the backend's default
  * stream, created at init (a blocking stream, so the synchronous cudaMemcpy of
  * the storage tiers stays ordered with the work on it).
@@ -65,6 +65,12 @@ static const struct fg_option cublas_options[] = {
 		  "fit beside a band of 2048 rows; allocated at a stream's first fp8 product; "
 		  "at least 1M).",
 	  .offset = offsetof(struct cublas_opts, fp8_scratch) },
+	{ .key = "cuda_graphs", .type = FG_OPT_BOOL, .def = "true",
+	  .help = "launch each decode step that moves nothing between tiers (weights, cache "
+		  "and activations all in GPU memory) as one CUDA graph, recorded as the "
+		  "step's kernels are issued: the GPU runs them back to back instead of idling "
+		  "between hundreds of small launches; false: one launch per kernel.",
+	  .offset = offsetof(struct cublas_opts, cuda_graphs) },
 	{ .key = NULL },
 };
 
@@ -151,6 +157,8 @@ int cublas_stage(struct cublas_ctx *c, struct cublas_stream *s, const char *op,
 	cudaError_t e;
 	int rc;
 
+	if (s->g.on)
+		return cublas_graph_stage(c, s, op, src0, len0, src1, len1, dev0, dev1);
 	if (need == 0)
 		need = 256;
 	if (need > st->cap && (rc = cublas_stage_grow(c, op, need)))
@@ -192,6 +200,8 @@ int cublas_stage_done(struct cublas_ctx *c, struct cublas_stream *s, const char 
 	struct cublas_staging *st = &c->st;
 	cudaError_t e = cudaSuccess;
 
+	if (s->g.on) /* staged in the graph's arena: nothing to retire by event */
+		return 0;
 	for (unsigned i = 0; i < st->count; i++) {
 		struct cublas_stage_use *u = &st->use[(st->first + i) % CUBLAS_STAGE_SLOTS];
 
@@ -266,10 +276,11 @@ fail:
 	return -ENOMEM;
 }
 
-static void cublas_stream_fini(struct cublas_stream *s)
+static void cublas_stream_fini(struct cublas_ctx *c, struct cublas_stream *s)
 {
 	if (!s->s)
 		return;
+	cublas_graph_fini(c, s); /* ends a recording first: a capturing stream cannot sync */
 	(void)cudaStreamSynchronize(s->s);
 	cudaFree(s->ws);
 	cudaFree(s->scratch);
@@ -309,7 +320,7 @@ static void cublas_stream_destroy(void *ctx, void *stream)
 		return;
 	(void)cudaSetDevice(c->device);
 	pthread_mutex_lock(&c->lock);
-	cublas_stream_fini(stream); /* synchronises first: staging events may point at it */
+	cublas_stream_fini(c, stream); /* synchronises first: staging events may point at it */
 	pthread_mutex_unlock(&c->lock);
 	free(stream);
 }
@@ -361,6 +372,7 @@ static void cublas_event_destroy(void *ctx, void *event)
 static int cublas_event_record(void *ctx, void *event, void *stream)
 {
 	struct cublas_ctx *c = ctx;
+	struct cublas_stream *s;
 	cudaError_t e;
 	int rc;
 
@@ -370,7 +382,11 @@ static int cublas_event_record(void *ctx, void *event, void *stream)
 	}
 	if ((rc = cublas_enter(c, "event_record")))
 		return rc;
-	e = cudaEventRecord((cudaEvent_t)event, cublas_stream_of(c, stream)->s);
+	s = cublas_stream_of(c, stream);
+	/* While recording: a node of the graph, so that the event (or timer)
+	 * happens when the graph runs, as if recorded then. */
+	e = s->g.on ? cudaEventRecordWithFlags((cudaEvent_t)event, s->s, cudaEventRecordExternal)
+		    : cudaEventRecord((cudaEvent_t)event, s->s);
 	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "event_record", "cudaEventRecord", e);
 }
 
@@ -527,7 +543,7 @@ static void cublas_fini(void *ctx)
 		return;
 	(void)cudaSetDevice(c->device);
 	cublas_stage_free(c);
-	cublas_stream_fini(&c->def);
+	cublas_stream_fini(c, &c->def);
 	cublas_plans_clear(c);
 	if (c->lt)
 		cublasLtDestroy(c->lt);
@@ -542,7 +558,7 @@ static int cublas_init(const struct fg_host *host, const void *opts, void **ctx)
 	static const struct cublas_opts defaults = {
 		.device = 0, .workspace = 64 * MiB, .scratch = 64 * MiB, .q4_fused_max_m = 128,
 		.fp32_residual = 1, .device_sampling = 1, .fp8_prefill = 0, .fp8_min_rows = 1024,
-		.fp8_scratch = 256 * MiB,
+		.fp8_scratch = 256 * MiB, .cuda_graphs = 1,
 	};
 	const struct cublas_opts *o = opts ? opts : &defaults;
 	struct cudaDeviceProp prop;
@@ -589,6 +605,7 @@ static int cublas_init(const struct fg_host *host, const void *opts, void **ctx)
 	c->q4_fused_max_m = o->q4_fused_max_m;
 	c->f32_hidden = o->fp32_residual != 0;
 	c->device_sampling = o->device_sampling != 0;
+	c->graphs = o->cuda_graphs != 0;
 	if ((rc = cublas_enter(c, "init")))
 		goto fail;
 	e = cudaGetDeviceProperties(&prop, c->device);
@@ -732,6 +749,8 @@ static const struct fg_compute_ops cublas_ops = {
 	.rope			= cublas_rope,
 	.supports		= cublas_supports,
 	.sample			= cublas_sample,
+	.graph_begin		= cublas_graph_begin,
+	.graph_end		= cublas_graph_end,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {

@@ -1,0 +1,203 @@
+/* plugins/compute/cublas/graph.c - a stream's ops recorded and launched as one
+ * CUDA graph (compute ABI 1.5: graph_begin, graph_end).
+ *
+ * The core records a decode step that moves nothing between tiers: a few
+ * hundred kernels whose launches, one by one, leave the GPU idle between
+ * the small ones.  graph_begin starts capturing the stream and the ops then
+ * enqueue as usual, becoming the graph's nodes.  graph_end ends the capture
+ * and updates the stream's executable graph in place when the new one has
+ * the same nodes (the next step of a run: only kernel arguments and grid
+ * sizes differ), which costs far less than instantiating; otherwise (the
+ * first step, or a kernel choice that changed with the length) it
+ * instantiates anew.  Then one launch runs the step.
+ *
+ * The small host arrays an op stages (ids, positions, pads) cannot use the
+ * staging ring while capturing: its slots are recycled by events, and an
+ * event recorded in a capture only happens when the graph runs.  They go to
+ * the stream's arena instead: page-locked chunks mirrored on the device,
+ * filled from the start at every capture (after the previous launch has
+ * read them) and copied to the device by the graph's own copy nodes. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugins/compute/cublas/cublas_int.h"
+
+#define ARENA_CHUNK_MIN (1u << 20)
+
+static size_t round256(size_t n)
+{
+	return (n + 255) & ~(size_t)255;
+}
+
+int cublas_graph_begin(void *ctx, void *stream)
+{
+	struct cublas_ctx *c = ctx;
+	struct cublas_stream *s = cublas_stream_of(c, stream);
+	struct cublas_graph *g = &s->g;
+	cudaError_t e = cudaSuccess;
+	int rc;
+
+	if (!c->graphs)
+		return -ENOTSUP;
+	if ((rc = cublas_enter(c, "graph_begin")))
+		return rc;
+	if (g->on) {
+		fg_error(c->host, "cublas: graph_begin: the stream is already recording a graph");
+		return -EINVAL;
+	}
+	/* The arena is refilled from its start: the last launch must have read it. */
+	if (!g->done)
+		e = cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming);
+	else if (g->launched)
+		e = cudaEventSynchronize(g->done);
+	if (e != cudaSuccess)
+		return cublas_cuda_fail(c, "graph_begin", "waiting for the previous graph", e);
+	for (int i = 0; i < g->nchunks; i++)
+		g->chunk[i].used = 0;
+	/* Relaxed: an op may still allocate (a new arena chunk, cuBLAS's own
+	 * buffers) while the stream records. */
+	e = cudaStreamBeginCapture(s->s, cudaStreamCaptureModeRelaxed);
+	if (e != cudaSuccess)
+		return cublas_cuda_fail(c, "graph_begin", "cudaStreamBeginCapture", e);
+	g->on = 1;
+	return 0;
+}
+
+int cublas_graph_end(void *ctx, void *stream, int launch)
+{
+	struct cublas_ctx *c = ctx;
+	struct cublas_stream *s = cublas_stream_of(c, stream);
+	struct cublas_graph *g = &s->g;
+	cudaGraph_t graph = NULL;
+	cudaError_t e;
+	int rc;
+
+	if ((rc = cublas_enter(c, "graph_end")))
+		return rc;
+	if (!g->on) {
+		fg_error(c->host, "cublas: graph_end: the stream is not recording a graph");
+		return -EINVAL;
+	}
+	g->on = 0;
+	e = cudaStreamEndCapture(s->s, &graph);
+	if (!launch || e != cudaSuccess) {
+		if (graph)
+			cudaGraphDestroy(graph);
+		if (!launch) {
+			(void)cudaGetLastError();
+			return 0;
+		}
+		return cublas_cuda_fail(c, "graph_end", "cudaStreamEndCapture", e);
+	}
+	if (g->exec) {
+#if CUDART_VERSION >= 12000
+		cudaGraphExecUpdateResultInfo info;
+		e = cudaGraphExecUpdate(g->exec, graph, &info);
+#else
+		cudaGraphNode_t bad;
+		cudaGraphExecUpdateResult res;
+		e = cudaGraphExecUpdate(g->exec, graph, &bad, &res);
+#endif
+		if (e == cudaSuccess) {
+			g->updated++;
+		} else { /* other nodes: instantiate below */
+			(void)cudaGetLastError();
+			cudaGraphExecDestroy(g->exec);
+			g->exec = NULL;
+		}
+	}
+	if (!g->exec) {
+		e = cudaGraphInstantiateWithFlags(&g->exec, graph, 0);
+		if (e != cudaSuccess) {
+			g->exec = NULL;
+			cudaGraphDestroy(graph);
+			return cublas_cuda_fail(c, "graph_end", "cudaGraphInstantiate", e);
+		}
+		g->instantiated++;
+	}
+	cudaGraphDestroy(graph);
+	e = cudaGraphLaunch(g->exec, s->s);
+	if (e == cudaSuccess)
+		e = cudaEventRecord(g->done, s->s);
+	if (e != cudaSuccess)
+		return cublas_cuda_fail(c, "graph_end", "cudaGraphLaunch", e);
+	g->launched = 1;
+	return 0;
+}
+
+int cublas_graph_stage(struct cublas_ctx *c, struct cublas_stream *s, const char *op,
+		       const void *src0, size_t len0, const void *src1, size_t len1, void **dev0,
+		       void **dev1)
+{
+	struct cublas_graph *g = &s->g;
+	size_t at1 = round256(len0), len = at1 + len1, need = round256(len ? len : 1);
+	struct cublas_arena_chunk *k = g->nchunks ? &g->chunk[g->nchunks - 1] : NULL;
+	cudaError_t e;
+
+	/* Chunks fill in order; a step that needs more than the last one has
+	 * left gets a new, larger one (kept for the next steps). */
+	for (int i = 0; i < g->nchunks; i++)
+		if (g->chunk[i].cap - g->chunk[i].used >= need) {
+			k = &g->chunk[i];
+			break;
+		}
+	if (!k || k->cap - k->used < need) {
+		size_t cap = k ? 2 * k->cap : ARENA_CHUNK_MIN;
+		if (g->nchunks == CUBLAS_ARENA_CHUNKS) {
+			fg_error(c->host, "cublas: %s: a recorded step staged more host arrays than "
+				 "%d arena chunks hold; turn cuda_graphs off", op, CUBLAS_ARENA_CHUNKS);
+			return -ENOMEM;
+		}
+		while (cap < need)
+			cap *= 2;
+		k = &g->chunk[g->nchunks];
+		memset(k, 0, sizeof(*k));
+		e = cudaHostAlloc((void **)&k->host, cap, cudaHostAllocDefault);
+		if (e == cudaSuccess)
+			e = cudaMalloc((void **)&k->dev, cap);
+		if (e != cudaSuccess) {
+			cudaFreeHost(k->host);
+			k->host = NULL;
+			return cublas_cuda_fail(c, op, "allocating the graph arena", e);
+		}
+		k->cap = cap;
+		g->nchunks++;
+	}
+	memcpy(k->host + k->used, src0, len0);
+	if (len1)
+		memcpy(k->host + k->used + at1, src1, len1);
+	e = cudaMemcpyAsync(k->dev + k->used, k->host + k->used, len, cudaMemcpyHostToDevice, s->s);
+	if (e != cudaSuccess)
+		return cublas_cuda_fail(c, op, "cudaMemcpyAsync to the graph arena", e);
+	*dev0 = k->dev + k->used;
+	if (dev1)
+		*dev1 = k->dev + k->used + at1;
+	k->used += need;
+	return 0;
+}
+
+void cublas_graph_fini(struct cublas_ctx *c, struct cublas_stream *s)
+{
+	struct cublas_graph *g = &s->g;
+
+	if (g->on) { /* a run stopped mid-recording */
+		cudaGraph_t graph = NULL;
+		if (cudaStreamEndCapture(s->s, &graph) == cudaSuccess && graph)
+			cudaGraphDestroy(graph);
+		(void)cudaGetLastError();
+	}
+	if (g->instantiated)
+		fg_log(c->host, FG_LOG_DEBUG, "cublas: %llu graphs launched: %llu instantiated, "
+		       "%llu updated in place", (unsigned long long)(g->instantiated + g->updated),
+		       (unsigned long long)g->instantiated, (unsigned long long)g->updated);
+	if (g->exec)
+		cudaGraphExecDestroy(g->exec);
+	if (g->done)
+		cudaEventDestroy(g->done);
+	for (int i = 0; i < g->nchunks; i++) {
+		cudaFreeHost(g->chunk[i].host);
+		cudaFree(g->chunk[i].dev);
+	}
+	memset(g, 0, sizeof(*g));
+}
