@@ -210,14 +210,14 @@ int fg_backend_has_graphs(const struct fg_backend *b)
 	return b->minor >= 5 && b->ops->graph_begin;
 }
 
-int fg_backend_graph_begin(struct fg_backend *b, void *stream)
+int fg_backend_graph_begin(struct fg_backend *b, void *stream, int piece)
 {
 	int rc;
 
 	if (!fg_backend_has_graphs(b))
 		return -ENOTSUP;
 	fg_clear_error();
-	rc = b->ops->graph_begin(b->ctx, stream);
+	rc = b->ops->graph_begin(b->ctx, stream, piece);
 	if (rc && rc != -ENOTSUP && !*fg_last_error())
 		FG_ERR("compute plugin %s: graph_begin failed (error %d)", b->ph.plugin->name, rc);
 	return rc;

@@ -35,7 +35,7 @@ int fg_backend_event_sync(struct fg_backend *b, void *event);
  * has the hooks; graph_begin is -ENOTSUP without them or when the plugin
  * declines (no error line then). */
 int fg_backend_has_graphs(const struct fg_backend *b);
-int fg_backend_graph_begin(struct fg_backend *b, void *stream);
+int fg_backend_graph_begin(struct fg_backend *b, void *stream, int piece);
 int fg_backend_graph_end(struct fg_backend *b, void *stream, int launch);
 int fg_backend_timer_create(struct fg_backend *b, void **timer);
 void fg_backend_timer_destroy(struct fg_backend *b, void *timer);

@@ -72,6 +72,7 @@ struct fg_forward {
 	int64_t step_nids;
 	unsigned char *id_seen;         /* vocab flags: a token table's rows staged this step */
 	int graphing;                   /* the step's ops are being recorded as a graph */
+	int graph_piece;                /* which piece of the step (0: its first) */
 	fg_position_logits_fn score_fn; /* set during a scored prefill */
 	void *score_arg;
 	struct fg_forward_stats stats;

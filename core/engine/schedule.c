@@ -73,19 +73,22 @@ static void *hidden_addr(const struct fg_forward *f, int64_t k, int slot)
 /* A decode step that moves nothing between tiers - weights, KV cache and
  * activations all in the compute tier, one process - issues all its work on
  * the compute stream up to its first token read-out, so the backend may
- * record it and launch it as one graph (compute ABI 1.5). */
+ * record it and launch it as graphs (compute ABI 1.5): one piece per unit,
+ * each launched while the next is recorded, so that the device starts on
+ * the step while the host still records the rest. */
 static int graph_begin(struct fg_forward *f, int64_t n)
 {
 	int rc;
 
 	f->graphing = 0;
+	f->graph_piece = 0;
 	if (n != 1 || f->step == 0 || f->pipe || f->plan.wslot || f->plan.n_off ||
 	    f->plan.delegate || !fg_backend_has_graphs(f->be))
 		return 0;
 	for (int64_t k = 0; k < f->nb; k++)
 		if (f->gb[k].hidden_role != FG_ROLE_COMPUTE)
 			return 0;
-	rc = fg_backend_graph_begin(f->be, f->stream);
+	rc = fg_backend_graph_begin(f->be, f->stream, 0);
 	f->graphing = !rc;
 	return rc == -ENOTSUP ? 0 : rc; /* declined: the ops run one by one */
 }
@@ -99,9 +102,23 @@ static int graph_end(struct fg_forward *f, int launch)
 		return 0;
 	f->graphing = 0;
 	rc = fg_backend_graph_end(f->be, f->stream, launch);
-	if (!rc && launch)
+	if (!rc && launch && f->graph_piece == 0)
 		f->stats.graph_steps++;
 	return rc;
+}
+
+/* Between two units of a recorded step: launch this piece, record the next. */
+static int graph_cut(struct fg_forward *f)
+{
+	int rc;
+
+	if (!f->graphing)
+		return 0;
+	if ((rc = graph_end(f, 1)))
+		return rc;
+	rc = fg_backend_graph_begin(f->be, f->stream, ++f->graph_piece);
+	f->graphing = !rc;
+	return rc == -ENOTSUP ? 0 : rc; /* declined: the rest runs op by op */
 }
 
 /* Run the unit's block bodies for GPU batch it->k. */
@@ -429,6 +446,8 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 				    (rc = fg_backend_event_record(f->be, f->wdone[ws], f->stream)))
 					goto out;
 			}
+			if ((rc = graph_cut(f)))
+				goto out;
 		}
 	}
 out:

@@ -38,9 +38,9 @@
  *        (an fp16 GPU backend keeps it in fp32, as the reference does).
  *   1.4  sample: each row's next token drawn where the logits are, as
  *        fgcore/sampling.h defines it, so sampled decoding copies no logits.
- *   1.5  graphs: the ops of a decode step recorded and launched as one unit
- *        (a CUDA graph), which spares the device the gaps between hundreds of
- *        small launches.
+ *   1.5  graphs: the ops of a decode step recorded and launched in a few
+ *        pieces (CUDA graphs), which spares the device the gaps between
+ *        hundreds of small launches.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -261,11 +261,16 @@ struct fg_compute_ops {
 	 * stream_wait.  Host arrays an op takes (ids, positions, pads) are read
 	 * by the time the op returns, as always.  Events and timers recorded in
 	 * between must be usable after the launch as if recorded then.
-	 * graph_begin answers -ENOTSUP to decline (e.g. turned off by an
-	 * option): the core then issues the ops as usual.  The core uses it for
-	 * decode steps that move nothing between tiers, ending the graph before
-	 * the step's first token read-out. */
-	int (*graph_begin)(void *ctx, void *stream);
+	 * A step may come in pieces: `piece` is 0 for a step's first recording
+	 * and counts up for the ones that follow it in the same step, each
+	 * begun right after the previous one's graph_end (the next step starts
+	 * at 0 again), so a backend can reuse what it made of the same piece of
+	 * the previous step.  graph_begin answers -ENOTSUP to decline (e.g.
+	 * turned off by an option): the core then issues the ops as usual.  The
+	 * core records decode steps that move nothing between tiers, a piece
+	 * per unit (a layer's attention, its MLP, ...), up to the step's first
+	 * token read-out. */
+	int (*graph_begin)(void *ctx, void *stream, int piece);
 	int (*graph_end)(void *ctx, void *stream, int launch);
 };
 

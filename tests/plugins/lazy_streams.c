@@ -392,11 +392,12 @@ static int ls_event_sync(void *ctx, void *event)
 
 /* ---- graphs --------------------------------------------------------------------------- */
 
-static int ls_graph_begin(void *ctx, void *stream)
+static int ls_graph_begin(void *ctx, void *stream, int piece)
 {
 	struct ls_ctx *c = ctx;
 	int rc;
 
+	(void)piece;
 	if (!c->graphs)
 		return -ENOTSUP;
 	pthread_mutex_lock(&c->lock);

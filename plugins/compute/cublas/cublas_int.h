@@ -40,9 +40,11 @@ struct cublas_opts {
 /* An fp32 copy of a bias: what cuBLASLt's bias epilogue reads when D is the
  * fp32 residual stream (an fp16 bias is refused there). */
 #define CUBLAS_BIAS32_MAX 65536
-/* A stream's graph (graph.c): the executable one, reused from step to step,
- * and the arena of host arrays staged while recording. */
+/* A stream's graphs (graph.c): the executable one of each piece of a step,
+ * reused from step to step, and the arena of host arrays staged while
+ * recording. */
 #define CUBLAS_ARENA_CHUNKS 16
+#define CUBLAS_GRAPH_PIECES 256 /* units of a step: 2 + 2 per layer (sep_layer) */
 struct cublas_arena_chunk {
 	uint8_t *host;     /* cudaHostAlloc */
 	uint8_t *dev;      /* cudaMalloc, the same size */
@@ -51,7 +53,8 @@ struct cublas_arena_chunk {
 struct cublas_graph {
 	int on;            /* the stream is recording */
 	int launched;      /* done has been recorded */
-	cudaGraphExec_t exec;
+	int piece;         /* the piece being recorded */
+	cudaGraphExec_t exec[CUBLAS_GRAPH_PIECES];
 	cudaEvent_t done;  /* after the last launch: its arena bytes are read */
 	struct cublas_arena_chunk chunk[CUBLAS_ARENA_CHUNKS];
 	int nchunks;
@@ -158,7 +161,7 @@ int cublas_stage_done(struct cublas_ctx *c, struct cublas_stream *s, const char 
 
 /* ---- graph.c ------------------------------------------------------------------- */
 
-int cublas_graph_begin(void *ctx, void *stream);
+int cublas_graph_begin(void *ctx, void *stream, int piece);
 int cublas_graph_end(void *ctx, void *stream, int launch);
 /* cublas_stage while the stream records: the arrays go to the graph's arena. */
 int cublas_graph_stage(struct cublas_ctx *c, struct cublas_stream *s, const char *op,

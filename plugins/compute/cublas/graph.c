@@ -3,13 +3,14 @@
  *
  * The core records a decode step that moves nothing between tiers: a few
  * hundred kernels whose launches, one by one, leave the GPU idle between
- * the small ones.  graph_begin starts capturing the stream and the ops then
- * enqueue as usual, becoming the graph's nodes.  graph_end ends the capture
- * and updates the stream's executable graph in place when the new one has
- * the same nodes (the next step of a run: only kernel arguments and grid
- * sizes differ), which costs far less than instantiating; otherwise (the
- * first step, or a kernel choice that changed with the length) it
- * instantiates anew.  Then one launch runs the step.
+ * the small ones.  It comes in pieces (a unit each: a layer's attention, its
+ * MLP), each launched while the next is recorded.  graph_begin starts
+ * capturing the stream and the ops then enqueue as usual, becoming the
+ * graph's nodes.  graph_end ends the capture and updates the executable
+ * graph of the same piece of the previous step in place when the new one has
+ * the same nodes (only kernel arguments and grid sizes differ), which costs
+ * far less than instantiating; otherwise (the first step, or a kernel choice
+ * that changed with the length) it instantiates anew.  Then it launches it.
  *
  * The small host arrays an op stages (ids, positions, pads) cannot use the
  * staging ring while capturing: its slots are recycled by events, and an
@@ -30,7 +31,7 @@ static size_t round256(size_t n)
 	return (n + 255) & ~(size_t)255;
 }
 
-int cublas_graph_begin(void *ctx, void *stream)
+int cublas_graph_begin(void *ctx, void *stream, int piece)
 {
 	struct cublas_ctx *c = ctx;
 	struct cublas_stream *s = cublas_stream_of(c, stream);
@@ -46,15 +47,19 @@ int cublas_graph_begin(void *ctx, void *stream)
 		fg_error(c->host, "cublas: graph_begin: the stream is already recording a graph");
 		return -EINVAL;
 	}
-	/* The arena is refilled from its start: the last launch must have read it. */
+	if (piece < 0 || piece >= CUBLAS_GRAPH_PIECES)
+		return -ENOTSUP; /* the rest of a very deep model's step runs unrecorded */
+	/* A step's first piece refills the arena from its start: the previous
+	 * step's last launch must have read it. */
 	if (!g->done)
 		e = cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming);
-	else if (g->launched)
+	else if (piece == 0 && g->launched)
 		e = cudaEventSynchronize(g->done);
 	if (e != cudaSuccess)
 		return cublas_cuda_fail(c, "graph_begin", "waiting for the previous graph", e);
-	for (int i = 0; i < g->nchunks; i++)
+	for (int i = 0; piece == 0 && i < g->nchunks; i++)
 		g->chunk[i].used = 0;
+	g->piece = piece;
 	/* Relaxed: an op may still allocate (a new arena chunk, cuBLAS's own
 	 * buffers) while the stream records. */
 	e = cudaStreamBeginCapture(s->s, cudaStreamCaptureModeRelaxed);
@@ -90,34 +95,35 @@ int cublas_graph_end(void *ctx, void *stream, int launch)
 		}
 		return cublas_cuda_fail(c, "graph_end", "cudaStreamEndCapture", e);
 	}
-	if (g->exec) {
+	cudaGraphExec_t *exec = &g->exec[g->piece];
+	if (*exec) {
 #if CUDART_VERSION >= 12000
 		cudaGraphExecUpdateResultInfo info;
-		e = cudaGraphExecUpdate(g->exec, graph, &info);
+		e = cudaGraphExecUpdate(*exec, graph, &info);
 #else
 		cudaGraphNode_t bad;
 		cudaGraphExecUpdateResult res;
-		e = cudaGraphExecUpdate(g->exec, graph, &bad, &res);
+		e = cudaGraphExecUpdate(*exec, graph, &bad, &res);
 #endif
 		if (e == cudaSuccess) {
 			g->updated++;
 		} else { /* other nodes: instantiate below */
 			(void)cudaGetLastError();
-			cudaGraphExecDestroy(g->exec);
-			g->exec = NULL;
+			cudaGraphExecDestroy(*exec);
+			*exec = NULL;
 		}
 	}
-	if (!g->exec) {
-		e = cudaGraphInstantiateWithFlags(&g->exec, graph, 0);
+	if (!*exec) {
+		e = cudaGraphInstantiateWithFlags(exec, graph, 0);
 		if (e != cudaSuccess) {
-			g->exec = NULL;
+			*exec = NULL;
 			cudaGraphDestroy(graph);
 			return cublas_cuda_fail(c, "graph_end", "cudaGraphInstantiate", e);
 		}
 		g->instantiated++;
 	}
 	cudaGraphDestroy(graph);
-	e = cudaGraphLaunch(g->exec, s->s);
+	e = cudaGraphLaunch(*exec, s->s);
 	if (e == cudaSuccess)
 		e = cudaEventRecord(g->done, s->s);
 	if (e != cudaSuccess)
@@ -191,8 +197,9 @@ void cublas_graph_fini(struct cublas_ctx *c, struct cublas_stream *s)
 		fg_log(c->host, FG_LOG_DEBUG, "cublas: %llu graphs launched: %llu instantiated, "
 		       "%llu updated in place", (unsigned long long)(g->instantiated + g->updated),
 		       (unsigned long long)g->instantiated, (unsigned long long)g->updated);
-	if (g->exec)
-		cudaGraphExecDestroy(g->exec);
+	for (int i = 0; i < CUBLAS_GRAPH_PIECES; i++)
+		if (g->exec[i])
+			cudaGraphExecDestroy(g->exec[i]);
 	if (g->done)
 		cudaEventDestroy(g->done);
 	for (int i = 0; i < g->nchunks; i++) {
