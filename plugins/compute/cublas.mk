@@ -13,13 +13,15 @@ CUBLAS_CU = \
 	plugins/compute/cublas/k_fp8.cu
 CUBLAS_CUH = \
 	plugins/compute/cublas/common.cuh \
+	plugins/compute/cublas/k_decode_mma.cuh \
 	plugins/compute/cublas/kernels.h
 CUBLAS_CU_LO = $(CUBLAS_CU:.cu=.lo)
 
 noinst_HEADERS += \
 	plugins/compute/cublas/cublas_int.h \
 	plugins/compute/cublas/kernels.h
-EXTRA_DIST += $(CUBLAS_CU) plugins/compute/cublas/common.cuh build-aux-cuda/nvcc-wrap
+EXTRA_DIST += $(CUBLAS_CU) plugins/compute/cublas/common.cuh \
+	plugins/compute/cublas/k_decode_mma.cuh build-aux-cuda/nvcc-wrap
 
 NVCC_ARCH = \
 	-gencode arch=compute_75,code=sm_75 \

@@ -1,5 +1,7 @@
 /* plugins/compute/cublas/k_decode.cu - attention of one new token over the KV
- * cache (fp16 or 4-bit groups along the row), flash-decoding style.
+ * cache (fp16 or 4-bit groups along the row), flash-decoding style.  A 4-bit
+ * cache of head size 64 or 128 runs on the tensor cores instead
+ * (k_decode_mma.cuh); this file's 4-bit paths take the other head sizes.
  *
  * Decode is bound by reading the cache, so the design keeps every warp's
  * loads in flight.  A block of 4 warps takes one sequence, G query heads of
@@ -534,8 +536,7 @@ static int64_t dc_chunk(int64_t len, int splits)
 	return (len + splits - 1) / splits;
 }
 
-extern "C" int cublas_decode_splits(const struct cublas_attn *a, int sms, size_t max_floats,
-				    size_t *floats)
+static int dc_splits(const struct cublas_attn *a, int sms, size_t max_floats, size_t *floats)
 {
 	struct dc_plan p = dc_plan_of(a);
 	int64_t bh = a->batch * a->heads, blocks = bh / p.g, want = 8 * (int64_t)sms, splits = 1;
@@ -571,8 +572,8 @@ static void dc_launch(cudaStream_t s, const struct cublas_attn *a, const struct 
 		*a, sl2, chunk, splits, p->lpp, part);
 }
 
-extern "C" cudaError_t cublas_k_attention_decode(cudaStream_t s, const struct cublas_attn *a,
-						 int splits, float *part)
+static cudaError_t dc_attention(cudaStream_t s, const struct cublas_attn *a, int splits,
+				float *part)
 {
 	struct dc_plan p = dc_plan_of(a);
 	int64_t chunk = dc_chunk(a->len, splits);
@@ -609,7 +610,30 @@ extern "C" cudaError_t cublas_k_attention_decode(cudaStream_t s, const struct cu
 	return cudaGetLastError();
 }
 
+/* A 4-bit cache of head size 64 or 128 goes to the tensor cores. */
+#include "plugins/compute/cublas/k_decode_mma.cuh"
+
+extern "C" int cublas_decode_splits(const struct cublas_attn *a, int sms, size_t max_floats,
+				    size_t *floats)
+{
+	return dx_ok(a) ? dx_splits(a, sms, max_floats, floats)
+			: dc_splits(a, sms, max_floats, floats);
+}
+
+extern "C" cudaError_t cublas_k_attention_decode(cudaStream_t s, const struct cublas_attn *a,
+						 int splits, float *part)
+{
+	if (!dx_ok(a))
+		return dc_attention(s, a, splits, part);
+	if (a->head_dim == 64)
+		return dx_launch<1, DX_STAGES, false>(s, a, splits, part);
+	return dx_launch<2, DX_STAGES, false>(s, a, splits, part);
+}
+
 extern "C" cudaError_t cublas_k_decode_setup(void)
 {
-	return cudaSuccess; /* at most ~31 KiB of shared memory: no opt-in needed */
+	/* (the CUDA-core kernels stay within ~31 KiB of shared memory) */
+	cudaError_t e = dx_setup<1, DX_STAGES, false>();
+
+	return e == cudaSuccess ? dx_setup<2, DX_STAGES, false>() : e;
 }
