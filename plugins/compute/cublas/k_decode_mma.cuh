@@ -17,8 +17,10 @@
  *     1024 + c) and one HADD2 (high nibbles: 1024 + 16 c and one HFMA2):
  *     exact, and the products accumulate in fp32;
  *   - the Sᵀ fragments, scaled per position by v's scale of each group and
- *     packed to fp16, become P'ᵀ fragments by one movmatrix.trans each, and
- *     Oᵀ = Vᵀ·P'ᵀ by mma; v's min term Σ p · min_g is added at the end;
+ *     packed to fp16 twice (the value, then its rounding error: together
+ *     about fp32's precision, which the engine's tests need), become P'ᵀ
+ *     fragments by one movmatrix.trans each, and Oᵀ = Vᵀ·P'ᵀ by two mma;
+ *     v's min term Σ p · min_g is added at the end;
  *   - online softmax in the log2 domain (the max moves only past 2^DX_LAZY,
  *     warp-uniformly, which keeps P' within fp16), the warps merged through
  *     shared memory, the positions split over blocks with k_decode.cu's
@@ -362,9 +364,11 @@ dx_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, float *par
 			}
 		}
 
-		/* P' = p · v scale per group, to f16, transposed into P'ᵀ B fragments */
+		/* P' = p · v scale per group as two f16 pairs, hi + lo (lo the rounding
+		 * error of hi: ~22 bits together, the fp32 kernel's precision), each
+		 * transposed into P'ᵀ B fragments */
 		float p[4];
-		uint32_t pb[NG][2];
+		uint32_t pb[NG][2], pl[NG][2];
 #pragma unroll
 		for (int e = 0; e < 4; e++) {
 			p[e] = dx_exp2(s[e] - m[e & 1]);
@@ -376,8 +380,11 @@ dx_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, float *par
 			for (int pp = 0; pp < 2; pp++) {
 				corr[gr][0] += p[2 * pp] * vmn[pp][gr];
 				corr[gr][1] += p[2 * pp + 1] * vmn[pp][gr];
-				pb[gr][pp] = dx_trans(dx_pack(p[2 * pp] * vsc[pp][gr],
-							      p[2 * pp + 1] * vsc[pp][gr]));
+				float x0 = p[2 * pp] * vsc[pp][gr], x1 = p[2 * pp + 1] * vsc[pp][gr];
+				__half2 h = __floats2half2_rn(x0, x1);
+
+				pb[gr][pp] = dx_trans(*reinterpret_cast<uint32_t *>(&h));
+				pl[gr][pp] = dx_trans(dx_pack(x0 - __low2float(h), x1 - __high2float(h)));
 			}
 
 		/* Oᵀ += Vᵀ P'ᵀ: a lane holds positions 2t, 2t + 1, 2t + 8, 2t + 9 of
@@ -396,6 +403,7 @@ dx_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, float *par
 				uint32_t af[4] = { dx_hi(xa), dx_lo(xa), dx_hi(xb), dx_lo(xb) };
 
 				cb_mma16816(o[gr * 4 + mm], af, pb[gr]);
+				cb_mma16816(o[gr * 4 + mm], af, pl[gr]);
 			}
 		}
 		st = st + 1 == ST ? 0 : st + 1;
