@@ -142,8 +142,8 @@ static void print_report(const struct fg_engine *e, const struct fg_bench_result
 		       st->dev_s[FG_DEV_COMPUTE], st->dev_s[FG_DEV_WAIT_WEIGHT],
 		       st->dev_s[FG_DEV_WAIT_CACHE], st->dev_s[FG_DEV_WAIT_HIDDEN],
 		       st->dev_s[FG_DEV_HOST_ATTN], st->dev_s[FG_DEV_LOGITS], dev_total(st));
-	if (st->graph_steps) /* the backend ran each as one graph (compute ABI 1.5) */
-		printf("decode steps launched as one graph: %llu\n",
+	if (st->graph_steps) /* the backend ran each as graphs (compute ABI 1.5) */
+		printf("decode steps launched as graphs: %llu\n",
 		       (unsigned long long)st->graph_steps);
 	if (st->disk_read_bytes) /* what the disk delivered while it was busy */
 		printf("disk reads: %.3f GB, a request in flight %.3f s (%.3f GB/s while busy)\n",

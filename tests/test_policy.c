@@ -228,7 +228,7 @@ static void equivalence(const struct variant *v)
 	c = base_config();
 	run(c, want, &lw);
 	/* The all-compute run's two decode steps move nothing between tiers: a
-	 * backend with graphs (compute ABI 1.5) ran each as one, so every
+	 * backend with graphs (compute ABI 1.5) ran each as graphs, so every
 	 * variant that moves something is checked against recorded steps. */
 	const char *gb = getenv("FGCORE_TEST_BACKEND");
 	if (gb && (!strcmp(gb, "lazy_streams") || !strcmp(gb, "cublas")))

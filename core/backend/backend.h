@@ -30,13 +30,13 @@ void fg_backend_event_destroy(struct fg_backend *b, void *event);
 int fg_backend_event_record(struct fg_backend *b, void *event, void *stream);
 int fg_backend_stream_wait(struct fg_backend *b, void *stream, void *event);
 int fg_backend_event_sync(struct fg_backend *b, void *event);
-/* Timers (compute ABI 1.2): -ENOTSUP when the plugin has none. */
 /* Graphs (minor 5, fgcore/compute.h): has_graphs says whether the plugin
  * has the hooks; graph_begin is -ENOTSUP without them or when the plugin
  * declines (no error line then). */
 int fg_backend_has_graphs(const struct fg_backend *b);
 int fg_backend_graph_begin(struct fg_backend *b, void *stream, int piece);
 int fg_backend_graph_end(struct fg_backend *b, void *stream, int launch);
+/* Timers (compute ABI 1.2): -ENOTSUP when the plugin has none. */
 int fg_backend_timer_create(struct fg_backend *b, void **timer);
 void fg_backend_timer_destroy(struct fg_backend *b, void *timer);
 int fg_backend_timer_record(struct fg_backend *b, void *timer, void *stream);

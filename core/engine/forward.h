@@ -31,7 +31,7 @@ struct fg_forward_stats {
 	uint64_t cache_skipped;  /* KV cache bytes of finished rows not moved */
 	uint64_t disk_read_bytes; /* read from the disk tier */
 	double disk_busy_s;      /* some disk request in flight (until reaped) */
-	uint64_t graph_steps;    /* decode steps launched as one graph (compute ABI 1.5) */
+	uint64_t graph_steps;    /* decode steps launched as graphs (compute ABI 1.5) */
 	/* With device_timing: the compute stream's time by phase (devtime.h:
 	 * compute, wait weights, cache, activations, host attention, logits). */
 	double dev_s[6];

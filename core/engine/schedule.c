@@ -70,6 +70,16 @@ static void *hidden_addr(const struct fg_forward *f, int64_t k, int slot)
 	return g->hidden_role == FG_ROLE_COMPUTE ? g->hidden_home.addr : f->hslot[slot].addr;
 }
 
+/* Record piece `piece` of the step (the backend may decline). */
+static int graph_record(struct fg_forward *f, int piece)
+{
+	int rc = fg_backend_graph_begin(f->be, f->stream, piece);
+
+	f->graph_piece = piece;
+	f->graphing = !rc;
+	return rc == -ENOTSUP ? 0 : rc; /* declined: the ops run one by one */
+}
+
 /* A decode step that moves nothing between tiers - weights, KV cache and
  * activations all in the compute tier, one process - issues all its work on
  * the compute stream up to its first token read-out, so the backend may
@@ -78,19 +88,14 @@ static void *hidden_addr(const struct fg_forward *f, int64_t k, int slot)
  * the step while the host still records the rest. */
 static int graph_begin(struct fg_forward *f, int64_t n)
 {
-	int rc;
-
 	f->graphing = 0;
-	f->graph_piece = 0;
 	if (n != 1 || f->step == 0 || f->pipe || f->plan.wslot || f->plan.n_off ||
 	    f->plan.delegate || !fg_backend_has_graphs(f->be))
 		return 0;
 	for (int64_t k = 0; k < f->nb; k++)
 		if (f->gb[k].hidden_role != FG_ROLE_COMPUTE)
 			return 0;
-	rc = fg_backend_graph_begin(f->be, f->stream, 0);
-	f->graphing = !rc;
-	return rc == -ENOTSUP ? 0 : rc; /* declined: the ops run one by one */
+	return graph_record(f, 0);
 }
 
 /* Launch what was recorded (launch = 0: drop it, after a failed op). */
@@ -116,9 +121,7 @@ static int graph_cut(struct fg_forward *f)
 		return 0;
 	if ((rc = graph_end(f, 1)))
 		return rc;
-	rc = fg_backend_graph_begin(f->be, f->stream, ++f->graph_piece);
-	f->graphing = !rc;
-	return rc == -ENOTSUP ? 0 : rc; /* declined: the rest runs op by op */
+	return graph_record(f, f->graph_piece + 1);
 }
 
 /* Run the unit's block bodies for GPU batch it->k. */

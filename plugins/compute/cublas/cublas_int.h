@@ -163,10 +163,10 @@ int cublas_stage_done(struct cublas_ctx *c, struct cublas_stream *s, const char 
 
 int cublas_graph_begin(void *ctx, void *stream, int piece);
 int cublas_graph_end(void *ctx, void *stream, int launch);
-/* cublas_stage while the stream records: the arrays go to the graph's arena. */
-int cublas_graph_stage(struct cublas_ctx *c, struct cublas_stream *s, const char *op,
-		       const void *src0, size_t len0, const void *src1, size_t len1, void **dev0,
-		       void **dev1);
+/* need bytes of the graph's arena (page-locked *host, its device mirror
+ * *dev), where cublas_stage puts host arrays while the stream records. */
+int cublas_graph_reserve(struct cublas_ctx *c, struct cublas_stream *s, const char *op,
+			 size_t need, uint8_t **host, uint8_t **dev);
 /* Ends a recording left open, frees the graph and the arena. */
 void cublas_graph_fini(struct cublas_ctx *c, struct cublas_stream *s);
 

@@ -26,11 +26,6 @@
 
 #define ARENA_CHUNK_MIN (1u << 20)
 
-static size_t round256(size_t n)
-{
-	return (n + 255) & ~(size_t)255;
-}
-
 int cublas_graph_begin(void *ctx, void *stream, int piece)
 {
 	struct cublas_ctx *c = ctx;
@@ -132,12 +127,10 @@ int cublas_graph_end(void *ctx, void *stream, int launch)
 	return 0;
 }
 
-int cublas_graph_stage(struct cublas_ctx *c, struct cublas_stream *s, const char *op,
-		       const void *src0, size_t len0, const void *src1, size_t len1, void **dev0,
-		       void **dev1)
+int cublas_graph_reserve(struct cublas_ctx *c, struct cublas_stream *s, const char *op,
+			 size_t need, uint8_t **host, uint8_t **dev)
 {
 	struct cublas_graph *g = &s->g;
-	size_t at1 = round256(len0), len = at1 + len1, need = round256(len ? len : 1);
 	struct cublas_arena_chunk *k = g->nchunks ? &g->chunk[g->nchunks - 1] : NULL;
 	cudaError_t e;
 
@@ -170,15 +163,8 @@ int cublas_graph_stage(struct cublas_ctx *c, struct cublas_stream *s, const char
 		k->cap = cap;
 		g->nchunks++;
 	}
-	memcpy(k->host + k->used, src0, len0);
-	if (len1)
-		memcpy(k->host + k->used + at1, src1, len1);
-	e = cudaMemcpyAsync(k->dev + k->used, k->host + k->used, len, cudaMemcpyHostToDevice, s->s);
-	if (e != cudaSuccess)
-		return cublas_cuda_fail(c, op, "cudaMemcpyAsync to the graph arena", e);
-	*dev0 = k->dev + k->used;
-	if (dev1)
-		*dev1 = k->dev + k->used + at1;
+	*host = k->host + k->used;
+	*dev = k->dev + k->used;
 	k->used += need;
 	return 0;
 }

@@ -7,8 +7,8 @@
  * linear.c), 4-bit weights (Q4_ROWS) through the backend's own
  * kernels; compute ABI 1.1 (RMS norm, rotary embedding, SiLU and the gating
  * multiplier in linear, grouped-query attention) up to 1.5 (sampling where
- * the logits are, k_sample.cu; decode steps as CUDA graphs, graph.c).  Every op but argmax and sample (which return
- * tokens) is asynchronous on its stream; NULL names the backend's default
+ * the logits are, k_sample.cu; decode steps as CUDA graphs, graph.c).  Every
+ * op but argmax and sample (which return tokens) is asynchronous on its stream; NULL names the backend's default
  * stream, created at init (a blocking stream, so the synchronous cudaMemcpy of
  * the storage tiers stays ordered with the work on it).
  */
@@ -67,9 +67,10 @@ static const struct fg_option cublas_options[] = {
 	  .offset = offsetof(struct cublas_opts, fp8_scratch) },
 	{ .key = "cuda_graphs", .type = FG_OPT_BOOL, .def = "true",
 	  .help = "launch each decode step that moves nothing between tiers (weights, cache "
-		  "and activations all in GPU memory) as one CUDA graph, recorded as the "
-		  "step's kernels are issued: the GPU runs them back to back instead of idling "
-		  "between hundreds of small launches; false: one launch per kernel.",
+		  "and activations all in GPU memory) as CUDA graphs, one per layer's attention "
+		  "and MLP, each launched while the next is recorded: the GPU runs the kernels "
+		  "back to back instead of idling between hundreds of small launches; false: "
+		  "one launch per kernel.",
 	  .offset = offsetof(struct cublas_opts, cuda_graphs) },
 	{ .key = NULL },
 };
@@ -152,46 +153,54 @@ int cublas_stage(struct cublas_ctx *c, struct cublas_stream *s, const char *op,
 {
 	struct cublas_staging *st = &c->st;
 	size_t at1 = (len0 + 255) & ~(size_t)255, len = at1 + len1;
-	size_t need = (len + 255) & ~(size_t)255, off;
+	size_t need = (len + 255) & ~(size_t)255, off = 0;
 	struct cublas_stage_use *u;
+	uint8_t *host, *dev;
 	cudaError_t e;
 	int rc;
 
-	if (s->g.on)
-		return cublas_graph_stage(c, s, op, src0, len0, src1, len1, dev0, dev1);
 	if (need == 0)
 		need = 256;
-	if (need > st->cap && (rc = cublas_stage_grow(c, op, need)))
-		return rc;
-	off = st->head + need <= st->cap ? st->head : 0;
-	/* Retire, oldest first, until nothing in flight overlaps [off, off + need). */
-	for (;;) {
-		int busy = st->count == CUBLAS_STAGE_SLOTS || st->nev == 0;
-
-		for (unsigned i = 0; !busy && i < st->count; i++) {
-			u = &st->use[(st->first + i) % CUBLAS_STAGE_SLOTS];
-			busy = u->off < off + need && off < u->off + u->len;
-		}
-		if (!busy)
-			break;
-		if ((rc = cublas_stage_retire_one(c, op)))
+	if (s->g.on) { /* recording: the graph's arena, which no event recycles */
+		if ((rc = cublas_graph_reserve(c, s, op, need, &host, &dev)))
 			return rc;
+	} else {
+		if (need > st->cap && (rc = cublas_stage_grow(c, op, need)))
+			return rc;
+		off = st->head + need <= st->cap ? st->head : 0;
+		/* Retire, oldest first, until nothing in flight overlaps [off, off + need). */
+		for (;;) {
+			int busy = st->count == CUBLAS_STAGE_SLOTS || st->nev == 0;
+
+			for (unsigned i = 0; !busy && i < st->count; i++) {
+				u = &st->use[(st->first + i) % CUBLAS_STAGE_SLOTS];
+				busy = u->off < off + need && off < u->off + u->len;
+			}
+			if (!busy)
+				break;
+			if ((rc = cublas_stage_retire_one(c, op)))
+				return rc;
+		}
+		host = st->host + off;
+		dev = st->dev + off;
 	}
-	memcpy(st->host + off, src0, len0);
+	memcpy(host, src0, len0);
 	if (len1)
-		memcpy(st->host + off + at1, src1, len1);
-	e = cudaMemcpyAsync(st->dev + off, st->host + off, len, cudaMemcpyHostToDevice, s->s);
+		memcpy(host + at1, src1, len1);
+	e = cudaMemcpyAsync(dev, host, len, cudaMemcpyHostToDevice, s->s);
 	if (e != cudaSuccess)
-		return cublas_cuda_fail(c, op, "cudaMemcpyAsync to the staging ring", e);
+		return cublas_cuda_fail(c, op, "cudaMemcpyAsync of staged host arrays", e);
+	*dev0 = dev;
+	if (dev1)
+		*dev1 = dev + at1;
+	if (s->g.on)
+		return 0;
 	u = &st->use[(st->first + st->count) % CUBLAS_STAGE_SLOTS];
 	u->off = off;
 	u->len = need;
 	u->ev = NULL; /* recorded by cublas_stage_done */
 	st->count++;
 	st->head = off + need;
-	*dev0 = st->dev + off;
-	if (dev1)
-		*dev1 = st->dev + off + at1;
 	return 0;
 }
 
