@@ -57,6 +57,10 @@
 
 #include "plugins/compute/cublas/k_decode.cu"
 #include "bench/cuda_check.h"
+#include "bench/sweep_compare.h"
+
+/* a row's largest error over its largest value (see the header comment) */
+#define TOL 2e-3
 
 /* ---- variants ------------------------------------------------------------------------ */
 
@@ -173,8 +177,6 @@ static const shape shapes[] = {
 	{ "split d64 pad==len", 2, 3, 3, 64, 1500, 2, { 1500, 17 }, 0 },
 };
 
-static float h2f_tab[65536];
-
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static double urand(void) /* [0, 1) */
@@ -271,40 +273,6 @@ static bool reference(const shape &sh, const struct cublas_attn &a, const uint16
 	return true;
 }
 
-/* Worst row of max |x - y| / max |y|; counts padded values not exactly 0,
- * values not finite (or never written), and writes past the heads. */
-struct cmp {
-	double worst;
-	int64_t nonzero, nonfinite, outside;
-};
-
-static void row_compare(cmp &r, const uint16_t *x, const double *y, int64_t d, bool padded)
-{
-	double e = 0, m = 0;
-
-	for (int64_t c = 0; c < d; c++) {
-		float xv = h2f_tab[x[c]];
-
-		if (!isfinite(xv)) {
-			r.nonfinite++;
-			continue;
-		}
-		if (padded) {
-			r.nonzero += xv != 0.0f;
-			continue;
-		}
-		e = std::max(e, fabs((double)xv - y[c]));
-		m = std::max(m, fabs(y[c]));
-	}
-	if (!padded)
-		r.worst = std::max(r.worst, m > 0 ? e / m : e > 0 ? 1.0 : 0.0);
-}
-
-static bool cmp_ok(const cmp &c)
-{
-	return c.worst < 2e-3 && c.nonzero == 0 && c.nonfinite == 0 && c.outside == 0;
-}
-
 static void print_cmp(const cmp &c)
 {
 	if (c.nonzero)
@@ -344,8 +312,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s [one SHAPE VARIANT]\n", argv[0]);
 		return 2;
 	}
-	for (uint32_t u = 0; u < 65536; u++)
-		h2f_tab[u] = fg_half_to_float((uint16_t)u);
+	sweep_h2f_init();
 	CK(cudaGetDeviceProperties(&prop, 0));
 	ra.sms = prop.multiProcessorCount;
 	printf("device: %s, %d SMs, cc %d.%d, L2 %d MiB\n", prop.name, ra.sms, prop.major,
@@ -476,7 +443,7 @@ int main(int argc, char **argv)
 				row_compare(ch, hout.data() + b * ldo + h * sh.hd, rf.second.data(),
 					    sh.hd, pad[(size_t)b] >= sh.len);
 			}
-			ok = cmp_ok(cs) && cmp_ok(ch);
+			ok = cmp_ok(cs, TOL) && cmp_ok(ch, TOL);
 			if (sh.timed) {
 				static cudaEvent_t e0, e1;
 				std::vector<float> ts;

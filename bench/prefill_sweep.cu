@@ -31,6 +31,10 @@
 
 #include "plugins/compute/cublas/k_prefill.cu"
 #include "bench/cuda_check.h"
+#include "bench/sweep_compare.h"
+
+/* a row's largest error over its largest value (see the header comment) */
+#define TOL 5e-3
 
 /* ---- the replaced kernel (k_prefill.cu before the 32-row warps), renamed ------------ */
 
@@ -369,8 +373,6 @@ static int dp_of(int64_t hd)
 	return hd <= 32 ? 32 : hd <= 64 ? 64 : hd <= 80 ? 80 : hd <= 96 ? 96 : 128;
 }
 
-static float h2f_tab[65536];
-
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint16_t rand_half(void)
@@ -416,39 +418,6 @@ static void reference(const shape &sh, const struct cublas_attn &a, const uint16
 	}
 }
 
-/* Worst over rows of max |x - y| / max |y| (y the reference), rows before pad
- * excluded; counts values before pad that are not exactly zero, values that
- * are not finite (or never written) and values written between a row's last
- * head and its leading dimension. */
-struct cmp {
-	double worst;
-	int64_t nonzero, nonfinite, outside;
-};
-
-static void row_compare(cmp &r, const uint16_t *x, const double *y, int64_t d, bool padded)
-{
-	double e = 0, m = 0;
-
-	for (int64_t c = 0; c < d; c++) {
-		float xv = h2f_tab[x[c]];
-
-		if (!isfinite(xv)) {
-			r.nonfinite++;
-			continue;
-		}
-		if (padded) {
-			r.nonzero += xv != 0.0f;
-			continue;
-		}
-		e = std::max(e, fabs((double)xv - y[c]));
-		m = std::max(m, fabs(y[c]));
-	}
-	if (!padded && m > 0)
-		r.worst = std::max(r.worst, e / m);
-	else if (!padded)
-		r.worst = std::max(r.worst, e > 0 ? 1.0 : 0.0);
-}
-
 /* out against base (both fp16 [batch * seq, ldo]), every row. */
 static cmp compare_all(const shape &sh, const struct cublas_attn &a, const uint16_t *out,
 		       const uint16_t *base, const int32_t *pad)
@@ -490,11 +459,6 @@ static cmp compare_refs(const shape &sh, const struct cublas_attn &a, const uint
 	return r;
 }
 
-static bool cmp_ok(const cmp &c)
-{
-	return c.worst < 5e-3 && c.nonzero == 0 && c.nonfinite == 0 && c.outside == 0;
-}
-
 static double median_ms(launch_fn run, const struct cublas_attn *a, int reps)
 {
 	static cudaEvent_t e0, e1;
@@ -534,8 +498,7 @@ int main(void)
 	std::vector<std::string> bad;
 	cudaDeviceProp prop;
 
-	for (uint32_t u = 0; u < 65536; u++)
-		h2f_tab[u] = fg_half_to_float((uint16_t)u);
+	sweep_h2f_init();
 	CK(cudaGetDeviceProperties(&prop, 0));
 	printf("device: %s, %d SMs, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.major,
 	       prop.minor);
@@ -641,7 +604,7 @@ int main(void)
 
 			printf("  %-26s %9.4f %8.1f %8.1f %9s %9.2e%s\n", "old 4w x1 bc64", ms,
 			       ms > 0 ? flops_c / ms / 1e9 : 0, ms > 0 ? flops_f / ms / 1e9 : 0,
-			       "-", cr.worst, cmp_ok(cr) ? "" : "  (old kernel off the reference)");
+			       "-", cr.worst, cmp_ok(cr, TOL) ? "" : "  (old kernel off the reference)");
 			if (sh.timed)
 				res.push_back(result{ &sh, "old", ms, flops_c / ms / 1e9,
 						      flops_f / ms / 1e9, true });
@@ -660,7 +623,7 @@ int main(void)
 			CK(cudaMemcpy(hout.data(), out, obytes, cudaMemcpyDeviceToHost));
 			co = compare_all(sh, a, hout.data(), hold.data(), pad.data());
 			cr = compare_refs(sh, a, hout.data(), refs, pad.data());
-			ok = cmp_ok(co) && cmp_ok(cr);
+			ok = cmp_ok(co, TOL) && cmp_ok(cr, TOL);
 			if (sh.timed)
 				ms = median_ms(vr.run, &a, 25);
 			printf("  %-26s %9.4f %8.1f %8.1f %9.2e %9.2e", vr.name, ms,
