@@ -214,6 +214,43 @@ CB_DEV void dc_vals(const dc_src &s, const uint8_t *dat, const uint32_t *prm, in
 
 /* Grid (batch * heads / G, splits).  lpp: lanes per position (a power of two,
  * at least the lane chunks of a head). */
+/* Column col of query head h of sequence b, merged over the NW warps of a
+ * block: each warp's max in wm and sum in wl (slot g of the S a warp keeps),
+ * its unnormalised output in row (w * S + g) of red (ld values a row).  One
+ * split writes the output; several write the unnormalised value, the max and
+ * the sum to part, for cb_decode_combine. */
+template <int NW, int S, typename I>
+CB_DEV void dc_merge(const struct cublas_attn &a, const float *wm, const float *wl,
+		     const float *red, I g, I ld, I col, int64_t b, int64_t h, int64_t d,
+		     int64_t split, int splits, float *part)
+{
+	float mm = -INFINITY, sum = 0.0f, r = 0.0f;
+
+	for (int w = 0; w < NW; w++)
+		mm = fmaxf(mm, wm[w * S + g]);
+	for (int w = 0; w < NW; w++) {
+		float mw = wm[w * S + g];
+
+		if (mw != -INFINITY) {
+			float f = exp2f(mw - mm);
+
+			sum += wl[w * S + g] * f;
+			r += red[(w * S + g) * ld + col] * f;
+		}
+	}
+	if (splits == 1) {
+		a.out[b * a.ldo + h * d + col] = cb_f2h(sum > 0.0f ? r / sum : 0.0f);
+	} else {
+		int64_t bhs = a.batch * a.heads, idx = split * bhs + b * a.heads + h;
+
+		part[2 * splits * bhs + idx * d + col] = r;
+		if (col == 0) {
+			part[idx] = mm;
+			part[splits * bhs + idx] = sum;
+		}
+	}
+}
+
 template <int KIND, int G>
 __global__ void __launch_bounds__(DC_THREADS)
 cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, int lpp, float *part)
@@ -422,32 +459,9 @@ cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, int
 	}
 	__syncthreads();
 	for (int64_t j = threadIdx.x; j < G * d; j += DC_THREADS) {
-		int64_t g = j / d, col = j % d, h = h0 + g;
-		float mm = -INFINITY, sum = 0.0f, r = 0.0f;
+		int64_t g = j / d, col = j % d;
 
-		for (int w = 0; w < DC_WARPS; w++)
-			mm = fmaxf(mm, wm[w * G + g]);
-		for (int w = 0; w < DC_WARPS; w++) {
-			float mw = wm[w * G + g];
-
-			if (mw != -INFINITY) {
-				float f = exp2f(mw - mm);
-
-				sum += wl[w * G + g] * f;
-				r += red[(w * G + g) * dn + col] * f;
-			}
-		}
-		if (splits == 1) {
-			a.out[b * a.ldo + h * d + col] = cb_f2h(sum > 0.0f ? r / sum : 0.0f);
-		} else {
-			int64_t bhs = a.batch * a.heads, idx = split * bhs + b * a.heads + h;
-
-			part[2 * splits * bhs + idx * d + col] = r;
-			if (col == 0) {
-				part[idx] = mm;
-				part[splits * bhs + idx] = sum;
-			}
-		}
+		dc_merge<DC_WARPS, G>(a, wm, wl, red, g, dn, col, b, h0 + g, d, split, splits, part);
 	}
 }
 

@@ -438,32 +438,9 @@ dx_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, float *par
 	__syncthreads();
 	for (int j = threadIdx.x; j < nrows * D; j += DX_THREADS) {
 		int row = j / D, col = j % D;
-		int64_t h = hq0 + row;
-		float mm = -INFINITY, sum = 0.0f, r = 0.0f;
 
-		for (int w = 0; w < DX_WARPS; w++)
-			mm = fmaxf(mm, wm[w * 8 + row]);
-		for (int w = 0; w < DX_WARPS; w++) {
-			float mw = wm[w * 8 + row];
-
-			if (mw != -INFINITY) {
-				float f = exp2f(mw - mm);
-
-				sum += wl[w * 8 + row] * f;
-				r += red[(w * 8 + row) * D + col] * f;
-			}
-		}
-		if (splits == 1) {
-			a.out[b * a.ldo + h * D + col] = cb_f2h(sum > 0.0f ? r / sum : 0.0f);
-		} else {
-			int64_t bhs = a.batch * a.heads, idx = split * bhs + b * a.heads + h;
-
-			part[2 * splits * bhs + idx * D + col] = r;
-			if (col == 0) {
-				part[idx] = mm;
-				part[splits * bhs + idx] = sum;
-			}
-		}
+		dc_merge<DX_WARPS, 8>(a, wm, wl, red, row, D, col, b, hq0 + row, D, split, splits,
+				      part);
 	}
 }
 
