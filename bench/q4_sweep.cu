@@ -33,56 +33,75 @@ struct variant {
 	launch_fn run;
 };
 
-template <int NT, int RT, int WR, int WK, int CW, int MINB, int NS>
+template <int NT, int RT, int WR, int WK, int CW, int MINB>
 static variant make(const char *name)
 {
-	typedef q4_cfg<NT, RT, WR, WK, CW, NS> C;
+	typedef q4_cfg<NT, RT, WR, WK, CW> C;
 	int bps = 0;
 
-	CK(cudaFuncSetAttribute(cb_q4_mma<NT, RT, WR, WK, CW, MINB, NS>,
+	CK(cudaFuncSetAttribute(cb_q4_mma<NT, RT, WR, WK, CW, MINB>,
 				cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
-	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, cb_q4_mma<NT, RT, WR, WK, CW, MINB, NS>,
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, cb_q4_mma<NT, RT, WR, WK, CW, MINB>,
 							 C::THREADS, C::SMEM));
-	return variant{ name, q4_shape_of<NT, RT, WR, WK, CW, MINB, NS>(), bps,
-			cb_q4_launch<NT, RT, WR, WK, CW, MINB, NS> };
+	return variant{ name, q4_shape_of<NT, RT, WR, WK, CW, MINB>(), bps,
+			cb_q4_launch<NT, RT, WR, WK, CW, MINB> };
 }
 
 typedef std::vector<variant> vset;
 
-#define ADD(S, NT, RT, WR, WK, CW, MINB, NS)                                               \
-	(S).push_back(make<NT, RT, WR, WK, CW, MINB, NS>(#NT "," #RT "," #WR "," #WK "," #CW "," \
-							  #MINB "," #NS))
+#define ADD(S, NT, RT, WR, WK, CW, MINB) \
+	(S).push_back(make<NT, RT, WR, WK, CW, MINB>(#NT "," #RT "," #WR "," #WK "," #CW "," #MINB))
 
-/* Candidates by rows of x; the first of each is the shipped one.  NS 0:
- * weights straight into registers one stage ahead; NS >= 2: a ring of NS
- * stages in shared memory, weights included. */
+/* Candidates by rows of x; the first of each is the shipped one. */
 static vset candidates(int64_t m)
 {
 	vset s;
 
 	if (m <= 8) {
-		ADD(s, 1, 2, 2, 4, 1, 2, 0);
-		ADD(s, 1, 2, 2, 4, 1, 2, 3);
-		ADD(s, 1, 2, 2, 4, 1, 1, 6);
-		ADD(s, 1, 2, 2, 2, 1, 3, 4);
-		ADD(s, 1, 4, 1, 4, 1, 2, 3);
-		ADD(s, 1, 2, 4, 2, 1, 2, 3);
-		ADD(s, 1, 2, 2, 2, 2, 2, 3);
+		ADD(s, 1, 2, 2, 4, 1, 2);
+		ADD(s, 1, 2, 1, 8, 1, 2);
+		ADD(s, 1, 2, 1, 8, 2, 2);
+		ADD(s, 1, 2, 1, 8, 2, 1);
+		ADD(s, 1, 4, 1, 8, 1, 1);
+		ADD(s, 1, 1, 1, 8, 2, 2);
+		ADD(s, 1, 2, 1, 4, 2, 4);
+		ADD(s, 1, 4, 1, 4, 1, 2);
+		ADD(s, 1, 2, 2, 4, 2, 1);
 	} else if (m <= 16) {
-		ADD(s, 2, 4, 2, 2, 1, 3, 0);
-		ADD(s, 2, 2, 2, 2, 1, 2, 4);
-		ADD(s, 2, 2, 4, 1, 2, 2, 3);
-		ADD(s, 2, 2, 4, 2, 1, 1, 3);
-		ADD(s, 2, 2, 2, 2, 1, 3, 3);
+		ADD(s, 2, 4, 2, 2, 1, 3);
+		ADD(s, 2, 2, 2, 2, 1, 4);
+		ADD(s, 2, 2, 4, 1, 2, 2);
+		ADD(s, 2, 4, 2, 2, 1, 2);
+		ADD(s, 2, 2, 4, 2, 1, 2);
+		ADD(s, 2, 4, 4, 1, 1, 2);
+		ADD(s, 2, 2, 2, 4, 1, 2);
+		ADD(s, 2, 2, 8, 1, 1, 1);
+		ADD(s, 2, 2, 4, 2, 1, 3);
 	} else if (m <= 32) {
-		ADD(s, 4, 2, 4, 1, 2, 3, 0);
-		ADD(s, 4, 2, 4, 1, 1, 3, 4);
-		ADD(s, 4, 2, 8, 1, 1, 1, 6);
-		ADD(s, 4, 4, 4, 1, 1, 2, 4);
+		ADD(s, 4, 2, 4, 1, 2, 3);
+		ADD(s, 4, 2, 4, 1, 2, 2);
+		ADD(s, 4, 2, 8, 1, 1, 1);
+		ADD(s, 4, 2, 8, 1, 2, 1);
+		ADD(s, 4, 4, 4, 1, 1, 1);
+		ADD(s, 4, 4, 4, 1, 1, 2);
+		ADD(s, 4, 4, 2, 2, 1, 2);
+		ADD(s, 4, 1, 8, 1, 2, 2);
+		ADD(s, 4, 2, 4, 2, 1, 2);
+		ADD(s, 4, 2, 2, 2, 2, 2);
+		ADD(s, 4, 2, 4, 2, 1, 3);
+		ADD(s, 4, 4, 2, 2, 1, 3);
+		ADD(s, 4, 2, 8, 1, 1, 2);
 	} else {
-		ADD(s, 8, 2, 4, 1, 2, 2, 0);
-		ADD(s, 8, 2, 4, 1, 1, 2, 4);
-		ADD(s, 4, 2, 4, 1, 1, 3, 4);
+		ADD(s, 8, 2, 4, 1, 2, 2);
+		ADD(s, 8, 2, 8, 1, 1, 1);
+		ADD(s, 8, 4, 4, 1, 1, 1);
+		ADD(s, 8, 4, 2, 2, 1, 1);
+		ADD(s, 8, 2, 4, 2, 1, 1);
+		ADD(s, 4, 2, 4, 1, 2, 2);
+		ADD(s, 4, 2, 8, 1, 1, 1);
+		ADD(s, 4, 4, 4, 1, 1, 1);
+		ADD(s, 8, 2, 4, 1, 1, 2);
+		ADD(s, 8, 2, 8, 1, 1, 2);
 	}
 	return s;
 }
@@ -265,7 +284,7 @@ int main(int argc, char **argv)
 		teardown(p);
 		return 0;
 	}
-	printf("# GB/s of encoded 4-bit bytes (median of 25), variant NT,RT,WR,WK,CW,MINB,NS "
+	printf("# GB/s of encoded 4-bit bytes (median of 25), variant NT,RT,WR,WK,CW,MINB "
 	       "(first = shipped); %d SMs\n", sms);
 	for (int64_t m : ms) {
 		vset s = candidates(m);

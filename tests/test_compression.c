@@ -333,36 +333,56 @@ END_TEST
 /* Compressed runs agree bit for bit whatever the placement.  On a GPU,
  * attention on the host (cpu_cache_compute) reads the 4-bit cache in fp32
  * where the GPU computes in fp16: its prefill (attention on the GPU) is
- * still bit for bit; each decode step's logits, as long as a row has been
- * fed the all-GPU run's tokens, within twice the fp16 tolerance of
- * test_golden (each run is within 5e-2 of the exact logits), so the tokens
- * can part only where the all-GPU run's top two are that close. */
-#define HOST_ATTN_TOL 1e-1
+ * still bit for bit, but from the first decode step on the two runs' hidden
+ * states differ by fp16's rounding, and a key or value that lies that close
+ * to a rounding boundary of its 4-bit group gets the neighbouring code: a
+ * whole quantization step.  So the runs drift apart by part of what the
+ * 4-bit cache itself costs, and they are held to that cost: while a row has
+ * been fed the same tokens, the RMS difference of the step logits, relative
+ * to their RMS spread around each row's mean, stays below test_golden_error's
+ * estimate for a cache of 4-bit keys and values (2 quantized matrices in
+ * each of the 4 layers: sqrt(8) rho = 0.27, times 1.6 for the random
+ * checkpoint).  A host attention that reads the wrong codes, positions or
+ * scales leaves differences as large as the logits' spread (ratio near 1). */
+#define HOST_ATTN_BOUND (1.6 * 0.27)
 
 /* Step logits of the host-attention run against the all-GPU run's, row by
  * row, up to and including the step where the row's tokens part. */
 static void check_host_attention(const char *what, const float *want_steps, const float *got_steps,
 				 int32_t want[ROWS][GEN], int32_t got[ROWS][GEN], int64_t V)
 {
+	double se = 0, sr = 0;
+
 	for (int r = 0; r < ROWS; r++) {
-		double worst = 0;
+		double worst = 0, rse = 0, rsr = 0;
 		int t = 0;
 		for (; t < GEN; t++) {
 			const float *w = want_steps + ((size_t)t * ROWS + r) * V;
 			const float *g = got_steps + ((size_t)t * ROWS + r) * V;
+			double mean = 0;
 			for (int64_t i = 0; i < V; i++)
-				worst = fmax(worst, fabs((double)w[i] - g[i]));
-			ck_assert_msg(worst <= HOST_ATTN_TOL, "%s: row %d step %d: logits %g from the all-GPU run's (bound %g)",
-				      what, r, t, worst, HOST_ATTN_TOL);
+				mean += w[i];
+			mean /= (double)V;
+			for (int64_t i = 0; i < V; i++) {
+				double e = (double)g[i] - w[i];
+				worst = fmax(worst, fabs(e));
+				rse += e * e;
+				rsr += (w[i] - mean) * (w[i] - mean);
+			}
 			if (want[r][t] != got[r][t])
 				break;
 		}
-		if (t < GEN)
-			printf("  row %d: logits within %.3g of the all-GPU run's until the tokens part at step %d\n",
-			       r, worst, t);
-		else
-			printf("  row %d: same tokens, logits within %.3g of the all-GPU run's\n", r, worst);
+		printf("  row %d: %s%d, logits max |difference| %.3g, RMS difference / RMS spread %.3g\n", r,
+		       t < GEN ? "tokens part at step " : "same tokens, steps ", t < GEN ? t : GEN, worst,
+		       sqrt(rse / rsr));
+		se += rse;
+		sr += rsr;
 	}
+	printf("  all rows: RMS difference / RMS spread %.3g (bound %.2f)\n", sqrt(se / sr), HOST_ATTN_BOUND);
+	fflush(stdout);
+	ck_assert_msg(sqrt(se / sr) <= HOST_ATTN_BOUND,
+		      "%s: step logits off the all-GPU run's by %.3g of their spread (bound %.2f)", what,
+		      sqrt(se / sr), HOST_ATTN_BOUND);
 }
 
 START_TEST(test_placements_agree)
@@ -399,6 +419,7 @@ START_TEST(test_placements_agree)
 		printf("int4 weights + cache, %s%s%s: %s\n", placements[p][0],
 		       placements[p][1] ? ", " : "", placements[p][1] ? placements[p][1] : "",
 		       memcmp(want, got, sizeof(want)) ? "DIFFERENT" : "same tokens");
+		fflush(stdout);
 		if (approx) {
 			check_host_attention(placements[p][0], want_steps, got_steps, want, got, V);
 			free(got_steps);

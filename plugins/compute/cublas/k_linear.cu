@@ -259,7 +259,7 @@ CB_DEV int q4_pswz(int u)
 	return u ^ (((u >> 3) & 3) << 1);
 }
 
-template <int NT, int RT, int WR, int WK, int CW, int NS>
+template <int NT, int RT, int WR, int WK, int CW>
 struct q4_cfg {
 	static constexpr int M = 8 * NT;                /* rows of x in a tile */
 	static constexpr int R = 16 * RT;               /* weight rows per warp */
@@ -270,32 +270,25 @@ struct q4_cfg {
 	static constexpr int THREADS = 32 * WR * WK;
 	static constexpr int XROW = 2 * SC + 32;        /* bytes per row of x: 32 mod 128 */
 	static constexpr int XBYTES = M * XROW;
-	static constexpr int PBYTES = G * 4 * SC;
-	/* With NS stages in shared memory, a stage also holds the block's weight
-	 * rows, SC / 2 bytes each, rows 64 mod 128 bytes apart: the 8 lanes of a
-	 * 16-byte load phase read 64 bytes of two rows, in different banks. */
-	static constexpr int WROW = SC / 2 + ((SC / 2) % 128 == 64 ? 0 : 64);
-	static constexpr int STAGE = XBYTES + PBYTES + (NS ? BR * WROW : 0);
-	static constexpr int NB = NS ? NS : 2;          /* stage buffers */
+	static constexpr int STAGE = XBYTES + G * 4 * SC;
 	static constexpr int BRP = BR + 4;              /* reduction row: 8 mod 32 words apart */
 	/* Several warps share a stage's x and pairs: permute them once in shared
 	 * memory (q4_xperm, q4_pperm) rather than in every warp that reads them. */
 	static constexpr bool PERM = WR > 1;
-	static constexpr size_t SMEM = NB * (size_t)STAGE > (size_t)WK * M * BRP * 4
-					       ? NB * (size_t)STAGE
+	static constexpr size_t SMEM = 2 * (size_t)STAGE > (size_t)WK * M * BRP * 4
+					       ? 2 * (size_t)STAGE
 					       : (size_t)WK * M * BRP * 4;
-	static_assert(NS == 0 || NS >= 2, "a ring of at least two stages");
 	static_assert(R <= FG_Q4_GROUP && FG_Q4_GROUP % R == 0, "a warp's rows in one group");
 	static_assert(BR % FG_Q4_GROUP == 0 || FG_Q4_GROUP % BR == 0, "blocks on group bounds");
 };
 
-template <int NT, int RT, int WR, int WK, int CW, int MINB, int NS>
+template <int NT, int RT, int WR, int WK, int CW, int MINB>
 __global__ void __launch_bounds__(32 * WR * WK, CB_MINB_BEFORE(900, MINB))
 cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64_t ldx,
 	  const uint8_t *__restrict__ q4, cublas_epi ep, void *out, int64_t ldo, int64_t kper,
 	  float *part)
 {
-	typedef q4_cfg<NT, RT, WR, WK, CW, NS> C;
+	typedef q4_cfg<NT, RT, WR, WK, CW> C;
 	extern __shared__ uint4 cb_smem[];
 	uint8_t *sm = (uint8_t *)cb_smem;
 	const uint8_t *prm = q4 + cb_q4_data_bytes((uint64_t)n, (uint64_t)k);
@@ -322,14 +315,14 @@ cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64
 #pragma unroll
 		for (int nt = 0; nt < NT; nt++)
 			acc[rt][nt][0] = acc[rt][nt][1] = acc[rt][nt][2] = acc[rt][nt][3] = 0.0f;
-	/* Rows of x past m are zero in every buffer, once (published by the first barrier). */
-	for (int b = 0; b < C::NB; b++)
+	/* Rows of x past m are zero in both buffers, once (published by the first barrier). */
+	for (int b = 0; b < 2; b++)
 		for (int c = tid; c < (C::M - mrows) * (C::XROW / 16); c += C::THREADS)
 			*(uint4 *)(sm + b * C::STAGE + (mrows + c / (C::XROW / 16)) * C::XROW +
 				   (c % (C::XROW / 16)) * 16) = make_uint4(0, 0, 0, 0);
 
 	auto issue = [&](int s) {
-		uint8_t *xs = sm + (s % C::NB) * C::STAGE, *ps = xs + C::XBYTES;
+		uint8_t *xs = sm + (s & 1) * C::STAGE, *ps = xs + C::XBYTES;
 		int64_t kc = kbeg + (int64_t)s * C::SC;
 
 		/* x: mrows rows x SC / 8 units of 8 halves */
@@ -350,23 +343,13 @@ cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64
 			cb_cp16(ps + j * 4 * C::SC + 16 * q4_pswz(u),
 				ok ? prm + ((grp0 + j) * k + col) * 4 : prm, ok);
 		}
-		/* weights: BR rows x SC / 32 units of 32 codes; rows past n and
-		 * columns past the split's end are zeros */
-		for (int c = tid; NS && c < C::BR * (C::SC / 32); c += C::THREADS) {
-			int row = c / (C::SC / 32), u = c % (C::SC / 32);
-			int64_t col = kc + 32 * u;
-			bool ok = col < kend && n0 + row < n;
-
-			cb_cp16(ps + C::PBYTES + row * C::WROW + 16 * u,
-				ok ? q4 + (n0 + row) * (k / 2) + col / 2 : q4, ok);
-		}
 	};
 	/* Stage s in place into the k-slot order of the products: each 8 columns
 	 * of x become (0, 4), (2, 6), (1, 5), (3, 7), and each 8 columns of
 	 * (scale, min) the four scale pairs, then the four min pairs, in the same
 	 * order (the swizzles keep a unit pair adjacent, so positions are kept). */
 	auto permute = [&](int s) {
-		uint8_t *xs = sm + (s % C::NB) * C::STAGE, *ps = xs + C::XBYTES;
+		uint8_t *xs = sm + (s & 1) * C::STAGE, *ps = xs + C::XBYTES;
 
 		for (int c = tid; c < mrows * (C::SC / 8); c += C::THREADS) {
 			uint4 *p = (uint4 *)(xs + (c / (C::SC / 8)) * C::XROW +
@@ -395,22 +378,12 @@ cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64
 		}
 	};
 	auto compute = [&](int s, const uint4 (&w)[CW][RT][2]) {
-		const uint8_t *xs = sm + (s % C::NB) * C::STAGE;
+		const uint8_t *xs = sm + (s & 1) * C::STAGE;
 		const uint8_t *ps = xs + C::XBYTES + gi * 4 * C::SC;
-		const uint8_t *ws = xs + C::XBYTES + C::PBYTES + (wr * C::R + g) * C::WROW;
 
 #pragma unroll
 		for (int c = 0; c < CW; c++) {
 			int cb = wk * C::WC + c * Q4_CH; /* the chunk's first column in the stage */
-			uint4 wc[RT][2];
-
-#pragma unroll
-			for (int rt = 0; rt < RT; rt++)
-#pragma unroll
-				for (int h = 0; h < 2; h++)
-					wc[rt][h] = NS ? *(const uint4 *)(ws + (16 * rt + 8 * h) * C::WROW +
-									 cb / 2 + 16 * t)
-						       : w[c][rt][h];
 
 #pragma unroll
 			for (int i = 0; i < 4; i++) {
@@ -430,8 +403,8 @@ cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64
 				}
 #pragma unroll
 				for (int rt = 0; rt < RT; rt++) {
-					const uint32_t *r0 = (const uint32_t *)&wc[rt][0];
-					const uint32_t *r1 = (const uint32_t *)&wc[rt][1];
+					const uint32_t *r0 = (const uint32_t *)&w[c][rt][0];
+					const uint32_t *r1 = (const uint32_t *)&w[c][rt][1];
 					uint32_t w0 = r0[i], w1 = r1[i], v0 = w0 >> 8, v1 = w1 >> 8;
 					uint32_t a0[4] = { q4_whi(w0, s2.x, mn2.x), q4_whi(w1, s2.x, mn2.x),
 							   q4_whi(v0, s2.y, mn2.y), q4_whi(v1, s2.y, mn2.y) };
@@ -467,37 +440,15 @@ cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64
 	};
 	uint4 wa[CW][RT][2], wb[CW][RT][2];
 
-	if (NS) {
-		/* The ring: stages s + 1 .. s + NS - 2 stay in flight while s is
-		 * multiplied; s + NS - 1 goes into the buffer s - 1 left. */
-		for (int s = 0; s < NS - 1; s++) {
-			if (s < nst)
-				issue(s);
-			cb_cp_commit();
-		}
-		for (int s = 0; s < nst; s++) {
-			cb_cp_wait<NS ? NS - 2 : 0>();
-			__syncthreads(); /* stage s landed; everyone is done with s - 1's buffer */
-			if (s + NS - 1 < nst)
-				issue(s + NS - 1);
-			cb_cp_commit();
-			if (C::PERM) {
-				permute(s);
-				__syncthreads();
-			}
-			compute(s, wa);
-		}
-	} else {
-		if (nst > 0) {
-			issue(0);
-			load(0, wa);
-		}
-		cb_cp_commit();
-		for (int s = 0; s < nst; s += 2) {
-			step(s, wa, wb);
-			if (s + 1 < nst)
-				step(s + 1, wb, wa);
-		}
+	if (nst > 0) {
+		issue(0);
+		load(0, wa);
+	}
+	cb_cp_commit();
+	for (int s = 0; s < nst; s += 2) {
+		step(s, wa, wb);
+		if (s + 1 < nst)
+			step(s + 1, wb, wa);
 	}
 	cb_cp_wait<0>();
 	__syncthreads(); /* the stages' shared memory becomes the reduction buffer */
@@ -565,10 +516,10 @@ extern "C" int cublas_q4_fused_ok(const void *q4, int64_t k, const void *x, int6
  *            runs the m <= 32 variant on 32-row slabs of x).
  * Blocks of 64 or 128 weight rows keep x's re-reads from L2 at most twice
  * the weight bytes. */
-#define Q4_V0 1, 2, 2, 4, 1, 2, 0
-#define Q4_V1 2, 4, 2, 2, 1, 3, 0
-#define Q4_V2 4, 2, 4, 1, 2, 3, 0
-#define Q4_V3 8, 2, 4, 1, 2, 2, 0
+#define Q4_V0 1, 2, 2, 4, 1, 2
+#define Q4_V1 2, 4, 2, 2, 1, 3
+#define Q4_V2 4, 2, 4, 1, 2, 3
+#define Q4_V3 8, 2, 4, 1, 2, 2
 #define Q4_NV 4
 
 struct q4_shape {
@@ -576,10 +527,10 @@ struct q4_shape {
 	size_t smem;
 };
 
-template <int NT, int RT, int WR, int WK, int CW, int MINB, int NS>
+template <int NT, int RT, int WR, int WK, int CW, int MINB>
 static constexpr q4_shape q4_shape_of()
 {
-	typedef q4_cfg<NT, RT, WR, WK, CW, NS> C;
+	typedef q4_cfg<NT, RT, WR, WK, CW> C;
 
 	return q4_shape{ C::M, C::BR, C::SC, C::THREADS, MINB, C::SMEM };
 }
@@ -638,18 +589,18 @@ extern "C" int cublas_q4_fused_split(int64_t m, int64_t n, int64_t k, int sms,
 	return q4_split(&q4_shapes[v], q4_bps[v], m, n, k, sms, max_part_floats);
 }
 
-template <int NT, int RT, int WR, int WK, int CW, int MINB, int NS>
+template <int NT, int RT, int WR, int WK, int CW, int MINB>
 static void cb_q4_launch(cudaStream_t s, int64_t m, int64_t n, int64_t k, const uint16_t *x,
 			 int64_t ldx, const void *q4, const cublas_epi &ep, void *out,
 			 int64_t ldo, int ksplit, float *part)
 {
-	typedef q4_cfg<NT, RT, WR, WK, CW, NS> C;
+	typedef q4_cfg<NT, RT, WR, WK, CW> C;
 	int64_t stages = (k + C::SC - 1) / C::SC;
 	int64_t kper = ((stages + ksplit - 1) / ksplit) * C::SC;
 	dim3 grid((unsigned)((n + C::BR - 1) / C::BR), (unsigned)((m + C::M - 1) / C::M),
 		  (unsigned)ksplit);
 
-	cb_q4_mma<NT, RT, WR, WK, CW, MINB, NS><<<grid, C::THREADS, C::SMEM, s>>>(
+	cb_q4_mma<NT, RT, WR, WK, CW, MINB><<<grid, C::THREADS, C::SMEM, s>>>(
 		m, n, k, x, ldx, (const uint8_t *)q4, ep, out, ldo, kper, ksplit > 1 ? part : NULL);
 }
 
@@ -684,18 +635,18 @@ extern "C" cudaError_t cublas_k_q4_linear(cudaStream_t s, int64_t m, int64_t n, 
 }
 
 /* Opt into the variant's shared memory and note how many of its blocks an SM holds. */
-template <int NT, int RT, int WR, int WK, int CW, int MINB, int NS>
+template <int NT, int RT, int WR, int WK, int CW, int MINB>
 static cudaError_t cb_q4_setup(int v)
 {
-	typedef q4_cfg<NT, RT, WR, WK, CW, NS> C;
+	typedef q4_cfg<NT, RT, WR, WK, CW> C;
 	int bps = 0;
-	cudaError_t e = cudaFuncSetAttribute(cb_q4_mma<NT, RT, WR, WK, CW, MINB, NS>,
+	cudaError_t e = cudaFuncSetAttribute(cb_q4_mma<NT, RT, WR, WK, CW, MINB>,
 					     cudaFuncAttributeMaxDynamicSharedMemorySize,
 					     (int)C::SMEM);
 
 	if (e != cudaSuccess)
 		return e;
-	e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, cb_q4_mma<NT, RT, WR, WK, CW, MINB, NS>,
+	e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, cb_q4_mma<NT, RT, WR, WK, CW, MINB>,
 							  C::THREADS, C::SMEM);
 	if (e == cudaSuccess && bps > 0)
 		q4_bps[v] = bps;
