@@ -107,6 +107,18 @@ CB_DEV void cb_ldmatrix_x4_trans(uint32_t r[4], const void *row)
 		     : "r"(cb_smem_addr(row)));
 }
 
+/* (x & MASK) | 0x64006400 in one LOP3: 4-bit codes under MASK become the
+ * fp16 halves 1024 + code (or 1024 + 16 code).  Written in C it takes two
+ * LOP3s, one immediate each. */
+template <uint32_t MASK>
+CB_DEV uint32_t cb_f16_bits(uint32_t x)
+{
+	uint32_t r;
+
+	asm("lop3.b32 %0, %1, %2, %3, 0xea;\n" : "=r"(r) : "r"(x), "n"(MASK), "r"(0x64006400u));
+	return r;
+}
+
 /* 16 bytes global -> shared; zero-filled when !valid.  Asynchronous on sm_80+. */
 CB_DEV void cb_cp16(void *dst, const void *src, bool valid)
 {

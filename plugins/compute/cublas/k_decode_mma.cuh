@@ -70,22 +70,11 @@ __host__ __device__ constexpr int dx_off(int p, int gr, int byte)
 	return slot * 32 * NG + 32 * (gr ^ sw) + byte;
 }
 
-/* (x & MASK) | 0x64006400 as one LOP3 (written in C it takes two: one
- * immediate per instruction). */
-template <uint32_t MASK>
-CB_DEV uint32_t dx_bits(uint32_t x)
-{
-	uint32_t r;
-
-	asm("lop3.b32 %0, %1, %2, %3, 0xea;\n" : "=r"(r) : "r"(x), "n"(MASK), "r"(0x64006400u));
-	return r;
-}
-
 /* Low nibbles of bytes 0 and 2 of x as the f16 pair (c0, c2): 1024 + c by the
  * bit pattern, minus 1024 exactly. */
 CB_DEV uint32_t dx_lo(uint32_t x)
 {
-	uint32_t h = dx_bits<0x000f000fu>(x), r;
+	uint32_t h = cb_f16_bits<0x000f000fu>(x), r;
 
 	asm("sub.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(h), "r"(0x64006400u));
 	return r;
@@ -94,7 +83,7 @@ CB_DEV uint32_t dx_lo(uint32_t x)
 /* High nibbles of bytes 0 and 2: 1024 + 16 c, then x / 16 - 64 = c in one FMA. */
 CB_DEV uint32_t dx_hi(uint32_t x)
 {
-	uint32_t h = dx_bits<0x00f000f0u>(x), r;
+	uint32_t h = cb_f16_bits<0x00f000f0u>(x), r;
 
 	asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(h), "r"(0x2c002c00u), "r"(0xd400d400u));
 	return r;
@@ -285,10 +274,10 @@ dx_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, float *par
 					if (sel)
 						x0 >>= 8, x1 >>= 8; /* bytes 1, 3 */
 					if (KF) { /* the offsets stay, ko takes them out */
-						af[0] = dx_bits<0x000f000fu>(x0);
-						af[1] = dx_bits<0x000f000fu>(x1);
-						af[2] = dx_bits<0x00f000f0u>(x0);
-						af[3] = dx_bits<0x00f000f0u>(x1);
+						af[0] = cb_f16_bits<0x000f000fu>(x0);
+						af[1] = cb_f16_bits<0x000f000fu>(x1);
+						af[2] = cb_f16_bits<0x00f000f0u>(x0);
+						af[3] = cb_f16_bits<0x00f000f0u>(x1);
 					} else {
 						af[0] = dx_lo(x0);
 						af[1] = dx_lo(x1);

@@ -195,7 +195,7 @@ extern "C" cudaError_t cublas_k_q4_dequant(cudaStream_t s, const void *q4, int64
  * min (one rounding, as the reference's fp16 of q * scale + min). */
 CB_DEV uint32_t q4_wlo(uint32_t w, uint32_t s2, uint32_t mn2)
 {
-	uint32_t u = (w & 0x000f000fu) | 0x64006400u;
+	uint32_t u = cb_f16_bits<0x000f000fu>(w);
 	__half2 q = __hsub2(*(__half2 *)&u, __float2half2_rn(1024.0f));
 	__half2 r = __hfma2(q, *(const __half2 *)&s2, *(const __half2 *)&mn2);
 
@@ -206,7 +206,7 @@ CB_DEV uint32_t q4_wlo(uint32_t w, uint32_t s2, uint32_t mn2)
  * are 1024 + 16 q, and (1024 + 16 q) / 16 - 64 = q exactly in one FMA. */
 CB_DEV uint32_t q4_whi(uint32_t w, uint32_t s2, uint32_t mn2)
 {
-	uint32_t u = (w & 0x00f000f0u) | 0x64006400u;
+	uint32_t u = cb_f16_bits<0x00f000f0u>(w);
 	__half2 q = __hfma2(*(__half2 *)&u, __float2half2_rn(0.0625f), __float2half2_rn(-64.0f));
 	__half2 r = __hfma2(q, *(const __half2 *)&s2, *(const __half2 *)&mn2);
 
