@@ -142,6 +142,25 @@ static const char *const modes[3][3] = {
 };
 static const char *const mode_names[3] = { "int4 weights", "int4 cache", "int4 weights + cache" };
 
+/* One row of logits against a reference row: adds the squared differences
+ * to *se and the reference's squared spread around its mean to *sr (the RMS
+ * ratio the bounds below are stated in); returns the largest |difference|. */
+static double spread_error(const float *ref, const float *got, int64_t V, double *se, double *sr)
+{
+	double mean = 0, worst = 0;
+
+	for (int64_t i = 0; i < V; i++)
+		mean += ref[i];
+	mean /= (double)V;
+	for (int64_t i = 0; i < V; i++) {
+		double e = (double)got[i] - ref[i];
+		worst = fmax(worst, fabs(e));
+		*se += e * e;
+		*sr += (ref[i] - mean) * (ref[i] - mean);
+	}
+	return worst;
+}
+
 /* Prefill logits against the reference.
  *
  * The bound.  int4 rounds each weight to one of 16 levels spanning its group
@@ -179,18 +198,8 @@ START_TEST(test_golden_error)
 	struct fg_config *c = config(dir, modes[_i % 3]);
 	run_golden(c, plen, ids, pad, &lg, got);
 	double worst = 0, se = 0, sr = 0;
-	for (int r = 0; r < ROWS; r++) {
-		double mean = 0;
-		for (int64_t i = 0; i < V; i++)
-			mean += ref[r * V + i];
-		mean /= (double)V;
-		for (int64_t i = 0; i < V; i++) {
-			double e = (double)lg[r * V + i] - ref[r * V + i];
-			worst = fmax(worst, fabs(e));
-			se += e * e;
-			sr += (ref[r * V + i] - mean) * (ref[r * V + i] - mean);
-		}
-	}
+	for (int r = 0; r < ROWS; r++)
+		worst = fmax(worst, spread_error(ref + r * V, lg + r * V, V, &se, &sr));
 	double ratio = sqrt(se / sr);
 	int agree = 0;
 	for (int r = 0; r < ROWS; r++) {
@@ -357,18 +366,8 @@ static void check_host_attention(const char *what, const float *want_steps, cons
 		double worst = 0, rse = 0, rsr = 0;
 		int t = 0;
 		for (; t < GEN; t++) {
-			const float *w = want_steps + ((size_t)t * ROWS + r) * V;
-			const float *g = got_steps + ((size_t)t * ROWS + r) * V;
-			double mean = 0;
-			for (int64_t i = 0; i < V; i++)
-				mean += w[i];
-			mean /= (double)V;
-			for (int64_t i = 0; i < V; i++) {
-				double e = (double)g[i] - w[i];
-				worst = fmax(worst, fabs(e));
-				rse += e * e;
-				rsr += (w[i] - mean) * (w[i] - mean);
-			}
+			size_t at = ((size_t)t * ROWS + r) * V;
+			worst = fmax(worst, spread_error(want_steps + at, got_steps + at, V, &rse, &rsr));
 			if (want[r][t] != got[r][t])
 				break;
 		}
