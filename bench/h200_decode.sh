@@ -15,16 +15,10 @@ stamp "tests on cublas"
 export FGCORE_TEST_BACKEND=cublas
 gpu_tests 200 tests/test_cublas tests/test_compute_conformance tests/test_compression
 unset FGCORE_TEST_BACKEND
-b=_gpudata/decode_sweep
-[ -x "$b" ] || { b=./decode_sweep && nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 \
-	-I. -Iinclude bench/decode_sweep.cu -o "$b"; }
+b=$(sweep_bin decode)
 stamp "decode sweep"
 timeout 150 "$b" > "$out/decode_sweep.txt" 2>&1
 echo "decode sweep: rc $?"
 sed -n '/^## GB/,$p' "$out/decode_sweep.txt"
-stamp "OPT-175B int4 weights and cache, 32 x 1"
-timeout 200 ./fgcore -c conf/h200_opt175b_int4.ini -o compute.fp8_prefill=true \
-	-o compute.scratch=512M -o compute.fp8_scratch=1G -o tier.compute.reserve=6G bench \
-	> "$out/bench_opt175b_int4.log" 2>&1
-grep -E "throughput|latency|launched|rror" "$out/bench_opt175b_int4.log"
+opt175b_int4
 stamp done

@@ -14,6 +14,12 @@
 #                             $out/tests.log, their logs to
 #                             $out/test_logs.txt; prints the results and
 #                             the failed checks
+#   sweep_bin NAME            the path of bench/NAME_sweep.cu's program:
+#                             _gpudata/NAME_sweep when carried (built
+#                             elsewhere with the same CUDA), else built here
+#   opt175b_int4              issue 19's OPT-175B case (4-bit weights and
+#                             cache, all on the GPU, 32 x 1, fp8 prefill),
+#                             log $out/bench_opt175b_int4.log
 #   $T4_POLICY, $CC_POLICY    FlexGen's two T4 policies for OPT-30B: 48 x 1
 #                             with CPU attention; 64 x 2 with a 4-bit cache
 # .devdeps: ../shared/tools/gpu-deps libpcre2-dev libpcre2-8-0 libpcre2-16-0
@@ -37,6 +43,21 @@ gpu_tests() { # seconds tests...
 		{ echo "#### $t" && cat "$t.log"; } >> "$out/test_logs.txt" 2>&1
 		grep -hE ":[EF]:" "$t.log" | head -12
 	done
+}
+sweep_bin() { # name
+	if [ -x "_gpudata/$1_sweep" ]; then
+		echo "_gpudata/$1_sweep"
+	elif nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -I. -Iinclude \
+		"bench/$1_sweep.cu" -o "./$1_sweep" >&2; then
+		echo "./$1_sweep"
+	fi
+}
+opt175b_int4() {
+	stamp "OPT-175B int4 weights and cache, 32 x 1"
+	timeout 200 ./fgcore -c conf/h200_opt175b_int4.ini -o compute.fp8_prefill=true \
+		-o compute.scratch=512M -o compute.fp8_scratch=1G -o tier.compute.reserve=6G bench \
+		> "$out/bench_opt175b_int4.log" 2>&1
+	grep -E "throughput|latency|launched|rror" "$out/bench_opt175b_int4.log"
 }
 h200_build() {
 	if ! { autoreconf -fi && ./configure --with-cuda && make -j16 && make -j16 check TESTS=; } \

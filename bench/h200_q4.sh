@@ -16,9 +16,7 @@ export FGCORE_TEST_BACKEND=cublas
 gpu_tests 300 tests/test_compression tests/test_cublas tests/test_compute_conformance
 unset FGCORE_TEST_BACKEND
 grep -E "^  (row|all rows)|DIFFERENT" tests/test_compression.log
-b=_gpudata/q4_sweep
-[ -x "$b" ] || { b=./q4_sweep && nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 \
-	-I. -Iinclude bench/q4_sweep.cu -o "$b"; }
+b=$(sweep_bin q4)
 for s in _gpudata/q4_sweep_old "$b"; do
 	[ -x "$s" ] || continue
 	stamp "$s"
@@ -31,9 +29,5 @@ make bench/gpu_ops_bench >> "$out/build.log" 2>&1
 timeout 60 bench/gpu_ops_bench q4 > "$out/gpu_ops_q4.txt" 2>&1
 echo "gpu_ops_bench: rc $?"
 grep -E "175b|30b-fc1" "$out/gpu_ops_q4.txt" | grep -v "\[" | head -24
-stamp "OPT-175B int4 weights and cache, 32 x 1"
-timeout 200 ./fgcore -c conf/h200_opt175b_int4.ini -o compute.fp8_prefill=true \
-	-o compute.scratch=512M -o compute.fp8_scratch=1G -o tier.compute.reserve=6G bench \
-	> "$out/bench_opt175b_int4.log" 2>&1
-grep -E "throughput|latency|launched|rror" "$out/bench_opt175b_int4.log"
+opt175b_int4
 stamp done

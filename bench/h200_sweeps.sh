@@ -30,9 +30,7 @@ run_case opt175b_int4_fp8 200 -c conf/h200_opt175b_int4.ini $fp8 -o compute.scra
 run_case opt6.7b_fp8 100 -c conf/h200_opt6.7b.ini $fp8
 run_case opt30b_fp8 150 -c conf/h200_opt30b.ini $fp8
 for t in q4 prefill; do
-	b=_gpudata/${t}_sweep
-	[ -x "$b" ] || { b=./${t}_sweep && nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 \
-		-I. -Iinclude "bench/${t}_sweep.cu" -o "$b"; }
+	b=$(sweep_bin "$t")
 	stamp "$t sweep"
 	timeout 240 "$b" > "$out/${t}_sweep.txt" 2>&1
 	echo "$t sweep: rc $?"
