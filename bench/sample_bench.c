@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/engine/sample.h"
+#include "core/sampling/sample.h"
 #include "core/util/clock.h"
 
 static double normal(struct fg_rng *r)

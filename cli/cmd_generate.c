@@ -17,10 +17,8 @@
 #include <unistd.h>
 
 #include <fgcore/fgcore.h>
-#include "cli/batch_run.h"
 #include "cli/commands.h"
 #include "cli/request.h"
-#include "core/engine/engine.h"
 #include "core/util/fileio.h"
 
 #define PROMPT_FILE_MAX (64u << 20)
@@ -238,7 +236,6 @@ int fg_cmd_generate(struct fg_config *cfg, int argc, char **argv)
 	struct strlist prompts = { 0 }, stops = { 0 };
 	struct fg_request base, *reqs = NULL;
 	struct fg_result *res = NULL;
-	unsigned char *done = NULL;
 	struct fg_engine *e = NULL;
 	int ignore_eos = 0, c, rc = 2;
 	long got;
@@ -324,9 +321,10 @@ int fg_cmd_generate(struct fg_config *cfg, int argc, char **argv)
 	}
 	reqs = calloc(prompts.n, sizeof(*reqs));
 	res = calloc(prompts.n, sizeof(*res));
-	done = calloc(prompts.n, 1);
-	int32_t eos = e->model.cfg.eos_id;
-	if (!reqs || !res || !done) {
+	struct fg_model_info mi;
+	fg_engine_info(e, &mi);
+	int32_t eos = mi.eos_id;
+	if (!reqs || !res) {
 		fprintf(stderr, "fgcore: generate: out of memory\n");
 		goto out;
 	}
@@ -339,7 +337,7 @@ int fg_cmd_generate(struct fg_config *cfg, int argc, char **argv)
 		reqs[i].n_stop_ids = ignore_eos ? 0 : 1;
 	}
 	/* A prompt the model cannot run costs only its own output. */
-	got = fg_cli_generate_batches(e, reqs, prompts.n, res, done, NULL);
+	got = fg_cli_run_all(e, reqs, prompts.n, res, NULL);
 	if (got < 0) {
 		fprintf(stderr, "fgcore: generate: out of memory\n");
 		goto out;
@@ -361,7 +359,6 @@ out:
 		fg_result_clear(&res[i]);
 	free(reqs);
 	free(res);
-	free(done);
 	fg_engine_close(e);
 	for (size_t i = 0; i < prompts.n; i++)
 		free(prompts.v[i]);

@@ -48,11 +48,9 @@
 #include <fgcore/fgcore.h>
 #include "cli/batch_journal.h"
 #include "cli/batch_progress.h"
-#include "cli/batch_run.h"
 #include "cli/commands.h"
 #include "cli/completion.h"
 #include "cli/request.h"
-#include "core/engine/engine.h"
 #include "core/util/clock.h"
 #include "core/util/fileio.h"
 
@@ -165,7 +163,7 @@ static json_t *batch_record(struct fg_engine *e, const struct line *l, size_t li
 	char cid[48];
 	snprintf(cid, sizeof(cid), "cmpl-%zu", lineno);
 	json_t *body = fg_completion_object(e, &l->comp, r, cid,
-					    l->comp.model ? l->comp.model : e->model.cfg.name, 0);
+					    l->comp.model ? l->comp.model : fg_engine_name(e), 0);
 	return body ? json_pack("{s:s, s:O, s:{s:i, s:s, s:o}, s:n}", "id", id, "custom_id",
 				l->custom_id, "response", "status_code", 200, "request_id", req,
 				"body", body, "error")
@@ -453,7 +451,7 @@ struct run {
 	struct fg_engine *e;
 	struct fg_journal *jr;     /* NULL: no journal */
 	struct fg_progress prog;
-	struct fg_batch_stats st;
+	struct fg_run_stats st0;   /* the engine's counts when the job began */
 	/* the window: n lines after line number base */
 	struct line *lines;
 	char **recs;               /* each line's record, once it has one */
@@ -479,41 +477,52 @@ static int is_failure(const char *rec)
 	return strstr(rec, "\"error\":\"") || strstr(rec, "\"error\":{");
 }
 
-/* A batch ended: the lines whose every request is done get their records,
+/* A request's result: a line whose every request is done gets its record,
  * appended to the journal at once. */
-static int on_batch(void *arg, const size_t *idx, size_t n)
+static int on_result(void *arg, size_t index, struct fg_result *res)
 {
 	struct run *r = arg;
+	size_t li = r->line_of[index];
+	struct line *l = &r->lines[li];
+	char *rec;
 	int rc;
 
-	for (size_t k = 0; k < n; k++) {
-		size_t li = r->line_of[idx[k]];
-		struct line *l = &r->lines[li];
-		char *rec;
-
-		if (--r->left[li])
-			continue;
-		rec = format_record(r->e, l, r->base + li + 1, &r->res[l->first], NULL);
-		for (size_t c = 0; c < l->comp.n; c++)
-			fg_result_clear(&r->res[l->first + c]);
-		if (!rec) {
-			r->jerr = ENOMEM;
-			return 1;
-		}
-		if (r->jr && !r->jerr && (rc = fg_journal_append(r->jr, r->base + li + 1, r->hash[li], rec)))
-			r->jerr = -rc;
-		r->recs[li] = rec;
-		r->lines_done++;
-		r->ran++;
-		r->failed += is_failure(rec) != 0;
+	r->res[index] = *res;
+	r->done[index] = 1;
+	if (--r->left[li])
+		return 0;
+	rec = format_record(r->e, l, r->base + li + 1, &r->res[l->first], NULL);
+	for (size_t c = 0; c < l->comp.n; c++)
+		fg_result_clear(&r->res[l->first + c]);
+	if (!rec) {
+		r->jerr = ENOMEM;
+		return 1;
 	}
+	if (r->jr && !r->jerr && (rc = fg_journal_append(r->jr, r->base + li + 1, r->hash[li], rec)))
+		r->jerr = -rc;
+	r->recs[li] = rec;
+	r->lines_done++;
+	r->ran++;
+	r->failed += is_failure(rec) != 0;
+	return r->jerr != 0;
+}
+
+/* A batch ended: its records reach the disk, the progress moves. */
+static int on_batch_end(void *arg, const struct fg_run_progress *p)
+{
+	struct run *r = arg;
+	struct fg_run_stats now;
+	int rc;
+
 	if (r->jr && !r->jerr && (rc = fg_journal_flush(r->jr, 0)))
 		r->jerr = -rc;
 	if (r->jr && r->kill_after > 0 && fg_journal_appended(r->jr) >= (size_t)r->kill_after) {
 		fg_journal_flush(r->jr, 0);
 		raise(SIGKILL);
 	}
-	fg_progress_update(&r->prog, r->lines_done, r->st.generated);
+	fg_engine_stats(r->e, &now);
+	fg_progress_update(&r->prog, r->lines_done, now.prompt_tokens - r->st0.prompt_tokens,
+			   now.generated_tokens - r->st0.generated_tokens, p->work_done, p->work_total);
 	return r->jerr != 0;
 }
 
@@ -833,6 +842,7 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	}
 	kill_at("0");
 	fg_progress_start(&r.prog, quiet, (double)interval, total);
+	fg_engine_stats(r.e, &r.st0);
 	if (j_path)
 		snprintf(note, sizeof(note), "; the finished lines are kept in %s: run the same command again to resume",
 			 j_path);
@@ -910,8 +920,12 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 			}
 		}
 		if (nreq && !rb_signal) {
-			struct fg_batch_opts o = { &rb_signal, input_order, &r.st, on_batch, &r };
-			if (fg_cli_run_batches(r.e, r.reqs, nreq, r.res, r.done, &o) < 0)
+			struct fg_run_opts o = { .on_result = on_result, .on_batch_end = on_batch_end,
+						 .arg = &r, .input_order = input_order,
+						 .stop = &rb_signal };
+			memset(r.done, 0, nreq);
+			fg_progress_window(&r.prog, r.base + r.n);
+			if (fg_run(r.e, r.reqs, nreq, &o) < 0)
 				goto oom;
 		}
 		if (r.jerr) {
@@ -972,7 +986,8 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		written += r.n;
 		r.base += r.n;
 		window_clear(&r);
-		fg_progress_update(&r.prog, r.lines_done, r.st.generated);
+		fg_progress_update(&r.prog, r.lines_done, r.prog.prompt, r.prog.generated,
+				   r.prog.work_done, r.prog.work_total);
 	}
 	fg_progress_end(&r.prog);
 	if (kill_hook() && !strcmp(kill_hook(), "rename")) {
@@ -1004,12 +1019,27 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		double wall = fg_now() - t0;
 		/* Dead rows apart: those computed (before a live row) cost only
 		 * their matrix-product rows. */
-		double per = r.st.computed ? 100.0 / (double)r.st.computed : 0.0;
-		fprintf(stderr, "fgcore: run-batch: %zu lines (%zu kept from an earlier run, %zu failed) in %.1f s: %llu tokens generated, %.1f tokens/s; padding waste %.1f%% and finished rows %.1f%% (costing only their matrix-product rows) of %llu computed positions in %llu batches; peak memory %ld MiB\n",
-			written, r.kept, r.failed, wall, (unsigned long long)r.st.generated,
-			wall > 0 ? (double)r.st.generated / wall : 0.0,
-			per * (double)(r.st.computed - r.st.useful - r.st.dead), per * (double)r.st.dead,
-			(unsigned long long)r.st.computed, (unsigned long long)r.st.batches, peak_mib());
+		struct fg_run_stats now;
+		fg_engine_stats(r.e, &now);
+		uint64_t computed = now.positions - r.st0.positions;
+		uint64_t dead = now.dead_positions - r.st0.dead_positions;
+		uint64_t useful = now.useful_positions - r.st0.useful_positions;
+		uint64_t gen = now.generated_tokens - r.st0.generated_tokens;
+		uint64_t prompt = now.prompt_tokens - r.st0.prompt_tokens;
+		double per = computed ? 100.0 / (double)computed : 0.0;
+		char rate[128];
+		/* A scoring job generates nothing: its rate is prompt tokens scored. */
+		if (gen || !prompt)
+			snprintf(rate, sizeof(rate), "%llu tokens generated, %.1f tokens/s",
+				 (unsigned long long)gen, wall > 0 ? (double)gen / wall : 0.0);
+		else
+			snprintf(rate, sizeof(rate), "%llu prompt tokens scored, %.1f prompt tokens/s",
+				 (unsigned long long)prompt, wall > 0 ? (double)prompt / wall : 0.0);
+		fprintf(stderr, "fgcore: run-batch: %zu lines (%zu kept from an earlier run, %zu failed) in %.1f s: %s; padding waste %.1f%% and finished rows %.1f%% (costing only their matrix-product rows) of %llu computed positions in %llu batches; peak memory %ld MiB\n",
+			written, r.kept, r.failed, wall, rate,
+			per * (double)(computed - useful - dead), per * (double)dead,
+			(unsigned long long)computed,
+			(unsigned long long)(now.batches - r.st0.batches), peak_mib());
 	}
 	if (r.failed)
 		fprintf(stderr, "fgcore: run-batch: %zu of %zu lines failed; see their error records in %s\n",

@@ -19,7 +19,7 @@
 
 #include <fgcore/fgcore.h>
 #include "cli/commands.h"
-#include "core/engine/engine.h"
+#include "cli/request.h"
 #include "core/util/fileio.h"
 
 #define MAX_DOC_BYTES (1u << 30)
@@ -67,23 +67,27 @@ static int windows_of(size_t d, size_t n, size_t ctx, size_t stride, struct wind
 }
 
 
-/* bos + the text's tokens. */
+/* The text's tokens as the engine reads a text prompt (bos first when the
+ * model's tokenizer, or else its family, says so). */
 static int text_ids(struct fg_engine *e, const char *text, struct doc *d)
 {
+	struct fg_model_info mi;
 	int32_t *ids;
-	size_t n;
+	size_t n, lead;
 	int rc = fg_tokenize(e, text, &ids, &n);
 
 	if (rc)
 		return rc;
-	d->ids = malloc((n + 1) * sizeof(int32_t));
+	fg_engine_info(e, &mi);
+	lead = mi.text_bos ? 1 : 0;
+	d->ids = malloc((n + lead + 1) * sizeof(int32_t));
 	if (!d->ids) {
 		free(ids);
 		return -ENOMEM;
 	}
-	d->ids[0] = e->model.cfg.bos_id;
-	memcpy(d->ids + 1, ids, n * sizeof(int32_t));
-	d->n = n + 1;
+	d->ids[0] = mi.bos_id;
+	memcpy(d->ids + lead, ids, n * sizeof(int32_t));
+	d->n = n + lead;
 	free(ids);
 	return 0;
 }
@@ -94,7 +98,9 @@ static char *parse_doc(struct fg_engine *e, const char *line, size_t len, struct
 	json_error_t err;
 	json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &err), *v;
 	char buf[300];
+	struct fg_model_info mi;
 
+	fg_engine_info(e, &mi);
 	if (!root) {
 		snprintf(buf, sizeof(buf), "not valid JSON at column %d: %s", err.column, err.text);
 		return strdup(buf);
@@ -116,10 +122,10 @@ static char *parse_doc(struct fg_engine *e, const char *line, size_t len, struct
 	for (size_t i = 0; d->ids && i < d->n; i++) {
 		json_t *x = json_array_get(v, i);
 		if (!json_is_integer(x) || json_integer_value(x) < 0 ||
-		    json_integer_value(x) >= e->model.cfg.vocab) {
+		    json_integer_value(x) >= mi.vocab) {
 			json_decref(root);
 			snprintf(buf, sizeof(buf), "token %zu is not an id in [0, %lld)", i,
-				 (long long)e->model.cfg.vocab);
+				 (long long)mi.vocab);
 			return strdup(buf);
 		}
 		d->ids[i] = (int32_t)json_integer_value(x);
@@ -181,6 +187,7 @@ int fg_cmd_score(struct fg_config *cfg, int argc, char **argv)
 	int ids_mode = 0, json = 0, c, rc = FG_EXIT_RUNTIME;
 	size_t ctx = 0, stride = 0, ndoc = 0, nw = 0, wcap = 0, failed = 0;
 	struct fg_engine *e = NULL;
+	struct fg_model_info mi;
 	struct doc *docs = NULL;
 	struct window *w = NULL;
 	struct fg_request *reqs = NULL;
@@ -232,12 +239,13 @@ int fg_cmd_score(struct fg_config *cfg, int argc, char **argv)
 		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
 		goto out;
 	}
-	size_t most = (size_t)e->model.cfg.max_pos < 2048 ? (size_t)e->model.cfg.max_pos : 2048;
+	fg_engine_info(e, &mi);
+	size_t most = (size_t)mi.max_positions < 2048 ? (size_t)mi.max_positions : 2048;
 	if (!ctx)
 		ctx = most;
-	if (ctx < 2 || ctx > (size_t)e->model.cfg.max_pos) {
+	if (ctx < 2 || ctx > (size_t)mi.max_positions) {
 		fprintf(stderr, "fgcore: score: --context %zu: %s reads 2 to %lld tokens at once\n", ctx,
-			e->model.cfg.name, (long long)e->model.cfg.max_pos);
+			mi.name, (long long)mi.max_positions);
 		rc = FG_EXIT_USAGE;
 		goto out;
 	}
@@ -316,10 +324,9 @@ int fg_cmd_score(struct fg_config *cfg, int argc, char **argv)
 		reqs[i].n_prompt_ids = w[i].len;
 		reqs[i].score_prompt = 1;
 	}
-	if (fg_generate(e, reqs, nw, res)) {
-		fprintf(stderr, "fgcore: score: %s\n", fg_last_error_text());
-		goto out;
-	}
+	/* A window the engine cannot run fails only its document. */
+	if (fg_cli_run_all(e, reqs, nw, res, NULL) < 0)
+		goto oom;
 	for (size_t i = 0; i < nw; i++) {
 		struct doc *d = &docs[w[i].doc];
 		if (res[i].finish_reason == FG_FINISH_ERROR) {
@@ -342,13 +349,19 @@ int fg_cmd_score(struct fg_config *cfg, int argc, char **argv)
 			scored += docs[d].scored;
 		}
 	}
-	double mean = scored ? sum / (double)scored : 0;
+	if (!scored) {
+		fprintf(stderr, "fgcore: score: %s holds no token to score (%zu document%s%s): give documents of at least 2 tokens\n",
+			path, ndoc, ndoc == 1 ? "" : "s", failed ? ", all failed" : "");
+		rc = FG_EXIT_RUNTIME;
+		goto out;
+	}
+	double mean = sum / (double)scored;
 	if (json)
 		printf("{\"documents\": %zu, \"failed\": %zu, \"tokens\": %zu, \"mean_logprob\": %.6f, \"perplexity\": %.6f, \"context\": %zu, \"stride\": %zu}\n",
 		       ndoc - failed, failed, scored, mean, exp(-mean), ctx, stride);
 	else
 		printf("%s: %zu tokens scored in %zu document%s (context %zu, stride %zu): mean log-probability %.6f, perplexity %.6f\n",
-		       e->model.cfg.name, scored, ndoc - failed, ndoc - failed == 1 ? "" : "s", ctx,
+		       mi.name, scored, ndoc - failed, ndoc - failed == 1 ? "" : "s", ctx,
 		       stride, mean, exp(-mean));
 	if (failed)
 		fprintf(stderr, "fgcore: score: %zu of %zu lines failed (see their error records)\n",

@@ -25,7 +25,6 @@
 #include "cli/request.h"
 #include "cli/serve_http.h"
 #include "cli/serve_queue.h"
-#include "core/engine/engine.h"
 #endif
 
 static void usage(FILE *f)
@@ -187,7 +186,7 @@ int fg_cmd_serve(struct fg_config *cfg, int argc, char **argv)
 		return FG_EXIT_RUNTIME;
 	}
 	o.model_id = *fg_config_str(cfg, "serve", "model_name") ? fg_config_str(cfg, "serve", "model_name")
-								  : e->model.cfg.name;
+								  : fg_engine_name(e);
 	rc = fg_serve_queue_start(&q, e, (size_t)fg_config_int(cfg, "serve", "queue_limit"),
 				  (int)fg_config_int(cfg, "serve", "max_wait_ms"));
 	if (rc) {

@@ -6,8 +6,6 @@
 #include <stdio.h>
 
 #include "cli/commands.h"
-#include "core/engine/engine.h"
-#include "core/engine/pipeline.h"
 
 int fg_cli_stage(struct fg_config *cfg)
 {
@@ -23,7 +21,7 @@ int fg_cli_stage(struct fg_config *cfg)
 		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
 		return FG_EXIT_RUNTIME;
 	}
-	rc = fg_pipe_worker(e);
+	rc = fg_engine_follow(e);
 	fg_engine_close(e);
 	return rc ? FG_EXIT_RUNTIME : FG_EXIT_OK;
 }

@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "cli/completion.h"
-#include "core/engine/engine.h"
 #include "core/util/utf8.h"
 
 #define MAX_PROMPTS 4096
@@ -266,8 +265,12 @@ char *fg_completion_parse(json_t *body, const struct fg_request *defaults, int l
 
 void fg_completion_bind(struct fg_completion *c, struct fg_engine *e)
 {
-	for (size_t i = 0; i < c->n && !c->ignore_eos; i++) {
-		c->reqs[i].stop_ids = &e->model.cfg.eos_id;
+	struct fg_model_info mi;
+
+	fg_engine_info(e, &mi);
+	c->eos = mi.eos_id;
+	for (size_t i = 0; i < c->n && !c->ignore_eos && c->eos >= 0; i++) {
+		c->reqs[i].stop_ids = &c->eos;
 		c->reqs[i].n_stop_ids = 1;
 	}
 }
@@ -322,7 +325,10 @@ static long chars(const char *s)
 static char *decode(struct fg_engine *e, const int32_t *ids, size_t n)
 {
 	char *t = NULL;
-	if (!e->tok)
+	struct fg_model_info mi;
+
+	fg_engine_info(e, &mi);
+	if (!mi.has_tokenizer)
 		return strdup("");
 	return fg_detokenize(e, ids, n, &t) ? NULL : t;
 }
@@ -339,7 +345,11 @@ char *fg_completion_prompt_text(struct fg_engine *e, const struct fg_completion 
 static char *prompt_text(struct fg_engine *e, const struct fg_completion *c, size_t i,
 			 const struct fg_result *r, size_t *skip)
 {
-	*skip = c->reqs[i].prompt && r->n_prompt_tokens && r->prompt_ids[0] == e->model.cfg.bos_id;
+	struct fg_model_info mi;
+
+	fg_engine_info(e, &mi);
+	*skip = c->reqs[i].prompt && mi.text_bos && r->n_prompt_tokens &&
+		r->prompt_ids[0] == mi.bos_id;
 	return fg_completion_prompt_text(e, c, i);
 }
 

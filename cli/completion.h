@@ -24,6 +24,7 @@ struct fg_completion {
 	int32_t **ids;
 	const char **stop;
 	size_t n_stop;
+	int32_t eos;              /* the stop id fg_completion_bind sets */
 };
 
 /* Parse a completions body over `defaults` (sampling, max_new_tokens).

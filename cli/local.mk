@@ -3,7 +3,7 @@
 fgcore_SOURCES += cli/main.c cli/commands.h cli/cmd_plugins.c cli/cmd_config.c \
 	cli/cmd_bench.c cli/cmd_generate.c cli/cmd_run_batch.c cli/cmd_score.c cli/cmd_tokenize.c \
 	cli/request.c cli/request.h cli/flexgen_flags.c cli/flexgen_flags.h \
-	cli/cmd_profile.c cli/cmd_optimize.c cli/batch_run.c cli/batch_run.h \
+	cli/cmd_profile.c cli/cmd_optimize.c \
 	cli/completion.c cli/completion.h cli/cmd_serve.c \
 	cli/cmd_stage.c cli/batch_journal.c cli/batch_journal.h \
 	cli/batch_progress.c cli/batch_progress.h

@@ -11,7 +11,6 @@
 #include <time.h>
 
 #include "cli/serve_queue.h"
-#include "core/engine/engine.h"
 
 /* A streamed choice: the tokens so far and how much of their text is out. */
 struct fg_serve_choice {
@@ -325,6 +324,14 @@ static void finish(struct fg_serve_job *j)
 	const char *refused = fg_completion_error(&j->comp, j->res);
 
 	if (refused) {
+		/* A request the model cannot run is the client's fault; a failure
+		 * running it, the server's. */
+		for (size_t i = 0; i < j->comp.n; i++)
+			if (j->res[i].finish_reason == FG_FINISH_ERROR && !j->res[i].refused) {
+				fail(j, 500, j->res[i].error ? j->res[i].error : "out of memory",
+				     "server_error", NULL);
+				return;
+			}
 		fail(j, 400, refused, "invalid_request_error", "invalid_request");
 		return;
 	}
@@ -380,42 +387,61 @@ static int prepare(struct fg_serve_job *j, struct fg_request *reqs)
 	return 0;
 }
 
-/* Run a batch of jobs (a list through next) in one fg_generate; if it fails
- * as a whole, each job that has not begun to stream is run again alone, so
- * that one request's failure costs only that request. */
+/* Run a batch of jobs (a list through next) through the request layer: a
+ * job is answered as soon as its last choice's result is in.  A request
+ * that fails alone, or whose batch failed after it began to stream, gets
+ * its error; the others their results. */
+struct batch_map {
+	struct fg_serve_job **job;  /* each request's job */
+	size_t *choice;             /* and its choice there */
+	size_t *first;              /* and the job's first request */
+	size_t *left;               /* at a job's first request: its choices not in yet */
+};
+
+static int on_result(void *arg, size_t index, struct fg_result *res)
+{
+	struct batch_map *m = arg;
+	struct fg_serve_job *j = m->job[index];
+
+	j->res[m->choice[index]] = *res;
+	if (--m->left[m->first[index]] == 0)
+		finish(j);
+	return 0;
+}
+
 static void run(struct fg_serve_queue *q, struct fg_serve_job *batch, size_t rows)
 {
-	struct fg_request *reqs = calloc(rows ? rows : 1, sizeof(*reqs));
-	struct fg_result *res = calloc(rows ? rows : 1, sizeof(*res));
-	size_t off = 0;
-	int rc = reqs && res ? 0 : -ENOMEM;
-	char why[512];
+	size_t n = rows ? rows : 1, off = 0;
+	struct fg_request *reqs = calloc(n, sizeof(*reqs));
+	struct batch_map m = { calloc(n, sizeof(*m.job)), calloc(n, sizeof(*m.choice)),
+			       calloc(n, sizeof(*m.first)), calloc(n, sizeof(*m.left)) };
+	struct fg_run_opts o = { .on_result = on_result, .arg = &m };
+	int rc = reqs && m.job && m.choice && m.first && m.left ? 0 : -ENOMEM;
 
 	for (struct fg_serve_job *j = batch; !rc && j; j = j->next) {
 		rc = prepare(j, reqs + off);
+		for (size_t i = 0; !rc && i < j->comp.n; i++) {
+			m.job[off + i] = j;
+			m.choice[off + i] = i;
+			m.first[off + i] = off;
+		}
+		m.left[off] = j->comp.n;
 		off += j->comp.n;
 	}
-	if (!rc)
-		rc = fg_generate(q->e, reqs, rows, res);
-	snprintf(why, sizeof(why), "%s", rc == -ENOMEM ? "out of memory" : fg_last_error_text());
-	off = 0;
+	if (!rc && fg_run(q->e, reqs, rows, &o) < 0)
+		rc = -ENOMEM;
 	for (struct fg_serve_job *next, *j = batch; j; j = next) {
 		next = j->next;
-		if (!rc) {
-			memcpy(j->res, res + off, j->comp.n * sizeof(*res));
-			finish(j);
-		} else if (!j->res || !j->ch || j->started) {
-			fail(j, 500, why, "server_error", NULL);
-		} else if (fg_generate(q->e, reqs + off, j->comp.n, j->res)) {
-			fail(j, 500, fg_last_error_text(), "server_error", NULL);
-		} else {
-			finish(j);
-		}
-		off += j->comp.n;
+		/* Without a run (out of memory) no job was answered. */
+		if (rc)
+			fail(j, 500, "out of memory", "server_error", NULL);
 		fg_serve_job_release(q, j, 0);
 	}
 	free(reqs);
-	free(res);
+	free(m.job);
+	free(m.choice);
+	free(m.first);
+	free(m.left);
 }
 
 static void *engine_main(void *arg)
@@ -474,7 +500,9 @@ int fg_serve_queue_start(struct fg_serve_queue **out, struct fg_engine *e, size_
 	q->e = e;
 	q->limit = limit;
 	q->max_wait_ms = max_wait_ms;
-	q->batch = (size_t)(e->policy.gpu_batch_size * e->policy.num_gpu_batches);
+	struct fg_model_info mi;
+	fg_engine_info(e, &mi);
+	q->batch = (size_t)mi.batch;
 	if ((rc = pthread_mutex_init(&q->lock, NULL))) {
 		free(q);
 		return -rc;

@@ -9,5 +9,8 @@ include $(srcdir)/core/model/local.mk
 include $(srcdir)/core/arch/local.mk
 include $(srcdir)/core/plan/local.mk
 include $(srcdir)/core/dist/local.mk
+include $(srcdir)/core/sampling/local.mk
+include $(srcdir)/core/exec/local.mk
 include $(srcdir)/core/engine/local.mk
+include $(srcdir)/core/request/local.mk
 include $(srcdir)/core/optimizer/local.mk

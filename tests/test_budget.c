@@ -25,7 +25,7 @@
 #include "core/config/config.h"
 #include "core/engine/bench.h"
 #include "core/engine/engine.h"
-#include "core/engine/forward.h"
+#include "core/exec/forward.h"
 #include "core/util/error.h"
 
 #define MiB (1024ull * 1024)

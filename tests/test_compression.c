@@ -22,7 +22,7 @@
 #include <fgcore/half.h>
 #include "core/backend/backend.h"
 #include "core/engine/engine.h"
-#include "core/engine/forward.h"
+#include "core/exec/forward.h"
 #include "core/arch/arch.h"
 #include "core/plan/plan.h"
 #include "tests/heldout.h"
@@ -439,7 +439,7 @@ END_TEST
 
 /* OPT-175B: compressed weight bytes against fp16 ones, from the placement. */
 /* placement = exact on a device gathers a split tensor whole into the weight
- * slot (core/engine/weight_slots.c): the plan puts the gathered tensors' pieces
+ * slot (core/exec/weight_slots.c): the plan puts the gathered tensors' pieces
  * after the bulk of each region and gives every one a place of its own, and
  * 4-bit pieces encoded apart assemble to the bytes of the whole tensor's
  * encoding.  (The gather itself runs on a GPU: test_policy on cublas.) */

@@ -51,7 +51,7 @@
 #include <fgcore/q4.h>
 
 #include "core/backend/backend.h"
-#include "core/engine/sample.h"
+#include "core/sampling/sample.h"
 #include "core/tier/tier.h"
 #include "tests/gpu_common.h"
 

@@ -229,11 +229,14 @@ START_TEST(test_finished_rows_stop_costing)
 	for (int r = 0; r < RROWS; r++)
 		full[r].max_new_tokens = RMAX;
 
-	uint64_t p0 = fg_engine_positions(e), d0 = e->dead_positions;
-	uint64_t b0 = e->cache_bytes, s0 = e->cache_skipped;
+	struct fg_run_stats st0, st1;
+	fg_engine_stats(e, &st0);
+	uint64_t p0 = fg_engine_positions(e), d0 = st0.dead_positions;
+	uint64_t b0 = st0.cache_bytes, s0 = st0.cache_skipped_bytes;
 	ck_assert_msg(fg_generate(e, req, RROWS, res) == 0, "%s", fg_last_error_text());
-	struct counts got = { fg_engine_positions(e) - p0, e->dead_positions - d0,
-			      e->cache_bytes - b0, e->cache_skipped - s0 };
+	fg_engine_stats(e, &st1);
+	struct counts got = { fg_engine_positions(e) - p0, st1.dead_positions - d0,
+			      st1.cache_bytes - b0, st1.cache_skipped_bytes - s0 };
 	for (int r = 0; r < RROWS; r++) {
 		m[r] = (int)res[r].n_tokens;
 		if (r == stop_row)

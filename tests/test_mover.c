@@ -15,7 +15,7 @@
 
 #include <fgcore/fgcore.h>
 #include "core/engine/engine.h"
-#include "core/engine/mover.h"
+#include "core/exec/mover.h"
 #include "core/tier/tier.h"
 #include "core/util/error.h"
 

@@ -17,7 +17,7 @@
 #include <fgcore/q4.h>
 #include "core/config/config.h"
 #include "core/engine/engine.h"
-#include "core/engine/forward.h"
+#include "core/exec/forward.h"
 #include "core/optimizer/cost_model.h"
 #include "core/plan/plan.h"
 #include "core/optimizer/optimize.h"

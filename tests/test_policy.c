@@ -20,7 +20,7 @@
 #include <fgcore/fgcore.h>
 #include "core/engine/bench.h"
 #include "core/engine/engine.h"
-#include "core/engine/forward.h"
+#include "core/exec/forward.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
 

@@ -13,7 +13,7 @@
 
 #include <fgcore/sampling.h>
 
-#include "core/engine/sample.h"
+#include "core/sampling/sample.h"
 
 /* A standard normal from the project's generator (Box-Muller). */
 static double normal(struct fg_rng *r)

@@ -7,7 +7,7 @@
 
 #include "core/engine/bench.h"
 #include "core/engine/engine.h"
-#include "core/engine/sample.h"
+#include "core/sampling/sample.h"
 #include "core/arch/arch.h"
 #include "core/util/clock.h"
 #include "core/util/error.h"

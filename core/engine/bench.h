@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#include "core/engine/forward.h"
+#include "core/exec/forward.h"
 #include "core/plan/policy.h"
 
 struct fg_engine;

@@ -14,7 +14,7 @@
 #include "core/config/config.h"
 #include "core/dist/dist.h"
 #include "core/engine/engine.h"
-#include "core/engine/pipeline.h"
+#include "core/exec/pipe.h"
 #include "core/util/clock.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
@@ -65,6 +65,20 @@ static int open_tokenizer(const struct fg_config *c, struct fg_engine *e)
 		return 0;
 	}
 	return fg_tokenizer_load_dir(dir, &e->tok);
+}
+
+/* Is a text read with bos first?  As Hugging Face's tokenizer for the
+ * folder encodes a text with special tokens when its files say (a template
+ * post-processor, tokenizer_config.json's add_bos_token); else as the
+ * family's checkpoints do. */
+static int text_bos(const struct fg_engine *e)
+{
+	enum fg_tok_bos r = e->tok ? fg_tokenizer_bos_rule(e->tok) : FG_TOK_BOS_UNSAID;
+	const struct fg_model_config *mc = &e->model.cfg;
+
+	if (mc->bos_id < 0)
+		return 0;
+	return r == FG_TOK_BOS_UNSAID ? 1 /* FIXME family */ : r == FG_TOK_BOS_ADD;
 }
 
 /* The compute tier must be memory the backend computes on: a host-memory
@@ -314,6 +328,7 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 	rc = e->dist && e->dist->info.rank != 0 ? 0 : open_tokenizer(c, e);
 	if (rc)
 		goto fail;
+	e->text_bos = text_bos(e);
 	*out = e;
 	return 0;
 fail:
@@ -347,4 +362,65 @@ void fg_engine_close(struct fg_engine *e)
 		fg_backend_close(&e->be);
 	fg_dist_close(e->dist);
 	free(e);
+}
+
+int fg_engine_info(const struct fg_engine *e, struct fg_model_info *out)
+{
+	const struct fg_model_config *c = &e->model.cfg;
+
+	memset(out, 0, sizeof(*out));
+	out->name = c->name;
+	out->family = c->arch ? c->arch->name : "";
+	out->vocab = c->vocab;
+	out->bos_id = c->bos_id;
+	out->eos_id = c->eos_id;
+	out->pad_id = c->pad_id;
+	out->max_positions = c->max_pos;
+	out->text_bos = e->text_bos;
+	out->has_tokenizer = e->tok != NULL;
+	out->gpu_batch_size = e->policy.gpu_batch_size;
+	out->num_gpu_batches = e->policy.num_gpu_batches;
+	out->batch = e->policy.gpu_batch_size * e->policy.num_gpu_batches;
+	out->compute_plugin = e->be.ph.plugin->name;
+	for (int r = 0; r < FG_ROLES; r++)
+		out->tier_plugin[2 - r] = e->tier[r] ? e->tier[r]->ph.plugin->name : NULL;
+	out->stages = e->dist ? e->dist->info.size : 1;
+	return 0;
+}
+
+void fg_engine_stats(const struct fg_engine *e, struct fg_run_stats *out)
+{
+	*out = e->stats;
+	out->padding_positions = out->positions - out->useful_positions - out->dead_positions;
+	for (int r = 0; r < FG_ROLES; r++)
+		out->peak_bytes[2 - r] = e->tier[r] ? e->tier[r]->peak : 0;
+}
+
+const char *fg_engine_name(const struct fg_engine *e)
+{
+	return e->model.cfg.name;
+}
+
+uint64_t fg_engine_positions(const struct fg_engine *e)
+{
+	return e->stats.positions;
+}
+
+int fg_tokenize(struct fg_engine *e, const char *text, int32_t **ids, size_t *n)
+{
+	if (!e->tok) {
+		FG_ERR("%s", e->tok_error);
+		return -EINVAL;
+	}
+	return fg_tokenizer_encode(e->tok, text, strlen(text), ids, n);
+}
+
+int fg_detokenize(struct fg_engine *e, const int32_t *ids, size_t n, char **text)
+{
+	size_t len;
+	if (!e->tok) {
+		FG_ERR("%s", e->tok_error);
+		return -EINVAL;
+	}
+	return fg_tokenizer_decode(e->tok, ids, n, text, &len);
 }

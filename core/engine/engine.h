@@ -4,9 +4,11 @@
 
 #include <stdint.h>
 
+#include <fgcore/fgcore.h>
+
 #include "core/backend/backend.h"
-#include "core/engine/forward.h"
-#include "core/engine/model.h"
+#include "core/exec/forward.h"
+#include "core/exec/model.h"
 #include "core/plan/policy.h"
 #include "core/tier/tier.h"
 #include "core/tokenizer/tokenizer.h"
@@ -25,11 +27,9 @@ struct fg_engine {
 	struct fg_model model;
 	struct fg_tokenizer *tok;    /* NULL when the model has no tokenizer files */
 	char tok_error[512];         /* why tok is NULL */
+	int text_bos;                /* a text prompt is read with bos first */
 	double load_s;               /* seconds spent loading weights */
-	uint64_t positions;          /* token positions fg_generate computed (fg_engine_positions) */
-	uint64_t dead_positions;     /* of them, finished rows of running GPU batches */
-	uint64_t cache_bytes;        /* KV cache bytes moved between tiers */
-	uint64_t cache_skipped;      /* and not moved, being finished rows' */
+	struct fg_run_stats stats;   /* what the request layer ran (fg_engine_stats) */
 };
 
 /* The forward-pass environment of this engine, for `nb` GPU batches. */

@@ -215,7 +215,7 @@ static void io_terms(const struct ctx *x, struct fg_lin *L, double W, int decode
 
 	load(x, L, FG_X_IC, FG_X_IN, W, x->ctog_w, 0);
 	/* A host-tier token table is staged by rows when the step's ids are few
-	 * (core/engine/weight_slots.c): a decode step moves only its ids' rows. */
+	 * (core/exec/weight_slots.c): a decode step moves only its ids' rows. */
 	double V = (double)x->c->vocab, table = V * x->h * 2, ids = x->gbs * x->nb * tok;
 	if (decode && fg_plan_rows_staged(ids, V))
 		L[FG_LINK_CTOG].a[FG_X_IC] -= (table - ids * x->h * 2) / x->ctog_w;

@@ -5,7 +5,7 @@
  * of one) lives and at which offset of its block's region, and the size of
  * every run buffer — workspaces, weight slots, the KV cache of each tier,
  * activations, cache and activation slots, bounce buffers, host staging.  The
- * engine allocates exactly this (core/engine/model.c, core/engine/buffers.c);
+ * engine allocates exactly this (core/exec/model.c, core/exec/buffers.c);
  * the cost model, the optimizer and `bench --predict` price exactly this. */
 #ifndef FG_PLAN_PLAN_H
 #define FG_PLAN_PLAN_H
@@ -68,7 +68,7 @@ static inline int fg_plan_rows_staged(double ids, double rows)
 }
 
 /* gather: split tensors are assembled whole in the slot (a device compute
- * tier: core/engine/weight_slots.c); their pieces follow the unsplit
+ * tier: core/exec/weight_slots.c); their pieces follow the unsplit
  * tensors' in each region. */
 void fg_plan_block(const struct fg_model_config *c, const struct fg_policy *p,
 		   enum fg_block_kind kind, int gather, struct fg_plan_block *out);

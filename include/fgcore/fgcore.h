@@ -7,6 +7,7 @@
 #ifndef FGCORE_FGCORE_H
 #define FGCORE_FGCORE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +42,56 @@ struct fg_engine;
 /* Load plugins, open tiers, load the model and tokenizer the config names. */
 int fg_engine_open(const struct fg_config *c, struct fg_engine **out);
 void fg_engine_close(struct fg_engine *e);
+/* A pipeline job's later stage (rank > 0 under mpirun): follow rank 0's
+ * runs on this rank's layers until rank 0 closes its engine. */
+int fg_engine_follow(struct fg_engine *e);
+
+/* What an open engine runs: the model, its batch shape and its plugins.
+ * The strings belong to the engine. */
+struct fg_model_info {
+	const char *name;            /* "opt-1.3b", or the model folder's name */
+	const char *family;          /* "opt", "llama", ... (the family that computes it) */
+	int64_t vocab;               /* token ids lie in [0, vocab) */
+	int32_t bos_id, eos_id, pad_id; /* -1: none */
+	int64_t max_positions;       /* a prompt plus its new tokens fit in this many */
+	int text_bos;                /* a text prompt is read with bos first (the tokenizer's
+				      * rule, else the family's default) */
+	int has_tokenizer;           /* text prompts can be read (else token ids only) */
+	int64_t gpu_batch_size, num_gpu_batches;
+	int64_t batch;               /* the effective batch: gpu_batch_size x num_gpu_batches */
+	const char *compute_plugin;  /* [compute] plugin */
+	const char *tier_plugin[3];  /* [tier.compute], [tier.host], [tier.disk]; NULL: not open */
+	int stages;                  /* pipeline stages (1: one process) */
+};
+int fg_engine_info(const struct fg_engine *e, struct fg_model_info *out);
+/* The model's name (fg_model_info.name). */
+const char *fg_engine_name(const struct fg_engine *e);
+
+/* What the engine has computed and moved since it opened, as counted by the request layer and the
+ * executor.  Positions are rows x tokens of the forward pass: each prefill
+ * row's whole (padded) prompt, each decode step's rows up to a GPU batch's
+ * last live one. */
+struct fg_run_stats {
+	uint64_t requests;           /* requests with a result (errors included) */
+	uint64_t failed;             /* of them, results that are errors */
+	uint64_t batches;            /* effective batches run */
+	uint64_t runs;               /* plans and buffers made (a run is kept across batches
+				      * of one shape) */
+	uint64_t retried_batches;    /* batches that failed as a whole, rerun one by one */
+	uint64_t prompt_tokens;      /* prompt tokens of the requests that ran */
+	uint64_t generated_tokens;   /* completion tokens */
+	uint64_t positions;          /* computed */
+	uint64_t useful_positions;   /* of them, the requests' own prompt and completion tokens */
+	uint64_t dead_positions;     /* of them, finished rows waiting for their GPU batch mates */
+	uint64_t padding_positions;  /* positions - useful - dead: padding, rows beyond requests */
+	uint64_t weight_bytes, cache_bytes, hidden_bytes; /* moved between tiers */
+	uint64_t cache_skipped_bytes; /* KV cache of finished rows, not moved */
+	uint64_t disk_read_bytes;
+	uint64_t peak_bytes[3];      /* largest use of the compute, host, disk tier */
+	double run_setup_s;          /* making and freeing plans and buffers */
+	double compute_s;            /* inside the forward pass */
+};
+void fg_engine_stats(const struct fg_engine *e, struct fg_run_stats *out);
 
 /* ---- generation ------------------------------------------------------------ */
 enum fg_finish_reason {
@@ -91,6 +142,8 @@ struct fg_result {
 	size_t n_prompt_tokens;
 	enum fg_finish_reason finish_reason;
 	char *error;                 /* FG_FINISH_ERROR: why (malloc'd), else NULL */
+	int refused;                 /* FG_FINISH_ERROR: 1 the request itself is not one the
+				      * model can run (fix the request), 0 running it failed */
 	int32_t *prompt_ids;         /* the prompt as the model read it (a text's with its
 				      * leading bos token), n_prompt_tokens ids */
 	/* fg_request.score_prompt: n_prompt_tokens entries, [0] NAN (nothing
@@ -103,8 +156,43 @@ struct fg_result {
 	struct fg_logprob *token_top;
 };
 
-/* Run n requests; results in input order.  Prompts of different lengths share
- * batches through left padding; a result never depends on its batch mates. */
+/* The request layer.  fg_run takes n requests and hands each result to
+ * on_result as soon as its batch ends (index: its place in reqs); the
+ * callee owns *res (fg_result_clear).  Each request is read once (a text is
+ * tokenized, bos first when fg_model_info.text_bos says so; token ids are
+ * taken as given) and checked; a refused one gets its FG_FINISH_ERROR result
+ * at once.  The rest are grouped into length buckets (prompt lengths within
+ * about 1/8, then budgets) and cut into effective batches whose longest
+ * prompt plus largest budget fit the model's positions; a batch that fails
+ * as a whole is rerun one request at a time, so a request the engine cannot
+ * run gets its own error and the others their results (a request that has
+ * streamed tokens through on_token is not rerun: it gets the error).  A
+ * run's plan and buffers are kept from batch to batch while the shape
+ * allows.  Results never depend on batch mates. */
+typedef int (*fg_result_fn)(void *arg, size_t index, struct fg_result *res);
+/* How far a fg_run call is, in token positions of its requests (each one's
+ * prompt plus its budget; a request ending early on a stop counts whole). */
+struct fg_run_progress {
+	uint64_t work_done, work_total;
+	size_t requests_done, requests;
+};
+typedef int (*fg_batch_end_fn)(void *arg, const struct fg_run_progress *p);
+struct fg_run_opts {
+	fg_result_fn on_result;      /* required; non-zero: stop after the batch in flight */
+	fg_batch_end_fn on_batch_end; /* after each batch's results (NULL: none); non-zero: stop */
+	void *arg;                   /* both callbacks' */
+	int input_order;             /* 1: batches in request order (no length buckets) */
+	const volatile sig_atomic_t *stop; /* read before each batch: non-zero stops (NULL: never) */
+};
+/* Returns the number of results handed over (fewer than n when stopped), or
+ * a negative errno when nothing could run (-ENOMEM). */
+long fg_run(struct fg_engine *e, const struct fg_request *reqs, size_t n,
+	    const struct fg_run_opts *o);
+
+/* Run n requests through the request layer; results in input order.
+ * Unlike fg_run, a batch that fails as a whole fails the call (its error
+ * returned, every result cleared); a refused request still gets its own
+ * FG_FINISH_ERROR result. */
 int fg_generate(struct fg_engine *e, const struct fg_request *reqs, size_t n,
 		struct fg_result *results);
 void fg_result_clear(struct fg_result *r);

@@ -1,14 +1,14 @@
-/* core/engine/forward.h - the forward pass of any family over an effective
+/* core/exec/forward.h - the forward pass of any family over an effective
  * batch of num_gpu_batches x gpu_batch_size left-padded sequences, in
- * FlexGen's block schedule (core/engine/schedule.c), with every buffer the
- * memory plan sizes (core/engine/buffers.c). */
-#ifndef FG_ENGINE_FORWARD_H
-#define FG_ENGINE_FORWARD_H
+ * FlexGen's block schedule (core/exec/schedule.c), with every buffer the
+ * memory plan sizes (core/exec/buffers.c). */
+#ifndef FG_EXEC_FORWARD_H
+#define FG_EXEC_FORWARD_H
 
 #include <stdint.h>
 
 #include "core/backend/backend.h"
-#include "core/engine/model.h"
+#include "core/exec/model.h"
 #include "core/plan/plan.h"
 #include "core/plan/policy.h"
 
@@ -51,6 +51,12 @@ struct fg_forward_env {
 int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 		   int64_t prompt_len, int64_t gen_len);
 void fg_forward_free(struct fg_forward *f);
+/* Make the run ready for a new batch of the same nb x bs shape with
+ * prompt_len <= the run's and prompt_len + gen_len <= its positions: the
+ * plan, buffers and slots are kept (the next call is a prefill).  -EAGAIN,
+ * with no error line, when the shape does not fit (or in a pipeline of
+ * stages): free the run and make a new one. */
+int fg_forward_reuse(struct fg_forward *f, int64_t prompt_len, int64_t gen_len);
 /* What fg_forward_new checks before it allocates anything: 0 when the run's
  * buffers fit the tiers' free room, or its -EINVAL / -ENOSPC and line. */
 int fg_forward_check(const struct fg_forward_env *env, int64_t prompt_len, int64_t gen_len);

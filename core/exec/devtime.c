@@ -1,9 +1,9 @@
-/* core/engine/devtime.c - a step's device time by phase (see devtime.h). */
+/* core/exec/devtime.c - a step's device time by phase (see devtime.h). */
 #include <errno.h>
 #include <stdlib.h>
 
-#include "core/engine/devtime.h"
-#include "core/engine/forward_int.h"
+#include "core/exec/devtime.h"
+#include "core/exec/forward_int.h"
 #include "core/util/error.h"
 
 int fg_devtime_mark(struct fg_forward *f, enum fg_dev_phase ended)

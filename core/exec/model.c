@@ -1,4 +1,4 @@
-/* core/engine/model.c - allocate each block's regions as the plan places
+/* core/exec/model.c - allocate each block's regions as the plan places
  * them, and fill them from the weight source. */
 #include <errno.h>
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/backend/backend.h"
-#include "core/engine/model.h"
+#include "core/exec/model.h"
 #include "core/util/error.h"
 
 /* Read the block's tensors from the source and write each piece to its tier. */

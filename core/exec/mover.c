@@ -1,10 +1,10 @@
-/* core/engine/mover.c - grouped, asynchronous tier-to-tier copies. */
+/* core/exec/mover.c - grouped, asynchronous tier-to-tier copies. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/engine/mover.h"
+#include "core/exec/mover.h"
 #include "core/util/clock.h"
 #include "core/util/error.h"
 

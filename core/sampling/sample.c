@@ -1,4 +1,4 @@
-/* core/engine/sample.c - next-token selection on the host.
+/* core/sampling/sample.c - next-token selection on the host.
  * fgcore/sampling.h defines the token (an order, integer softmax weights,
  * top_k, top_p, one draw); a compute backend's sample op must give the same.
  *
@@ -16,7 +16,7 @@
 
 #include <fgcore/sampling.h>
 
-#include "core/engine/sample.h"
+#include "core/sampling/sample.h"
 #include "core/util/error.h"
 
 struct fg_sampler {

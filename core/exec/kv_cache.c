@@ -1,4 +1,4 @@
-/* core/engine/kv_cache.c - the KV cache: its byte layout, its moves between
+/* core/exec/kv_cache.c - the KV cache: its byte layout, its moves between
  * home tiers and the cache slot, and the bodies' `attend`.
  *
  * Each GPU batch's sequences are split over the tiers by the policy's cache
@@ -14,7 +14,7 @@
 #include <math.h>
 
 #include <fgcore/q4.h>
-#include "core/engine/forward_int.h"
+#include "core/exec/forward_int.h"
 
 uint64_t fg_kv_bytes(const struct fg_forward *f, int64_t nseq)
 {

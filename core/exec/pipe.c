@@ -1,8 +1,8 @@
-/* core/engine/pipeline.c - a pipeline stage's side of the forward pass.
+/* core/exec/pipe.c - a pipeline stage's side of the forward pass.
  *
  * Rank 0 owns the requests: its fg_forward_new / prefill / decode / free
  * send the same command to every other rank first, whose worker loop
- * (fg_pipe_worker) makes the same call on its own stage.  Within a step,
+ * (fg_engine_follow, core/engine/worker.c) makes the same call on its own stage.  Within a step,
  * each stage receives a GPU batch's activations from the previous stage
  * before its first unit and sends them to the next after its last one; the
  * last stage sends each GPU batch's greedy tokens (and logits, when asked)
@@ -23,23 +23,16 @@
 #include <string.h>
 
 #include "core/dist/dist.h"
-#include "core/engine/engine.h"
-#include "core/engine/forward_int.h"
-#include "core/engine/pipeline.h"
+#include "core/exec/forward_int.h"
+#include "core/exec/pipe.h"
 #include "core/util/clock.h"
 #include "core/util/error.h"
 
-enum { CMD_NEW = 1, CMD_PREFILL, CMD_DECODE, CMD_FREE, CMD_EXIT };
 enum { WANT_TOP = 1, WANT_LOGITS = 2, WANT_SCORES = 4 };
 enum {
 	TAG_CMD = 1, TAG_PAD = 2, TAG_STATUS = 3, TAG_VERDICT = 4,
 	TAG_HIDDEN = 16, TAG_TOP = 8192, TAG_LOGITS = 16384, TAG_SCORES = 20480,
 	/* + GPU batch (< 4096) */
-};
-
-struct pipe_cmd {
-	int32_t op, want;
-	int64_t nb, bs, plen, glen;
 };
 
 struct pipe_status {
@@ -65,7 +58,7 @@ struct fg_pipe_run {
 static const char *cmd_name(int op)
 {
 	static const char *const names[] = { "?", "new run", "prefill", "decode", "free", "exit" };
-	return op > 0 && op <= CMD_EXIT ? names[op] : names[0];
+	return op > 0 && op <= FG_PIPE_EXIT ? names[op] : names[0];
 }
 
 /* Every failure in here ends the job: one line, every rank stops. */
@@ -104,7 +97,7 @@ static void recv_or_die(struct fg_dist *d, int peer, int tag, void *buf, size_t 
 	wait_or_die(d, &req, timeout, peer, what);
 }
 
-static void send_command(struct fg_dist *d, const struct pipe_cmd *c, const int32_t *pad,
+static void send_command(struct fg_dist *d, const struct fg_pipe_cmd *c, const int32_t *pad,
 			 size_t npad)
 {
 	for (int r = 1; r < d->info.size; r++) {
@@ -181,7 +174,7 @@ int fg_pipe_agree_config(struct fg_dist *d, int rc, const char *fingerprint)
 
 int fg_pipe_announce_new(const struct fg_forward_env *env, int64_t prompt_len, int64_t gen_len)
 {
-	struct pipe_cmd c = { .op = CMD_NEW, .nb = env->policy.num_gpu_batches,
+	struct fg_pipe_cmd c = { .op = FG_PIPE_NEW, .nb = env->policy.num_gpu_batches,
 			      .bs = env->policy.gpu_batch_size, .plen = prompt_len,
 			      .glen = gen_len };
 	if (env->dist->info.rank == 0)
@@ -192,7 +185,7 @@ int fg_pipe_announce_new(const struct fg_forward_env *env, int64_t prompt_len, i
 int fg_pipe_step_command(struct fg_forward *f, const int32_t *pad, int want_logits, int want_top)
 {
 	struct fg_pipe_run *p = f->pipe;
-	struct pipe_cmd c = { .op = pad ? CMD_PREFILL : CMD_DECODE,
+	struct fg_pipe_cmd c = { .op = pad ? FG_PIPE_PREFILL : FG_PIPE_DECODE,
 			      .want = (want_top ? WANT_TOP : 0) | (want_logits ? WANT_LOGITS : 0) |
 				      (pad && f->score_fn ? WANT_SCORES : 0) };
 
@@ -281,7 +274,7 @@ void fg_pipe_run_free(struct fg_forward *f)
 {
 	struct fg_pipe_run *p = f->pipe;
 	if (p->rank == 0) {
-		struct pipe_cmd c = { .op = CMD_FREE };
+		struct fg_pipe_cmd c = { .op = FG_PIPE_FREE };
 		send_command(p->d, &c, NULL, 0);
 	}
 	/* What the pipeline left idle on this stage (bench/RESULTS.md). */
@@ -472,82 +465,45 @@ void fg_pipe_fatal(struct fg_forward *f)
 int fg_pipe_close(struct fg_dist *d)
 {
 	if (d->info.rank == 0) {
-		struct pipe_cmd c = { .op = CMD_EXIT };
+		struct fg_pipe_cmd c = { .op = FG_PIPE_EXIT };
 		send_command(d, &c, NULL, 0);
 	}
 	return 0;
 }
 
-int fg_pipe_worker(struct fg_engine *e)
+void fg_pipe_next_command(struct fg_dist *d, struct fg_pipe_cmd *c)
 {
-	struct fg_dist *d = e->dist;
-	struct fg_forward *f = NULL;
-	int32_t *pad = NULL;
-	int rc = 0;
+	/* Rank 0 may take its time between batches (reading input, serving
+	 * requests): this wait has no limit; a rank that dies ends the job
+	 * through the launcher. */
+	recv_or_die(d, 0, TAG_CMD, c, sizeof(*c), -1, "command");
+}
 
-	for (;;) {
-		struct pipe_cmd c;
-		/* Rank 0 may take its time between batches (reading input, serving
-		 * requests): this wait has no limit; a rank that dies ends the job
-		 * through the launcher. */
-		recv_or_die(d, 0, TAG_CMD, &c, sizeof(c), -1, "command");
-		switch (c.op) {
-		case CMD_NEW: {
-			struct fg_forward_env env;
-			if (f)
-				fg_forward_free(f);
-			f = NULL;
-			if (c.nb < 1 || c.bs < 1 || c.nb > 4096 || c.bs > 65536 || c.plen < 1) {
-				FG_ERR("rank %d: rank 0 asked for a %lld x %lld run of %lld tokens: not a run this stage makes",
-				       d->info.rank, (long long)c.nb, (long long)c.bs, (long long)c.plen);
-				fatal(d);
-			}
-			fg_engine_forward_env(e, c.nb, &env);
-			env.policy.gpu_batch_size = c.bs;
-			free(pad);
-			pad = malloc((size_t)(c.nb * c.bs) * sizeof(int32_t));
-			if (!pad) {
-				FG_ERR("rank %d: out of memory", d->info.rank);
-				fatal(d);
-			}
-			/* fg_forward_new agrees with the other stages on its outcome. */
-			if (fg_forward_new(&f, &env, c.plen, c.glen))
-				f = NULL;
-			break;
-		}
-		case CMD_PREFILL:
-		case CMD_DECODE:
-			if (!f) {
-				FG_ERR("rank %d: rank 0 asked for a %s without a run", d->info.rank,
-				       cmd_name(c.op));
-				fatal(d);
-			}
-			f->pipe->want = c.want;
-			if (c.op == CMD_PREFILL) {
-				recv_or_die(d, 0, TAG_PAD, pad, (size_t)(f->nb * f->bs) * sizeof(int32_t),
-					    d->timeout, "paddings");
-				/* the last stage scores the prompt positions for rank 0 */
-				int score = (c.want & WANT_SCORES) && !fg_pipe_has_next(f);
-				rc = score ? fg_forward_prefill_scored(f, NULL, pad, NULL, NULL,
-								       send_position, f)
-					   : fg_forward_prefill(f, NULL, pad, NULL, NULL);
-			} else {
-				rc = fg_forward_decode(f, NULL, NULL, NULL);
-			}
-			if (rc)
-				fatal(d);
-			break;
-		case CMD_FREE:
-			fg_forward_free(f);
-			f = NULL;
-			break;
-		case CMD_EXIT:
-			fg_forward_free(f);
-			free(pad);
-			return 0;
-		default:
-			FG_ERR("rank %d: unknown command %d from rank 0", d->info.rank, c.op);
-			fatal(d);
-		}
+void fg_pipe_follow_step(struct fg_dist *d, struct fg_forward *f, const struct fg_pipe_cmd *c,
+			 int32_t *pad)
+{
+	int rc;
+
+	if (!f) {
+		FG_ERR("rank %d: rank 0 asked for a %s without a run", d->info.rank, cmd_name(c->op));
+		fatal(d);
 	}
+	f->pipe->want = c->want;
+	if (c->op == FG_PIPE_PREFILL) {
+		recv_or_die(d, 0, TAG_PAD, pad, (size_t)(f->nb * f->bs) * sizeof(int32_t), d->timeout,
+			    "paddings");
+		/* the last stage scores the prompt positions for rank 0 */
+		int score = (c->want & WANT_SCORES) && !fg_pipe_has_next(f);
+		rc = score ? fg_forward_prefill_scored(f, NULL, pad, NULL, NULL, send_position, f)
+			   : fg_forward_prefill(f, NULL, pad, NULL, NULL);
+	} else {
+		rc = fg_forward_decode(f, NULL, NULL, NULL);
+	}
+	if (rc)
+		fatal(d);
+}
+
+void fg_pipe_die(struct fg_dist *d)
+{
+	fatal(d);
 }

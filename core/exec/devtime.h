@@ -1,4 +1,4 @@
-/* core/engine/devtime.h - a step's time on the device's clock (opt-in:
+/* core/exec/devtime.h - a step's time on the device's clock (opt-in:
  * fg_forward_env.device_timing).  Marks go on the compute stream at each
  * phase's end; at the step's end the span between consecutive marks is added
  * to the phase that ended at the later one.  The compute stream's timeline is
@@ -6,8 +6,8 @@
  * attention) and what it ran (compute, the logits copy), which add up to the
  * step's device time; the issuing thread's clock cannot tell them apart when
  * the work is asynchronous. */
-#ifndef FG_ENGINE_DEVTIME_H
-#define FG_ENGINE_DEVTIME_H
+#ifndef FG_EXEC_DEVTIME_H
+#define FG_EXEC_DEVTIME_H
 
 struct fg_forward;
 

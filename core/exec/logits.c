@@ -1,11 +1,11 @@
-/* core/engine/logits.c - the output block's logits out of the compute tier:
+/* core/exec/logits.c - the output block's logits out of the compute tier:
  * as floats, and/or each row's next token (the backend's argmax, or its
  * sample op, where it has one, which spares copying whole rows); when
  * scoring a prompt, those of every prompt position. */
 #include <errno.h>
 
-#include "core/engine/forward_int.h"
-#include "core/engine/sample.h"
+#include "core/exec/forward_int.h"
+#include "core/sampling/sample.h"
 #include "core/util/clock.h"
 
 #include <fgcore/half.h>

@@ -1,7 +1,7 @@
-/* core/engine/sample.h - choosing the next token from logits: greedy, or
+/* core/sampling/sample.h - choosing the next token from logits: greedy, or
  * temperature + top-k + top-p sampling with a per-request random stream. */
-#ifndef FG_ENGINE_SAMPLE_H
-#define FG_ENGINE_SAMPLE_H
+#ifndef FG_SAMPLING_SAMPLE_H
+#define FG_SAMPLING_SAMPLE_H
 
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
-/* core/engine/logprob.h - log-probabilities of the model's distribution
+/* core/sampling/logprob.h - log-probabilities of the model's distribution
  * (the log-softmax of the raw logits: before temperature, top-k, top-p). */
-#ifndef FG_ENGINE_LOGPROB_H
-#define FG_ENGINE_LOGPROB_H
+#ifndef FG_SAMPLING_LOGPROB_H
+#define FG_SAMPLING_LOGPROB_H
 
 #include <stdint.h>
 

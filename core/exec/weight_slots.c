@@ -1,4 +1,4 @@
-/* core/engine/weight_slots.c - a unit's off-compute weights staged into a
+/* core/exec/weight_slots.c - a unit's off-compute weights staged into a
  * compute-tier weight slot (once per unit and step, for every GPU batch), and
  * the views the block bodies compute with.
  *
@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/engine/forward_int.h"
+#include "core/exec/forward_int.h"
 
 static char *fg_staged(const struct fg_forward *f, int64_t bi, int slot)
 {

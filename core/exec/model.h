@@ -1,12 +1,12 @@
-/* core/engine/model.h - a model's weights, placed over the tiers as the
+/* core/exec/model.h - a model's weights, placed over the tiers as the
  * memory plan says.
  *
  * The model is a list of blocks as FlexGen schedules them: the input block,
  * per layer an attention block and an MLP block, the output block.  Every
  * block of a kind has the placement of core/plan's fg_plan_block; a block
  * keeps one region per tier, its tensors being pieces at offsets in them. */
-#ifndef FG_ENGINE_MODEL_H
-#define FG_ENGINE_MODEL_H
+#ifndef FG_EXEC_MODEL_H
+#define FG_EXEC_MODEL_H
 
 #include "core/arch/arch.h"
 #include "core/dist/stage.h"

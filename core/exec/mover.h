@@ -1,4 +1,4 @@
-/* core/engine/mover.h - copies between tiers, grouped so that a group can be
+/* core/exec/mover.h - copies between tiers, grouped so that a group can be
  * waited for as one.
  *
  * Memory tiers are copied with the backend's `copy` on a load stream (the
@@ -7,8 +7,8 @@
  * written with the storage plugin's asynchronous requests, directly into
  * compute-tier memory when that is host memory, else through page-locked
  * bounce buffers whose second hop is issued once the disk part completed. */
-#ifndef FG_ENGINE_MOVER_H
-#define FG_ENGINE_MOVER_H
+#ifndef FG_EXEC_MOVER_H
+#define FG_EXEC_MOVER_H
 
 #include <stddef.h>
 #include <stdint.h>

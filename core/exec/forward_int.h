@@ -1,4 +1,4 @@
-/* core/engine/forward_int.h - the state of a run, shared by the files that
+/* core/exec/forward_int.h - the state of a run, shared by the files that
  * make up the forward pass:
  *   buffers.c        allocate and free what the memory plan sizes;
  *   schedule.c       the block schedule: its loop, its slots and its waits;
@@ -6,14 +6,14 @@
  *   kv_cache.c       the KV cache's byte layout, its moves, `attend`;
  *   host_attention.c attention delegated to the host (cpu_cache_compute);
  *   logits.c         logits and greedy tokens out of the compute tier. */
-#ifndef FG_ENGINE_FORWARD_INT_H
-#define FG_ENGINE_FORWARD_INT_H
+#ifndef FG_EXEC_FORWARD_INT_H
+#define FG_EXEC_FORWARD_INT_H
 
 #include "core/arch/block.h"
-#include "core/engine/devtime.h"
-#include "core/engine/forward.h"
-#include "core/engine/mover.h"
-#include "core/engine/pipeline.h"
+#include "core/exec/devtime.h"
+#include "core/exec/forward.h"
+#include "core/exec/mover.h"
+#include "core/exec/pipe.h"
 #include "core/plan/plan.h"
 
 #define SLOTS FG_PLAN_SLOTS
@@ -38,6 +38,7 @@ struct fg_forward {
 	enum fg_dtype hid;      /* the residual stream (hidden states) */
 	unsigned asz;
 	int64_t bs, nb, plen, total, step;
+	int64_t cap_plen;       /* the prompt length the buffers hold (fg_forward_reuse) */
 	int64_t kvw;            /* K (or V) row width: kv_heads * head_dim */
 	struct gpu_batch *gb;
 	int64_t nunits, *ufirst, *ucount;

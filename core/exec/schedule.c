@@ -1,4 +1,4 @@
-/* core/engine/schedule.c - FlexGen's block schedule.
+/* core/exec/schedule.c - FlexGen's block schedule.
  *
  * For each token, for each unit (the input block, then per layer its
  * attention and MLP blocks — one unit, or two with sep_layer — then the
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/engine/forward_int.h"
+#include "core/exec/forward_int.h"
 #include "core/util/clock.h"
 #include "core/util/error.h"
 

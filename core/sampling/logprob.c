@@ -1,8 +1,8 @@
-/* core/engine/logprob.c - log-probabilities out of a row of logits: the
+/* core/sampling/logprob.c - log-probabilities out of a row of logits: the
  * log-softmax of one id, and the most likely ids with theirs. */
 #include <math.h>
 
-#include "core/engine/logprob.h"
+#include "core/sampling/logprob.h"
 
 double fg_logsumexp(const float *x, int64_t n)
 {

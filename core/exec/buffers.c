@@ -1,11 +1,11 @@
-/* core/engine/buffers.c - a run's buffers, allocated exactly as the memory
+/* core/exec/buffers.c - a run's buffers, allocated exactly as the memory
  * plan sizes them, after checking that the plan fits the tiers. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/engine/forward_int.h"
+#include "core/exec/forward_int.h"
 #include "core/util/error.h"
 
 static int alloc_on(struct fg_forward *f, enum fg_role role, uint64_t size, struct fg_region *r,
@@ -117,6 +117,28 @@ int fg_forward_check(const struct fg_forward_env *env, int64_t prompt_len, int64
 	return check_fits(env, &pe, prompt_len, gen_len);
 }
 
+/* The family's workspaces as views of the scratch region, for f->plen
+ * tokens a row (the region holds f->cap_plen). */
+static int workspace_views(struct fg_forward *f)
+{
+	const struct fg_model_config *c = f->cfg;
+	const struct fg_arch *a = c->arch;
+
+	f->logits = (struct fg_tensor){ 0 };
+	for (int i = 0; i < a->nworkspace; i++) {
+		const struct fg_workspace_def *w = &a->workspace[i];
+		f->ws[i] = fg_view((char *)f->scratch.addr + f->plan.ws_offset[i], f->act,
+				   w->per_token ? f->bs * f->plen : f->bs, fg_dim_value(c, w->cols));
+		if (strcmp(w->name, "logits") == 0)
+			f->logits = f->ws[i];
+	}
+	if (!f->logits.data) {
+		FG_ERR("forward: family %s declares no \"logits\" workspace", a->name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 		       int64_t prompt_len, int64_t gen_len)
 {
@@ -207,19 +229,9 @@ static int forward_new(struct fg_forward **out, const struct fg_forward_env *env
 	/* The family's workspaces, one region on the compute tier. */
 	if ((rc = alloc_on(f, FG_ROLE_COMPUTE, pl->scratch, &f->scratch, "workspace")))
 		goto fail;
-	const struct fg_arch *a = c->arch;
-	for (int i = 0; i < a->nworkspace; i++) {
-		const struct fg_workspace_def *w = &a->workspace[i];
-		f->ws[i] = fg_view((char *)f->scratch.addr + pl->ws_offset[i], f->act,
-				   w->per_token ? bs * prompt_len : bs, fg_dim_value(c, w->cols));
-		if (strcmp(w->name, "logits") == 0)
-			f->logits = f->ws[i];
-	}
-	if (!f->logits.data) {
-		FG_ERR("forward: family %s declares no \"logits\" workspace", a->name);
-		rc = -EINVAL;
+	f->cap_plen = prompt_len;
+	if ((rc = workspace_views(f)))
 		goto fail;
-	}
 	/* Weight slots (and their bounce buffers when disk feeds device memory). */
 	for (int s = 0; s < f->nslots; s++) {
 		if ((rc = alloc_on(f, FG_ROLE_COMPUTE, pl->wslot, &f->wslot[s], "weight buffer")) ||
@@ -281,6 +293,22 @@ int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 		*out = NULL;
 	}
 	return rc;
+}
+
+int fg_forward_reuse(struct fg_forward *f, int64_t prompt_len, int64_t gen_len)
+{
+	/* A pipeline's other stages hold runs of their own, made to rank 0's
+	 * commands: they are remade together. */
+	if (f->pipe || prompt_len < 1 || gen_len < 0 || prompt_len > f->cap_plen ||
+	    prompt_len + gen_len > f->total)
+		return -EAGAIN;
+	int rc = fg_forward_drain(f);
+	if (rc)
+		return rc;
+	f->plen = prompt_len;
+	f->step = 0;
+	f->sampling = NULL;
+	return workspace_views(f);
 }
 
 void fg_forward_free(struct fg_forward *f)

@@ -1,11 +1,11 @@
-/* core/engine/host_attention.c - attention of the sequences whose cache
+/* core/exec/host_attention.c - attention of the sequences whose cache
  * lives in host memory, computed there (cpu_cache_compute): only q, the new
  * K/V rows and the result cross tiers, never the cache (from a device, the
  * new rows of a plain cache cross straight into it).  A finished row
  * (fg_forward_set_live_rows) attends to no position: it reads no cache. */
 #include <math.h>
 
-#include "core/engine/forward_int.h"
+#include "core/exec/forward_int.h"
 #include "core/util/clock.h"
 
 /* The new K and V rows of the host-cache sequences straight from the device

@@ -1,0 +1,390 @@
+/* core/request/batch.c - one effective batch of requests through a run of
+ * the forward pass: left padding, prefill (scored when a request asks),
+ * decode steps with each row's own sampling, finished rows masked out.
+ *
+ * A run (plan, buffers, weight slots) is kept from batch to batch while the
+ * batch shape (num_gpu_batches x gpu_batch_size) is the same and the
+ * prompt and budget fit what it was made for: making one costs page-locked
+ * allocations on a GPU machine. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fgcore/fanout.h>
+#include "core/engine/engine.h"
+#include "core/exec/forward.h"
+#include "core/request/job.h"
+#include "core/sampling/logprob.h"
+#include "core/util/clock.h"
+#include "core/util/error.h"
+
+/* Every row's logits, for sampling, from the host tier: rows x vocab floats
+ * are the largest host buffer of a sampled batch, so the tier accounts them
+ * and refuses them in one line rather than the kernel later. */
+static int alloc_logits(struct fg_engine *e, int64_t rows, struct fg_region *r)
+{
+	const struct fg_model_config *c = &e->model.cfg;
+	struct fg_tier *t = e->tier[FG_ROLE_HOST];
+	char hint[160];
+	int rc;
+
+	snprintf(hint, sizeof(hint), "(the logits of %lld sampled sequences x %lld ids) fewer sequences per batch (gpu_batch_size x num_gpu_batches) would fit",
+		 (long long)rows, (long long)c->vocab);
+	if ((rc = fg_tier_alloc_hint(t, (uint64_t)rows * (uint64_t)c->vocab * sizeof(float), r, hint)))
+		return rc;
+	if (!r->addr) {
+		fg_tier_free(t, r);
+		FG_ERR("generate: [tier.host] plugin %s gave no address for the logits: use a host-memory tier (pinned_host)",
+		       t->ph.plugin->name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* A scored prefill's logits at position pos of rows [row0, row0 + rows): the
+ * log-probability of each scoring job's next prompt token. */
+struct scoring {
+	struct fg_job **jobs;
+	size_t count;
+	const int32_t *pad;
+	int64_t vocab;
+};
+
+struct score_rows {
+	const struct scoring *s;
+	int64_t row0, r0, r1, pos;
+	const float *logits;
+};
+
+static void score_rows(void *arg)
+{
+	const struct score_rows *w = arg;
+	const struct scoring *s = w->s;
+
+	for (int64_t r = w->r0; r < w->r1; r++) {
+		struct fg_job *j = s->jobs[r];
+		int64_t i = w->pos - s->pad[r] + 1; /* the prompt token scored */
+		int k = j->req->top_logprobs;
+
+		if (!j->req->score_prompt || i < 1)
+			continue;
+		fg_logprob_row(w->logits + (r - w->row0) * s->vocab, s->vocab, j->prompt[i],
+			       k, &j->plp[i], j->ptop + (size_t)i * (size_t)k);
+	}
+}
+
+static int score_position(void *arg, int64_t row0, int64_t rows, int64_t pos, const float *logits)
+{
+	const struct scoring *s = arg;
+	int64_t end = row0 + rows < (int64_t)s->count ? row0 + rows : (int64_t)s->count;
+	struct score_rows w[FG_FANOUT_MAX];
+
+	if (end <= row0)
+		return 0;
+	/* The rows' log-softmax over the CPUs, a million logits a thread at least. */
+	int n = fg_fanout_threads(0, (uint64_t)(end - row0) * (uint64_t)s->vocab, 1u << 20);
+	int64_t per = (end - row0 + n - 1) / n;
+	for (int t = 0; t < n; t++) {
+		int64_t r0 = row0 + t * per, r1 = r0 + per < end ? r0 + per : end;
+		w[t] = (struct score_rows){ s, row0, r0 < end ? r0 : end, r1, pos, logits };
+	}
+	fg_fanout(score_rows, w, sizeof(*w), n);
+	return 0;
+}
+
+/* Sampled rows [r0, r1) of a decode step, with a sampler of their own: each
+ * row draws from its own request's stream, so the tokens do not depend on
+ * how the rows are spread over threads. */
+struct sample_rows {
+	struct fg_job **jobs;
+	const float *logits;
+	int64_t vocab, r0, r1;
+	struct fg_sampler *smp;
+	int32_t *next;
+};
+
+static void sample_rows(void *arg)
+{
+	const struct sample_rows *w = arg;
+
+	for (int64_t r = w->r0; r < w->r1; r++) {
+		struct fg_job *j = w->jobs[r];
+		const struct fg_request *q = j->req;
+		struct fg_sampling sp = { q->temperature, q->top_k, q->top_p };
+
+		if (fg_job_samples(j))
+			w->next[r] = fg_sample(w->smp, w->logits + r * w->vocab, &sp, &j->rng);
+	}
+}
+
+/* The sampled rows' next tokens over the CPUs (a row costs up to a
+ * millisecond: a step of 256 rows would otherwise take a quarter second on
+ * one core).  smp: FG_FANOUT_MAX samplers, made as needed. */
+static int sample_step(struct fg_job **jobs, int64_t count, const float *logits, int64_t vocab,
+		       struct fg_sampler **smp, int32_t *next)
+{
+	struct sample_rows w[FG_FANOUT_MAX];
+	int64_t sampled = 0;
+
+	for (int64_t r = 0; r < count; r++)
+		sampled += fg_job_samples(jobs[r]);
+	if (!sampled)
+		return 0;
+	int n = fg_fanout_threads(0, (uint64_t)sampled, 4);
+	int64_t per = (count + n - 1) / n;
+	for (int t = 0; t < n; t++) {
+		int64_t r0 = t * per < count ? t * per : count;
+		int rc = smp[t] ? 0 : fg_sampler_new(&smp[t], vocab);
+
+		if (rc)
+			return rc;
+		w[t] = (struct sample_rows){ jobs, logits, vocab, r0,
+					     r0 + per < count ? r0 + per : count, smp[t], next };
+	}
+	fg_fanout(sample_rows, w, sizeof(*w), n);
+	return 0;
+}
+
+/* The per-row sampling a step's tokens are drawn with on the device: each
+ * sampled row takes its draw from its request's stream at the point the host
+ * sampler would, so where the token is drawn never changes it. */
+struct device_draws {
+	struct fg_row_sampling s;
+	float *temperature, *top_p;
+	int32_t *top_k;
+	uint64_t *draw;
+};
+
+static int device_draws_new(struct device_draws *d, int64_t rows)
+{
+	d->temperature = calloc((size_t)rows, sizeof(float));
+	d->top_p = calloc((size_t)rows, sizeof(float));
+	d->top_k = calloc((size_t)rows, sizeof(int32_t));
+	d->draw = calloc((size_t)rows, sizeof(uint64_t));
+	d->s = (struct fg_row_sampling){ d->temperature, d->top_k, d->top_p, d->draw };
+	if (d->temperature && d->top_p && d->top_k && d->draw)
+		return 0;
+	FG_ERR("out of memory for the sampling of %lld rows", (long long)rows);
+	return -ENOMEM;
+}
+
+static void device_draws_free(struct device_draws *d)
+{
+	free(d->temperature);
+	free(d->top_p);
+	free(d->top_k);
+	free(d->draw);
+}
+
+/* Before a step: the live sampled rows' parameters and draws; every other
+ * row (greedy, finished, padding) takes the argmax. */
+static void device_draws_fill(struct device_draws *d, struct fg_job **jobs, int64_t count)
+{
+	for (int64_t r = 0; r < count; r++) {
+		const struct fg_request *q = jobs[r]->req;
+		int s = fg_job_samples(jobs[r]);
+
+		d->temperature[r] = s ? q->temperature : 0;
+		d->top_k[r] = q->top_k;
+		d->top_p[r] = q->top_p;
+		d->draw[r] = s ? fg_rng_u53(&jobs[r]->rng) : 0;
+	}
+}
+
+/* The longest budget first: within a GPU batch, rows that finish early end
+ * up after the last live one, where they cost nothing. */
+static int by_budget_desc(const void *a, const void *b)
+{
+	const struct fg_job *x = *(struct fg_job *const *)a, *y = *(struct fg_job *const *)b;
+	if (x->req->max_new_tokens != y->req->max_new_tokens)
+		return x->req->max_new_tokens > y->req->max_new_tokens ? -1 : 1;
+	return (x->index > y->index) - (x->index < y->index);
+}
+
+/* The run for a batch of nb x bs rows, plen prompt tokens and glen new
+ * ones: the one in hand when it fits, else a new one, sized to the hint
+ * (the larger batches of this shape still to come) when that fits the
+ * tiers, so that they reuse it. */
+static int batch_forward(struct fg_engine *e, struct fg_batch_run *run, int64_t nb, int64_t bs,
+			 int64_t plen, int64_t glen)
+{
+	struct fg_forward_env env;
+	double t0 = fg_now();
+	int rc;
+
+	if (run->f && run->nb == nb && run->bs == bs && fg_forward_reuse(run->f, plen, glen) == 0)
+		return 0;
+	fg_batch_run_end(e, run);
+	fg_engine_forward_env(e, nb, &env);
+	env.policy.gpu_batch_size = bs;
+	int64_t hp = run->hint_plen > plen ? run->hint_plen : plen;
+	int64_t hg = run->hint_glen > glen ? run->hint_glen : glen;
+	if ((hp != plen || hg != glen) &&
+	    (hp + hg > e->model.cfg.max_pos || fg_forward_check(&env, hp, hg) != 0))
+		hp = plen, hg = glen;
+	rc = fg_forward_new(&run->f, &env, hp, hg);
+	if (!rc) {
+		run->nb = nb;
+		run->bs = bs;
+		e->stats.runs++;
+		rc = fg_forward_reuse(run->f, plen, glen);
+	}
+	e->stats.run_setup_s += fg_now() - t0;
+	return rc;
+}
+
+void fg_batch_run_end(struct fg_engine *e, struct fg_batch_run *run)
+{
+	double t0 = fg_now();
+
+	if (!run->f)
+		return;
+	fg_forward_free(run->f);
+	run->f = NULL;
+	e->stats.run_setup_s += fg_now() - t0;
+}
+
+/* What the batch's steps computed and moved, into the engine's counts. */
+static void count_stats(struct fg_engine *e, const struct fg_forward_stats *a,
+			const struct fg_forward_stats *b)
+{
+	struct fg_run_stats *s = &e->stats;
+
+	s->positions += b->positions - a->positions;
+	s->dead_positions += b->dead_positions - a->dead_positions;
+	s->weight_bytes += b->weight_bytes - a->weight_bytes;
+	s->cache_bytes += b->cache_bytes - a->cache_bytes;
+	s->hidden_bytes += b->hidden_bytes - a->hidden_bytes;
+	s->cache_skipped_bytes += b->cache_skipped - a->cache_skipped;
+	s->disk_read_bytes += b->disk_read_bytes - a->disk_read_bytes;
+}
+
+int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **jobs,
+		 size_t count)
+{
+	const struct fg_model_config *c = &e->model.cfg;
+	int64_t bs = e->policy.gpu_batch_size, nb = ((int64_t)count + bs - 1) / bs;
+	int64_t plen = 0, glen = 0;
+	struct fg_forward *f = NULL;
+	struct fg_forward_stats before = { 0 };
+	struct fg_sampler *smp[FG_FANOUT_MAX] = { NULL };
+	struct device_draws dd = { 0 };
+	struct fg_region lr = { 0 };
+	int32_t *ids = NULL, *pad = NULL, *next = NULL, *top = NULL;
+	unsigned char *row_live = NULL;
+	int greedy = 1, scored = 0, logprobs = 0, on_device = 0;
+	float *logits = NULL;
+	double t0 = 0;
+	int rc;
+
+	bs = ((int64_t)count + nb - 1) / nb;
+	int64_t rows = bs * nb;
+	/* Each GPU batch keeps its rows (its padding), longest budget first. */
+	for (int64_t g = 0; g * bs < (int64_t)count; g++) {
+		size_t a = (size_t)(g * bs), n = count - a < (size_t)bs ? count - a : (size_t)bs;
+		qsort(jobs + a, n, sizeof(*jobs), by_budget_desc);
+	}
+
+	for (size_t i = 0; i < count; i++) {
+		if ((int64_t)jobs[i]->n_prompt > plen)
+			plen = (int64_t)jobs[i]->n_prompt;
+		if (jobs[i]->req->max_new_tokens > glen)
+			glen = jobs[i]->req->max_new_tokens;
+	}
+	ids = malloc(sizeof(int32_t) * (size_t)(rows * plen));
+	pad = malloc(sizeof(int32_t) * (size_t)rows);
+	next = malloc(sizeof(int32_t) * (size_t)rows);
+	top = malloc(sizeof(int32_t) * (size_t)rows);
+	row_live = malloc((size_t)rows);
+	/* All-greedy batches only need each row's top token, not its logits;
+	 * log-probabilities need the logits. */
+	for (size_t i = 0; i < count; i++) {
+		greedy &= jobs[i]->req->temperature <= 0 && !jobs[i]->req->logprobs;
+		logprobs |= jobs[i]->req->logprobs;
+		scored |= jobs[i]->req->score_prompt;
+	}
+	if (!ids || !pad || !next || !top || !row_live) {
+		FG_ERR("out of memory for a batch of %lld x %lld tokens", (long long)rows,
+		       (long long)plen);
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* Left-pad every prompt to plen; rows beyond count hold a lone bos. */
+	for (int64_t r = 0; r < rows; r++) {
+		const int32_t *p = r < (int64_t)count ? jobs[r]->prompt : &c->bos_id;
+		int64_t n = r < (int64_t)count ? (int64_t)jobs[r]->n_prompt : 1;
+		pad[r] = (int32_t)(plen - n);
+		for (int64_t i = 0; i < plen; i++)
+			ids[r * plen + i] = i < pad[r] ? c->pad_id : p[i - pad[r]];
+	}
+	if ((rc = batch_forward(e, run, nb, bs, plen, glen)))
+		goto out;
+	f = run->f;
+	before = *fg_forward_stats(f);
+	t0 = fg_now();
+	/* Sampled rows are drawn where the logits are when the backend can (no
+	 * logits cross to the host); log-probabilities need them on the host. */
+	if (!greedy && !logprobs && !(rc = device_draws_new(&dd, rows)) &&
+	    fg_forward_set_sampling(f, &dd.s) == 0)
+		on_device = 1;
+	if (rc || (!greedy && !on_device && (rc = alloc_logits(e, rows, &lr))))
+		goto out;
+	logits = lr.addr;
+	if (on_device)
+		device_draws_fill(&dd, jobs, (int64_t)count);
+	struct scoring sc = { jobs, count, pad, c->vocab };
+	if ((rc = scored ? fg_forward_prefill_scored(f, ids, pad, logits, top, score_position, &sc)
+			 : fg_forward_prefill(f, ids, pad, logits, top)))
+		goto out;
+	for (int64_t t = 0;; t++) {
+		int live = 0;
+		/* A finished row's token and logits are garbage: never read. */
+		if (!greedy && !on_device &&
+		    (rc = sample_step(jobs, (int64_t)count, logits, c->vocab, smp, next)))
+			goto out;
+		for (int64_t r = 0; r < rows; r++) {
+			row_live[r] = 0;
+			if (r >= (int64_t)count || jobs[r]->done) {
+				next[r] = c->pad_id;
+				continue;
+			}
+			const float *row = logits ? logits + r * c->vocab : NULL;
+			if (on_device || !fg_job_samples(jobs[r]))
+				next[r] = top[r];
+			fg_job_accept(e, jobs[r], next[r], row);
+			live += !jobs[r]->done;
+			row_live[r] = !jobs[r]->done;
+		}
+		if (!live || t + 1 >= glen)
+			break;
+		/* A finished row no longer costs its attention and cache traffic,
+		 * a GPU batch whose rows have all finished nothing at all. */
+		fg_forward_set_live_rows(f, row_live);
+		if (on_device)
+			device_draws_fill(&dd, jobs, (int64_t)count);
+		if ((rc = fg_forward_decode(f, next, logits, top)))
+			goto out;
+	}
+out:
+	if (lr.size)
+		fg_tier_free(e->tier[FG_ROLE_HOST], &lr);
+	if (f) {
+		fg_forward_set_sampling(f, NULL);
+		count_stats(e, &before, fg_forward_stats(f));
+		e->stats.compute_s += fg_now() - t0;
+		/* A failed step may leave the run in any state: make the next anew. */
+		if (rc)
+			fg_batch_run_end(e, run);
+	}
+	device_draws_free(&dd);
+	free(row_live);
+	for (int t = 0; t < FG_FANOUT_MAX; t++)
+		fg_sampler_free(smp[t]);
+	free(ids);
+	free(pad);
+	free(next);
+	free(top);
+	return rc;
+}

@@ -1,0 +1,65 @@
+/* core/request/job.h - one request's state inside the request layer, shared
+ * by its three files:
+ *   prepare.c  a request read once (tokens, the bos rule, checks) and its
+ *              result made at the end;
+ *   batch.c    one effective batch through a run of the forward pass;
+ *   run.c      many requests: buckets, batches, retries, accounting. */
+#ifndef FG_REQUEST_JOB_H
+#define FG_REQUEST_JOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <fgcore/fgcore.h>
+#include "core/sampling/sample.h"
+
+struct fg_engine;
+struct fg_forward;
+
+struct fg_job {
+	size_t index;          /* position in the caller's array */
+	const struct fg_request *req;
+	int32_t *prompt;
+	size_t n_prompt;
+	int32_t *out;          /* generated ids */
+	size_t n_out;
+	struct fg_rng rng;
+	int done;
+	int streamed;          /* on_token was called: the request cannot be rerun */
+	enum fg_finish_reason why;
+	size_t cut;            /* stop string: bytes of text to keep; SIZE_MAX: none */
+	float *plp, *tlp;      /* log-probabilities of the prompt's, the completion's tokens */
+	struct fg_logprob *ptop, *ttop; /* and the top_logprobs most likely at each */
+};
+
+/* prepare.c: read j->req (j->index and j->req set): its prompt's tokens and
+ * the arrays its result needs.  Fails with the request's own error line. */
+int fg_job_prepare(struct fg_engine *e, struct fg_job *j);
+/* Back to the state fg_job_prepare left (for a rerun). */
+void fg_job_rewind(struct fg_job *j);
+/* The job's result (its arrays move to res). */
+int fg_job_finish(struct fg_engine *e, struct fg_job *j, struct fg_result *res);
+void fg_job_free(struct fg_job *j);
+/* Emit tok for a live job; logits (NULL when not on the host) is the row it
+ * was chosen from. */
+void fg_job_accept(struct fg_engine *e, struct fg_job *j, int32_t tok, const float *logits);
+/* Does the job draw its next token (the others take the argmax)? */
+static inline int fg_job_samples(const struct fg_job *j)
+{
+	return !j->done && j->req->temperature > 0;
+}
+
+/* batch.c: a run of the forward pass kept across batches of one shape. */
+struct fg_batch_run {
+	struct fg_forward *f;
+	int64_t nb, bs;        /* its shape */
+	int64_t hint_plen, hint_glen; /* the largest prompt and budget still to come */
+};
+/* Run jobs[0..count) (count <= the effective batch) as one batch, through
+ * *run (made, reused or remade to fit).  The batch is sized to the jobs: the
+ * GPU batches gpu_batch_size needs, each as small as the jobs allow. */
+int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **jobs,
+		 size_t count);
+void fg_batch_run_end(struct fg_engine *e, struct fg_batch_run *run);
+
+#endif

@@ -1,0 +1,273 @@
+/* core/request/run.c - many requests through the engine (fg_run,
+ * fg_generate): each read once, refused ones answered at once, the rest in
+ * length buckets cut into effective batches that fit the model's
+ * positions, a failed batch rerun one request at a time, every result
+ * handed back as its batch ends, and the counts of what ran. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine/engine.h"
+#include "core/request/job.h"
+#include "core/util/error.h"
+
+/* A prompt length's bucket: exact up to 16, then its top four bits
+ * (lengths within 1/8 of each other share one), so a bucket's padding is at
+ * most ~12%. */
+static unsigned length_class(size_t len)
+{
+	unsigned b = 0;
+
+	if (len <= 16)
+		return (unsigned)len;
+	for (size_t v = len; v > 1; v >>= 1)
+		b++;
+	return 16 + b * 8 + (unsigned)((len >> (b - 3)) & 7);
+}
+
+/* Buckets, then budgets (a batch's rows end together), then lengths. */
+static int by_bucket(const void *a, const void *b)
+{
+	const struct fg_job *x = *(struct fg_job *const *)a, *y = *(struct fg_job *const *)b;
+	unsigned cx = length_class(x->n_prompt), cy = length_class(y->n_prompt);
+
+	if (cx != cy)
+		return cx < cy ? -1 : 1;
+	if (x->req->max_new_tokens != y->req->max_new_tokens)
+		return x->req->max_new_tokens < y->req->max_new_tokens ? -1 : 1;
+	if (x->n_prompt != y->n_prompt)
+		return x->n_prompt < y->n_prompt ? -1 : 1;
+	return (x->index > y->index) - (x->index < y->index);
+}
+
+struct runner {
+	struct fg_engine *e;
+	const struct fg_run_opts *o;
+	int fail_fast;         /* fg_generate: a failed batch fails the call */
+	struct fg_batch_run run;
+	long handed;
+	int stop;              /* a callback asked to stop */
+	struct fg_run_progress prog;
+};
+
+static uint64_t work_of(const struct fg_job *j)
+{
+	return j->n_prompt + (uint64_t)j->req->max_new_tokens;
+}
+
+static void hand(struct runner *r, size_t index, struct fg_result *res)
+{
+	r->e->stats.requests++;
+	r->e->stats.failed += res->finish_reason == FG_FINISH_ERROR;
+	r->handed++;
+	r->prog.requests_done++;
+	if (r->o->on_result(r->o->arg, index, res))
+		r->stop = 1;
+}
+
+/* A request's own error as its result (refused: the request is at fault). */
+static void hand_error(struct runner *r, size_t index, const char *why, int refused)
+{
+	struct fg_result res = { .finish_reason = FG_FINISH_ERROR, .refused = refused };
+
+	res.error = strdup(why);
+	hand(r, index, &res);
+}
+
+/* The job's result; what it computed counts as useful when it ran. */
+static void hand_done(struct runner *r, struct fg_job *j, int ran)
+{
+	struct fg_result res;
+	struct fg_run_stats *s = &r->e->stats;
+
+	if (fg_job_finish(r->e, j, &res)) {
+		fg_result_clear(&res);
+		hand_error(r, j->index, fg_last_error(), 0);
+		return;
+	}
+	r->prog.work_done += work_of(j);
+	s->prompt_tokens += res.n_prompt_tokens;
+	s->generated_tokens += res.n_tokens;
+	if (ran)
+		s->useful_positions += res.n_prompt_tokens + (res.n_tokens ? res.n_tokens - 1 : 0);
+	hand(r, j->index, &res);
+}
+
+/* One batch; if it fails as a whole, each request alone (unless it has
+ * streamed: a rerun would send its tokens twice). */
+static int run_batch(struct runner *r, struct fg_job **jobs, size_t cnt)
+{
+	struct fg_engine *e = r->e;
+	int any = 0, rc;
+
+	/* Requests with nothing to generate or score need no forward pass. */
+	for (size_t k = 0; k < cnt; k++)
+		any |= !jobs[k]->done || jobs[k]->req->score_prompt;
+	if (!any) {
+		for (size_t k = 0; k < cnt; k++)
+			hand_done(r, jobs[k], 0);
+		return 0;
+	}
+	if ((rc = fg_batch_run(e, &r->run, jobs, cnt)) == 0) {
+		e->stats.batches++;
+		for (size_t k = 0; k < cnt; k++)
+			hand_done(r, jobs[k], 1);
+		return 0;
+	}
+	if (r->fail_fast)
+		return rc;
+	if (cnt == 1) {
+		hand_error(r, jobs[0]->index, fg_last_error(), 0);
+		return 0;
+	}
+	FG_LOG(FG_LOG_WARN, "a batch of %zu requests failed (%s): running them one at a time", cnt,
+	       fg_last_error());
+	e->stats.retried_batches++;
+	for (size_t k = 0; k < cnt; k++) {
+		struct fg_job *j = jobs[k];
+		char why[1024];
+
+		if (j->streamed) {
+			snprintf(why, sizeof(why), "its batch failed after it had streamed tokens: %s",
+				 fg_last_error());
+			hand_error(r, j->index, why, 0);
+			continue;
+		}
+		fg_job_rewind(j);
+		if (fg_batch_run(e, &r->run, &j, 1) == 0) {
+			e->stats.batches++;
+			hand_done(r, j, 1);
+		} else {
+			hand_error(r, j->index, fg_last_error(), 0);
+		}
+	}
+	return 0;
+}
+
+static long run_requests(struct fg_engine *e, const struct fg_request *reqs, size_t n,
+			 const struct fg_run_opts *o, int fail_fast)
+{
+	struct fg_job *jobs = calloc(n ? n : 1, sizeof(*jobs));
+	struct fg_job **order = calloc(n ? n : 1, sizeof(*order));
+	int64_t *hint_p = calloc(n + 1, sizeof(*hint_p)), *hint_g = calloc(n + 1, sizeof(*hint_g));
+	struct runner r = { .e = e, .o = o, .fail_fast = fail_fast };
+	size_t live = 0, eff = (size_t)(e->policy.gpu_batch_size * e->policy.num_gpu_batches);
+	int64_t maxpos = e->model.cfg.max_pos;
+	long rc = 0;
+
+	if (!jobs || !order || !hint_p || !hint_g) {
+		FG_ERR("out of memory for %zu requests", n);
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (eff < 1)
+		eff = 1;
+	for (size_t i = 0; i < n; i++) {
+		jobs[i].index = i;
+		jobs[i].req = &reqs[i];
+		if (fg_job_prepare(e, &jobs[i])) {
+			fg_job_free(&jobs[i]);
+			hand_error(&r, i, fg_last_error(), 1);
+			continue;
+		}
+		order[live++] = &jobs[i];
+		r.prog.work_total += work_of(&jobs[i]);
+	}
+	r.prog.requests = n;
+	if (!o->input_order)
+		qsort(order, live, sizeof(*order), by_bucket);
+	/* The largest prompt and budget from each batch on: a run made for a
+	 * batch is sized for those still to come, when they fit. */
+	for (size_t i = live; i-- > 0;) {
+		hint_p[i] = hint_p[i + 1] > (int64_t)order[i]->n_prompt ? hint_p[i + 1]
+									 : (int64_t)order[i]->n_prompt;
+		hint_g[i] = hint_g[i + 1] > order[i]->req->max_new_tokens
+				    ? hint_g[i + 1]
+				    : order[i]->req->max_new_tokens;
+	}
+	for (size_t i = 0, cnt; i < live && !r.stop; i += cnt) {
+		int64_t plen = 0, glen = 0;
+
+		if (o->stop && *o->stop)
+			break;
+		/* Up to the effective batch, and no batch whose longest prompt plus
+		 * largest budget exceeds the model's positions. */
+		for (cnt = 0; i + cnt < live && cnt < eff; cnt++) {
+			const struct fg_job *j = order[i + cnt];
+			int64_t p = plen > (int64_t)j->n_prompt ? plen : (int64_t)j->n_prompt;
+			int64_t g = glen > j->req->max_new_tokens ? glen : j->req->max_new_tokens;
+			if (cnt && p + g > maxpos)
+				break;
+			plen = p;
+			glen = g;
+		}
+		r.run.hint_plen = hint_p[i];
+		r.run.hint_glen = hint_g[i];
+		if ((rc = run_batch(&r, order + i, cnt)))
+			break;
+		if (o->on_batch_end && o->on_batch_end(o->arg, &r.prog))
+			r.stop = 1;
+	}
+	if (!rc)
+		rc = r.handed;
+out:
+	fg_batch_run_end(e, &r.run);
+	for (size_t i = 0; jobs && i < n; i++)
+		fg_job_free(&jobs[i]);
+	free(jobs);
+	free(order);
+	free(hint_p);
+	free(hint_g);
+	return rc;
+}
+
+long fg_run(struct fg_engine *e, const struct fg_request *reqs, size_t n,
+	    const struct fg_run_opts *o)
+{
+	if (!o || !o->on_result) {
+		FG_ERR("fg_run: no on_result callback");
+		return -EINVAL;
+	}
+	return run_requests(e, reqs, n, o, 0);
+}
+
+struct collect {
+	struct fg_result *results;
+};
+
+static int collect(void *arg, size_t index, struct fg_result *res)
+{
+	struct collect *c = arg;
+
+	c->results[index] = *res;
+	return 0;
+}
+
+int fg_generate(struct fg_engine *e, const struct fg_request *reqs, size_t n,
+		struct fg_result *results)
+{
+	struct collect c = { results };
+	struct fg_run_opts o = { .on_result = collect, .arg = &c };
+
+	memset(results, 0, sizeof(*results) * n);
+	long rc = run_requests(e, reqs, n, &o, 1);
+	if (rc < 0) {
+		for (size_t i = 0; i < n; i++)
+			fg_result_clear(&results[i]);
+		return (int)rc;
+	}
+	return 0;
+}
+
+void fg_result_clear(struct fg_result *r)
+{
+	free(r->text);
+	free(r->token_ids);
+	free(r->error);
+	free(r->prompt_ids);
+	free(r->prompt_logprobs);
+	free(r->prompt_top);
+	free(r->token_logprobs);
+	free(r->token_top);
+	memset(r, 0, sizeof(*r));
+}
