@@ -10,7 +10,7 @@ n=${1:-1000000}
 [ $# -gt 0 ] && shift
 [ $# -gt 0 ] && [ "$1" = -- ] && shift
 fg=${FGCORE:-fgcore}
-out=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/fgcore-batch-1m.XXXXXX")}
+out=${OUT:-$(mktemp -d -t fgcore-batch-1m.XXXXXX)}
 mkdir -p "$out"
 python3 - "$n" >"$out/requests.jsonl" <<'PY'
 import sys

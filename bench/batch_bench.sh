@@ -12,7 +12,7 @@ n=${1:-10000}
 [ $# -gt 0 ] && shift
 [ $# -gt 0 ] && [ "$1" = -- ] && shift
 fg=${FGCORE:-fgcore}
-out=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/fgcore-batch-bench.XXXXXX")}
+out=${OUT:-$(mktemp -d -t fgcore-batch-bench.XXXXXX)}
 mkdir -p "$out"
 python3 - "$n" >"$out/requests.jsonl" <<'PY'
 import random, sys
