@@ -19,7 +19,6 @@
 
 #include <fgcore/fgcore.h>
 #include "cli/commands.h"
-#include "core/config/config.h"
 
 #ifdef HAVE_MICROHTTPD
 #include "cli/request.h"

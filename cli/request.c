@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "cli/request.h"
-#include "core/config/config.h"
 
 void fg_cli_request_defaults(const struct fg_config *cfg, struct fg_request *r)
 {

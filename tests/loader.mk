@@ -80,3 +80,8 @@ TESTS += tests/test_gpu_count
 tests_test_gpu_count_SOURCES = tests/test_gpu_count.c
 tests_test_gpu_count_CFLAGS = $(TEST_CFLAGS)
 tests_test_gpu_count_LDADD = $(TEST_LIBS)
+
+# the layers: core folders include downward, no include circle, the
+# command's request path on the public header
+TESTS += tests/test_layers.sh
+EXTRA_DIST += tests/test_layers.sh

@@ -1,6 +1,6 @@
-/* core/config/config.h - the configuration's internal interface: typed getters,
- * plugin sections, the fgcore.ini(5) generator.  The public part (new, load,
- * set, get, check, print) is in fgcore/fgcore.h. */
+/* core/config/config.h - the configuration's internal interface: plugin
+ * sections, copies, the fgcore.ini(5) generator.  The public part (new,
+ * load, set, get, typed values, check, print) is in fgcore/fgcore.h. */
 #ifndef FG_CONFIG_CONFIG_H
 #define FG_CONFIG_CONFIG_H
 
@@ -9,21 +9,6 @@
 
 #include <fgcore/fgcore.h>
 #include "core/plugin/loader.h"
-
-/* Typed values of schema keys (core/config/schema.c).  Asking for a key that
- * is not in the schema, or with the wrong type, is a programmer error (assert).
- * fg_config_str works for string and enum keys and never returns NULL. */
-int64_t fg_config_int(const struct fg_config *c, const char *section, const char *key);
-double fg_config_double(const struct fg_config *c, const char *section, const char *key);
-int fg_config_bool(const struct fg_config *c, const char *section, const char *key);
-uint64_t fg_config_size(const struct fg_config *c, const char *section, const char *key);
-const char *fg_config_str(const struct fg_config *c, const char *section, const char *key);
-
-/* Where a schema key's value came from: its default, a configuration file, or
- * the command line (fg_config_set: -o or a FlexGen flag). */
-enum fg_config_origin { FG_CONFIG_DEFAULT, FG_CONFIG_FROM_FILE, FG_CONFIG_FROM_ARGS };
-enum fg_config_origin fg_config_origin_of(const struct fg_config *c, const char *section,
-					  const char *key);
 
 /* Load the plugin that `section.plugin` names (kind `kind`; 0: the section's
  * kind), create its option struct with the defaults and apply the section's

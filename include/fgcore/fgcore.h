@@ -31,6 +31,21 @@ int fg_config_load(struct fg_config *c, const char *path);
 int fg_config_set(struct fg_config *c, const char *assignment, const char *where);
 /* Current value as text, or NULL if unset and without default. */
 const char *fg_config_get(const struct fg_config *c, const char *section, const char *key);
+/* Typed values of schema keys (core/config/schema.c).  Asking for a key that
+ * is not in the schema, or with the wrong type, is a programmer error (assert).
+ * fg_config_str works for string and enum keys and never returns NULL. */
+int64_t fg_config_int(const struct fg_config *c, const char *section, const char *key);
+double fg_config_double(const struct fg_config *c, const char *section, const char *key);
+int fg_config_bool(const struct fg_config *c, const char *section, const char *key);
+uint64_t fg_config_size(const struct fg_config *c, const char *section, const char *key);
+const char *fg_config_str(const struct fg_config *c, const char *section, const char *key);
+
+/* Where a schema key's value came from: its default, a configuration file, or
+ * the command line (fg_config_set: -o or a FlexGen flag). */
+enum fg_config_origin { FG_CONFIG_DEFAULT, FG_CONFIG_FROM_FILE, FG_CONFIG_FROM_ARGS };
+enum fg_config_origin fg_config_origin_of(const struct fg_config *c, const char *section,
+					  const char *key);
+
 /* Load every plugin the configuration names and validate their sections' keys. */
 int fg_config_check(struct fg_config *c);
 /* Write the effective, normalized configuration as INI. */
