@@ -327,7 +327,7 @@ START_TEST(test_gpt2_tables)
 	ck_assert_int_eq(fg_tokenizer_eos_id(t), 50256);
 	ck_assert_int_eq(fg_tokenizer_unk_id(t), 50256);
 	ck_assert_int_eq(fg_tokenizer_pad_id(t), -1);
-	ck_assert_int_eq(fg_tokenizer_add_bos(t), 0);
+	ck_assert_int_eq(fg_tokenizer_bos_rule(t), FG_TOK_BOS_UNSAID);	/* no side files */
 	b = fg_tokenizer_token_bytes(t, 995, &len);
 	ck_assert_uint_eq(len, 6);
 	ck_assert(!memcmp(b, " world", 6));
@@ -912,7 +912,7 @@ START_TEST(test_special_files)
 		  " \"262\": {\"content\": \"<|endoftext|>\"}},"
 		  " \"model_max_length\": 1000000000000000019884624838656}");
 	ck_assert_msg(load_dir_tmp(&t) == 0, "%s", fg_last_error());
-	ck_assert_int_eq(fg_tokenizer_add_bos(t), 1);
+	ck_assert_int_eq(fg_tokenizer_bos_rule(t), FG_TOK_BOS_ADD);
 	/* Named tokens missing from the vocabulary get ids after the largest. */
 	s_id = fg_tokenizer_lookup(t, "<s>");
 	ck_assert_int_ge(s_id, 272);
@@ -950,7 +950,7 @@ START_TEST(test_special_files)
 	 * plain text again, as with transformers. */
 	unlink(tmp_path("tokenizer_config.json"));
 	ck_assert_msg(load_dir_tmp(&t) == 0, "%s", fg_last_error());
-	ck_assert_int_eq(fg_tokenizer_add_bos(t), 0);
+	ck_assert_int_eq(fg_tokenizer_bos_rule(t), FG_TOK_BOS_UNSAID);
 	encode_ok(t, "<|endoftext|>", 13, &ids, &n);
 	ck_assert_uint_gt(n, 1);
 	free(ids);
@@ -1012,13 +1012,61 @@ START_TEST(test_opt_style_folder)
 	ck_assert_int_eq(fg_tokenizer_eos_id(t), 2);
 	ck_assert_int_eq(fg_tokenizer_unk_id(t), 2);
 	ck_assert_int_eq(fg_tokenizer_pad_id(t), 1);
-	ck_assert_int_eq(fg_tokenizer_add_bos(t), 1);
+	ck_assert_int_eq(fg_tokenizer_bos_rule(t), FG_TOK_BOS_ADD);
 	ck_assert_uint_eq(fg_tokenizer_vocab_size(t), 261);
 	/* "<s>" has no role here, so it is plain text; "</s>" matches whole. */
 	EXPECT(t, "ab</s><s>", 260, 2, 4 + '<', 4 + 's', 4 + '>');
 	fg_tokenizer_free(t);
 	unlink(tmp_path("special_tokens_map.json"));
 	unlink(tmp_path("tokenizer_config.json"));
+	rm_tmpdir();
+}
+END_TEST
+
+/* Whether bos leads, from the GPT-2 files' tokenizer_config.json (as
+ * transformers' GPT2Tokenizer reads add_bos_token: core/tokenizer/special.c). */
+static enum fg_tok_bos gpt2_rule(const char *cfg, int32_t *bos)
+{
+	struct fg_tokenizer *t;
+	enum fg_tok_bos r;
+
+	if (cfg)
+		write_str("tokenizer_config.json", cfg);
+	else
+		unlink(tmp_path("tokenizer_config.json"));
+	ck_assert_msg(load_dir_tmp(&t) == 0, "%s", fg_last_error());
+	r = fg_tokenizer_bos_rule(t);
+	*bos = fg_tokenizer_bos_id(t);
+	/* Encoding never adds bos: the caller does, by the rule. */
+	EXPECT(t, "abc", 'a', 261);
+	fg_tokenizer_free(t);
+	return r;
+}
+
+START_TEST(test_bos_rule_gpt2)
+{
+	int32_t bos;
+
+	make_tmpdir();
+	write_small();
+	/* Nothing said: the model family's default applies. */
+	ck_assert_int_eq(gpt2_rule(NULL, &bos), FG_TOK_BOS_UNSAID);
+	ck_assert_int_eq(bos, 262);
+	ck_assert_int_eq(gpt2_rule("{\"add_bos_token\": null}", &bos), FG_TOK_BOS_UNSAID);
+	ck_assert_int_eq(gpt2_rule("{\"add_bos_token\": true}", &bos), FG_TOK_BOS_ADD);
+	ck_assert_int_eq(bos, 262);	/* GPT-2's <|endoftext|> */
+	ck_assert_int_eq(gpt2_rule("{\"add_bos_token\": false}", &bos), FG_TOK_BOS_NONE);
+	/* OPT's files: bos </s>, added after the vocabulary. */
+	ck_assert_int_eq(gpt2_rule("{\"add_bos_token\": true, \"bos_token\": \"</s>\"}", &bos),
+			 FG_TOK_BOS_ADD);
+	ck_assert_int_eq(bos, (int32_t)N_SMALL);
+	/* No bos token to add: none (transformers adds none either). */
+	ck_assert_int_eq(gpt2_rule("{\"add_bos_token\": true, \"bos_token\": null}", &bos),
+			 FG_TOK_BOS_NONE);
+	ck_assert_int_eq(bos, -1);
+	unlink(tmp_path("tokenizer_config.json"));
+	unlink(tmp_path("vocab.json"));
+	unlink(tmp_path("merges.txt"));
 	rm_tmpdir();
 }
 END_TEST
@@ -1058,6 +1106,7 @@ START_TEST(test_bad_special_files)
 	special_case("tokenizer_config.json",
 		     "{\"added_tokens_decoder\": {\"300\": \"<a>\"}}", "\"300\"");
 	special_case("tokenizer_config.json", "{\"add_bos_token\": \"yes\"}", "add_bos_token");
+	special_case("tokenizer_config.json", "{\"add_bos_token\": 1}", "must be true or false");
 	unlink(tmp_path("vocab.json"));
 	unlink(tmp_path("merges.txt"));
 	rm_tmpdir();
@@ -1085,6 +1134,7 @@ static Suite *tokenizer_suite(void)
 	tcase_add_test(tc, test_bad_merges);
 	tcase_add_test(tc, test_special_files);
 	tcase_add_test(tc, test_opt_style_folder);
+	tcase_add_test(tc, test_bos_rule_gpt2);
 	tcase_add_test(tc, test_bad_special_files);
 	suite_add_tcase(s, tc);
 	return s;

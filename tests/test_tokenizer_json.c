@@ -148,7 +148,8 @@ START_TEST(test_roles)
 	ck_assert_uint_eq(fg_tokenizer_vocab_size(t), 50257);
 	ck_assert_int_eq(fg_tokenizer_bos_id(t), 50256);
 	ck_assert_int_eq(fg_tokenizer_eos_id(t), 50256);
-	ck_assert_int_eq(fg_tokenizer_add_bos(t), 0);	/* post_processor ByteLevel */
+	/* post_processor ByteLevel, no tokenizer_config.json: nothing said */
+	ck_assert_int_eq(fg_tokenizer_bos_rule(t), FG_TOK_BOS_UNSAID);
 	fg_tokenizer_free(t);
 	t = load_data("tokenizer/spm-bpe-bytefallback");
 	ck_assert_uint_eq(fg_tokenizer_vocab_size(t), 8000);
@@ -156,7 +157,9 @@ START_TEST(test_roles)
 	ck_assert_int_eq(fg_tokenizer_bos_id(t), 1);
 	ck_assert_int_eq(fg_tokenizer_eos_id(t), 2);
 	ck_assert_int_eq(fg_tokenizer_pad_id(t), -1);
-	ck_assert_int_eq(fg_tokenizer_add_bos(t), 1);	/* LlamaTokenizer's default */
+	/* post_processor null, no tokenizer_config.json: nothing said (the
+	 * model family's default decides, not the form's) */
+	ck_assert_int_eq(fg_tokenizer_bos_rule(t), FG_TOK_BOS_UNSAID);
 	fg_tokenizer_free(t);
 }
 END_TEST
@@ -631,7 +634,9 @@ static json_t *spm_file(bool fallback, bool fuse)
 		" \"pre_tokenizer\": null,"
 		" \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": ["
 		"  {\"SpecialToken\": {\"id\": \"<s>\", \"type_id\": 0}},"
-		"  {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [], \"special_tokens\": {}},"
+		"  {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [],"
+		"  \"special_tokens\": {\"<s>\": {\"id\": \"<s>\", \"ids\": [1],"
+		"   \"tokens\": [\"<s>\"]}}},"
 		" \"decoder\": {\"type\": \"Sequence\", \"decoders\": ["
 		"  {\"type\": \"Replace\", \"pattern\": {\"String\": \"\\u2581\"}, \"content\": \" \"},"
 		"  {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"},"
@@ -658,7 +663,7 @@ START_TEST(test_spm_steps)
 	char *s;
 
 	ck_assert_msg(load_tmp(spm_file(true, true), &t) == 0, "%s", fg_last_error());
-	ck_assert_int_eq(fg_tokenizer_add_bos(t), 1);
+	ck_assert_int_eq(fg_tokenizer_bos_rule(t), FG_TOK_BOS_ADD);
 	ck_assert_int_eq(fg_tokenizer_bos_id(t), 1);
 	EXPECT(t, "a b", 5, 2, 4);
 	EXPECT(t, "\xc3\xa9", 2, 6, 7);		/* é by its bytes */
@@ -683,13 +688,159 @@ START_TEST(test_spm_steps)
 	ck_assert(load_tmp(spm_file(false, true), &t) == 0);
 	EXPECT(t, "\xc3\xa9", 2, 0);			/* no fallback: unk */
 	fg_tokenizer_free(t);
-	/* tokenizer_config.json wins over the template for add_bos. */
+	/* The template decides over tokenizer_config.json's add_bos_token, as
+	 * transformers 5 does (test_bos_rule). */
 	write_str("tokenizer_config.json", "{\"add_bos_token\": false, \"eos_token\": \"</s>\"}");
 	ck_assert(load_tmp(spm_file(true, true), &t) == 0);
-	ck_assert_int_eq(fg_tokenizer_add_bos(t), 0);
+	ck_assert_int_eq(fg_tokenizer_bos_rule(t), FG_TOK_BOS_ADD);
 	ck_assert_int_eq(fg_tokenizer_eos_id(t), 10);	/* added after the largest id */
 	EXPECT(t, "a</s>", 5, 10);
 	fg_tokenizer_free(t);
+}
+END_TEST
+
+/* ---- whether a text starts with bos ---- */
+
+/* bytelevel_file with <s> 259 and </s> 260 added and `post` as its
+ * post_processor. */
+static json_t *bos_file(const char *post)
+{
+	json_t *f = bytelevel_file(BL_PLAIN), *added = json_object_get(f, "added_tokens");
+	json_error_t jerr;
+	json_t *pp = json_loads(post, JSON_DECODE_ANY, &jerr);
+
+	ck_assert_msg(pp != NULL, "%s: %s", post, jerr.text);
+	json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b}", "id", 259, "content", "<s>",
+					       "special", 1, "normalized", 0));
+	json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b}", "id", 260, "content",
+					       "</s>", "special", 1, "normalized", 0));
+	json_object_set_new(f, "post_processor", pp);
+	return f;
+}
+
+/* TemplateProcessing with `single` and the special tokens <s> and </s>. */
+#define TPL(single)                                                                     \
+	"{\"type\": \"TemplateProcessing\", \"single\": [" single "], \"pair\": [],"    \
+	" \"special_tokens\": {\"<s>\": {\"id\": \"<s>\", \"ids\": [259],"                \
+	" \"tokens\": [\"<s>\"]}, \"</s>\": {\"id\": \"</s>\", \"ids\": [260],"          \
+	" \"tokens\": [\"</s>\"]}}}"
+#define SP(name) "{\"SpecialToken\": {\"id\": \"" name "\", \"type_id\": 0}}"
+#define SEQ_A "{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}"
+#define POST_BL "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true}"
+
+/* The rule for `post` with tokenizer_config.json `cfg` (NULL: none). */
+static enum fg_tok_bos rule_of(const char *post, const char *cfg, int32_t *bos)
+{
+	struct fg_tokenizer *t;
+	enum fg_tok_bos r;
+
+	if (cfg)
+		write_str("tokenizer_config.json", cfg);
+	else
+		unlink(path_of("tokenizer_config.json"));
+	ck_assert_msg(load_tmp(bos_file(post), &t) == 0, "%s: %s", post, fg_last_error());
+	r = fg_tokenizer_bos_rule(t);
+	*bos = fg_tokenizer_bos_id(t);
+	EXPECT(t, "ab", 256);	/* encoding never adds bos: the caller does */
+	fg_tokenizer_free(t);
+	return r;
+}
+
+/* The same folders, rebuilt in Python, gave these with transformers 5.25
+ * (AutoTokenizer.from_pretrained(dir)("ab")), but for the one marked:
+ * core/tokenizer/special.c lists what was seen. */
+START_TEST(test_bos_rule)
+{
+	int32_t bos;
+
+	/* A template that adds bos; one that adds nothing before the text
+	 * (an eos after it is not bos); one inside a Sequence. */
+	ck_assert_int_eq(rule_of(TPL(SP("<s>") ", " SEQ_A), NULL, &bos), FG_TOK_BOS_ADD);
+	ck_assert_int_eq(bos, 259);	/* the template's token is the bos */
+	ck_assert_int_eq(rule_of(TPL(SEQ_A), NULL, &bos), FG_TOK_BOS_NONE);
+	ck_assert_int_eq(rule_of(TPL(SEQ_A ", " SP("</s>")), NULL, &bos), FG_TOK_BOS_NONE);
+	ck_assert_int_eq(rule_of("{\"type\": \"Sequence\", \"processors\": [" POST_BL ", "
+				 TPL(SP("<s>") ", " SEQ_A) "]}", NULL, &bos), FG_TOK_BOS_ADD);
+	ck_assert_int_eq(bos, 259);
+	/* Nothing said: ByteLevel or no post-processor, no tokenizer_config.json. */
+	ck_assert_int_eq(rule_of(POST_BL, NULL, &bos), FG_TOK_BOS_UNSAID);
+	ck_assert_int_eq(rule_of("null", NULL, &bos), FG_TOK_BOS_UNSAID);
+	ck_assert_int_eq(rule_of(POST_BL, "{\"bos_token\": \"<s>\"}", &bos), FG_TOK_BOS_UNSAID);
+	ck_assert_int_eq(bos, 259);
+	/* The template wins over add_bos_token (transformers 5 drops
+	 * add_bos_token when a tokenizer.json is there). */
+	ck_assert_int_eq(rule_of(TPL(SP("<s>") ", " SEQ_A), "{\"add_bos_token\": false}", &bos),
+			 FG_TOK_BOS_ADD);
+	ck_assert_int_eq(rule_of(TPL(SEQ_A), "{\"add_bos_token\": true, \"bos_token\": \"<s>\"}",
+				 &bos), FG_TOK_BOS_NONE);
+	/* No template: an explicit add_bos_token decides (for true, 5.25 adds
+	 * no bos; 4.57's LlamaTokenizerFast adds it). */
+	ck_assert_int_eq(rule_of(POST_BL, "{\"add_bos_token\": true, \"bos_token\": \"<s>\"}",
+				 &bos), FG_TOK_BOS_ADD);
+	ck_assert_int_eq(bos, 259);
+	ck_assert_int_eq(rule_of("null", "{\"add_bos_token\": false, \"bos_token\": \"<s>\"}",
+				 &bos), FG_TOK_BOS_NONE);
+	/* ... with no bos token to add (byte-level's <|endoftext|> is absent). */
+	ck_assert_int_eq(rule_of(POST_BL, "{\"add_bos_token\": true}", &bos), FG_TOK_BOS_NONE);
+	ck_assert_int_eq(bos, -1);
+	unlink(path_of("tokenizer_config.json"));
+}
+END_TEST
+
+/* A refused folder: one line naming `file`, n1 and n2. */
+static void expect_refused_in(json_t *root, const char *file, const char *n1, const char *n2)
+{
+	struct fg_tokenizer *t;
+	const char *e;
+	int rc = load_tmp(root, &t);
+
+	e = fg_last_error();
+	ck_assert_msg(rc == -EINVAL, "expected -EINVAL naming \"%s\", got %d", n1, rc);
+	ck_assert_ptr_null(t);
+	ck_assert_msg(strstr(e, file), "error \"%s\" does not name %s", e, file);
+	ck_assert_msg(strstr(e, n1), "error \"%s\" lacks \"%s\"", e, n1);
+	ck_assert_msg(!n2 || strstr(e, n2), "error \"%s\" lacks \"%s\"", e, n2);
+	ck_assert_msg(!strchr(e, '\n'), "error \"%s\" is not one line", e);
+}
+
+START_TEST(test_bos_rule_refused)
+{
+	/* add_bos_token neither true, false nor null. */
+	write_str("tokenizer_config.json", "{\"add_bos_token\": \"yes\"}");
+	expect_refused_in(bos_file(POST_BL), "tokenizer_config.json", "\"add_bos_token\" must be "
+			  "true or false", NULL);
+	write_str("tokenizer_config.json", "{\"add_bos_token\": 1}");
+	expect_refused_in(bos_file(TPL(SP("<s>") ", " SEQ_A)), "tokenizer_config.json",
+			  "add_bos_token", NULL);
+	/* The template puts a token other than the folder's bos first. */
+	write_str("tokenizer_config.json", "{\"bos_token\": \"</s>\"}");
+	expect_refused_in(bos_file(TPL(SP("<s>") ", " SEQ_A)), "tokenizer.json", "post_processor",
+			  "\"<s>\" (id 259) before the text, but the bos token the folder names "
+			  "is \"</s>\" (id 260)");
+	write_str("tokenizer_config.json", "{\"bos_token\": null}");
+	expect_refused_in(bos_file(TPL(SP("<s>") ", " SEQ_A)), "tokenizer.json", "post_processor",
+			  "names no bos token");
+	unlink(path_of("tokenizer_config.json"));
+	/* Two tokens before the text. */
+	expect_refused_in(bos_file(TPL(SP("<s>") ", " SP("<s>") ", " SEQ_A)), "tokenizer.json",
+			  "post_processor", "2 tokens before the text");
+	/* A special token the template does not define (tokenizers panics on
+	 * encoding it), ids that are not integers or not tokens. */
+	expect_refused_in(bos_file(TPL(SP("<unk>") ", " SEQ_A)), "tokenizer.json",
+			  "post_processor.single[0].SpecialToken", "\"<unk>\" is not in");
+	expect_refused_in(bos_file("{\"type\": \"TemplateProcessing\", \"single\": [" SP("<s>")
+				   "], \"special_tokens\": {\"<s>\": {\"ids\": [\"259\"]}}}"),
+			  "tokenizer.json", "post_processor.single[0]", "integers");
+	expect_refused_in(bos_file("{\"type\": \"TemplateProcessing\", \"single\": [" SP("<s>")
+				   "], \"special_tokens\": {\"<s>\": {\"ids\": [70000]}}}"),
+			  "tokenizer.json", "post_processor", "id 70000, which is not a token");
+	expect_refused_in(bos_file("{\"type\": \"TemplateProcessing\", \"single\": \"<s> $A\"}"),
+			  "tokenizer.json", "post_processor", "array \"single\"");
+	/* Two templates. */
+	expect_refused_in(bos_file("{\"type\": \"Sequence\", \"processors\": ["
+				   TPL(SP("<s>") ", " SEQ_A) ", " TPL(SEQ_A) "]}"),
+			  "tokenizer.json", "post_processor.processors[1]",
+			  "second TemplateProcessing");
 }
 END_TEST
 
@@ -854,6 +1005,8 @@ static Suite *json_suite(bool data)
 	tcase_add_test(tc, test_pcre2_matches_gpt2_scanner);
 	tcase_add_test(tc, test_pipeline_steps);
 	tcase_add_test(tc, test_spm_steps);
+	tcase_add_test(tc, test_bos_rule);
+	tcase_add_test(tc, test_bos_rule_refused);
 	tcase_add_test(tc, test_malformed);
 	suite_add_tcase(s, tc);
 	if (!data)

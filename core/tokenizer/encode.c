@@ -224,7 +224,7 @@ int32_t fg_tokenizer_pad_id(const struct fg_tokenizer *t)
 	return t ? t->pad : -1;
 }
 
-int fg_tokenizer_add_bos(const struct fg_tokenizer *t)
+enum fg_tok_bos fg_tokenizer_bos_rule(const struct fg_tokenizer *t)
 {
-	return t ? t->add_bos : 0;
+	return t ? (enum fg_tok_bos)t->bos_rule : FG_TOK_BOS_UNSAID;
 }

@@ -13,6 +13,31 @@
  * as transformers does.  With the GPT-2 files the lstrip/rstrip/single_word
  * flags of added tokens are not applied: tokens match their exact content;
  * a tokenizer.json's added tokens keep the flags it gives them.
+ *
+ * Whether a text starts with bos (fg_tokenizer_bos_rule) follows what
+ * AutoTokenizer.from_pretrained(dir)(text) gives.  Seen with transformers
+ * 5.25.0 (tokenizers 0.23.3) on small made-up folders, "hi" encoded with
+ * special tokens:
+ *  - vocab.json + merges.txt (GPT2Tokenizer): tokenizer_config.json's
+ *    add_bos_token true puts bos first, false or absent does not (absent
+ *    is UNSAID here: the family's default decides);
+ *  - tokenizer.json with a TemplateProcessing post-processor (alone or in
+ *    a Sequence): exactly what its "single" puts before the text, with
+ *    each class tried (TokenizersBackend, GPT2Tokenizer, LlamaTokenizer on
+ *    a SentencePiece-style file); add_bos_token in tokenizer_config.json
+ *    changes nothing: from_pretrained drops it whenever a tokenizer.json is
+ *    there (the same line is in 5.0.0's tokenization_utils_base.py, read,
+ *    not run);
+ *  - tokenizer.json with a ByteLevel or null post-processor: no bos, with
+ *    or without add_bos_token, for the same classes.
+ * So the template decides when there is one.  Without one, an explicit
+ * add_bos_token still decides here (true: ADD, false: NONE), as
+ * transformers 4.57.6's LlamaTokenizerFast does (seen the same way; it
+ * adds bos by add_bos_token, default true, template or not, while its
+ * other classes follow the template); 5.25 would add none for true.
+ * Absent or null: UNSAID.  add_bos_token true with no bos token: NONE
+ * (5.25's GPT2Tokenizer adds nothing then either).  A template that puts
+ * anything but the folder's bos before the text is refused (tokjson.c).
  */
 #include <errno.h>
 #include <limits.h>
@@ -359,14 +384,16 @@ int fg_tok_load_special(struct fg_tokenizer *t, const char *dir, const char *con
 	}
 	v = cfg ? json_object_get(cfg, "add_bos_token") : NULL;
 	if (v && !json_is_boolean(v) && !json_is_null(v)) {
-		FG_ERR("%s: \"add_bos_token\" must be true or false", cfg_path);
+		FG_ERR("%s: \"add_bos_token\" must be true or false (or absent, to leave it to "
+		       "the model family)", cfg_path);
 		rc = -EINVAL;
 		goto out;
 	}
-	/* Absent: the form's default, set by the caller. */
-	if (v && json_is_boolean(v))
-		t->add_bos = json_is_true(v);
 	t->bos = role_id[ROLE_BOS];
+	/* Absent or null: unsaid.  A tokenizer.json template overrides this. */
+	t->bos_rule = FG_TOK_BOS_UNSAID;
+	if (v && json_is_boolean(v))
+		t->bos_rule = json_is_true(v) && t->bos >= 0 ? FG_TOK_BOS_ADD : FG_TOK_BOS_NONE;
 	t->eos = role_id[ROLE_EOS];
 	t->unk = role_id[ROLE_UNK];
 	t->pad = role_id[ROLE_PAD];

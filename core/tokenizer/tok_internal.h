@@ -97,8 +97,10 @@ int fg_tok_add_merge(struct fg_tokenizer *t, const char *where, const char *voca
 /* Register the special tokens of the side files in dir (tokenizer_config.json,
  * special_tokens_map.json, added_tokens.json); dir NULL: none.  A role the
  * files do not name takes defaults[role] (bos, eos, unk) when the vocabulary
- * has it.  Adds to the pending added-token list; fg_tok_build_added() makes
- * the match tables. */
+ * has it.  Sets t->bos_rule from tokenizer_config.json's add_bos_token
+ * (UNSAID when absent); a tokenizer.json template overrides it afterwards.
+ * Adds to the pending added-token list; fg_tok_build_added() makes the
+ * match tables. */
 int fg_tok_load_special(struct fg_tokenizer *t, const char *dir, const char *const defaults[3]);
 /* Give id (grown as needed) the text s, decoding to itself, and index it. */
 int fg_tok_set_token(struct fg_tokenizer *t, int32_t id, const char *s, size_t len);
@@ -183,7 +185,7 @@ struct fg_tokenizer {
 	struct fg_tok_pending *pend;	/* while loading */
 	size_t n_pend, pend_cap;
 	int32_t bos, eos, unk, pad;
-	bool add_bos;
+	int8_t bos_rule;		/* enum fg_tok_bos */
 	struct fg_tok_pipeline *pipe;	/* NULL: the GPT-2 files */
 };
 

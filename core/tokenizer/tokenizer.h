@@ -36,8 +36,14 @@ int32_t fg_tokenizer_bos_id(const struct fg_tokenizer *t);
 int32_t fg_tokenizer_eos_id(const struct fg_tokenizer *t);
 int32_t fg_tokenizer_unk_id(const struct fg_tokenizer *t);
 int32_t fg_tokenizer_pad_id(const struct fg_tokenizer *t);
-/* 1 when tokenizer_config.json sets add_bos_token (OPT does): the caller
- * prepends bos; fg_tokenizer_encode never adds it. */
-int fg_tokenizer_add_bos(const struct fg_tokenizer *t);
+
+enum fg_tok_bos { FG_TOK_BOS_UNSAID = -1, FG_TOK_BOS_NONE = 0, FG_TOK_BOS_ADD = 1 };
+/* Does encoding a text "with special tokens" put bos first, as Hugging
+ * Face's tokenizer for this folder does?  UNSAID when the files say nothing
+ * (then the model family's default applies).  ADD means bos_id (>= 0) goes
+ * first; fg_tokenizer_encode itself never adds it: the caller prepends it
+ * to a text's ids, and takes token-id prompts as given.  The rules, and
+ * what transformers was seen to do, are in core/tokenizer/special.c. */
+enum fg_tok_bos fg_tokenizer_bos_rule(const struct fg_tokenizer *t);
 
 #endif

@@ -9,11 +9,13 @@
  *  - decoder: null, ByteLevel, Replace (String), ByteFallback, Fuse, Strip,
  *    Sequence of these;
  *  - post_processor: null, ByteLevel, TemplateProcessing (read only for
- *    whether bos leads the text), Sequence of these;
+ *    what it puts before the text: nothing or the bos), Sequence of these
+ *    (at most one TemplateProcessing);
  *  - added_tokens with their flags.
  * Anything else is refused in one line naming the file and the JSON path.
  * truncation and padding are ignored (transformers overrides them per call).
- * Then tokenizer_config.json & co. beside it name the roles and add_bos_token.
+ * Then tokenizer_config.json & co. beside it name the roles and add_bos_token;
+ * a template decides the bos rule over add_bos_token (special.c says why).
  */
 #include <errno.h>
 #include <limits.h>
@@ -31,8 +33,12 @@ struct ld {
 	struct fg_tokenizer *t;
 	struct fg_tok_pipeline *p;
 	const char *path;
-	const char *bos_name;	/* TemplateProcessing's leading special token */
-	bool template_bos, has_template;
+	/* TemplateProcessing: the ids its "single" puts before the text (the
+	 * first of them, and how many), and where it is, for errors. */
+	bool has_template;
+	size_t n_lead;
+	json_int_t lead_id;
+	char tpl_jp[300];
 };
 
 __attribute__((format(printf, 3, 4)))
@@ -327,12 +333,47 @@ static int decoder(struct ld *l, json_t *o, const char *jp, int depth)
 	return rc;
 }
 
-/* ---- post-processor: does bos lead every text? ---- */
+/* ---- post-processor: what goes before the text? ---- */
+
+/* The ids TemplateProcessing's "single" puts before the text: those of its
+ * leading SpecialToken pieces, each looked up in "special_tokens" (where
+ * tokenizers' encode panics on a missing one: refused here). */
+static int template_lead(struct ld *l, json_t *o, const char *jp)
+{
+	json_t *single = json_object_get(o, "single"), *map = json_object_get(o, "special_tokens");
+	json_t *piece, *sp, *name, *ent, *ids, *id;
+	char sub[340];
+	size_t i, k;
+
+	if (!json_is_array(single))
+		return bad(l, jp, "TemplateProcessing needs an array \"single\"");
+	json_array_foreach(single, i, piece) {
+		sp = json_is_object(piece) ? json_object_get(piece, "SpecialToken") : NULL;
+		if (!sp)
+			break;
+		snprintf(sub, sizeof(sub), "%s.single[%zu].SpecialToken", jp, i);
+		name = json_object_get(sp, "id");
+		if (!json_is_string(name))
+			return bad(l, sub, "needs a string \"id\"");
+		ent = json_is_object(map) ? json_object_get(map, json_string_value(name)) : NULL;
+		ids = json_is_object(ent) ? json_object_get(ent, "ids") : NULL;
+		if (!json_is_array(ids))
+			return bad(l, sub, "\"%.60s\" is not in the template's \"special_tokens\" "
+				   "(an object with an array \"ids\")", json_string_value(name));
+		json_array_foreach(ids, k, id) {
+			if (!json_is_integer(id))
+				return bad(l, sub, "\"%.60s\": special_tokens' \"ids\" must be "
+					   "integers", json_string_value(name));
+			if (l->n_lead++ == 0)
+				l->lead_id = json_integer_value(id);
+		}
+	}
+	return 0;
+}
 
 static int post_processor(struct ld *l, json_t *o, const char *jp, int depth)
 {
 	const char *type;
-	json_t *single, *first, *sp;
 	int rc;
 
 	if (!o || json_is_null(o))
@@ -347,21 +388,73 @@ static int post_processor(struct ld *l, json_t *o, const char *jp, int depth)
 	if (strcmp(type, "TemplateProcessing"))
 		return bad(l, jp, "post-processor type \"%.40s\" is not supported (supported: "
 			   "ByteLevel, TemplateProcessing, Sequence of these)", type);
-	single = json_object_get(o, "single");
-	if (!json_is_array(single))
-		return bad(l, jp, "TemplateProcessing needs an array \"single\"");
-	first = json_array_get(single, 0);
+	if (l->has_template)
+		return bad(l, jp, "a second TemplateProcessing is not supported (one, after %s)",
+			   l->tpl_jp);
 	l->has_template = true;
-	l->template_bos = false;
-	sp = json_is_object(first) ? json_object_get(first, "SpecialToken") : NULL;
-	if (sp) {
-		json_t *id = json_object_get(sp, "id");
+	snprintf(l->tpl_jp, sizeof(l->tpl_jp), "%s", jp);
+	return template_lead(l, o, jp);
+}
 
-		if (!json_is_string(id))
-			return bad(l, jp, "single[0].SpecialToken needs a string \"id\"");
-		l->template_bos = true;
-		l->bos_name = json_string_value(id);
+/* The template's leading token, once the vocabulary is known: its id
+ * (-1: none), whose text is the bos role's default. */
+static int template_token(struct ld *l, int32_t *idp)
+{
+	const struct fg_tokenizer *t = l->t;
+	json_int_t id = l->lead_id;
+
+	*idp = -1;
+	if (!l->n_lead)
+		return 0;
+	if (id < 0 || (uint64_t)id >= t->n_ids || t->text[id].len == UINT32_MAX)
+		return bad(l, l->tpl_jp, "the template's leading special token has id %lld, "
+			   "which is not a token of this tokenizer", (long long)id);
+	*idp = (int32_t)id;
+	return 0;
+}
+
+/* A copy of token id's text: fg_tok_load_special grows the blob (moving
+ * it) before it reads the defaults. */
+static char *token_copy(const struct fg_tokenizer *t, int32_t id)
+{
+	char *c = malloc(t->text[id].len + 1);
+
+	if (c) {
+		memcpy(c, t->blob + t->text[id].off, t->text[id].len);
+		c[t->text[id].len] = '\0';
 	}
+	return c;
+}
+
+/* The template decides whether bos leads (over add_bos_token, as
+ * transformers 5 does): nothing before the text, or the bos alone. */
+static int template_rule(struct ld *l)
+{
+	struct fg_tokenizer *t = l->t;
+	char q[96], q2[96];
+
+	if (!l->has_template)
+		return 0;
+	if (l->n_lead == 0) {
+		t->bos_rule = FG_TOK_BOS_NONE;
+		return 0;
+	}
+	fg_tok_quote(t->blob + t->text[l->lead_id].off, t->text[l->lead_id].len, q, sizeof(q));
+	if (l->n_lead > 1)
+		return bad(l, l->tpl_jp, "\"single\" puts %zu tokens before the text (\"%s\" "
+			   "first); only one, the bos token, is supported", l->n_lead, q);
+	if (l->lead_id != t->bos) {
+		if (t->bos < 0)
+			return bad(l, l->tpl_jp, "\"single\" puts \"%s\" (id %lld) before the "
+				   "text, but the folder names no bos token", q,
+				   (long long)l->lead_id);
+		return bad(l, l->tpl_jp, "\"single\" puts \"%s\" (id %lld) before the text, "
+			   "but the bos token the folder names is \"%s\" (id %d)", q,
+			   (long long)l->lead_id,
+			   fg_tok_quote(t->blob + t->text[t->bos].off, t->text[t->bos].len, q2,
+					sizeof(q2)), t->bos);
+	}
+	t->bos_rule = FG_TOK_BOS_ADD;
 	return 0;
 }
 
@@ -623,6 +716,8 @@ static int load(struct ld *l, json_t *root, const char *dir)
 	struct fg_tokenizer *t = l->t;
 	struct fg_tok_pipeline *p = l->p;
 	const char *defaults[3];
+	char *own_bos = NULL, *own_unk = NULL;
+	int32_t lead;
 	int rc;
 
 	if (!json_is_object(root))
@@ -642,27 +737,31 @@ static int load(struct ld *l, json_t *root, const char *dir)
 		rc = added_tokens(l, json_object_get(root, "added_tokens"));
 	if (rc)
 		return rc;
-	/* Roles and add_bos, as the form's tokenizer class has them by default:
-	 * GPT-2's <|endoftext|> for byte-level BPE; LlamaTokenizer's <s>, </s>,
-	 * <unk> and a leading bos for SentencePiece-style BPE.  A template
-	 * post-processor says whether bos leads; tokenizer_config.json wins. */
+	/* Roles, as the form's tokenizer class has them by default: GPT-2's
+	 * <|endoftext|> for byte-level BPE; LlamaTokenizer's <s>, </s> and
+	 * <unk> for SentencePiece-style BPE; the template's leading token for
+	 * bos.  Whether bos leads: the template, else add_bos_token, else
+	 * unsaid (no default of the form's: the model family's applies). */
 	if (p->byte_level) {
 		defaults[0] = defaults[1] = defaults[2] = eot;
-		t->add_bos = false;
 	} else {
 		defaults[0] = "<s>";
 		defaults[1] = "</s>";
 		defaults[2] = "<unk>";
-		t->add_bos = true;
 	}
-	if (p->model_unk >= 0)
-		defaults[2] = t->blob + t->text[p->model_unk].off;
-	if (l->has_template) {
-		t->add_bos = l->template_bos;
-		if (l->bos_name)
-			defaults[0] = l->bos_name;
-	}
-	rc = fg_tok_load_special(t, dir, defaults);
+	rc = template_token(l, &lead);
+	if (rc)
+		return rc;
+	if (p->model_unk >= 0 && !(defaults[2] = own_unk = token_copy(t, p->model_unk)))
+		rc = -ENOMEM;
+	if (!rc && lead >= 0 && !(defaults[0] = own_bos = token_copy(t, lead)))
+		rc = -ENOMEM;
+	if (!rc)
+		rc = fg_tok_load_special(t, dir, defaults);
+	free(own_bos);
+	free(own_unk);
+	if (!rc)
+		rc = template_rule(l);
 	if (!rc)
 		rc = fg_tok_build_added(t);
 	if (!rc)

@@ -454,8 +454,10 @@ struct fg_tokenizer *fg_tok_new(void)
 {
 	struct fg_tokenizer *t = calloc(1, sizeof(*t));
 
-	if (t)
+	if (t) {
 		t->bos = t->eos = t->unk = t->pad = -1;
+		t->bos_rule = FG_TOK_BOS_UNSAID;
+	}
 	return t;
 }
 
