@@ -46,9 +46,13 @@ static int fg_list_one(const char *path, void *user)
 		return 0;
 	}
 	p = h.plugin;
-	printf("%s (%s plugin, ABI %u.%u): %s\n", p->name, fg_plugin_kind_name(p->kind),
+	fg_clear_error();
+	int usable = fg_plugin_probe(&h) > 0;
+	/* A probe that says no may say why. */
+	const char *why = usable ? "" : fg_last_error();
+	printf("%s (%s plugin, ABI %u.%u): %s%s%s\n", p->name, fg_plugin_kind_name(p->kind),
 	       FG_ABI_MAJOR_OF(p->abi_version), FG_ABI_MINOR_OF(p->abi_version),
-	       fg_plugin_probe(&h) > 0 ? "usable" : "not usable on this machine");
+	       usable ? "usable" : "not usable on this machine", *why ? ": " : "", why);
 	printf("    description:  %s\n", p->description ? p->description : "");
 	printf("    capabilities: %s\n",
 	       p->capabilities && *p->capabilities ? p->capabilities : "none");

@@ -3,7 +3,8 @@
  * What the headers decide (path, method, key, a declared body too large,
  * shutdown) is answered before the body is read, and MHD then discards the
  * rest and closes the connection.  Errors are OpenAI's {"error": {message,
- * type, param, code}}.  One access-log line per request on stderr. */
+ * type, param, code}}.  One access-log line per request on stderr; an
+ * error's line ends with the message its body carries, as reason="...". */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netdb.h>
@@ -40,6 +41,7 @@ struct request {
 	char method[16];
 	char path[128];
 	int status;
+	char reason[256];            /* an error answer's message, for the log */
 	char *body;
 	size_t len, cap;
 	size_t dropped;              /* body bytes past max_body, thrown away */
@@ -60,6 +62,40 @@ static void printable(char *dst, size_t n, const char *src)
 	for (; src && src[i] && i + 1 < n; i++)
 		dst[i] = src[i] > 0x20 && src[i] < 0x7f ? src[i] : '?';
 	dst[i] = '\0';
+}
+
+/* The log's copy of an error message: one line of printable ASCII, '"' and
+ * '\\' escaped, clipped with "..." (the message may quote what a client sent). */
+static void set_reason(struct request *r, const char *msg)
+{
+	size_t n = sizeof(r->reason), i = 0;
+
+	for (; msg && *msg; msg++) {
+		unsigned char c = (unsigned char)*msg;
+		int esc = c == '"' || c == '\\';
+
+		if (i + (size_t)esc + 1 > n - 4) {
+			memcpy(r->reason + i, "...", 3);
+			i += 3;
+			break;
+		}
+		if (esc)
+			r->reason[i++] = '\\';
+		if (c == '\t' || c == '\n' || c == '\r')
+			c = ' ';
+		r->reason[i++] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+	}
+	r->reason[i] = '\0';
+}
+
+/* The message of an OpenAI error body (the queue's answers), for the log. */
+static void set_reason_json(struct request *r, const char *answer)
+{
+	json_t *o = answer ? json_loads(answer, 0, NULL) : NULL;
+	const char *msg = json_string_value(json_object_get(json_object_get(o, "error"), "message"));
+
+	set_reason(r, msg ? msg : "(no error message)");
+	json_decref(o);
 }
 
 /* ---- answers ---- */
@@ -108,6 +144,7 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, struct request *r
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	set_reason(r, msg);
 	return send_json(conn, r, status, fg_completion_error_body(msg, type, param, code), h1, v1);
 }
 
@@ -321,6 +358,8 @@ static enum MHD_Result completion(struct MHD_Connection *conn, struct request *r
 	if (rc == 1) {
 		char *answer = j->answer;
 		j->answer = NULL; /* done: this thread's alone */
+		if (j->status >= 400)
+			set_reason_json(r, answer);
 		return send_text(conn, r, j->status, answer, "application/json", NULL, NULL);
 	}
 	return send_stream(conn, r);
@@ -366,9 +405,10 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (r->job && r->job->q)
 		fg_serve_job_tokens(h->q, r->job, &p, &g);
 	if (h->o.access_log)
-		fprintf(stderr, "fgcore: serve: %s %s %d prompt_tokens=%zu completion_tokens=%zu %.1f ms%s\n",
+		fprintf(stderr, "fgcore: serve: %s %s %d prompt_tokens=%zu completion_tokens=%zu %.1f ms%s%s%s%s\n",
 			r->method, r->path, r->status, p, g, ms_since(&r->t0),
-			toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed before the end)");
+			toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed before the end)",
+			r->reason[0] ? " reason=\"" : "", r->reason, r->reason[0] ? "\"" : "");
 	if (r->job)
 		fg_serve_job_release(h->q, r->job, 1);
 	free(r->body);

@@ -114,6 +114,18 @@ class Server:
         status, raw, _ = self.request("POST", "/v1/completions", data, h)
         return status, raw
 
+    def log_line(self, pattern, timeout=30):
+        """The first stderr line matching pattern (the access log is written
+        once the answer is sent: wait for it), or None."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in list(self.lines):
+                if re.search(pattern, line):
+                    return line
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.05)
+
     def client(self, key="none"):
         return openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key=key,
                              max_retries=0, timeout=120)
@@ -300,6 +312,25 @@ def test_malformed(s):
     expect(404, "unknown_url", s.request("POST", "/v1/chat/completions", b"{}")[:2],
            "chat completions")
     expect(404, "unknown_url", s.get("/../../etc/passwd"), "a path outside")
+
+    # the access log gives an error answer's reason: one line, printable,
+    # quotes escaped, what the body says
+    def logged(pattern, what):
+        check(s.log_line(pattern), f"{what}: no access-log line matches {pattern!r}: "
+              + " | ".join(line for line in s.lines if " 40" in line)[-1500:])
+
+    logged(r'^fgcore: serve: POST /v1/completions 400 .* ms reason="the request body is not valid JSON '
+           r'\(line 1, column \d+\): [^"]+"$', "bad JSON")
+    logged(r'^fgcore: serve: POST /v1/completions 400 .* ms reason="\\"logprobs\\" with \\"stream\\" '
+           r'is not implemented', "stream with logprobs")
+    logged(r"^fgcore: serve: POST /v1/chat/completions 404 .* reason=\"no such endpoint: "
+           r"POST /v1/chat/completions;", "chat completions")
+    logged(r'^fgcore: serve: POST /v1/completions 400 .* ms reason="[^"]*9999', "token id out of range")
+    st, raw = s.post({"model": "a\nb\x1b[31m" + "x" * 2000, "prompt": "x"})
+    check(st == 404, f"a long model name with control characters: {st}")
+    line = s.log_line(r"^fgcore: serve: POST /v1/completions 404 .* reason=\"The model 'a b\?\[31mxxx")
+    check(line and line.endswith('..."') and len(line) < 400 and line.isprintable(),
+          f"the reason of a long model name with control characters: {line!r}")
     # half a request, then the client goes away
     with socket.create_connection(("127.0.0.1", s.port), timeout=30) as sk:
         sk.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"pro")

@@ -59,6 +59,30 @@ static int cuda_fail(const struct fg_host *host, const char *what, cudaError_t e
 	return -EIO;
 }
 
+/* Usable only with a GPU: without one (no driver, no device, CUDA_VISIBLE_DEVICES
+ * hiding them all) the CUDA runtime counts none, or fails to count.  The
+ * runtime itself is linked: where it is missing the plugin does not load. */
+static int nccl_probe(const struct fg_host *host)
+{
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+
+	if (e != cudaSuccess || n < 1) {
+		char why[256];
+
+		if (e != cudaSuccess)
+			(void)cudaGetLastError(); /* clear it */
+		snprintf(why, sizeof(why), "nccl: no CUDA device (%s%s): NCCL moves data between GPUs; "
+			 "on a machine without one use [distributed] transport = mpi",
+			 e != cudaSuccess ? "cudaGetDeviceCount: " : "cudaGetDeviceCount found 0",
+			 e != cudaSuccess ? cudaGetErrorString(e) : "");
+		fg_error(host, "%s", why);
+		fg_log(host, FG_LOG_INFO, "%s", why);
+		return 0;
+	}
+	return 1;
+}
+
 static int nccl_open(const struct fg_host *host, const void *opts, void **out,
 		     struct fg_transport_info *info)
 {
@@ -236,6 +260,7 @@ FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
 	.kind		= FG_PLUGIN_TRANSPORT,
 	.name		= "nccl",
 	.description	= "NCCL send/recv of activations between GPUs, MPI for the rest",
+	.probe		= nccl_probe,
 	.ops		= &nccl_ops,
 	.options	= nccl_options,
 	.opts_size	= sizeof(struct nccl_opts),
