@@ -1040,6 +1040,11 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 			per * (double)(computed - useful - dead), per * (double)dead,
 			(unsigned long long)computed,
 			(unsigned long long)(now.batches - r.st0.batches), peak_mib());
+		if (fg_cli_verbosity > 0)
+			fprintf(stderr, "fgcore: run-batch: %llu runs (plans and buffers) made for %llu batches, %.3f s making and freeing them\n",
+				(unsigned long long)(now.runs - r.st0.runs),
+				(unsigned long long)(now.batches - r.st0.batches),
+				now.run_setup_s - r.st0.run_setup_s);
 	}
 	if (r.failed)
 		fprintf(stderr, "fgcore: run-batch: %zu of %zu lines failed; see their error records in %s\n",

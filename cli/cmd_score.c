@@ -79,13 +79,13 @@ static int text_ids(struct fg_engine *e, const char *text, struct doc *d)
 	if (rc)
 		return rc;
 	fg_engine_info(e, &mi);
-	lead = mi.text_bos ? 1 : 0;
+	lead = mi.text_bos >= 0 ? 1 : 0;
 	d->ids = malloc((n + lead + 1) * sizeof(int32_t));
 	if (!d->ids) {
 		free(ids);
 		return -ENOMEM;
 	}
-	d->ids[0] = mi.bos_id;
+	d->ids[0] = mi.text_bos;
 	memcpy(d->ids + lead, ids, n * sizeof(int32_t));
 	d->n = n + lead;
 	free(ids);

@@ -348,8 +348,8 @@ static char *prompt_text(struct fg_engine *e, const struct fg_completion *c, siz
 	struct fg_model_info mi;
 
 	fg_engine_info(e, &mi);
-	*skip = c->reqs[i].prompt && mi.text_bos && r->n_prompt_tokens &&
-		r->prompt_ids[0] == mi.bos_id;
+	*skip = c->reqs[i].prompt && mi.text_bos >= 0 && r->n_prompt_tokens &&
+		r->prompt_ids[0] == mi.text_bos;
 	return fg_completion_prompt_text(e, c, i);
 }
 

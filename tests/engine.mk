@@ -4,6 +4,12 @@ TESTS += tests/test_golden
 tests_test_golden_SOURCES = tests/test_golden.c
 tests_test_golden_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS)
 tests_test_golden_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)
+# qwen2-tiny's checkpoint and Hugging Face references live in the tree (made
+# by make_qwen2.py): the test reads them from the source tree, without FGCORE_TESTDATA
+tests_test_golden_CFLAGS += -DFG_TEST_SRCDIR='"$(abs_top_srcdir)"'
+EXTRA_DIST += tests/reference/make_qwen2.py tests/data/qwen2-tiny/config.json \
+	tests/data/qwen2-tiny/generation_config.json tests/data/qwen2-tiny/model.safetensors \
+	tests/data/qwen2-tiny/golden.json tests/data/qwen2-tiny/golden_prefill_last_logits.f32
 
 check_PROGRAMS += tests/test_policy
 TESTS += tests/test_policy
@@ -71,3 +77,10 @@ TESTS += tests/test_finished_rows
 tests_test_finished_rows_SOURCES = tests/test_finished_rows.c
 tests_test_finished_rows_CFLAGS = $(TEST_CFLAGS)
 tests_test_finished_rows_LDADD = $(TEST_LIBS)
+
+# the request layer: the bos rule, fg_run's results, batches within the positions
+check_PROGRAMS += tests/test_request
+TESTS += tests/test_request
+tests_test_request_SOURCES = tests/test_request.c
+tests_test_request_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS)
+tests_test_request_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)

@@ -67,18 +67,20 @@ static int open_tokenizer(const struct fg_config *c, struct fg_engine *e)
 	return fg_tokenizer_load_dir(dir, &e->tok);
 }
 
-/* Is a text read with bos first?  As Hugging Face's tokenizer for the
- * folder encodes a text with special tokens when its files say (a template
- * post-processor, tokenizer_config.json's add_bos_token); else as the
- * family's checkpoints do. */
-static int text_bos(const struct fg_engine *e)
+/* The token a text is read with first (-1: none).  As Hugging Face's
+ * tokenizer for the folder encodes a text with special tokens where its
+ * files say (a template post-processor, tokenizer_config.json's
+ * add_bos_token): its bos; else as the family's checkpoints are fed
+ * (fg_arch.text_bos): config.json's bos. */
+static int32_t text_bos(const struct fg_engine *e)
 {
 	enum fg_tok_bos r = e->tok ? fg_tokenizer_bos_rule(e->tok) : FG_TOK_BOS_UNSAID;
 	const struct fg_model_config *mc = &e->model.cfg;
+	int32_t id = r == FG_TOK_BOS_ADD ? fg_tokenizer_bos_id(e->tok) : mc->bos_id;
 
-	if (mc->bos_id < 0)
-		return 0;
-	return r == FG_TOK_BOS_UNSAID ? 1 /* FIXME family */ : r == FG_TOK_BOS_ADD;
+	if (r == FG_TOK_BOS_NONE || (r == FG_TOK_BOS_UNSAID && !mc->arch->text_bos))
+		return -1;
+	return id >= 0 && id < mc->vocab ? id : -1;
 }
 
 /* The compute tier must be memory the backend computes on: a host-memory

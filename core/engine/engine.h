@@ -27,7 +27,7 @@ struct fg_engine {
 	struct fg_model model;
 	struct fg_tokenizer *tok;    /* NULL when the model has no tokenizer files */
 	char tok_error[512];         /* why tok is NULL */
-	int text_bos;                /* a text prompt is read with bos first */
+	int32_t text_bos;            /* the id a text prompt starts with; -1: none */
 	double load_s;               /* seconds spent loading weights */
 	struct fg_run_stats stats;   /* what the request layer ran (fg_engine_stats) */
 };

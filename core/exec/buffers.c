@@ -215,17 +215,17 @@ static int forward_new(struct fg_forward **out, const struct fg_forward_env *env
 	/* The host's copies of a GPU batch's logits, and its positions, come from
 	 * the host tier: they scale with gpu_batch_size x vocab, so the plan and
 	 * the tier's accounting must see them. */
-	if ((rc = alloc_on(f, FG_ROLE_HOST, pl->host_scratch, &f->host_scratch, "logits on the host")))
+	if ((rc = alloc_on(f, FG_ROLE_HOST, pl->host_scratch, &f->out.scratch, "logits on the host")))
 		goto fail;
-	if (!f->host_scratch.addr) {
+	if (!f->out.scratch.addr) {
 		FG_ERR("forward: [tier.host] plugin %s gave no address for the host logits: use a host-memory tier (pinned_host)",
 		       f->tier[FG_ROLE_HOST]->ph.plugin->name);
 		rc = -EINVAL;
 		goto fail;
 	}
-	f->host_argmax = f->host_scratch.addr;
-	f->host_logits = f->asz == 2 ? (char *)f->host_scratch.addr + pl->hs_logits : NULL;
-	f->pos = (int32_t *)(void *)((char *)f->host_scratch.addr + pl->hs_pos);
+	f->out.argmax = f->out.scratch.addr;
+	f->out.logits = f->asz == 2 ? (char *)f->out.scratch.addr + pl->hs_logits : NULL;
+	f->out.pos = (int32_t *)(void *)((char *)f->out.scratch.addr + pl->hs_pos);
 	/* The family's workspaces, one region on the compute tier. */
 	if ((rc = alloc_on(f, FG_ROLE_COMPUTE, pl->scratch, &f->scratch, "workspace")))
 		goto fail;
@@ -344,11 +344,11 @@ void fg_forward_free(struct fg_forward *f)
 		FG_LOG(FG_LOG_WARN, "freeing a forward pass: a transfer failed: %s",
 		       fg_last_error());
 	fg_devtime_free(f);
-	free(f->row_live); /* f->live included */
-	free(f->id_seen);
-	free(f->attn_pad);
+	free(f->mask.row_live); /* f->mask.live included */
+	free(f->in.seen);
+	free(f->mask.attn_pad);
 	free_on(f, FG_ROLE_HOST, &f->hstage);
-	free_on(f, FG_ROLE_HOST, &f->host_scratch);
+	free_on(f, FG_ROLE_HOST, &f->out.scratch);
 	for (int64_t b = 0; f->gb && b < f->nb; b++) {
 		struct gpu_batch *g = &f->gb[b];
 		for (int r = 0; r < FG_ROLES; r++) {
@@ -376,7 +376,7 @@ void fg_forward_bytes(const struct fg_forward *f, uint64_t bytes[FG_ROLES])
 		bytes[FG_ROLE_COMPUTE] += f->wslot[s].size + f->cslot[s].size + f->hslot[s].size;
 		bytes[FG_ROLE_HOST] += f->wbounce[s].size + f->cbounce[s].size + f->hbounce[s].size;
 	}
-	bytes[FG_ROLE_HOST] += f->hstage.size + f->host_scratch.size;
+	bytes[FG_ROLE_HOST] += f->hstage.size + f->out.scratch.size;
 	bytes[FG_ROLE_COMPUTE] += f->scratch.size;
 	for (int64_t b = 0; b < f->nb; b++) {
 		const struct gpu_batch *g = &f->gb[b];

@@ -25,6 +25,42 @@ struct gpu_batch {
 	struct fg_region *cache[FG_ROLES]; /* per layer: K then V of this role's sequences */
 };
 
+/* The host's side of the read-out: one GPU batch's logits and positions,
+ * one region of the host tier. */
+struct fg_read_out {
+	struct fg_region scratch;
+	int32_t *pos;
+	void *logits;  /* bs rows of logits in the activation type */
+	float *argmax; /* bs rows of float logits for the host's argmax */
+};
+
+/* Device timing: the step's marks on the compute stream, reused. */
+struct fg_dev_marks {
+	void **timer;
+	enum fg_dev_phase *phase;
+	int n, cap;
+};
+
+/* Decode steps' finished rows (fg_forward_set_live_rows). */
+struct fg_row_mask {
+	unsigned char *row_live; /* rows to compute (NULL: all) */
+	unsigned char *live;     /* GPU batches with a row to compute (in row_live's block) */
+	int32_t *attn_pad;       /* each row's pad, a finished row's at len */
+};
+
+/* The step's token ids, for staging a token table's rows. */
+struct fg_step_ids {
+	const int32_t *ids;      /* NULL: not this stage's */
+	int64_t n;
+	unsigned char *seen;     /* vocab flags: rows staged this step */
+};
+
+/* A scored prefill's callback. */
+struct fg_scoring {
+	fg_position_logits_fn fn;
+	void *arg;
+};
+
 struct fg_forward {
 	struct fg_forward_env env;
 	struct fg_model *m;
@@ -52,30 +88,20 @@ struct fg_forward {
 	struct fg_region scratch;
 	struct fg_tensor ws[FG_WS_MAX];    /* the family's workspaces */
 	struct fg_tensor logits;           /* the "logits" workspace */
-	struct fg_region host_scratch; /* host tier: the three below */
-	int32_t *pos;
-	void *host_logits;  /* bs rows of logits in the activation type */
-	float *host_argmax; /* bs rows of float logits for the host's argmax */
+	struct fg_read_out out;
 	int xfer_ready;
 	/* the item being computed (for attend) */
 	int64_t cur_k;
 	int cur_slot;
-	void **dt_timer;        /* device timing: the step's marks, reused */
-	enum fg_dev_phase *dt_phase;
-	int dt_n, dt_cap;
+	struct fg_dev_marks dt;
 	struct fg_pipe_run *pipe;       /* a pipeline stage's transfers (NULL: one process) */
 	int64_t ngroups;                /* micro-batches: groups of GPU batches */
-	unsigned char *row_live;        /* decode steps: rows to compute (NULL: all) */
-	unsigned char *live;            /* GPU batches with a row to compute (in row_live's block) */
-	int32_t *attn_pad;              /* decode: each row's pad, a finished row's at len */
+	struct fg_row_mask mask;
 	const struct fg_row_sampling *sampling; /* top drawn by the backend (NULL: argmax) */
-	const int32_t *step_ids;        /* the step's token ids (NULL: not this stage's) */
-	int64_t step_nids;
-	unsigned char *id_seen;         /* vocab flags: a token table's rows staged this step */
+	struct fg_step_ids in;
 	int graphing;                   /* the step's ops are being recorded as a graph */
 	int graph_piece;                /* which piece of the step (0: its first) */
-	fg_position_logits_fn score_fn; /* set during a scored prefill */
-	void *score_arg;
+	struct fg_scoring score;        /* set during a scored prefill */
 	struct fg_forward_stats stats;
 };
 
@@ -89,13 +115,13 @@ static inline struct fg_tensor fg_view(void *addr, enum fg_dtype dt, int64_t row
  * stages of a pipeline do not see the mask, so a pipeline computes them all. */
 static inline int fg_rows_masked(const struct fg_forward *f)
 {
-	return f->row_live && f->step > 0 && !f->pipe;
+	return f->mask.row_live && f->step > 0 && !f->pipe;
 }
 
 /* Is row s of GPU batch k left out of this step? */
 static inline int fg_row_dead(const struct fg_forward *f, int64_t k, int64_t s)
 {
-	return fg_rows_masked(f) && !f->row_live[k * f->bs + s];
+	return fg_rows_masked(f) && !f->mask.row_live[k * f->bs + s];
 }
 
 /* Bytes of one GPU batch's hidden states for n tokens a row. */
@@ -179,7 +205,7 @@ int fg_pipe_has_next(const struct fg_forward *f);
 int fg_logits_out(struct fg_forward *f, int64_t row0, int64_t rows, float *logits, int32_t *top);
 /* A scored prefill: every earlier prompt position's logits of GPU batch k,
  * from fg_logits_first_scored (the batch's smallest pad) on, through the
- * output body `body`, to f->score_fn. */
+ * output body `body`, to f->score.fn. */
 int64_t fg_logits_first_scored(const struct fg_forward *f, int64_t k);
 int fg_logits_score(struct fg_forward *f, struct fg_block_ctx *x, int64_t k,
 		    int (*body)(struct fg_block_ctx *x));

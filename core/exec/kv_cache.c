@@ -99,7 +99,7 @@ int fg_kv_move(struct fg_forward *f, struct fg_xfer *x, int load, int64_t b, int
 
 const int32_t *fg_kv_attend_pad(const struct fg_forward *f, const struct fg_block_ctx *x)
 {
-	return fg_rows_masked(f) ? f->attn_pad + f->cur_k * f->bs : x->pad;
+	return fg_rows_masked(f) ? f->mask.attn_pad + f->cur_k * f->bs : x->pad;
 }
 
 /* Three groups of sequences: compute-resident (their home is the compute

@@ -14,14 +14,14 @@
 static int fg_logits_to_host(struct fg_forward *f, int64_t rows, float *out)
 {
 	int64_t cnt = rows * f->cfg->vocab;
-	void *dst = f->act == FG_DTYPE_F32 ? (void *)out : f->host_logits;
+	void *dst = f->act == FG_DTYPE_F32 ? (void *)out : f->out.logits;
 	int rc;
 
 	if ((rc = fg_backend_copy(f->be, f->stream, dst, f->logits.data, (size_t)cnt * f->asz)) ||
 	    (rc = fg_backend_stream_sync(f->be, f->stream)))
 		return rc;
 	if (f->act == FG_DTYPE_F16) {
-		const uint16_t *src = f->host_logits;
+		const uint16_t *src = f->out.logits;
 		for (int64_t i = 0; i < cnt; i++)
 			out[i] = fg_half_to_float(src[i]);
 	}
@@ -48,10 +48,10 @@ static int fg_logits_argmax(struct fg_forward *f, int64_t rows, int32_t *top)
 
 	if (rc != -ENOTSUP)
 		return rc;
-	if ((rc = fg_logits_to_host(f, rows, f->host_argmax)))
+	if ((rc = fg_logits_to_host(f, rows, f->out.argmax)))
 		return rc;
 	for (int64_t r = 0; r < rows; r++)
-		top[r] = fg_argmax(f->host_argmax + r * V, V);
+		top[r] = fg_argmax(f->out.argmax + r * V, V);
 	return 0;
 }
 
@@ -75,8 +75,8 @@ int fg_logits_score(struct fg_forward *f, struct fg_block_ctx *x, int64_t k,
 	 * one row per sequence, as for the last position. */
 	for (int64_t p = first; p + 1 < x->n && !rc; p++) {
 		x->out_pos = p;
-		if (!(rc = body(x)) && !(rc = fg_logits_to_host(f, f->bs, f->host_argmax)))
-			rc = f->score_fn(f->score_arg, k * f->bs, f->bs, p, f->host_argmax);
+		if (!(rc = body(x)) && !(rc = fg_logits_to_host(f, f->bs, f->out.argmax)))
+			rc = f->score.fn(f->score.arg, k * f->bs, f->bs, p, f->out.argmax);
 	}
 	x->out_pos = x->n - 1;
 	f->stats.logits_s += fg_now() - t0;

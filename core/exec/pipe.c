@@ -187,7 +187,7 @@ int fg_pipe_step_command(struct fg_forward *f, const int32_t *pad, int want_logi
 	struct fg_pipe_run *p = f->pipe;
 	struct fg_pipe_cmd c = { .op = pad ? FG_PIPE_PREFILL : FG_PIPE_DECODE,
 			      .want = (want_top ? WANT_TOP : 0) | (want_logits ? WANT_LOGITS : 0) |
-				      (pad && f->score_fn ? WANT_SCORES : 0) };
+				      (pad && f->score.fn ? WANT_SCORES : 0) };
 
 	if (p->rank == 0)
 		send_command(p->d, &c, pad, pad ? (size_t)(f->nb * f->bs) : 0);
@@ -425,10 +425,10 @@ static void recv_positions(struct fg_forward *f)
 
 	for (int64_t k = 0; k < f->nb; k++) {
 		for (int64_t pos = fg_logits_first_scored(f, k); pos + 1 < f->plen; pos++) {
-			recv_or_die(d, p->size - 1, TAG_SCORES + (int)k, f->host_argmax,
+			recv_or_die(d, p->size - 1, TAG_SCORES + (int)k, f->out.argmax,
 				    (size_t)(f->bs * f->cfg->vocab) * sizeof(float), d->timeout,
 				    "prompt logits");
-			if (f->score_fn(f->score_arg, k * f->bs, f->bs, pos, f->host_argmax))
+			if (f->score.fn(f->score.arg, k * f->bs, f->bs, pos, f->out.argmax))
 				fatal(d);
 		}
 	}
@@ -440,7 +440,7 @@ void fg_pipe_step_end(struct fg_forward *f)
 	struct fg_dist *d = p->d;
 	double t0 = fg_now();
 
-	if (p->rank == 0 && f->score_fn && p->n > 1)
+	if (p->rank == 0 && f->score.fn && p->n > 1)
 		recv_positions(f);
 
 	for (int64_t k = 0; k < f->nb; k++) {

@@ -140,14 +140,14 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 		struct fg_block_ctx x = {
 			.be = f->be, .stream = f->stream, .cfg = f->cfg, .layer = b->layer,
 			.bs = rows, .n = n, .out_pos = n - 1, .step = f->step, .pad = f->gb[it->k].pad,
-			.ids = ids ? ids + it->k * f->bs * n : NULL, .pos = f->pos,
+			.ids = ids ? ids + it->k * f->bs * n : NULL, .pos = f->out.pos,
 			.h = fg_view(h, f->hid, rows * n, f->cfg->hidden), .w = w,
 			.attend = fg_kv_attend, .sched = f,
 		};
 		for (int i = 0; i < f->plan.nws; i++)
 			x.ws[i] = f->ws[i];
 		fg_block_views(f, bi, ws, w);
-		if (b->plan->kind == FG_BLOCK_OUTPUT && f->score_fn &&
+		if (b->plan->kind == FG_BLOCK_OUTPUT && f->score.fn &&
 		    (rc = fg_logits_score(f, &x, it->k, f->cfg->arch->body[FG_BLOCK_OUTPUT])))
 			return rc;
 		if ((rc = f->cfg->arch->body[b->plan->kind](&x)))
@@ -324,7 +324,7 @@ static void group_range(const struct fg_forward *f, int64_t gi, int64_t *k0, int
  * costs nothing more). */
 static int computes(const struct fg_forward *f, int64_t k)
 {
-	return !fg_rows_masked(f) || f->live[k];
+	return !fg_rows_masked(f) || f->mask.live[k];
 }
 
 /* Finished rows of GPU batch k that this step still computes (before its
@@ -395,8 +395,8 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 	double t0;
 	int rc = 0;
 
-	f->step_ids = ids; /* whose rows a host-tier token table stages */
-	f->step_nids = ids ? f->nb * f->bs * n : 0;
+	f->in.ids = ids; /* whose rows a host-tier token table stages */
+	f->in.n = ids ? f->nb * f->bs * n : 0;
 	if ((rc = fg_devtime_mark(f, FG_DEV_COMPUTE))) /* the step's start */
 		goto out;
 	if (f->pipe) {
@@ -454,7 +454,7 @@ static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logi
 		}
 	}
 out:
-	f->step_ids = NULL;
+	f->in.ids = NULL;
 	{
 		int r = graph_end(f, !rc); /* a step without an output block */
 		if (!rc)
@@ -516,19 +516,19 @@ int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *
 		return rc;
 	f->step = 0;
 	/* Every row is computed again, and so is live again. */
-	if (f->row_live)
-		memset(f->row_live, 1, (size_t)(f->nb * f->bs + f->nb));
+	if (f->mask.row_live)
+		memset(f->mask.row_live, 1, (size_t)(f->nb * f->bs + f->nb));
 	return step(f, ids, f->plen, logits, top);
 }
 
 int fg_forward_prefill_scored(struct fg_forward *f, const int32_t *ids, const int32_t *pad,
 			      float *logits, int32_t *top, fg_position_logits_fn fn, void *arg)
 {
-	f->score_fn = fn;
-	f->score_arg = arg;
+	f->score.fn = fn;
+	f->score.arg = arg;
 	int rc = fg_forward_prefill(f, ids, pad, logits, top);
-	f->score_fn = NULL;
-	f->score_arg = NULL;
+	f->score.fn = NULL;
+	f->score.arg = NULL;
 	return rc;
 }
 
@@ -544,8 +544,8 @@ int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, i
 	    (f->pipe && (rc = fg_pipe_step_command(f, NULL, logits != NULL, top != NULL))))
 		return rc;
 	/* A finished row's attention sees no position: pad = len. */
-	for (int64_t r = 0; f->row_live && r < f->nb * f->bs; r++)
-		f->attn_pad[r] = f->row_live[r] ? f->gb[r / f->bs].pad[r % f->bs]
+	for (int64_t r = 0; f->mask.row_live && r < f->nb * f->bs; r++)
+		f->mask.attn_pad[r] = f->mask.row_live[r] ? f->gb[r / f->bs].pad[r % f->bs]
 						: (int32_t)(f->step + 1);
 	return step(f, ids, 1, logits, top);
 }
@@ -563,24 +563,24 @@ void fg_forward_set_live_rows(struct fg_forward *f, const unsigned char *row_liv
 {
 	int64_t rows = f->nb * f->bs;
 
-	if (!f->row_live) {
-		f->row_live = malloc((size_t)(rows + f->nb));
-		f->attn_pad = malloc(sizeof(int32_t) * (size_t)rows);
-		if (!f->row_live || !f->attn_pad) {
-			free(f->row_live);
-			free(f->attn_pad);
-			f->row_live = NULL;
-			f->attn_pad = NULL;
+	if (!f->mask.row_live) {
+		f->mask.row_live = malloc((size_t)(rows + f->nb));
+		f->mask.attn_pad = malloc(sizeof(int32_t) * (size_t)rows);
+		if (!f->mask.row_live || !f->mask.attn_pad) {
+			free(f->mask.row_live);
+			free(f->mask.attn_pad);
+			f->mask.row_live = NULL;
+			f->mask.attn_pad = NULL;
 			return; /* without the mask every row computes: only slower */
 		}
-		memset(f->row_live, 1, (size_t)rows);
-		f->live = f->row_live + rows;
+		memset(f->mask.row_live, 1, (size_t)rows);
+		f->mask.live = f->mask.row_live + rows;
 	}
-	memset(f->live, 0, (size_t)f->nb);
+	memset(f->mask.live, 0, (size_t)f->nb);
 	for (int64_t r = 0; r < rows; r++) {
 		/* A finished row stays so: its cache was not kept up to date. */
-		f->row_live[r] &= row_live[r] != 0;
-		f->live[r / f->bs] |= f->row_live[r];
+		f->mask.row_live[r] &= row_live[r] != 0;
+		f->mask.live[r / f->bs] |= f->mask.row_live[r];
 	}
 }
 

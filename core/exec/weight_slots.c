@@ -85,25 +85,25 @@ static int fg_stage_rows(struct fg_forward *f, struct fg_xfer *x, const struct f
 	size_t row = (size_t)t->cols * 2;
 	int rc;
 
-	if (!f->step_ids || !fg_plan_rows_staged((double)f->step_nids, (double)t->rows) ||
-	    (!f->id_seen && !(f->id_seen = calloc((size_t)t->rows, 1)))) {
+	if (!f->in.ids || !fg_plan_rows_staged((double)f->in.n, (double)t->rows) ||
+	    (!f->in.seen && !(f->in.seen = calloc((size_t)t->rows, 1)))) {
 		if ((rc = fg_xfer_load(x, dst, p->role, &b->region[p->role], p->offset, p->bytes, NULL)))
 			return rc;
 		f->stats.weight_bytes += p->bytes;
 		return 0;
 	}
-	for (int64_t i = 0; i < f->step_nids; i++) {
-		int32_t id = f->step_ids[i]; /* in range: checked before the step */
-		if (f->id_seen[id])
+	for (int64_t i = 0; i < f->in.n; i++) {
+		int32_t id = f->in.ids[i]; /* in range: checked before the step */
+		if (f->in.seen[id])
 			continue;
-		f->id_seen[id] = 1;
+		f->in.seen[id] = 1;
 		if ((rc = fg_xfer_load(x, dst + (size_t)id * row, p->role, &b->region[p->role],
 				       p->offset + (uint64_t)id * row, row, NULL)))
 			return rc;
 		f->stats.weight_bytes += row;
 	}
-	for (int64_t i = 0; i < f->step_nids; i++)
-		f->id_seen[f->step_ids[i]] = 0;
+	for (int64_t i = 0; i < f->in.n; i++)
+		f->in.seen[f->in.ids[i]] = 0;
 	return 0;
 }
 

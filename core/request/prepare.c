@@ -16,7 +16,7 @@ static int read_text(struct fg_engine *e, struct fg_job *j)
 {
 	const struct fg_model_config *c = &e->model.cfg;
 	int32_t *ids;
-	size_t n, lead = e->text_bos ? 1 : 0;
+	size_t n, lead = e->text_bos >= 0 ? 1 : 0;
 	int rc;
 
 	if (!e->tok) {
@@ -38,7 +38,7 @@ static int read_text(struct fg_engine *e, struct fg_job *j)
 		return -ENOMEM;
 	}
 	if (lead)
-		j->prompt[0] = c->bos_id;
+		j->prompt[0] = e->text_bos;
 	memcpy(j->prompt + lead, ids, sizeof(int32_t) * n);
 	j->n_prompt = n + lead;
 	free(ids);

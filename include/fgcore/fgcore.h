@@ -69,8 +69,8 @@ struct fg_model_info {
 	int64_t vocab;               /* token ids lie in [0, vocab) */
 	int32_t bos_id, eos_id, pad_id; /* -1: none */
 	int64_t max_positions;       /* a prompt plus its new tokens fit in this many */
-	int text_bos;                /* a text prompt is read with bos first (the tokenizer's
-				      * rule, else the family's default) */
+	int32_t text_bos;            /* the id a text prompt is read with first, -1: none
+				      * (the tokenizer's rule, else the family's default) */
 	int has_tokenizer;           /* text prompts can be read (else token ids only) */
 	int64_t gpu_batch_size, num_gpu_batches;
 	int64_t batch;               /* the effective batch: gpu_batch_size x num_gpu_batches */
