@@ -12,6 +12,7 @@
 
 #include "core/arch/arch.h"
 #include "core/model/weights.h"
+#include "core/plan/plan.h"
 #include "core/util/error.h"
 #include "tests/test_tmpdir.h"
 
@@ -333,6 +334,13 @@ END_TEST
 	" \"num_attention_heads\": 4, \"num_hidden_layers\": 1, \"intermediate_size\": 32,"    \
 	" \"max_position_embeddings\": 64" extra "}"
 
+/* A minimal Qwen2 config.json of four layers with `extra` keys appended. */
+#define QWEN2_CFG(extra)                                                                  \
+	"{\"model_type\": \"qwen2\", \"vocab_size\": 100, \"hidden_size\": 16,"                \
+	" \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"num_hidden_layers\": 4,"   \
+	" \"intermediate_size\": 32, \"max_position_embeddings\": 256" extra "}"
+#define FULL4 "\"full_attention\", \"full_attention\", \"full_attention\""
+
 struct bad_case {
 	const char *what;
 	const char *text; /* NULL: CFG_FMT with `extra` appended */
@@ -420,6 +428,38 @@ static const struct bad_case bad_cases[] = {
 	  "head_dim 7 must be even" },
 	{ "llama: theta", LLAMA_CFG(", \"rope_theta\": 0.5"), NULL, -EINVAL,
 	  "rope_theta 0.5 must be a finite number above 1" },
+	{ "layer_types: a string", LLAMA_CFG(", \"layer_types\": \"full_attention\""), NULL, -EINVAL,
+	  "key \"layer_types\" must be an array of strings, one per layer" },
+	{ "layer_types: an object", LLAMA_CFG(", \"layer_types\": {\"0\": \"full_attention\"}"), NULL,
+	  -EINVAL, "key \"layer_types\" must be an array" },
+	{ "layer_types: too many", LLAMA_CFG(", \"layer_types\": [\"full_attention\", \"full_attention\"]"),
+	  NULL, -EINVAL, "layer_types has 2 entries, but num_hidden_layers is 1" },
+	{ "layer_types: too few", QWEN2_CFG(", \"layer_types\": [" FULL4 "]"), NULL, -EINVAL,
+	  "layer_types has 3 entries, but num_hidden_layers is 4" },
+	{ "layer_types: empty", LLAMA_CFG(", \"layer_types\": []"), NULL, -EINVAL,
+	  "layer_types has 0 entries" },
+	{ "layer_types: a number", LLAMA_CFG(", \"layer_types\": [7]"), NULL, -EINVAL,
+	  "layer_types[0] must be a string" },
+	{ "layer_types: an array in it", QWEN2_CFG(", \"layer_types\": [" FULL4 ", [\"full_attention\"]]"),
+	  NULL, -EINVAL, "layer_types[3] must be a string" },
+	{ "layer_types: unknown kind", QWEN2_CFG(", \"layer_types\": [" FULL4 ", \"xyz\"]"), NULL,
+	  -ENOTSUP, "layer_types[3] is \"xyz\": only \"full_attention\" and \"sliding_attention\"" },
+	{ "layer_types: chunked", LLAMA_CFG(", \"layer_types\": [\"chunked_attention\"]"), NULL, -ENOTSUP,
+	  "layer_types[0] is \"chunked_attention\"" },
+	{ "layer_types: llama sliding", LLAMA_CFG(", \"layer_types\": [\"sliding_attention\"]"), NULL,
+	  -ENOTSUP, "layer_types[0] is \"sliding_attention\", but the config gives it no window (llama" },
+	{ "layer_types: qwen2 sliding, no window",
+	  QWEN2_CFG(", \"sliding_window\": 64, \"layer_types\": [\"sliding_attention\", " FULL4 "]"), NULL,
+	  -ENOTSUP, "layer_types[0] is \"sliding_attention\", but the config gives it no window (use_sliding_window is false" },
+	{ "layer_types: qwen2 null window",
+	  QWEN2_CFG(", \"use_sliding_window\": true, \"sliding_window\": null, \"layer_types\": [" FULL4
+		    ", \"sliding_attention\"]"),
+	  NULL, -ENOTSUP, "layer_types[3] is \"sliding_attention\", but the config gives it no window (use" },
+	{ "qwen2: bad window", QWEN2_CFG(", \"use_sliding_window\": true, \"sliding_window\": \"64\""),
+	  NULL, -EINVAL, "key \"sliding_window\" must be an integer" },
+	{ "qwen2: negative max_window_layers",
+	  QWEN2_CFG(", \"use_sliding_window\": true, \"max_window_layers\": -1"), NULL, -EINVAL,
+	  "key \"max_window_layers\" must be an integer between 0 and" },
 	{ "project_in/out", NULL, ", \"word_embed_proj_dim\": 512", -ENOTSUP,
 	  "word_embed_proj_dim 512 differs from hidden_size 64" },
 	{ "gelu", NULL, ", \"activation_function\": \"gelu\"", -ENOTSUP,
@@ -480,6 +520,140 @@ START_TEST(test_config_malformed)
 }
 END_TEST
 
+/* Model `text` loads; a run of `ok` positions plans and, when `refused` > 0,
+ * one of `refused` is refused for the sliding window. */
+static void check_window(const char *what, const char *text, int64_t window, int64_t ok,
+			 int64_t refused)
+{
+	struct fg_policy p = { .gpu_batch_size = 1, .num_gpu_batches = 1,
+			       .weight = { 0, 0, 100 }, .cache = { 0, 0, 100 }, .act = { 0, 0, 100 },
+			       .attn_sparsity = 1 };
+	struct fg_plan_env env = { 2, 1, 4 };
+	static struct fg_plan plan;
+	struct fg_model_config c;
+
+	ck_assert_msg(fg_model_config_load(write_config("window", text), &c) == 0, "%s: %s", what,
+		      fg_last_error());
+	ck_assert_msg(c.sliding_window == window, "%s: window %lld, want %lld", what,
+		      (long long)c.sliding_window, (long long)window);
+	ck_assert_msg(fg_plan_make(&c, &p, &env, ok - 8, 8, &plan) == 0, "%s: %s", what,
+		      fg_last_error());
+	if (refused > 0) {
+		ck_assert_int_eq(fg_plan_make(&c, &p, &env, refused - 8, 8, &plan), -ENOTSUP);
+		ck_assert_msg(strstr(fg_last_error(), "sliding_window"), "%s: %s", what,
+			      fg_last_error());
+	}
+}
+
+/* config.json's layer_types (current Hugging Face writes it for Qwen2): full
+ * attention changes nothing; sliding layers run while the window covers
+ * every position, as Mistral's sliding_window does. */
+START_TEST(test_layer_types)
+{
+	/* all full attention, as Qwen2 and Qwen2.5 save it: no window, whatever
+	 * sliding_window says */
+	check_window("qwen2 full", QWEN2_CFG(", \"use_sliding_window\": false, \"sliding_window\": 4096,"
+					     " \"max_window_layers\": 28, \"layer_types\": [" FULL4
+					     ", \"full_attention\"]"),
+		     0, 256, 0);
+	check_window("qwen2 full with a window",
+		     QWEN2_CFG(", \"use_sliding_window\": true, \"sliding_window\": 64,"
+			       " \"layer_types\": [" FULL4 ", \"full_attention\"]"),
+		     0, 256, 0);
+	check_window("llama full", LLAMA_CFG(", \"layer_types\": [\"full_attention\"]"), 0, 64, 0);
+	/* a sliding layer: runs within the window only */
+	check_window("qwen2 one sliding layer",
+		     QWEN2_CFG(", \"use_sliding_window\": true, \"sliding_window\": 64,"
+			       " \"layer_types\": [" FULL4 ", \"sliding_attention\"]"),
+		     64, 64, 65);
+	/* without layer_types, Qwen2 windows the layers from max_window_layers on */
+	check_window("qwen2 max_window_layers 3",
+		     QWEN2_CFG(", \"use_sliding_window\": true, \"sliding_window\": 64,"
+			       " \"max_window_layers\": 3"),
+		     64, 64, 65);
+	check_window("qwen2 max_window_layers 4",
+		     QWEN2_CFG(", \"use_sliding_window\": true, \"sliding_window\": 64,"
+			       " \"max_window_layers\": 4"),
+		     0, 256, 0);
+	check_window("qwen2 default max_window_layers (28)",
+		     QWEN2_CFG(", \"use_sliding_window\": true, \"sliding_window\": 64"), 0, 256, 0);
+	check_window("qwen2 default window (4096)",
+		     QWEN2_CFG(", \"use_sliding_window\": true, \"max_window_layers\": 0"), 4096, 256, 0);
+	/* Mistral windows every layer, whatever layer_types says (Hugging Face
+	 * ignores it there) */
+	check_window("mistral", "{\"model_type\": \"mistral\", \"vocab_size\": 100, \"hidden_size\": 16,"
+				" \"num_attention_heads\": 4, \"num_hidden_layers\": 1,"
+				" \"intermediate_size\": 32, \"max_position_embeddings\": 256,"
+				" \"sliding_window\": 32, \"layer_types\": [\"full_attention\"]}",
+		     32, 32, 33);
+
+	/* a huge array is counted, not walked: one line */
+	static char big[1 << 20];
+	size_t n = (size_t)snprintf(big, sizeof(big), "%s", "{\"model_type\": \"qwen2\", \"vocab_size\": 100,"
+				    " \"hidden_size\": 16, \"num_attention_heads\": 4,"
+				    " \"num_hidden_layers\": 4, \"intermediate_size\": 32,"
+				    " \"max_position_embeddings\": 256, \"layer_types\": [");
+	for (int i = 0; i < 50000; i++)
+		n += (size_t)snprintf(big + n, sizeof(big) - n, "%s\"full_attention\"", i ? "," : "");
+	snprintf(big + n, sizeof(big) - n, "]}");
+	struct fg_model_config c;
+	const char *path = write_config("huge", big);
+	ck_assert_int_eq(fg_model_config_load(path, &c), -EINVAL);
+	ck_assert_msg(strstr(fg_last_error(), "layer_types has 50000 entries, but num_hidden_layers is 4"),
+		      "%s", fg_last_error());
+	ck_assert(strstr(fg_last_error(), path) && !strchr(fg_last_error(), '\n'));
+}
+END_TEST
+
+/* Every family's tables are whole (each enum value has its named entry) and
+ * its op list fits the backend check. */
+START_TEST(test_family_tables)
+{
+	const char *types[] = { "opt", "llama", "mistral", "qwen2" };
+	struct fg_model_config c;
+	enum fg_op ops[FG_ARCH_OPS_MAX];
+	enum fg_dtype dts[FG_ARCH_OPS_MAX];
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		const struct fg_arch *a = fg_arch_find(types[i]);
+		ck_assert_ptr_nonnull(a);
+		ck_assert_msg(fg_arch_check(a) == 0, "%s: %s", types[i], fg_last_error());
+	}
+	/* grouped-query attention's op only where kv_heads < heads */
+	ck_assert_int_eq(fg_model_preset("llama-2-7b", &c), 0);
+	int mha = c.arch->ops(&c, FG_DTYPE_F16, FG_DTYPE_F32, FG_DTYPE_F32, ops, dts);
+	ck_assert_int_eq(fg_model_preset("llama-2-70b", &c), 0);
+	int gqa = c.arch->ops(&c, FG_DTYPE_Q4_ROWS, FG_DTYPE_F32, FG_DTYPE_Q4_COLS, ops, dts);
+	ck_assert_int_eq(gqa, mha + 2);
+	ck_assert_int_eq(ops[gqa - 1], FG_OP_ATTENTION_GQA);
+	ck_assert_int_eq(dts[gqa - 1], FG_DTYPE_Q4_COLS);
+	ck_assert_int_eq(ops[gqa - 2], FG_OP_ATTENTION_GQA);
+	ck_assert_int_eq(dts[gqa - 2], FG_DTYPE_F32);
+	ck_assert_int_eq(ops[2], FG_OP_LINEAR);
+	ck_assert_int_eq(dts[2], FG_DTYPE_Q4_ROWS);
+
+	/* a table with an entry left out is refused by name */
+	static const struct fg_tensor_def layer[] = {
+		[0] = { "l.%d.a", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+		[2] = { "l.%d.b", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+	};
+	static const struct fg_tensor_def bad_name[] = {
+		{ "l.%s.a", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+	};
+	struct fg_arch t = *fg_arch_find("llama");
+	t.name = "test";
+	t.layer = layer;
+	t.nlayer = 3;
+	ck_assert_int_eq(fg_arch_check(&t), -EINVAL);
+	ck_assert_msg(strstr(fg_last_error(), "family test: per-layer tensor 1 (no name) is malformed"),
+		      "%s", fg_last_error());
+	t.layer = bad_name;
+	t.nlayer = 1;
+	ck_assert_int_eq(fg_arch_check(&t), -EINVAL);
+	ck_assert_msg(strstr(fg_last_error(), "(l.%s.a) is malformed"), "%s", fg_last_error());
+}
+END_TEST
+
 START_TEST(test_config_missing_file)
 {
 	struct fg_model_config c;
@@ -522,6 +696,7 @@ static Suite *model_config_suite(void)
 	tcase_add_test(tc, test_preset_unknown);
 	tcase_add_test(tc, test_preset_350m_refused);
 	tcase_add_test(tc, test_param_count);
+	tcase_add_test(tc, test_family_tables);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("config_json");
@@ -529,6 +704,7 @@ static Suite *model_config_suite(void)
 	tcase_add_test(tc, test_config_written);
 	tcase_add_test(tc, test_llama_config);
 	tcase_add_test(tc, test_config_malformed);
+	tcase_add_test(tc, test_layer_types);
 	tcase_add_test(tc, test_config_missing_file);
 	tcase_add_test(tc, test_config_too_large);
 	suite_add_tcase(s, tc);

@@ -77,6 +77,15 @@ enum fg_init { FG_INIT_MATRIX, FG_INIT_BIAS, FG_INIT_ONES };
 #define FG_TD_LINEAR 1u /* a linear layer's weight: split by rows, 4-bit encoded with compress_weight */
 #define FG_TD_TIED 2u   /* reads the tensor of the same name listed before it (tied embeddings) */
 
+/* A family's tables are arrays indexed by its own enums, filled with
+ * designated initialisers ([T_X] = { ... }); this checks that the array has
+ * exactly one entry per value before the enum's count, so a tensor added to
+ * the enum but not the table (or the other way round) does not build.  An
+ * entry skipped in between is left without a name: fg_arch_check refuses it. */
+#define FG_TABLE_CHECK(tab, count)                                           \
+	_Static_assert(sizeof(tab) / sizeof((tab)[0]) == (size_t)(count), \
+		       #tab " needs one entry per value of its enum")
+
 struct fg_tensor_def {
 	const char *name;  /* canonical name; "%d" stands for the layer in per-layer tensors */
 	enum fg_block_kind block;
@@ -100,12 +109,17 @@ struct fg_workspace_def {
 };
 
 #define FG_WS_MAX 12
+#define FG_ARCH_OPS_MAX 16 /* ops of a family's list */
 
 struct fg_block_ctx;
 
 struct fg_arch {
 	const char *name;       /* config.json's model_type */
 	const char *presets;    /* "opt-125m, opt-1.3b, ..." for messages */
+	/* A text prompt starts with bos when the tokenizer's files say nothing:
+	 * how the family's checkpoints are fed (OPT's and Llama's tokenizers put
+	 * bos first, Qwen2's do not). */
+	int text_bos;
 	/* Fill c from a preset name (dummy:<name>): 0, -ENOENT (unknown, with the
 	 * list), -ENOTSUP (known but not computed). */
 	int (*preset)(const char *name, struct fg_model_config *c);
@@ -134,11 +148,41 @@ struct fg_arch {
 	int (*body[FG_BLOCK_KINDS])(struct fg_block_ctx *x);
 
 	/* The compute ops (and operand dtypes) its bodies call, for the backend
-	 * check before a run: fills ops[], returns the count (at most 16).
-	 * `wdt` is the linear weights' dtype, `cdt` the KV cache's. */
+	 * check before a run: fills ops[], returns the count (at most
+	 * FG_ARCH_OPS_MAX).  `wdt` is the linear weights' dtype, `cdt` the KV
+	 * cache's.  A family lists them in a table of struct fg_op_def indexed
+	 * by its own enum and fills ops[] with fg_arch_op_list. */
 	int (*ops)(const struct fg_model_config *c, enum fg_dtype wdt, enum fg_dtype act,
-		   enum fg_dtype cdt, enum fg_op ops[16], enum fg_dtype dts[16]);
+		   enum fg_dtype cdt, enum fg_op ops[FG_ARCH_OPS_MAX],
+		   enum fg_dtype dts[FG_ARCH_OPS_MAX]);
 };
+
+/* An op of a family's list: which of the run's dtypes its operands have,
+ * and when the model needs it at all. */
+enum fg_op_operand {
+	FG_OPND_F16,    /* always fp16 (the token tables) */
+	FG_OPND_ACT,    /* the backend's activations */
+	FG_OPND_WEIGHT, /* the linear weights' (fp16, or 4-bit with compress_weight) */
+	FG_OPND_CACHE,  /* the KV cache's (activations, or 4-bit with compress_cache) */
+};
+#define FG_OPW_GQA 1u /* only with fewer key/value heads than heads */
+
+struct fg_op_def {
+	enum fg_op op;
+	enum fg_op_operand operand;
+	unsigned when; /* FG_OPW_*: 0 for always */
+};
+
+/* The ops of defs[0..n) this model needs, with their dtypes, in table order. */
+int fg_arch_op_list(const struct fg_model_config *c, const struct fg_op_def *defs, int n,
+		    enum fg_dtype wdt, enum fg_dtype act, enum fg_dtype cdt,
+		    enum fg_op ops[FG_ARCH_OPS_MAX], enum fg_dtype dts[FG_ARCH_OPS_MAX]);
+
+/* A family's tables are well formed: every entry named, per-layer names with
+ * one "%d" and globals with none, blocks where the schedule looks for them,
+ * counts within the engine's limits.  0, or -EINVAL naming the family and
+ * the entry (a build's mistake, caught before a model loads). */
+int fg_arch_check(const struct fg_arch *a);
 
 /* The families this build knows. */
 const struct fg_arch *fg_arch_find(const char *model_type);

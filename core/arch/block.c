@@ -1,4 +1,6 @@
 /* core/arch/block.c - helpers of the block bodies. */
+#include <assert.h>
+
 #include "core/arch/block.h"
 
 struct fg_tensor fg_rows(struct fg_tensor t, int64_t first, int64_t n)
@@ -16,20 +18,35 @@ struct fg_tensor fg_cols(struct fg_tensor t, int64_t first, int64_t n)
 	return t;
 }
 
-struct fg_tensor fg_block_weight(const struct fg_block_ctx *x, int i)
+/* The schedule hands a body its block's tensors in table order (core/plan
+ * lists them so): entry t is preceded there by the entries of its table
+ * that belong to the same block. */
+const struct fg_wview *fg_block_tensor(const struct fg_block_ctx *x, int t)
 {
-	return x->w[i].piece[0].t;
+	const struct fg_arch *a = x->cfg->arch;
+	const struct fg_tensor_def *tab = x->layer < 0 ? a->globals : a->layer;
+	int slot = 0;
+
+	assert(t >= 0 && t < (x->layer < 0 ? a->nglobals : a->nlayer));
+	for (int i = 0; i < t; i++)
+		slot += tab[i].block == tab[t].block;
+	return &x->w[slot];
+}
+
+struct fg_tensor fg_block_weight(const struct fg_block_ctx *x, int t)
+{
+	return fg_block_tensor(x, t)->piece[0].t;
 }
 
 int fg_block_linear(struct fg_block_ctx *x, const char *what, int w, int b, struct fg_tensor in,
 		    enum fg_activation act, struct fg_tensor res, struct fg_tensor mul,
 		    struct fg_tensor out)
 {
-	const struct fg_wview *wv = &x->w[w];
+	const struct fg_wview *wv = fg_block_tensor(x, w);
 	struct fg_tensor bias = { 0 };
 	int rc;
 
-	if (b >= 0 && x->w[b].npieces)
+	if (b >= 0 && fg_block_tensor(x, b)->npieces)
 		bias = fg_block_weight(x, b);
 	else
 		b = -1; /* no bias, or one this config does not have */
@@ -49,4 +66,34 @@ int fg_block_linear(struct fg_block_ctx *x, const char *what, int w, int b, stru
 			return rc;
 	}
 	return 0;
+}
+
+int fg_arch_op_list(const struct fg_model_config *c, const struct fg_op_def *defs, int n,
+		    enum fg_dtype wdt, enum fg_dtype act, enum fg_dtype cdt,
+		    enum fg_op ops[FG_ARCH_OPS_MAX], enum fg_dtype dts[FG_ARCH_OPS_MAX])
+{
+	int k = 0;
+
+	assert(n <= FG_ARCH_OPS_MAX);
+	for (int i = 0; i < n; i++) {
+		if ((defs[i].when & FG_OPW_GQA) && c->kv_heads >= c->heads)
+			continue;
+		ops[k] = defs[i].op;
+		switch (defs[i].operand) {
+		case FG_OPND_F16:
+			dts[k] = FG_DTYPE_F16;
+			break;
+		case FG_OPND_ACT:
+			dts[k] = act;
+			break;
+		case FG_OPND_WEIGHT:
+			dts[k] = wdt;
+			break;
+		case FG_OPND_CACHE:
+			dts[k] = cdt;
+			break;
+		}
+		k++;
+	}
+	return k;
 }

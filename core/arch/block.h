@@ -38,7 +38,9 @@ struct fg_block_ctx {
 	int32_t *pos;         /* host scratch of bs * n positions */
 	struct fg_tensor h;   /* [bs * n, hidden]: the hidden state, updated in place */
 	struct fg_tensor ws[FG_WS_MAX]; /* the family's workspaces, bs * n (or bs) rows */
-	const struct fg_wview *w;       /* the block's tensors, in table order */
+	const struct fg_wview *w;       /* the block's tensors, in table order
+					 * (a body reads them by table entry:
+					 * fg_block_tensor) */
 	/* Append k and v (the new rows) to this layer's cache of the GPU batch and
 	 * attend q over it into out (prefill: over the rows themselves). */
 	int (*attend)(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
@@ -46,12 +48,19 @@ struct fg_block_ctx {
 	void *sched;
 };
 
-/* A vector (or a whole matrix) of the block: its only piece (data NULL for
- * an optional tensor the model does not have). */
-struct fg_tensor fg_block_weight(const struct fg_block_ctx *x, int i);
+/* A body names its tensors by their entry in the family's table (the
+ * family's enum: of the globals in the input and output blocks, else of the
+ * layer's).  This is that tensor's view among the block's, wherever the
+ * table places the block's other tensors. */
+const struct fg_wview *fg_block_tensor(const struct fg_block_ctx *x, int t);
 
-/* out = act(in · W[w]ᵀ + W[b]) ⊙ mul + res, one op per piece of W[w]
- * (b < 0 or absent: no bias; res, mul with data NULL: none). */
+/* A vector (or a whole matrix) of the block, by table entry: its only piece
+ * (data NULL for an optional tensor the model does not have). */
+struct fg_tensor fg_block_weight(const struct fg_block_ctx *x, int t);
+
+/* out = act(in · W[w]ᵀ + W[b]) ⊙ mul + res, one op per piece of W[w]; w and
+ * b are table entries (b < 0 or absent: no bias; res, mul with data NULL:
+ * none). */
 int fg_block_linear(struct fg_block_ctx *x, const char *what, int w, int b, struct fg_tensor in,
 		    enum fg_activation act, struct fg_tensor res, struct fg_tensor mul,
 		    struct fg_tensor out);

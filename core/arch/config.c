@@ -44,6 +44,8 @@ int fg_model_preset(const char *name, struct fg_model_config *c)
 		if (!fg_archs[i]->preset)
 			continue;
 		rc = fg_archs[i]->preset(name, c);
+		if (rc == 0)
+			return fg_arch_check(c->arch);
 		if (rc != -ENOENT)
 			return rc;
 	}
@@ -97,6 +99,8 @@ int fg_model_config_load(const char *path, struct fg_model_config *out)
 		rc = -ENOTSUP;
 		goto out;
 	}
+	if ((rc = fg_arch_check(a)))
+		goto out;
 	memset(&tmp, 0, sizeof(tmp));
 	rc = a->config(path, root, &tmp);
 	if (rc == 0) {

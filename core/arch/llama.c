@@ -127,7 +127,7 @@ static const char *const llama_refused_keys[] = {
 	"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar",
 	"num_experts", "num_local_experts", "moe_intermediate_size", "qk_layernorm",
 	"use_qk_norm", "embedding_multiplier", "residual_multiplier", "attention_multiplier",
-	"logits_scaling", "logit_scale", "no_rope_layers", "layer_types",
+	"logits_scaling", "logit_scale", "no_rope_layers",
 };
 
 /* rope_theta and the scaling: the newer `rope_parameters` object, or the
@@ -204,6 +204,94 @@ static int llama_rope_config(const char *path, json_t *root, struct llama_rope *
 	FG_ERR("%s: %s.rope_type \"%s\" is not supported (supported: default, linear, llama3)",
 	       path, where, type);
 	return -ENOTSUP;
+}
+
+/* Hugging Face's MistralConfig and Qwen2Config window when the key is absent. */
+#define LLAMA_HF_WINDOW 4096
+/* Qwen2Config's max_window_layers when the key is absent. */
+#define QWEN2_HF_WINDOW_LAYERS 28
+
+/* Sliding-window attention, read as Hugging Face's classes read it: Mistral
+ * windows every layer by sliding_window (MistralConfig ignores layer_types);
+ * Qwen2 has a window only with use_sliding_window, and windows the layers
+ * layer_types names "sliding_attention" (without layer_types, those from
+ * max_window_layers on); Llama has none.  The engine computes full attention
+ * only, which is the same function while a run's positions fit the window:
+ * c->sliding_window keeps the window of any windowed layer, and the plan
+ * (core/plan) refuses a longer run.  A layer_types entry of another kind
+ * changes the math and is refused by name. */
+static int llama_window_config(const char *path, json_t *root, const struct fg_arch *arch,
+			       struct fg_model_config *c)
+{
+	json_t *types = json_object_get(root, "layer_types"), *v;
+	int64_t window = 0, window_layers = QWEN2_HF_WINDOW_LAYERS;
+	int use_window = arch == &fg_arch_mistral, windowed = 0, rc;
+
+	if (arch == &fg_arch_qwen2 &&
+	    (rc = fg_json_bool(path, root, "use_sliding_window", &use_window)))
+		return rc;
+	if (arch != &fg_arch_llama && use_window) {
+		v = json_object_get(root, "sliding_window");
+		if (!v)
+			window = LLAMA_HF_WINDOW;
+		else if (!json_is_null(v) &&
+			 (rc = fg_json_dim(path, root, "sliding_window", &window)))
+			return rc;
+	}
+	if (types && !json_is_null(types)) {
+		if (!json_is_array(types)) {
+			FG_ERR("%s: key \"layer_types\" must be an array of strings, one per layer, not %s",
+			       path, json_is_object(types) ? "an object" :
+				     json_is_string(types) ? "a string" : "a single value");
+			return -EINVAL;
+		}
+		if ((int64_t)json_array_size(types) != c->layers) {
+			FG_ERR("%s: layer_types has %zu entries, but num_hidden_layers is %lld: it needs one per layer",
+			       path, json_array_size(types), (long long)c->layers);
+			return -EINVAL;
+		}
+		for (size_t i = 0; i < json_array_size(types); i++) {
+			json_t *t = json_array_get(types, i);
+			const char *type = json_string_value(t);
+			if (!json_is_string(t)) {
+				FG_ERR("%s: layer_types[%zu] must be a string such as \"full_attention\"",
+				       path, i);
+				return -EINVAL;
+			}
+			if (strcmp(type, "full_attention") == 0)
+				continue;
+			if (strcmp(type, "sliding_attention") != 0) {
+				FG_ERR("%s: layer_types[%zu] is \"%.64s\": only \"full_attention\" and \"sliding_attention\" layers are implemented",
+				       path, i, type);
+				return -ENOTSUP;
+			}
+			if (!window) {
+				FG_ERR("%s: layer_types[%zu] is \"sliding_attention\", but the config gives it no window (%s)",
+				       path, i,
+				       arch == &fg_arch_llama ? "llama models have none" :
+				       arch == &fg_arch_qwen2 ? "use_sliding_window is false or sliding_window is null" :
+								"sliding_window is null");
+				return -ENOTSUP;
+			}
+			windowed = 1;
+		}
+	} else if (arch == &fg_arch_qwen2 && window) {
+		v = json_object_get(root, "max_window_layers");
+		if (v && !json_is_null(v)) {
+			if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+			    json_integer_value(v) > FG_CONFIG_DIM_MAX) {
+				FG_ERR("%s: key \"max_window_layers\" must be an integer between 0 and %lld",
+				       path, (long long)FG_CONFIG_DIM_MAX);
+				return -EINVAL;
+			}
+			window_layers = json_integer_value(v);
+		}
+		windowed = window_layers < c->layers;
+	}
+	if (arch == &fg_arch_mistral)
+		windowed = 1;
+	c->sliding_window = windowed ? window : 0;
+	return 0;
 }
 
 static int llama_config_of(const char *path, json_t *root, const struct fg_arch *arch,
@@ -297,14 +385,7 @@ static int llama_config_of(const char *path, json_t *root, const struct fg_arch 
 		return rc;
 	c->features |= flag ? FG_FEAT_MLP_BIAS : 0;
 
-	/* Sliding-window attention: the run is refused (core/plan) when its
-	 * positions exceed the window. */
-	int use_window = arch == &fg_arch_mistral;
-	if (arch == &fg_arch_qwen2 && (rc = fg_json_bool(path, root, "use_sliding_window", &use_window)))
-		return rc;
-	v = json_object_get(root, "sliding_window");
-	if (use_window && v && !json_is_null(v) &&
-	    (rc = fg_json_dim(path, root, "sliding_window", &c->sliding_window)))
+	if ((rc = llama_window_config(path, root, arch, c)))
 		return rc;
 
 	/* Token ids: all optional; a missing one falls back to another. */
@@ -355,50 +436,71 @@ static int qwen2_config(const char *path, const void *json, struct fg_model_conf
 
 /* ---- the tensor table ------------------------------------------------------ */
 
+/* The tables are indexed by these enums, in the order a checkpoint's tensors
+ * are enumerated (and each block's placed); the bodies name tensors by them,
+ * so a tensor inserted here moves no other one's index. */
+enum llama_global {
+	LL_TOK,				/* the input block */
+	LL_NORM, LL_HEAD, LL_TIED,	/* the output block: the head is lm_head, or tied */
+	LL_NGLOBAL
+};
+enum llama_layer {
+	/* the attention block */
+	LL_Q, LL_QB, LL_K, LL_KB, LL_V, LL_VB, LL_O, LL_OB, LL_N1,
+	/* the MLP block */
+	LL_GATE, LL_GATEB, LL_UP, LL_UPB, LL_DOWN, LL_DOWNB, LL_N2,
+	LL_NLAYER
+};
 #define L "model.layers.%d."
 #define LIN FG_TD_LINEAR
 
 static const struct fg_tensor_def llama_globals[] = {
-	{ "model.embed_tokens.weight", FG_BLOCK_INPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, 0, FG_INIT_MATRIX, 0, 0 },
-	{ "model.norm.weight", FG_BLOCK_OUTPUT, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
-	{ "lm_head.weight", FG_BLOCK_OUTPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, FG_FEAT_TIED },
-	{ "model.embed_tokens.weight", FG_BLOCK_OUTPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, LIN | FG_TD_TIED,
-	  FG_INIT_MATRIX, FG_FEAT_TIED, 0 },
+	[LL_TOK]	= { "model.embed_tokens.weight", FG_BLOCK_INPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, 0, FG_INIT_MATRIX, 0, 0 },
+	[LL_NORM]	= { "model.norm.weight", FG_BLOCK_OUTPUT, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+	[LL_HEAD]	= { "lm_head.weight", FG_BLOCK_OUTPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, FG_FEAT_TIED },
+	[LL_TIED]	= { "model.embed_tokens.weight", FG_BLOCK_OUTPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, LIN | FG_TD_TIED,
+			    FG_INIT_MATRIX, FG_FEAT_TIED, 0 },
 };
-enum { LL_NORM = 0, LL_HEAD, LL_TIED }; /* the output block's tensors */
+FG_TABLE_CHECK(llama_globals, LL_NGLOBAL);
 
 static const struct fg_tensor_def llama_layer[] = {
-	{ L "self_attn.q_proj.weight", FG_BLOCK_ATTN, FG_DIM_Q, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
-	{ L "self_attn.q_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_Q, 0, FG_INIT_BIAS, FG_FEAT_QKV_BIAS, 0 },
-	{ L "self_attn.k_proj.weight", FG_BLOCK_ATTN, FG_DIM_KV, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
-	{ L "self_attn.k_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_KV, 0, FG_INIT_BIAS, FG_FEAT_QKV_BIAS, 0 },
-	{ L "self_attn.v_proj.weight", FG_BLOCK_ATTN, FG_DIM_KV, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
-	{ L "self_attn.v_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_KV, 0, FG_INIT_BIAS, FG_FEAT_QKV_BIAS, 0 },
-	{ L "self_attn.o_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_Q, LIN, FG_INIT_MATRIX, 0, 0 },
-	{ L "self_attn.o_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, FG_FEAT_O_BIAS, 0 },
-	{ L "input_layernorm.weight", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
-	{ L "mlp.gate_proj.weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
-	{ L "mlp.gate_proj.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_FFN, 0, FG_INIT_BIAS, FG_FEAT_MLP_BIAS, 0 },
-	{ L "mlp.up_proj.weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
-	{ L "mlp.up_proj.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_FFN, 0, FG_INIT_BIAS, FG_FEAT_MLP_BIAS, 0 },
-	{ L "mlp.down_proj.weight", FG_BLOCK_MLP, FG_DIM_HIDDEN, FG_DIM_FFN, LIN, FG_INIT_MATRIX, 0, 0 },
-	{ L "mlp.down_proj.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, FG_FEAT_MLP_BIAS, 0 },
-	{ L "post_attention_layernorm.weight", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+	[LL_Q]		= { L "self_attn.q_proj.weight", FG_BLOCK_ATTN, FG_DIM_Q, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	[LL_QB]		= { L "self_attn.q_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_Q, 0, FG_INIT_BIAS, FG_FEAT_QKV_BIAS, 0 },
+	[LL_K]		= { L "self_attn.k_proj.weight", FG_BLOCK_ATTN, FG_DIM_KV, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	[LL_KB]		= { L "self_attn.k_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_KV, 0, FG_INIT_BIAS, FG_FEAT_QKV_BIAS, 0 },
+	[LL_V]		= { L "self_attn.v_proj.weight", FG_BLOCK_ATTN, FG_DIM_KV, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	[LL_VB]		= { L "self_attn.v_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_KV, 0, FG_INIT_BIAS, FG_FEAT_QKV_BIAS, 0 },
+	[LL_O]		= { L "self_attn.o_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_Q, LIN, FG_INIT_MATRIX, 0, 0 },
+	[LL_OB]		= { L "self_attn.o_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, FG_FEAT_O_BIAS, 0 },
+	[LL_N1]		= { L "input_layernorm.weight", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+	[LL_GATE]	= { L "mlp.gate_proj.weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	[LL_GATEB]	= { L "mlp.gate_proj.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_FFN, 0, FG_INIT_BIAS, FG_FEAT_MLP_BIAS, 0 },
+	[LL_UP]		= { L "mlp.up_proj.weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	[LL_UPB]	= { L "mlp.up_proj.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_FFN, 0, FG_INIT_BIAS, FG_FEAT_MLP_BIAS, 0 },
+	[LL_DOWN]	= { L "mlp.down_proj.weight", FG_BLOCK_MLP, FG_DIM_HIDDEN, FG_DIM_FFN, LIN, FG_INIT_MATRIX, 0, 0 },
+	[LL_DOWNB]	= { L "mlp.down_proj.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, FG_FEAT_MLP_BIAS, 0 },
+	[LL_N2]		= { L "post_attention_layernorm.weight", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
 };
+FG_TABLE_CHECK(llama_layer, LL_NLAYER);
 #undef L
 #undef LIN
-enum { LL_Q = 0, LL_QB, LL_K, LL_KB, LL_V, LL_VB, LL_O, LL_OB, LL_N1 };
-enum { LL_GATE = 0, LL_GATEB, LL_UP, LL_UPB, LL_DOWN, LL_DOWNB, LL_N2 };
 
 /* ---- the blocks ---------------------------------------------------------- */
 
-enum { WS_X, WS_Q, WS_K, WS_V, WS_A, WS_GATE, WS_UP, WS_LOGITS, LLAMA_NWS };
+enum llama_ws { WS_X, WS_Q, WS_K, WS_V, WS_A, WS_GATE, WS_UP, WS_LOGITS, LLAMA_NWS };
 
-static const struct fg_workspace_def llama_workspace[LLAMA_NWS] = {
-	{ "x", 1, FG_DIM_HIDDEN }, { "q", 1, FG_DIM_Q },      { "k", 1, FG_DIM_KV },
-	{ "v", 1, FG_DIM_KV },     { "a", 1, FG_DIM_Q },      { "gate", 1, FG_DIM_FFN },
-	{ "up", 1, FG_DIM_FFN },   { "logits", 0, FG_DIM_VOCAB },
+static const struct fg_workspace_def llama_workspace[] = {
+	[WS_X]		= { "x", 1, FG_DIM_HIDDEN },
+	[WS_Q]		= { "q", 1, FG_DIM_Q },
+	[WS_K]		= { "k", 1, FG_DIM_KV },
+	[WS_V]		= { "v", 1, FG_DIM_KV },
+	[WS_A]		= { "a", 1, FG_DIM_Q },
+	[WS_GATE]	= { "gate", 1, FG_DIM_FFN },
+	[WS_UP]		= { "up", 1, FG_DIM_FFN },
+	[WS_LOGITS]	= { "logits", 0, FG_DIM_VOCAB },
 };
+FG_TABLE_CHECK(llama_workspace, LLAMA_NWS);
+_Static_assert(LLAMA_NWS <= FG_WS_MAX, "llama_workspace: more workspaces than a block has");
 
 static const struct fg_tensor none;
 
@@ -415,7 +517,7 @@ static int llama_norm(struct fg_block_ctx *x, const char *what, struct fg_tensor
 static int llama_input(struct fg_block_ctx *x)
 {
 	struct fg_embed_args e = {
-		.ids = x->ids, .n = x->bs * x->n, .tok = fg_block_weight(x, 0), .out = x->h,
+		.ids = x->ids, .n = x->bs * x->n, .tok = fg_block_weight(x, LL_TOK), .out = x->h,
 	};
 	return fg_backend_embed(x->be, x->stream, -1, "embed_tokens", &e);
 }
@@ -475,7 +577,7 @@ static int llama_mlp(struct fg_block_ctx *x)
 static int llama_output(struct fg_block_ctx *x)
 {
 	struct fg_tensor last = fg_rows(x->h, x->out_pos, x->bs), in = fg_rows(x->ws[WS_X], 0, x->bs);
-	int head = x->w[LL_HEAD].npieces ? LL_HEAD : LL_TIED;
+	int head = fg_block_tensor(x, LL_HEAD)->npieces ? LL_HEAD : LL_TIED;
 	int rc;
 
 	last.ld = x->n * x->h.ld; /* every n-th row */
@@ -485,41 +587,49 @@ static int llama_output(struct fg_block_ctx *x)
 			       fg_rows(x->ws[WS_LOGITS], 0, x->bs));
 }
 
+/* The ops the bodies call, by key like the tensors; grouped-query attention
+ * only where there are fewer key/value heads than heads. */
+enum llama_op { LL_OP_EMBED, LL_OP_NORM, LL_OP_LINEAR, LL_OP_LINEAR_SILU, LL_OP_LINEAR_MUL,
+		LL_OP_ROPE, LL_OP_PREFILL, LL_OP_DECODE, LL_OP_APPEND, LL_OP_GQA_ACT,
+		LL_OP_GQA_CACHE, LL_NOPS };
+
+static const struct fg_op_def llama_op_defs[] = {
+	[LL_OP_EMBED]		= { FG_OP_EMBED_TOKENS, FG_OPND_F16, 0 },
+	[LL_OP_NORM]		= { FG_OP_RMS_NORM, FG_OPND_ACT, 0 },
+	[LL_OP_LINEAR]		= { FG_OP_LINEAR, FG_OPND_WEIGHT, 0 },
+	[LL_OP_LINEAR_SILU]	= { FG_OP_LINEAR_SILU, FG_OPND_WEIGHT, 0 },
+	[LL_OP_LINEAR_MUL]	= { FG_OP_LINEAR_MUL, FG_OPND_WEIGHT, 0 },
+	[LL_OP_ROPE]		= { FG_OP_ROPE, FG_OPND_ACT, 0 },
+	[LL_OP_PREFILL]		= { FG_OP_ATTENTION_PREFILL, FG_OPND_ACT, 0 },
+	[LL_OP_DECODE]		= { FG_OP_ATTENTION_DECODE, FG_OPND_CACHE, 0 },
+	[LL_OP_APPEND]		= { FG_OP_KV_APPEND, FG_OPND_CACHE, 0 },
+	[LL_OP_GQA_ACT]		= { FG_OP_ATTENTION_GQA, FG_OPND_ACT, FG_OPW_GQA },
+	[LL_OP_GQA_CACHE]	= { FG_OP_ATTENTION_GQA, FG_OPND_CACHE, FG_OPW_GQA },
+};
+FG_TABLE_CHECK(llama_op_defs, LL_NOPS);
+_Static_assert(LL_NOPS <= FG_ARCH_OPS_MAX, "llama_op_defs: more ops than the backend check takes");
+
 static int llama_ops(const struct fg_model_config *c, enum fg_dtype wdt, enum fg_dtype act,
-		     enum fg_dtype cdt, enum fg_op ops[16], enum fg_dtype dts[16])
+		     enum fg_dtype cdt, enum fg_op ops[FG_ARCH_OPS_MAX],
+		     enum fg_dtype dts[FG_ARCH_OPS_MAX])
 {
-	int n = 0;
-#define OP(o, d) (ops[n] = (o), dts[n++] = (d))
-	OP(FG_OP_EMBED_TOKENS, FG_DTYPE_F16);
-	OP(FG_OP_RMS_NORM, act);
-	OP(FG_OP_LINEAR, wdt);
-	OP(FG_OP_LINEAR_SILU, wdt);
-	OP(FG_OP_LINEAR_MUL, wdt);
-	OP(FG_OP_ROPE, act);
-	OP(FG_OP_ATTENTION_PREFILL, act);
-	OP(FG_OP_ATTENTION_DECODE, cdt);
-	OP(FG_OP_KV_APPEND, cdt);
-	if (c->kv_heads < c->heads) {
-		OP(FG_OP_ATTENTION_GQA, act);
-		OP(FG_OP_ATTENTION_GQA, cdt);
-	}
-#undef OP
-	return n;
+	return fg_arch_op_list(c, llama_op_defs, LL_NOPS, wdt, act, cdt, ops, dts);
 }
 
 #define LLAMA_PRESETS "llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, mistral-7b, qwen2-7b, qwen2-72b"
 
 /* The three model types share the table and the blocks. */
-#define LLAMA_FAMILY(type, cfg_fn, preset_fn, preset_names)                       \
+#define LLAMA_FAMILY(type, bos, cfg_fn, preset_fn, preset_names)                  \
 	{                                                                         \
 		.name		= type,                                           \
+		.text_bos	= bos,                                            \
 		.presets	= preset_names,                                   \
 		.preset		= preset_fn,                                      \
 		.config		= cfg_fn,                                         \
 		.globals	= llama_globals,                                  \
-		.nglobals	= (int)(sizeof(llama_globals) / sizeof(llama_globals[0])), \
+		.nglobals	= LL_NGLOBAL,                                     \
 		.layer		= llama_layer,                                    \
-		.nlayer		= (int)(sizeof(llama_layer) / sizeof(llama_layer[0])), \
+		.nlayer		= LL_NLAYER,                                      \
 		.workspace	= llama_workspace,                                \
 		.nworkspace	= LLAMA_NWS,                                      \
 		.body		= { llama_input, llama_attention, llama_mlp, llama_output }, \
@@ -527,6 +637,6 @@ static int llama_ops(const struct fg_model_config *c, enum fg_dtype wdt, enum fg
 	}
 
 /* Presets of all three types are found through "llama" (their own arch is set). */
-const struct fg_arch fg_arch_llama = LLAMA_FAMILY("llama", llama_config, llama_preset, LLAMA_PRESETS);
-const struct fg_arch fg_arch_mistral = LLAMA_FAMILY("mistral", mistral_config, NULL, NULL);
-const struct fg_arch fg_arch_qwen2 = LLAMA_FAMILY("qwen2", qwen2_config, NULL, NULL);
+const struct fg_arch fg_arch_llama = LLAMA_FAMILY("llama", 1, llama_config, llama_preset, LLAMA_PRESETS);
+const struct fg_arch fg_arch_mistral = LLAMA_FAMILY("mistral", 1, mistral_config, NULL, NULL);
+const struct fg_arch fg_arch_qwen2 = LLAMA_FAMILY("qwen2", 0, qwen2_config, NULL, NULL);

@@ -215,63 +215,78 @@ static int opt_config(const char *path, const void *json, struct fg_model_config
 /* ---- the tensor table ------------------------------------------------------ */
 
 /* Tensors in FlexGen's order within each block (its placement rule depends
- * on it); the enumeration order of a checkpoint's tensors is the table's. */
-enum {
-	OPT_TOK, OPT_POS, OPT_LNF, OPT_LNFB, OPT_LM_HEAD, OPT_NGLOBAL
+ * on it); the enumeration order of a checkpoint's tensors is the table's.
+ * The tables are indexed by these enums, and the bodies name tensors by them:
+ * a tensor inserted here moves no other one's index. */
+enum opt_global {
+	OPT_TOK, OPT_POS,		/* the input block */
+	OPT_LNF, OPT_LNFB, OPT_LM_HEAD,	/* the output block */
+	OPT_NGLOBAL
 };
-enum {
-	/* attention block, as its body indexes its tensors */
-	OPT_Q = 0, OPT_QB, OPT_K, OPT_KB, OPT_V, OPT_VB, OPT_O, OPT_OB, OPT_LN1, OPT_LN1B,
-	/* MLP block */
-	OPT_FC1 = 0, OPT_FC1B, OPT_FC2, OPT_FC2B, OPT_LN2, OPT_LN2B,
+enum opt_layer {
+	/* the attention block */
+	OPT_Q, OPT_QB, OPT_K, OPT_KB, OPT_V, OPT_VB, OPT_O, OPT_OB, OPT_LN1, OPT_LN1B,
+	/* the MLP block */
+	OPT_FC1, OPT_FC1B, OPT_FC2, OPT_FC2B, OPT_LN2, OPT_LN2B,
+	OPT_NLAYER
 };
 #define L "decoder.layers.%d."
 #define LIN FG_TD_LINEAR
 
-static const struct fg_tensor_def opt_globals[OPT_NGLOBAL] = {
-	{ "decoder.embed_tokens.weight", FG_BLOCK_INPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, 0, FG_INIT_MATRIX, 0, 0 },
-	{ "decoder.embed_positions.weight", FG_BLOCK_INPUT, FG_DIM_POS, FG_DIM_HIDDEN, 0, FG_INIT_MATRIX, 0, 0 },
-	{ "decoder.final_layer_norm.weight", FG_BLOCK_OUTPUT, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
-	{ "decoder.final_layer_norm.bias", FG_BLOCK_OUTPUT, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
+static const struct fg_tensor_def opt_globals[] = {
+	[OPT_TOK]	= { "decoder.embed_tokens.weight", FG_BLOCK_INPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, 0, FG_INIT_MATRIX, 0, 0 },
+	[OPT_POS]	= { "decoder.embed_positions.weight", FG_BLOCK_INPUT, FG_DIM_POS, FG_DIM_HIDDEN, 0, FG_INIT_MATRIX, 0, 0 },
+	[OPT_LNF]	= { "decoder.final_layer_norm.weight", FG_BLOCK_OUTPUT, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+	[OPT_LNFB]	= { "decoder.final_layer_norm.bias", FG_BLOCK_OUTPUT, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
 	/* lm_head is the token embedding, placed again as the output projection */
-	{ "decoder.embed_tokens.weight", FG_BLOCK_OUTPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, LIN | FG_TD_TIED, FG_INIT_MATRIX, 0, 0 },
+	[OPT_LM_HEAD]	= { "decoder.embed_tokens.weight", FG_BLOCK_OUTPUT, FG_DIM_VOCAB, FG_DIM_HIDDEN, LIN | FG_TD_TIED, FG_INIT_MATRIX, 0, 0 },
 };
+FG_TABLE_CHECK(opt_globals, OPT_NGLOBAL);
 
 static const struct fg_tensor_def opt_layer[] = {
-	{ L "self_attn.q_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
-	{ L "self_attn.q_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
-	{ L "self_attn.k_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
-	{ L "self_attn.k_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
-	{ L "self_attn.v_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
-	{ L "self_attn.v_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
-	{ L "self_attn.out_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
-	{ L "self_attn.out_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
-	{ L "self_attn_layer_norm.weight", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
-	{ L "self_attn_layer_norm.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
-	{ L "fc1.weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
-	{ L "fc1.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_FFN, 0, FG_INIT_BIAS, 0, 0 },
-	{ L "fc2.weight", FG_BLOCK_MLP, FG_DIM_HIDDEN, FG_DIM_FFN, LIN, FG_INIT_MATRIX, 0, 0 },
-	{ L "fc2.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
-	{ L "final_layer_norm.weight", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
-	{ L "final_layer_norm.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
+	[OPT_Q]		= { L "self_attn.q_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	[OPT_QB]	= { L "self_attn.q_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
+	[OPT_K]		= { L "self_attn.k_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	[OPT_KB]	= { L "self_attn.k_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
+	[OPT_V]		= { L "self_attn.v_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	[OPT_VB]	= { L "self_attn.v_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
+	[OPT_O]		= { L "self_attn.out_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	[OPT_OB]	= { L "self_attn.out_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
+	[OPT_LN1]	= { L "self_attn_layer_norm.weight", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+	[OPT_LN1B]	= { L "self_attn_layer_norm.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
+	[OPT_FC1]	= { L "fc1.weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
+	[OPT_FC1B]	= { L "fc1.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_FFN, 0, FG_INIT_BIAS, 0, 0 },
+	[OPT_FC2]	= { L "fc2.weight", FG_BLOCK_MLP, FG_DIM_HIDDEN, FG_DIM_FFN, LIN, FG_INIT_MATRIX, 0, 0 },
+	[OPT_FC2B]	= { L "fc2.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
+	[OPT_LN2]	= { L "final_layer_norm.weight", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+	[OPT_LN2B]	= { L "final_layer_norm.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, 0, 0 },
 };
+FG_TABLE_CHECK(opt_layer, OPT_NLAYER);
 #undef L
 #undef LIN
 
 /* FlexGen's converter names the final layer norm decoder.layer_norm. */
 static const char *const opt_alias[] = { "decoder.layer_norm.weight", "decoder.layer_norm.bias" };
 static const int opt_alias_of[] = { OPT_LNF, OPT_LNFB };
+#define OPT_NALIAS (int)(sizeof(opt_alias) / sizeof(opt_alias[0]))
+FG_TABLE_CHECK(opt_alias_of, OPT_NALIAS);
 static const char *const opt_prefixes[] = { "model." };
 
 /* ---- the blocks ---------------------------------------------------------- */
 
-enum { WS_X, WS_Q, WS_K, WS_V, WS_A, WS_FFN, WS_LOGITS, OPT_NWS };
+enum opt_ws { WS_X, WS_Q, WS_K, WS_V, WS_A, WS_FFN, WS_LOGITS, OPT_NWS };
 
-static const struct fg_workspace_def opt_workspace[OPT_NWS] = {
-	{ "x", 1, FG_DIM_HIDDEN },   { "q", 1, FG_DIM_HIDDEN }, { "k", 1, FG_DIM_HIDDEN },
-	{ "v", 1, FG_DIM_HIDDEN },   { "a", 1, FG_DIM_HIDDEN }, { "ffn", 1, FG_DIM_FFN },
-	{ "logits", 0, FG_DIM_VOCAB },
+static const struct fg_workspace_def opt_workspace[] = {
+	[WS_X]		= { "x", 1, FG_DIM_HIDDEN },
+	[WS_Q]		= { "q", 1, FG_DIM_HIDDEN },
+	[WS_K]		= { "k", 1, FG_DIM_HIDDEN },
+	[WS_V]		= { "v", 1, FG_DIM_HIDDEN },
+	[WS_A]		= { "a", 1, FG_DIM_HIDDEN },
+	[WS_FFN]	= { "ffn", 1, FG_DIM_FFN },
+	[WS_LOGITS]	= { "logits", 0, FG_DIM_VOCAB },
 };
+FG_TABLE_CHECK(opt_workspace, OPT_NWS);
+_Static_assert(OPT_NWS <= FG_WS_MAX, "opt_workspace: more workspaces than a block has");
 
 static const struct fg_tensor none;
 
@@ -295,7 +310,7 @@ static int opt_input(struct fg_block_ctx *x)
 		}
 	struct fg_embed_args e = {
 		.ids = x->ids, .positions = x->pos, .n = x->bs * n,
-		.tok = fg_block_weight(x, 0), .pos = fg_block_weight(x, 1), .out = x->h,
+		.tok = fg_block_weight(x, OPT_TOK), .pos = fg_block_weight(x, OPT_POS), .out = x->h,
 	};
 	return fg_backend_embed(x->be, x->stream, -1, "embed_tokens", &e);
 }
@@ -329,50 +344,56 @@ static int opt_mlp(struct fg_block_ctx *x)
 	return fg_block_linear(x, "fc2", OPT_FC2, OPT_FC2B, f, FG_ACT_NONE, x->h, none, x->h);
 }
 
-/* The final norm of each sequence at position out_pos, then its logits.  Output
- * block tensors: lnf, lnfb, lm_head. */
+/* The final norm of each sequence at position out_pos, then its logits. */
 static int opt_output(struct fg_block_ctx *x)
 {
 	struct fg_tensor last = fg_rows(x->h, x->out_pos, x->bs), in = fg_rows(x->ws[WS_X], 0, x->bs);
 	int rc;
 
 	last.ld = x->n * x->h.ld; /* every n-th row */
-	if ((rc = opt_norm(x, "decoder.final_layer_norm", last, 0, 1, in)))
+	if ((rc = opt_norm(x, "decoder.final_layer_norm", last, OPT_LNF, OPT_LNFB, in)))
 		return rc;
-	return fg_block_linear(x, "lm_head", 2, -1, in, FG_ACT_NONE, none, none,
+	return fg_block_linear(x, "lm_head", OPT_LM_HEAD, -1, in, FG_ACT_NONE, none, none,
 			       fg_rows(x->ws[WS_LOGITS], 0, x->bs));
 }
 
+/* The ops the bodies call, by key like the tensors. */
+enum opt_op { OPT_OP_EMBED, OPT_OP_NORM, OPT_OP_LINEAR, OPT_OP_PREFILL, OPT_OP_DECODE,
+	      OPT_OP_APPEND, OPT_NOPS };
+
+static const struct fg_op_def opt_op_defs[] = {
+	[OPT_OP_EMBED]		= { FG_OP_EMBED, FG_OPND_F16, 0 },
+	[OPT_OP_NORM]		= { FG_OP_LAYER_NORM, FG_OPND_ACT, 0 },
+	[OPT_OP_LINEAR]		= { FG_OP_LINEAR, FG_OPND_WEIGHT, 0 },
+	[OPT_OP_PREFILL]	= { FG_OP_ATTENTION_PREFILL, FG_OPND_ACT, 0 },
+	[OPT_OP_DECODE]		= { FG_OP_ATTENTION_DECODE, FG_OPND_CACHE, 0 },
+	[OPT_OP_APPEND]		= { FG_OP_KV_APPEND, FG_OPND_CACHE, 0 },
+};
+FG_TABLE_CHECK(opt_op_defs, OPT_NOPS);
+_Static_assert(OPT_NOPS <= FG_ARCH_OPS_MAX, "opt_op_defs: more ops than the backend check takes");
+
 static int opt_ops(const struct fg_model_config *c, enum fg_dtype wdt, enum fg_dtype act,
-		   enum fg_dtype cdt, enum fg_op ops[16], enum fg_dtype dts[16])
+		   enum fg_dtype cdt, enum fg_op ops[FG_ARCH_OPS_MAX],
+		   enum fg_dtype dts[FG_ARCH_OPS_MAX])
 {
-	int n = 0;
-	(void)c;
-#define OP(o, d) (ops[n] = (o), dts[n++] = (d))
-	OP(FG_OP_EMBED, FG_DTYPE_F16);
-	OP(FG_OP_LAYER_NORM, act);
-	OP(FG_OP_LINEAR, wdt);
-	OP(FG_OP_ATTENTION_PREFILL, act);
-	OP(FG_OP_ATTENTION_DECODE, cdt);
-	OP(FG_OP_KV_APPEND, cdt);
-#undef OP
-	return n;
+	return fg_arch_op_list(c, opt_op_defs, OPT_NOPS, wdt, act, cdt, ops, dts);
 }
 
 const struct fg_arch fg_arch_opt = {
 	.name		= "opt",
+	.text_bos	= 1,
 	.presets	= "opt-125m, opt-1.3b, opt-2.7b, opt-6.7b, opt-13b, opt-30b, opt-66b, opt-175b, opt-iml-1.3b, opt-iml-30b, opt-iml-max-1.3b, opt-iml-max-30b",
 	.preset		= opt_preset,
 	.config		= opt_config,
 	.globals	= opt_globals,
 	.nglobals	= OPT_NGLOBAL,
 	.layer		= opt_layer,
-	.nlayer		= (int)(sizeof(opt_layer) / sizeof(opt_layer[0])),
+	.nlayer		= OPT_NLAYER,
 	.alias		= opt_alias,
 	.alias_of	= opt_alias_of,
-	.nalias		= 2,
+	.nalias		= OPT_NALIAS,
 	.prefixes	= opt_prefixes,
-	.nprefixes	= 1,
+	.nprefixes	= (int)(sizeof(opt_prefixes) / sizeof(opt_prefixes[0])),
 	.workspace	= opt_workspace,
 	.nworkspace	= OPT_NWS,
 	.body		= { opt_input, opt_attention, opt_mlp, opt_output },

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/arch/arch.h"
+#include "core/util/error.h"
 
 int64_t fg_dim_value(const struct fg_model_config *c, enum fg_dim d)
 {
@@ -45,6 +46,62 @@ static int fg_arch_held(const struct fg_model_config *c, const struct fg_tensor_
 }
 
 #define FG_ARCH_TABLE_MAX 64
+
+/* A table name is a format string (the layer's "%d"): one conversion, no
+ * other, so naming layer l can neither read a missing argument nor write. */
+static int fg_name_ok(const char *name, int per_layer)
+{
+	int convs = 0;
+	for (const char *p = name; (p = strchr(p, '%')); p += 2) {
+		if (p[1] != 'd')
+			return 0;
+		convs++;
+	}
+	return convs == per_layer && name[0];
+}
+
+int fg_arch_check(const struct fg_arch *a)
+{
+	const struct fg_tensor_def *tab[2] = { a->globals, a->layer };
+	int n[2] = { a->nglobals, a->nlayer };
+
+	for (int g = 0; g < 2; g++) {
+		if (n[g] < 0 || n[g] > FG_ARCH_TABLE_MAX) {
+			FG_ERR("family %s: %d %s tensors; at most %d are supported", a->name, n[g],
+			       g ? "per-layer" : "global", FG_ARCH_TABLE_MAX);
+			return -EINVAL;
+		}
+		for (int i = 0; i < n[g]; i++) {
+			const struct fg_tensor_def *d = &tab[g][i];
+			/* the schedule runs globals in the input and output blocks,
+			 * a layer's tensors in its attention and MLP blocks */
+			int block_ok = g ? d->block == FG_BLOCK_ATTN || d->block == FG_BLOCK_MLP
+					 : d->block == FG_BLOCK_INPUT || d->block == FG_BLOCK_OUTPUT;
+			if (!d->name || !fg_name_ok(d->name, g) || !block_ok) {
+				FG_ERR("family %s: %s tensor %d (%s) is malformed: each entry needs a name (a per-layer one with one \"%%d\" for the layer, a global one with no \"%%\") and a block of its kind",
+				       a->name, g ? "per-layer" : "global", i,
+				       d->name ? d->name : "no name");
+				return -EINVAL;
+			}
+		}
+	}
+	for (int i = 0; i < a->nalias; i++)
+		if (!a->alias[i] || a->alias_of[i] < 0 || a->alias_of[i] >= a->nglobals) {
+			FG_ERR("family %s: alias %d names no global tensor", a->name, i);
+			return -EINVAL;
+		}
+	if (a->nworkspace < 0 || a->nworkspace > FG_WS_MAX) {
+		FG_ERR("family %s: %d workspaces; at most %d are supported", a->name, a->nworkspace,
+		       FG_WS_MAX);
+		return -EINVAL;
+	}
+	for (int i = 0; i < a->nworkspace; i++)
+		if (!a->workspace[i].name) {
+			FG_ERR("family %s: workspace %d has no name", a->name, i);
+			return -EINVAL;
+		}
+	return 0;
+}
 
 int64_t fg_arch_tensor_count(const struct fg_model_config *c)
 {
