@@ -288,6 +288,56 @@ START_TEST(test_refused_and_stop)
 }
 END_TEST
 
+/* What a run moved, per tier: weights on the host and the disk, the cache
+ * and activations on the host, all through the compute tier's slots; the
+ * per-tier counts add up to the per-kind ones. */
+START_TEST(test_bytes_per_tier)
+{
+	struct fg_config *c;
+	struct fg_engine *e;
+	char kv[4400];
+	int32_t ids[4] = { BOS, 500, 600, 700 };
+	struct fg_request req = { .prompt_ids = ids, .n_prompt_ids = 4, .max_new_tokens = 4 };
+	struct fg_result res;
+	struct fg_run_stats a, b;
+
+	tmp_make("fgcore_request");
+	ck_assert_int_eq(fg_config_new(&c), 0);
+	snprintf(kv, sizeof(kv), "model.path=%s/%s", td, MODEL);
+	set(c, kv);
+	snprintf(kv, sizeof(kv), "tier.disk.dir=%s", tmp_root);
+	set(c, kv);
+	set(c, "policy.percent=0 50 0 100 0 100");
+	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
+	fg_config_free(c);
+	fg_engine_stats(e, &a);
+	ck_assert_msg(fg_generate(e, &req, 1, &res) == 0, "%s", fg_last_error_text());
+	fg_result_clear(&res);
+	fg_engine_stats(e, &b);
+	uint64_t rd = 0, wr = 0;
+	for (int t = 0; t < 3; t++) {
+		rd += b.read_bytes[t] - a.read_bytes[t];
+		wr += b.written_bytes[t] - a.written_bytes[t];
+		printf("tier %d: read %llu, written %llu\n", t,
+		       (unsigned long long)(b.read_bytes[t] - a.read_bytes[t]),
+		       (unsigned long long)(b.written_bytes[t] - a.written_bytes[t]));
+	}
+	uint64_t kinds = (b.weight_bytes - a.weight_bytes) + (b.cache_bytes - a.cache_bytes) +
+			 (b.hidden_bytes - a.hidden_bytes);
+	printf("kinds: weights %llu, cache %llu, activations %llu\n",
+	       (unsigned long long)(b.weight_bytes - a.weight_bytes),
+	       (unsigned long long)(b.cache_bytes - a.cache_bytes),
+	       (unsigned long long)(b.hidden_bytes - a.hidden_bytes));
+	ck_assert_uint_gt(b.read_bytes[1] - a.read_bytes[1], 0); /* host: weights, cache */
+	ck_assert_uint_gt(b.read_bytes[2] - a.read_bytes[2], 0); /* disk: weights */
+	ck_assert_uint_gt(b.written_bytes[1] - a.written_bytes[1], 0); /* host: cache */
+	ck_assert_uint_eq(b.read_bytes[0] - a.read_bytes[0], 0);
+	ck_assert_uint_eq(rd + wr, kinds);
+	fg_engine_close(e);
+	tmp_teardown();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("request");
@@ -303,6 +353,7 @@ int main(void)
 	tcase_add_test(tc, test_run_results);
 	tcase_add_test(tc, test_positions_limit);
 	tcase_add_test(tc, test_refused_and_stop);
+	tcase_add_test(tc, test_bytes_per_tier);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -30,6 +30,7 @@ struct fg_forward_stats {
 				  * matrix-product rows only: fg_forward_set_live_rows) */
 	uint64_t cache_skipped;  /* KV cache bytes of finished rows not moved */
 	uint64_t disk_read_bytes; /* read from the disk tier */
+	uint64_t loaded[FG_ROLES], stored[FG_ROLES]; /* bytes moved from / to each role's tier */
 	double disk_busy_s;      /* some disk request in flight (until reaped) */
 	uint64_t graph_steps;    /* decode steps launched as graphs (compute ABI 1.5) */
 	/* With device_timing: the compute stream's time by phase (devtime.h:

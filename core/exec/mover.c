@@ -154,6 +154,7 @@ int fg_xfer_load(struct fg_xfer *x, void *dst, enum fg_role role, const struct f
 
 	if (!len)
 		return 0;
+	mv->loaded[role] += len;
 	if (role != FG_ROLE_DISK) {
 		/* Marked at once: the consumer waits for these copies, not for
 		 * whatever the load stream takes on next (the next unit's weights,
@@ -183,6 +184,7 @@ int fg_xfer_store(struct fg_xfer *x, enum fg_role role, const struct fg_region *
 
 	if (!len)
 		return 0;
+	mv->stored[role] += len;
 	/* The store stream starts after the compute issued so far. */
 	if ((rc = fg_backend_event_record(mv->be, x->event, mv->compute_stream)) ||
 	    (rc = fg_backend_stream_wait(mv->be, mv->store_stream, x->event)))

@@ -31,6 +31,8 @@ struct fg_mover {
 	 * the last one done). */
 	uint64_t disk_read_bytes;
 	double disk_busy_s, disk_t0;
+	/* Bytes loaded from and stored to each role's tier (fg_run_stats). */
+	uint64_t loaded[FG_ROLES], stored[FG_ROLES];
 	size_t disk_pending;
 };
 

@@ -472,6 +472,8 @@ out:
 			rc = r;
 		f->stats.disk_read_bytes = f->mv.disk_read_bytes;
 		f->stats.disk_busy_s = f->mv.disk_busy_s;
+		memcpy(f->stats.loaded, f->mv.loaded, sizeof(f->stats.loaded));
+		memcpy(f->stats.stored, f->mv.stored, sizeof(f->stats.stored));
 	}
 	/* A stage that failed mid-step leaves the others waiting: the job stops. */
 	if (f->pipe) {

@@ -259,6 +259,11 @@ static void count_stats(struct fg_engine *e, const struct fg_forward_stats *a,
 	s->hidden_bytes += b->hidden_bytes - a->hidden_bytes;
 	s->cache_skipped_bytes += b->cache_skipped - a->cache_skipped;
 	s->disk_read_bytes += b->disk_read_bytes - a->disk_read_bytes;
+	/* the public arrays run compute, host, disk; the roles disk, host, compute */
+	for (int r = 0; r < FG_ROLES; r++) {
+		s->read_bytes[FG_ROLES - 1 - r] += b->loaded[r] - a->loaded[r];
+		s->written_bytes[FG_ROLES - 1 - r] += b->stored[r] - a->stored[r];
+	}
 }
 
 int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **jobs,

@@ -100,6 +100,9 @@ struct fg_run_stats {
 	uint64_t dead_positions;     /* of them, finished rows waiting for their GPU batch mates */
 	uint64_t padding_positions;  /* positions - useful - dead: padding, rows beyond requests */
 	uint64_t weight_bytes, cache_bytes, hidden_bytes; /* moved between tiers */
+	uint64_t read_bytes[3], written_bytes[3]; /* the same per tier (compute, host,
+				      * disk): loaded from it into the compute tier's
+				      * slots, stored to it from them */
 	uint64_t cache_skipped_bytes; /* KV cache of finished rows, not moved */
 	uint64_t disk_read_bytes;
 	uint64_t peak_bytes[3];      /* largest use of the compute, host, disk tier */
