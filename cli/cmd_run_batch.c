@@ -922,7 +922,7 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		if (nreq && !rb_signal) {
 			struct fg_run_opts o = { .on_result = on_result, .on_batch_end = on_batch_end,
 						 .arg = &r, .input_order = input_order,
-						 .stop = &rb_signal };
+						 .stop = &rb_signal, .keep_run = 1 };
 			memset(r.done, 0, nreq);
 			fg_progress_window(&r.prog, r.base + r.n);
 			if (fg_run(r.e, r.reqs, nreq, &o) < 0)

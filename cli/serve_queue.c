@@ -415,7 +415,8 @@ static void run(struct fg_serve_queue *q, struct fg_serve_job *batch, size_t row
 	struct fg_request *reqs = calloc(n, sizeof(*reqs));
 	struct batch_map m = { calloc(n, sizeof(*m.job)), calloc(n, sizeof(*m.choice)),
 			       calloc(n, sizeof(*m.first)), calloc(n, sizeof(*m.left)) };
-	struct fg_run_opts o = { .on_result = on_result, .arg = &m };
+	/* The run stays in the engine from one gathered batch to the next. */
+	struct fg_run_opts o = { .on_result = on_result, .arg = &m, .keep_run = 1 };
 	int rc = reqs && m.job && m.choice && m.first && m.left ? 0 : -ENOMEM;
 
 	for (struct fg_serve_job *j = batch; !rc && j; j = j->next) {

@@ -288,6 +288,46 @@ START_TEST(test_refused_and_stop)
 }
 END_TEST
 
+/* keep_run: a second call's batches of the same shape use the run the
+ * first left in the engine; fg_generate takes it and frees it. */
+START_TEST(test_keep_run)
+{
+	struct fg_engine *e = open_engine(NULL, 2, 1);
+	int32_t ids[2][3] = { { BOS, 500, 600 }, { BOS, 501, 601 } };
+	struct fg_request req[2] = { { .prompt_ids = ids[0], .n_prompt_ids = 3, .max_new_tokens = 3 },
+				     { .prompt_ids = ids[1], .n_prompt_ids = 3, .max_new_tokens = 3 } };
+	struct fg_result res[2], again[2];
+	struct fg_run_opts o = { .on_result = keep, .arg = res, .keep_run = 1 };
+	struct fg_run_stats s0, s1, s2, s3;
+
+	fg_engine_stats(e, &s0);
+	ck_assert_int_eq(fg_run(e, req, 2, &o), 2);
+	fg_engine_stats(e, &s1);
+	o.arg = again;
+	ck_assert_int_eq(fg_run(e, req, 2, &o), 2);
+	fg_engine_stats(e, &s2);
+	ck_assert_uint_eq(s1.runs - s0.runs, 1);
+	ck_assert_uint_eq(s2.runs - s1.runs, 0);
+	ck_assert_uint_eq(s2.batches - s1.batches, 1);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_uint_eq(res[i].n_tokens, 3);
+		ck_assert_mem_eq(res[i].token_ids, again[i].token_ids, 3 * sizeof(int32_t));
+		fg_result_clear(&res[i]);
+		fg_result_clear(&again[i]);
+	}
+	ck_assert_msg(fg_generate(e, req, 2, res) == 0, "%s", fg_last_error_text());
+	ck_assert_msg(fg_generate(e, req, 2, again) == 0, "%s", fg_last_error_text());
+	fg_engine_stats(e, &s3);
+	/* the kept run served the first fg_generate, which freed it */
+	ck_assert_uint_eq(s3.runs - s2.runs, 1);
+	for (int i = 0; i < 2; i++) {
+		fg_result_clear(&res[i]);
+		fg_result_clear(&again[i]);
+	}
+	fg_engine_close(e);
+}
+END_TEST
+
 /* What a run moved, per tier: weights on the host and the disk, the cache
  * and activations on the host, all through the compute tier's slots; the
  * per-tier counts add up to the per-kind ones. */
@@ -354,6 +394,7 @@ int main(void)
 	tcase_add_test(tc, test_positions_limit);
 	tcase_add_test(tc, test_refused_and_stop);
 	tcase_add_test(tc, test_bytes_per_tier);
+	tcase_add_test(tc, test_keep_run);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

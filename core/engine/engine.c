@@ -347,6 +347,7 @@ void fg_engine_close(struct fg_engine *e)
 {
 	if (!e)
 		return;
+	fg_forward_free(e->kept);
 	if (e->dist && e->model.blocks)
 		fg_pipe_close(e->dist);
 	fg_tokenizer_free(e->tok);

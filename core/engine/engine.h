@@ -30,6 +30,10 @@ struct fg_engine {
 	int32_t text_bos;            /* the id a text prompt starts with; -1: none */
 	double load_s;               /* seconds spent loading weights */
 	struct fg_run_stats stats;   /* what the request layer ran (fg_engine_stats) */
+	/* A run kept between fg_run calls (fg_run_opts.keep_run), of kept_nb x
+	 * kept_bs rows; NULL: none. */
+	struct fg_forward *kept;
+	int64_t kept_nb, kept_bs;
 };
 
 /* The forward-pass environment of this engine, for `nb` GPU batches. */

@@ -201,6 +201,10 @@ struct fg_run_opts {
 	void *arg;                   /* both callbacks' */
 	int input_order;             /* 1: batches in request order (no length buckets) */
 	const volatile sig_atomic_t *stop; /* read before each batch: non-zero stops (NULL: never) */
+	int keep_run;                /* 1: the run's plan and buffers stay in the engine after
+				      * the call, for the next call's batches of the same shape
+				      * (a server's, a batch job's windows); fg_generate and
+				      * fg_engine_close free them */
 };
 /* Returns the number of results handed over (fewer than n when stopped), or
  * a negative errno when nothing could run (-ENOMEM). */
