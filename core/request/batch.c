@@ -221,15 +221,19 @@ static int batch_forward(struct fg_engine *e, struct fg_batch_run *run, int64_t 
 	env.policy.gpu_batch_size = bs;
 	int64_t hp = run->hint_plen > plen ? run->hint_plen : plen;
 	int64_t hg = run->hint_glen > glen ? run->hint_glen : glen;
-	if ((hp != plen || hg != glen) &&
-	    (hp + hg > e->model.cfg.max_pos || fg_forward_check(&env, hp, hg) != 0))
+	/* A pipeline's stages make runs of the shape each batch announces. */
+	if (e->dist || hp + hg > e->model.cfg.max_pos ||
+	    ((hp != plen || hg != glen) && fg_forward_check(&env, hp, hg) != 0))
 		hp = plen, hg = glen;
 	rc = fg_forward_new(&run->f, &env, hp, hg);
 	if (!rc) {
 		run->nb = nb;
 		run->bs = bs;
 		e->stats.runs++;
-		rc = fg_forward_reuse(run->f, plen, glen);
+		/* made larger, for the batches to come: this one's shape */
+		if ((hp != plen || hg != glen) && (rc = fg_forward_reuse(run->f, plen, glen)))
+			FG_ERR("a run made for %lld + %lld positions does not take %lld + %lld",
+			       (long long)hp, (long long)hg, (long long)plen, (long long)glen);
 	}
 	e->stats.run_setup_s += fg_now() - t0;
 	return rc;
