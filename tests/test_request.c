@@ -277,6 +277,7 @@ START_TEST(test_refused_and_stop)
 	ck_assert_int_eq(res[0].refused, 1);
 	ck_assert_msg(strstr(res[0].error, "9000"), "%s", res[0].error);
 	ck_assert_ptr_null(res[1].token_ids);
+	fg_result_clear(&res[0]);
 	stop = 0;
 	ck_assert_int_eq(fg_run(e, req + 1, 1, &o), 1);
 	ck_assert_int_eq(res[0].finish_reason, FG_FINISH_LENGTH);
