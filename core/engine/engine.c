@@ -386,7 +386,7 @@ int fg_engine_info(const struct fg_engine *e, struct fg_model_info *out)
 	out->batch = e->policy.gpu_batch_size * e->policy.num_gpu_batches;
 	out->compute_plugin = e->be.ph.plugin->name;
 	for (int r = 0; r < FG_ROLES; r++)
-		out->tier_plugin[2 - r] = e->tier[r] ? e->tier[r]->ph.plugin->name : NULL;
+		out->tier_plugin[fg_public_tier(r)] = e->tier[r] ? e->tier[r]->ph.plugin->name : NULL;
 	out->stages = e->dist ? e->dist->info.size : 1;
 	return 0;
 }
@@ -396,7 +396,7 @@ void fg_engine_stats(const struct fg_engine *e, struct fg_run_stats *out)
 	*out = e->stats;
 	out->padding_positions = out->positions - out->useful_positions - out->dead_positions;
 	for (int r = 0; r < FG_ROLES; r++)
-		out->peak_bytes[2 - r] = e->tier[r] ? e->tier[r]->peak : 0;
+		out->peak_bytes[fg_public_tier(r)] = e->tier[r] ? e->tier[r]->peak : 0;
 }
 
 const char *fg_engine_name(const struct fg_engine *e)

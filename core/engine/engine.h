@@ -30,11 +30,16 @@ struct fg_engine {
 	int32_t text_bos;            /* the id a text prompt starts with; -1: none */
 	double load_s;               /* seconds spent loading weights */
 	struct fg_run_stats stats;   /* what the request layer ran (fg_engine_stats) */
-	/* A run kept between fg_run calls (fg_run_opts.keep_run), of kept_nb x
-	 * kept_bs rows; NULL: none. */
+	/* A run kept between fg_run calls (fg_run_opts.keep_run); NULL: none. */
 	struct fg_forward *kept;
-	int64_t kept_nb, kept_bs;
 };
+
+/* A role's index in the public per-tier arrays (fg_model_info.tier_plugin,
+ * fg_run_stats' per-tier counts), which run compute, host, disk. */
+static inline int fg_public_tier(enum fg_role r)
+{
+	return FG_ROLES - 1 - (int)r;
+}
 
 /* The forward-pass environment of this engine, for `nb` GPU batches. */
 void fg_engine_forward_env(struct fg_engine *e, int64_t nb, struct fg_forward_env *env);

@@ -295,12 +295,13 @@ int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 	return rc;
 }
 
-int fg_forward_reuse(struct fg_forward *f, int64_t prompt_len, int64_t gen_len)
+int fg_forward_reuse(struct fg_forward *f, int64_t nb, int64_t bs, int64_t prompt_len,
+		     int64_t gen_len)
 {
 	/* A pipeline's other stages hold runs of their own, made to rank 0's
 	 * commands: they are remade together. */
-	if (f->pipe || prompt_len < 1 || gen_len < 0 || prompt_len > f->cap_plen ||
-	    prompt_len + gen_len > f->total)
+	if (f->pipe || nb != f->nb || bs != f->bs || prompt_len < 1 || gen_len < 0 ||
+	    prompt_len > f->cap_plen || prompt_len + gen_len > f->total)
 		return -EAGAIN;
 	int rc = fg_forward_drain(f);
 	if (rc)

@@ -52,12 +52,13 @@ struct fg_forward_env {
 int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 		   int64_t prompt_len, int64_t gen_len);
 void fg_forward_free(struct fg_forward *f);
-/* Make the run ready for a new batch of the same nb x bs shape with
- * prompt_len <= the run's and prompt_len + gen_len <= its positions: the
- * plan, buffers and slots are kept (the next call is a prefill).  -EAGAIN,
- * with no error line, when the shape does not fit (or in a pipeline of
- * stages): free the run and make a new one. */
-int fg_forward_reuse(struct fg_forward *f, int64_t prompt_len, int64_t gen_len);
+/* Make the run ready for a new batch of nb GPU batches of bs rows, the
+ * run's own shape, with prompt_len <= the run's and prompt_len + gen_len <=
+ * its positions: the plan, buffers and slots are kept (the next call is a
+ * prefill).  -EAGAIN, with no error line, when the batch does not fit (or
+ * in a pipeline of stages): free the run and make a new one. */
+int fg_forward_reuse(struct fg_forward *f, int64_t nb, int64_t bs, int64_t prompt_len,
+		     int64_t gen_len);
 /* What fg_forward_new checks before it allocates anything: 0 when the run's
  * buffers fit the tiers' free room, or its -EINVAL / -ENOSPC and line. */
 int fg_forward_check(const struct fg_forward_env *env, int64_t prompt_len, int64_t gen_len);

@@ -214,7 +214,7 @@ static int batch_forward(struct fg_engine *e, struct fg_batch_run *run, int64_t 
 	double t0 = fg_now();
 	int rc;
 
-	if (run->f && run->nb == nb && run->bs == bs && fg_forward_reuse(run->f, plen, glen) == 0)
+	if (run->f && fg_forward_reuse(run->f, nb, bs, plen, glen) == 0)
 		return 0;
 	fg_batch_run_end(e, run);
 	fg_engine_forward_env(e, nb, &env);
@@ -227,11 +227,9 @@ static int batch_forward(struct fg_engine *e, struct fg_batch_run *run, int64_t 
 		hp = plen, hg = glen;
 	rc = fg_forward_new(&run->f, &env, hp, hg);
 	if (!rc) {
-		run->nb = nb;
-		run->bs = bs;
 		e->stats.runs++;
 		/* made larger, for the batches to come: this one's shape */
-		if ((hp != plen || hg != glen) && (rc = fg_forward_reuse(run->f, plen, glen)))
+		if ((hp != plen || hg != glen) && (rc = fg_forward_reuse(run->f, nb, bs, plen, glen)))
 			FG_ERR("a run made for %lld + %lld positions does not take %lld + %lld",
 			       (long long)hp, (long long)hg, (long long)plen, (long long)glen);
 	}
@@ -263,10 +261,9 @@ static void count_stats(struct fg_engine *e, const struct fg_forward_stats *a,
 	s->hidden_bytes += b->hidden_bytes - a->hidden_bytes;
 	s->cache_skipped_bytes += b->cache_skipped - a->cache_skipped;
 	s->disk_read_bytes += b->disk_read_bytes - a->disk_read_bytes;
-	/* the public arrays run compute, host, disk; the roles disk, host, compute */
 	for (int r = 0; r < FG_ROLES; r++) {
-		s->read_bytes[FG_ROLES - 1 - r] += b->loaded[r] - a->loaded[r];
-		s->written_bytes[FG_ROLES - 1 - r] += b->stored[r] - a->stored[r];
+		s->read_bytes[fg_public_tier(r)] += b->loaded[r] - a->loaded[r];
+		s->written_bytes[fg_public_tier(r)] += b->stored[r] - a->stored[r];
 	}
 }
 

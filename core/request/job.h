@@ -52,7 +52,6 @@ static inline int fg_job_samples(const struct fg_job *j)
 /* batch.c: a run of the forward pass kept across batches of one shape. */
 struct fg_batch_run {
 	struct fg_forward *f;
-	int64_t nb, bs;        /* its shape */
 	int64_t hint_plen, hint_glen; /* the largest prompt and budget still to come */
 };
 /* Run jobs[0..count) (count <= the effective batch) as one batch, through

@@ -151,7 +151,7 @@ static long run_requests(struct fg_engine *e, const struct fg_request *reqs, siz
 	struct fg_job **order = calloc(n ? n : 1, sizeof(*order));
 	int64_t *hint_p = calloc(n + 1, sizeof(*hint_p)), *hint_g = calloc(n + 1, sizeof(*hint_g));
 	struct runner r = { .e = e, .o = o, .fail_fast = fail_fast,
-			    .run = { e->kept, e->kept_nb, e->kept_bs, 0, 0 } };
+			    .run = { e->kept, 0, 0 } };
 	size_t live = 0, eff = (size_t)(e->policy.gpu_batch_size * e->policy.num_gpu_batches);
 	int64_t maxpos = e->model.cfg.max_pos;
 	long rc = 0;
@@ -215,13 +215,10 @@ out:
 	/* A run kept for the next call, or freed (fg_generate's calls leave
 	 * the tiers as they found them). */
 	e->kept = NULL;
-	if (o->keep_run && !fail_fast && r.run.f) {
+	if (o->keep_run && !fail_fast)
 		e->kept = r.run.f;
-		e->kept_nb = r.run.nb;
-		e->kept_bs = r.run.bs;
-	} else {
+	else
 		fg_batch_run_end(e, &r.run);
-	}
 	for (size_t i = 0; jobs && i < n; i++)
 		fg_job_free(&jobs[i]);
 	free(jobs);
