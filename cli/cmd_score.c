@@ -67,31 +67,6 @@ static int windows_of(size_t d, size_t n, size_t ctx, size_t stride, struct wind
 }
 
 
-/* The text's tokens as the engine reads a text prompt (bos first when the
- * model's tokenizer, or else its family, says so). */
-static int text_ids(struct fg_engine *e, const char *text, struct doc *d)
-{
-	struct fg_model_info mi;
-	int32_t *ids;
-	size_t n, lead;
-	int rc = fg_tokenize(e, text, &ids, &n);
-
-	if (rc)
-		return rc;
-	fg_engine_info(e, &mi);
-	lead = mi.text_bos >= 0 ? 1 : 0;
-	d->ids = malloc((n + lead + 1) * sizeof(int32_t));
-	if (!d->ids) {
-		free(ids);
-		return -ENOMEM;
-	}
-	d->ids[0] = mi.text_bos;
-	memcpy(d->ids + lead, ids, n * sizeof(int32_t));
-	d->n = n + lead;
-	free(ids);
-	return 0;
-}
-
 /* One JSONL line: [ids...], {"ids": [...]} or {"text": "..."}. */
 static char *parse_doc(struct fg_engine *e, const char *line, size_t len, struct doc *d)
 {
@@ -108,7 +83,9 @@ static char *parse_doc(struct fg_engine *e, const char *line, size_t len, struct
 	v = json_is_array(root) ? root : json_object_get(root, "ids");
 	if (json_is_object(root) && json_is_string(json_object_get(root, "text")) && !v &&
 	    json_object_size(root) == 1) {
-		int rc = text_ids(e, json_string_value(json_object_get(root, "text")), d);
+		/* a text's ids as the engine reads a text prompt */
+		int rc = fg_tokenize_prompt(e, json_string_value(json_object_get(root, "text")),
+					    &d->ids, &d->n);
 		json_decref(root);
 		return rc ? strdup(fg_last_error_text()) : NULL;
 	}
@@ -297,7 +274,7 @@ int fg_cmd_score(struct fg_config *cfg, int argc, char **argv)
 			goto oom;
 		}
 		ndoc = 1;
-		r = text_ids(e, text, &docs[0]);
+		r = fg_tokenize_prompt(e, text, &docs[0].ids, &docs[0].n);
 		free(text);
 		if (r) {
 			fprintf(stderr, "fgcore: score: %s: %s\n", path, fg_last_error_text());

@@ -418,6 +418,26 @@ int fg_tokenize(struct fg_engine *e, const char *text, int32_t **ids, size_t *n)
 	return fg_tokenizer_encode(e->tok, text, strlen(text), ids, n);
 }
 
+int fg_tokenize_prompt(struct fg_engine *e, const char *text, int32_t **ids, size_t *n)
+{
+	int rc = fg_tokenize(e, text, ids, n);
+	int32_t *p;
+
+	if (rc || e->text_bos < 0)
+		return rc;
+	if (!(p = realloc(*ids, (*n + 1) * sizeof(*p)))) {
+		free(*ids);
+		*ids = NULL;
+		FG_ERR("out of memory for a prompt of %zu tokens", *n);
+		return -ENOMEM;
+	}
+	memmove(p + 1, p, *n * sizeof(*p));
+	p[0] = e->text_bos;
+	*ids = p;
+	(*n)++;
+	return 0;
+}
+
 int fg_detokenize(struct fg_engine *e, const int32_t *ids, size_t n, char **text)
 {
 	size_t len;

@@ -14,35 +14,14 @@
 
 static int read_text(struct fg_engine *e, struct fg_job *j)
 {
-	const struct fg_model_config *c = &e->model.cfg;
-	int32_t *ids;
-	size_t n, lead = e->text_bos >= 0 ? 1 : 0;
-	int rc;
+	int rc = fg_tokenize_prompt(e, j->req->prompt, &j->prompt, &j->n_prompt);
 
-	if (!e->tok) {
-		FG_ERR("%s", e->tok_error);
-		return -EINVAL;
-	}
-	if ((rc = fg_tokenizer_encode(e->tok, j->req->prompt, strlen(j->req->prompt), &ids, &n)))
-		return rc;
-	if (n + lead == 0) {
-		free(ids);
+	if (!rc && !j->n_prompt) {
 		FG_ERR("the prompt text has no tokens (and %s reads a text without bos): give a non-empty prompt",
-		       c->name);
+		       e->model.cfg.name);
 		return -EINVAL;
 	}
-	j->prompt = malloc(sizeof(int32_t) * (n + lead));
-	if (!j->prompt) {
-		free(ids);
-		FG_ERR("out of memory");
-		return -ENOMEM;
-	}
-	if (lead)
-		j->prompt[0] = e->text_bos;
-	memcpy(j->prompt + lead, ids, sizeof(int32_t) * n);
-	j->n_prompt = n + lead;
-	free(ids);
-	return 0;
+	return rc;
 }
 
 static int read_ids(struct fg_engine *e, struct fg_job *j)

@@ -229,6 +229,10 @@ uint64_t fg_engine_positions(const struct fg_engine *e);
 /* Tokenizer of the engine's model. */
 int fg_tokenize(struct fg_engine *e, const char *text, int32_t **ids, size_t *n);
 int fg_detokenize(struct fg_engine *e, const int32_t *ids, size_t n, char **text);
+/* The ids a text prompt is read as: its tokens, with fg_model_info.text_bos
+ * first when the model's rule puts one there (what fg_run does with
+ * fg_request.prompt). */
+int fg_tokenize_prompt(struct fg_engine *e, const char *text, int32_t **ids, size_t *n);
 
 #ifdef __cplusplus
 }
