@@ -161,9 +161,11 @@ static json_t *batch_record(struct fg_engine *e, const struct line *l, size_t li
 				 l->custom_id, "response", "error", "code", code, "message",
 				 fg_json_text(why), "line", (json_int_t)lineno);
 	char cid[48];
+	struct fg_model_info mi;
 	snprintf(cid, sizeof(cid), "cmpl-%zu", lineno);
+	fg_engine_info(e, &mi);
 	json_t *body = fg_completion_object(e, &l->comp, r, cid,
-					    l->comp.model ? l->comp.model : fg_engine_name(e), 0);
+					    l->comp.model ? l->comp.model : mi.name, 0);
 	return body ? json_pack("{s:s, s:O, s:{s:i, s:s, s:o}, s:n}", "id", id, "custom_id",
 				l->custom_id, "response", "status_code", 200, "request_id", req,
 				"body", body, "error")

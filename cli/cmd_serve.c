@@ -184,8 +184,10 @@ int fg_cmd_serve(struct fg_config *cfg, int argc, char **argv)
 		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
 		return FG_EXIT_RUNTIME;
 	}
+	struct fg_model_info mi;
+	fg_engine_info(e, &mi);
 	o.model_id = *fg_config_str(cfg, "serve", "model_name") ? fg_config_str(cfg, "serve", "model_name")
-								  : fg_engine_name(e);
+								  : mi.name;
 	rc = fg_serve_queue_start(&q, e, (size_t)fg_config_int(cfg, "serve", "queue_limit"),
 				  (int)fg_config_int(cfg, "serve", "max_wait_ms"));
 	if (rc) {

@@ -394,8 +394,6 @@ static int prepare(struct fg_serve_job *j, struct fg_request *reqs)
 struct batch_map {
 	struct fg_serve_job **job;  /* each request's job */
 	size_t *choice;             /* and its choice there */
-	size_t *first;              /* and the job's first request */
-	size_t *left;               /* at a job's first request: its choices not in yet */
 };
 
 static int on_result(void *arg, size_t index, struct fg_result *res)
@@ -404,7 +402,7 @@ static int on_result(void *arg, size_t index, struct fg_result *res)
 	struct fg_serve_job *j = m->job[index];
 
 	j->res[m->choice[index]] = *res;
-	if (--m->left[m->first[index]] == 0)
+	if (--j->left == 0)
 		finish(j);
 	return 0;
 }
@@ -413,20 +411,18 @@ static void run(struct fg_serve_queue *q, struct fg_serve_job *batch, size_t row
 {
 	size_t n = rows ? rows : 1, off = 0;
 	struct fg_request *reqs = calloc(n, sizeof(*reqs));
-	struct batch_map m = { calloc(n, sizeof(*m.job)), calloc(n, sizeof(*m.choice)),
-			       calloc(n, sizeof(*m.first)), calloc(n, sizeof(*m.left)) };
+	struct batch_map m = { calloc(n, sizeof(*m.job)), calloc(n, sizeof(*m.choice)) };
 	/* The run stays in the engine from one gathered batch to the next. */
 	struct fg_run_opts o = { .on_result = on_result, .arg = &m, .keep_run = 1 };
-	int rc = reqs && m.job && m.choice && m.first && m.left ? 0 : -ENOMEM;
+	int rc = reqs && m.job && m.choice ? 0 : -ENOMEM;
 
 	for (struct fg_serve_job *j = batch; !rc && j; j = j->next) {
 		rc = prepare(j, reqs + off);
 		for (size_t i = 0; !rc && i < j->comp.n; i++) {
 			m.job[off + i] = j;
 			m.choice[off + i] = i;
-			m.first[off + i] = off;
 		}
-		m.left[off] = j->comp.n;
+		j->left = j->comp.n;
 		off += j->comp.n;
 	}
 	if (!rc && fg_run(q->e, reqs, rows, &o) < 0)
@@ -441,8 +437,6 @@ static void run(struct fg_serve_queue *q, struct fg_serve_job *batch, size_t row
 	free(reqs);
 	free(m.job);
 	free(m.choice);
-	free(m.first);
-	free(m.left);
 }
 
 static void *engine_main(void *arg)

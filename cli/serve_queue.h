@@ -43,6 +43,7 @@ struct fg_serve_job {
 	/* the engine thread's */
 	struct fg_serve_queue *q;
 	struct fg_result *res;
+	size_t left;                /* choices whose result is not in yet */
 	struct fg_serve_choice *ch;
 	double queued_at;
 	struct fg_serve_job *next;

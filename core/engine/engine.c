@@ -399,11 +399,6 @@ void fg_engine_stats(const struct fg_engine *e, struct fg_run_stats *out)
 		out->peak_bytes[fg_public_tier(r)] = e->tier[r] ? e->tier[r]->peak : 0;
 }
 
-const char *fg_engine_name(const struct fg_engine *e)
-{
-	return e->model.cfg.name;
-}
-
 uint64_t fg_engine_positions(const struct fg_engine *e)
 {
 	return e->stats.positions;

@@ -238,23 +238,18 @@ long fg_run(struct fg_engine *e, const struct fg_request *reqs, size_t n,
 	return run_requests(e, reqs, n, o, 0);
 }
 
-struct collect {
-	struct fg_result *results;
-};
-
 static int collect(void *arg, size_t index, struct fg_result *res)
 {
-	struct collect *c = arg;
+	struct fg_result *results = arg;
 
-	c->results[index] = *res;
+	results[index] = *res;
 	return 0;
 }
 
 int fg_generate(struct fg_engine *e, const struct fg_request *reqs, size_t n,
 		struct fg_result *results)
 {
-	struct collect c = { results };
-	struct fg_run_opts o = { .on_result = collect, .arg = &c };
+	struct fg_run_opts o = { .on_result = collect, .arg = results };
 
 	memset(results, 0, sizeof(*results) * n);
 	long rc = run_requests(e, reqs, n, &o, 1);

@@ -79,8 +79,6 @@ struct fg_model_info {
 	int stages;                  /* pipeline stages (1: one process) */
 };
 int fg_engine_info(const struct fg_engine *e, struct fg_model_info *out);
-/* The model's name (fg_model_info.name). */
-const char *fg_engine_name(const struct fg_engine *e);
 
 /* What the engine has computed and moved since it opened, as counted by the request layer and the
  * executor.  Positions are rows x tokens of the forward pass: each prefill
