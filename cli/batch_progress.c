@@ -53,19 +53,23 @@ static double seconds_left(const struct fg_progress *p, double el)
 	return left * el / (double)done;
 }
 
-void fg_progress_update(struct fg_progress *p, size_t done, uint64_t prompt, uint64_t generated,
-			uint64_t work_done, uint64_t work_total)
+void fg_progress_work(struct fg_progress *p, uint64_t prompt, uint64_t generated,
+		      uint64_t work_done, uint64_t work_total)
 {
-	double now = fg_now(), el = now - p->start, left;
-	char eta[32] = "?", tot[32] = "?";
-	/* A scoring job generates nothing: its rate is prompt tokens scored. */
-	const char *what = generated ? "tokens/s" : "prompt tokens/s";
-	uint64_t tokens = generated ? generated : prompt;
-
 	p->work_done = work_done;
 	p->work_total = work_total;
 	p->prompt = prompt;
 	p->generated = generated;
+}
+
+void fg_progress_update(struct fg_progress *p, size_t done)
+{
+	double now = fg_now(), el = now - p->start, left;
+	char eta[32] = "?", tot[32] = "?";
+	/* A scoring job generates nothing: its rate is prompt tokens scored. */
+	const char *what = p->generated ? "tokens/s" : "prompt tokens/s";
+	uint64_t tokens = p->generated ? p->generated : p->prompt;
+
 	if (!p->mode || now - p->last < (p->mode == 1 ? 0.2 : p->interval))
 		return;
 	p->last = now;

@@ -28,11 +28,13 @@ struct fg_progress {
 void fg_progress_start(struct fg_progress *p, int quiet, double interval, size_t total);
 /* A window starts running: `read` lines read in all, with it. */
 void fg_progress_window(struct fg_progress *p, size_t read);
-/* done: lines finished (kept ones included); prompt, generated: tokens of
- * this run; work_done of work_total: the running window's.  Draws at most 5
- * times a second (a bar) or once an interval (lines). */
-void fg_progress_update(struct fg_progress *p, size_t done, uint64_t prompt, uint64_t generated,
-			uint64_t work_done, uint64_t work_total);
+/* After a batch: prompt, generated: tokens of this run; work_done of
+ * work_total: the running window's. */
+void fg_progress_work(struct fg_progress *p, uint64_t prompt, uint64_t generated,
+		      uint64_t work_done, uint64_t work_total);
+/* done: lines finished (kept ones included).  Draws at most 5 times a
+ * second (a bar) or once an interval (lines). */
+void fg_progress_update(struct fg_progress *p, size_t done);
 /* Clear the bar, so that the next line starts clean. */
 void fg_progress_end(struct fg_progress *p);
 

@@ -461,7 +461,6 @@ struct run {
 	size_t n, base;
 	struct fg_request *reqs;   /* the window's requests */
 	struct fg_result *res;
-	unsigned char *done;
 	size_t *line_of;           /* a request's line */
 	size_t *left;              /* a line's requests not done yet */
 	size_t rcap;
@@ -490,7 +489,6 @@ static int on_result(void *arg, size_t index, struct fg_result *res)
 	int rc;
 
 	r->res[index] = *res;
-	r->done[index] = 1;
 	if (--r->left[li])
 		return 0;
 	rec = format_record(r->e, l, r->base + li + 1, &r->res[l->first], NULL);
@@ -523,8 +521,9 @@ static int on_batch_end(void *arg, const struct fg_run_progress *p)
 		raise(SIGKILL);
 	}
 	fg_engine_stats(r->e, &now);
-	fg_progress_update(&r->prog, r->lines_done, now.prompt_tokens - r->st0.prompt_tokens,
-			   now.generated_tokens - r->st0.generated_tokens, p->work_done, p->work_total);
+	fg_progress_work(&r->prog, now.prompt_tokens - r->st0.prompt_tokens,
+			 now.generated_tokens - r->st0.generated_tokens, p->work_done, p->work_total);
+	fg_progress_update(&r->prog, r->lines_done);
 	return r->jerr != 0;
 }
 
@@ -535,13 +534,11 @@ static int run_reserve(struct run *r, size_t nreq)
 		return 0;
 	free(r->reqs);
 	free(r->res);
-	free(r->done);
 	free(r->line_of);
 	r->reqs = calloc(nreq, sizeof(*r->reqs));
 	r->res = calloc(nreq, sizeof(*r->res));
-	r->done = calloc(nreq, 1);
 	r->line_of = calloc(nreq, sizeof(*r->line_of));
-	r->rcap = r->reqs && r->res && r->done && r->line_of ? nreq : 0;
+	r->rcap = r->reqs && r->res && r->line_of ? nreq : 0;
 	return r->rcap ? 0 : -ENOMEM;
 }
 
@@ -921,12 +918,11 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 				r.reqs[nreq++] = l->comp.reqs[k];
 			}
 		}
+		fg_progress_window(&r.prog, r.base + r.n);
 		if (nreq && !rb_signal) {
 			struct fg_run_opts o = { .on_result = on_result, .on_batch_end = on_batch_end,
 						 .arg = &r, .input_order = input_order,
 						 .stop = &rb_signal, .keep_run = 1 };
-			memset(r.done, 0, nreq);
-			fg_progress_window(&r.prog, r.base + r.n);
 			if (fg_run(r.e, r.reqs, nreq, &o) < 0)
 				goto oom;
 		}
@@ -988,8 +984,7 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		written += r.n;
 		r.base += r.n;
 		window_clear(&r);
-		fg_progress_update(&r.prog, r.lines_done, r.prog.prompt, r.prog.generated,
-				   r.prog.work_done, r.prog.work_total);
+		fg_progress_update(&r.prog, r.lines_done);
 	}
 	fg_progress_end(&r.prog);
 	if (kill_hook() && !strcmp(kill_hook(), "rename")) {
@@ -1078,7 +1073,6 @@ out:
 	free(r.left);
 	free(r.reqs);
 	free(r.res);
-	free(r.done);
 	free(r.line_of);
 	free(j_auto);
 	free(buf);
