@@ -377,7 +377,6 @@ out:
 	if (lr.size)
 		fg_tier_free(e->tier[FG_ROLE_HOST], &lr);
 	if (f) {
-		fg_forward_set_sampling(f, NULL);
 		count_stats(e, &before, fg_forward_stats(f));
 		e->stats.compute_s += fg_now() - t0;
 		/* A failed step may leave the run in any state: make the next anew. */
