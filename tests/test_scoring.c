@@ -7,7 +7,9 @@
  *  - the top_logprobs lists: sorted, the scored token placed where its
  *    log-probability says;
  *  - completion log-probabilities (greedy and sampled) equal the prompt
- *    scores of the same text fed back, and a greedy token is its top one.
+ *    scores of the same text fed back, and a greedy token is its top one;
+ *  - the numbers do not depend on how many positions are scored at a time
+ *    ([policy] score_chunk), nor on which rows of a batch score.
  * FGCORE_TEST_BACKEND=cublas runs the fp16 GPU path with the README's fp16
  * tolerances (3e-2 a log-probability, 0.5 % the perplexity).
  * Needs FGCORE_TESTDATA: without it the program exits 77 (skip). */
@@ -238,6 +240,84 @@ START_TEST(test_completion_logprobs)
 }
 END_TEST
 
+/* Equal within fp32 rounding of products of different shapes. */
+static int near(float a, float b)
+{
+	return fabsf(a - b) <= 1e-5f * (1 + fabsf(b));
+}
+
+/* Score the held-out rows (every other one scored, the rest generating a
+ * token) with [policy] score_chunk set to `chunk` (NULL: the default). */
+static void score_rows(const char *dir, const struct heldout *h, const char *chunk,
+		       struct fg_result *res)
+{
+	struct fg_request req[HROWS];
+	struct fg_engine *e = open_engine(dir, chunk);
+
+	memset(req, 0, sizeof(req));
+	for (int r = 0; r < HROWS; r++) {
+		req[r].prompt_ids = h->ids[r];
+		req[r].n_prompt_ids = (size_t)(HLEN - 13 * r);
+		req[r].score_prompt = r % 2 == 0;
+		req[r].max_new_tokens = 1;
+		req[r].logprobs = 1;
+		req[r].top_logprobs = r % 3 ? TOPK : FG_TOP_LOGPROBS_MAX;
+	}
+	ck_assert_msg(fg_generate(e, req, HROWS, res) == 0, "%s", fg_last_error_text());
+	fg_engine_close(e);
+}
+
+/* The positions are scored a chunk at a time: one row per sequence of a
+ * GPU batch, chunks across sequences' boundaries, a GPU batch at once; the
+ * numbers must not depend on it, and rows that do not score (or ask for
+ * fewer top ids than their batch's largest) get exactly what they asked. */
+START_TEST(test_score_chunks)
+{
+	static struct heldout h;
+	static struct fg_result res[3][HROWS];
+	char dir[4300], mid[64];
+	struct fg_model_info mi;
+
+	snprintf(dir, sizeof(dir), "%s/%s", getenv("FGCORE_TESTDATA"), models[_i]);
+	load_heldout(dir, &h);
+	struct fg_engine *e = open_engine(dir, NULL);
+	ck_assert_int_eq(fg_engine_info(e, &mi), 0);
+	fg_engine_close(e);
+	/* 37 rows of fp32 logits (fp16: 74): chunks end mid-sequence */
+	snprintf(mid, sizeof(mid), "policy.score_chunk=%lld", (long long)(mi.vocab * 4 * 37));
+	score_rows(dir, &h, "policy.score_chunk=1", res[0]);
+	score_rows(dir, &h, mid, res[1]);
+	score_rows(dir, &h, NULL, res[2]);
+	for (int v = 0; v < 2; v++)
+		for (int r = 0; r < HROWS; r++) {
+			const struct fg_result *a = &res[v][r], *b = &res[2][r];
+			int k = r % 3 ? TOPK : FG_TOP_LOGPROBS_MAX;
+			ck_assert_msg(a->finish_reason != FG_FINISH_ERROR, "row %d: %s", r, a->error);
+			ck_assert_int_eq(a->n_tokens, 1);
+			ck_assert_int_eq(a->token_ids[0], b->token_ids[0]);
+			ck_assert(near(a->token_logprobs[0], b->token_logprobs[0]));
+			ck_assert(!!a->prompt_logprobs == (r % 2 == 0));
+			for (size_t t = 1; a->prompt_logprobs && t < a->n_prompt_tokens; t++) {
+				ck_assert_msg(near(a->prompt_logprobs[t], b->prompt_logprobs[t]),
+					      "chunking %d, row %d, token %zu: %g against %g", v, r, t,
+					      a->prompt_logprobs[t], b->prompt_logprobs[t]);
+				for (int i = 0; i < k; i++) {
+					const struct fg_logprob *x = &a->prompt_top[t * (size_t)k + (size_t)i],
+								*y = &b->prompt_top[t * (size_t)k + (size_t)i];
+					ck_assert_msg(near(x->logprob, y->logprob),
+						      "chunking %d, row %d, token %zu, top %d: (%d, %g) against (%d, %g)",
+						      v, r, t, i, x->id, x->logprob, y->id, y->logprob);
+					/* the ids of equal values may swap within rounding */
+					ck_assert(x->id == y->id || near(x->logprob, y->logprob));
+				}
+			}
+		}
+	for (int v = 0; v < 3; v++)
+		for (int r = 0; r < HROWS; r++)
+			fg_result_clear(&res[v][r]);
+}
+END_TEST
+
 /* Out-of-range top_logprobs is refused per request; the others run. */
 START_TEST(test_refused)
 {
@@ -289,6 +369,7 @@ int main(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, test_heldout_scores, 0, 4);
 	tcase_add_loop_test(tc, test_completion_logprobs, 0, 4);
+	tcase_add_loop_test(tc, test_score_chunks, 0, 2);
 	tcase_add_test(tc, test_refused);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);

@@ -97,3 +97,10 @@ int fg_arch_op_list(const struct fg_model_config *c, const struct fg_op_def *def
 	}
 	return k;
 }
+
+void fg_block_out_last(struct fg_block_ctx *x, struct fg_tensor logits)
+{
+	x->out_rows = fg_rows(x->h, x->n - 1, x->bs);
+	x->out_rows.ld = x->n * x->h.ld;
+	x->logits = fg_rows(logits, 0, x->bs);
+}

@@ -31,13 +31,15 @@ struct fg_block_ctx {
 	const struct fg_model_config *cfg;
 	int64_t layer;        /* -1 for the input and output blocks */
 	int64_t bs, n, step;  /* sequences, new tokens of each, positions before them */
-	int64_t out_pos;      /* the output block: which of the n positions it computes
-			       * the next-token logits of (n - 1 but when scoring a prompt) */
 	const int32_t *pad;   /* bs left-pad counts */
 	const int32_t *ids;   /* bs * n token ids (the input block) */
 	int32_t *pos;         /* host scratch of bs * n positions */
 	struct fg_tensor h;   /* [bs * n, hidden]: the hidden state, updated in place */
 	struct fg_tensor ws[FG_WS_MAX]; /* the family's workspaces, bs * n (or bs) rows */
+	/* The output block: the rows of h whose next-token logits it computes
+	 * (each sequence's last position, but when scoring a prompt), at most
+	 * bs * n, and the [out_rows.rows, vocab] tensor it writes them to. */
+	struct fg_tensor out_rows, logits;
 	const struct fg_wview *w;       /* the block's tensors, in table order
 					 * (a body reads them by table entry:
 					 * fg_block_tensor) */
@@ -68,5 +70,9 @@ int fg_block_linear(struct fg_block_ctx *x, const char *what, int w, int b, stru
 /* Rows [first, first + n) of a view; columns [first, first + n) of a view. */
 struct fg_tensor fg_rows(struct fg_tensor t, int64_t first, int64_t n);
 struct fg_tensor fg_cols(struct fg_tensor t, int64_t first, int64_t n);
+
+/* The output block's usual rows: each sequence's last position (every n-th
+ * row of h), into the first bs rows of `logits`. */
+void fg_block_out_last(struct fg_block_ctx *x, struct fg_tensor logits);
 
 #endif

@@ -573,18 +573,17 @@ static int llama_mlp(struct fg_block_ctx *x)
 	return fg_block_linear(x, "down_proj", LL_DOWN, LL_DOWNB, g, FG_ACT_NONE, x->h, none, x->h);
 }
 
-/* The final norm of each sequence at position out_pos, then its logits. */
+/* The final norm of the rows asked for, then their logits. */
 static int llama_output(struct fg_block_ctx *x)
 {
-	struct fg_tensor last = fg_rows(x->h, x->out_pos, x->bs), in = fg_rows(x->ws[WS_X], 0, x->bs);
+	struct fg_tensor in = fg_rows(x->ws[WS_X], 0, x->out_rows.rows);
 	int head = fg_block_tensor(x, LL_HEAD)->npieces ? LL_HEAD : LL_TIED;
 	int rc;
 
-	last.ld = x->n * x->h.ld; /* every n-th row */
-	if ((rc = llama_norm(x, "model.norm", last, LL_NORM, in)))
+	if ((rc = llama_norm(x, "model.norm", x->out_rows, LL_NORM, in)))
 		return rc;
 	return fg_block_linear(x, "lm_head", head, -1, in, FG_ACT_NONE, none, none,
-			       fg_rows(x->ws[WS_LOGITS], 0, x->bs));
+			       x->logits);
 }
 
 /* The ops the bodies call, by key like the tensors; grouped-query attention

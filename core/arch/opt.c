@@ -344,17 +344,16 @@ static int opt_mlp(struct fg_block_ctx *x)
 	return fg_block_linear(x, "fc2", OPT_FC2, OPT_FC2B, f, FG_ACT_NONE, x->h, none, x->h);
 }
 
-/* The final norm of each sequence at position out_pos, then its logits. */
+/* The final norm of the rows asked for, then their logits. */
 static int opt_output(struct fg_block_ctx *x)
 {
-	struct fg_tensor last = fg_rows(x->h, x->out_pos, x->bs), in = fg_rows(x->ws[WS_X], 0, x->bs);
+	struct fg_tensor in = fg_rows(x->ws[WS_X], 0, x->out_rows.rows);
 	int rc;
 
-	last.ld = x->n * x->h.ld; /* every n-th row */
-	if ((rc = opt_norm(x, "decoder.final_layer_norm", last, OPT_LNF, OPT_LNFB, in)))
+	if ((rc = opt_norm(x, "decoder.final_layer_norm", x->out_rows, OPT_LNF, OPT_LNFB, in)))
 		return rc;
 	return fg_block_linear(x, "lm_head", OPT_LM_HEAD, -1, in, FG_ACT_NONE, none, none,
-			       fg_rows(x->ws[WS_LOGITS], 0, x->bs));
+			       x->logits);
 }
 
 /* The ops the bodies call, by key like the tensors. */

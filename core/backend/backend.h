@@ -83,6 +83,11 @@ int fg_backend_argmax(struct fg_backend *b, void *stream, const struct fg_tensor
  * caller then samples host copies of the logits, with the same result). */
 int fg_backend_can_sample(const struct fg_backend *b);
 int fg_backend_sample(struct fg_backend *b, void *stream, const struct fg_sample_args *a);
+/* Log-probabilities where the logits are (a minor-6 plugin's logprob op);
+ * -ENOTSUP, with no error line, without one (the caller then computes them
+ * from host copies of the logits, with fgcore/logprob.h). */
+int fg_backend_can_logprob(const struct fg_backend *b);
+int fg_backend_logprob(struct fg_backend *b, void *stream, const struct fg_logprob_args *a);
 
 struct fg_codec {
 	struct fg_plugin_handle ph;

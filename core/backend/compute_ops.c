@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <fgcore/logprob.h>
 #include <fgcore/q4.h>
 
 #include "core/backend/backend.h"
@@ -76,6 +77,8 @@ const char *fg_op_name(enum fg_op op)
 		return "kv_append";
 	case FG_OP_SAMPLE:
 		return "sample";
+	case FG_OP_LOGPROB:
+		return "logprob";
 	}
 	return "an unknown op";
 }
@@ -589,4 +592,38 @@ int fg_backend_sample(struct fg_backend *b, void *stream, const struct fg_sample
 			return fg_call_fail(&c, -EINVAL, "row %" PRId64 ": draw of more than 53 bits, "
 					    "negative top_k or NaN temperature", r);
 	return b->ops->sample(b->ctx, stream, a);
+}
+
+/* ---- logprob -------------------------------------------------------------------- */
+
+int fg_backend_can_logprob(const struct fg_backend *b)
+{
+	/* logprob is a minor-6 member: a 1.5 plugin's table ends before it. */
+	return b->minor >= 6 && b->ops->logprob &&
+	       fg_backend_supports(b, FG_OP_LOGPROB, b->info.act_dtype);
+}
+
+int fg_backend_logprob(struct fg_backend *b, void *stream, const struct fg_logprob_args *a)
+{
+	struct fg_call c = { b, -1, NULL, "logprob" };
+	int rc;
+
+	if (!fg_backend_can_logprob(b))
+		return -ENOTSUP; /* the caller computes from host copies of the logits */
+	if (!a || !a->target || !a->lp)
+		return fg_call_fail(&c, -EINVAL, "target or lp is NULL");
+	if (a->k < 0 || a->k > FG_LOGPROB_TOP_MAX || (a->k && (!a->top_id || !a->top_lp)))
+		return fg_call_fail(&c, -EINVAL, "k is %d: it must lie in [0, %d], with top_id and "
+				    "top_lp when above 0", (int)a->k, FG_LOGPROB_TOP_MAX);
+	if ((rc = fg_check_tensor(&c, "logits", &a->logits, b->info.act_dtype, -1, -1)))
+		return rc;
+	if (a->logits.rows > 0 && a->logits.cols == 0)
+		return fg_call_fail(&c, -EINVAL, "logits has %" PRId64 " rows of no columns",
+				    a->logits.rows);
+	for (int64_t r = 0; r < a->logits.rows; r++)
+		if (a->target[r] >= a->logits.cols)
+			return fg_call_fail(&c, -EINVAL, "row %" PRId64 ": target %d is not below "
+					    "the vocabulary's %" PRId64, r, (int)a->target[r],
+					    a->logits.cols);
+	return b->ops->logprob(b->ctx, stream, a);
 }

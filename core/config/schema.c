@@ -98,6 +98,11 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	    "Store weights as 4-bit groups of 64 (int4_group64 codec) on every tier."),
 	KEY("policy", "compress_cache", FG_CFG_BOOL, "false",
 	    "Store the KV cache as 4-bit groups of 64 along the head dimension."),
+	KEY("policy", "score_chunk", FG_CFG_SIZE, "256M",
+	    "Compute-tier memory for the logits of scored prompt positions (echo with "
+	    "logprobs, `score`): positions are scored as many at a time as fit, and only "
+	    "their log-probabilities and most likely ids leave the compute tier.  Less "
+	    "(down to one row per sequence of a GPU batch) when the tier has no room."),
 
 	KEY_INT("bench", "prompt_len", "512", 1, 1048576, "Tokens of each synthetic prompt."),
 	KEY_INT("bench", "gen_len", "32", 1, 1048576, "Tokens generated for each prompt."),

@@ -309,6 +309,7 @@ int fg_forward_reuse(struct fg_forward *f, int64_t nb, int64_t bs, int64_t promp
 	f->plen = prompt_len;
 	f->step = 0;
 	f->sampling = NULL;
+	f->tok_scores = NULL;
 	return workspace_views(f);
 }
 
@@ -345,6 +346,7 @@ void fg_forward_free(struct fg_forward *f)
 		FG_LOG(FG_LOG_WARN, "freeing a forward pass: a transfer failed: %s",
 		       fg_last_error());
 	fg_devtime_free(f);
+	fg_logits_free(f);
 	free(f->mask.row_live); /* f->mask.live included */
 	free(f->in.seen);
 	free(f->mask.attn_pad);

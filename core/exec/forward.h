@@ -68,17 +68,23 @@ int fg_forward_check(const struct fg_forward_env *env, int64_t prompt_len, int64
  * and/or (when top is not NULL) each row's most likely next token to top[nb*bs]. */
 int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *pad,
 		       float *logits, int32_t *top);
-/* Scoring a prompt: the next-token logits of every prompt position, handed
- * to the host GPU batch by GPU batch.  logits holds `rows` rows (the
- * sequences [row0, row0 + rows) of the effective batch) of vocab floats,
- * all at position pos (0-based, padding included) of their row. */
-typedef int (*fg_position_logits_fn)(void *arg, int64_t row0, int64_t rows, int64_t pos,
-				     const float *logits);
-/* The prefill above that also calls fn for each position p < prompt_len - 1
- * at or after the GPU batch's smallest pad (the last position's logits are
- * the outputs as above). */
+/* A scored prefill: what each prompt position's logits say of the token
+ * after it, taken where the logits are (the backend's logprob op, else on
+ * the host from copies), a chunk of positions at a time.  Arrays of
+ * nb * bs * prompt_len entries (times k for the tops), position p of row r
+ * at r * prompt_len + p (padding included); written where target >= 0, as
+ * fgcore/logprob.h defines the values. */
+struct fg_prompt_scores {
+	const int32_t *target; /* the id position p is scored on (the prompt's
+				* token p + 1), or -1: not scored */
+	int k;                 /* most likely ids per scored position, <= FG_LOGPROB_TOP_MAX */
+	float *lp;
+	int32_t *top_id;       /* NULL when k is 0 */
+	float *top_lp;
+};
+/* The prefill above that also scores the prompt positions s names. */
 int fg_forward_prefill_scored(struct fg_forward *f, const int32_t *ids, const int32_t *pad,
-			      float *logits, int32_t *top, fg_position_logits_fn fn, void *arg);
+			      float *logits, int32_t *top, const struct fg_prompt_scores *s);
 /* One decode step: ids holds the new token of every row; outputs as above. */
 int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, int32_t *top);
 
@@ -112,6 +118,19 @@ struct fg_row_sampling {
 	const uint64_t *draw;
 };
 int fg_forward_set_sampling(struct fg_forward *f, const struct fg_row_sampling *s);
+
+/* Each next token's log-probability and top k, taken where the logits are
+ * whenever the steps give `top` (nb * bs entries, times k for the tops,
+ * written at each step as top is); NULL: off.  -ENOTSUP where this run
+ * cannot (a backend without the logprob op, a pipeline of stages): the
+ * caller then takes the logits and computes them on the host. */
+struct fg_token_scores {
+	int k;
+	float *lp;
+	int32_t *top_id;
+	float *top_lp;
+};
+int fg_forward_set_token_scores(struct fg_forward *f, const struct fg_token_scores *s);
 
 /* Bytes this run holds per tier (cache, activations, buffers), as allocated. */
 void fg_forward_bytes(const struct fg_forward *f, uint64_t bytes[FG_ROLES]);

@@ -55,10 +55,14 @@ struct fg_step_ids {
 	unsigned char *seen;     /* vocab flags: rows staged this step */
 };
 
-/* A scored prefill's callback. */
-struct fg_scoring {
-	fg_position_logits_fn fn;
-	void *arg;
+/* Scoring prompt positions: the chunks' logits in the compute tier (rows
+ * of them at a time), and their host copies where the backend has no
+ * logprob op.  Made at the run's first scored prefill. */
+struct fg_score_buf {
+	struct fg_region dev;
+	struct fg_tensor logits; /* [rows, vocab] act */
+	float *host;             /* rows x vocab, or NULL */
+	int64_t rows;
 };
 
 struct fg_forward {
@@ -101,7 +105,9 @@ struct fg_forward {
 	struct fg_step_ids in;
 	int graphing;                   /* the step's ops are being recorded as a graph */
 	int graph_piece;                /* which piece of the step (0: its first) */
-	struct fg_scoring score;        /* set during a scored prefill */
+	const struct fg_prompt_scores *score;  /* set during a scored prefill */
+	struct fg_score_buf sbuf;
+	const struct fg_token_scores *tok_scores; /* next tokens' log-probabilities */
 	struct fg_forward_stats stats;
 };
 
@@ -203,10 +209,10 @@ int fg_pipe_has_next(const struct fg_forward *f);
 /* The first `rows` sequences' logits and/or greedy tokens of the GPU batch
  * just computed (the rows after them were not computed: finished). */
 int fg_logits_out(struct fg_forward *f, int64_t row0, int64_t rows, float *logits, int32_t *top);
-/* A scored prefill: every earlier prompt position's logits of GPU batch k,
- * from fg_logits_first_scored (the batch's smallest pad) on, through the
- * output body `body`, to f->score.fn. */
-int64_t fg_logits_first_scored(const struct fg_forward *f, int64_t k);
+/* The scoring buffers (made at the first scored prefill), freed with the run. */
+void fg_logits_free(struct fg_forward *f);
+/* A scored prefill: GPU batch k's prompt positions f->score asks for, in
+ * chunks of rows through the output body `body`, then log-probabilities. */
 int fg_logits_score(struct fg_forward *f, struct fg_block_ctx *x, int64_t k,
 		    int (*body)(struct fg_block_ctx *x));
 

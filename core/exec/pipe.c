@@ -6,8 +6,8 @@
  * each stage receives a GPU batch's activations from the previous stage
  * before its first unit and sends them to the next after its last one; the
  * last stage sends each GPU batch's greedy tokens (and logits, when asked)
- * to rank 0, and in a scored prefill every earlier prompt position's logits,
- * which rank 0 hands to its scoring callback.  Transfers are non-blocking and posted ahead (every receive of
+ * to rank 0; a scored prefill's targets go from rank 0 to the last stage,
+ * which sends back what it scored (a few numbers per position).  Transfers are non-blocking and posted ahead (every receive of
  * a step at its start), so a stage computes micro-batch g while g - 1
  * travels on.  Activations go through host buffers, or stay in GPU memory
  * with a transport that moves device memory: ordered on the compute stream
@@ -30,8 +30,9 @@
 
 enum { WANT_TOP = 1, WANT_LOGITS = 2, WANT_SCORES = 4 };
 enum {
-	TAG_CMD = 1, TAG_PAD = 2, TAG_STATUS = 3, TAG_VERDICT = 4,
-	TAG_HIDDEN = 16, TAG_TOP = 8192, TAG_LOGITS = 16384, TAG_SCORES = 20480,
+	TAG_CMD = 1, TAG_PAD = 2, TAG_STATUS = 3, TAG_VERDICT = 4, TAG_TARGETS = 5,
+	TAG_SCORE_LP = 6, TAG_SCORE_ID = 7, TAG_SCORE_TOP = 8,
+	TAG_HIDDEN = 16, TAG_TOP = 8192, TAG_LOGITS = 16384,
 	/* + GPU batch (< 4096) */
 };
 
@@ -187,10 +188,15 @@ int fg_pipe_step_command(struct fg_forward *f, const int32_t *pad, int want_logi
 	struct fg_pipe_run *p = f->pipe;
 	struct fg_pipe_cmd c = { .op = pad ? FG_PIPE_PREFILL : FG_PIPE_DECODE,
 			      .want = (want_top ? WANT_TOP : 0) | (want_logits ? WANT_LOGITS : 0) |
-				      (pad && f->score.fn ? WANT_SCORES : 0) };
+				      (pad && f->score ? WANT_SCORES : 0),
+			      .score_k = pad && f->score ? f->score->k : 0 };
 
-	if (p->rank == 0)
-		send_command(p->d, &c, pad, pad ? (size_t)(f->nb * f->bs) : 0);
+	if (p->rank != 0)
+		return 0;
+	send_command(p->d, &c, pad, pad ? (size_t)(f->nb * f->bs) : 0);
+	if (c.want & WANT_SCORES)
+		send_or_die(p->d, p->size - 1, TAG_TARGETS, f->score->target,
+			    (size_t)(f->nb * f->bs * f->plen) * sizeof(int32_t), "scored targets");
 	return 0;
 }
 
@@ -402,35 +408,27 @@ void fg_pipe_send_results(struct fg_forward *f, int64_t k)
 		fatal(d);
 }
 
-/* The last stage's scoring callback: each prompt position's logits rows of
- * a GPU batch go to rank 0, in order (one tag per GPU batch). */
-static int send_position(void *arg, int64_t row0, int64_t rows, int64_t pos, const float *logits)
-{
-	struct fg_forward *f = arg;
-	struct fg_dist *d = f->pipe->d;
-
-	(void)pos;
-	send_or_die(d, 0, TAG_SCORES + (int)(row0 / f->bs), logits,
-		    (size_t)(rows * f->cfg->vocab) * sizeof(float), "prompt logits");
-	return 0;
-}
-
-/* Rank 0, a scored prefill: the positions the last stage scored, GPU batch
- * by GPU batch in its order (logits.c's: from the batch's smallest pad),
- * into the caller's callback. */
-static void recv_positions(struct fg_forward *f)
+/* What a scored prefill's last stage scored, between it and rank 0 (send
+ * 1: from the last stage; 0: into rank 0's arrays). */
+static void move_scores(struct fg_forward *f, const struct fg_prompt_scores *s, int send)
 {
 	struct fg_pipe_run *p = f->pipe;
 	struct fg_dist *d = p->d;
+	size_t pos = (size_t)(f->nb * f->bs * f->plen), k = (size_t)s->k;
+	struct {
+		int tag;
+		void *buf;
+		size_t len;
+	} m[3] = { { TAG_SCORE_LP, s->lp, pos * sizeof(float) },
+		   { TAG_SCORE_ID, s->top_id, pos * k * sizeof(int32_t) },
+		   { TAG_SCORE_TOP, s->top_lp, pos * k * sizeof(float) } };
 
-	for (int64_t k = 0; k < f->nb; k++) {
-		for (int64_t pos = fg_logits_first_scored(f, k); pos + 1 < f->plen; pos++) {
-			recv_or_die(d, p->size - 1, TAG_SCORES + (int)k, f->out.argmax,
-				    (size_t)(f->bs * f->cfg->vocab) * sizeof(float), d->timeout,
-				    "prompt logits");
-			if (f->score.fn(f->score.arg, k * f->bs, f->bs, pos, f->out.argmax))
-				fatal(d);
-		}
+	for (int i = 0; i < (k ? 3 : 1); i++) {
+		if (send)
+			send_or_die(d, 0, m[i].tag, m[i].buf, m[i].len, "prompt scores");
+		else
+			recv_or_die(d, p->size - 1, m[i].tag, m[i].buf, m[i].len, d->timeout,
+				    "prompt scores");
 	}
 }
 
@@ -440,8 +438,8 @@ void fg_pipe_step_end(struct fg_forward *f)
 	struct fg_dist *d = p->d;
 	double t0 = fg_now();
 
-	if (p->rank == 0 && f->score.fn && p->n > 1)
-		recv_positions(f);
+	if (p->rank == 0 && f->score && p->size > 1)
+		move_scores(f, f->score, 0);
 
 	for (int64_t k = 0; k < f->nb; k++) {
 		int res_peer = p->rank == 0 ? p->size - 1 : 0;
@@ -479,6 +477,34 @@ void fg_pipe_next_command(struct fg_dist *d, struct fg_pipe_cmd *c)
 	recv_or_die(d, 0, TAG_CMD, c, sizeof(*c), -1, "command");
 }
 
+/* The last stage's side of a scored prefill: rank 0's targets in, the
+ * scores out once the step is done. */
+static int follow_scored(struct fg_dist *d, struct fg_forward *f, const struct fg_pipe_cmd *c,
+			 const int32_t *pad)
+{
+	size_t pos = (size_t)(f->nb * f->bs * f->plen), k = (size_t)c->score_k;
+	int32_t *target = malloc(pos * sizeof(int32_t)), *top_id = malloc(pos * k * sizeof(int32_t) + 1);
+	float *lp = malloc(pos * sizeof(float)), *top_lp = malloc(pos * k * sizeof(float) + 1);
+	struct fg_prompt_scores s = { target, c->score_k, lp, k ? top_id : NULL, k ? top_lp : NULL };
+	int rc;
+
+	if (!target || !top_id || !lp || !top_lp) {
+		FG_ERR("rank %d: out of memory for the scores of %zu positions", d->info.rank, pos);
+		rc = -ENOMEM;
+	} else {
+		recv_or_die(d, 0, TAG_TARGETS, target, pos * sizeof(int32_t), d->timeout,
+			    "scored targets");
+		rc = fg_forward_prefill_scored(f, NULL, pad, NULL, NULL, &s);
+		if (!rc)
+			move_scores(f, &s, 1);
+	}
+	free(target);
+	free(top_id);
+	free(lp);
+	free(top_lp);
+	return rc;
+}
+
 void fg_pipe_follow_step(struct fg_dist *d, struct fg_forward *f, const struct fg_pipe_cmd *c,
 			 int32_t *pad)
 {
@@ -493,9 +519,9 @@ void fg_pipe_follow_step(struct fg_dist *d, struct fg_forward *f, const struct f
 		recv_or_die(d, 0, TAG_PAD, pad, (size_t)(f->nb * f->bs) * sizeof(int32_t), d->timeout,
 			    "paddings");
 		/* the last stage scores the prompt positions for rank 0 */
-		int score = (c->want & WANT_SCORES) && !fg_pipe_has_next(f);
-		rc = score ? fg_forward_prefill_scored(f, NULL, pad, NULL, NULL, send_position, f)
-			   : fg_forward_prefill(f, NULL, pad, NULL, NULL);
+		rc = (c->want & WANT_SCORES) && !fg_pipe_has_next(f)
+			     ? follow_scored(d, f, c, pad)
+			     : fg_forward_prefill(f, NULL, pad, NULL, NULL);
 	} else {
 		rc = fg_forward_decode(f, NULL, NULL, NULL);
 	}

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fgcore/logprob.h>
+
 #include "core/exec/forward_int.h"
 #include "core/util/clock.h"
 #include "core/util/error.h"
@@ -139,7 +141,7 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 		const struct fg_block *b = &f->m->blocks[bi];
 		struct fg_block_ctx x = {
 			.be = f->be, .stream = f->stream, .cfg = f->cfg, .layer = b->layer,
-			.bs = rows, .n = n, .out_pos = n - 1, .step = f->step, .pad = f->gb[it->k].pad,
+			.bs = rows, .n = n, .step = f->step, .pad = f->gb[it->k].pad,
 			.ids = ids ? ids + it->k * f->bs * n : NULL, .pos = f->out.pos,
 			.h = fg_view(h, f->hid, rows * n, f->cfg->hidden), .w = w,
 			.attend = fg_kv_attend, .sched = f,
@@ -147,7 +149,8 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 		for (int i = 0; i < f->plan.nws; i++)
 			x.ws[i] = f->ws[i];
 		fg_block_views(f, bi, ws, w);
-		if (b->plan->kind == FG_BLOCK_OUTPUT && f->score.fn &&
+		fg_block_out_last(&x, f->logits);
+		if (b->plan->kind == FG_BLOCK_OUTPUT && f->score &&
 		    (rc = fg_logits_score(f, &x, it->k, f->cfg->arch->body[FG_BLOCK_OUTPUT])))
 			return rc;
 		if ((rc = f->cfg->arch->body[b->plan->kind](&x)))
@@ -524,13 +527,23 @@ int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *
 }
 
 int fg_forward_prefill_scored(struct fg_forward *f, const int32_t *ids, const int32_t *pad,
-			      float *logits, int32_t *top, fg_position_logits_fn fn, void *arg)
+			      float *logits, int32_t *top, const struct fg_prompt_scores *s)
 {
-	f->score.fn = fn;
-	f->score.arg = arg;
+	if (!s || !s->target || !s->lp || s->k < 0 || s->k > FG_LOGPROB_TOP_MAX ||
+	    (s->k && (!s->top_id || !s->top_lp))) {
+		FG_ERR("prefill: scoring needs targets, lp and, with k in [1, %d], the tops",
+		       FG_LOGPROB_TOP_MAX);
+		return -EINVAL;
+	}
+	for (int64_t i = 0; i < f->nb * f->bs * f->plen; i++)
+		if (s->target[i] >= f->cfg->vocab) {
+			FG_ERR("prefill: scored position %lld names id %d, outside the vocabulary of %lld",
+			       (long long)i, (int)s->target[i], (long long)f->cfg->vocab);
+			return -EINVAL;
+		}
+	f->score = s;
 	int rc = fg_forward_prefill(f, ids, pad, logits, top);
-	f->score.fn = NULL;
-	f->score.arg = NULL;
+	f->score = NULL;
 	return rc;
 }
 
@@ -550,6 +563,15 @@ int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, i
 		f->mask.attn_pad[r] = f->mask.row_live[r] ? f->gb[r / f->bs].pad[r % f->bs]
 						: (int32_t)(f->step + 1);
 	return step(f, ids, 1, logits, top);
+}
+
+int fg_forward_set_token_scores(struct fg_forward *f, const struct fg_token_scores *s)
+{
+	if (s && (f->pipe || !fg_backend_can_logprob(f->be) || s->k < 0 ||
+		  s->k > FG_LOGPROB_TOP_MAX))
+		return -ENOTSUP;
+	f->tok_scores = s;
+	return 0;
 }
 
 int fg_forward_set_sampling(struct fg_forward *f, const struct fg_row_sampling *s)

@@ -694,7 +694,7 @@ static int prefill_layer(struct prof *p, const struct shapes *sh, int32_t *pad,
 	}
 	int64_t m = bs * s, kvw = c->kv_heads * c->head_dim;
 	l->be = &p->be;
-	l->x = (struct fg_block_ctx){ .be = &p->be, .cfg = c, .bs = bs, .n = s, .out_pos = s - 1,
+	l->x = (struct fg_block_ctx){ .be = &p->be, .cfg = c, .bs = bs, .n = s,
 				      .pad = pad, .pos = pos, .attend = layer_attend, .sched = l };
 	if ((rc = ctensor(p, &r[nr++], hid, m, c->hidden, 0, &l->x.h)) ||
 	    (rc = ctensor(p, &r[nr++], act, m, kvw, 0, &l->kc)) ||

@@ -27,6 +27,7 @@ struct fg_policy {
 	double attn_sparsity;   /* 1: dense attention */
 	int compress_weight, compress_cache;
 	int exact;              /* placement = exact: split tensors by rows */
+	uint64_t score_chunk;   /* bytes of compute tier for scored positions' logits */
 };
 
 /* Read and check [policy] (percent pairs summing to at most 100, ...). */

@@ -43,55 +43,104 @@ static int alloc_logits(struct fg_engine *e, int64_t rows, struct fg_region *r)
 	return 0;
 }
 
-/* A scored prefill's logits at position pos of rows [row0, row0 + rows): the
- * log-probability of each scoring job's next prompt token. */
-struct scoring {
-	struct fg_job **jobs;
-	size_t count;
-	const int32_t *pad;
-	int64_t vocab;
+/* Log-probabilities a batch asks for: of its prompts' tokens (a scored
+ * prefill) and of the tokens it generates.  Arrays of rows * plen and of
+ * rows entries, times k (the batch's largest top_logprobs) for the tops. */
+struct batch_scores {
+	int pk, tk;                  /* tops per prompt position, per new token */
+	struct fg_prompt_scores p;
+	struct fg_token_scores t;
+	int32_t *target, *tok;       /* positions' targets; the step's scored tokens */
 };
 
-struct score_rows {
-	const struct scoring *s;
-	int64_t row0, r0, r1, pos;
-	const float *logits;
-};
-
-static void score_rows(void *arg)
+static void batch_scores_free(struct batch_scores *b)
 {
-	const struct score_rows *w = arg;
-	const struct scoring *s = w->s;
+	free(b->target);
+	free(b->p.lp);
+	free(b->p.top_id);
+	free(b->p.top_lp);
+	free(b->tok);
+	free(b->t.lp);
+	free(b->t.top_id);
+	free(b->t.top_lp);
+}
 
-	for (int64_t r = w->r0; r < w->r1; r++) {
-		struct fg_job *j = s->jobs[r];
-		int64_t i = w->pos - s->pad[r] + 1; /* the prompt token scored */
+/* The arrays, and each scoring row's targets: position p names the
+ * prompt's token after it (ids are the batch's left-padded rows). */
+static int batch_scores_new(struct batch_scores *b, struct fg_job **jobs, size_t count,
+			    int64_t rows, int64_t plen, const int32_t *ids, const int32_t *pad)
+{
+	size_t pos = (size_t)(rows * plen), n = (size_t)rows;
+	int scored = 0, logprobs = 0;
+
+	for (size_t i = 0; i < count; i++) {
+		const struct fg_request *q = jobs[i]->req;
+		scored |= q->score_prompt;
+		logprobs |= q->logprobs;
+		if (q->score_prompt && q->top_logprobs > b->pk)
+			b->pk = q->top_logprobs;
+		if (q->logprobs && q->top_logprobs > b->tk)
+			b->tk = q->top_logprobs;
+	}
+	if (scored) {
+		b->target = malloc(pos * sizeof(int32_t));
+		b->p = (struct fg_prompt_scores){ b->target, b->pk, malloc(pos * sizeof(float)),
+						  malloc(pos * (size_t)b->pk * sizeof(int32_t) + 1),
+						  malloc(pos * (size_t)b->pk * sizeof(float) + 1) };
+		if (!b->target || !b->p.lp || !b->p.top_id || !b->p.top_lp)
+			goto oom;
+		for (int64_t r = 0; r < rows; r++) {
+			int on = r < (int64_t)count && jobs[r]->req->score_prompt;
+			for (int64_t p = 0; p < plen; p++)
+				b->target[r * plen + p] = on && p >= pad[r] && p + 1 < plen
+								  ? ids[r * plen + p + 1] : -1;
+		}
+	}
+	if (logprobs) {
+		b->tok = malloc(n * sizeof(int32_t));
+		b->t = (struct fg_token_scores){ b->tk, malloc(n * sizeof(float)),
+						 malloc(n * (size_t)b->tk * sizeof(int32_t) + 1),
+						 malloc(n * (size_t)b->tk * sizeof(float) + 1) };
+		if (!b->tok || !b->t.lp || !b->t.top_id || !b->t.top_lp)
+			goto oom;
+	}
+	return 0;
+oom:
+	FG_ERR("out of memory for the log-probabilities of %lld x %lld positions", (long long)rows,
+	       (long long)plen);
+	return -ENOMEM;
+}
+
+/* The scored prefill's numbers into each scoring job's prompt arrays:
+ * prompt token i (i >= 1) was scored at position pad + i - 1. */
+static void batch_scores_prompt(const struct batch_scores *b, struct fg_job **jobs, size_t count,
+				int64_t plen, const int32_t *pad)
+{
+	for (size_t r = 0; r < count; r++) {
+		struct fg_job *j = jobs[r];
 		int k = j->req->top_logprobs;
 
-		if (!j->req->score_prompt || i < 1)
+		if (!j->req->score_prompt)
 			continue;
-		fg_logprob_row(w->logits + (r - w->row0) * s->vocab, s->vocab, j->prompt[i],
-			       k, &j->plp[i], j->ptop + (size_t)i * (size_t)k);
+		for (size_t i = 1; i < j->n_prompt; i++) {
+			size_t at = (size_t)((int64_t)r * plen + pad[r]) + i - 1;
+			j->plp[i] = b->p.lp[at];
+			for (int t = 0; t < k; t++)
+				j->ptop[i * (size_t)k + (size_t)t] = (struct fg_logprob){
+					b->p.top_id[at * (size_t)b->pk + (size_t)t],
+					b->p.top_lp[at * (size_t)b->pk + (size_t)t] };
+		}
 	}
 }
 
-static int score_position(void *arg, int64_t row0, int64_t rows, int64_t pos, const float *logits)
+/* Without the device's: the step's tokens scored from host logits. */
+static void batch_scores_host(struct batch_scores *b, struct fg_job **jobs, size_t count,
+			      const int32_t *next, const float *logits, int64_t vocab)
 {
-	const struct scoring *s = arg;
-	int64_t end = row0 + rows < (int64_t)s->count ? row0 + rows : (int64_t)s->count;
-	struct score_rows w[FG_FANOUT_MAX];
-
-	if (end <= row0)
-		return 0;
-	/* The rows' log-softmax over the CPUs, a million logits a thread at least. */
-	int n = fg_fanout_threads(0, (uint64_t)(end - row0) * (uint64_t)s->vocab, 1u << 20);
-	int64_t per = (end - row0 + n - 1) / n;
-	for (int t = 0; t < n; t++) {
-		int64_t r0 = row0 + t * per, r1 = r0 + per < end ? r0 + per : end;
-		w[t] = (struct score_rows){ s, row0, r0 < end ? r0 : end, r1, pos, logits };
-	}
-	fg_fanout(score_rows, w, sizeof(*w), n);
-	return 0;
+	for (size_t r = 0; r < count; r++)
+		b->tok[r] = !jobs[r]->done && jobs[r]->req->logprobs ? next[r] : -1;
+	fg_logprob_rows(logits, (int64_t)count, vocab, b->tok, b->tk, b->t.lp, b->t.top_id,
+			b->t.top_lp);
 }
 
 /* Sampled rows [r0, r1) of a decode step, with a sampler of their own: each
@@ -280,7 +329,8 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 	struct fg_region lr = { 0 };
 	int32_t *ids = NULL, *pad = NULL, *next = NULL, *top = NULL;
 	unsigned char *row_live = NULL;
-	int greedy = 1, scored = 0, logprobs = 0, on_device = 0;
+	int greedy = 1, on_device = 0, dev_scores = 0;
+	struct batch_scores sc = { 0 };
 	float *logits = NULL;
 	double t0 = 0;
 	int rc;
@@ -304,13 +354,9 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 	next = malloc(sizeof(int32_t) * (size_t)rows);
 	top = malloc(sizeof(int32_t) * (size_t)rows);
 	row_live = malloc((size_t)rows);
-	/* All-greedy batches only need each row's top token, not its logits;
-	 * log-probabilities need the logits. */
-	for (size_t i = 0; i < count; i++) {
-		greedy &= jobs[i]->req->temperature <= 0 && !jobs[i]->req->logprobs;
-		logprobs |= jobs[i]->req->logprobs;
-		scored |= jobs[i]->req->score_prompt;
-	}
+	/* All-greedy batches only need each row's top token, not its logits. */
+	for (size_t i = 0; i < count; i++)
+		greedy &= jobs[i]->req->temperature <= 0;
 	if (!ids || !pad || !next || !top || !row_live) {
 		FG_ERR("out of memory for a batch of %lld x %lld tokens", (long long)rows,
 		       (long long)plen);
@@ -325,41 +371,55 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 		for (int64_t i = 0; i < plen; i++)
 			ids[r * plen + i] = i < pad[r] ? c->pad_id : p[i - pad[r]];
 	}
-	if ((rc = batch_forward(e, run, nb, bs, plen, glen)))
+	if ((rc = batch_scores_new(&sc, jobs, count, rows, plen, ids, pad)) ||
+	    (rc = batch_forward(e, run, nb, bs, plen, glen)))
 		goto out;
 	f = run->f;
 	before = *fg_forward_stats(f);
 	t0 = fg_now();
+	/* New tokens' log-probabilities are taken where the logits are when the
+	 * backend can; else they need the logits on the host. */
+	dev_scores = sc.tok && fg_forward_set_token_scores(f, &sc.t) == 0;
+	greedy &= !sc.tok || dev_scores;
 	/* Sampled rows are drawn where the logits are when the backend can (no
-	 * logits cross to the host); log-probabilities need them on the host. */
-	if (!greedy && !logprobs && !(rc = device_draws_new(&dd, rows)) &&
+	 * logits cross to the host). */
+	if (!greedy && (!sc.tok || dev_scores) && !(rc = device_draws_new(&dd, rows)) &&
 	    fg_forward_set_sampling(f, &dd.s) == 0)
 		on_device = 1;
+	if (dev_scores && !greedy && !on_device) { /* sampled on the host: scored there */
+		fg_forward_set_token_scores(f, NULL);
+		dev_scores = 0;
+	}
 	if (rc || (!greedy && !on_device && (rc = alloc_logits(e, rows, &lr))))
 		goto out;
 	logits = lr.addr;
 	if (on_device)
 		device_draws_fill(&dd, jobs, (int64_t)count);
-	struct scoring sc = { jobs, count, pad, c->vocab };
-	if ((rc = scored ? fg_forward_prefill_scored(f, ids, pad, logits, top, score_position, &sc)
-			 : fg_forward_prefill(f, ids, pad, logits, top)))
+	if ((rc = sc.target ? fg_forward_prefill_scored(f, ids, pad, logits, top, &sc.p)
+			    : fg_forward_prefill(f, ids, pad, logits, top)))
 		goto out;
+	if (sc.target)
+		batch_scores_prompt(&sc, jobs, count, plen, pad);
 	for (int64_t t = 0;; t++) {
 		int live = 0;
 		/* A finished row's token and logits are garbage: never read. */
 		if (!greedy && !on_device &&
 		    (rc = sample_step(jobs, (int64_t)count, logits, c->vocab, smp, next)))
 			goto out;
+		for (int64_t r = 0; r < (int64_t)count; r++)
+			if (on_device || !fg_job_samples(jobs[r]))
+				next[r] = top[r];
+		if (sc.tok && !dev_scores)
+			batch_scores_host(&sc, jobs, count, next, logits, c->vocab);
 		for (int64_t r = 0; r < rows; r++) {
 			row_live[r] = 0;
 			if (r >= (int64_t)count || jobs[r]->done) {
 				next[r] = c->pad_id;
 				continue;
 			}
-			const float *row = logits ? logits + r * c->vocab : NULL;
-			if (on_device || !fg_job_samples(jobs[r]))
-				next[r] = top[r];
-			fg_job_accept(e, jobs[r], next[r], row);
+			fg_job_accept(e, jobs[r], next[r], sc.tok ? sc.t.lp[r] : 0,
+				      sc.tok ? sc.t.top_id + r * sc.tk : NULL,
+				      sc.tok ? sc.t.top_lp + r * sc.tk : NULL);
 			live += !jobs[r]->done;
 			row_live[r] = !jobs[r]->done;
 		}
@@ -384,6 +444,7 @@ out:
 			fg_batch_run_end(e, run);
 	}
 	device_draws_free(&dd);
+	batch_scores_free(&sc);
 	free(row_live);
 	for (int t = 0; t < FG_FANOUT_MAX; t++)
 		fg_sampler_free(smp[t]);

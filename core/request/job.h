@@ -40,9 +40,10 @@ void fg_job_rewind(struct fg_job *j);
 /* The job's result (its arrays move to res). */
 int fg_job_finish(struct fg_engine *e, struct fg_job *j, struct fg_result *res);
 void fg_job_free(struct fg_job *j);
-/* Emit tok for a live job; logits (NULL when not on the host) is the row it
- * was chosen from. */
-void fg_job_accept(struct fg_engine *e, struct fg_job *j, int32_t tok, const float *logits);
+/* Emit tok for a live job; lp and its top (top_logprobs entries) are its
+ * log-probabilities, read when the job asks for them. */
+void fg_job_accept(struct fg_engine *e, struct fg_job *j, int32_t tok, float lp,
+		   const int32_t *top_id, const float *top_lp);
 /* Does the job draw its next token (the others take the argmax)? */
 static inline int fg_job_samples(const struct fg_job *j)
 {

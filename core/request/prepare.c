@@ -140,16 +140,20 @@ static int check_stop_strings(struct fg_engine *e, struct fg_job *j)
 	return 0;
 }
 
-void fg_job_accept(struct fg_engine *e, struct fg_job *j, int32_t tok, const float *logits)
+void fg_job_accept(struct fg_engine *e, struct fg_job *j, int32_t tok, float lp,
+		   const int32_t *top_id, const float *top_lp)
 {
 	const struct fg_request *r = j->req;
 	int k = r->top_logprobs;
 
 	if (j->done)
 		return;
-	if (r->logprobs)
-		fg_logprob_row(logits, e->model.cfg.vocab, tok, k, &j->tlp[j->n_out],
-			       j->ttop + j->n_out * (size_t)k);
+	if (r->logprobs) {
+		j->tlp[j->n_out] = lp;
+		for (int t = 0; t < k; t++)
+			j->ttop[j->n_out * (size_t)k + (size_t)t] = (struct fg_logprob){ top_id[t],
+											top_lp[t] };
+	}
 	j->out[j->n_out++] = tok;
 	if (r->on_token) {
 		j->streamed = 1;

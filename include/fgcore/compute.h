@@ -41,6 +41,9 @@
  *   1.5  graphs: the ops of a decode step recorded and launched in a few
  *        pieces (CUDA graphs), which spares the device the gaps between
  *        hundreds of small launches.
+ *   1.6  logprob: log-probabilities and the most likely ids taken where the
+ *        logits are, so that scoring copies a few numbers per position
+ *        instead of whole rows of logits.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -100,6 +103,7 @@ enum fg_op {
 	FG_OP_ATTENTION_GQA,      /* minor 1: either attention with kv_heads < heads; dtype: the cache's */
 	FG_OP_KV_APPEND,          /* dtype: the cache's */
 	FG_OP_SAMPLE,             /* minor 4: sample; dtype: the logits' (act) */
+	FG_OP_LOGPROB,            /* minor 6: logprob; dtype: the logits' (act) */
 };
 
 /* out[i,:] = tok[ids[i],:] + pos[positions[i],:] */
@@ -197,6 +201,20 @@ struct fg_sample_args {
 	int32_t *out;            /* host memory, filled when the op returns */
 };
 
+/* Log-probabilities of rows of logits (minor 6), as fgcore/logprob.h
+ * defines them: for each row r with target[r] >= 0, lp[r] = log p(target[r])
+ * and its top k in top_id / top_lp[r * k, (r + 1) * k); a row with
+ * target[r] < 0 is skipped and its outputs left alone.  Host arrays of
+ * logits.rows entries (times k for the top), filled when the op returns. */
+struct fg_logprob_args {
+	struct fg_tensor logits; /* [rows, vocab] act */
+	const int32_t *target;   /* each < vocab */
+	int32_t k;               /* 0 .. FG_LOGPROB_TOP_MAX (fgcore/logprob.h) */
+	float *lp;
+	int32_t *top_id;         /* NULL when k is 0 */
+	float *top_lp;           /* NULL when k is 0 */
+};
+
 struct fg_compute_ops {
 	int (*init)(const struct fg_host *host, const void *opts, void **ctx);
 	void (*fini)(void *ctx);
@@ -272,6 +290,11 @@ struct fg_compute_ops {
 	 * token read-out. */
 	int (*graph_begin)(void *ctx, void *stream, int piece);
 	int (*graph_end)(void *ctx, void *stream, int launch);
+
+	/* minor 6, optional: log-probabilities where the logits are (struct
+	 * fg_logprob_args); returns once the outputs are filled.  Without it
+	 * the core copies the logits out and computes them on the host. */
+	int (*logprob)(void *ctx, void *stream, const struct fg_logprob_args *a);
 };
 
 #ifdef __cplusplus

@@ -10,6 +10,7 @@ CUBLAS_CU = \
 	plugins/compute/cublas/k_prefill.cu \
 	plugins/compute/cublas/k_decode.cu \
 	plugins/compute/cublas/k_sample.cu \
+	plugins/compute/cublas/k_logprob.cu \
 	plugins/compute/cublas/k_fp8.cu
 CUBLAS_CUH = \
 	plugins/compute/cublas/common.cuh \

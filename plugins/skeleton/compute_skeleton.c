@@ -135,6 +135,8 @@ static int skeleton_compute_supports(void *ctx, enum fg_op op, enum fg_dtype dty
 		return dtype == FG_DTYPE_F32; /* the activations' or the cache's type */
 	case FG_OP_SAMPLE:
 		return 0; /* optional: the core samples the logits on the host */
+	case FG_OP_LOGPROB:
+		return 0; /* optional: the core takes log-probabilities on the host */
 	}
 	return 0; /* an op of a newer ABI */
 }

@@ -131,6 +131,7 @@ int cpu_blas_linear(void *ctx, void *stream, const struct fg_linear_args *a);
 int cpu_blas_attention_prefill(void *ctx, void *stream, const struct fg_attention_args *a);
 int cpu_blas_attention_decode(void *ctx, void *stream, const struct fg_attention_args *a);
 int cpu_blas_rope(void *ctx, void *stream, const struct fg_rope_args *a);
+int cpu_blas_logprob(void *ctx, void *stream, const struct fg_logprob_args *a);
 int cpu_blas_timer_create(void *ctx, void **timer);
 void cpu_blas_timer_destroy(void *ctx, void *timer);
 int cpu_blas_timer_record(void *ctx, void *timer, void *stream);

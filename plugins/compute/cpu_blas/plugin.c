@@ -218,6 +218,8 @@ static int cpu_blas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS;
 	case FG_OP_SAMPLE:
 		return 0; /* the core samples host memory the same way */
+	case FG_OP_LOGPROB:
+		return dtype == FG_DTYPE_F32;
 	}
 	return 0;
 }
@@ -238,10 +240,11 @@ static const struct fg_compute_ops cpu_blas_ops = {
 	.timer_destroy		= cpu_blas_timer_destroy,
 	.timer_record		= cpu_blas_timer_record,
 	.timer_elapsed		= cpu_blas_timer_elapsed,
+	.logprob		= cpu_blas_logprob,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION, /* 1.1: rope, supports, RMS norm, SiLU, mul, GQA; 1.2: timers */
+	.abi_version	= FG_ABI_VERSION, /* 1.1: rope, supports, RMS norm, SiLU, mul, GQA; 1.2: timers; 1.6: logprob */
 	.kind		= FG_PLUGIN_COMPUTE,
 	.name		= "cpu_blas",
 	.description	= "CPU backend: OpenBLAS sgemm on fp32 activations, fp16 weights widened on the fly",

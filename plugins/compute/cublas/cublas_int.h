@@ -21,6 +21,7 @@ struct cublas_opts {
 	int64_t q4_fused_max_m;
 	int fp32_residual;
 	int device_sampling;
+	int device_logprobs;
 	int fp8_prefill;
 	int64_t fp8_min_rows;
 	uint64_t fp8_scratch;  /* per stream, only with fp8_prefill */
@@ -120,6 +121,7 @@ struct cublas_ctx {
 	int64_t q4_fused_max_m;
 	int f32_hidden;       /* the residual stream is fp32 (fp32_residual) */
 	int device_sampling;  /* supports(FG_OP_SAMPLE) */
+	int device_logprobs;  /* supports(FG_OP_LOGPROB) */
 	int fp8;              /* fp8_prefill, on a device with fp8 tensor cores */
 	int64_t fp8_min_rows; /* products with this many rows of x or more use fp8 */
 	size_t fp8_bytes;     /* each stream's fp8 buffer; 0 without fp8 */

@@ -162,6 +162,15 @@ struct cublas_sample_row {
 cudaError_t cublas_k_sample(cudaStream_t s, int64_t rows, int64_t cols, const uint16_t *x,
 			    int64_t ld, const struct cublas_sample_row *p, int32_t *out);
 
+/* ---- k_logprob.cu ------------------------------------------------------------------ */
+
+/* For each row r of x [rows, cols] with target[r] >= 0: lp[r] = log p(target[r])
+ * and its k most likely ids in top_id / top_lp[r * k ...], as fgcore/logprob.h
+ * defines them.  target and the outputs on the device. */
+cudaError_t cublas_k_logprob(cudaStream_t s, int64_t rows, int64_t cols, const uint16_t *x,
+			     int64_t ld, const int32_t *target, int k, float *lp,
+			     int32_t *top_id, float *top_lp);
+
 #ifdef __cplusplus
 }
 #endif

@@ -47,6 +47,11 @@ static const struct fg_option cublas_options[] = {
 		  "false: the core copies the logits to the host and samples there.  The "
 		  "tokens are the same either way (fgcore/sampling.h defines them).",
 	  .offset = offsetof(struct cublas_opts, device_sampling) },
+	{ .key = "device_logprobs", .type = FG_OPT_BOOL, .def = "true",
+	  .help = "take log-probabilities and the most likely tokens on the GPU, where the "
+		  "logits are (the logprob op), so that scoring copies a few numbers per "
+		  "position; false: the core copies each row of logits to the host.",
+	  .offset = offsetof(struct cublas_opts, device_logprobs) },
 	{ .key = "fp8_prefill", .type = FG_OPT_BOOL, .def = "false",
 	  .help = "linear products with at least fp8_min_rows rows of x (prefill) run on the "
 		  "fp8 tensor cores (compute capability 9.0): x and the weights are rounded to "
@@ -542,6 +547,50 @@ static int cublas_sample(void *ctx, void *stream, const struct fg_sample_args *a
 	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "sample", "kernel or copy", e);
 }
 
+/* The targets go to the device and the outputs come back through the
+ * stream's scratch: targets, lp, then the top ids and their values. */
+static int cublas_logprob(void *ctx, void *stream, const struct fg_logprob_args *a)
+{
+	struct cublas_ctx *c = ctx;
+	struct cublas_stream *s = cublas_stream_of(c, stream);
+	const struct fg_tensor *x = &a->logits;
+	size_t rows = x->rows > 0 ? (size_t)x->rows : 0, k = (size_t)a->k;
+	size_t bytes = rows * (2 + 2 * k) * 4;
+	cudaError_t e;
+	int rc;
+
+	if (x->dtype != FG_DTYPE_F16 || x->rows > INT32_MAX || x->cols > INT32_MAX) {
+		fg_error(c->host, "cublas: logprob: need fp16 logits [rows, vocab] with rows and "
+			 "vocab below 2^31");
+		return -EINVAL;
+	}
+	if (bytes > c->scratch_bytes) {
+		fg_error(c->host, "cublas: logprob: %zu rows of %zu top ids need %zu bytes of "
+			 "stream scratch, which has %zu; raise `scratch`", rows, k, bytes,
+			 c->scratch_bytes);
+		return -ENOMEM;
+	}
+	if (!rows)
+		return 0;
+	int32_t *dt = s->scratch, *did = dt + 2 * rows;
+	float *dlp = (float *)(dt + rows), *dtop = (float *)(did + rows * k);
+	if ((rc = cublas_enter(c, "logprob")))
+		return rc;
+	e = cudaMemcpyAsync(dt, a->target, rows * 4, cudaMemcpyHostToDevice, s->s);
+	if (e == cudaSuccess)
+		e = cublas_k_logprob(s->s, x->rows, x->cols, x->data, x->ld, dt, a->k, dlp, did,
+				     dtop);
+	if (e == cudaSuccess)
+		e = cudaMemcpyAsync(a->lp, dlp, rows * 4, cudaMemcpyDeviceToHost, s->s);
+	if (e == cudaSuccess && k)
+		e = cudaMemcpyAsync(a->top_id, did, rows * k * 4, cudaMemcpyDeviceToHost, s->s);
+	if (e == cudaSuccess && k)
+		e = cudaMemcpyAsync(a->top_lp, dtop, rows * k * 4, cudaMemcpyDeviceToHost, s->s);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(s->s);
+	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "logprob", "kernel or copy", e);
+}
+
 /* ---- context --------------------------------------------------------------------------- */
 
 static void cublas_fini(void *ctx)
@@ -566,7 +615,7 @@ static int cublas_init(const struct fg_host *host, const void *opts, void **ctx)
 {
 	static const struct cublas_opts defaults = {
 		.device = 0, .workspace = 64 * MiB, .scratch = 64 * MiB, .q4_fused_max_m = 128,
-		.fp32_residual = 1, .device_sampling = 1, .fp8_prefill = 0, .fp8_min_rows = 1024,
+		.fp32_residual = 1, .device_sampling = 1, .device_logprobs = 1, .fp8_prefill = 0, .fp8_min_rows = 1024,
 		.fp8_scratch = 256 * MiB, .cuda_graphs = 1,
 	};
 	const struct cublas_opts *o = opts ? opts : &defaults;
@@ -614,6 +663,7 @@ static int cublas_init(const struct fg_host *host, const void *opts, void **ctx)
 	c->q4_fused_max_m = o->q4_fused_max_m;
 	c->f32_hidden = o->fp32_residual != 0;
 	c->device_sampling = o->device_sampling != 0;
+	c->device_logprobs = o->device_logprobs != 0;
 	c->graphs = o->cuda_graphs != 0;
 	if ((rc = cublas_enter(c, "init")))
 		goto fail;
@@ -715,6 +765,8 @@ static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS;
 	case FG_OP_SAMPLE:
 		return dtype == FG_DTYPE_F16 && c->device_sampling;
+	case FG_OP_LOGPROB:
+		return dtype == FG_DTYPE_F16 && c->device_logprobs;
 	}
 	return 0;
 }
@@ -758,6 +810,7 @@ static const struct fg_compute_ops cublas_ops = {
 	.rope			= cublas_rope,
 	.supports		= cublas_supports,
 	.sample			= cublas_sample,
+	.logprob		= cublas_logprob,
 	.graph_begin		= cublas_graph_begin,
 	.graph_end		= cublas_graph_end,
 };
