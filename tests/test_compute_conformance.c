@@ -20,7 +20,10 @@
  * and the additions of compute ABI 1.1: RMS norm, layer norm without beta,
  * embed without a position table, SiLU and the `mul` gate, rope (a scaled
  * inv_freq table, attn_factor, partial rotary), grouped-query attention in
- * prefill and decode (fp32, fp16 and 4-bit caches).  A variant runs where the
+ * prefill and decode (fp32, fp16 and 4-bit caches); and the logprob op of
+ * ABI 1.6 against tests/logprob_ref.h (ties, +-inf, NaN, rows with no
+ * distribution, Llama 3's vocabulary, k up to 20 and above the vocabulary).
+ * A variant runs where the
  * backend's `supports` says it runs it (cpu_blas: everything).  Every op goes
  * through the core's wrappers (core/backend/compute_ops.c), which validate the
  * arguments: invalid ones must be refused with -EINVAL and one error line
@@ -52,11 +55,13 @@
 #include <unistd.h>
 
 #include <fgcore/half.h>
+#include <fgcore/logprob.h>
 #include <fgcore/q4.h>
 
 #include "core/backend/backend.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
+#include "tests/logprob_ref.h"
 #include "tests/test_rng.h"
 
 /* Check's ck_assert* report every passing check to the parent process (one
@@ -2118,6 +2123,97 @@ static int collect(const char *path, void *user)
 	return 0;
 }
 
+/* ---- logprob (ABI 1.6) ------------------------------------------------------------------ */
+
+static double u01(void)
+{
+	return (double)(rnd() >> 11) * 0x1p-53;
+}
+
+/* rows rows of vocab logits (ld apart; +inf past vocab, which a read past the
+ * row would take), every shape of tests/logprob_ref.h, targets at random
+ * (-1 on every fifth row: skipped), k top ids; against the double-precision
+ * reference. */
+static void logprob_case(struct env *e, int64_t vocab, int64_t ld, int64_t rows, int k)
+{
+	float *x = malloc(sizeof(float) * (size_t)(rows * ld));
+	float *lp = malloc(sizeof(float) * (size_t)rows);
+	int32_t *tg = malloc(sizeof(int32_t) * (size_t)rows);
+	int32_t *id = malloc(sizeof(int32_t) * (size_t)(rows * k + 1));
+	float *tl = malloc(sizeof(float) * (size_t)(rows * k + 1));
+	char what[160];
+	int bad = 0;
+
+	EXPECT_TRUE(x && lp && tg && id && tl);
+	for (int64_t r = 0; r < rows; r++) {
+		lp_fill(x + r * ld, vocab, (enum lp_shape)(r % LP_SHAPES), u01);
+		for (int64_t i = vocab; i < ld; i++)
+			x[r * ld + i] = INFINITY;
+		tg[r] = r % 5 == 4 ? -1 : (int32_t)irand(vocab);
+	}
+	struct fg_logprob_args a = { tview(x, FG_DTYPE_F32, rows, vocab, ld), tg, k, lp,
+				     k ? id : NULL, k ? tl : NULL };
+	EXPECT(fg_backend_logprob(&e->b, NULL, &a) == 0, "%s: logprob: %s", e->label,
+	       fg_last_error());
+	snprintf(what, sizeof(what), "%s: logprob vocab %lld ld %lld k %d", e->label,
+		 (long long)vocab, (long long)ld, k);
+	for (int64_t r = 0; r < rows; r++)
+		if (tg[r] >= 0)
+			bad += lp_check_row(what, r, x + r * ld, vocab, tg[r], k, lp[r], id + r * k,
+					    tl + r * k, e->tol / 10);
+	EXPECT(bad == 0, "%s: %d values differ from the reference (printed above)", what, bad);
+	free(x), free(lp), free(tg), free(id), free(tl);
+}
+
+START_TEST(test_logprob)
+{
+	struct env e;
+
+	if (!env_open_for(&e, _i, FG_OP_LOGPROB, FG_DTYPE_F32))
+		return;
+	EXPECT(fg_backend_can_logprob(&e.b), "%s: supports logprob without the op", e.label);
+	logprob_case(&e, 128256, 128256, 9, 20); /* Llama 3's vocabulary, the API's largest k */
+	logprob_case(&e, 1000, 1003, 40, 5);
+	logprob_case(&e, 50, 50, 21, 1);
+	logprob_case(&e, 7, 9, 14, 20);          /* k above the vocabulary */
+	logprob_case(&e, 1, 1, 5, 3);
+	logprob_case(&e, 300, 300, 10, 0);
+	logprob_case(&e, 300, 300, 0, 4);        /* no rows */
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_logprob_invalid)
+{
+	float x[4 * 8] = { 0 }, lp[4];
+	int32_t tg[4] = { 0, 1, 2, 3 }, id[4 * 21];
+	float tl[4 * 21];
+	struct env e;
+
+	if (!env_open_for(&e, _i, FG_OP_LOGPROB, FG_DTYPE_F32))
+		return;
+	struct fg_logprob_args ok = { tview(x, FG_DTYPE_F32, 4, 8, 8), tg, 2, lp, id, tl }, a;
+	EXPECT(fg_backend_logprob(&e.b, NULL, &ok) == 0, "%s: %s", e.label, fg_last_error());
+	a = ok, a.k = FG_LOGPROB_TOP_MAX + 1;
+	EXPECT(fg_backend_logprob(&e.b, NULL, &a) == -EINVAL, "%s: k 21 accepted", e.label);
+	EXPECT(strstr(fg_last_error(), "logprob"), "%s: '%s'", e.label, fg_last_error());
+	a = ok, a.k = -1;
+	EXPECT(fg_backend_logprob(&e.b, NULL, &a) == -EINVAL, "%s: k -1 accepted", e.label);
+	a = ok, a.top_id = NULL;
+	EXPECT(fg_backend_logprob(&e.b, NULL, &a) == -EINVAL, "%s: no top_id accepted", e.label);
+	a = ok, a.lp = NULL;
+	EXPECT(fg_backend_logprob(&e.b, NULL, &a) == -EINVAL, "%s: no lp accepted", e.label);
+	tg[2] = 8;
+	EXPECT(fg_backend_logprob(&e.b, NULL, &ok) == -EINVAL, "%s: target 8 of 8 accepted",
+	       e.label);
+	EXPECT(strstr(fg_last_error(), "row 2"), "%s: '%s'", e.label, fg_last_error());
+	tg[2] = 2;
+	a = ok, a.logits.dtype = FG_DTYPE_F16;
+	EXPECT(fg_backend_logprob(&e.b, NULL, &a) == -EINVAL, "%s: fp16 logits accepted", e.label);
+	env_close(&e);
+}
+END_TEST
+
 static Suite *compute_conformance_suite(void)
 {
 	Suite *s = suite_create("compute_conformance");
@@ -2146,6 +2242,7 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_rope, 0, nconfs);
 	tcase_add_loop_test(tc, test_attention_prefill_gqa, 0, nconfs);
 	tcase_add_loop_test(tc, test_attention_decode_gqa, 0, nconfs);
+	tcase_add_loop_test(tc, test_logprob, 0, nconfs);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("invalid");
@@ -2158,6 +2255,7 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_rope_invalid, 0, nconfs);
 	tcase_add_loop_test(tc, test_v11_invalid, 0, nconfs);
 	tcase_add_loop_test(tc, test_unsupported, 0, nconfs);
+	tcase_add_loop_test(tc, test_logprob_invalid, 0, nconfs);
 	suite_add_tcase(s, tc);
 
 	/* The fused kernel exists on x86-64 with AVX2, FMA and F16C only. */

@@ -33,6 +33,8 @@
  * row, over logit shapes with ties, signed zeros and non-finite values, mixed
  * temperatures, top_k and top_p, vocabularies of 50272 (vector and scalar
  * paths), 37, 8 and 1; its greedy rows the argmax op's.
+ * The logprob op (ABI 1.6) must give tests/logprob_ref.h's top ids exactly
+ * and its log-probabilities within 1e-5 relative, on the same fp16 values.
  * fp8 products (fp8_prefill) are compared with a host mirror of the backend's
  * row-wise E4M3 quantization, bounds argued where they are defined.
  * Argument validation is the core's (core/backend/compute_ops.c); only the
@@ -52,6 +54,7 @@
 
 #include "core/backend/backend.h"
 #include "core/sampling/sample.h"
+#include "tests/logprob_ref.h"
 #include "core/tier/tier.h"
 #include "tests/gpu_common.h"
 
@@ -2605,6 +2608,70 @@ START_TEST(test_sample)
 }
 END_TEST
 
+/* ---- logprob (ABI 1.6) ------------------------------------------------------------------ */
+
+static double lp_u01(void)
+{
+	return (double)(gpu_next() >> 11) * 0x1p-53;
+}
+
+/* rows rows of fp16 logits (ld apart, +inf past vocab), every shape of
+ * tests/logprob_ref.h, random targets (every fifth row skipped), k top ids:
+ * each scored row against the double-precision reference on the same fp16
+ * values (ids exactly, values within the fp32 sum's rounding). */
+static void run_logprob(int64_t vocab, int64_t ld, int64_t rows, int k, void *stream,
+			uint64_t seed)
+{
+	uint16_t *xh = xmalloc((size_t)(rows * ld) * 2 + 2);
+	float *xf = xmalloc((size_t)vocab * sizeof(float) + 4), *lp = xmalloc((size_t)rows * 4 + 4);
+	int32_t *tg = xmalloc((size_t)rows * 4 + 4), *id = xmalloc((size_t)(rows * k) * 4 + 4);
+	float *tl = xmalloc((size_t)(rows * k) * 4 + 4);
+	char what[96];
+	struct dbuf dx;
+	int bad = 0;
+
+	gpu_seed(seed);
+	for (int64_t r = 0; r < rows; r++) {
+		lp_fill(xf, vocab, (enum lp_shape)(r % LP_SHAPES), lp_u01);
+		for (int64_t i = 0; i < ld; i++)
+			xh[r * ld + i] = i < vocab ? fg_float_to_half(xf[i]) : 0x7c00u;
+		tg[r] = r % 5 == 4 ? -1 : (int32_t)(gpu_next() % (uint64_t)vocab);
+	}
+	struct fg_logprob_args a = { tens(dput(&dx, xh, (size_t)(rows * ld) * 2 + 2), FG_DTYPE_F16,
+					  rows, vocab, ld),
+				     tg, k, lp, k ? id : NULL, k ? tl : NULL };
+	ck_assert_msg(fg_backend_logprob(&gpu, stream, &a) == 0, "%s", fg_last_error());
+	snprintf(what, sizeof(what), "logprob vocab %" PRId64 " ld %" PRId64 " k %d", vocab, ld, k);
+	for (int64_t r = 0; r < rows; r++) {
+		if (tg[r] < 0)
+			continue;
+		for (int64_t i = 0; i < vocab; i++)
+			xf[i] = fg_half_to_float(xh[r * ld + i]);
+		bad += lp_check_row(what, r, xf, vocab, tg[r], k, lp[r], id + r * k, tl + r * k, 1e-5);
+	}
+	printf("%s: %" PRId64 " rows, %d values differ from the reference\n", what, rows, bad);
+	ck_assert_msg(bad == 0, "%s: %d values differ from the reference (printed above)", what, bad);
+	dfree(&dx);
+	free(xh), free(xf), free(lp), free(tg), free(id), free(tl);
+}
+
+START_TEST(test_logprob)
+{
+	void *st;
+
+	ck_assert_msg(fg_backend_can_logprob(&gpu), "cublas does not offer the logprob op");
+	run_logprob(128256, 128256, 21, 20, NULL, 41); /* Llama 3's vocabulary, the API's k */
+	run_logprob(50272, 50275, 70, 5, NULL, 42);
+	run_logprob(37, 40, 300, 1, NULL, 43);
+	run_logprob(7, 7, 30, 20, NULL, 44); /* k above the vocabulary */
+	run_logprob(1, 1, 10, 2, NULL, 45);
+	run_logprob(500, 500, 14, 0, NULL, 46);
+	ck_assert_int_eq(fg_backend_stream_create(&gpu, &st), 0);
+	run_logprob(1000, 1000, 64, 3, st, 47);
+	fg_backend_stream_destroy(&gpu, st);
+}
+END_TEST
+
 /* ---- device limits ----------------------------------------------------------------------- */
 
 /* The core validates arguments against fgcore/compute.h (core/backend/
@@ -2714,6 +2781,7 @@ static Suite *cublas_suite(void)
 	tcase_add_test(tc, test_supports);
 	tcase_add_test(tc, test_streams_events);
 	tcase_add_test(tc, test_sample);
+	tcase_add_test(tc, test_logprob);
 	tcase_add_test(tc, test_device_limits);
 	suite_add_tcase(s, tc);
 	return s;
