@@ -29,7 +29,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: fgcore [-c CONFIG] [-o section.key=value]... serve [--host H] [--port P] [--api-key KEY]\n"
-		   "  OpenAI's completions API: GET /health, GET /v1/models, POST /v1/completions\n"
+		   "  OpenAI's completions API: GET /health, GET /v1/models, POST /v1/completions;\n"
+		   "  the model's tokenizer: GET /tokenizer_info, POST /tokenize, POST /detokenize\n"
 		   "  (defaults and limits: the [serve] section, fgcore.ini(5); --port 0 picks a free port)\n");
 }
 
@@ -186,6 +187,7 @@ int fg_cmd_serve(struct fg_config *cfg, int argc, char **argv)
 	}
 	struct fg_model_info mi;
 	fg_engine_info(e, &mi);
+	o.engine = e;
 	o.model_id = *fg_config_str(cfg, "serve", "model_name") ? fg_config_str(cfg, "serve", "model_name")
 								  : mi.name;
 	rc = fg_serve_queue_start(&q, e, (size_t)fg_config_int(cfg, "serve", "queue_limit"),

@@ -1,12 +1,13 @@
 /* cli/completion.c - OpenAI's completions semantics (see completion.h).
  *
  * Accepted as OpenAI accepts them: model, prompt (a string, an array of
- * strings, an array of token ids, an array of such arrays: one choice each),
- * max_tokens, temperature, top_p, stop, seed, echo, logprobs (null or 0..20),
- * stream, stream_options, user, and the harmless settings n = 1, best_of = 1,
- * presence/frequency_penalty = 0, logit_bias = {} or null, suffix = null.
- * Anything else that would change the result is refused by name.  fgcore's
- * own: top_k, ignore_eos. */
+ * strings, an array of token ids, an array of such arrays), n (choices per
+ * prompt), max_tokens, temperature, top_p, stop, seed, echo, logprobs (null
+ * or 0..20), stream, stream_options, user, and the harmless settings
+ * presence/frequency_penalty = 0, logit_bias = {} or null, suffix = null,
+ * best_of = n, or more where every candidate would be the same (greedy, or
+ * nothing generated).  Anything else that would change the result is
+ * refused by name.  fgcore's own: top_k, ignore_eos. */
 #define _GNU_SOURCE /* memmem */
 #include <errno.h>
 #include <limits.h>
@@ -18,8 +19,10 @@
 #include "cli/completion.h"
 #include "core/util/utf8.h"
 
-#define MAX_PROMPTS 4096
+#define MAX_PROMPTS 4096  /* choices: prompts x n */
 #define MAX_STOP 64
+#define MAX_N 128         /* OpenAI's limits */
+#define MAX_BEST_OF 20
 
 static char *errorf(const char *fmt, const char *a)
 {
@@ -56,9 +59,11 @@ static char *token_ids(json_t *v, const char *field, int32_t **out, size_t *n)
 	return NULL;
 }
 
-/* The prompt's shape: how many choices, and each one's text or ids. */
+/* The prompt's shape: how many prompts, and each one's text or ids; n_per
+ * choices of each, copy k sampling with seed + k (the same seed would give
+ * the same sample n times). */
 static char *parse_prompt(json_t *v, const char *field, const struct fg_request *defaults,
-			  struct fg_completion *c)
+			  size_t n_per, struct fg_completion *c)
 {
 	size_t n = 1;
 	int texts = json_is_string(v), nested = 0;
@@ -77,15 +82,17 @@ static char *parse_prompt(json_t *v, const char *field, const struct fg_request 
 	} else if (!texts) {
 		return errorf("\"%s\" must be a string, an array of strings, an array of token ids or an array of such arrays", field);
 	}
-	if (n > MAX_PROMPTS)
-		return errorf("\"%s\" holds more than 4096 prompts: split the request", field);
-	c->reqs = calloc(n, sizeof(*c->reqs));
+	if (n > MAX_PROMPTS / n_per)
+		return errorf("\"%s\" holds more than 4096 prompts (counting each \"n\" times): split the request", field);
+	c->reqs = calloc(n * n_per, sizeof(*c->reqs));
 	c->ids = calloc(n, sizeof(*c->ids));
 	if (!c->reqs || !c->ids)
 		return strdup("out of memory");
-	c->n = n;
+	c->n = n * n_per;
+	c->n_prompts = n;
+	c->n_per = n_per;
 	for (size_t i = 0; i < n; i++) {
-		struct fg_request *r = &c->reqs[i];
+		struct fg_request *r = &c->reqs[i * n_per];
 		json_t *p = json_is_array(v) && (texts || nested) ? json_array_get(v, i) : v;
 		char *e;
 
@@ -100,6 +107,10 @@ static char *parse_prompt(json_t *v, const char *field, const struct fg_request 
 			if ((e = token_ids(p, field, &c->ids[i], &r->n_prompt_ids)))
 				return e;
 			r->prompt_ids = c->ids[i];
+		}
+		for (size_t k = 1; k < n_per; k++) {
+			r[k] = *r;
+			r[k].seed = r->seed + k;
 		}
 	}
 	return NULL;
@@ -131,8 +142,6 @@ static char *parse_stop(json_t *v, struct fg_completion *c)
 /* A field that must keep its default (OpenAI's harmless settings). */
 static int is_default(const char *key, json_t *v)
 {
-	if (!strcmp(key, "n") || !strcmp(key, "best_of"))
-		return json_is_null(v) || (json_is_integer(v) && json_integer_value(v) == 1);
 	if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty"))
 		return json_is_null(v) || (json_is_number(v) && json_number_value(v) == 0);
 	if (!strcmp(key, "logit_bias"))
@@ -142,8 +151,26 @@ static int is_default(const char *key, json_t *v)
 	return 0;
 }
 
-static const char *const harmless[] = { "n", "best_of", "presence_penalty", "frequency_penalty",
-					"logit_bias", "suffix" };
+static const char *const harmless[] = { "presence_penalty", "frequency_penalty", "logit_bias",
+					"suffix" };
+
+/* best_of candidates, of which the n most likely are returned: the same as
+ * n alone when every candidate is the same (greedy, or nothing generated). */
+static char *check_best_of(int best_of, size_t n_per, const struct fg_request *d)
+{
+	char buf[400];
+
+	if (best_of < 0 || (size_t)best_of == n_per)
+		return NULL;
+	if ((size_t)best_of < n_per)
+		snprintf(buf, sizeof(buf), "\"best_of\" (%d) must be at least \"n\" (%zu)", best_of, n_per);
+	else if (d->temperature > 0 && d->max_new_tokens > 0)
+		snprintf(buf, sizeof(buf), "\"best_of\" (%d) greater than \"n\" (%zu) with sampling (temperature %g) is not implemented: it picks the most likely of several samples; with temperature 0 or max_tokens 0, where every candidate is the same, it is accepted",
+			 best_of, n_per, (double)d->temperature);
+	else
+		return NULL;
+	return strdup(buf);
+}
 
 char *fg_completion_parse(json_t *body, const struct fg_request *defaults, int legacy,
 			  struct fg_completion *c, const char **param)
@@ -151,6 +178,8 @@ char *fg_completion_parse(json_t *body, const struct fg_request *defaults, int l
 	json_t *prompt = NULL, *v;
 	const char *key, *pfield = "prompt";
 	struct fg_request d = *defaults;
+	size_t n_per = 1;
+	int best_of = -1;
 	double x;
 	char *e;
 
@@ -231,6 +260,18 @@ char *fg_completion_parse(json_t *body, const struct fg_request *defaults, int l
 		} else if (!strcmp(key, "user")) {
 			if (!json_is_string(v) && !json_is_null(v))
 				return strdup("\"user\" must be a string");
+		} else if (!strcmp(key, "n")) {
+			if (json_is_null(v))
+				continue;
+			if (!json_is_integer(v) || number(v, 1, MAX_N, &x))
+				return strdup("\"n\" must be null or an integer in [1, 128]");
+			n_per = (size_t)x;
+		} else if (!strcmp(key, "best_of")) {
+			if (json_is_null(v))
+				continue;
+			if (!json_is_integer(v) || number(v, 1, MAX_BEST_OF, &x))
+				return strdup("\"best_of\" must be null or an integer in [1, 20]");
+			best_of = (int)x;
 		} else if (!strcmp(key, "custom_id") && legacy) {
 			/* run-batch's lines carry it beside the fields */
 		} else {
@@ -239,10 +280,10 @@ char *fg_completion_parse(json_t *body, const struct fg_request *defaults, int l
 				h++;
 			if (h < sizeof(harmless) / sizeof(*harmless)) {
 				if (!is_default(key, v))
-					return errorf("\"%s\" other than its default (n 1, best_of 1, penalties 0, empty logit_bias, no suffix) is not implemented", key);
+					return errorf("\"%s\" other than its default (penalties 0, empty logit_bias, no suffix) is not implemented", key);
 				continue;
 			}
-			return errorf("unsupported field \"%s\": known fields are model, prompt, max_tokens, temperature, top_p, top_k, seed, stop, echo, logprobs, stream, stream_options, user, ignore_eos (and n, best_of, penalties, logit_bias, suffix at their defaults)", key);
+			return errorf("unsupported field \"%s\": known fields are model, prompt, n, best_of, max_tokens, temperature, top_p, top_k, seed, stop, echo, logprobs, stream, stream_options, user, ignore_eos (and penalties, logit_bias, suffix at their defaults)", key);
 		}
 	}
 	*param = pfield;
@@ -257,7 +298,11 @@ char *fg_completion_parse(json_t *body, const struct fg_request *defaults, int l
 	}
 	d.stop = c->stop;
 	d.n_stop = c->n_stop;
-	if ((e = parse_prompt(prompt, pfield, &d, c)))
+	*param = "best_of";
+	if ((e = check_best_of(best_of, n_per, &d)))
+		return e;
+	*param = pfield;
+	if ((e = parse_prompt(prompt, pfield, &d, n_per, c)))
 		return e;
 	*param = NULL;
 	return NULL;
@@ -277,7 +322,7 @@ void fg_completion_bind(struct fg_completion *c, struct fg_engine *e)
 
 void fg_completion_free(struct fg_completion *c)
 {
-	for (size_t i = 0; c->ids && i < c->n; i++)
+	for (size_t i = 0; c->ids && i < c->n_prompts; i++)
 		free(c->ids[i]);
 	free(c->ids);
 	free(c->reqs);
@@ -353,8 +398,18 @@ static char *prompt_text(struct fg_engine *e, const struct fg_completion *c, siz
 	return fg_completion_prompt_text(e, c, i);
 }
 
+/* A log-probability as JSON: -inf (an impossible token) as -9999, which
+ * JSON can hold; NaN (nothing to score) as null. */
+static json_t *lp_value(float lp)
+{
+	return isnan(lp) ? json_null() : json_real(isinf(lp) ? -9999.0 : lp);
+}
+
 /* {id: logprob} of a position: the top entries, then the chosen token if it
- * is not among them (OpenAI: up to logprobs + 1 entries). */
+ * is not among them (OpenAI: up to logprobs + 1 entries).  The chosen
+ * token's entry holds its token_logprobs value itself, so that a client
+ * comparing the two (lm-eval's is_greedy: token == max of the entries)
+ * finds them equal whatever path computed each. */
 static json_t *top_dict(struct fg_engine *e, const struct fg_logprob *top, int k, int32_t chosen,
 			float lp)
 {
@@ -363,7 +418,7 @@ static json_t *top_dict(struct fg_engine *e, const struct fg_logprob *top, int k
 
 	for (int i = 0; d && i <= k; i++) {
 		int32_t id = i < k ? top[i].id : chosen;
-		float v = i < k ? top[i].logprob : lp;
+		float v = i < k && id != chosen ? top[i].logprob : lp;
 		char *t;
 
 		if (id < 0 || (i == k && have))
@@ -373,7 +428,7 @@ static json_t *top_dict(struct fg_engine *e, const struct fg_logprob *top, int k
 		json_t *key = t ? fg_json_text(t) : NULL;
 		/* Two ids with one text: the more likely (first) keeps the key. */
 		if (!key || (!json_object_get(d, json_string_value(key)) &&
-			     json_object_set_new(d, json_string_value(key), json_real(v)))) {
+			     json_object_set_new(d, json_string_value(key), lp_value(v)))) {
 			json_decref(key);
 			free(t);
 			json_decref(d);
@@ -388,11 +443,6 @@ static json_t *top_dict(struct fg_engine *e, const struct fg_logprob *top, int k
 static int append(json_t *a, json_t *v)
 {
 	return v ? json_array_append_new(a, v) : -1;
-}
-
-static json_t *lp_value(float lp)
-{
-	return isnan(lp) ? json_null() : json_real(isinf(lp) ? -9999.0 : lp);
 }
 
 json_t *fg_completion_logprobs(struct fg_engine *e, const struct fg_completion *c, size_t i,
@@ -480,10 +530,12 @@ json_t *fg_completion_choice(struct fg_engine *e, const struct fg_completion *c,
 
 json_t *fg_completion_usage(const struct fg_completion *c, const struct fg_result *res)
 {
+	size_t per = c->n_per ? c->n_per : 1;
 	json_int_t p = 0, g = 0;
 
 	for (size_t i = 0; i < c->n; i++) {
-		p += (json_int_t)res[i].n_prompt_tokens;
+		if (i % per == 0)
+			p += (json_int_t)res[i].n_prompt_tokens;
 		g += (json_int_t)res[i].n_tokens;
 	}
 	return json_pack("{s:I, s:I, s:I}", "prompt_tokens", p, "completion_tokens", g,
@@ -540,15 +592,100 @@ size_t fg_completion_stream_safe(const struct fg_completion *c, const char *text
 }
 
 json_t *fg_completion_chunk(const char *id, const char *model, long long created, size_t i,
-			    const char *text, const char *finish)
+			    const char *text, const char *finish, json_t *logprobs)
 {
-	json_t *choice = json_pack("{s:o, s:I, s:n, s:s?}", "text", fg_json_text(text), "index",
-				   (json_int_t)i, "logprobs", "finish_reason", finish);
+	json_t *choice = json_pack("{s:o, s:I, s:o, s:s?}", "text", fg_json_text(text), "index",
+				   (json_int_t)i, "logprobs", logprobs ? logprobs : json_null(),
+				   "finish_reason", finish);
 
 	return choice ? json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", id, "object",
 				  "text_completion", "created", (json_int_t)created, "model", model,
 				  "choices", choice)
 		      : NULL;
+}
+
+/* Entries [from, to) of a logprobs object, as a new one. */
+static json_t *lp_slice(json_t *lp, size_t from, size_t to)
+{
+	static const char *const keys[] = { "tokens", "token_logprobs", "top_logprobs",
+					    "text_offset" };
+	json_t *o = json_object();
+
+	for (size_t k = 0; o && k < sizeof(keys) / sizeof(*keys); k++) {
+		json_t *all = json_object_get(lp, keys[k]), *part = json_array();
+		for (size_t t = from; part && t < to; t++)
+			if (json_array_append(part, json_array_get(all, t))) {
+				json_decref(part);
+				part = NULL;
+			}
+		if (!part || json_object_set_new(o, keys[k], part)) {
+			json_decref(o);
+			o = NULL;
+		}
+	}
+	return o;
+}
+
+/* Where the text of the first t tokens ends in the choice's final text:
+ * the bytes they share, cut back to a whole character (a token may end
+ * inside one, decoded as U+FFFD until the next completes it). */
+static size_t text_end(struct fg_engine *e, const struct fg_result *r, size_t t)
+{
+	char *p = decode(e, r->token_ids, t);
+	size_t n = 0;
+
+	if (!p)
+		return 0;
+	while (p[n] && p[n] == r->text[n])
+		n++;
+	while (n && ((unsigned char)r->text[n] & 0xC0) == 0x80)
+		n--;
+	free(p);
+	return n;
+}
+
+static int add_chunk(json_t *chunks, const char *id, const char *model, long long created,
+		     size_t i, const char *text, json_t *lp)
+{
+	return lp ? append(chunks, fg_completion_chunk(id, model, created, i, text, NULL, lp)) : -1;
+}
+
+json_t *fg_completion_logprob_chunks(struct fg_engine *e, const struct fg_completion *c,
+				     size_t i, const struct fg_result *r, const char *id,
+				     const char *model, long long created, json_t **empty)
+{
+	json_t *lp = fg_completion_logprobs(e, c, i, r), *chunks = json_array();
+	size_t np = c->echo && r->prompt_logprobs ? r->n_prompt_tokens : 0;
+	size_t len = strlen(r->text), sent = 0;
+	int ok = lp && chunks;
+
+	*empty = NULL;
+	if (ok && c->echo) {
+		size_t skip;
+		char *p = prompt_text(e, c, i, r, &skip);
+		ok = p && !add_chunk(chunks, id, model, created, i, p, lp_slice(lp, 0, np));
+		free(p);
+	}
+	for (size_t t = 0; ok && t < r->n_tokens; t++) {
+		size_t end = t + 1 == r->n_tokens ? len : text_end(e, r, t + 1);
+		char *part;
+
+		if (end < sent)
+			end = sent;
+		part = strndup(r->text + sent, end - sent);
+		ok = part && !add_chunk(chunks, id, model, created, i, part,
+					lp_slice(lp, np + t, np + t + 1));
+		free(part);
+		sent = end;
+	}
+	if (ok)
+		ok = (*empty = lp_slice(lp, 0, 0)) != NULL;
+	json_decref(lp);
+	if (!ok) {
+		json_decref(chunks);
+		return NULL;
+	}
+	return chunks;
 }
 
 json_t *fg_completion_usage_chunk(const struct fg_completion *c, const struct fg_result *res,

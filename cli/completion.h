@@ -12,15 +12,18 @@
 #include <fgcore/fgcore.h>
 
 struct fg_completion {
-	struct fg_request *reqs;  /* one per prompt: choice i */
+	struct fg_request *reqs;  /* one per choice: choice i is prompt i / n_per's copy
+				   * i % n_per */
 	size_t n;
+	size_t n_prompts;
+	size_t n_per;             /* "n": choices per prompt */
 	int echo;                 /* the prompt comes back before each completion */
 	int logprobs;             /* -1: none (absent or null); else 0..FG_TOP_LOGPROBS_MAX */
 	int stream;               /* serve: server-sent events */
 	int stream_usage;         /* stream_options.include_usage */
 	int ignore_eos;           /* generation goes on past the model's eos token */
 	const char *model;        /* as the body names it (borrowed), or NULL */
-	/* owned: per-prompt token ids, the stop strings */
+	/* owned: per-prompt token ids (n_prompts), the stop strings */
 	int32_t **ids;
 	const char **stop;
 	size_t n_stop;
@@ -49,7 +52,8 @@ json_t *fg_completion_choice(struct fg_engine *e, const struct fg_completion *c,
  * result r of choice i (json null when c->logprobs < 0). */
 json_t *fg_completion_logprobs(struct fg_engine *e, const struct fg_completion *c, size_t i,
 			       const struct fg_result *r);
-/* {"prompt_tokens", "completion_tokens", "total_tokens"} over every choice. */
+/* {"prompt_tokens", "completion_tokens", "total_tokens"} over every choice
+ * (a prompt's tokens counted once, whatever its "n"). */
 json_t *fg_completion_usage(const struct fg_completion *c, const struct fg_result *res);
 /* The whole completion object {id, object, created, model, choices, usage};
  * NULL: out of memory. */
@@ -74,10 +78,21 @@ char *fg_completion_prompt_text(struct fg_engine *e, const struct fg_completion 
 size_t fg_completion_stream_safe(const struct fg_completion *c, const char *text, size_t len);
 /* One server-sent chunk of a streamed completion: OpenAI's text_completion
  * chunk {id, object, created, model, choices: [{text, index, logprobs,
- * finish_reason}]} for choice i (finish NULL: more follows); NULL: out of
+ * finish_reason}]} for choice i (finish NULL: more follows; logprobs, taken
+ * over: the entries of the chunk's tokens, or NULL for null); NULL: out of
  * memory. */
 json_t *fg_completion_chunk(const char *id, const char *model, long long created, size_t i,
-			    const char *text, const char *finish);
+			    const char *text, const char *finish, json_t *logprobs);
+/* The chunks (a JSON array, NULL: out of memory) that stream choice i with
+ * its log-probabilities, made from its whole result: with echo the prompt
+ * and its positions' entries first, then one chunk per completion token
+ * holding that token's entries and the text it completes; their logprobs
+ * put together are fg_completion_logprobs' object, their texts the choice's
+ * text.  The closing chunk (finish_reason) is the caller's; `empty` gets
+ * the empty logprobs object it carries. */
+json_t *fg_completion_logprob_chunks(struct fg_engine *e, const struct fg_completion *c,
+				     size_t i, const struct fg_result *r, const char *id,
+				     const char *model, long long created, json_t **empty);
 /* The last chunk of a stream with stream_options.include_usage: choices []
  * and usage. */
 json_t *fg_completion_usage_chunk(const struct fg_completion *c, const struct fg_result *res,

@@ -21,6 +21,7 @@
 
 #include "cli/completion.h"
 #include "cli/serve_http.h"
+#include "cli/serve_tokenize.h"
 
 struct fg_serve_http {
 	struct fg_serve_http_opts o;
@@ -34,9 +35,33 @@ struct fg_serve_http {
 	unsigned long long serial;   /* __atomic: completion ids */
 };
 
+enum route { R_HEALTH, R_MODELS, R_COMPLETIONS, R_TOKENIZER_INFO, R_TOKENIZE, R_DETOKENIZE,
+	     R_UNKNOWN };
+
+static const struct {
+	const char *path;
+	const char *method;     /* GET also answers HEAD */
+} routes[] = {
+	[R_HEALTH] = { "/health", "GET" },
+	[R_MODELS] = { "/v1/models", "GET" },
+	[R_COMPLETIONS] = { "/v1/completions", "POST" },
+	[R_TOKENIZER_INFO] = { "/tokenizer_info", "GET" },
+	[R_TOKENIZE] = { "/tokenize", "POST" },
+	[R_DETOKENIZE] = { "/detokenize", "POST" },
+};
+
+static enum route route_of(const char *url)
+{
+	for (int i = 0; i < R_UNKNOWN; i++)
+		if (!strcmp(url, routes[i].path))
+			return (enum route)i;
+	return !strncmp(url, "/v1/models/", 11) ? R_MODELS : R_UNKNOWN;
+}
+
 /* One HTTP request. */
 struct request {
 	struct fg_serve_http *h;
+	enum route route;
 	struct timespec t0;
 	char method[16];
 	char path[128];
@@ -195,8 +220,67 @@ static enum MHD_Result models(struct MHD_Connection *conn, struct request *r, co
 			  url + strlen("/v1/models/"), h->o.model_id);
 }
 
+/* A body's "model": absent, or the one served (by its id or its path). */
+static int model_served(const struct fg_serve_http *h, const char *name)
+{
+	return !name || !strcmp(name, h->o.model_id) || !strcmp(name, h->o.model_path);
+}
+
+static enum MHD_Result model_not_found(struct MHD_Connection *conn, struct request *r,
+				       const char *name)
+{
+	return send_error(conn, r, 404, INVALID, "model", "model_not_found", NULL, NULL,
+			  "The model '%.200s' does not exist: this server serves '%s' (GET /v1/models)",
+			  name, r->h->o.model_id);
+}
+
+/* A tokenizer endpoint's failure: its status and message (a 400 there is
+ * always a token id of /detokenize's). */
+static enum MHD_Result tokenizer_error(struct MHD_Connection *conn, struct request *r,
+				       int status, char *err)
+{
+	enum MHD_Result ok = send_error(conn, r, status, status == 500 ? "server_error" : INVALID,
+					status == 400 ? "tokens" : NULL,
+					status == 404 ? "no_tokenizer" : status == 400 ? "invalid_value" : NULL,
+					NULL, NULL, "%s", err ? err : "out of memory");
+	free(err);
+	return ok;
+}
+
+static enum MHD_Result tokenizer_info(struct MHD_Connection *conn, struct request *r)
+{
+	char *err;
+	int status;
+	json_t *o = fg_serve_tokenizer_info(r->h->o.engine, &status, &err);
+
+	return o ? send_json(conn, r, 200, o, NULL, NULL) : tokenizer_error(conn, r, status, err);
+}
+
+/* POST /tokenize or /detokenize with its body (consumed). */
+static enum MHD_Result tokenize(struct MHD_Connection *conn, struct request *r, json_t *body)
+{
+	struct fg_serve_tok t;
+	const char *param;
+	enum MHD_Result ok;
+	char *msg, *err;
+	int status;
+
+	if ((msg = fg_serve_tok_parse(body, r->route == R_DETOKENIZE, &t, &param))) {
+		ok = send_error(conn, r, 400, INVALID, param, "invalid_value", NULL, NULL, "%s", msg);
+		free(msg);
+	} else if (!model_served(r->h, t.model)) {
+		ok = model_not_found(conn, r, t.model);
+	} else {
+		json_t *o = fg_serve_tok_answer(r->h->o.engine, &t, &status, &err);
+		ok = o ? send_json(conn, r, 200, o, NULL, NULL) : tokenizer_error(conn, r, status, err);
+	}
+	fg_serve_tok_free(&t);
+	json_decref(body);
+	return ok;
+}
+
 /* What the request line and headers decide alone, answered at once; MHD_YES
- * with nothing queued: read the body of a completion. */
+ * with nothing queued: read the body of a POST. */
 static enum MHD_Result headers(struct MHD_Connection *conn, struct request *r, const char *url,
 			       const char *method)
 {
@@ -207,29 +291,27 @@ static enum MHD_Result headers(struct MHD_Connection *conn, struct request *r, c
 	if (__atomic_load_n(&h->closing, __ATOMIC_RELAXED))
 		return send_error(conn, r, 503, "server_error", NULL, "shutting_down", NULL, NULL,
 				  "the server is shutting down: no new requests");
-	if (!strcmp(url, "/health"))
-		return get ? send_text(conn, r, 200, strdup("{\"status\":\"ok\"}"), "application/json",
-				       NULL, NULL)
-			   : send_error(conn, r, 405, INVALID, NULL, "method_not_allowed", "Allow",
-					"GET, HEAD", "%s /health: use GET", method);
-	int is_models = !strcmp(url, "/v1/models") || !strncmp(url, "/v1/models/", 11);
-	int is_completions = !strcmp(url, "/v1/completions");
-	if (!is_models && !is_completions)
+	r->route = route_of(url);
+	if (r->route == R_UNKNOWN)
 		return send_error(conn, r, 404, INVALID, NULL, "unknown_url", NULL, NULL,
-				  "no such endpoint: %s %.200s; fgcore serves GET /health, GET /v1/models and POST /v1/completions",
+				  "no such endpoint: %s %.200s; fgcore serves GET /health, GET /v1/models, POST /v1/completions, GET /tokenizer_info, POST /tokenize and POST /detokenize",
 				  method, url);
-	if (is_models && !get)
+	if (!strcmp(routes[r->route].method, "GET") ? !get : !post)
 		return send_error(conn, r, 405, INVALID, NULL, "method_not_allowed", "Allow",
-				  "GET, HEAD", "%s %.200s: use GET", method, url);
-	if (is_completions && !post)
-		return send_error(conn, r, 405, INVALID, NULL, "method_not_allowed", "Allow", "POST",
-				  "%s /v1/completions: use POST", method);
+				  !strcmp(routes[r->route].method, "GET") ? "GET, HEAD" : "POST",
+				  "%s %.200s: use %s", method, url,
+				  routes[r->route].method);
+	if (r->route == R_HEALTH)
+		return send_text(conn, r, 200, strdup("{\"status\":\"ok\"}"), "application/json",
+				 NULL, NULL);
 	if (!authorized(h, conn))
 		return send_error(conn, r, 401, INVALID, NULL, "invalid_api_key", "WWW-Authenticate",
 				  "Bearer",
 				  "missing or wrong API key: send the header 'Authorization: Bearer KEY' with the key serve was started with");
-	if (is_models)
+	if (r->route == R_MODELS)
 		return models(conn, r, url);
+	if (r->route == R_TOKENIZER_INFO)
+		return tokenizer_info(conn, r);
 	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 						     MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoull(cl, NULL, 10) > h->o.max_body)
@@ -301,25 +383,16 @@ static enum MHD_Result send_stream(struct MHD_Connection *conn, struct request *
 	return ok;
 }
 
-/* POST /v1/completions with its whole body: check, queue, wait, answer. */
-static enum MHD_Result completion(struct MHD_Connection *conn, struct request *r)
+/* POST /v1/completions with its body (consumed): check, queue, wait,
+ * answer. */
+static enum MHD_Result completion(struct MHD_Connection *conn, struct request *r, json_t *body)
 {
 	struct fg_serve_http *h = r->h;
 	struct fg_serve_job *j;
-	json_error_t err;
 	const char *param;
 	char *msg;
 	int rc;
 
-	if (r->dropped)
-		return send_error(conn, r, 413, INVALID, NULL, "request_too_large", NULL, NULL,
-				  "the request body is more than the %zu bytes [serve] max_body_bytes allows",
-				  h->o.max_body);
-	json_t *body = json_loadb(r->body ? r->body : "", r->len, JSON_REJECT_DUPLICATES, &err);
-	if (!body)
-		return send_error(conn, r, 400, INVALID, NULL, "invalid_json", NULL, NULL,
-				  "the request body is not valid JSON (line %d, column %d): %s",
-				  err.line, err.column, err.text);
 	if (!(j = fg_serve_job_new())) {
 		json_decref(body);
 		return MHD_NO;
@@ -332,14 +405,8 @@ static enum MHD_Result completion(struct MHD_Connection *conn, struct request *r
 		free(msg);
 		return ok;
 	}
-	if (j->comp.model && strcmp(j->comp.model, h->o.model_id) &&
-	    strcmp(j->comp.model, h->o.model_path))
-		return send_error(conn, r, 404, INVALID, "model", "model_not_found", NULL, NULL,
-				  "The model '%.200s' does not exist: this server serves '%s' (GET /v1/models)",
-				  j->comp.model, h->o.model_id);
-	if (j->comp.stream && j->comp.logprobs >= 0)
-		return send_error(conn, r, 400, INVALID, "logprobs", "invalid_value", NULL, NULL,
-				  "\"logprobs\" with \"stream\" is not implemented: ask for log-probabilities without streaming");
+	if (!model_served(h, j->comp.model))
+		return model_not_found(conn, r, j->comp.model);
 	snprintf(j->id, sizeof(j->id), "cmpl-%llx-%llx", (unsigned long long)h->started_at,
 		 __atomic_add_fetch(&h->serial, 1, __ATOMIC_RELAXED));
 	j->model = h->o.model_id;
@@ -363,6 +430,24 @@ static enum MHD_Result completion(struct MHD_Connection *conn, struct request *r
 		return send_text(conn, r, j->status, answer, "application/json", NULL, NULL);
 	}
 	return send_stream(conn, r);
+}
+
+/* A POST with its whole body: JSON, to its endpoint. */
+static enum MHD_Result posted(struct MHD_Connection *conn, struct request *r)
+{
+	json_error_t err;
+	json_t *body;
+
+	if (r->dropped)
+		return send_error(conn, r, 413, INVALID, NULL, "request_too_large", NULL, NULL,
+				  "the request body is more than the %zu bytes [serve] max_body_bytes allows",
+				  r->h->o.max_body);
+	body = json_loadb(r->body ? r->body : "", r->len, JSON_REJECT_DUPLICATES, &err);
+	if (!body)
+		return send_error(conn, r, 400, INVALID, NULL, "invalid_json", NULL, NULL,
+				  "the request body is not valid JSON (line %d, column %d): %s",
+				  err.line, err.column, err.text);
+	return r->route == R_COMPLETIONS ? completion(conn, r, body) : tokenize(conn, r, body);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
@@ -389,7 +474,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 		*upload_size = 0;
 		return ok;
 	}
-	return completion(conn, r);
+	return posted(conn, r);
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,

@@ -1,7 +1,9 @@
 /* cli/serve_http.h - serve's HTTP/1.1 front on libmicrohttpd: GET /health,
- * GET /v1/models, POST /v1/completions (whole or as server-sent events); a
- * thread per connection parses, checks and queues, and writes the answer the
- * engine thread makes (cli/serve_queue.h). */
+ * GET /v1/models, POST /v1/completions (whole or as server-sent events), and
+ * the tokenizer's GET /tokenizer_info, POST /tokenize, POST /detokenize
+ * (cli/serve_tokenize.h); a thread per connection parses, checks and queues
+ * completions, and writes the answer the engine thread makes
+ * (cli/serve_queue.h). */
 #ifndef FG_CLI_SERVE_HTTP_H
 #define FG_CLI_SERVE_HTTP_H
 
@@ -21,6 +23,7 @@ struct fg_serve_http_opts {
 	unsigned timeout_s;         /* an idle connection is closed after it */
 	int access_log;             /* a line per request on stderr */
 	struct fg_request defaults; /* [generate] */
+	struct fg_engine *engine;   /* its tokenizer only: the queue runs it */
 };
 
 struct fg_serve_http;

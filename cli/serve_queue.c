@@ -227,7 +227,39 @@ static void emit(struct fg_serve_job *j, json_t *o, int is_done)
 
 static void emit_text(struct fg_serve_job *j, size_t i, const char *text, const char *finish)
 {
-	emit(j, fg_completion_chunk(j->id, j->model, j->created, i, text, finish), 0);
+	emit(j, fg_completion_chunk(j->id, j->model, j->created, i, text, finish, NULL), 0);
+}
+
+/* A stream with log-probabilities: each choice's chunks made from its whole
+ * result (on_token knows a token, not its log-probabilities), then its
+ * closing chunk; 0, or -ENOMEM with nothing sent. */
+static int emit_logprob_chunks(struct fg_serve_job *j)
+{
+	struct fg_engine *e = j->q->e;
+	json_t **all = calloc(j->comp.n, sizeof(*all)), **empty = calloc(j->comp.n, sizeof(*empty));
+	int rc = all && empty ? 0 : -ENOMEM;
+
+	for (size_t i = 0; !rc && i < j->comp.n; i++)
+		if (!(all[i] = fg_completion_logprob_chunks(e, &j->comp, i, &j->res[i], j->id,
+							    j->model, j->created, &empty[i])))
+			rc = -ENOMEM;
+	for (size_t i = 0; i < j->comp.n && all && empty; i++) {
+		size_t k;
+		json_t *chunk;
+
+		json_array_foreach(all[i], k, chunk)
+			if (!rc)
+				emit(j, json_incref(chunk), 0);
+		if (!rc)
+			emit(j, fg_completion_chunk(j->id, j->model, j->created, i, "",
+						    fg_completion_finish(j->res[i].finish_reason),
+						    json_incref(empty[i])), 0);
+		json_decref(all[i]);
+		json_decref(empty[i]);
+	}
+	free(all);
+	free(empty);
+	return rc;
 }
 
 /* fg_request.on_token of a streamed choice: the text that can no longer
@@ -345,12 +377,19 @@ static void finish(struct fg_serve_job *j)
 			complete(j, 200, text);
 		return;
 	}
-	for (size_t i = 0; i < j->comp.n; i++) {
-		const char *t = j->res[i].text;
-		size_t len = strlen(t), sent = j->ch[i].sent;
-		if (len > sent)
-			emit_text(j, i, t + sent, NULL);
-		emit_text(j, i, "", fg_completion_finish(j->res[i].finish_reason));
+	if (j->comp.logprobs >= 0) {
+		if (emit_logprob_chunks(j)) {
+			fail(j, 500, "out of memory formatting the answer", "server_error", NULL);
+			return;
+		}
+	} else {
+		for (size_t i = 0; i < j->comp.n; i++) {
+			const char *t = j->res[i].text;
+			size_t len = strlen(t), sent = j->ch[i].sent;
+			if (len > sent)
+				emit_text(j, i, t + sent, NULL);
+			emit_text(j, i, "", fg_completion_finish(j->res[i].finish_reason));
+		}
 	}
 	if (j->comp.stream_usage)
 		emit(j, fg_completion_usage_chunk(&j->comp, j->res, j->id, j->model, j->created), 0);
@@ -372,7 +411,7 @@ static int prepare(struct fg_serve_job *j, struct fg_request *reqs)
 		reqs[i] = j->comp.reqs[i];
 		j->ch[i].job = j;
 		j->ch[i].index = i;
-		if (!j->comp.stream)
+		if (!j->comp.stream || j->comp.logprobs >= 0)
 			continue;
 		reqs[i].on_token = on_token;
 		reqs[i].on_token_arg = &j->ch[i];

@@ -2,7 +2,8 @@
  * parse and enqueue them, and the one thread that owns the engine (the engine
  * is not thread-safe), which gathers what is queued into the policy's batch
  * shape, runs fg_generate on it and writes each answer: a whole JSON body, or
- * the server-sent events of a stream as its tokens come. */
+ * the server-sent events of a stream as its tokens come (with logprobs, once
+ * each choice is done: on_token gives a token without its numbers). */
 #ifndef FG_CLI_SERVE_QUEUE_H
 #define FG_CLI_SERVE_QUEUE_H
 

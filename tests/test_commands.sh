@@ -53,7 +53,7 @@ if [ -n "$td" ]; then
 {"custom_id": "b", "method": "POST", "url": "/v1/completions", "body": {"prompt_token_ids": [2, 100, 200], "max_tokens": 3, "temperature": 0.7, "seed": 5}}
 {"custom_id": "c", "prompt": 
 {"custom_id": "d", "prompt": "x", "max_tokens": -1}
-{"custom_id": "e", "prompt": "x", "best_of": 3}
+{"custom_id": "e", "prompt": "x", "best_of": 3, "temperature": 1}
 {"custom_id": "f", "prompt_token_ids": [2, 99999999], "max_tokens": 2}
 JSONL
 	"$fg" $m run-batch --input "$tmp/in.jsonl" --output "$tmp/out.jsonl" 2>"$tmp/err"
@@ -64,7 +64,7 @@ JSONL
 	sed -n 2p "$tmp/out.jsonl" | grep -q '"custom_id": *"b".*"response": *{"status_code": *200.*"object": *"text_completion"' || die "run-batch envelope: $(sed -n 2p "$tmp/out.jsonl")"
 	sed -n 3p "$tmp/out.jsonl" | grep -q '"line": *3.*"error": *"not valid JSON' || die "run-batch bad JSON: $(sed -n 3p "$tmp/out.jsonl")"
 	sed -n 4p "$tmp/out.jsonl" | grep -q '"custom_id": *"d".*max_tokens' || die "run-batch bad max_tokens"
-	sed -n 5p "$tmp/out.jsonl" | grep -q '\\"best_of\\" other than its default' || die "run-batch unimplemented field: $(sed -n 5p "$tmp/out.jsonl")"
+	sed -n 5p "$tmp/out.jsonl" | grep -q '\\"best_of\\" (3) greater than \\"n\\" (1) with sampling' || die "run-batch unimplemented field: $(sed -n 5p "$tmp/out.jsonl")"
 	sed -n 6p "$tmp/out.jsonl" | grep -q '"custom_id": *"f".*99999999' || die "run-batch bad id"
 	grep -q '4 of 6 lines failed' "$tmp/err" || die "run-batch summary: $(cat "$tmp/err")"
 	[ ! -e "$tmp/out.jsonl.tmp" ] || die "run-batch left its temporary file"

@@ -4,10 +4,11 @@
 Driven by the official `openai` package (completions, echo + logprobs against
 Hugging Face's held-out log-probabilities, streaming, errors), by raw HTTP
 (malformed requests, a 10 MB body, wrong methods, the API key), against
-`run-batch` (the same bodies, sent concurrently, give the same answers), with
-the request shapes lm-evaluation-harness sends, and through SIGTERM with
-requests in flight.  Every server is stopped on every path; every wait is
-bounded (a watchdog ends the whole test)."""
+`run-batch` (the same bodies, sent concurrently, give the same answers), and
+through SIGTERM with requests in flight.  The harnesses' requests are
+tests/test_serve_harness.py's, which imports this file's Server.  Every
+server is stopped on every path; every wait is bounded (a watchdog ends the
+whole test)."""
 import atexit
 import http.client
 import json
@@ -266,8 +267,8 @@ def test_malformed(s):
     st, raw = s.post({"prompt": "x", "max_tokens": "3"})
     check(st == 400 and error_of(raw)["param"] == "max_tokens", f"max_tokens a string: {raw!r}")
     expect(400, None, s.post({"prompt": [1, 2, 99999999], "max_tokens": 2}), "token id out of range")
-    expect(400, "invalid_value", s.post({"prompt": "x", "stream": True, "logprobs": 1}),
-           "stream with logprobs")
+    expect(400, "invalid_value", s.post({"prompt": "x", "best_of": 2, "temperature": 1,
+                                         "max_tokens": 4}), "best_of > n with sampling")
     expect(404, "model_not_found", s.post({"model": "nope", "prompt": "x"}), "unknown model")
     # a 10 MB body: answered 413 from its headers; the server reads no further,
     # so the client's send may break off before it reads the answer
@@ -321,8 +322,8 @@ def test_malformed(s):
 
     logged(r'^fgcore: serve: POST /v1/completions 400 .* ms reason="the request body is not valid JSON '
            r'\(line 1, column \d+\): [^"]+"$', "bad JSON")
-    logged(r'^fgcore: serve: POST /v1/completions 400 .* ms reason="\\"logprobs\\" with \\"stream\\" '
-           r'is not implemented', "stream with logprobs")
+    logged(r'^fgcore: serve: POST /v1/completions 400 .* ms reason="\\"best_of\\" \(2\) greater than '
+           r'\\"n\\" \(1\) with sampling', "best_of > n with sampling")
     logged(r"^fgcore: serve: POST /v1/chat/completions 404 .* reason=\"no such endpoint: "
            r"POST /v1/chat/completions;", "chat completions")
     logged(r'^fgcore: serve: POST /v1/completions 400 .* ms reason="[^"]*9999', "token id out of range")
@@ -357,6 +358,13 @@ def test_api_key():
         st, _ = s.post({"prompt": "x", "max_tokens": 1}, {"Authorization": "Bearer s3cre"})
         check(st == 401, f"a wrong key: {st}")
         check(s.get("/v1/models")[0] == 401, "models without the key")
+        check(s.get("/tokenizer_info")[0] == 401, "/tokenizer_info without the key")
+        st, _, _ = s.request("POST", "/tokenize", b'{"prompt": "x"}')
+        check(st == 401, f"/tokenize without the key: {st}")
+        key = {"Authorization": "Bearer s3cret"}
+        check(s.get("/tokenizer_info", key)[0] == 200, "/tokenizer_info with the key")
+        st, _, _ = s.request("POST", "/detokenize", b'{"tokens": [1]}', key)
+        check(st == 200, f"/detokenize with the key: {st}")
         try:
             s.client("wrong").completions.create(model=NAME, prompt="x", max_tokens=1)
             fail("a wrong key was accepted")
@@ -444,51 +452,6 @@ def test_run_batch(s, tmp):
             close(comparable(json.loads(raw)), comparable(ref[str(i)]), f"body {i} vs run-batch")
 
 
-# ---- lm-evaluation-harness's requests ------------------------------------------------------
-
-
-def test_lm_eval_shapes(s, heldout):
-    """The bodies lm-eval's local-completions sends (tokenized_requests=True),
-    parsed the way its parse_logprobs / parse_generations read them."""
-    seq = heldout["input_ids"][2][:40]
-    ctxlens = [30, 25]
-    # loglikelihood: context + continuation as token ids, echo, one generated token
-    body = {"model": NAME, "prompt": [seq[:36], seq[:40]], "temperature": 0, "max_tokens": 1,
-            "logprobs": 1, "seed": 1234, "echo": True}
-    st, raw = s.post(body)
-    if not check(st == 200, f"lm-eval loglikelihood body: {st} {raw[:300]!r}"):
-        return
-    out = json.loads(raw)
-    ref = heldout["token_logprobs"][2]
-    for choice, ctxlen, n in zip(sorted(out["choices"], key=lambda c: c["index"]), ctxlens, (36, 40)):
-        lps = choice["logprobs"]["token_logprobs"][ctxlen:-1]
-        tops = choice["logprobs"]["top_logprobs"][ctxlen:-1]
-        check(len(lps) == n - ctxlen, f"continuation of {n - ctxlen} tokens: {len(lps)} scores")
-        want = sum(ref[ctxlen - 1:n - 1])
-        check(abs(sum(lps) - want) <= 1e-3 * (n - ctxlen),
-              f"continuation log-likelihood {sum(lps)} vs Hugging Face {want}")
-        for tok, top in zip(lps, tops):
-            check(isinstance(top, dict) and 1 <= len(top) <= 2, f"top_logprobs entry {top}")
-            check(tok <= max(top.values()) + 1e-6, "a token more likely than the top one")
-        greedy = all(tok == max(top.values()) for tok, top in zip(lps, tops))
-        print(f"lm-eval loglikelihood: ctxlen {ctxlen}, {sum(lps):.4f}, is_greedy {greedy}")
-    # max_tokens 0 (lm-eval's loglikelihood_rolling in some versions)
-    st, raw = s.post({**body, "max_tokens": 0})
-    check(st == 200 and len(json.loads(raw)["choices"][0]["logprobs"]["token_logprobs"]) == 36,
-          f"max_tokens 0: {st}")
-    # generate_until: strings or ids, stop sequences, seed, greedy
-    gen = {"prompt": [PROMPTS[0], PROMPTS[1]], "model": NAME, "max_tokens": 16,
-           "temperature": 0, "stop": ["\n\n", "<|endoftext|>"], "seed": 1234}
-    st, raw = s.post(gen)
-    if check(st == 200, f"lm-eval generate body: {st} {raw[:300]!r}"):
-        texts = [None] * 2
-        for c in json.loads(raw)["choices"]:
-            texts[c["index"]] = c["text"]
-        check(all(isinstance(t, str) and "\n\n" not in t for t in texts), f"generations {texts}")
-    # lm-eval's probe for a remote tokenizer must find none
-    check(s.get("/tokenizer_info")[0] == 404, "/tokenizer_info must be 404")
-
-
 # ---- SIGTERM with requests in flight ---------------------------------------------------------
 
 
@@ -573,7 +536,7 @@ def main():
     s = Server()
     try:
         for t in (lambda: test_openai(s, heldout), lambda: test_malformed(s),
-                  lambda: test_run_batch(s, tmp), lambda: test_lm_eval_shapes(s, heldout)):
+                  lambda: test_run_batch(s, tmp)):
             t()
     finally:
         rc = s.stop()

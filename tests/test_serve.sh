@@ -1,7 +1,8 @@
 #!/bin/sh
-# tests/test_serve.sh - `fgcore serve` end to end (tests/test_serve.py) with a
-# Python that has the openai package: $FGCORE_PYTHON, else the virtual
-# environment .ci/deps makes, else python3.
+# tests/test_serve.sh - `fgcore serve` end to end (tests/test_serve.py, or the
+# test $FGCORE_SERVE_TEST names there) with a Python that has the openai
+# package: $FGCORE_PYTHON, else the virtual environment .ci/deps makes, else
+# python3.
 if ! grep -q '^#define HAVE_MICROHTTPD 1' "$FGCORE_BUILDDIR/config.h"; then
 	echo "SKIP: this build has no libmicrohttpd (configure found none): serve cannot run"
 	exit 77
@@ -15,4 +16,4 @@ if [ -z "$py" ]; then
 		fi
 	done
 fi
-exec "${py:-python3}" "$FGCORE_SRCDIR/tests/test_serve.py"
+exec "${py:-python3}" "$FGCORE_SRCDIR/tests/${FGCORE_SERVE_TEST:-test_serve.py}"

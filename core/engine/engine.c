@@ -442,3 +442,16 @@ int fg_detokenize(struct fg_engine *e, const int32_t *ids, size_t n, char **text
 	}
 	return fg_tokenizer_decode(e->tok, ids, n, text, &len);
 }
+
+int fg_engine_special_tokens(const struct fg_engine *e, struct fg_special_tokens *out)
+{
+	out->bos = fg_tokenizer_bos_id(e->tok);
+	out->eos = fg_tokenizer_eos_id(e->tok);
+	out->unk = fg_tokenizer_unk_id(e->tok);
+	out->pad = fg_tokenizer_pad_id(e->tok);
+	if (!e->tok) {
+		FG_ERR("%s", e->tok_error);
+		return -EINVAL;
+	}
+	return 0;
+}

@@ -232,6 +232,16 @@ int fg_detokenize(struct fg_engine *e, const int32_t *ids, size_t n, char **text
  * fg_request.prompt). */
 int fg_tokenize_prompt(struct fg_engine *e, const char *text, int32_t **ids, size_t *n);
 
+/* The special tokens of the engine's tokenizer as its files name them (what
+ * Hugging Face's tokenizer for the model folder calls bos_token, eos_token,
+ * unk_token and pad_token); -1: none.  Without a tokenizer all are -1 and
+ * the call returns -EINVAL.  (The ids a model runs with are fg_model_info's:
+ * config.json's.) */
+struct fg_special_tokens {
+	int32_t bos, eos, unk, pad;
+};
+int fg_engine_special_tokens(const struct fg_engine *e, struct fg_special_tokens *out);
+
 #ifdef __cplusplus
 }
 #endif
