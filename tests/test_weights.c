@@ -553,7 +553,7 @@ START_TEST(test_convert)
 		{ 0xbf801000, 0xbc00 }, /* negative tie */
 		{ 0x477fe000, 0x7bff }, /* 65504, the largest half */
 		{ 0x477fefff, 0x7bff }, /* just below 65520 */
-		{ 0x477ff000, 0x7c00 }, /* 65520: tie, to even = infinity */
+		{ 0x477fd000, 0x7bfe }, /* 65488: tie, to even 65472 (65520 and up: test_nonfinite) */
 		{ 0x33800000, 0x0001 }, /* 2^-24, the smallest subnormal */
 		{ 0x33000000, 0x0000 }, /* 2^-25: tie, to even 0 */
 		{ 0x33c00000, 0x0002 }, /* 1.5 * 2^-24: tie, to even 2 */
@@ -567,7 +567,7 @@ START_TEST(test_convert)
 	} bf16[TH] = {
 		{ 0x3f80, 0x3c00 }, /* 1 */
 		{ 0xbf81, 0xbc08 }, /* -(1 + 2^-7) */
-		{ 0x4780, 0x7c00 }, /* 65536: overflow */
+		{ 0xc77f, 0xfbf8 }, /* -65280 (65536 and up: test_nonfinite) */
 		{ 0x477f, 0x7bf8 }, /* 65280 */
 		{ 0x3380, 0x0001 }, /* 2^-24 */
 		{ 0x3300, 0x0000 }, /* 2^-25: tie, to even 0 */
@@ -628,6 +628,58 @@ START_TEST(test_convert)
 		ck_assert_msg(got[i] == bf16[i].out, "BF16 0x%04x -> 0x%04x, want 0x%04x",
 			      bf16[i].in, got[i], bf16[i].out);
 	fg_weights_close(w);
+}
+END_TEST
+
+/* A tensor holding NaN or an infinity - stored so, or beyond fp16's range
+ * (65520 rounds to infinity) - is refused when read, naming the file, the
+ * tensor and the first bad element: the model would compute NaN. */
+START_TEST(test_nonfinite)
+{
+	static const struct {
+		const char *dtype;
+		uint32_t bits; /* the value's encoding in dtype */
+		const char *what;
+	} bad[] = {
+		{ "F32", 0x477ff000, "an infinity at [0, 5] (the stored value is beyond fp16's 65504)" },
+		{ "BF16", 0xff80, "an infinity at [0, 5] (the stored value is beyond fp16's 65504)" },
+		{ "F16", 0x7e00, "NaN at [0, 5]" },
+		{ "F16", 0xfc00, "an infinity at [0, 5]: " },
+	};
+	struct fg_model_config cfg;
+	struct fg_weights *w;
+	struct ckpt c;
+	char dir[400], path[500], name[32];
+	uint16_t got[TF];
+
+	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		snprintf(name, sizeof(name), "nonfinite%zu", k);
+		tmp_dir(name, dir, sizeof(dir));
+		write_tiny_config(dir);
+		ck_tiny(&c, "model.", NULL);
+		int i = ck_find(&c, "model.decoder.layers.0.fc1.bias");
+		size_t es = dtype_size(bad[k].dtype);
+		snprintf(c.e[i].dtype, sizeof(c.e[i].dtype), "%s", bad[k].dtype);
+		free(c.e[i].bytes);
+		c.e[i].bytes = calloc(TF, es);
+		ck_assert_ptr_nonnull(c.e[i].bytes);
+		memcpy(c.e[i].bytes + 5 * es, &bad[k].bits, es); /* little-endian */
+		c.e[i].nbytes = TF * es;
+		ck_layout(&c);
+		snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+		ck_write(path, &c);
+		ck_free(&c);
+		ck_assert_msg(fg_weights_open(dir, &cfg, &w) == 0, "%s", fg_last_error());
+		ck_assert_int_eq(fg_weights_read_f16(w, "decoder.layers.0.fc1.bias", got, 1, TF),
+				 -EINVAL);
+		ck_assert_msg(strstr(fg_last_error(), "decoder.layers.0.fc1.bias") &&
+				      strstr(fg_last_error(), bad[k].what) &&
+				      strstr(fg_last_error(), "model.safetensors"),
+			      "%s: '%s'", bad[k].dtype, fg_last_error());
+		/* the other tensors read as ever */
+		ck_assert_int_eq(fg_weights_read_f16(w, "decoder.layers.1.fc2.bias", got, 1, 8), 0);
+		fg_weights_close(w);
+	}
 }
 END_TEST
 
@@ -1701,6 +1753,7 @@ static Suite *weights_suite(void)
 	tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
 	tcase_add_test(tc, test_single_file);
 	tcase_add_test(tc, test_convert);
+	tcase_add_test(tc, test_nonfinite);
 	tcase_add_test(tc, test_convert_large);
 	tcase_add_test(tc, test_sharded);
 	tcase_add_test(tc, test_sharded_bad);

@@ -602,6 +602,25 @@ static int wt_read_convert(int fd, enum wt_dtype d, uint64_t off, uint64_t n, ui
 	return rc;
 }
 
+/* The first non-finite fp16 value of n (its index), or -1.  A pass over
+ * bytes just read: cheap beside reading them, and a damaged checkpoint (or
+ * one whose values overflow fp16) is named at load instead of turning every
+ * logit into NaN. */
+static int64_t wt_first_nonfinite(const uint16_t *h, uint64_t n)
+{
+	for (uint64_t b = 0; b < n; b += 4096) {
+		uint64_t e = n - b < 4096 ? n : b + 4096;
+		unsigned any = 0;
+
+		for (uint64_t i = b; i < e; i++) /* no early exit: it vectorizes */
+			any |= (h[i] & 0x7c00u) == 0x7c00u;
+		for (uint64_t i = b; any && i < e; i++)
+			if ((h[i] & 0x7c00u) == 0x7c00u)
+				return (int64_t)i;
+	}
+	return -1;
+}
+
 static int wt_read(struct fg_weights *w, const char *name, int64_t row0, int64_t nrows,
 		   int64_t rows_req, int64_t cols, uint16_t *dst)
 {
@@ -672,6 +691,16 @@ static int wt_read(struct fg_weights *w, const char *name, int64_t row0, int64_t
 		FG_ERR("%s: out of memory converting tensor \"%s\"", f->path, canon);
 	else if (rc)
 		FG_ERR("%s: read error on tensor \"%s\": %s", f->path, canon, strerror(-rc));
+	int64_t bad = rc ? -1 : wt_first_nonfinite(dst, (uint64_t)(nrows * cols));
+	if (bad >= 0) {
+		int nan = (dst[bad] & 0x3ffu) != 0;
+		FG_ERR("%s: tensor \"%s\" holds %s at [%lld, %lld]%s: the model would compute "
+		       "NaN; repair or re-export the checkpoint",
+		       f->path, canon, nan ? "NaN" : "an infinity", (long long)(row0 + bad / cols),
+		       (long long)(bad % cols),
+		       !nan && s->dtype != WT_F16 ? " (the stored value is beyond fp16's 65504)" : "");
+		rc = -EINVAL;
+	}
 	return rc;
 }
 
