@@ -2,9 +2,10 @@
  * OpenAI's completions API over HTTP (cli/serve_http.c) on one engine thread
  * that batches concurrent requests (cli/serve_queue.c).
  *
- * SIGTERM or SIGINT: accept no more, answer the requests in flight, exit 0;
- * a second signal, or [serve] drain_timeout_s passing, ends them at once
- * (exit 128 + the signal, or 1). */
+ * SIGTERM or SIGINT: accept no more, answer the requests in flight (those
+ * arrived whole), exit 0; a second signal, or [serve] drain_timeout_s
+ * passing, ends them at once: they are answered 503 and the batch in flight
+ * is dropped at its next decode step (exit 128 + the signal, or 1). */
 #include <config.h>
 
 #include <errno.h>
@@ -176,7 +177,9 @@ int fg_cmd_serve(struct fg_config *cfg, int argc, char **argv)
 	o.model_path = fg_config_str(cfg, "model", "path");
 	o.max_body = (size_t)fg_config_size(cfg, "serve", "max_body_bytes");
 	o.max_connections = (unsigned)fg_config_int(cfg, "serve", "max_connections");
+	o.max_connections_per_ip = (unsigned)fg_config_int(cfg, "serve", "max_connections_per_ip");
 	o.timeout_s = (unsigned)fg_config_int(cfg, "serve", "timeout_s");
+	o.request_timeout_s = (unsigned)fg_config_int(cfg, "serve", "request_timeout_s");
 	o.access_log = fg_cli_verbosity >= 0;
 	fg_cli_request_defaults(cfg, &o.defaults);
 	double drain = (double)fg_config_int(cfg, "serve", "drain_timeout_s");
@@ -219,6 +222,10 @@ int fg_cmd_serve(struct fg_config *cfg, int argc, char **argv)
 				fg_serve_http_active(h));
 			rc = again ? 128 + again : FG_EXIT_RUNTIME;
 			fg_serve_queue_abort(q);
+			/* The requests cut get their 503 (a second at most): the
+			 * waiters see the abort within a fifth of a second. */
+			for (double grace = now_s() + 1; fg_serve_http_active(h) && now_s() < grace;)
+				signal_wait(20);
 			break;
 		}
 	}

@@ -10,10 +10,10 @@ fgcore_SOURCES += cli/main.c cli/commands.h cli/cmd_plugins.c cli/cmd_config.c \
 # serve's HTTP front and engine thread, with libmicrohttpd (else serve says so)
 if HAVE_MICROHTTPD
 fgcore_SOURCES += cli/serve_http.c cli/serve_http.h cli/serve_queue.c cli/serve_queue.h \
-	cli/serve_tokenize.c cli/serve_tokenize.h
+	cli/serve_tokenize.c cli/serve_tokenize.h cli/serve_conns.c cli/serve_conns.h
 fgcore_CFLAGS += $(MICROHTTPD_CFLAGS)
 fgcore_LDADD += $(MICROHTTPD_LIBS) $(PTHREAD_LIBS)
 else
 EXTRA_DIST += cli/serve_http.c cli/serve_http.h cli/serve_queue.c cli/serve_queue.h \
-	cli/serve_tokenize.c cli/serve_tokenize.h
+	cli/serve_tokenize.c cli/serve_tokenize.h cli/serve_conns.c cli/serve_conns.h
 endif

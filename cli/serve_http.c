@@ -1,13 +1,20 @@
 /* cli/serve_http.c - serve's HTTP front (see serve_http.h).
  *
- * What the headers decide (path, method, key, a declared body too large,
- * shutdown) is answered before the body is read, and MHD then discards the
- * rest and closes the connection.  Errors are OpenAI's {"error": {message,
- * type, param, code}}.  One access-log line per request on stderr; an
- * error's line ends with the message its body carries, as reason="...". */
+ * A request with a body is judged by its headers first: what they decide
+ * (path, method, key, a declared body too large, shutdown) is answered
+ * before the body is read, and MHD then discards the rest and closes the
+ * connection.  A request without a body is answered once whole, since MHD
+ * closes a connection whose answer was queued at the headers and would drop
+ * the requests pipelined behind it.  Only a whole request counts as in
+ * flight (a shutdown waits for it); cli/serve_conns.c cuts connections that
+ * hold a slot without delivering one.  Errors are OpenAI's {"error":
+ * {message, type, param, code}}.  One access-log line per request on
+ * stderr; an error's line ends with the message its body carries, as
+ * reason="...". */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +27,7 @@
 #include <microhttpd.h>
 
 #include "cli/completion.h"
+#include "cli/serve_conns.h"
 #include "cli/serve_http.h"
 #include "cli/serve_tokenize.h"
 
@@ -27,12 +35,17 @@ struct fg_serve_http {
 	struct fg_serve_http_opts o;
 	struct fg_serve_queue *q;
 	struct MHD_Daemon *d;
+	struct fg_serve_conns *conns;
 	int port;
 	int listen_fd;               /* after quiesce: closed once the daemon stops */
 	long long started_at;
-	unsigned active;             /* __atomic */
+	unsigned active;             /* __atomic: whole requests not yet answered in full */
 	int closing;                 /* __atomic */
 	unsigned long long serial;   /* __atomic: completion ids */
+	pthread_mutex_t log_lock;    /* libmicrohttpd's messages: */
+	long long log_minute;        /* this minute's, */
+	unsigned log_lines;          /* shown */
+	unsigned long long log_dropped; /* and left out */
 };
 
 enum route { R_HEALTH, R_MODELS, R_COMPLETIONS, R_TOKENIZER_INFO, R_TOKENIZE, R_DETOKENIZE,
@@ -70,6 +83,8 @@ struct request {
 	char *body;
 	size_t len, cap;
 	size_t dropped;              /* body bytes past max_body, thrown away */
+	int judged;                  /* headers() has run */
+	int whole;                   /* the request has arrived whole: it counts in active */
 	struct fg_serve_job *job;
 };
 
@@ -288,7 +303,8 @@ static enum MHD_Result headers(struct MHD_Connection *conn, struct request *r, c
 	int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
 	int post = !strcmp(method, "POST");
 
-	if (__atomic_load_n(&h->closing, __ATOMIC_RELAXED))
+	r->judged = 1;
+	if (__atomic_load_n(&h->closing, __ATOMIC_SEQ_CST))
 		return send_error(conn, r, 503, "server_error", NULL, "shutting_down", NULL, NULL,
 				  "the server is shutting down: no new requests");
 	r->route = route_of(url);
@@ -383,8 +399,38 @@ static enum MHD_Result send_stream(struct MHD_Connection *conn, struct request *
 	return ok;
 }
 
-/* POST /v1/completions with its body (consumed): check, queue, wait,
- * answer. */
+/* Each text prompt's tokens, read here: a long or pathological text then
+ * costs this connection's thread, never the engine thread everyone shares.
+ * NULL, or an error message with *status (400; 500: out of memory). */
+static char *read_prompts(struct fg_serve_http *h, struct fg_serve_job *j, int *status)
+{
+	const struct fg_completion *c = &j->comp;
+
+	*status = 500;
+	j->tokens = calloc(c->n_prompts ? c->n_prompts : 1, sizeof(*j->tokens));
+	j->n_tokens = calloc(c->n_prompts ? c->n_prompts : 1, sizeof(*j->n_tokens));
+	if (!j->tokens || !j->n_tokens)
+		return strdup("out of memory");
+	for (size_t p = 0; p < c->n_prompts; p++) {
+		const char *text = c->reqs[p * c->n_per].prompt;
+		int rc;
+
+		if (!text)
+			continue;
+		if ((rc = fg_tokenize_prompt(h->o.engine, text, &j->tokens[p], &j->n_tokens[p]))) {
+			*status = rc == -ENOMEM ? 500 : 400;
+			return strdup(fg_last_error_text());
+		}
+		if (!j->n_tokens[p]) {
+			*status = 400;
+			return strdup("the prompt text has no tokens (and the model reads a text without bos): give a non-empty prompt");
+		}
+	}
+	return NULL;
+}
+
+/* POST /v1/completions with its body (consumed): check, read the prompts,
+ * queue, wait, answer. */
 static enum MHD_Result completion(struct MHD_Connection *conn, struct request *r, json_t *body)
 {
 	struct fg_serve_http *h = r->h;
@@ -407,6 +453,13 @@ static enum MHD_Result completion(struct MHD_Connection *conn, struct request *r
 	}
 	if (!model_served(h, j->comp.model))
 		return model_not_found(conn, r, j->comp.model);
+	if ((msg = read_prompts(h, j, &rc))) {
+		enum MHD_Result ok = send_error(conn, r, rc, rc == 500 ? "server_error" : INVALID,
+						"prompt", rc == 500 ? NULL : "invalid_request", NULL,
+						NULL, "%s", msg);
+		free(msg);
+		return ok;
+	}
 	snprintf(j->id, sizeof(j->id), "cmpl-%llx-%llx", (unsigned long long)h->started_at,
 		 __atomic_add_fetch(&h->serial, 1, __ATOMIC_RELAXED));
 	j->model = h->o.model_id;
@@ -450,6 +503,43 @@ static enum MHD_Result posted(struct MHD_Connection *conn, struct request *r)
 	return r->route == R_COMPLETIONS ? completion(conn, r, body) : tokenize(conn, r, body);
 }
 
+/* Does the request announce a body?  (Then its headers are judged before
+ * it is read.) */
+static int has_body(struct MHD_Connection *conn)
+{
+	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+	return (cl && strtoull(cl, NULL, 10) > 0) ||
+	       MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+					   MHD_HTTP_HEADER_TRANSFER_ENCODING);
+}
+
+/* The request has arrived whole: from here on it is in flight (a shutdown
+ * waits for it, the connection has no deadline), unless the shutdown began
+ * first.  active is raised before closing is read, and the shutdown sets
+ * closing before it reads active, so one of them sees the other. */
+static enum MHD_Result whole(struct MHD_Connection *conn, struct request *r, const char *url,
+			     const char *method)
+{
+	struct fg_serve_http *h = r->h;
+
+	if (!r->whole) {
+		r->whole = 1;
+		fg_serve_conns_busy(conn);
+		__atomic_add_fetch(&h->active, 1, __ATOMIC_SEQ_CST);
+	}
+	if (!r->judged) {
+		enum MHD_Result ok = headers(conn, r, url, method);
+		if (ok != MHD_YES || r->status)
+			return ok;
+	} else if (__atomic_load_n(&h->closing, __ATOMIC_SEQ_CST)) {
+		return send_error(conn, r, 503, "server_error", NULL, "shutting_down", NULL, NULL,
+				  "the server is shutting down: no new requests");
+	}
+	return posted(conn, r);
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
 			      const char *method, const char *version, const char *upload,
 			      size_t *upload_size, void **con_cls)
@@ -466,15 +556,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 		printable(r->method, sizeof(r->method), method);
 		printable(r->path, sizeof(r->path), url);
 		*con_cls = r;
-		__atomic_add_fetch(&h->active, 1, __ATOMIC_RELAXED);
-		return headers(conn, r, url, method);
+		return has_body(conn) ? headers(conn, r, url, method) : MHD_YES;
 	}
 	if (*upload_size) {
 		enum MHD_Result ok = take_body(r, upload, *upload_size);
 		*upload_size = 0;
 		return ok;
 	}
-	return posted(conn, r);
+	return whole(conn, r, url, method);
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -484,7 +573,6 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	struct request *r = *con_cls;
 	size_t p = 0, g = 0;
 
-	(void)conn;
 	if (!r)
 		return;
 	if (r->job && r->job->q)
@@ -496,18 +584,42 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			r->reason[0] ? " reason=\"" : "", r->reason, r->reason[0] ? "\"" : "");
 	if (r->job)
 		fg_serve_job_release(h->q, r->job, 1);
+	if (r->whole) {
+		fg_serve_conns_idle(conn);
+		__atomic_sub_fetch(&h->active, 1, __ATOMIC_SEQ_CST);
+	}
 	free(r->body);
 	free(r);
 	*con_cls = NULL;
-	__atomic_sub_fetch(&h->active, 1, __ATOMIC_RELAXED);
 }
 
+/* libmicrohttpd's messages, a few a minute at most: it writes one for each
+ * connection a client drops or the guard cuts, and a flood of hostile
+ * connections must not flood the log too. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
+	struct fg_serve_http *h = cls;
+	long long minute = (long long)time(NULL) / 60;
+	unsigned long long dropped = 0;
 	char line[512];
 	size_t n;
+	int show;
 
-	(void)cls;
+	pthread_mutex_lock(&h->log_lock);
+	if (minute != h->log_minute) {
+		dropped = h->log_dropped;
+		h->log_minute = minute;
+		h->log_lines = h->log_dropped = 0;
+	}
+	show = h->log_lines < 20;
+	h->log_lines += show;
+	h->log_dropped += !show;
+	pthread_mutex_unlock(&h->log_lock);
+	if (dropped)
+		fprintf(stderr, "fgcore: serve: libmicrohttpd: %llu more messages left out (20 a minute at most)\n",
+			dropped);
+	if (!show)
+		return;
 	vsnprintf(line, sizeof(line), fmt, ap);
 	n = strlen(line);
 	while (n && line[n - 1] == '\n')
@@ -540,20 +652,36 @@ int fg_serve_http_start(struct fg_serve_http **out, const struct fg_serve_http_o
 	h->o = *o;
 	h->q = q;
 	h->listen_fd = -1;
+	pthread_mutex_init(&h->log_lock, NULL);
 	h->started_at = (long long)time(NULL);
+	if ((rc = fg_serve_conns_new(&h->conns, o->max_connections, o->request_timeout_s))) {
+		snprintf(err, errlen, "serve: cannot start the connection guard: %s", strerror(-rc));
+		pthread_mutex_destroy(&h->log_lock);
+		free(h);
+		return -1;
+	}
+	/* MHD refuses newcomers at its own limit, and counts the connections
+	 * the guard has cut until their threads end: room past max_connections
+	 * for those, so that a newcomer is always seen and room made for it. */
+	errno = 0;
 	h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 					MHD_USE_AUTO | MHD_USE_ITC | MHD_USE_ERROR_LOG |
 					(sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
 				(uint16_t)o->port, NULL, NULL, handle, h,
-				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
 				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-				MHD_OPTION_CONNECTION_LIMIT, o->max_connections,
+				MHD_OPTION_CONNECTION_LIMIT, 2 * o->max_connections + 16,
+				MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_connections_per_ip,
 				MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s,
 				MHD_OPTION_NOTIFY_COMPLETED, completed, h,
+				MHD_OPTION_NOTIFY_CONNECTION, fg_serve_conns_notify, h->conns,
 				MHD_OPTION_END);
 	if (!h->d) {
+		int e = errno;
 		snprintf(err, errlen, "serve: cannot listen on %s port %d: %s (is the port taken? --port 0 picks a free one)",
-			 o->host, o->port, errno ? strerror(errno) : "libmicrohttpd refused");
+			 o->host, o->port, e ? strerror(e) : "libmicrohttpd refused");
+		fg_serve_conns_free(h->conns, NULL);
+		pthread_mutex_destroy(&h->log_lock);
 		free(h);
 		return -1;
 	}
@@ -586,10 +714,20 @@ unsigned fg_serve_http_active(struct fg_serve_http *h)
 
 void fg_serve_http_stop(struct fg_serve_http *h)
 {
+	unsigned long long cut = 0;
+
 	if (!h)
 		return;
 	MHD_stop_daemon(h->d);
 	if (h->listen_fd >= 0)
 		close(h->listen_fd);
+	fg_serve_conns_free(h->conns, &cut);
+	if (h->log_dropped)
+		fprintf(stderr, "fgcore: serve: libmicrohttpd: %llu more messages left out (20 a minute at most)\n",
+			h->log_dropped);
+	if (cut)
+		fprintf(stderr, "fgcore: serve: %llu connections were closed for holding a slot without sending a whole request ([serve] request_timeout_s, max_connections)\n",
+			cut);
+	pthread_mutex_destroy(&h->log_lock);
 	free(h);
 }

@@ -19,8 +19,11 @@ struct fg_serve_http_opts {
 	const char *model_id;       /* what /v1/models lists */
 	const char *model_path;     /* [model] path: a request may name it too */
 	size_t max_body;            /* bytes of a request body at most */
-	unsigned max_connections;
-	unsigned timeout_s;         /* an idle connection is closed after it */
+	unsigned max_connections;   /* past it, the connection waiting longest for a
+				     * request is closed to make room */
+	unsigned max_connections_per_ip; /* 0: no limit */
+	unsigned timeout_s;         /* a connection where nothing moves is closed after it */
+	unsigned request_timeout_s; /* a whole request must arrive within it (0: no limit) */
 	int access_log;             /* a line per request on stderr */
 	struct fg_request defaults; /* [generate] */
 	struct fg_engine *engine;   /* its tokenizer only: the queue runs it */
@@ -33,10 +36,10 @@ int fg_serve_http_start(struct fg_serve_http **out, const struct fg_serve_http_o
 			struct fg_serve_queue *q, char *err, size_t errlen);
 /* The port listened on. */
 int fg_serve_http_port(const struct fg_serve_http *h);
-/* Stop accepting connections; requests that still arrive on open ones are
- * answered 503. */
+/* Stop accepting connections; requests that still arrive whole on open
+ * ones are answered 503. */
 void fg_serve_http_quiesce(struct fg_serve_http *h);
-/* Requests begun and not yet answered in full. */
+/* Requests arrived whole and not yet answered in full. */
 unsigned fg_serve_http_active(struct fg_serve_http *h);
 /* Close every connection and free h. */
 void fg_serve_http_stop(struct fg_serve_http *h);

@@ -4,8 +4,11 @@
  * holds it only to take jobs and to hand over bytes, never while it computes,
  * and never waits on an HTTP thread: a client that is slow or gone costs it
  * nothing but the bytes it writes (none once the client is gone). */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -29,6 +32,7 @@ struct fg_serve_queue {
 	size_t limit, batch;
 	int max_wait_ms;
 	int stopping, aborted, abort_queued;
+	volatile sig_atomic_t abandon; /* fg_run_opts.abandon: a hard shutdown */
 	struct fg_engine *e;
 	pthread_t thread;
 };
@@ -75,6 +79,10 @@ struct fg_serve_job *fg_serve_job_new(void)
 
 static void job_free(struct fg_serve_job *j)
 {
+	for (size_t p = 0; j->tokens && p < j->comp.n_prompts; p++)
+		free(j->tokens[p]);
+	free(j->tokens);
+	free(j->n_tokens);
 	for (size_t i = 0; j->res && i < j->comp.n; i++)
 		fg_result_clear(&j->res[i]);
 	for (size_t i = 0; j->ch && i < j->comp.n; i++)
@@ -408,7 +416,15 @@ static int prepare(struct fg_serve_job *j, struct fg_request *reqs)
 	if (!j->res || !j->ch)
 		return -ENOMEM;
 	for (size_t i = 0; i < j->comp.n; i++) {
+		size_t p = j->comp.n_per ? i / j->comp.n_per : i;
+
 		reqs[i] = j->comp.reqs[i];
+		if (j->tokens && j->tokens[p]) {
+			/* a text read on the HTTP thread; echo still shows the text */
+			reqs[i].prompt = NULL;
+			reqs[i].prompt_ids = j->tokens[p];
+			reqs[i].n_prompt_ids = j->n_tokens[p];
+		}
 		j->ch[i].job = j;
 		j->ch[i].index = i;
 		if (!j->comp.stream || j->comp.logprobs >= 0)
@@ -452,7 +468,9 @@ static void run(struct fg_serve_queue *q, struct fg_serve_job *batch, size_t row
 	struct fg_request *reqs = calloc(n, sizeof(*reqs));
 	struct batch_map m = { calloc(n, sizeof(*m.job)), calloc(n, sizeof(*m.choice)) };
 	/* The run stays in the engine from one gathered batch to the next. */
-	struct fg_run_opts o = { .on_result = on_result, .arg = &m, .keep_run = 1 };
+	struct fg_run_opts o = { .on_result = on_result, .arg = &m, .keep_run = 1,
+				 .abandon = &q->abandon };
+	size_t unfinished = 0;
 	int rc = reqs && m.job && m.choice ? 0 : -ENOMEM;
 
 	for (struct fg_serve_job *j = batch; !rc && j; j = j->next) {
@@ -468,11 +486,20 @@ static void run(struct fg_serve_queue *q, struct fg_serve_job *batch, size_t row
 		rc = -ENOMEM;
 	for (struct fg_serve_job *next, *j = batch; j; j = next) {
 		next = j->next;
-		/* Without a run (out of memory) no job was answered. */
-		if (rc)
+		/* Without a run (out of memory) no job was answered; after a hard
+		 * stop, those whose results were not all in. */
+		if (rc) {
 			fail(j, 500, "out of memory", "server_error", NULL);
+		} else if (j->left) {
+			unfinished++;
+			fail(j, 503, "the server is shutting down: this request was stopped unfinished",
+			     "server_error", "shutting_down");
+		}
 		fg_serve_job_release(q, j, 0);
 	}
+	if (unfinished)
+		fprintf(stderr, "fgcore: serve: the batch in flight abandoned: %zu requests stopped unfinished\n",
+			unfinished);
 	free(reqs);
 	free(m.job);
 	free(m.choice);
@@ -547,6 +574,8 @@ int fg_serve_queue_start(struct fg_serve_queue **out, struct fg_engine *e, size_
 		free(q);
 		return -rc;
 	}
+	/* named for top -H and for the tests, which read what it costs */
+	pthread_setname_np(q->thread, "fgcore-engine");
 	*out = q;
 	return 0;
 }
@@ -560,6 +589,7 @@ void fg_serve_queue_abort(struct fg_serve_queue *q)
 {
 	pthread_mutex_lock(&q->lock);
 	q->aborted = 1;
+	q->abandon = 1;
 	pthread_mutex_unlock(&q->lock);
 }
 

@@ -24,6 +24,9 @@ struct fg_serve_choice;
 struct fg_serve_job {
 	json_t *body;               /* owned: comp borrows its strings */
 	struct fg_completion comp;
+	int32_t **tokens;           /* owned: prompt p's ids when it is a text, read on the
+				     * HTTP thread (the engine thread never tokenizes) */
+	size_t *n_tokens;
 	char id[48];                /* "cmpl-..." */
 	const char *model;          /* the model id answers name */
 	long long created;
@@ -58,7 +61,9 @@ int fg_serve_queue_start(struct fg_serve_queue **out, struct fg_engine *e, size_
 /* Finish every queued job (abort: answer them 503 instead), then end the
  * engine thread and free the queue. */
 void fg_serve_queue_stop(struct fg_serve_queue *q, int abort);
-/* Wake every waiter now and from here on (a hard shutdown): waits return. */
+/* A hard shutdown: wake every waiter now and from here on (waits return),
+ * and drop the batch in flight at its next decode step (its requests are
+ * answered 503). */
 void fg_serve_queue_abort(struct fg_serve_queue *q);
 /* Prompts a batch holds at most. */
 size_t fg_serve_queue_batch(const struct fg_serve_queue *q);

@@ -102,10 +102,14 @@ void fg_serve_tok_free(struct fg_serve_tok *t)
 }
 
 /* The engine's last error as the answer's message: 404 when the model has
- * no tokenizer (the only way the tokenizer calls fail but memory). */
-static json_t *engine_error(int rc, int *status, char **err)
+ * no tokenizer, 400 for a text or ids the tokenizer refuses (a text that
+ * would cost it too much), 500 out of memory. */
+static json_t *engine_error(struct fg_engine *e, int rc, int *status, char **err)
 {
-	*status = rc == -ENOMEM ? 500 : 404;
+	struct fg_model_info mi;
+
+	*status = rc == -ENOMEM ? 500
+		  : fg_engine_info(e, &mi) == 0 && mi.has_tokenizer ? 400 : 404;
 	*err = strdup(fg_last_error_text());
 	return NULL;
 }
@@ -146,7 +150,7 @@ json_t *fg_serve_tok_answer(struct fg_engine *e, const struct fg_serve_tok *t, i
 				return NULL;
 			}
 		if ((rc = fg_detokenize(e, t->ids, t->n, &text)))
-			return engine_error(rc, status, err);
+			return engine_error(e, rc, status, err);
 		o = json_pack("{s:o}", "prompt", fg_json_text(text));
 		free(text);
 	} else if (!t->prompt) {
@@ -156,7 +160,7 @@ json_t *fg_serve_tok_answer(struct fg_engine *e, const struct fg_serve_tok *t, i
 		rc = t->add_special ? fg_tokenize_prompt(e, t->prompt, &ids, &n)
 				    : fg_tokenize(e, t->prompt, &ids, &n);
 		if (rc)
-			return engine_error(rc, status, err);
+			return engine_error(e, rc, status, err);
 		json_t *a = id_array(ids, n);
 		free(ids);
 		o = a ? json_pack("{s:I, s:I, s:o, s:n}", "count", (json_int_t)n, "max_model_len",
@@ -198,7 +202,7 @@ json_t *fg_serve_tokenizer_info(struct fg_engine *e, int *status, char **err)
 	*err = NULL;
 	fg_engine_info(e, &mi);
 	if ((rc = fg_engine_special_tokens(e, &sp)))
-		return engine_error(rc, status, err);
+		return engine_error(e, rc, status, err);
 	/* tokenizer_class names whose tokenizer this is: not Hugging Face's
 	 * class; add_bos_token says what /tokenize's add_special_tokens does. */
 	json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:b, s:I}",

@@ -148,12 +148,25 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		"Prompts waiting to run at most; past it a request is answered 503 (retry "
 		"later)."),
 	KEY_INT("serve", "max_connections", "256", 1, 65536,
-		"Open connections at most (each has its own thread)."),
+		"Open connections at most (each has its own thread); when they are all open, "
+		"a new one makes room by closing the one that has waited longest for a whole "
+		"request (a connection whose request is queued, running or being answered is "
+		"never closed for room)."),
+	KEY_INT("serve", "max_connections_per_ip", "0", 0, 65536,
+		"Open connections one client address may hold at most (more are refused at "
+		"once); 0: no limit."),
 	KEY_INT("serve", "timeout_s", "300", 0, 86400,
-		"An idle connection is closed after this many seconds; 0: never."),
+		"A connection on which nothing moves (no byte read or written) for this many "
+		"seconds is closed; 0: never."),
+	KEY_INT("serve", "request_timeout_s", "30", 0, 86400,
+		"A connection must deliver a whole request (its line, headers and body) within "
+		"this many seconds of opening or of its previous answer, else it is closed: a "
+		"client sending nothing, or a byte now and then, cannot keep a slot; 0: no "
+		"limit."),
 	KEY_INT("serve", "drain_timeout_s", "600", 0, 86400,
-		"On SIGTERM or SIGINT, how long the requests in flight may take to finish "
-		"before they are cut; 0: no limit."),
+		"On SIGTERM or SIGINT, how long the requests in flight (those arrived whole) may "
+		"take to finish before they are cut: answered 503, the batch in flight dropped "
+		"at its next decode step; 0: no limit."),
 	KEY("distributed", "transport", FG_CFG_STRING, "mpi",
 	    "Transport plugin between the stages: mpi (MPI point-to-point through host memory, "
 	    "or straight between GPU buffers when the MPI library is CUDA-aware) "

@@ -425,6 +425,13 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 		}
 		if (!live || t + 1 >= glen)
 			break;
+		/* A hard stop drops the batch here, between steps. */
+		if (run->abandon && *run->abandon) {
+			FG_ERR("the batch was abandoned after %lld of up to %lld new tokens: a hard stop",
+			       (long long)t + 1, (long long)glen);
+			rc = -ECANCELED;
+			goto out;
+		}
 		/* A finished row no longer costs its attention and cache traffic,
 		 * a GPU batch whose rows have all finished nothing at all. */
 		fg_forward_set_live_rows(f, row_live);

@@ -54,10 +54,12 @@ static inline int fg_job_samples(const struct fg_job *j)
 struct fg_batch_run {
 	struct fg_forward *f;
 	int64_t hint_plen, hint_glen; /* the largest prompt and budget still to come */
+	const volatile sig_atomic_t *abandon; /* fg_run_opts.abandon: checked between steps */
 };
 /* Run jobs[0..count) (count <= the effective batch) as one batch, through
  * *run (made, reused or remade to fit).  The batch is sized to the jobs: the
- * GPU batches gpu_batch_size needs, each as small as the jobs allow. */
+ * GPU batches gpu_batch_size needs, each as small as the jobs allow.
+ * -ECANCELED: run->abandon was set between two decode steps. */
 int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **jobs,
 		 size_t count);
 void fg_batch_run_end(struct fg_engine *e, struct fg_batch_run *run);

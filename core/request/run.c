@@ -93,8 +93,15 @@ static void hand_done(struct runner *r, struct fg_job *j, int ran)
 	hand(r, j->index, &res);
 }
 
+/* A hard stop: the batch in flight is dropped, nothing more runs. */
+static int abandoned(const struct runner *r)
+{
+	return r->o->abandon && *r->o->abandon;
+}
+
 /* One batch; if it fails as a whole, each request alone (unless it has
- * streamed: a rerun would send its tokens twice). */
+ * streamed: a rerun would send its tokens twice).  An abandoned batch's
+ * requests get no result. */
 static int run_batch(struct runner *r, struct fg_job **jobs, size_t cnt)
 {
 	struct fg_engine *e = r->e;
@@ -112,6 +119,10 @@ static int run_batch(struct runner *r, struct fg_job **jobs, size_t cnt)
 		e->stats.batches++;
 		for (size_t k = 0; k < cnt; k++)
 			hand_done(r, jobs[k], 1);
+		return 0;
+	}
+	if (rc == -ECANCELED && abandoned(r)) {
+		r->stop = 1;
 		return 0;
 	}
 	if (r->fail_fast)
@@ -133,10 +144,17 @@ static int run_batch(struct runner *r, struct fg_job **jobs, size_t cnt)
 			hand_error(r, j->index, why, 0);
 			continue;
 		}
+		if (abandoned(r)) {
+			r->stop = 1;
+			return 0;
+		}
 		fg_job_rewind(j);
-		if (fg_batch_run(e, &r->run, &j, 1) == 0) {
+		if ((rc = fg_batch_run(e, &r->run, &j, 1)) == 0) {
 			e->stats.batches++;
 			hand_done(r, j, 1);
+		} else if (rc == -ECANCELED && abandoned(r)) {
+			r->stop = 1;
+			return 0;
 		} else {
 			hand_error(r, j->index, fg_last_error(), 0);
 		}
@@ -151,7 +169,7 @@ static long run_requests(struct fg_engine *e, const struct fg_request *reqs, siz
 	struct fg_job **order = calloc(n ? n : 1, sizeof(*order));
 	int64_t *hint_p = calloc(n + 1, sizeof(*hint_p)), *hint_g = calloc(n + 1, sizeof(*hint_g));
 	struct runner r = { .e = e, .o = o, .fail_fast = fail_fast,
-			    .run = { e->kept, 0, 0 } };
+			    .run = { .f = e->kept, .abandon = o->abandon } };
 	size_t live = 0, eff = (size_t)(e->policy.gpu_batch_size * e->policy.num_gpu_batches);
 	int64_t maxpos = e->model.cfg.max_pos;
 	long rc = 0;
@@ -189,7 +207,7 @@ static long run_requests(struct fg_engine *e, const struct fg_request *reqs, siz
 	for (size_t i = 0, cnt; i < live && !r.stop; i += cnt) {
 		int64_t plen = 0, glen = 0;
 
-		if (o->stop && *o->stop)
+		if ((o->stop && *o->stop) || abandoned(&r))
 			break;
 		/* Up to the effective batch, and no batch whose longest prompt plus
 		 * largest budget exceeds the model's positions. */

@@ -203,6 +203,10 @@ struct fg_run_opts {
 				      * the call, for the next call's batches of the same shape
 				      * (a server's, a batch job's windows); fg_generate and
 				      * fg_engine_close free them */
+	const volatile sig_atomic_t *abandon; /* a hard stop, read before each batch and each
+				      * decode step: non-zero drops the batch in flight
+				      * unfinished (its requests get no result) and stops
+				      * (NULL: never) */
 };
 /* Returns the number of results handed over (fewer than n when stopped), or
  * a negative errno when nothing could run (-ENOMEM). */
