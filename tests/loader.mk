@@ -8,7 +8,8 @@ check_LTLIBRARIES += tests/plugins/bad_abi_major.la tests/plugins/newer_minor.la
 	tests/plugins/name_mismatch.la tests/plugins/bad_option_table.la \
 	tests/plugins/compute_no_rope.la tests/plugins/compute_no_supports.la \
 	tests/plugins/compute_half_streams.la tests/plugins/compute_abi10.la \
-	tests/plugins/compute_half_timers.la
+	tests/plugins/compute_half_timers.la tests/plugins/entry_function.la \
+	tests/plugins/entry_small.la tests/plugins/entry_misaligned.la
 noinst_HEADERS += tests/plugins/codec_ops.h tests/plugins/compute_ops.h
 
 tests_plugins_bad_abi_major_la_SOURCES = tests/plugins/bad_abi_major.c
@@ -38,6 +39,17 @@ tests_plugins_name_mismatch_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
 tests_plugins_bad_option_table_la_SOURCES = tests/plugins/bad_option_table.c
 tests_plugins_bad_option_table_la_CFLAGS = $(PLUGIN_CFLAGS)
 tests_plugins_bad_option_table_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+# fg_plugin_entry that is no struct fg_plugin: a function, a smaller object,
+# a misaligned one.
+tests_plugins_entry_function_la_SOURCES = tests/plugins/entry_function.c
+tests_plugins_entry_function_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_entry_function_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+tests_plugins_entry_small_la_SOURCES = tests/plugins/entry_small.c
+tests_plugins_entry_small_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_entry_small_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+tests_plugins_entry_misaligned_la_SOURCES = tests/plugins/entry_misaligned.c
+tests_plugins_entry_misaligned_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_entry_misaligned_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
 # Compute ABI 1.1: without rope, without supports, half the stream hooks
 # (refused); built for ABI 1.0 (loads, runs the 1.0 ops, refused 1.1 features).
 tests_plugins_compute_half_timers_la_SOURCES = tests/plugins/compute_half_timers.c

@@ -13,6 +13,7 @@
 #include <fgcore/storage.h>
 #include "core/config/config.h"
 #include "core/config/schema.h"
+#include "core/plan/policy.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
 
@@ -299,6 +300,30 @@ START_TEST(test_overrides)
 }
 END_TEST
 
+/* [policy] percent's own rules (the shares of a kind within 100) are checked
+ * past the schema; their errors still name where the value was set. */
+START_TEST(test_percent_origin)
+{
+	struct fg_config *c = new_config();
+	struct fg_policy p;
+	char want[512];
+
+	write_ini("[policy]\ngpu_batch_size = 8\npercent = 60 50 0 100 0 100\n");
+	ck_assert_int_eq(fg_config_load(c, ini), 0);
+	ck_assert_int_eq(fg_policy_from_config(c, &p), -EINVAL);
+	snprintf(want, sizeof(want), "%s:3: [policy] percent = '60 50 0 100 0 100': the weights "
+		 "shares 60 + 50 exceed 100 (disk takes the remainder)", ini);
+	ck_assert_str_eq(fg_last_error(), want);
+	ck_assert_int_eq(fg_config_set(c, "policy.percent=100 0 70 40 100 0", NULL), 0);
+	ck_assert_int_eq(fg_policy_from_config(c, &p), -EINVAL);
+	ck_assert_str_eq(fg_last_error(), "-o policy.percent=100 0 70 40 100 0: the cache shares "
+			 "70 + 40 exceed 100 (disk takes the remainder)");
+	ck_assert_int_eq(fg_config_set(c, "policy.percent=100 0 100 0 100 0", NULL), 0);
+	ck_assert_int_eq(fg_policy_from_config(c, &p), 0);
+	fg_config_free(c);
+}
+END_TEST
+
 START_TEST(test_plugin_sections)
 {
 	struct fg_config *c = new_config();
@@ -515,6 +540,7 @@ Suite *config_suite(void)
 	tcase_add_test(tc, test_defaults);
 	tcase_add_test(tc, test_valid_file);
 	tcase_add_test(tc, test_file_errors);
+	tcase_add_test(tc, test_percent_origin);
 	tcase_add_test(tc, test_missing_file);
 	tcase_add_test(tc, test_overrides);
 	tcase_add_test(tc, test_plugin_sections);

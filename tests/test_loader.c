@@ -101,6 +101,11 @@ START_TEST(test_refusals)
 		{ "compute_half_timers.so", -EINVAL,
 		  "compute plugin defines some of the timer hooks (timer_create, timer_destroy, "
 		  "timer_record, timer_elapsed) but not all four" },
+		/* read as a struct before: UBSan saw a misaligned load */
+		{ "entry_function.so", -ENOEXEC,
+		  "fg_plugin_entry is a function, not a data object, so not an fgcore plugin" },
+		{ "entry_small.so", -ENOEXEC, "" },
+		{ "entry_misaligned.so", -ENOEXEC, "" },
 		{ "not_a_plugin.so", -ENOEXEC, "not loadable as a plugin" },
 		{ "does_not_exist.so", -ENOENT, "cannot open the plugin: No such file or directory" },
 	};
@@ -114,6 +119,16 @@ START_TEST(test_refusals)
 	snprintf(cases[1].expect, sizeof(cases[1].expect),
 		 "built for ABI %d.%d, newer than this fgcore's %d.%d", FG_ABI_MAJOR,
 		 FG_ABI_MINOR + 1, FG_ABI_MAJOR, FG_ABI_MINOR);
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(cases[i].file, "entry_small.so") == 0)
+			snprintf(cases[i].expect, sizeof(cases[i].expect),
+				 "fg_plugin_entry is a 4-byte object, smaller than a struct "
+				 "fg_plugin (%zu bytes)", sizeof(struct fg_plugin));
+		if (strcmp(cases[i].file, "entry_misaligned.so") == 0)
+			snprintf(cases[i].expect, sizeof(cases[i].expect),
+				 "fg_plugin_entry is at an address not aligned for a struct "
+				 "fg_plugin (to %zu bytes)", _Alignof(struct fg_plugin));
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct fg_plugin_handle h;
 		char path[PATH_MAX + 64];

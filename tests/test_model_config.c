@@ -426,6 +426,12 @@ static const struct bad_case bad_cases[] = {
 	  "partial_rotary_factor 0.5" },
 	{ "llama: odd head_dim", LLAMA_CFG(", \"head_dim\": 7"), NULL, -EINVAL,
 	  "head_dim 7 must be even" },
+	{ "llama: rope_parameters and rope_scaling differ",
+	  LLAMA_CFG(", \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 500000.0},"
+		    " \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 4.0}"), NULL, -EINVAL,
+	  "both \"rope_parameters\" {\"rope_theta\":500000.0,\"rope_type\":\"default\"} and the "
+	  "older \"rope_scaling\" {\"factor\":4.0,\"rope_theta\":10000.0,\"rope_type\":\"linear\"} "
+	  "are set and differ: transformers 5 would use rope_scaling" },
 	{ "llama: theta", LLAMA_CFG(", \"rope_theta\": 0.5"), NULL, -EINVAL,
 	  "rope_theta 0.5 must be a finite number above 1" },
 	{ "layer_types: a string", LLAMA_CFG(", \"layer_types\": \"full_attention\""), NULL, -EINVAL,
@@ -475,6 +481,46 @@ static const struct bad_case bad_cases[] = {
 };
 
 #define NBAD (int)(sizeof(bad_cases) / sizeof(bad_cases[0]))
+
+/* rope_parameters and the older rope_scaling + rope_theta read as
+ * transformers 5.25 reads them (AutoConfig.from_pretrained gave the rope
+ * parameters noted): head_dim 4, so inv_freq[1] = theta^-0.5 / factor. */
+START_TEST(test_rope_keys)
+{
+	static const struct {
+		const char *extra;
+		double theta, factor;
+	} cases[] = {
+		/* both, saying the same ("type" is "rope_type", 2 is 2.0, the
+		 * top-level theta fills rope_scaling's) */
+		{ ", \"rope_theta\": 500000, \"rope_parameters\": {\"rope_type\": \"linear\","
+		  " \"factor\": 2, \"rope_theta\": 500000.0}, \"rope_scaling\": {\"type\": \"linear\","
+		  " \"factor\": 2.0}", 500000, 2 },
+		/* rope_parameters without rope_theta: the top-level one (not 10000) */
+		{ ", \"rope_theta\": 1234.0, \"rope_parameters\": {\"rope_type\": \"default\"}",
+		  1234, 1 },
+		/* an empty rope_parameters is nothing: rope_scaling and rope_theta */
+		{ ", \"rope_theta\": 2000.0, \"rope_parameters\": {}, \"rope_scaling\": {\"rope_type\":"
+		  " \"linear\", \"factor\": 4.0}", 2000, 4 },
+		/* an empty rope_scaling is nothing: rope_parameters */
+		{ ", \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2.0,"
+		  " \"rope_theta\": 500000.0}, \"rope_scaling\": {}", 500000, 2 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct fg_model_config c;
+		char text[1024], folder[32];
+		double want = pow(cases[i].theta, -0.5) / cases[i].factor;
+
+		snprintf(text, sizeof(text), LLAMA_CFG("%s"), cases[i].extra);
+		snprintf(folder, sizeof(folder), "rope%zu", i);
+		ck_assert_msg(fg_model_config_load(write_config(folder, text), &c) == 0, "case %zu: %s",
+			      i, fg_last_error());
+		ck_assert_msg(fabs(c.rope_inv_freq[1] - want) <= 1e-6 * want, "case %zu: %g, want %g",
+			      i, c.rope_inv_freq[1], want);
+	}
+}
+END_TEST
 
 /* Each malformed or refused config gives its own error code and line, and the
  * output struct is left untouched. */
@@ -704,6 +750,7 @@ static Suite *model_config_suite(void)
 	tcase_add_test(tc, test_config_written);
 	tcase_add_test(tc, test_llama_config);
 	tcase_add_test(tc, test_config_malformed);
+	tcase_add_test(tc, test_rope_keys);
 	tcase_add_test(tc, test_layer_types);
 	tcase_add_test(tc, test_config_missing_file);
 	tcase_add_test(tc, test_config_too_large);

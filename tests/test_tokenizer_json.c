@@ -13,10 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <check.h>
 #include <jansson.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include "core/tokenizer/tok_internal.h"
 #include "core/tokenizer/tokenizer.h"
@@ -399,7 +402,8 @@ START_TEST(test_pcre2_matches_gpt2_scanner)
 	struct fg_regex *re;
 	char msg[200], buf[2048];
 
-	ck_assert_int_eq(fg_regex_compile(pat, strlen(pat), false, &re, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(fg_regex_compile(pat, strlen(pat), false, "gpt2", &re, msg, sizeof(msg)),
+			 0);
 	/* Below U+3000: the scanner's tables (Unicode 14) and PCRE2's may
 	 * differ on characters assigned since. */
 	cp_limit = 0x3000;
@@ -407,6 +411,7 @@ START_TEST(test_pcre2_matches_gpt2_scanner)
 	for (int iter = 0; iter < 2000; iter++) {
 		size_t len = random_text(buf, sizeof(buf), false), pos = 0;
 
+		fg_regex_allow(&sc, len);
 		while (pos < len) {
 			size_t ms, me, end = fg_pretok_next(buf, len, pos);
 
@@ -418,6 +423,116 @@ START_TEST(test_pcre2_matches_gpt2_scanner)
 	}
 	fg_regex_scratch_free(&sc);
 	fg_regex_free(re);
+}
+END_TEST
+
+/* ---- windowed matching: the same matches as one search over the text ---- */
+
+/* Every non-empty match of pat in s by PCRE2 alone: one search after
+ * another over the whole text, past empty matches one character, with its
+ * JIT or its interpreter (which differ on \z before an invalid byte). */
+static size_t pcre2_matches(const char *pat, const char *s, size_t len, bool no_jit,
+			    size_t *out, size_t cap)
+{
+	pcre2_code *code;
+	pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+	PCRE2_SIZE erroff, *ov;
+	size_t pos = 0, n = 0;
+	uint32_t cp;
+	int err;
+
+	code = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
+			     PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &erroff, NULL);
+	ck_assert(code && md);
+	if (!no_jit)
+		pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);	/* the interpreter where none */
+	while (pos < len && n + 2 <= cap &&
+	       pcre2_match(code, (PCRE2_SPTR)s, len, pos, no_jit ? PCRE2_NO_JIT : 0, md, NULL) >= 0) {
+		ov = pcre2_get_ovector_pointer(md);
+		if (ov[1] > ov[0]) {
+			out[n++] = ov[0];
+			out[n++] = ov[1];
+			pos = ov[1];
+		} else if (ov[0] < len) {
+			pos = ov[0] + fg_utf8_next((const unsigned char *)s + ov[0], len - ov[0], &cp);
+		} else {
+			break;
+		}
+	}
+	pcre2_match_data_free(md);
+	pcre2_code_free(code);
+	return n;
+}
+
+/* Every match of re in s, as fg_regex_next gives them with first window w,
+ * with PCRE2's JIT or its interpreter. */
+static size_t all_matches(const struct fg_regex *re, const char *s, size_t len, size_t w,
+			  bool no_jit, size_t *out, size_t cap)
+{
+	struct fg_regex_scratch sc = { .window = w, .budget = SIZE_MAX, .no_jit = no_jit };
+	size_t pos = 0, n = 0, ms, me;
+	int rc;
+
+	while ((rc = fg_regex_next(re, &sc, s, len, pos, &ms, &me)) == 1 && n + 2 <= cap) {
+		ck_assert(ms >= pos && me > ms && me <= len);
+		out[n++] = ms;
+		out[n++] = me;
+		pos = me;
+	}
+	ck_assert_msg(rc >= 0, "%s", fg_last_error());
+	fg_regex_scratch_free(&sc);
+	return n;
+}
+
+START_TEST(test_regex_windows)
+{
+	/* Look-ahead, look-behind, ends, word boundaries, empty matches,
+	 * laziness, \K, back references, graphemes: each must see through a
+	 * window's end exactly as through no end at all. */
+	static const char *const pats[] = {
+		"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
+		"\\w(?=\\w*$)", "a+?", "(?<=a)b+", "\\bb\\w*", "a*", "(?=b)", "a|ab", "b(?:a|b)*?a",
+		"\\z|b", "$", "(a)\\1", "a\\Kb", "(?>a+)b", "a++", "[^\\s]+$", "\\X", ".",
+		"\\p{L}+\\n?", "(?<![ab])a", "\\B.", "(?:ab|a)(?=b{3})", "\\s+(?!\\S)|\\s+",
+	};
+	static const char *const alpha[] = {
+		"a", "b", "a", "b", " ", "\n", "1", "'s", "\xc3\xa9", "e\xcc\x81", "\xe4\xb8\xad",
+		"\xf0\x9f\x98\x80", "\xff", "\x80", "bbb", "aaaa",
+	};
+	size_t ref[1024], got[1024];
+	char msg[200], s[400];
+
+	rng_state = 77;
+	for (size_t k = 0; k < sizeof(pats) / sizeof(pats[0]); k++) {
+		struct fg_regex *re;
+
+		ck_assert_int_eq(fg_regex_compile(pats[k], strlen(pats[k]), false, "test", &re, msg,
+						  sizeof(msg)), 0);
+		for (int iter = 0; iter < 150; iter++) {
+			size_t len = 0, target = rnd() % 300, nref;
+
+			while (len < target) {
+				const char *p = alpha[rnd() % (sizeof(alpha) / sizeof(alpha[0]))];
+
+				memcpy(s + len, p, strlen(p));
+				len += strlen(p);
+			}
+			/* The interpreter differs from JIT at invalid bytes (\z). */
+			for (int interp = 0; interp < 2; interp++) {
+				nref = pcre2_matches(pats[k], s, len, interp, ref, 1024);
+				for (size_t w = 1; w <= 65; w += w < 9 ? 2 : 56) {
+					size_t n = all_matches(re, s, len, w, interp, got, 1024);
+
+					ck_assert_msg(n == nref &&
+						      !memcmp(ref, got, n * sizeof(*got)),
+						      "pattern %s, window %zu, %s: %zu bounds, "
+						      "want %zu", pats[k], w,
+						      interp ? "interpreter" : "JIT", n, nref);
+				}
+			}
+		}
+		fg_regex_free(re);
+	}
 }
 END_TEST
 
@@ -619,6 +734,64 @@ START_TEST(test_pipeline_steps)
 		free(s);
 	}
 	fg_tokenizer_free(t);
+}
+END_TEST
+
+/* A pattern that rescans the rest of the text from every position is cut
+ * off, in proportion to the text; real patterns' long runs are not. */
+START_TEST(test_regex_budget)
+{
+	static const char llama3[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+		"\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+	size_t len = 100000, pos, ms, me;
+	char *s = malloc(len), msg[200];
+	struct fg_regex_scratch sc = { 0 };
+	struct fg_tokenizer *t;
+	struct fg_regex *re;
+	struct timespec a, b;
+	int32_t *ids = NULL;
+	size_t n;
+	double secs;
+	int rc;
+
+	ck_assert_ptr_nonnull(s);
+	ck_assert_int_eq(fg_regex_compile(llama3, strlen(llama3), false, "llama3", &re, msg,
+					  sizeof(msg)), 0);
+	for (int k = 0; k < 3; k++) {
+		/* one run of spaces, of letters, of punctuation: one long match each */
+		memset(s, " a!"[k], len);
+		fg_regex_allow(&sc, len);
+		for (pos = 0; (rc = fg_regex_next(re, &sc, s, len, pos, &ms, &me)) == 1; pos = me)
+			;
+		ck_assert_msg(rc == 0 && pos == len, "run %d: %s", k, fg_last_error());
+	}
+	fg_regex_scratch_free(&sc);
+	fg_regex_free(re);
+
+	/* \w(?=\w*$) on 100 KB of letters took 13 s before the bound (O(n^2)). */
+	ck_assert_int_eq(load_tmp(bytelevel_file("{\"type\": \"Sequence\", \"pretokenizers\": ["
+						 "{\"type\": \"Split\", \"pattern\": {\"Regex\": "
+						 "\"\\\\w(?=\\\\w*$)\"}, \"behavior\": \"Isolated\"}, "
+						 BL_PLAIN "]}"), &t), 0);
+	memset(s, 'a', len);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	rc = fg_tokenizer_encode(t, s, len, &ids, &n);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+	ck_assert_int_eq(rc, -EINVAL);
+	ck_assert_ptr_null(ids);
+	ck_assert_msg(strstr(fg_last_error(), "tokenizer.json: pre_tokenizer.pretokenizers[0]: "
+				 "the pattern reads ahead too far"), "%s", fg_last_error());
+	ck_assert_msg(!strchr(fg_last_error(), '\n'), "%s", fg_last_error());
+	printf("test_regex_budget: \\w(?=\\w*$) on %zu bytes refused in %.3f s\n", len, secs);
+	/* The same pattern on words: nothing to rescan, so no refusal. */
+	for (size_t i = 0; i < len; i++)
+		s[i] = i % 8 == 7 ? ' ' : 'a';
+	rc = fg_tokenizer_encode(t, s, len, &ids, &n);
+	ck_assert_msg(rc == 0, "%s", fg_last_error());
+	free(ids);
+	fg_tokenizer_free(t);
+	free(s);
 }
 END_TEST
 
@@ -994,6 +1167,105 @@ START_TEST(test_malformed)
 }
 END_TEST
 
+/* A Replace "a" -> 64 a's, n times over (as a Sequence of normalizers or
+ * of decoders). */
+static char *replace_chain(const char *kind, int n)
+{
+	static char buf[2048];
+	size_t k = (size_t)snprintf(buf, sizeof(buf), "{\"type\": \"Sequence\", \"%s\": [", kind);
+
+	for (int i = 0; i < n; i++)
+		k += (size_t)snprintf(buf + k, sizeof(buf) - k, "%s{\"type\": \"Replace\", \"pattern\": "
+				      "{\"String\": \"a\"}, \"content\": \"%.64s\"}", i ? ", " : "",
+				      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+	snprintf(buf + k, sizeof(buf) - k, "]}");
+	return buf;
+}
+
+/* Normalizers and decoders that could grow a text without bound are
+ * refused when the file is read: four Replace "a" -> 64 a's turned one
+ * character into 16 MB (a 3 KB file into 5.2 GB) before. */
+START_TEST(test_growth_refused)
+{
+	static char big[16385];
+	struct fg_tokenizer *t;
+	json_t *f;
+	char norm[400];
+
+	memset(big, 'p', 16384);
+	/* One such Replace is 64 times: allowed, and it does grow the text. */
+	f = with(spm_file(1, 1), "normalizer", replace_chain("normalizers", 1));
+	ck_assert_msg(load_tmp(f, &t) == 0, "%s", fg_last_error());
+	{
+		int32_t *ids;
+		size_t n;
+
+		encode_ok(t, "a", 1, &ids, &n);
+		ck_assert_uint_eq(n, 64);
+		free(ids);
+	}
+	fg_tokenizer_free(t);
+	expect_refused(with(spm_file(1, 1), "normalizer", replace_chain("normalizers", 4)),
+		       "normalizer.normalizers[1]", "could make a text 4096 times as long; at most 64");
+	/* A regex counts its shortest match: "a{8}" -> 64 bytes is 8 times;
+	 * "a" -> 65 bytes, or a pattern that may match one byte, is too much. */
+	f = with(spm_file(1, 1), "normalizer", "{\"type\": \"Replace\", \"pattern\": {\"Regex\": "
+		 "\"a{8}\"}, \"content\": \"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+		 "bbbbbbb\"}");
+	ck_assert_msg(load_tmp(f, &t) == 0, "%s", fg_last_error());
+	fg_tokenizer_free(t);
+	expect_refused(with(spm_file(1, 1), "normalizer", "{\"type\": \"Replace\", \"pattern\": "
+			    "{\"Regex\": \"a|bb\"}, \"content\": \"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+			    "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\"}"), "normalizer",
+		       "a match of as few as 1 byte(s) into 65 bytes");
+	/* NFC triples at most: three of them (27) pass, four (81) do not. */
+	snprintf(norm, sizeof(norm), "{\"type\": \"Sequence\", \"normalizers\": [%s]}",
+		 "{\"type\": \"NFC\"}, {\"type\": \"NFC\"}, {\"type\": \"NFC\"}");
+	ck_assert_msg(load_tmp(with(spm_file(1, 1), "normalizer", norm), &t) == 0, "%s",
+		      fg_last_error());
+	fg_tokenizer_free(t);
+	snprintf(norm, sizeof(norm), "{\"type\": \"Sequence\", \"normalizers\": [%s]}",
+		 "{\"type\": \"NFC\"}, {\"type\": \"NFC\"}, {\"type\": \"NFC\"}, {\"type\": \"NFC\"}");
+	expect_refused(with(spm_file(1, 1), "normalizer", norm), "normalizer.normalizers[3]",
+		       "81 * n + 0 bytes long; at most 64 * n + 65536");
+	/* Prepends add up: four of 16 KiB are 64 KiB, five are too many. */
+	for (int n = 4; n <= 5; n++) {
+		json_t *seq = json_array();
+
+		for (int i = 0; i < n; i++)
+			json_array_append_new(seq, json_pack("{s:s, s:s%}", "type", "Prepend",
+							     "prepend", big, (size_t)16384));
+		f = spm_file(1, 1);
+		json_array_remove(json_object_get(f, "added_tokens"), 2);	/* "hi you", normalized */
+		json_object_set_new(f, "normalizer", json_pack("{s:s, s:o}", "type", "Sequence",
+							       "normalizers", seq));
+		if (n == 4) {
+			ck_assert_msg(load_tmp(f, &t) == 0, "%s", fg_last_error());
+			fg_tokenizer_free(t);
+		} else {
+			expect_refused(f, "normalizer.normalizers[4]",
+				       "1 * n + 81920 bytes long; at most 64 * n + 65536");
+		}
+	}
+	/* Decoders: 16 times at most (token_bytes decodes every token at load). */
+	f = with(spm_file(1, 1), "decoder", "{\"type\": \"Replace\", \"pattern\": {\"String\": "
+		 "\"a\"}, \"content\": \"aaaaaaaaaaaaaaaa\"}");
+	ck_assert_msg(load_tmp(f, &t) == 0, "%s", fg_last_error());
+	fg_tokenizer_free(t);
+	expect_refused(with(spm_file(1, 1), "decoder", replace_chain("decoders", 1)),
+		       "decoder.decoders[0]", "1 byte(s) into 64, so the decoders up to here could "
+		       "make a token's text 64 times as long; at most 16");
+	/* A normalized added token is matched in its normalized form, which
+	 * must be a token's length at most: 300 a's become 19200 bytes. */
+	memset(big, 'a', 300);
+	big[300] = '\0';
+	f = with(spm_file(1, 1), "normalizer", replace_chain("normalizers", 1));
+	json_array_append_new(json_object_get(f, "added_tokens"),
+			      json_pack("{s:i, s:s, s:b}", "id", 12, "content", big, "normalized", 1));
+	expect_refused(f, "added token 12 \"aaaa", "19200 bytes long once normalized; at most 16384");
+}
+END_TEST
+
 static Suite *json_suite(bool data)
 {
 	Suite *s = suite_create("tokenizer.json");
@@ -1003,11 +1275,14 @@ static Suite *json_suite(bool data)
 	tcase_add_checked_fixture(tc, setup, tmp_teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_pcre2_matches_gpt2_scanner);
+	tcase_add_test(tc, test_regex_windows);
+	tcase_add_test(tc, test_regex_budget);
 	tcase_add_test(tc, test_pipeline_steps);
 	tcase_add_test(tc, test_spm_steps);
 	tcase_add_test(tc, test_bos_rule);
 	tcase_add_test(tc, test_bos_rule_refused);
 	tcase_add_test(tc, test_malformed);
+	tcase_add_test(tc, test_growth_refused);
 	suite_add_tcase(s, tc);
 	if (!data)
 		return s;

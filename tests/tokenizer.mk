@@ -9,5 +9,5 @@ tests_test_tokenizer_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS) $(PTHREAD_LIBS)
 tests_test_tokenizer_LDADD = $(TEST_LIBS) $(JANSSON_LIBS) $(PTHREAD_LIBS)
 
 tests_test_tokenizer_json_SOURCES = tests/test_tokenizer_json.c
-tests_test_tokenizer_json_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS)
-tests_test_tokenizer_json_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)
+tests_test_tokenizer_json_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS) $(PCRE2_CFLAGS)
+tests_test_tokenizer_json_LDADD = $(TEST_LIBS) $(JANSSON_LIBS) $(PCRE2_LIBS)

@@ -58,6 +58,96 @@ int fg_model_preset(const char *name, struct fg_model_config *c)
 	return -ENOENT;
 }
 
+/* Two JSON values equal as config values: numbers by value (8 and 8.0 are
+ * the same factor), objects key by key, anything else as jansson compares. */
+static int fg_json_same(json_t *a, json_t *b)
+{
+	const char *k;
+	json_t *v;
+
+	if (json_is_number(a) && json_is_number(b))
+		return json_number_value(a) == json_number_value(b);
+	if (!json_is_object(a) || !json_is_object(b))
+		return json_equal(a, b);
+	if (json_object_size(a) != json_object_size(b))
+		return 0;
+	json_object_foreach(a, k, v)
+		if (!fg_json_same(v, json_object_get(b, k)))
+			return 0;
+	return 1;
+}
+
+/* A rope object as transformers 5 standardizes it: "type" is "rope_type",
+ * and a missing rope_theta is the top-level one (or 10000).  NULL: out of
+ * memory. */
+static json_t *fg_rope_as_read(json_t *rope, json_t *root)
+{
+	json_t *r = json_deep_copy(rope), *theta = json_object_get(root, "rope_theta");
+
+	if (!r)
+		return NULL;
+	if (!json_object_get(r, "rope_type") && json_object_get(r, "type"))
+		json_object_set(r, "rope_type", json_object_get(r, "type"));
+	json_object_del(r, "type");
+	if (!json_object_get(r, "rope_theta"))
+		json_object_set_new(r, "rope_theta", theta ? json_deep_copy(theta) : json_real(10000));
+	return r;
+}
+
+/* rope_parameters (transformers 5) and the older rope_scaling + rope_theta:
+ * transformers 5 reads a non-empty rope_scaling in place of rope_parameters
+ * (as 4.x, which knows only rope_scaling, does), so a config.json with both
+ * is refused unless they say the same: the family reads rope_parameters.
+ * And rope_parameters without a rope_theta takes the top-level one, as
+ * transformers 5 does (so the family finds it there). */
+static int fg_rope_keys(const char *path, json_t *root)
+{
+	json_t *params = json_object_get(root, "rope_parameters");
+	json_t *scaling = json_object_get(root, "rope_scaling");
+	json_t *theta = json_object_get(root, "rope_theta");
+	json_t *a, *b;
+	char *ta, *tb;
+	int same;
+
+	if (json_is_object(params) && json_object_size(params) == 0) {
+		/* read as nothing: the older keys decide, as in transformers */
+		json_object_del(root, "rope_parameters");
+		return 0;
+	}
+	if (!json_is_object(params))
+		return 0;	/* null or absent: the older keys; else the family refuses it */
+	if (json_is_object(scaling) && json_object_size(scaling) > 0) {
+		a = fg_rope_as_read(params, root);
+		b = fg_rope_as_read(scaling, root);
+		same = a && b && fg_json_same(a, b);
+		ta = a ? json_dumps(a, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+		tb = b ? json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+		json_decref(a);
+		json_decref(b);
+		if (!ta || !tb) {
+			free(ta);
+			free(tb);
+			FG_ERR("%s: out of memory reading the rope keys", path);
+			return -ENOMEM;
+		}
+		if (!same)
+			FG_ERR("%s: both \"rope_parameters\" %.160s and the older \"rope_scaling\" "
+			       "%.160s are set and differ: transformers 5 would use rope_scaling "
+			       "(with the top-level rope_theta) and ignore rope_parameters; keep the "
+			       "one that is right and remove the other", path, ta, tb);
+		free(ta);
+		free(tb);
+		if (!same)	/* one of them is stale: which, only the user knows */
+			return -EINVAL;
+	}
+	if (theta && !json_object_get(params, "rope_theta") &&
+	    json_object_set(params, "rope_theta", theta)) {
+		FG_ERR("%s: out of memory reading the rope keys", path);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int fg_model_config_load(const char *path, struct fg_model_config *out)
 {
 	struct fg_model_config tmp;
@@ -99,7 +189,7 @@ int fg_model_config_load(const char *path, struct fg_model_config *out)
 		rc = -ENOTSUP;
 		goto out;
 	}
-	if ((rc = fg_arch_check(a)))
+	if ((rc = fg_arch_check(a)) || (rc = fg_rope_keys(path, root)))
 		goto out;
 	memset(&tmp, 0, sizeof(tmp));
 	rc = a->config(path, root, &tmp);

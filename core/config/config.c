@@ -825,6 +825,15 @@ enum fg_config_origin fg_config_origin_of(const struct fg_config *c, const char 
 	return c->vals[row].origin.is_file ? FG_CONFIG_FROM_FILE : FG_CONFIG_FROM_ARGS;
 }
 
+const char *fg_config_origin_text(const struct fg_config *c, const char *section,
+				  const char *key)
+{
+	int row = fg_cfg_find_key(section, key);
+
+	assert(row >= 0 && "key not in the configuration schema");
+	return c->vals[row].origin.text;
+}
+
 int64_t fg_config_int(const struct fg_config *c, const char *section, const char *key)
 {
 	return strtoll(fg_config_typed(c, section, key, FG_CFG_INT), NULL, 10);

@@ -17,6 +17,12 @@
 int fg_config_open_plugin(const struct fg_config *c, const char *section, uint32_t kind,
 			  struct fg_plugin_handle *ph, void **opts);
 
+/* Where section.key's value came from, as errors name it: "file:line", the
+ * text that set it ("-o section.key=value", "--percent ..."), or NULL for
+ * the default.  Valid while c lives. */
+const char *fg_config_origin_text(const struct fg_config *c, const char *section,
+				  const char *key);
+
 /* A copy of c (free it with fg_config_free); drop_options, when not NULL, names
  * a plugin section whose plugin options (its keys outside the schema) are left
  * out, so that another plugin can be set there (`bench --ab compute.plugin=...`). */

@@ -2,6 +2,8 @@
  * for turning percentages into tiers. */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +18,36 @@ const char *fg_role_name(enum fg_role r)
 	return r < FG_ROLES ? names[r] : "?";
 }
 
-int fg_policy_parse_percent(const char *text, struct fg_policy *p)
+/* Where a percent text came from: the configuration's origin of the key
+ * ("file:line" when `file`, else the -o text that set it), or NULL. */
+struct origin {
+	const char *where;
+	bool file;
+};
+
+/* Errors name the origin as the configuration's own do: "file:line: [policy]
+ * percent = '...': why", "-o ...: why", or "[policy] percent \"...\": why". */
+__attribute__((format(printf, 3, 4)))
+static int percent_error(struct origin o, const char *text, const char *fmt, ...)
 {
+	char why[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (!o.where)
+		FG_ERR("[policy] percent \"%s\": %s", text, why);
+	else if (o.file)
+		FG_ERR("%s: [policy] percent = '%.200s': %s", o.where, text, why);
+	else
+		FG_ERR("%s: %s", o.where, why);
+	return -EINVAL;
+}
+
+static int parse_percent(struct origin o, const char *text, struct fg_policy *p)
+{
+	static const char shape[] = "expected six integers 0..100 (wg wc cg cc hg hc)";
 	long v[6];
 	int n = 0;
 	const char *s = text;
@@ -30,27 +60,21 @@ int fg_policy_parse_percent(const char *text, struct fg_policy *p)
 			break;
 		errno = 0;
 		v[n] = strtol(s, &end, 10);
-		if (end == s || errno || v[n] < 0 || v[n] > 100) {
-			FG_ERR("[policy] percent \"%s\": expected six integers 0..100 (wg wc cg cc hg hc)", text);
-			return -EINVAL;
-		}
+		if (end == s || errno || v[n] < 0 || v[n] > 100)
+			return percent_error(o, text, "%s", shape);
 		s = end;
 		n++;
 	}
 	while (*s == ' ' || *s == '\t')
 		s++;
-	if (n != 6 || *s) {
-		FG_ERR("[policy] percent \"%s\": expected six integers 0..100 (wg wc cg cc hg hc)", text);
-		return -EINVAL;
-	}
+	if (n != 6 || *s)
+		return percent_error(o, text, "%s", shape);
 	static const char *const what[] = { "weights", "cache", "activations" };
 	int *dst[] = { p->weight, p->cache, p->act };
 	for (int i = 0; i < 3; i++) {
-		if (v[2 * i] + v[2 * i + 1] > 100) {
-			FG_ERR("[policy] percent \"%s\": the %s shares %ld + %ld exceed 100 (disk takes the remainder)",
-			       text, what[i], v[2 * i], v[2 * i + 1]);
-			return -EINVAL;
-		}
+		if (v[2 * i] + v[2 * i + 1] > 100)
+			return percent_error(o, text, "the %s shares %ld + %ld exceed 100 (disk "
+					     "takes the remainder)", what[i], v[2 * i], v[2 * i + 1]);
 		dst[i][FG_ROLE_COMPUTE] = (int)v[2 * i];
 		dst[i][FG_ROLE_HOST] = (int)v[2 * i + 1];
 		dst[i][FG_ROLE_DISK] = 100 - (int)(v[2 * i] + v[2 * i + 1]);
@@ -58,8 +82,18 @@ int fg_policy_parse_percent(const char *text, struct fg_policy *p)
 	return 0;
 }
 
+int fg_policy_parse_percent(const char *text, struct fg_policy *p)
+{
+	return parse_percent((struct origin){ NULL, false }, text, p);
+}
+
 int fg_policy_from_config(const struct fg_config *c, struct fg_policy *p)
 {
+	struct origin o = {
+		.where = fg_config_origin_text(c, "policy", "percent"),
+		.file = fg_config_origin_of(c, "policy", "percent") == FG_CONFIG_FROM_FILE,
+	};
+
 	memset(p, 0, sizeof(*p));
 	p->gpu_batch_size = fg_config_int(c, "policy", "gpu_batch_size");
 	p->num_gpu_batches = fg_config_int(c, "policy", "num_gpu_batches");
@@ -77,7 +111,7 @@ int fg_policy_from_config(const struct fg_config *c, struct fg_policy *p)
 		       p->attn_sparsity);
 		return -ENOTSUP;
 	}
-	return fg_policy_parse_percent(fg_config_str(c, "policy", "percent"), p);
+	return parse_percent(o, fg_config_str(c, "policy", "percent"), p);
 }
 
 enum fg_role fg_policy_choice(const int percent[FG_ROLES], double cur)

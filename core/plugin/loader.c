@@ -1,9 +1,12 @@
 /* core/plugin/loader.c - find plugins in the search path, dlopen them and
  * validate everything they declare before any of their code runs. */
+#define _GNU_SOURCE /* dladdr1 */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <link.h>
 #include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -502,6 +505,68 @@ static int fg_plugin_check_elf(const char *path)
 	return r == -ENOMEM ? r : -ENOEXEC;
 }
 
+static const char *fg_sym_type_name(unsigned type)
+{
+	switch (type) {
+	case STT_NOTYPE:
+		return "symbol without a type";
+	case STT_FUNC:
+		return "function";
+	case STT_GNU_IFUNC:
+		return "indirect function";
+	case STT_SECTION:
+		return "section";
+	case STT_FILE:
+		return "file name";
+	case STT_COMMON:
+		return "common block";
+	case STT_TLS:
+		return "thread-local variable";
+	default:
+		return "symbol of an unknown type";
+	}
+}
+
+/* The entry is read as a struct fg_plugin: it must be a data object that
+ * big, aligned for one.  A plugin that exports a function (or a smaller
+ * object) under the name would have its code read as the struct. */
+static int fg_plugin_check_entry(const char *path, const void *p)
+{
+	const ElfW(Sym) *sym = NULL;
+	Dl_info info;
+	unsigned type;
+
+	if (dladdr1(p, &info, (void **)&sym, RTLD_DL_SYMENT) == 0 || sym == NULL) {
+		FG_ERR("%s: %s lies in no symbol of a loaded object, so not an fgcore plugin: a "
+		       "plugin exports `const struct fg_plugin %s` (see fgcore/plugin.h)", path,
+		       FG_PLUGIN_ENTRY, FG_PLUGIN_ENTRY);
+		return -ENOEXEC;
+	}
+	type = ELF64_ST_TYPE(sym->st_info);	/* the same in ELF32 */
+	if (type != STT_OBJECT) {
+		FG_ERR("%s: %s is a %s, not a data object, so not an fgcore plugin: a plugin "
+		       "exports `const struct fg_plugin %s` (see fgcore/plugin.h)", path,
+		       FG_PLUGIN_ENTRY, fg_sym_type_name(type), FG_PLUGIN_ENTRY);
+		return -ENOEXEC;
+	}
+	if ((uintptr_t)p % alignof(struct fg_plugin) != 0) {
+		FG_ERR("%s: %s is at an address not aligned for a struct fg_plugin (to %zu bytes): "
+		       "export `const struct fg_plugin %s`, as the C compiler lays it out", path,
+		       FG_PLUGIN_ENTRY, alignof(struct fg_plugin), FG_PLUGIN_ENTRY);
+		return -ENOEXEC;
+	}
+	if ((const char *)p < (const char *)info.dli_saddr ||
+	    (uint64_t)sym->st_size < (uint64_t)((const char *)p - (const char *)info.dli_saddr) +
+					     sizeof(struct fg_plugin)) {
+		FG_ERR("%s: %s is a %llu-byte object, smaller than a struct fg_plugin (%zu bytes): "
+		       "export `const struct fg_plugin %s` (see fgcore/plugin.h)", path,
+		       FG_PLUGIN_ENTRY, (unsigned long long)sym->st_size, sizeof(struct fg_plugin),
+		       FG_PLUGIN_ENTRY);
+		return -ENOEXEC;
+	}
+	return 0;
+}
+
 int fg_plugin_open_file(const char *path, uint32_t want_kind, const char *want_name,
 			struct fg_plugin_handle *out)
 {
@@ -556,7 +621,9 @@ int fg_plugin_open_file(const char *path, uint32_t want_kind, const char *want_n
 		dlclose(dl);
 		return -ENOEXEC;
 	}
-	r = fg_check_plugin(path, p, want_kind, want_name);
+	r = fg_plugin_check_entry(path, p);
+	if (r == 0)
+		r = fg_check_plugin(path, p, want_kind, want_name);
 	if (r != 0) {
 		dlclose(dl);
 		return r;

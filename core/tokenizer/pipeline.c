@@ -86,6 +86,8 @@ static int norm_one(const struct fg_tokenizer *t, const struct fg_tok_norm *nm,
 		rc = fg_tok_buf_add(o, blob + nm->str.off, nm->str.len);
 		return rc ? rc : fg_tok_buf_add(o, s, n);
 	}
+	if (nm->re)
+		fg_regex_allow(rx, n);
 	for (;;) {
 		int hit;
 
@@ -338,6 +340,7 @@ static int split(struct enc *e, size_t k, const struct fg_tok_pre *pre, const ch
 	size_t pos = 0, ms, me;
 	int hit, rc = 0;
 
+	fg_regex_allow(&e->rx, n);
 	while (!rc && (hit = fg_regex_next(pre->re, &e->rx, s, n, pos, &ms, &me)) == 1) {
 		if (ms > pos)
 			rc = feed(&sp, pos, ms, pre->invert);

@@ -426,7 +426,7 @@ static void index_matcher(struct fg_tok_matcher *m)
 		m->start[c + 1] += m->start[c];
 }
 
-int fg_tok_build_added(struct fg_tokenizer *t)
+int fg_tok_build_added(struct fg_tokenizer *t, const char *path)
 {
 	uint8_t *seen = calloc(t->n_ids ? t->n_ids : 1, 1);
 	struct fg_tok_matcher *raw = &t->added, *norm = &t->added_norm;
@@ -458,6 +458,16 @@ int fg_tok_build_added(struct fg_tokenizer *t)
 			size_t nn;
 
 			rc = fg_tok_normalize(t, t->blob + c.off, c.len, &ns, &nn);
+			if (!rc && nn > FG_TOK_MAX_TOKEN_BYTES) {
+				char q[96];
+
+				FG_ERR("%s: added token %d \"%s\" is %zu bytes long once normalized; "
+				       "at most %u are supported: shorten it or mark it "
+				       "\"normalized\": false", path ? path : "tokenizer", id,
+				       fg_tok_quote(t->blob + c.off, c.len, q, sizeof(q)), nn,
+				       FG_TOK_MAX_TOKEN_BYTES);
+				rc = -EINVAL;
+			}
 			if (!rc && nn)
 				rc = fg_tok_blob_add(t, ns, nn, &c.off);
 			free(ns);
@@ -515,7 +525,7 @@ int fg_tokenizer_load_dir(const char *dir, struct fg_tokenizer **out)
 		return rc;
 	rc = fg_tok_load_special(*out, dir, NULL);
 	if (!rc)
-		rc = fg_tok_build_added(*out);
+		rc = fg_tok_build_added(*out, NULL);
 	if (rc) {
 		fg_tokenizer_free(*out);
 		*out = NULL;

@@ -26,6 +26,13 @@
 #define FG_TOK_MAX_ADDED	65536u		/* added / special tokens */
 #define FG_TOK_MAX_TOKEN_BYTES	16384u		/* one token's text */
 #define FG_TOK_MAX_STEPS	32u		/* normalizers, pre-tokenizers or decoders */
+/* How much longer the normalizers may make a text (64n + 64 KiB bytes out of
+ * n; real ones: 3n + 9) and the decoders a token's text (16n; real ones
+ * shrink it): a Replace that turns "a" into 64 a's, four times over, would
+ * turn one character into 16 MB. */
+#define FG_TOK_MAX_NORM_GROWTH	64u
+#define FG_TOK_MAX_NORM_BYTES	65536u
+#define FG_TOK_MAX_DEC_GROWTH	16u
 
 /* ---- Unicode classes (unicode_tables.c, pretokenize.c) ---- */
 enum fg_uc_class {
@@ -108,8 +115,9 @@ int fg_tok_set_token(struct fg_tokenizer *t, int32_t id, const char *s, size_t l
 int fg_tok_check_content(const char *where, const char *s, size_t len);
 /* Queue id as matched whole (flags FG_ADDED_*); the first queueing of an id wins. */
 int fg_tok_queue_added(struct fg_tokenizer *t, int32_t id, unsigned flags);
-/* Build the match tables from the queue (and free it). */
-int fg_tok_build_added(struct fg_tokenizer *t);
+/* Build the match tables from the queue (and free it); path names the
+ * tokenizer.json in errors (NULL for the GPT-2 files). */
+int fg_tok_build_added(struct fg_tokenizer *t, const char *path);
 /* Load dir/tokenizer.json (and the side files) into a new tokenizer. */
 int fg_tok_load_json(const char *dir, struct fg_tokenizer **out);
 
@@ -239,19 +247,35 @@ void fg_bpe_scratch_free(struct fg_bpe_scratch *sc);
 /* ---- tokenizer.json (pipeline.c, tokjson.c) ---- */
 /* PCRE2 pattern, compiled once, shared read-only by all threads. */
 struct fg_regex;
-/* Per-call matching state (never shared between threads). */
+/* Per-text matching state (never shared between threads). */
 struct fg_regex_scratch {
 	void *md;	/* pcre2_match_data */
 	void *mctx;	/* pcre2_match_context */
 	void *jit;	/* pcre2_jit_stack */
+	size_t budget;	/* bytes of long look-ahead still allowed (fg_regex_allow) */
+	size_t window;	/* first window of a search; 0: the default (tests set it) */
+	bool no_jit;	/* match without JIT, as where PCRE2 has none (tests) */
 };
-/* Compile (literal: the pattern is plain text).  On failure, msg gets
- * "at offset N: reason" and -EINVAL is returned. */
-int fg_regex_compile(const char *pat, size_t len, bool literal, struct fg_regex **out,
-		     char *msg, size_t msgsz);
+/* Look-ahead allowed per byte of a text a pattern scans, plus so much per
+ * text (a short stretch scanned again and again costs little): a text whose
+ * matches need more (the pattern rescans it from many places: quadratic
+ * time) is refused.  GPT-2's, Llama 3's and Qwen2's patterns use at most 3
+ * per byte, on runs of 250 KB of spaces, letters, digits or punctuation. */
+#define FG_REGEX_WORK_PER_BYTE	16u
+#define FG_REGEX_WORK_PER_TEXT	(4u << 20)
+/* Compile (literal: the pattern is plain text); `where` ("file: JSON path")
+ * names the pattern in errors.  On failure, msg gets "at offset N: reason"
+ * and -EINVAL is returned. */
+int fg_regex_compile(const char *pat, size_t len, bool literal, const char *where,
+		     struct fg_regex **out, char *msg, size_t msgsz);
 void fg_regex_free(struct fg_regex *re);
+/* The fewest characters (so bytes) a match can have. */
+size_t fg_regex_min_length(const struct fg_regex *re);
+/* Add the work of one scan over len bytes to sc's budget. */
+void fg_regex_allow(struct fg_regex_scratch *sc, size_t len);
 /* First non-empty match in s[pos..len): 1 and [*ms, *me), 0 when none,
- * negative errno (with FG_ERR) when the matcher fails. */
+ * negative errno (with FG_ERR) when the matcher fails or the budget is
+ * used up. */
 int fg_regex_next(const struct fg_regex *re, struct fg_regex_scratch *sc, const char *s,
 		  size_t len, size_t pos, size_t *ms, size_t *me);
 void fg_regex_scratch_free(struct fg_regex_scratch *sc);

@@ -17,7 +17,10 @@ void fg_tokenizer_free(struct fg_tokenizer *t);
 
 /* Encode len bytes of text (any bytes: invalid UTF-8 is encoded byte-wise,
  * never rejected); special tokens in the text match as single ids.  *ids is
- * malloc'd.  Thread-safe on a shared tokenizer. */
+ * malloc'd.  Thread-safe on a shared tokenizer.  -EINVAL, with a line naming
+ * the tokenizer.json's pattern, for a text whose matching would take more
+ * than time linear in its length (a pattern that rescans it from every
+ * position): the text is refused, the tokenizer stays usable. */
 int fg_tokenizer_encode(const struct fg_tokenizer *t, const char *text, size_t len,
 			int32_t **ids, size_t *n);
 /* Decode to bytes (*text malloc'd and NUL-terminated); unknown ids: -EINVAL. */

@@ -12,7 +12,9 @@
  *    what it puts before the text: nothing or the bos), Sequence of these
  *    (at most one TemplateProcessing);
  *  - added_tokens with their flags.
- * Anything else is refused in one line naming the file and the JSON path.
+ * Anything else is refused in one line naming the file and the JSON path, as
+ * are normalizers that could make a text more than FG_TOK_MAX_NORM_GROWTH
+ * times longer and decoders a token's text FG_TOK_MAX_DEC_GROWTH times.
  * truncation and padding are ignored (transformers overrides them per call).
  * Then tokenizer_config.json & co. beside it name the roles and add_bos_token;
  * a template decides the bos rule over add_bos_token (special.c says why).
@@ -39,6 +41,9 @@ struct ld {
 	size_t n_lead;
 	json_int_t lead_id;
 	char tpl_jp[300];
+	/* The normalizers so far make n bytes at most norm_mul * n + norm_add;
+	 * the decoders, dec_mul * n. */
+	double norm_mul, norm_add, dec_mul;
 };
 
 __attribute__((format(printf, 3, 4)))
@@ -117,8 +122,11 @@ static int get_pattern(const struct ld *l, json_t *o, const char *jp, const char
 static int compile(const struct ld *l, const char *jp, const char *s, size_t n, bool literal,
 		   struct fg_regex **re)
 {
-	char msg[256];
-	int rc = fg_regex_compile(s, n, literal, re, msg, sizeof(msg));
+	char msg[256], where[PATH_MAX + 320];
+	int rc;
+
+	snprintf(where, sizeof(where), "%s: %s", l->path, jp);
+	rc = fg_regex_compile(s, n, literal, where, re, msg, sizeof(msg));
 
 	if (rc == -EINVAL)
 		return bad(l, jp, "the regex does not compile (PCRE2, %s)", msg);
@@ -158,6 +166,42 @@ static int sequence(const struct ld *l, json_t *o, const char *jp, const char *k
 }
 
 /* ---- normalizer ---- */
+
+/* Refuse normalizers that could grow a text past the bound: step nm makes
+ * n bytes at most mul * n + add. */
+static int norm_growth(struct ld *l, const struct fg_tok_norm *nm, const char *jp)
+{
+	double mul = 1, add = 0;
+	size_t pat = 1;
+
+	switch (nm->kind) {
+	case FG_TOK_NORM_PREPEND:
+		add = nm->str.len;
+		break;
+	case FG_TOK_NORM_NFC:
+		mul = 3;	/* Unicode's bound for NFC in UTF-8 (UAX #15) */
+		break;
+	case FG_TOK_NORM_REPLACE:
+		/* Matches do not overlap and are never empty. */
+		pat = nm->re ? fg_regex_min_length(nm->re) : nm->str.len;
+		pat = pat ? pat : 1;
+		if (nm->content.len > pat)
+			mul = (double)nm->content.len / (double)pat;
+		break;
+	}
+	l->norm_mul *= mul;
+	l->norm_add = l->norm_add * mul + add;
+	if (l->norm_mul <= FG_TOK_MAX_NORM_GROWTH && l->norm_add <= FG_TOK_MAX_NORM_BYTES)
+		return 0;
+	if (nm->kind == FG_TOK_NORM_REPLACE)
+		return bad(l, jp, "this Replace turns a match of %s%zu byte(s) into %u bytes, so the "
+			   "normalizers up to here could make a text %.6g times as long; at most "
+			   "%u is supported: fix the normalizer", nm->re ? "as few as " : "", pat,
+			   nm->content.len, l->norm_mul, FG_TOK_MAX_NORM_GROWTH);
+	return bad(l, jp, "the normalizers up to here could make n bytes of text %.6g * n + %.0f "
+		   "bytes long; at most %u * n + %u is supported: fix the normalizer",
+		   l->norm_mul, l->norm_add, FG_TOK_MAX_NORM_GROWTH, FG_TOK_MAX_NORM_BYTES);
+}
 
 static int normalizer(struct ld *l, json_t *o, const char *jp, int depth)
 {
@@ -201,7 +245,7 @@ static int normalizer(struct ld *l, json_t *o, const char *jp, int depth)
 			rc = keep(l, s, n, &nm->content);
 	}
 	p->n_norm++;	/* counted even on failure: freed with the pipeline */
-	return rc;
+	return rc ? rc : norm_growth(l, nm, jp);
 }
 
 /* ---- pre-tokenizer ---- */
@@ -320,6 +364,14 @@ static int decoder(struct ld *l, json_t *o, const char *jp, int depth)
 			rc = get_str(l, o, jp, "content", &s, &n);
 		if (!rc)
 			rc = keep(l, s, n, &d->content);
+		/* token_bytes decodes every token at load: bound what that makes */
+		if (!rc && d->content.len > d->pat.len)
+			l->dec_mul *= (double)d->content.len / (double)d->pat.len;
+		if (!rc && l->dec_mul > FG_TOK_MAX_DEC_GROWTH)
+			return bad(l, jp, "this Replace turns %u byte(s) into %u, so the decoders up "
+				   "to here could make a token's text %.6g times as long; at most %u "
+				   "is supported: fix the decoder", d->pat.len, d->content.len,
+				   l->dec_mul, FG_TOK_MAX_DEC_GROWTH);
 	} else if (d->kind == FG_DEC_STRIP) {
 		rc = get_str(l, o, jp, "content", &s, &n);
 		if (!rc && (n == 0 || fg_utf8_next((const unsigned char *)s, n, &d->strip_cp) != n ||
@@ -763,7 +815,7 @@ static int load(struct ld *l, json_t *root, const char *dir)
 	if (!rc)
 		rc = template_rule(l);
 	if (!rc)
-		rc = fg_tok_build_added(t);
+		rc = fg_tok_build_added(t, l->path);
 	if (!rc)
 		rc = token_bytes(t);
 	return rc;
@@ -786,6 +838,7 @@ int fg_tok_load_json(const char *dir, struct fg_tokenizer **out)
 	if (rc)
 		return rc;
 	l.path = path;
+	l.norm_mul = l.dec_mul = 1;
 	l.t = fg_tok_new();
 	l.p = l.t ? calloc(1, sizeof(*l.p)) : NULL;
 	if (!l.p) {

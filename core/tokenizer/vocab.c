@@ -472,7 +472,7 @@ int fg_tokenizer_load(const char *vocab_json, const char *merges_txt, struct fg_
 		return rc;
 	rc = fg_tok_load_special(*out, NULL, NULL);
 	if (!rc)
-		rc = fg_tok_build_added(*out);
+		rc = fg_tok_build_added(*out, NULL);
 	if (rc) {
 		fg_tokenizer_free(*out);
 		*out = NULL;
