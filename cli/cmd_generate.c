@@ -19,6 +19,7 @@
 #include <fgcore/fgcore.h>
 #include "cli/commands.h"
 #include "cli/request.h"
+#include "core/plan/policy.h"
 #include "core/util/fileio.h"
 
 #define PROMPT_FILE_MAX (64u << 20)
@@ -237,7 +238,8 @@ int fg_cmd_generate(struct fg_config *cfg, int argc, char **argv)
 	struct fg_request base, *reqs = NULL;
 	struct fg_result *res = NULL;
 	struct fg_engine *e = NULL;
-	int ignore_eos = 0, c, rc = 2;
+	struct fg_policy policy;
+	int ignore_eos = 0, c, r, rc = 2;
 	long got;
 	double d;
 
@@ -249,12 +251,17 @@ int fg_cmd_generate(struct fg_config *cfg, int argc, char **argv)
 		case 'p':
 			if (push(&prompts, strdup(optarg))) {
 				fprintf(stderr, "fgcore: generate: out of memory\n");
+				rc = 1;
 				goto out;
 			}
 			break;
 		case 'f':
-			if (read_prompts(optarg, &prompts))
+			/* Not a regular file: a usage error; one that cannot be
+			 * read: a runtime one (as run-batch's and score's input). */
+			if ((r = read_prompts(optarg, &prompts))) {
+				rc = r == -EINVAL ? 2 : 1;
 				goto out;
+			}
 			break;
 		case 'n':
 			if (parse_num("--max-new-tokens", optarg, 0, 1048576, &d) || d != (int)d)
@@ -312,6 +319,12 @@ int fg_cmd_generate(struct fg_config *cfg, int argc, char **argv)
 				argv[optind]);
 		else
 			fprintf(stderr, "fgcore: generate: no prompt: give --prompt TEXT or --prompt-file FILE\n");
+		goto out;
+	}
+	/* A plugin that cannot be found or refuses an option, or a bad
+	 * [policy], is the configuration's fault (exit 2), as for `fgcore config`. */
+	if (fg_config_check(cfg) || fg_policy_from_config(cfg, &policy)) {
+		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
 		goto out;
 	}
 	rc = 1;

@@ -25,22 +25,30 @@
  * No finished work is thrown away: the output is opened (and a file output
  * created as OUT.tmp) before the model is loaded, so a bad output path fails at
  * once; a failed write removes OUT.tmp and says so; OUT.tmp is renamed to OUT
- * only once complete, and the journal then removed.  An output that is not a
+ * only once complete, and the journal then removed.  OUT.tmp and the journal
+ * are locked while the job runs: a second run on the same output or journal
+ * is refused at once, neither sharing nor removing them.  An output that is not a
  * regular file (stdout, a device, a FIFO) is written through, window by
  * window.  SIGINT/SIGTERM stop the job after the batch in flight: with a
  * journal, nothing is written to OUT and the same command resumes; without
  * one, the finished results are written, the other lines get "interrupted"
  * error records.  The exit status is then 128 + the signal. */
-#define _GNU_SOURCE /* realpath */
+#define _GNU_SOURCE /* realpath, vasprintf */
+#include <config.h>
+
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -51,6 +59,7 @@
 #include "cli/commands.h"
 #include "cli/completion.h"
 #include "cli/request.h"
+#include "core/plan/policy.h"
 #include "core/util/clock.h"
 #include "core/util/fileio.h"
 
@@ -196,6 +205,8 @@ struct output {
 	const char *name;  /* for messages: the path as given, or "stdout" */
 	char *final;       /* a regular file: renamed onto once complete */
 	char *tmp;         /* final + ".tmp"; NULL: written through */
+	int lock;          /* holds OUT.tmp's lock until the job is over; -1: none */
+	int renaming;      /* output_commit got to the rename */
 	FILE *f;
 };
 
@@ -227,16 +238,96 @@ static int same_file(const struct stat *a, const struct stat *b)
 	return a && b && a->st_dev == b->st_dev && a->st_ino == b->st_ino;
 }
 
+/* What a path is, for messages. */
+static const char *kind_of(mode_t mode)
+{
+	return S_ISLNK(mode) ? "a symbolic link" : fg_file_kind(mode);
+}
+
+/* Create OUT.tmp and lock it (flock): while this run holds the lock no
+ * other run of the job writes, shares or removes it, and a second run is
+ * refused at once.  A killed run's OUT.tmp (its lock gone with it) is
+ * taken over and emptied.  The descriptor, or -1 with one line printed
+ * and *rc set (1; 2: OUT.tmp is something run-batch did not make). */
+static int tmp_open(const struct output *o, const char *path, int *rc)
+{
+	*rc = 1;
+	for (int tries = 0; tries < 16; tries++) {
+		struct stat a, b;
+		int fd, fl;
+
+		if (lstat(o->tmp, &a) == 0 && !S_ISREG(a.st_mode)) {
+			fprintf(stderr, "fgcore: run-batch: %s (where --output %s is written) is %s: remove it, or give another output\n",
+				o->tmp, path, kind_of(a.st_mode));
+			*rc = 2;
+			return -1;
+		}
+		/* O_NONBLOCK: a FIFO put there meanwhile must not hang the open. */
+		fd = open(o->tmp, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC | O_NONBLOCK,
+			  0666);
+		if (fd < 0) {
+			int e = errno;
+			fprintf(stderr, "fgcore: run-batch: cannot create %s for --output %s: %s%s\n",
+				o->tmp, path, strerror(e), e == ENOENT ? " (does its folder exist?)" : "");
+			return -1;
+		}
+		if (fstat(fd, &a) != 0 || !S_ISREG(a.st_mode)) {
+			fprintf(stderr, "fgcore: run-batch: %s (where --output %s is written) is %s: remove it, or give another output\n",
+				o->tmp, path, kind_of(a.st_mode));
+			close(fd);
+			*rc = 2;
+			return -1;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+			int e = errno;
+			if (e == EWOULDBLOCK) {
+				fprintf(stderr, "fgcore: run-batch: --output %s is being written by another run-batch (it holds %s): wait for that run to end, or give another output\n",
+					path, o->tmp);
+				close(fd);
+				return -1;
+			}
+			/* A file system without locks: the job still runs. */
+			if (e != ENOLCK && e != EOPNOTSUPP && e != ENOSYS) {
+				fprintf(stderr, "fgcore: run-batch: cannot lock %s for --output %s: %s\n",
+					o->tmp, path, strerror(e));
+				close(fd);
+				return -1;
+			}
+			fprintf(stderr, "fgcore: run-batch: warning: cannot lock %s (%s): nothing stops a second run of the job from writing it too\n",
+				o->tmp, strerror(e));
+		}
+		/* Removed or renamed by the run that held it: take the new one. */
+		if (stat(o->tmp, &b) != 0 || !same_file(&a, &b)) {
+			close(fd);
+			continue;
+		}
+		fl = fcntl(fd, F_GETFL);
+		if (fl != -1)
+			(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+		if (ftruncate(fd, 0) != 0) {
+			fprintf(stderr, "fgcore: run-batch: cannot empty %s for --output %s: %s\n", o->tmp,
+				path, strerror(errno));
+			close(fd);
+			return -1;
+		}
+		return fd;
+	}
+	fprintf(stderr, "fgcore: run-batch: %s keeps being removed or replaced by another process: give another output\n",
+		o->tmp);
+	return -1;
+}
+
 /* Open where the results go, before any work: every way the output can be
  * wrong is found here.  in: the input file (NULL: not a regular file).
- * Returns 0, or 2 (the output named is wrong) / 1 (it cannot be made) with one
- * line printed. */
+ * Returns 0, or 2 (the output named is wrong) / 1 (it cannot be made, or
+ * another run is writing it) with one line printed. */
 static int output_open(struct output *o, const char *path, const struct stat *in)
 {
 	struct stat st, lst;
 	int fd = named_fd(path), flags;
 
 	memset(o, 0, sizeof(*o));
+	o->lock = -1;
 	o->name = strcmp(path, "-") ? path : "stdout";
 	if (fd >= 0) {
 		int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
@@ -298,11 +389,18 @@ static int output_open(struct output *o, const char *path, const struct stat *in
 			path, o->tmp);
 		return 2;
 	}
-	fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0666);
+	fd = tmp_open(o, path, &flags);
 	if (fd < 0) {
-		int e = errno;
-		fprintf(stderr, "fgcore: run-batch: cannot create %s for --output %s: %s%s\n", o->tmp,
-			path, strerror(e), e == ENOENT ? " (does its folder exist?)" : "");
+		free(o->tmp);
+		o->tmp = NULL;
+		return flags;
+	}
+	o->lock = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (o->lock < 0) {
+		fprintf(stderr, "fgcore: run-batch: cannot hold the lock of %s: %s\n", o->tmp,
+			strerror(errno));
+		unlink(o->tmp);
+		close(fd);
 		free(o->tmp);
 		o->tmp = NULL;
 		return 1;
@@ -321,65 +419,94 @@ open:
 	return 0;
 }
 
-/* Give up on the output: a file output's OUT.tmp is removed. */
+/* Is OUT.tmp still the file this run made and locked? */
+static int tmp_is_ours(const struct output *o)
+{
+	struct stat a, b;
+
+	return o->lock >= 0 && fstat(o->lock, &a) == 0 && stat(o->tmp, &b) == 0 && same_file(&a, &b);
+}
+
+/* Give up on the output: a file output's OUT.tmp is removed (if it is
+ * still ours: another process's file is never removed). */
 static void output_abandon(struct output *o)
 {
 	if (o->f)
 		fclose(o->f);
 	o->f = NULL;
-	if (o->tmp)
+	if (o->tmp && tmp_is_ours(o))
 		unlink(o->tmp);
 }
 
+/* The lock is released last: after the rename and the journal's removal. */
 static void output_free(struct output *o)
 {
+	if (o->lock >= 0)
+		close(o->lock);
 	free(o->final);
 	free(o->tmp);
 	memset(o, 0, sizeof(*o));
+	o->lock = -1;
 }
 
-/* A failed write: say what happened to the output; note (may be "") says
- * what is kept for a later run. */
-static void output_failed(struct output *o, int err, const char *note)
+/* What to do after a failed write: how to resume. */
+static const char *resume_advice(int err)
 {
-	if (o->tmp) {
-		output_abandon(o);
-		fprintf(stderr, "fgcore: run-batch: writing %s failed: %s; removed it, nothing written to %s%s\n",
-			o->tmp, strerror(err), o->final, note);
-	} else {
-		output_abandon(o);
-		fprintf(stderr, "fgcore: run-batch: writing the results to %s failed: %s%s\n", o->name,
-			strerror(err), note);
+	switch (err) {
+	case ENOSPC:
+	case EDQUOT:
+		return "make room and run the same command again to resume";
+	case EFBIG:
+		return "make room and run the same command again to resume (the room short is the file size limit: raise ulimit -f)";
+	default:
+		return "run the same command again to resume";
 	}
 }
 
-/* Complete the output: flush, sync and rename a file output.  0, or 1 with
- * one line printed (nothing left behind but what note names). */
-static int output_commit(struct output *o, const char *note)
+/* A failed write, or a failed output_commit: say what happened to the
+ * output; note (may be "") says what is kept for a later run. */
+static void output_failed(struct output *o, int err, const char *note)
+{
+	int replaced = o->tmp && !tmp_is_ours(o);
+
+	output_abandon(o);
+	if (o->tmp && replaced)
+		fprintf(stderr, "fgcore: run-batch: %s was removed or replaced by another process while the job ran; nothing written to %s%s\n",
+			o->tmp, o->final, note);
+	else if (o->tmp && o->renaming)
+		fprintf(stderr, "fgcore: run-batch: cannot rename %s to %s: %s; removed it%s\n", o->tmp,
+			o->final, strerror(err), note);
+	else if (o->tmp)
+		fprintf(stderr, "fgcore: run-batch: writing %s failed: %s; removed it, nothing written to %s%s\n",
+			o->tmp, strerror(err), o->final, note);
+	else
+		fprintf(stderr, "fgcore: run-batch: writing the results to %s failed: %s%s\n", o->name,
+			strerror(err), note);
+}
+
+/* Complete the output: flush, sync and rename a file output (still
+ * locked: no other run can take OUT.tmp between the two).  0, or the errno
+ * of what failed, for output_failed. */
+static int output_commit(struct output *o)
 {
 	int err;
 
-	if (fflush(o->f) != 0) {
-		output_failed(o, errno ? errno : EIO, note);
-		return 1;
-	}
-	if (o->tmp && fsync(fileno(o->f)) != 0) {
-		output_failed(o, errno, note);
-		return 1;
-	}
+	errno = 0;
+	if (fflush(o->f) != 0)
+		return errno ? errno : EIO;
+	if (o->tmp && fsync(fileno(o->f)) != 0)
+		return errno;
+	errno = 0;
 	err = fclose(o->f);
 	o->f = NULL;
-	if (err) {
-		output_failed(o, errno ? errno : EIO, note);
-		return 1;
-	}
-	if (o->tmp && rename(o->tmp, o->final) != 0) {
-		err = errno;
-		unlink(o->tmp);
-		fprintf(stderr, "fgcore: run-batch: cannot rename %s to %s: %s; removed it%s\n", o->tmp,
-			o->final, strerror(err), note);
-		return 1;
-	}
+	if (err)
+		return errno ? errno : EIO;
+	if (o->tmp && !tmp_is_ours(o))
+		return ESTALE;
+	o->renaming = 1;
+	if (o->tmp && rename(o->tmp, o->final) != 0)
+		return errno;
+	o->renaming = 0;
 	return 0;
 }
 
@@ -576,26 +703,271 @@ static size_t count_lines(int fd)
 	return got < 0 ? 0 : n + (last != '\n');
 }
 
-/* The job's identity in its journal: whatever changes a result (the model,
- * the request defaults, compression, the compute plugin) and the window. */
-static uint64_t job_fingerprint(const struct fg_config *cfg, size_t window)
+/* A malloc'd formatted text, or NULL (out of memory). */
+__attribute__((format(printf, 1, 2))) static char *text_of(const char *fmt, ...)
 {
-	static const char *const keys[][2] = {
-		{ "model", "path" },           { "model", "tokenizer" },
-		{ "generate", "max_new_tokens" }, { "generate", "temperature" },
-		{ "generate", "top_k" },       { "generate", "top_p" },
-		{ "generate", "seed" },        { "policy", "compress_weight" },
-		{ "policy", "compress_cache" }, { "policy", "attn_sparsity" },
-		{ "compute", "plugin" },
-	};
-	uint64_t h = fg_hash(FG_HASH_INIT, &window, sizeof(window));
+	va_list ap;
+	char *s;
+	int n;
 
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		const char *v = fg_config_get(cfg, keys[i][0], keys[i][1]);
-		h = fg_hash(h, keys[i][1], strlen(keys[i][1]) + 1);
-		h = fg_hash(h, v ? v : "", v ? strlen(v) + 1 : 1);
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	return n < 0 ? NULL : s;
+}
+
+/* A model or tokenizer folder's identity for the journal: the files a
+ * model is read from (their names, sizes and times), summed up as "N
+ * files, B bytes, newest modified T, id H"; a file's is its size and time.
+ * Replaced weights change it; a copy with its times kept does not.  NULL:
+ * out of memory. */
+static char *files_identity(const char *path)
+{
+	static const char *const kinds[] = { ".json", ".safetensors", ".npy", ".txt", ".model", ".bin" };
+	struct dirent **names = NULL;
+	struct stat st;
+	struct tm tm;
+	uint64_t h = FG_HASH_INIT, bytes = 0;
+	time_t newest = 0;
+	char when[32] = "never";
+	int n, files = 0;
+
+	if (stat(path, &st) != 0)
+		return text_of("not found (%s)", strerror(errno));
+	if (!S_ISDIR(st.st_mode)) {
+		if (gmtime_r(&st.st_mtime, &tm))
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+		return text_of("%llu bytes, modified %s", (unsigned long long)st.st_size, when);
 	}
-	return h;
+	n = scandir(path, &names, NULL, alphasort);
+	if (n < 0)
+		return text_of("not readable (%s)", strerror(errno));
+	for (int i = 0; i < n; i++) {
+		const char *name = names[i]->d_name;
+		size_t len = strlen(name), k;
+		char *full;
+
+		for (k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+			if (len > strlen(kinds[k]) && !strcmp(name + len - strlen(kinds[k]), kinds[k]))
+				break;
+		full = k < sizeof(kinds) / sizeof(kinds[0]) && name[0] != '.'
+			       ? text_of("%s/%s", path, name) : NULL;
+		if (full && stat(full, &st) == 0 && S_ISREG(st.st_mode)) {
+			uint64_t v[2] = { (uint64_t)st.st_size, (uint64_t)st.st_mtime };
+			h = fg_hash(fg_hash(h, name, len + 1), v, sizeof(v));
+			bytes += (uint64_t)st.st_size;
+			newest = st.st_mtime > newest ? st.st_mtime : newest;
+			files++;
+		}
+		free(full);
+		free(names[i]);
+	}
+	free(names);
+	if (files && gmtime_r(&newest, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+	return text_of("%d files, %llu bytes, newest modified %s, id %016llx", files,
+		       (unsigned long long)bytes, when, (unsigned long long)h);
+}
+
+static int set_text(json_t *job, const char *key, const char *value)
+{
+	json_t *v = value ? fg_json_text(value) : NULL;
+
+	return v ? json_object_set_new(job, key, v) : -1;
+}
+
+/* The keys of these configuration sections, as `fgcore config` prints
+ * them (plugin options included), into job as "section.key". */
+static int set_sections(json_t *job, const struct fg_config *cfg)
+{
+	static const char *const sections[] = { "policy", "compute" };
+	char *text = NULL, *line, *save = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	int in = 0, rc = 0;
+
+	if (!f)
+		return -1;
+	if (fg_config_print(cfg, f) != 0)
+		rc = -1;
+	if (fclose(f) != 0 || !text)
+		rc = -1;
+	for (line = text ? strtok_r(text, "\n", &save) : NULL; !rc && line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char key[160], *eq;
+		if (line[0] == '[') {
+			in = 0;
+			for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++)
+				if (!strncmp(line + 1, sections[i], strlen(sections[i])) &&
+				    !strcmp(line + 1 + strlen(sections[i]), "]"))
+					in = (int)i + 1;
+			continue;
+		}
+		if (!in || line[0] == ';' || !(eq = strstr(line, " =")))
+			continue;
+		snprintf(key, sizeof(key), "%s.%.*s", sections[in - 1], (int)(eq - line), line);
+		rc = set_text(job, key, eq[2] == ' ' ? eq + 3 : eq + 2);
+	}
+	free(text);
+	return rc;
+}
+
+/* The settings that change the bytes of a result: the model and its
+ * files, the tokenizer, the request defaults, the batch shape and the rest
+ * of [policy], the compute plugin and its options, the pipeline's
+ * micro-batches, --window and --order (on the CPU backend even a request's
+ * batch mates change the last bits of its log-probabilities).  NULL: out of
+ * memory. */
+static json_t *job_settings(const struct fg_config *cfg, const struct fg_request *d,
+			    size_t window, int input_order)
+{
+	static const char *const paths[][2] = { { "path", "model.path's files" },
+						{ "tokenizer", "model.tokenizer's files" } };
+	json_t *job = json_object();
+	char v[64];
+	int bad = !job;
+
+	for (size_t i = 0; i < 2; i++) {
+		const char *p = fg_config_str(cfg, "model", paths[i][0]);
+		char *real = *p && strncmp(p, "dummy:", 6) ? realpath(p, NULL) : NULL;
+		char *id = real ? files_identity(real) : NULL;
+		char key[32];
+
+		snprintf(key, sizeof(key), "model.%s", paths[i][0]);
+		bad |= set_text(job, key, real ? real : p);
+		if (real)
+			bad |= !id || set_text(job, paths[i][1], id);
+		free(real);
+		free(id);
+	}
+	snprintf(v, sizeof(v), "%d", d->max_new_tokens);
+	bad |= set_text(job, "generate.max_new_tokens", v);
+	snprintf(v, sizeof(v), "%.9g", (double)d->temperature);
+	bad |= set_text(job, "generate.temperature", v);
+	snprintf(v, sizeof(v), "%d", d->top_k);
+	bad |= set_text(job, "generate.top_k", v);
+	snprintf(v, sizeof(v), "%.9g", (double)d->top_p);
+	bad |= set_text(job, "generate.top_p", v);
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)d->seed);
+	bad |= set_text(job, "generate.seed", v);
+	bad |= set_sections(job, cfg);
+	bad |= set_text(job, "distributed.micro_batches",
+			fg_config_get(cfg, "distributed", "micro_batches"));
+	snprintf(v, sizeof(v), "%zu", window);
+	bad |= set_text(job, "--window", v);
+	bad |= set_text(job, "--order", input_order ? "input" : "buckets");
+	if (bad) {
+		json_decref(job);
+		return NULL;
+	}
+	return job;
+}
+
+/* The job's identity in its journal's header: the fgcore version and the
+ * settings (job_settings) that are not fgcore's defaults, which the version
+ * fixes.  Short: a journal under a file size limit of a few blocks still
+ * holds records.  NULL: out of memory. */
+static json_t *job_identity(const struct fg_config *cfg, size_t window, int input_order)
+{
+	struct fg_config *def = NULL;
+	struct fg_request d;
+	json_t *job, *base = NULL, *v;
+	const char *key;
+	void *it;
+
+	fg_cli_request_defaults(cfg, &d);
+	job = job_settings(cfg, &d, window, input_order);
+	if (job && fg_config_new(&def) == 0) {
+		fg_cli_request_defaults(def, &d);
+		base = job_settings(def, &d, DEFAULT_WINDOW, 0);
+	}
+	fg_config_free(def);
+	if (!base || set_text(job, "fgcore", PACKAGE_VERSION)) {
+		json_decref(job);
+		json_decref(base);
+		return NULL;
+	}
+	json_object_foreach_safe(job, it, key, v)
+		if (json_equal(v, json_object_get(base, key)))
+			json_object_del(job, key);
+	json_decref(base);
+	return job;
+}
+
+/* Is rec, the journal's record of input line ln (its text: not copied
+ * unchecked), that line's record: a JSON object of a record's shape, with
+ * the line's custom_id and number?  0, or 1 with why not in `why`. */
+static int record_mismatch(const struct line *l, size_t ln, const char *rec, size_t len,
+			   char *why, size_t wlen)
+{
+	char want[48];
+	json_t *o, *v, *resp, *err;
+	const char *bad = NULL;
+
+	if (l->error) {
+		snprintf(why, wlen, "input line %zu is malformed, and a malformed line's record is never journaled", ln);
+		return 1;
+	}
+	o = json_loadb(rec, len, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(o)) {
+		snprintf(why, wlen, o ? "not a JSON object" : "not valid JSON");
+		json_decref(o);
+		return 1;
+	}
+	v = json_object_get(o, "custom_id");
+	if (!json_equal(v, l->custom_id)) {
+		snprintf(why, wlen, "its custom_id is %.80s%s%s, the line's \"%.80s\"",
+			 json_is_string(v) ? "\"" : "", json_is_string(v) ? json_string_value(v) : "not a string",
+			 json_is_string(v) ? "\"" : "", json_string_value(l->custom_id));
+		json_decref(o);
+		return 1;
+	}
+	if (l->envelope) {
+		resp = json_object_get(o, "response");
+		err = json_object_get(o, "error");
+		snprintf(want, sizeof(want), "batch_req_%zu", ln);
+		v = json_object_get(o, "id");
+		if (json_object_size(o) != 4 || !resp || !err)
+			bad = "not an OpenAI batch output line {id, custom_id, response, error}";
+		else if (!json_is_string(v) || strcmp(json_string_value(v), want))
+			bad = "its id is not batch_req_<its line number>";
+		else if (json_is_object(resp) && json_is_null(err)) {
+			json_t *body = json_object_get(resp, "body");
+			snprintf(want, sizeof(want), "req_%zu", ln);
+			v = json_object_get(resp, "request_id");
+			if (json_integer_value(json_object_get(resp, "status_code")) != 200 ||
+			    !json_is_string(v) || strcmp(json_string_value(v), want) ||
+			    !json_is_object(body))
+				bad = "its response is not {status_code: 200, request_id: req_<its line number>, body}";
+			else if (json_array_size(json_object_get(body, "choices")) != l->comp.n ||
+				 !json_is_object(json_object_get(body, "usage")))
+				bad = "its response's body has not one choice per prompt and a usage";
+		} else if (!json_is_null(resp) || !json_is_object(err) ||
+			   !json_is_string(json_object_get(err, "message")) ||
+			   json_integer_value(json_object_get(err, "line")) != (json_int_t)ln)
+			bad = "neither a response nor an error {code, message, line: its line number}";
+	} else if ((v = json_object_get(o, "error"))) {
+		if (json_object_size(o) != 3 || !json_is_string(v) ||
+		    json_integer_value(json_object_get(o, "line")) != (json_int_t)ln)
+			bad = "not an error record {custom_id, line: its line number, error}";
+	} else {
+		json_t *ids = json_object_get(o, "token_ids"), *id;
+		size_t i;
+
+		if (json_object_size(o) != 5u + (l->comp.logprobs >= 0) ||
+		    !json_is_string(json_object_get(o, "text")) || !json_is_array(ids) ||
+		    !json_is_string(json_object_get(o, "finish_reason")) ||
+		    !json_is_object(json_object_get(o, "usage")) ||
+		    (l->comp.logprobs >= 0 && !json_is_object(json_object_get(o, "logprobs"))))
+			bad = "not a record {custom_id, text, token_ids, finish_reason, usage[, logprobs]} of the line's request";
+		json_array_foreach(ids, i, id)
+			if (!bad && !json_is_integer(id))
+				bad = "a token id is not an integer";
+	}
+	json_decref(o);
+	if (bad)
+		snprintf(why, wlen, "%s", bad);
+	return bad != NULL;
 }
 
 /* The process's peak resident memory in MiB (VmHWM), or -1. */
@@ -631,6 +1003,20 @@ static void kill_at(const char *point)
 }
 
 /* ---- the command ----------------------------------------------------------------- */
+
+/* What a failed run leaves for the next ("" without a journal): the
+ * journal's finished lines (pushed to the file first) and what to do about
+ * err (0: nothing particular) before running again. */
+static const char *resume_note(struct run *r, const char *j_path, int err, char *buf,
+			       size_t len)
+{
+	if (!r->jr)
+		return "";
+	(void)fg_journal_flush(r->jr, 1);
+	snprintf(buf, len, "; the %zu lines finished are kept in %s: %s",
+		 r->had + fg_journal_on_disk(r->jr), j_path, resume_advice(err));
+	return buf;
+}
 
 static void usage(FILE *f)
 {
@@ -678,15 +1064,17 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *in_path = NULL, *out_path = NULL, *j_path = NULL;
-	char *j_auto = NULL, note[PATH_MAX + 160] = "", not_run[96] = "";
+	char *j_auto = NULL, note[PATH_MAX + 200] = "", not_run[96] = "", why[200];
 	struct fg_request defaults;
+	struct fg_policy policy;
 	struct output out = { 0 };
-	struct sigaction old_sig[2], old_pipe, ign;
+	struct sigaction old_sig[2], old_pipe, old_xfsz, ign;
 	struct stat in_st = { 0 }, st;
 	struct run r = { 0 };
 	size_t window = DEFAULT_WINDOW, interval = 10, total = 0, written = 0;
 	int have_in_st = 0, signals_set = 0, quiet = fg_cli_verbosity < 0, input_order = 0;
-	int c, rc = 2;
+	int c, rc = 2, e2;
+	json_t *job = NULL;
 	char *buf = NULL;
 	size_t bcap = 0;
 	ssize_t len;
@@ -749,6 +1137,13 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 			fprintf(stderr, "fgcore: run-batch: give --input IN.jsonl and --output OUT.jsonl\n");
 		return 2;
 	}
+	/* A plugin that cannot be found or refuses an option, or a bad
+	 * [policy], is the configuration's fault (exit 2), as for `fgcore
+	 * config`: found before any file is touched. */
+	if (fg_config_check(cfg) || fg_policy_from_config(cfg, &policy)) {
+		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
+		return 2;
+	}
 	rc = 1;
 	if (strcmp(in_path, "-")) {
 		/* O_NONBLOCK: a FIFO must not hang the open; only regular files. */
@@ -780,13 +1175,22 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		in = stdin;
 		have_in_st = fstat(STDIN_FILENO, &in_st) == 0 && S_ISREG(in_st.st_mode);
 	}
+	/* Past a file size limit (ulimit -f) a write fails with EFBIG, reported
+	 * as a full disk is, instead of the signal killing us without a word
+	 * (the journal's header is the first write that can). */
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	sigemptyset(&ign.sa_mask);
+	sigaction(SIGXFSZ, &ign, &old_xfsz);
 	rc = output_open(&out, out_path, have_in_st ? &in_st : NULL);
 	if (rc) {
+		sigaction(SIGXFSZ, &old_xfsz, NULL);
 		output_free(&out);
 		if (in != stdin)
 			fclose(in);
 		return rc;
 	}
+	rc = 1;
 	/* The journal: next to a file output unless named; a stream has none. */
 	if (!j_path && out.tmp) {
 		j_auto = malloc(strlen(out.final) + 9);
@@ -799,15 +1203,22 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		char err[PATH_MAX + 300];
 		size_t kept = 0;
 
-		if (stat(j_path, &st) == 0 && (same_file(&st, have_in_st ? &in_st : NULL) ||
-					       (out.tmp && stat(out.final, &in_st) == 0 && same_file(&st, &in_st)))) {
+		struct stat o_st;
+
+		if (stat(j_path, &st) == 0 &&
+		    (same_file(&st, have_in_st ? &in_st : NULL) ||
+		     (out.tmp && stat(out.final, &o_st) == 0 && same_file(&st, &o_st)) ||
+		     (out.tmp && fstat(out.lock, &o_st) == 0 && same_file(&st, &o_st)))) {
 			fprintf(stderr, "fgcore: run-batch: --journal %s is the input or the output: give another file\n",
 				j_path);
 			rc = 2;
 			goto abandon;
 		}
-		if ((rc = fg_journal_open(&r.jr, j_path, job_fingerprint(cfg, window), &kept, err,
-					  sizeof(err)))) {
+		if (!(job = job_identity(cfg, window, input_order))) {
+			rc = 1;
+			goto oom;
+		}
+		if ((rc = fg_journal_open(&r.jr, j_path, job, &kept, err, sizeof(err)))) {
 			fprintf(stderr, "fgcore: run-batch: %s\n", err);
 			goto abandon;
 		}
@@ -821,9 +1232,6 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	 * reader gone from a pipe output is a write error, not a silent death. */
 	rb_signals(&out, j_path, old_sig);
 	signals_set = 1;
-	memset(&ign, 0, sizeof(ign));
-	ign.sa_handler = SIG_IGN;
-	sigemptyset(&ign.sa_mask);
 	sigaction(SIGPIPE, &ign, &old_pipe);
 
 	r.lines = calloc(window, sizeof(*r.lines));
@@ -842,11 +1250,8 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	kill_at("0");
 	fg_progress_start(&r.prog, quiet, (double)interval, total);
 	fg_engine_stats(r.e, &r.st0);
-	if (j_path)
-		snprintf(note, sizeof(note), "; the finished lines are kept in %s: run the same command again to resume",
-			 j_path);
 	for (;;) {
-		size_t nreq = 0, ln = 0, rlen = 0;
+		size_t nreq = 0, ln = 0, rlen = 0, at = 0;
 		uint64_t h = 0;
 		const char *rec = NULL;
 		int got;
@@ -864,20 +1269,34 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 			r.n++;
 		}
 		if (ferror(in)) {
+			e2 = errno;
 			fprintf(stderr, "fgcore: run-batch: reading %s failed: %s; %s not written%s\n", in_path,
-				strerror(errno), out.final ? out.final : out.name, r.jr ? note : "");
+				strerror(e2), out.final ? out.final : out.name,
+				resume_note(&r, j_path, 0, note, sizeof(note)));
 			goto abandon;
 		}
 		if (r.n == 0)
 			break;
 		/* What an earlier run finished, if the line is still the same. */
-		while (r.jr && (got = fg_journal_next(r.jr, r.base + r.n, &ln, &h, &rec, &rlen)) == 1) {
+		while (r.jr && (got = fg_journal_next(r.jr, r.base + r.n, &ln, &h, &rec, &rlen, &at)) == 1) {
 			size_t li = ln - r.base - 1;
-			if (ln <= r.base || r.recs[li])
-				continue;
+			/* Windows run in input order, each line once: anything else
+			 * was not written by run-batch. */
+			if (ln <= r.base || r.recs[li]) {
+				fprintf(stderr, "fgcore: run-batch: %s:%zu: a second record of input line %zu, or one out of order: not a journal run-batch wrote; restore it, or remove %s to start over\n",
+					j_path, at, ln, j_path);
+				rc = 2;
+				goto abandon;
+			}
 			if (h != r.hash[li]) {
 				fprintf(stderr, "fgcore: run-batch: --input line %zu is not the line the job of %s ran: the input changed since; give the original input to resume, or remove %s to start over\n",
 					ln, j_path, j_path);
+				rc = 2;
+				goto abandon;
+			}
+			if (record_mismatch(&r.lines[li], ln, rec, rlen, why, sizeof(why))) {
+				fprintf(stderr, "fgcore: run-batch: %s:%zu: not input line %zu's record (%s): restore the journal, or remove %s to start over\n",
+					j_path, at, ln, why, j_path);
 				rc = 2;
 				goto abandon;
 			}
@@ -889,7 +1308,8 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		}
 		if (r.jr && got < 0) {
 			fprintf(stderr, "fgcore: run-batch: reading the journal %s failed: %s; nothing written to %s\n",
-				j_path, strerror(-got), out.final ? out.final : out.name);
+				j_path, got == -EILSEQ ? "it was changed by another process" : strerror(-got),
+				out.final ? out.final : out.name);
 			goto abandon;
 		}
 		r.prog.kept = r.kept;
@@ -926,25 +1346,28 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 			if (fg_run(r.e, r.reqs, nreq, &o) < 0)
 				goto oom;
 		}
+		/* Interrupted: the journal synced before saying what it keeps. */
+		if (rb_signal && r.jr && !r.jerr && (e2 = fg_journal_flush(r.jr, 1)))
+			r.jerr = -e2;
 		if (r.jerr) {
 			fg_progress_end(&r.prog);
 			if (r.jerr == ENOMEM)
 				goto oom;
-			fprintf(stderr, "fgcore: run-batch: writing the journal %s failed: %s; nothing written to %s; the %zu lines finished before are kept: make room and run the same command again to resume\n",
+			/* Counted in the file: a write that failed may have
+			 * torn records appended before it. */
+			fprintf(stderr, "fgcore: run-batch: writing the journal %s failed: %s; nothing written to %s; the %zu lines finished before are kept: %s\n",
 				j_path, strerror(r.jerr), out.final ? out.final : out.name,
-				r.kept + fg_journal_appended(r.jr));
+				r.had + fg_journal_on_disk(r.jr), resume_advice(r.jerr));
 			goto abandon;
 		}
 		if (rb_signal) {
 			fg_progress_end(&r.prog);
 			if (r.jr || (r.ran == 0 && written == 0)) {
-				if (r.jr)
-					fg_journal_flush(r.jr, 1);
 				output_abandon(&out);
 				if (r.ran == 0)
 					fprintf(stderr, "fgcore: run-batch: interrupted (%s) before any request finished; nothing written to %s%s\n",
 						signal_name(rb_signal), out.final ? out.final : out.name,
-						r.jr && r.had ? note : "");
+						r.jr && r.had ? resume_note(&r, j_path, 0, note, sizeof(note)) : "");
 				else
 					fprintf(stderr, "fgcore: run-batch: interrupted (%s) after the batch in flight: %zu lines finished (%zu by this run), kept in %s; nothing written to %s: run the same command again to finish the job\n",
 						signal_name(rb_signal), r.kept + fg_journal_appended(r.jr),
@@ -970,15 +1393,17 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		for (size_t i = 0; i < r.n; i++) {
 			errno = 0;
 			if (fputs(r.recs[i], out.f) == EOF || fputc('\n', out.f) == EOF) {
+				e2 = errno ? errno : EIO;
 				fg_progress_end(&r.prog);
-				output_failed(&out, errno ? errno : EIO, r.jr ? note : "");
+				output_failed(&out, e2, resume_note(&r, j_path, e2, note, sizeof(note)));
 				goto out;
 			}
 		}
 		errno = 0;
 		if (!out.tmp && fflush(out.f) != 0) {
+			e2 = errno ? errno : EIO;
 			fg_progress_end(&r.prog);
-			output_failed(&out, errno ? errno : EIO, r.jr ? note : "");
+			output_failed(&out, e2, resume_note(&r, j_path, e2, note, sizeof(note)));
 			goto out;
 		}
 		written += r.n;
@@ -991,8 +1416,10 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		fflush(out.f);
 		kill_at("rename");
 	}
-	if (output_commit(&out, r.jr ? note : ""))
+	if ((e2 = output_commit(&out))) {
+		output_failed(&out, e2, resume_note(&r, j_path, e2, note, sizeof(note)));
 		goto out;
+	}
 	kill_at("unlink");
 	if (r.jr) {
 		int e2 = fg_journal_remove(r.jr);
@@ -1005,6 +1432,7 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	rb_signals_restore(old_sig);
 	signals_set = 0;
 	sigaction(SIGPIPE, &old_pipe, NULL);
+	sigaction(SIGXFSZ, &old_xfsz, NULL);
 	if (rb_signal) {
 		fprintf(stderr, "fgcore: run-batch: interrupted (%s) after the batch in flight: %zu of %zu lines finished, their results are in %s; the other %zu lines have \"interrupted\" error records\n",
 			signal_name(rb_signal), r.ran, written, out.final ? out.final : out.name,
@@ -1050,7 +1478,8 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	goto out;
 oom:
 	fg_progress_end(&r.prog);
-	fprintf(stderr, "fgcore: run-batch: out of memory%s\n", r.jr ? note : "");
+	fprintf(stderr, "fgcore: run-batch: out of memory%s\n",
+		resume_note(&r, j_path, 0, note, sizeof(note)));
 abandon:
 	output_abandon(&out);
 out:
@@ -1061,6 +1490,7 @@ out:
 		rb_signals_restore(old_sig);
 		sigaction(SIGPIPE, &old_pipe, NULL);
 	}
+	sigaction(SIGXFSZ, &old_xfsz, NULL);
 	window_clear(&r);
 	/* A journal that never held a record is no state worth keeping. */
 	if (r.jr && !r.had && !fg_journal_appended(r.jr))
@@ -1076,6 +1506,7 @@ out:
 	free(r.line_of);
 	free(j_auto);
 	free(buf);
+	json_decref(job);
 	if (in && in != stdin)
 		fclose(in);
 	fg_engine_close(r.e);

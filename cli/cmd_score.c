@@ -9,17 +9,21 @@
  * text starts with the model's bos token, as the engine reads text prompts;
  * token ids are scored as given. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include <fgcore/fgcore.h>
 #include "cli/commands.h"
 #include "cli/request.h"
+#include "core/plan/policy.h"
 #include "core/util/fileio.h"
 
 #define MAX_DOC_BYTES (1u << 30)
@@ -207,10 +211,38 @@ int fg_cmd_score(struct fg_config *cfg, int argc, char **argv)
 		return FG_EXIT_USAGE;
 	}
 	const char *path = argv[optind];
-	in = strcmp(path, "-") ? fopen(path, "r") : stdin;
-	if (!in) {
-		fprintf(stderr, "fgcore: score: cannot open %s: %s\n", path, strerror(errno));
-		return FG_EXIT_RUNTIME;
+	struct fg_policy policy;
+	/* A plugin that cannot be found or refuses an option, or a bad
+	 * [policy], is the configuration's fault (exit 2), as for `fgcore config`. */
+	if (fg_config_check(cfg) || fg_policy_from_config(cfg, &policy)) {
+		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
+		return FG_EXIT_USAGE;
+	}
+	if (strcmp(path, "-")) {
+		/* O_NONBLOCK: a FIFO must not hang the open; only regular files. */
+		struct stat st = { 0 };
+		int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), fl;
+
+		if (fd < 0) {
+			fprintf(stderr, "fgcore: score: cannot open %s: %s\n", path, strerror(errno));
+			return FG_EXIT_RUNTIME;
+		}
+		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+			fprintf(stderr, "fgcore: score: %s is %s: give a file, or '-' to read standard input\n",
+				path, fg_file_kind(st.st_mode));
+			close(fd);
+			return FG_EXIT_USAGE;
+		}
+		fl = fcntl(fd, F_GETFL);
+		if (fl != -1)
+			(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+		if (!(in = fdopen(fd, "r"))) {
+			close(fd);
+			fprintf(stderr, "fgcore: score: out of memory\n");
+			return FG_EXIT_RUNTIME;
+		}
+	} else {
+		in = stdin;
 	}
 	if (fg_engine_open(cfg, &e)) {
 		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());

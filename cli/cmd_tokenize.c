@@ -13,13 +13,25 @@ int fg_cmd_tokenize(struct fg_config *cfg, int argc, char **argv)
 {
 	const char *dir = fg_config_str(cfg, "model", "tokenizer");
 	struct fg_tokenizer *t;
-	int rc = 0;
+	int first = 1, rc = 0;
 
-	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		printf("usage: fgcore [-c CONFIG] [-o section.key=value]... tokenize TEXT...\n");
-		return 0;
+	/* Options first, as for every command; a TEXT that starts with '-'
+	 * goes after "--". */
+	for (; first < argc && argv[first][0] == '-' && argv[first][1]; first++) {
+		if (!strcmp(argv[first], "--")) {
+			first++;
+			break;
+		}
+		if (!strcmp(argv[first], "--help") || !strcmp(argv[first], "-h")) {
+			printf("usage: fgcore [-c CONFIG] [-o section.key=value]... tokenize [--] TEXT...\n"
+			       "  a TEXT that starts with '-' goes after --\n");
+			return 0;
+		}
+		fprintf(stderr, "fgcore: tokenize: unknown option '%s': see fgcore tokenize --help (a TEXT that starts with '-' goes after --)\n",
+			argv[first]);
+		return 2;
 	}
-	if (argc < 2) {
+	if (first >= argc) {
 		fprintf(stderr, "fgcore: tokenize: give one or more TEXT arguments\n");
 		return 2;
 	}
@@ -34,7 +46,7 @@ int fg_cmd_tokenize(struct fg_config *cfg, int argc, char **argv)
 		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
 		return 1;
 	}
-	for (int i = 1; i < argc && !rc; i++) {
+	for (int i = first; i < argc && !rc; i++) {
 		int32_t *ids;
 		size_t n;
 		if (fg_tokenizer_encode(t, argv[i], strlen(argv[i]), &ids, &n)) {

@@ -36,6 +36,10 @@ TESTS += tests/test_policy_lazy.sh
 EXTRA_DIST += tests/test_policy_lazy.sh
 
 TESTS += tests/test_commands.sh tests/test_run_batch.sh tests/test_data_wrangle.sh
+# run-batch against a second run, other settings, ulimit -f, an edited journal;
+# the exit statuses of generate, score, tokenize and run-batch against fgcore(1)
+TESTS += tests/test_run_batch_guard.sh tests/test_exit_status.sh
+EXTRA_DIST += tests/test_run_batch_guard.sh tests/test_exit_status.sh
 EXTRA_DIST += tests/test_commands.sh tests/test_run_batch.sh tests/test_data_wrangle.sh \
 	examples/data_wrangle/run.sh examples/data_wrangle/make_prompts.py \
 	examples/data_wrangle/score.py examples/data_wrangle/products.csv
