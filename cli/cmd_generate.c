@@ -19,7 +19,6 @@
 #include <fgcore/fgcore.h>
 #include "cli/commands.h"
 #include "cli/request.h"
-#include "core/plan/policy.h"
 #include "core/util/fileio.h"
 
 #define PROMPT_FILE_MAX (64u << 20)
@@ -238,7 +237,6 @@ int fg_cmd_generate(struct fg_config *cfg, int argc, char **argv)
 	struct fg_request base, *reqs = NULL;
 	struct fg_result *res = NULL;
 	struct fg_engine *e = NULL;
-	struct fg_policy policy;
 	int ignore_eos = 0, c, r, rc = 2;
 	long got;
 	double d;
@@ -323,7 +321,7 @@ int fg_cmd_generate(struct fg_config *cfg, int argc, char **argv)
 	}
 	/* A plugin that cannot be found or refuses an option, or a bad
 	 * [policy], is the configuration's fault (exit 2), as for `fgcore config`. */
-	if (fg_config_check(cfg) || fg_policy_from_config(cfg, &policy)) {
+	if (fg_engine_check_config(cfg)) {
 		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
 		goto out;
 	}

@@ -59,7 +59,6 @@
 #include "cli/commands.h"
 #include "cli/completion.h"
 #include "cli/request.h"
-#include "core/plan/policy.h"
 #include "core/util/clock.h"
 #include "core/util/fileio.h"
 
@@ -1066,7 +1065,6 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	const char *in_path = NULL, *out_path = NULL, *j_path = NULL;
 	char *j_auto = NULL, note[PATH_MAX + 200] = "", not_run[96] = "", why[200];
 	struct fg_request defaults;
-	struct fg_policy policy;
 	struct output out = { 0 };
 	struct sigaction old_sig[2], old_pipe, old_xfsz, ign;
 	struct stat in_st = { 0 }, st;
@@ -1140,7 +1138,7 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	/* A plugin that cannot be found or refuses an option, or a bad
 	 * [policy], is the configuration's fault (exit 2), as for `fgcore
 	 * config`: found before any file is touched. */
-	if (fg_config_check(cfg) || fg_policy_from_config(cfg, &policy)) {
+	if (fg_engine_check_config(cfg)) {
 		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
 		return 2;
 	}

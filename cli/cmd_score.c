@@ -23,7 +23,6 @@
 #include <fgcore/fgcore.h>
 #include "cli/commands.h"
 #include "cli/request.h"
-#include "core/plan/policy.h"
 #include "core/util/fileio.h"
 
 #define MAX_DOC_BYTES (1u << 30)
@@ -211,10 +210,9 @@ int fg_cmd_score(struct fg_config *cfg, int argc, char **argv)
 		return FG_EXIT_USAGE;
 	}
 	const char *path = argv[optind];
-	struct fg_policy policy;
 	/* A plugin that cannot be found or refuses an option, or a bad
 	 * [policy], is the configuration's fault (exit 2), as for `fgcore config`. */
-	if (fg_config_check(cfg) || fg_policy_from_config(cfg, &policy)) {
+	if (fg_engine_check_config(cfg)) {
 		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
 		return FG_EXIT_USAGE;
 	}

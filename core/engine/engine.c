@@ -455,3 +455,11 @@ int fg_engine_special_tokens(const struct fg_engine *e, struct fg_special_tokens
 	}
 	return 0;
 }
+
+int fg_engine_check_config(struct fg_config *c)
+{
+	struct fg_policy policy;
+	int rc = fg_config_check(c);
+
+	return rc ? rc : fg_policy_from_config(c, &policy);
+}

@@ -54,6 +54,11 @@ int fg_config_print(const struct fg_config *c, FILE *out);
 /* ---- engine ---------------------------------------------------------------- */
 struct fg_engine;
 
+/* What fg_engine_open checks of a configuration before it touches anything:
+ * fg_config_check and the [policy] section; a command calls it before it
+ * creates files, so that a bad setting costs nothing (one line, -EINVAL). */
+int fg_engine_check_config(struct fg_config *c);
+
 /* Load plugins, open tiers, load the model and tokenizer the config names. */
 int fg_engine_open(const struct fg_config *c, struct fg_engine **out);
 void fg_engine_close(struct fg_engine *e);
