@@ -546,6 +546,19 @@ int fg_backend_kv_append(struct fg_backend *b, void *stream, int64_t layer, cons
 	return b->ops->kv_append(b->ctx, stream, a);
 }
 
+/* ---- argmax, sample, logprob: rows of logits ----------------------------------- */
+
+/* Logits in the activation type, each row with at least one column. */
+static int check_logits(const struct fg_call *c, const char *name, const struct fg_tensor *t)
+{
+	int rc = fg_check_tensor(c, name, t, c->b->info.act_dtype, -1, -1);
+
+	if (!rc && t->rows > 0 && t->cols == 0)
+		return fg_call_fail(c, -EINVAL, "%s has %" PRId64 " rows of no columns", name,
+				    t->rows);
+	return rc;
+}
+
 /* ---- argmax --------------------------------------------------------------------- */
 
 int fg_backend_argmax(struct fg_backend *b, void *stream, const struct fg_tensor *x, int32_t *out)
@@ -557,10 +570,8 @@ int fg_backend_argmax(struct fg_backend *b, void *stream, const struct fg_tensor
 		return -ENOTSUP; /* the caller copies the logits out instead */
 	if (!x || !out)
 		return fg_call_fail(&c, -EINVAL, "x or out is NULL");
-	if ((rc = fg_check_tensor(&c, "x", x, b->info.act_dtype, -1, -1)))
+	if ((rc = check_logits(&c, "x", x)))
 		return rc;
-	if (x->rows > 0 && x->cols == 0)
-		return fg_call_fail(&c, -EINVAL, "x has %" PRId64 " rows of no columns", x->rows);
 	return b->ops->argmax(b->ctx, stream, x, out);
 }
 
@@ -582,11 +593,8 @@ int fg_backend_sample(struct fg_backend *b, void *stream, const struct fg_sample
 		return -ENOTSUP; /* the caller samples host copies of the logits */
 	if (!a || !a->temperature || !a->top_k || !a->top_p || !a->draw || !a->out)
 		return fg_call_fail(&c, -EINVAL, "a per-row array is NULL");
-	if ((rc = fg_check_tensor(&c, "logits", &a->logits, b->info.act_dtype, -1, -1)))
+	if ((rc = check_logits(&c, "logits", &a->logits)))
 		return rc;
-	if (a->logits.rows > 0 && a->logits.cols == 0)
-		return fg_call_fail(&c, -EINVAL, "logits has %" PRId64 " rows of no columns",
-				    a->logits.rows);
 	for (int64_t r = 0; r < a->logits.rows; r++)
 		if (a->draw[r] >> 53 || a->top_k[r] < 0 || !(a->temperature[r] == a->temperature[r]))
 			return fg_call_fail(&c, -EINVAL, "row %" PRId64 ": draw of more than 53 bits, "
@@ -615,11 +623,8 @@ int fg_backend_logprob(struct fg_backend *b, void *stream, const struct fg_logpr
 	if (a->k < 0 || a->k > FG_LOGPROB_TOP_MAX || (a->k && (!a->top_id || !a->top_lp)))
 		return fg_call_fail(&c, -EINVAL, "k is %d: it must lie in [0, %d], with top_id and "
 				    "top_lp when above 0", (int)a->k, FG_LOGPROB_TOP_MAX);
-	if ((rc = fg_check_tensor(&c, "logits", &a->logits, b->info.act_dtype, -1, -1)))
+	if ((rc = check_logits(&c, "logits", &a->logits)))
 		return rc;
-	if (a->logits.rows > 0 && a->logits.cols == 0)
-		return fg_call_fail(&c, -EINVAL, "logits has %" PRId64 " rows of no columns",
-				    a->logits.rows);
 	for (int64_t r = 0; r < a->logits.rows; r++)
 		if (a->target[r] >= a->logits.cols)
 			return fg_call_fail(&c, -EINVAL, "row %" PRId64 ": target %d is not below "

@@ -56,8 +56,13 @@ static inline struct fg_logprob_norm fg_logprob_norm_of(const float *x, int64_t 
 	return s;
 }
 
-/* log p of a logit l of the row s normalises. */
-static inline float fg_logprob_value(struct fg_logprob_norm s, float l)
+/* log p of a logit l of the row s normalises (a GPU kernel calls it too). */
+#ifdef __CUDACC__
+static inline __host__ __device__
+#else
+static inline
+#endif
+float fg_logprob_value(struct fg_logprob_norm s, float l)
 {
 	if (s.max == INFINITY)
 		return l == INFINITY ? (float)-s.lse : -INFINITY;

@@ -87,16 +87,6 @@ CB_DEV uint64_t cl_block_min(struct cl_smem *s, uint64_t v)
 	return v;
 }
 
-/* fgcore/logprob.h's fg_logprob_value, with the row's max and offset. */
-CB_DEV float cl_value(float max, double lse, float l)
-{
-	if (max == INFINITY)
-		return l == INFINITY ? (float)-lse : -INFINITY;
-	if (l != l)
-		l = -INFINITY;
-	return (float)((double)l - lse);
-}
-
 /* The smallest key of the row above `above` (~0: none left). */
 CB_DEV uint64_t cl_next_key(struct cl_smem *s, const uint16_t *row, int64_t cols, uint64_t above,
 			    int first)
@@ -142,8 +132,9 @@ cl_logprob_kernel(const uint16_t *x, int64_t cols, int64_t ld, const int32_t *ta
 		}
 		lse = (double)m + log((double)cl_block_sum(&s, z));
 	}
+	struct fg_logprob_norm norm = { m, lse };
 	if (threadIdx.x == 0)
-		lp[r] = cl_value(m, lse, cb_h2f(row[target[r]]));
+		lp[r] = fg_logprob_value(norm, cb_h2f(row[target[r]]));
 	/* Past the vocabulary's end no key is above the last: ~0 (no real key
 	 * is: a NaN's key has value bits 0xff800000), id -1. */
 	uint64_t key = 0;
@@ -153,7 +144,7 @@ cl_logprob_kernel(const uint16_t *x, int64_t cols, int64_t ld, const int32_t *ta
 			int found = key != ~(uint64_t)0;
 			int32_t id = found ? (int32_t)(uint32_t)key : -1;
 			top_id[r * k + i] = id;
-			top_lp[r * k + i] = found ? cl_value(m, lse, cb_h2f(row[id])) : -INFINITY;
+			top_lp[r * k + i] = found ? fg_logprob_value(norm, cb_h2f(row[id])) : -INFINITY;
 		}
 	}
 }
