@@ -16,11 +16,13 @@
  *
  * The input is read a window of lines at a time (--window, memory bounded
  * whatever the file's length); a window's requests run in length buckets
- * (cli/batch_run.c) and its records are written in input order once all of
+ * (core/request/run.c) and its records are written in input order once all of
  * them are done.  Each finished line's record is appended to a journal
  * (cli/batch_journal.h; OUT.journal next to a file output, or --journal) as
  * its batch ends: the same command run again after a kill, a full disk or a
- * signal keeps those records and computes only the rest.
+ * signal keeps those records and computes only the batches they do not
+ * cover: a kept line still takes its place in its batch (fgcore.h's
+ * `known`), so each batch computes what it did the first time.
  *
  * No finished work is thrown away: the output is opened (and a file output
  * created as OUT.tmp) before the model is loaded, so a bad output path fails at
@@ -1311,17 +1313,19 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 			goto abandon;
 		}
 		r.prog.kept = r.kept;
-		/* The rest: a malformed line's record now, the others' requests. */
+		/* A malformed line's record now, the others' requests; the lines
+		 * kept run again as known requests, so that every batch is the
+		 * one the uninterrupted job computed (the same bytes). */
 		for (size_t i = 0; i < r.n; i++)
-			nreq += r.recs[i] || r.lines[i].error ? 0 : r.lines[i].comp.n;
+			nreq += r.lines[i].error ? 0 : r.lines[i].comp.n;
 		if (run_reserve(&r, nreq ? nreq : 1))
 			goto oom;
 		nreq = 0;
 		for (size_t i = 0; i < r.n; i++) {
 			struct line *l = &r.lines[i];
-			if (r.recs[i])
-				continue;
 			if (l->error) {
+				if (r.recs[i])
+					continue;
 				if (!(r.recs[i] = format_record(r.e, l, r.base + i + 1, NULL, NULL)))
 					goto oom;
 				r.lines_done++;
@@ -1330,10 +1334,11 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 			}
 			fg_completion_bind(&l->comp, r.e);
 			l->first = nreq;
-			r.left[i] = l->comp.n;
+			r.left[i] = r.recs[i] ? 0 : l->comp.n;
 			for (size_t k = 0; k < l->comp.n; k++) {
 				r.line_of[nreq] = i;
-				r.reqs[nreq++] = l->comp.reqs[k];
+				r.reqs[nreq] = l->comp.reqs[k];
+				r.reqs[nreq++].known = r.recs[i] != NULL;
 			}
 		}
 		fg_progress_window(&r.prog, r.base + r.n);

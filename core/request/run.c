@@ -2,7 +2,9 @@
  * fg_generate): each read once, refused ones answered at once, the rest in
  * length buckets cut into effective batches that fit the model's
  * positions, a failed batch rerun one request at a time, every result
- * handed back as its batch ends, and the counts of what ran. */
+ * handed back as its batch ends, and the counts of what ran.  Known
+ * requests (a resumed job's) take their places in the batches and get no
+ * result. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,9 +52,10 @@ struct runner {
 	struct fg_run_progress prog;
 };
 
+/* The work a job adds to the progress (a known one's is done already). */
 static uint64_t work_of(const struct fg_job *j)
 {
-	return j->n_prompt + (uint64_t)j->req->max_new_tokens;
+	return j->req->known ? 0 : j->n_prompt + (uint64_t)j->req->max_new_tokens;
 }
 
 static void hand(struct runner *r, size_t index, struct fg_result *res)
@@ -80,6 +83,8 @@ static void hand_done(struct runner *r, struct fg_job *j, int ran)
 	struct fg_result res;
 	struct fg_run_stats *s = &r->e->stats;
 
+	if (j->req->known)
+		return;
 	if (fg_job_finish(r->e, j, &res)) {
 		fg_result_clear(&res);
 		hand_error(r, j->index, fg_last_error(), 0);
@@ -105,11 +110,16 @@ static int abandoned(const struct runner *r)
 static int run_batch(struct runner *r, struct fg_job **jobs, size_t cnt)
 {
 	struct fg_engine *e = r->e;
-	int any = 0, rc;
+	int any = 0, unknown = 0, rc;
 
-	/* Requests with nothing to generate or score need no forward pass. */
-	for (size_t k = 0; k < cnt; k++)
+	/* Requests with nothing to generate or score need no forward pass, and
+	 * a batch of known results none either. */
+	for (size_t k = 0; k < cnt; k++) {
 		any |= !jobs[k]->done || jobs[k]->req->score_prompt;
+		unknown |= !jobs[k]->req->known;
+	}
+	if (!unknown)
+		return 0;
 	if (!any) {
 		for (size_t k = 0; k < cnt; k++)
 			hand_done(r, jobs[k], 0);
@@ -138,6 +148,8 @@ static int run_batch(struct runner *r, struct fg_job **jobs, size_t cnt)
 		struct fg_job *j = jobs[k];
 		char why[1024];
 
+		if (j->req->known)
+			continue;
 		if (j->streamed) {
 			snprintf(why, sizeof(why), "its batch failed after it had streamed tokens: %s",
 				 fg_last_error());
@@ -186,13 +198,15 @@ static long run_requests(struct fg_engine *e, const struct fg_request *reqs, siz
 		jobs[i].req = &reqs[i];
 		if (fg_job_prepare(e, &jobs[i])) {
 			fg_job_free(&jobs[i]);
-			hand_error(&r, i, fg_last_error(), 1);
+			if (!reqs[i].known)
+				hand_error(&r, i, fg_last_error(), 1);
 			continue;
 		}
 		order[live++] = &jobs[i];
 		r.prog.work_total += work_of(&jobs[i]);
 	}
-	r.prog.requests = n;
+	for (size_t i = 0; i < n; i++)
+		r.prog.requests += !reqs[i].known;
 	if (!o->input_order)
 		qsort(order, live, sizeof(*order), by_bucket);
 	/* The largest prompt and budget from each batch on: a run made for a

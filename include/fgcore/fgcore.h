@@ -154,6 +154,12 @@ struct fg_request {
 	 * it is emitted (streaming); NULL: none. */
 	void (*on_token)(void *arg, int32_t id);
 	void *on_token_arg;
+	/* Its result is known already (run-batch resuming a job): fg_run runs
+	 * it only as a batch mate, so that every batch is the one an
+	 * uninterrupted run computes (a row's numbers depend on its batch's
+	 * shape), and hands no result for it; a batch of known requests alone
+	 * is not run. */
+	int known;
 };
 
 struct fg_result {
