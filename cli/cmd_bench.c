@@ -343,7 +343,7 @@ static int run_ab(struct fg_config *cfg, const char *spec, int rounds,
 				return 1;
 			}
 			snprintf(set, sizeof(set), "%s=%s", key, val[v]);
-			if (fg_config_set(run, set, "--ab")) {
+			if (fg_config_set(run, set, "--ab") || fg_engine_check_config(run)) {
 				fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
 				fg_config_free(run);
 				return 2;
@@ -525,11 +525,15 @@ int fg_cmd_bench(struct fg_config *cfg, int argc, char **argv)
 			fclose(log);
 		return rc;
 	}
-	if (fg_engine_open(cfg, &e)) {
+	/* A plugin that refuses an option, or a bad [policy], is the
+	 * configuration's fault (exit 2), as for `fgcore config`. */
+	rc = fg_engine_check_config(cfg) ? FG_EXIT_USAGE
+		: fg_engine_open(cfg, &e) ? FG_EXIT_RUNTIME : FG_EXIT_OK;
+	if (rc) {
 		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
 		if (log)
 			fclose(log);
-		return 1;
+		return rc;
 	}
 	if (fg_bench_run(e, &p, &r)) {
 		fprintf(stderr, "fgcore: bench: %s\n", fg_last_error_text());

@@ -184,6 +184,12 @@ int fg_cmd_serve(struct fg_config *cfg, int argc, char **argv)
 	fg_cli_request_defaults(cfg, &o.defaults);
 	double drain = (double)fg_config_int(cfg, "serve", "drain_timeout_s");
 
+	/* A plugin that refuses an option, or a bad [policy], is the
+	 * configuration's fault (exit 2), as for `fgcore config`. */
+	if (fg_engine_check_config(cfg)) {
+		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
+		return FG_EXIT_USAGE;
+	}
 	if (fg_engine_open(cfg, &e)) {
 		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
 		return FG_EXIT_RUNTIME;

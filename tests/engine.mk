@@ -88,3 +88,14 @@ TESTS += tests/test_request
 tests_test_request_SOURCES = tests/test_request.c
 tests_test_request_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS)
 tests_test_request_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)
+
+# Logits with no number (activations that overflowed) fail their own request,
+# with a line saying so, and the rest of the job goes on: a cpu_blas whose
+# embedding of one token id is NaN stands in for an fp16 overflow.
+check_LTLIBRARIES += tests/plugins/nan_embed.la
+tests_plugins_nan_embed_la_SOURCES = tests/plugins/nan_embed.c
+tests_plugins_nan_embed_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_nan_embed_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+tests_plugins_nan_embed_la_LIBADD = -ldl
+TESTS += tests/test_nan_logits.sh
+EXTRA_DIST += tests/test_nan_logits.sh

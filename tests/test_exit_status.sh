@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/test_exit_status.sh - the exit statuses fgcore(1) gives generate,
-# score, tokenize and run-batch: 2 for what the command line or the
+# score, tokenize, run-batch, bench and serve: 2 for what the command line or the
 # configuration got wrong (an unknown option, an input that is not a regular
 # file, a plugin that cannot be found or refuses an option, a bad [policy]),
 # found before any work; 1 for what failed while running (an input that
@@ -71,7 +71,8 @@ run 0 "$fg" $d tokenize --help
 # the configuration's plugins and [policy], as `fgcore config` checks them:
 # 2, before any file is touched
 for cmd in "generate --prompt x" "score $tmp/t.txt" \
-	"run-batch --input $tmp/in.jsonl --output $tmp/o.jsonl"; do
+	"run-batch --input $tmp/in.jsonl --output $tmp/o.jsonl" "bench" \
+	"bench --ab policy.gpu_batch_size=1,2" "serve --port 0"; do
 	run 2 "$fg" $d -o compute.no_such_key=1 $cmd
 	has_err "fgcore: -o compute.no_such_key=1: unknown key for plugin"
 	run 2 "$fg" $d -o compute.plugin=not_built_anywhere $cmd

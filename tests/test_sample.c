@@ -181,10 +181,12 @@ START_TEST(greedy)
 	before = r;
 	ck_assert_int_eq(fg_sample(s, l, &p, &r), 1);
 	ck_assert(!memcmp(&r, &before, sizeof(r)));
-	/* NaN is never the largest; a row of NaN gives 0 (as the argmax ops) */
-	float nan_first[] = { NAN, -1, 2, NAN, 2 }, all_nan[] = { NAN, NAN, NAN, NAN, NAN };
+	/* NaN is never the largest; a row with nothing above -inf gives -1 (as the argmax ops) */
+	float nan_first[] = { NAN, -1, 2, NAN, 2 }, all_nan[] = { NAN, NAN, NAN, NAN, NAN },
+	      all_ninf[] = { NAN, -INFINITY, -INFINITY, NAN, -INFINITY };
 	ck_assert_int_eq(fg_argmax(nan_first, 5), 2);
-	ck_assert_int_eq(fg_argmax(all_nan, 5), 0);
+	ck_assert_int_eq(fg_argmax(all_nan, 5), -1);
+	ck_assert_int_eq(fg_argmax(all_ninf, 5), -1);
 	fg_sampler_free(s);
 	/* the crafted stream really draws the top of [0, 1) */
 	rng_at_top(&r, 3);

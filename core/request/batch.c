@@ -125,6 +125,8 @@ static void batch_scores_prompt(const struct batch_scores *b, struct fg_job **jo
 		for (size_t i = 1; i < j->n_prompt; i++) {
 			size_t at = (size_t)((int64_t)r * plen + pad[r]) + i - 1;
 			j->plp[i] = b->p.lp[at];
+			if (isnan(j->plp[i]) && j->why != FG_FINISH_ERROR)
+				fg_job_fail_nan(j, (long)i); /* logits with no number */
 			for (int t = 0; t < k; t++)
 				j->ptop[i * (size_t)k + (size_t)t] = (struct fg_logprob){
 					b->p.top_id[at * (size_t)b->pk + (size_t)t],
@@ -420,6 +422,8 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 			fg_job_accept(e, jobs[r], next[r], sc.tok ? sc.t.lp[r] : 0,
 				      sc.tok ? sc.t.top_id + r * sc.tk : NULL,
 				      sc.tok ? sc.t.top_lp + r * sc.tk : NULL);
+			if (next[r] < 0) /* logits with no number: the job failed */
+				next[r] = c->pad_id;
 			live += !jobs[r]->done;
 			row_live[r] = !jobs[r]->done;
 		}

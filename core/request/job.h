@@ -28,6 +28,8 @@ struct fg_job {
 	int streamed;          /* on_token was called: the request cannot be rerun */
 	enum fg_finish_reason why;
 	size_t cut;            /* stop string: bytes of text to keep; SIZE_MAX: none */
+	long nan_at;           /* FG_FINISH_ERROR: the position whose logits held no number
+				* (>= 0: a prompt token's, < 0: new token -nan_at - 1) */
 	float *plp, *tlp;      /* log-probabilities of the prompt's, the completion's tokens */
 	struct fg_logprob *ptop, *ttop; /* and the top_logprobs most likely at each */
 };
@@ -37,11 +39,14 @@ struct fg_job {
 int fg_job_prepare(struct fg_engine *e, struct fg_job *j);
 /* Back to the state fg_job_prepare left (for a rerun). */
 void fg_job_rewind(struct fg_job *j);
-/* The job's result (its arrays move to res). */
+/* The job fails: the logits at `at` (job.h's nan_at) held no number. */
+void fg_job_fail_nan(struct fg_job *j, long at);
+/* The job's result (its arrays move to res; a failed job's, its error). */
 int fg_job_finish(struct fg_engine *e, struct fg_job *j, struct fg_result *res);
 void fg_job_free(struct fg_job *j);
 /* Emit tok for a live job; lp and its top (top_logprobs entries) are its
- * log-probabilities, read when the job asks for them. */
+ * log-probabilities, read when the job asks for them.  tok -1 (logits with
+ * no number above -inf, fgcore/sampling.h) fails the job. */
 void fg_job_accept(struct fg_engine *e, struct fg_job *j, int32_t tok, float lp,
 		   const int32_t *top_id, const float *top_lp);
 /* Does the job draw its next token (the others take the argmax)? */

@@ -148,6 +148,10 @@ void fg_job_accept(struct fg_engine *e, struct fg_job *j, int32_t tok, float lp,
 
 	if (j->done)
 		return;
+	if (tok < 0) {
+		fg_job_fail_nan(j, -(long)j->n_out - 1);
+		return;
+	}
 	if (r->logprobs) {
 		j->tlp[j->n_out] = lp;
 		for (int t = 0; t < k; t++)
@@ -173,11 +177,32 @@ void fg_job_accept(struct fg_engine *e, struct fg_job *j, int32_t tok, float lp,
 	}
 }
 
+void fg_job_fail_nan(struct fg_job *j, long at)
+{
+	j->done = 1;
+	j->why = FG_FINISH_ERROR;
+	j->nan_at = at;
+}
+
 int fg_job_finish(struct fg_engine *e, struct fg_job *j, struct fg_result *res)
 {
 	size_t keep = j->n_out;
 
 	memset(res, 0, sizeof(*res));
+	if (j->why == FG_FINISH_ERROR) {
+		char why[400];
+		snprintf(why, sizeof(why), "the logits %s %ld held no number above -inf (NaN or -inf: "
+			 "the activations overflowed; with cublas keep compute.fp32_residual = true, or "
+			 "run the model on cpu_blas)", j->nan_at >= 0 ? "scoring prompt token" :
+			 "of new token", j->nan_at >= 0 ? j->nan_at : -j->nan_at - 1);
+		res->finish_reason = FG_FINISH_ERROR;
+		if (!(res->error = strdup(why))) {
+			FG_ERR("out of memory");
+			return -ENOMEM;
+		}
+		res->n_prompt_tokens = j->n_prompt;
+		return 0;
+	}
 	/* A stop token ends the text but stays in token_ids. */
 	if (j->why == FG_FINISH_STOP && j->cut == SIZE_MAX && keep)
 		keep--;

@@ -97,11 +97,11 @@ int32_t fg_argmax(const float *x, int64_t n)
 {
 	int64_t best = 0;
 	while (best + 1 < n && x[best] != x[best])
-		best++; /* NaN is never the largest (0 when all are NaN) */
+		best++; /* NaN is never the largest */
 	for (int64_t i = best + 1; i < n; i++)
 		if (x[i] > x[best])
 			best = i;
-	return x[best] == x[best] ? (int32_t)best : 0;
+	return n > 0 && x[best] > -INFINITY ? (int32_t)best : -1;
 }
 
 /* Stable LSD radix sort of n keys by their upper 32 bits (the logit part),
@@ -196,8 +196,8 @@ static int32_t draw_kept(struct fg_sampler *s, const uint64_t *keys, int64_t kc,
 		s->w[i] = fg_sample_weight(l[s->idx[i]], max, p->temperature, S);
 		sum += s->w[i];
 	}
-	if (!sum)
-		return s->idx[0];
+	if (!sum) /* nothing above -inf (fgcore/sampling.h) */
+		return -1;
 	mass = sum;
 	if (p->top_p > 0 && p->top_p < 1) { /* the target is at most sum: reached within kc */
 		uint64_t target = fg_sample_top_p_target(sum, p->top_p);

@@ -21,8 +21,8 @@ struct fg_sampling {
 	float top_p;       /* >= 1 or 0: all */
 };
 
-/* Index of the largest of x[0..n) (the first on ties, NaN left out; 0 when
- * all are NaN): greedy decoding, as a backend's argmax op. */
+/* Index of the largest of x[0..n) (the first on ties, NaN left out; -1 when
+ * none is above -inf): greedy decoding, as a backend's argmax op. */
 int32_t fg_argmax(const float *x, int64_t n);
 
 struct fg_sampler; /* scratch for one vocabulary size */

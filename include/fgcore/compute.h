@@ -44,6 +44,10 @@
  *   1.6  logprob: log-probabilities and the most likely ids taken where the
  *        logits are, so that scoring copies a few numbers per position
  *        instead of whole rows of logits.
+ *   1.7  argmax and sample answer -1 for a row with no logit above -inf
+ *        (NaN counts as -inf: an overflow upstream), so that the core fails
+ *        that request instead of emitting a made-up id; older plugins'
+ *        answer for such a row (id 0, or the first id) is not caught.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -190,8 +194,9 @@ struct fg_kv_append_args {
 
 /* Each row's next token from its logits (minor 4): rows with temperature <= 0
  * take the argmax (the first largest), the others the token fgcore/sampling.h
- * defines for their temperature, top_k, top_p and draw.  Host arrays of
- * logits.rows entries. */
+ * defines for their temperature, top_k, top_p and draw (minor 7: -1 for a
+ * row with no logit above -inf, either way).  Host arrays of logits.rows
+ * entries. */
 struct fg_sample_args {
 	struct fg_tensor logits; /* [rows, vocab] act */
 	const float *temperature;
@@ -242,7 +247,8 @@ struct fg_compute_ops {
 	 * backend overlap the copy with compute).  Default: memcpy at once. */
 	int (*copy)(void *ctx, void *stream, void *dst, const void *src, size_t len);
 	/* optional: out[r] = column of the largest value of row r of x (the first
-	 * one on ties), written to host memory; returns once out is filled.  Lets
+	 * one on ties, NaN left out; minor 7: -1 when none is above -inf),
+	 * written to host memory; returns once out is filled.  Lets
 	 * greedy decoding skip copying whole logit rows out of the compute tier. */
 	int (*argmax)(void *ctx, void *stream, const struct fg_tensor *x, int32_t *out);
 

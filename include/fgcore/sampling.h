@@ -16,12 +16,15 @@
  *     logit (NaN left out) and S = fg_sample_scale(n); the largest gets 2^S,
  *     and ids outside fg_sample_in_window (below 2^-(S+2) of it) get 0;
  *  3. keep the first top_k ids of the order (all when off); sum = their weight;
- *     when sum is 0 (no finite logit) the token is the first of the order;
+ *     when sum is 0 the row has no logit above -inf (NaN counts as -inf):
+ *     it says nothing (an overflow upstream), and the token is -1;
  *  4. with top_p, keep the shortest prefix of those whose weight reaches
  *     fg_sample_top_p_target(sum, top_p); mass = its weight (else mass = sum);
  *  5. r = fg_sample_point(u, mass); the token is the first id of the kept
  *     prefix whose running weight exceeds r.
  * A row whose largest logit is +inf gives 2^S to each +inf and 0 to the rest.
+ * Greedy decoding (T <= 0) takes the first largest logit, NaN left out, and
+ * -1 as well for a row with nothing above -inf.
  * The weights themselves are monotone in l only up to rounding; nothing
  * relies on that. */
 #ifndef FGCORE_SAMPLING_H

@@ -449,7 +449,7 @@ __global__ void cb_argmax_kernel(const uint16_t *x, int64_t cols, int64_t ld, in
 		__syncthreads();
 	}
 	if (threadIdx.x == 0)
-		out[blockIdx.x] = best_i[0] == INT32_MAX ? 0 : best_i[0];
+		out[blockIdx.x] = best_i[0] == INT32_MAX || !(best_v[0] > -INFINITY) ? -1 : best_i[0];
 }
 
 extern "C" cudaError_t cublas_k_argmax(cudaStream_t s, int64_t rows, int64_t cols,

@@ -392,9 +392,10 @@ cs_sample_kernel(const uint16_t *x, int64_t n, int64_t ld, const struct cublas_s
 	__syncthreads();
 	kall = sm.kmin[0];
 	knum = sm.kmin[1];
-	if (greedy) { /* cublas_k_argmax's answer: the first largest, NaN skipped, else 0 */
+	if (greedy) { /* cublas_k_argmax's answer: the first largest, NaN skipped; -1 when none is above -inf */
 		if (threadIdx.x == 0)
-			out[blockIdx.x] = knum == ~0ull ? 0 : (int32_t)(uint32_t)knum;
+			out[blockIdx.x] = knum == ~0ull || !(cb_h2f(row[(uint32_t)knum]) > -INFINITY)
+						  ? -1 : (int32_t)(uint32_t)knum;
 		return;
 	}
 
@@ -442,9 +443,9 @@ cs_sample_kernel(const uint16_t *x, int64_t n, int64_t ld, const struct cublas_s
 		sum = cs_before(sm.w_hi, hk) + cs_before(sm.w_lo[0], b) +
 		      j * fg_sample_weight(sm.v_lo[0][b], rw.max, rw.T, rw.S);
 	}
-	if (sum == 0) { /* no finite logit among the kept: the first of the order */
+	if (sum == 0) { /* nothing above -inf: the row says nothing (fgcore/sampling.h) */
 		if (threadIdx.x == 0)
-			out[blockIdx.x] = (int32_t)(uint32_t)kall;
+			out[blockIdx.x] = -1;
 		return;
 	}
 
