@@ -7,6 +7,7 @@
  * only its rows of the matrix products: its KV cache is moved no more (the
  * engine's cache bytes are exactly those of the live rows, the rest counted
  * as skipped) and its attention is not computed.
+ * A batch of fewer requests than rows computes their rows only.
  * Every result equals the request run alone, and its tokens and
  * log-probabilities are bit-identical to those of the same batch in which no
  * row finishes early (nothing depends on the finished rows), with the cache
@@ -14,6 +15,7 @@
  * the host (cpu_cache_compute).
  * Needs FGCORE_TESTDATA (the trained opt-py-128x4): else exit 77 (skip). */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +88,61 @@ START_TEST(test_finished_batches_stop)
 	for (int r = 0; r < ROWS; r++) {
 		ck_assert_int_eq(res[r].n_tokens, maxtok[r]);
 		check_alone(e, &req[r], &res[r], r);
+		fg_result_clear(&res[r]);
+	}
+	fg_engine_close(e);
+	fg_config_free(c);
+}
+END_TEST
+
+/* A batch of fewer requests than rows computes its requests' rows only,
+ * from the prefill on: 3 requests in 3 GPU batches of 2 fill the first one
+ * and half the second; the third is left out. */
+START_TEST(test_partly_filled_batch)
+{
+	enum { N = 3, GEN = 4 };
+	struct fg_config *c;
+	struct fg_engine *e;
+	struct fg_request req[N];
+	struct fg_result res[N];
+	int32_t ids[N][PLEN];
+	char kv[4400];
+
+	ck_assert_int_eq(fg_config_new(&c), 0);
+	snprintf(kv, sizeof(kv), "model.path=%s/opt/opt-py-128x4", getenv("FGCORE_TESTDATA"));
+	ck_assert_int_eq(fg_config_set(c, kv, "test"), 0);
+	ck_assert_int_eq(fg_config_set(c, "policy.gpu_batch_size=2", "test"), 0);
+	ck_assert_int_eq(fg_config_set(c, "policy.num_gpu_batches=3", "test"), 0);
+	ck_assert_int_eq(fg_config_set(c, "tier.disk.dir=/var/tmp", "test"), 0);
+	ck_assert_int_eq(fg_config_set(c, policies[_i], "test"), 0);
+	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
+	memset(req, 0, sizeof(req));
+	for (int r = 0; r < N; r++) {
+		ids[r][0] = 8191;
+		for (int t = 1; t < PLEN; t++)
+			ids[r][t] = 300 + 41 * r + 7 * t;
+		req[r].prompt_ids = ids[r];
+		req[r].n_prompt_ids = PLEN;
+		req[r].max_new_tokens = GEN;
+		req[r].score_prompt = 1;
+	}
+	uint64_t before = fg_engine_positions(e);
+	ck_assert_msg(fg_generate(e, req, N, res) == 0, "%s", fg_last_error_text());
+	uint64_t got = fg_engine_positions(e) - before;
+	printf("%s: a batch of %d requests in %d rows: %llu positions computed (every row: %d)\n",
+	       policies[_i], N, ROWS, (unsigned long long)got, ROWS * (PLEN + GEN - 1));
+	ck_assert_uint_eq(got, (uint64_t)N * (PLEN + GEN - 1));
+	for (int r = 0; r < N; r++) {
+		struct fg_result alone;
+		ck_assert_int_eq(res[r].n_tokens, GEN);
+		ck_assert_msg(fg_generate(e, &req[r], 1, &alone) == 0, "%s", fg_last_error_text());
+		ck_assert_msg(!memcmp(alone.token_ids, res[r].token_ids, sizeof(int32_t) * GEN),
+			      "row %d: tokens differ from the request alone", r);
+		for (int t = 1; t < PLEN; t++)
+			ck_assert_msg(fabsf(alone.prompt_logprobs[t] - res[r].prompt_logprobs[t]) < 1e-4f,
+				      "row %d, prompt token %d: log-probability %g, alone %g", r, t,
+				      (double)res[r].prompt_logprobs[t], (double)alone.prompt_logprobs[t]);
+		fg_result_clear(&alone);
 		fg_result_clear(&res[r]);
 	}
 	fg_engine_close(e);
@@ -287,6 +344,7 @@ int main(void)
 	TCase *tc = tcase_create("live");
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_finished_batches_stop, 0, 2);
+	tcase_add_loop_test(tc, test_partly_filled_batch, 0, 2);
 	tcase_add_loop_test(tc, test_finished_rows_stop_costing, 0, NROW_POLICIES);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);

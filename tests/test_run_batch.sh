@@ -77,7 +77,7 @@ n=33
 run 1 $rb --input "$tmp/in.jsonl" --output "$tmp/ref.jsonl"
 [ "$(wc -l <"$tmp/ref.jsonl")" -eq $n ] || fail "one output line per input line"
 has_err "fgcore: run-batch: $n lines (0 kept from an earlier run, 2 failed) in "
-has_err "tokens/s; padding waste "
+has_err "tokens/s after the load; padding waste "
 has_err "2 of $n lines failed"
 [ ! -e "$tmp/ref.jsonl.journal" ] || fail "a finished job left its journal"
 # OpenAI's batch output line, every field deterministic

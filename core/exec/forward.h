@@ -103,6 +103,12 @@ const struct fg_forward_stats *fg_forward_stats(const struct fg_forward *f);
  * depend on the finished ones.  A pipeline of stages computes every row
  * (the other stages do not see the mask). */
 void fg_forward_set_live_rows(struct fg_forward *f, const unsigned char *row_live);
+/* The rows that hold a sequence: the following prefills compute only the
+ * first `rows` rows (a GPU batch after them is left out, as a finished one),
+ * and the others stay finished in the decode steps after; 0: every row.  A
+ * partly filled batch costs its sequences only.  A pipeline computes every
+ * row. */
+void fg_forward_set_filled_rows(struct fg_forward *f, int64_t rows);
 
 /* How the next steps choose `top` (rows = nb * bs entries each, host
  * memory, read at every step, so the caller refills draw before each): a row

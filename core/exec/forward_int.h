@@ -101,6 +101,8 @@ struct fg_forward {
 	struct fg_pipe_run *pipe;       /* a pipeline stage's transfers (NULL: one process) */
 	int64_t ngroups;                /* micro-batches: groups of GPU batches */
 	struct fg_row_mask mask;
+	int64_t filled;                 /* rows holding a sequence (fg_forward_set_filled_rows; 0: all) */
+	int prefill_masked;             /* this prefill leaves the rows after `filled` out */
 	const struct fg_row_sampling *sampling; /* top drawn by the backend (NULL: argmax) */
 	struct fg_step_ids in;
 	int graphing;                   /* the step's ops are being recorded as a graph */
@@ -117,11 +119,12 @@ static inline struct fg_tensor fg_view(void *addr, enum fg_dtype dt, int64_t row
 }
 
 /* Does this step leave finished rows out (fg_forward_set_live_rows)?  Decode
- * steps of one process only: prefill computes every row, and the other
- * stages of a pipeline do not see the mask, so a pipeline computes them all. */
+ * steps of one process, and a prefill of a partly filled batch
+ * (fg_forward_set_filled_rows); the other stages of a pipeline do not see
+ * the mask, so a pipeline computes them all. */
 static inline int fg_rows_masked(const struct fg_forward *f)
 {
-	return f->mask.row_live && f->step > 0 && !f->pipe;
+	return f->mask.row_live && (f->step > 0 || f->prefill_masked) && !f->pipe;
 }
 
 /* Is row s of GPU batch k left out of this step? */

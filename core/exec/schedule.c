@@ -502,6 +502,32 @@ static int check_ids(const struct fg_forward *f, const int32_t *ids, int64_t n)
 	return 0;
 }
 
+/* The row mask's arrays, every row live at first. */
+static int mask_alloc(struct fg_forward *f)
+{
+	int64_t rows = f->nb * f->bs;
+
+	if (f->mask.row_live)
+		return 0;
+	f->mask.row_live = malloc((size_t)(rows + f->nb));
+	f->mask.attn_pad = malloc(sizeof(int32_t) * (size_t)rows);
+	if (!f->mask.row_live || !f->mask.attn_pad) {
+		free(f->mask.row_live);
+		free(f->mask.attn_pad);
+		f->mask.row_live = NULL;
+		f->mask.attn_pad = NULL;
+		return -ENOMEM;
+	}
+	memset(f->mask.row_live, 1, (size_t)(rows + f->nb));
+	f->mask.live = f->mask.row_live + rows;
+	return 0;
+}
+
+void fg_forward_set_filled_rows(struct fg_forward *f, int64_t rows)
+{
+	f->filled = rows;
+}
+
 int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *pad,
 		       float *logits, int32_t *top)
 {
@@ -520,10 +546,23 @@ int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *
 	    (f->pipe && (rc = fg_pipe_step_command(f, pad, logits != NULL, top != NULL))))
 		return rc;
 	f->step = 0;
-	/* Every row is computed again, and so is live again. */
+	/* Every row is computed again, and so is live again, but for the rows
+	 * after the filled ones. */
 	if (f->mask.row_live)
 		memset(f->mask.row_live, 1, (size_t)(f->nb * f->bs + f->nb));
-	return step(f, ids, f->plen, logits, top);
+	if (f->filled > 0 && f->filled < f->nb * f->bs && !f->pipe && mask_alloc(f) == 0) {
+		for (int64_t r = 0; r < f->nb * f->bs; r++) {
+			f->mask.row_live[r] = r < f->filled;
+			f->mask.attn_pad[r] = r < f->filled ? f->gb[r / f->bs].pad[r % f->bs]
+							   : (int32_t)f->plen;
+		}
+		for (int64_t k = 0; k < f->nb; k++)
+			f->mask.live[k] = k * f->bs < f->filled;
+		f->prefill_masked = 1;
+	}
+	rc = step(f, ids, f->plen, logits, top);
+	f->prefill_masked = 0;
+	return rc;
 }
 
 int fg_forward_prefill_scored(struct fg_forward *f, const int32_t *ids, const int32_t *pad,
@@ -587,19 +626,8 @@ void fg_forward_set_live_rows(struct fg_forward *f, const unsigned char *row_liv
 {
 	int64_t rows = f->nb * f->bs;
 
-	if (!f->mask.row_live) {
-		f->mask.row_live = malloc((size_t)(rows + f->nb));
-		f->mask.attn_pad = malloc(sizeof(int32_t) * (size_t)rows);
-		if (!f->mask.row_live || !f->mask.attn_pad) {
-			free(f->mask.row_live);
-			free(f->mask.attn_pad);
-			f->mask.row_live = NULL;
-			f->mask.attn_pad = NULL;
-			return; /* without the mask every row computes: only slower */
-		}
-		memset(f->mask.row_live, 1, (size_t)rows);
-		f->mask.live = f->mask.row_live + rows;
-	}
+	if (mask_alloc(f))
+		return; /* without the mask every row computes: only slower */
 	memset(f->mask.live, 0, (size_t)f->nb);
 	for (int64_t r = 0; r < rows; r++) {
 		/* A finished row stays so: its cache was not kept up to date. */

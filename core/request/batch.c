@@ -397,6 +397,8 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 	logits = lr.addr;
 	if (on_device)
 		device_draws_fill(&dd, jobs, (int64_t)count);
+	/* A partly filled batch computes its requests' rows only. */
+	fg_forward_set_filled_rows(f, (int64_t)count);
 	if ((rc = sc.target ? fg_forward_prefill_scored(f, ids, pad, logits, top, &sc.p)
 			    : fg_forward_prefill(f, ids, pad, logits, top)))
 		goto out;
