@@ -35,21 +35,29 @@ struct fg_logprob_norm {
 static inline struct fg_logprob_norm fg_logprob_norm_of(const float *x, int64_t n)
 {
 	struct fg_logprob_norm s = { -INFINITY, NAN };
-	int64_t ninf = 0;
+	float m[8] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+		       -INFINITY, -INFINITY, -INFINITY, -INFINITY };
+	int64_t ninf = 0, i = 0;
 	double z = 0;
 
-	for (int64_t i = 0; i < n; i++) {
-		s.max = x[i] > s.max ? x[i] : s.max; /* false for NaN */
-		ninf += x[i] == INFINITY;
-	}
+	/* Eight running maxima, which a compiler keeps in one vector. */
+	for (; i + 8 <= n; i += 8)
+		for (int j = 0; j < 8; j++)
+			m[j] = x[i + j] > m[j] ? x[i + j] : m[j]; /* false for NaN */
+	for (; i < n; i++)
+		m[0] = x[i] > m[0] ? x[i] : m[0];
+	for (int j = 0; j < 8; j++)
+		s.max = m[j] > s.max ? m[j] : s.max;
 	if (s.max == INFINITY) {
+		for (i = 0; i < n; i++)
+			ninf += x[i] == INFINITY;
 		s.lse = log((double)ninf);
 		return s;
 	}
 	if (s.max == -INFINITY)
 		return s;
 	/* Terms in float (each at most 1), their sum in double. */
-	for (int64_t i = 0; i < n; i++)
+	for (i = 0; i < n; i++)
 		if (x[i] == x[i])
 			z += (double)expf(x[i] - s.max);
 	s.lse = (double)s.max + log(z);
@@ -83,8 +91,13 @@ static inline void fg_logprob_row_of(const float *x, int64_t n, int32_t target, 
 	*lp = fg_logprob_value(s, x[target]);
 	if (k > FG_LOGPROB_TOP_MAX)
 		k = FG_LOGPROB_TOP_MAX;
-	/* Insertion into the k smallest keys so far. */
+	/* Insertion into the k smallest keys so far.  Once k are held, a logit
+	 * not above the k-th's value (NaN, an equal one of a larger id) cannot
+	 * enter: one comparison for most of the row. */
+	float floor_v = -INFINITY;
 	for (int64_t i = 0; i < n && k > 0; i++) {
+		if (have == k && !(x[i] > floor_v))
+			continue;
 		uint64_t key = fg_sample_key(x[i], (int32_t)i);
 		int at;
 
@@ -96,6 +109,10 @@ static inline void fg_logprob_row_of(const float *x, int64_t n, int32_t target, 
 			at--;
 		}
 		best[at] = key;
+		if (have == k) { /* a NaN k-th counts as -inf */
+			floor_v = x[(uint32_t)best[k - 1]];
+			floor_v = floor_v == floor_v ? floor_v : -INFINITY;
+		}
 	}
 	for (int j = 0; j < k; j++) {
 		top_id[j] = j < have ? (int32_t)(uint32_t)best[j] : -1;
