@@ -79,13 +79,12 @@ float fg_logprob_value(struct fg_logprob_norm s, float l)
 	return (float)((double)l - s.lse); /* NaN when the row has no distribution */
 }
 
-/* One row whose normaliser s is known (fg_logprob_norm_of, or a faster
- * equal one): *lp = log p(target), and its top k (k <= FG_LOGPROB_TOP_MAX)
- * in top_id / top_lp. */
-static inline void fg_logprob_row_with(const float *x, int64_t n, struct fg_logprob_norm s,
-				       int32_t target, int k, float *lp, int32_t *top_id,
-				       float *top_lp)
+/* One row: *lp = log p(target), and its top k (k <= FG_LOGPROB_TOP_MAX) in
+ * top_id / top_lp. */
+static inline void fg_logprob_row_of(const float *x, int64_t n, int32_t target, int k, float *lp,
+				     int32_t *top_id, float *top_lp)
 {
+	struct fg_logprob_norm s = fg_logprob_norm_of(x, n);
 	uint64_t best[FG_LOGPROB_TOP_MAX];
 	int have = 0;
 
@@ -119,13 +118,6 @@ static inline void fg_logprob_row_with(const float *x, int64_t n, struct fg_logp
 		top_id[j] = j < have ? (int32_t)(uint32_t)best[j] : -1;
 		top_lp[j] = j < have ? fg_logprob_value(s, x[top_id[j]]) : -INFINITY;
 	}
-}
-
-/* One row: *lp = log p(target), and its top k in top_id / top_lp. */
-static inline void fg_logprob_row_of(const float *x, int64_t n, int32_t target, int k, float *lp,
-				     int32_t *top_id, float *top_lp)
-{
-	fg_logprob_row_with(x, n, fg_logprob_norm_of(x, n), target, k, lp, top_id, top_lp);
 }
 
 #endif
