@@ -337,14 +337,11 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 	double t0 = 0;
 	int rc;
 
-	/* One process keeps the policy's shape, the rows after the requests
-	 * left out (fg_forward_set_filled_rows), so that every batch reuses
-	 * the run in hand; a pipeline, whose stages compute every row, spreads
-	 * the requests over the fewest rows instead. */
-	if (e->dist)
-		bs = ((int64_t)count + nb - 1) / nb;
-	else
-		nb = e->policy.num_gpu_batches;
+	/* The fewest GPU batches, the requests spread evenly over them (a
+	 * row's numbers depend on its batch's shape: one process and a
+	 * pipeline shape a batch alike); the rows after the requests are left
+	 * out (fg_forward_set_filled_rows). */
+	bs = ((int64_t)count + nb - 1) / nb;
 	int64_t rows = bs * nb;
 	/* Each GPU batch keeps its rows (its padding), longest budget first. */
 	for (int64_t g = 0; g * bs < (int64_t)count; g++) {
