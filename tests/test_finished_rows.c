@@ -46,6 +46,26 @@ static void check_alone(struct fg_engine *e, const struct fg_request *req,
 	fg_result_clear(&alone);
 }
 
+/* The trained OPT in GPU batches of bs rows, nb of them, with up to three
+ * more settings (NULL-ended). */
+static void open_engine(struct fg_config **c, struct fg_engine **e, int bs, int nb,
+			const char *const set[3])
+{
+	char kv[4400];
+
+	ck_assert_int_eq(fg_config_new(c), 0);
+	snprintf(kv, sizeof(kv), "model.path=%s/opt/opt-py-128x4", getenv("FGCORE_TESTDATA"));
+	ck_assert_int_eq(fg_config_set(*c, kv, "test"), 0);
+	snprintf(kv, sizeof(kv), "policy.gpu_batch_size=%d", bs);
+	ck_assert_int_eq(fg_config_set(*c, kv, "test"), 0);
+	snprintf(kv, sizeof(kv), "policy.num_gpu_batches=%d", nb);
+	ck_assert_int_eq(fg_config_set(*c, kv, "test"), 0);
+	ck_assert_int_eq(fg_config_set(*c, "tier.disk.dir=/var/tmp", "test"), 0);
+	for (int i = 0; i < 3 && set[i]; i++)
+		ck_assert_int_eq(fg_config_set(*c, set[i], "test"), 0);
+	ck_assert_msg(fg_engine_open(*c, e) == 0, "%s", fg_last_error_text());
+}
+
 START_TEST(test_finished_batches_stop)
 {
 	static const int maxtok[ROWS] = { 2, 2, 9, 9, 5, 5 }; /* one length a GPU batch */
@@ -54,16 +74,8 @@ START_TEST(test_finished_batches_stop)
 	struct fg_request req[ROWS];
 	struct fg_result res[ROWS];
 	int32_t ids[ROWS][PLEN];
-	char kv[4400];
 
-	ck_assert_int_eq(fg_config_new(&c), 0);
-	snprintf(kv, sizeof(kv), "model.path=%s/opt/opt-py-128x4", getenv("FGCORE_TESTDATA"));
-	ck_assert_int_eq(fg_config_set(c, kv, "test"), 0);
-	ck_assert_int_eq(fg_config_set(c, "policy.gpu_batch_size=2", "test"), 0);
-	ck_assert_int_eq(fg_config_set(c, "policy.num_gpu_batches=3", "test"), 0);
-	ck_assert_int_eq(fg_config_set(c, "tier.disk.dir=/var/tmp", "test"), 0);
-	ck_assert_int_eq(fg_config_set(c, policies[_i], "test"), 0);
-	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
+	open_engine(&c, &e, BS, NB, (const char *const[3]){ policies[_i] });
 	memset(req, 0, sizeof(req));
 	for (int r = 0; r < ROWS; r++) {
 		ids[r][0] = 8191; /* bos; equal lengths keep the input order in the batch */
@@ -96,8 +108,8 @@ START_TEST(test_finished_batches_stop)
 END_TEST
 
 /* A batch of fewer requests than rows computes its requests' rows only,
- * from the prefill on: 3 requests in 3 GPU batches of 2 fill the first one
- * and half the second; the third is left out. */
+ * from the prefill on: 3 requests under GPU batches of 2 take two of them
+ * (the request layer uses the fewest), and the fourth row is left out. */
 START_TEST(test_partly_filled_batch)
 {
 	enum { N = 3, GEN = 4 };
@@ -106,16 +118,8 @@ START_TEST(test_partly_filled_batch)
 	struct fg_request req[N];
 	struct fg_result res[N];
 	int32_t ids[N][PLEN];
-	char kv[4400];
 
-	ck_assert_int_eq(fg_config_new(&c), 0);
-	snprintf(kv, sizeof(kv), "model.path=%s/opt/opt-py-128x4", getenv("FGCORE_TESTDATA"));
-	ck_assert_int_eq(fg_config_set(c, kv, "test"), 0);
-	ck_assert_int_eq(fg_config_set(c, "policy.gpu_batch_size=2", "test"), 0);
-	ck_assert_int_eq(fg_config_set(c, "policy.num_gpu_batches=3", "test"), 0);
-	ck_assert_int_eq(fg_config_set(c, "tier.disk.dir=/var/tmp", "test"), 0);
-	ck_assert_int_eq(fg_config_set(c, policies[_i], "test"), 0);
-	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
+	open_engine(&c, &e, BS, NB, (const char *const[3]){ policies[_i] });
 	memset(req, 0, sizeof(req));
 	for (int r = 0; r < N; r++) {
 		ids[r][0] = 8191;
@@ -129,8 +133,8 @@ START_TEST(test_partly_filled_batch)
 	uint64_t before = fg_engine_positions(e);
 	ck_assert_msg(fg_generate(e, req, N, res) == 0, "%s", fg_last_error_text());
 	uint64_t got = fg_engine_positions(e) - before;
-	printf("%s: a batch of %d requests in %d rows: %llu positions computed (every row: %d)\n",
-	       policies[_i], N, ROWS, (unsigned long long)got, ROWS * (PLEN + GEN - 1));
+	printf("%s: a batch of %d requests in 2 x %d rows: %llu positions computed (every row: %d)\n",
+	       policies[_i], N, BS, (unsigned long long)got, 2 * BS * (PLEN + GEN - 1));
 	ck_assert_uint_eq(got, (uint64_t)N * (PLEN + GEN - 1));
 	for (int r = 0; r < N; r++) {
 		struct fg_result alone;
@@ -166,21 +170,6 @@ static const char *const row_policies[][3] = {
 #define RROWS (RBS * RNB)
 #define RMAX 9
 #define RPLEN (RROWS + 3) /* row r's prompt: r + 4 tokens */
-
-static void open_engine(struct fg_config **c, struct fg_engine **e, const char *const set[3])
-{
-	char kv[4400];
-
-	ck_assert_int_eq(fg_config_new(c), 0);
-	snprintf(kv, sizeof(kv), "model.path=%s/opt/opt-py-128x4", getenv("FGCORE_TESTDATA"));
-	ck_assert_int_eq(fg_config_set(*c, kv, "test"), 0);
-	ck_assert_int_eq(fg_config_set(*c, "policy.gpu_batch_size=4", "test"), 0);
-	ck_assert_int_eq(fg_config_set(*c, "policy.num_gpu_batches=2", "test"), 0);
-	ck_assert_int_eq(fg_config_set(*c, "tier.disk.dir=/var/tmp", "test"), 0);
-	for (int i = 0; i < 3 && set[i]; i++)
-		ck_assert_int_eq(fg_config_set(*c, set[i], "test"), 0);
-	ck_assert_msg(fg_engine_open(*c, e) == 0, "%s", fg_last_error_text());
-}
 
 /* What the engine should count for one batch of RROWS requests of
  * plen-token prompts with budgets maxtok[r] that generated m[r] tokens each:
@@ -262,7 +251,7 @@ START_TEST(test_finished_rows_stop_costing)
 	int32_t ids[RROWS][RPLEN], stop;
 	int m[RROWS];
 
-	open_engine(&c, &e, row_policies[_i]);
+	open_engine(&c, &e, RBS, RNB, row_policies[_i]);
 	memset(req, 0, sizeof(req));
 	for (int r = 0; r < RROWS; r++) {
 		/* prompt lengths grow with r: the batch keeps the input order */

@@ -36,8 +36,6 @@ static double project(const double *cost, int64_t steps, int64_t gen_len)
 	return sum + mean * (double)(gen_len - 1 - warm);
 }
 
-/* One generation of `gen` tokens (of which `run` are computed) after `plen`
- * synthetic prompt tokens. */
 /* Rows whose logits said nothing (argmax -1) get an ordinary id, so the
  * next step can run; how many. */
 static int64_t feedable(int32_t *next, int64_t rows)
@@ -52,6 +50,8 @@ static int64_t feedable(int32_t *next, int64_t rows)
 	return n;
 }
 
+/* One generation of `gen` tokens (of which `run` are computed) after `plen`
+ * synthetic prompt tokens. */
 static int bench_once(struct fg_engine *e, int64_t plen, int64_t gen, int64_t run,
 		      int device_timing, struct fg_bench_result *r)
 {

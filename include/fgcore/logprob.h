@@ -35,20 +35,12 @@ struct fg_logprob_norm {
 static inline struct fg_logprob_norm fg_logprob_norm_of(const float *x, int64_t n)
 {
 	struct fg_logprob_norm s = { -INFINITY, NAN };
-	float m[8] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY,
-		       -INFINITY, -INFINITY, -INFINITY, -INFINITY };
-	int64_t ninf = 0, i = 0;
+	int64_t ninf = 0, i;
 	double z = 0;
 
-	/* Eight running maxima, which a compiler keeps in one vector. */
-	for (; i + 8 <= n; i += 8)
-		for (int j = 0; j < 8; j++)
-			m[j] = x[i + j] > m[j] ? x[i + j] : m[j]; /* false for NaN */
-	for (; i < n; i++)
-		m[0] = x[i] > m[0] ? x[i] : m[0];
-	for (int j = 0; j < 8; j++)
-		s.max = m[j] > s.max ? m[j] : s.max;
-	if (s.max == INFINITY) {
+	for (i = 0; i < n; i++)
+		s.max = x[i] > s.max ? x[i] : s.max; /* false for NaN */
+	if (s.max == INFINITY) { /* rare: the +inf are counted only then */
 		for (i = 0; i < n; i++)
 			ninf += x[i] == INFINITY;
 		s.lse = log((double)ninf);
