@@ -1453,10 +1453,14 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		uint64_t computed = now.positions - r.st0.positions;
 		uint64_t dead = now.dead_positions - r.st0.dead_positions;
 		uint64_t useful = now.useful_positions - r.st0.useful_positions;
+		uint64_t shared = now.shared_positions - r.st0.shared_positions;
 		uint64_t gen = now.generated_tokens - r.st0.generated_tokens;
 		uint64_t prompt = now.prompt_tokens - r.st0.prompt_tokens;
 		double per = computed ? 100.0 / (double)computed : 0.0;
-		char rate[128];
+		char rate[128], saved[96] = "";
+		if (shared)
+			snprintf(saved, sizeof(saved), "; shared prompt prefixes saved %llu positions",
+				 (unsigned long long)shared);
 		/* A scoring job generates nothing: its rate is prompt tokens scored. */
 		if (gen || !prompt)
 			snprintf(rate, sizeof(rate), "%llu tokens generated, %.1f tokens/s",
@@ -1464,11 +1468,11 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		else
 			snprintf(rate, sizeof(rate), "%llu prompt tokens scored, %.1f prompt tokens/s",
 				 (unsigned long long)prompt, run_s > 0 ? (double)prompt / run_s : 0.0);
-		fprintf(stderr, "fgcore: run-batch: %zu lines (%zu kept from an earlier run, %zu failed) in %.1f s (%.1f s loading the model): %s after the load; padding waste %.1f%% and finished rows %.1f%% (costing only their matrix-product rows) of %llu computed positions in %llu batches; peak memory %ld MiB\n",
+		fprintf(stderr, "fgcore: run-batch: %zu lines (%zu kept from an earlier run, %zu failed) in %.1f s (%.1f s loading the model): %s after the load; padding waste %.1f%% and finished rows %.1f%% (costing only their matrix-product rows) of %llu computed positions in %llu batches%s; peak memory %ld MiB\n",
 			written, r.kept, r.failed, wall, load, rate,
-			per * (double)(computed - useful - dead), per * (double)dead,
+			per * (double)(computed + shared - useful - dead), per * (double)dead,
 			(unsigned long long)computed,
-			(unsigned long long)(now.batches - r.st0.batches), peak_mib());
+			(unsigned long long)(now.batches - r.st0.batches), saved, peak_mib());
 		if (fg_cli_verbosity > 0)
 			fprintf(stderr, "fgcore: run-batch: %llu runs (plans and buffers) made for %llu batches, %.3f s making and freeing them\n",
 				(unsigned long long)(now.runs - r.st0.runs),

@@ -104,6 +104,14 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	    "their log-probabilities and most likely ids leave the compute tier.  Less "
 	    "(down to one row per sequence of a GPU batch) when the tier has no room."),
 
+	KEY_INT("policy", "share_prefix", "0", 0, 1048576,
+		"Shared prompt prefixes: a batch's prompts that begin like its GPU batch's "
+		"longest one, for at least this many tokens, take that beginning's KV cache "
+		"from it instead of computing it again (a multiple-choice question's choices, "
+		"a few-shot header, one instruction); requests waiting together are ordered "
+		"so that such prompts share batches.  Results agree with each prompt computed "
+		"alone to rounding (a 4-bit cache: to its quantization).  0: off."),
+
 	KEY_INT("bench", "prompt_len", "512", 1, 1048576, "Tokens of each synthetic prompt."),
 	KEY_INT("bench", "gen_len", "32", 1, 1048576, "Tokens generated for each prompt."),
 	KEY_INT("bench", "cut_gen_len", "0", 0, 1048576,

@@ -394,7 +394,8 @@ int fg_engine_info(const struct fg_engine *e, struct fg_model_info *out)
 void fg_engine_stats(const struct fg_engine *e, struct fg_run_stats *out)
 {
 	*out = e->stats;
-	out->padding_positions = out->positions - out->useful_positions - out->dead_positions;
+	out->padding_positions = out->positions + out->shared_positions - out->useful_positions -
+				 out->dead_positions;
 	for (int r = 0; r < FG_ROLES; r++)
 		out->peak_bytes[fg_public_tier(r)] = e->tier[r] ? e->tier[r]->peak : 0;
 }

@@ -310,6 +310,7 @@ int fg_forward_reuse(struct fg_forward *f, int64_t nb, int64_t bs, int64_t promp
 	f->step = 0;
 	f->sampling = NULL;
 	f->tok_scores = NULL;
+	f->share = NULL;
 	return workspace_views(f);
 }
 
@@ -350,6 +351,7 @@ void fg_forward_free(struct fg_forward *f)
 	free(f->mask.row_live); /* f->mask.live included */
 	free(f->in.seen);
 	free(f->mask.attn_pad);
+	free(f->chunk_pad);
 	free_on(f, FG_ROLE_HOST, &f->hstage);
 	free_on(f, FG_ROLE_HOST, &f->out.scratch);
 	for (int64_t b = 0; f->gb && b < f->nb; b++) {

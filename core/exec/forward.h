@@ -33,6 +33,8 @@ struct fg_forward_stats {
 	uint64_t loaded[FG_ROLES], stored[FG_ROLES]; /* bytes moved from / to each role's tier */
 	double disk_busy_s;      /* some disk request in flight (until reaped) */
 	uint64_t graph_steps;    /* decode steps launched as graphs (compute ABI 1.5) */
+	uint64_t shared_positions; /* prompt positions not computed: their K/V cache was
+				    * taken from a GPU batch mate (fg_forward_set_shared_prefix) */
 	/* With device_timing: the compute stream's time by phase (devtime.h:
 	 * compute, wait weights, cache, activations, host attention, logits). */
 	double dev_s[6];
@@ -109,6 +111,23 @@ void fg_forward_set_live_rows(struct fg_forward *f, const unsigned char *row_liv
  * partly filled batch costs its sequences only.  A pipeline computes every
  * row. */
 void fg_forward_set_filled_rows(struct fg_forward *f, int64_t rows);
+
+/* Shared prompt prefixes, for the next prefill only (NULL: none).  Rows
+ * whose prompts begin alike compute that beginning once: the prefill runs in
+ * two steps, columns [0, split) for the rows with src[r] == r only, then
+ * columns [split, prompt_len) for every row, after each row r with src[r] !=
+ * r and pad[r] < split has taken the K/V cache of its columns [pad[r],
+ * split) from row src[r] of its GPU batch.  There the tokens must be the
+ * same from each row's pad on, one past split - pad[r] (so that the scores
+ * of the shared positions are the source's too); pad[src[r]] <= pad[r] and
+ * src[src[r]] == src[r]; 0 < split < prompt_len.  The prefill refuses a
+ * sharing that breaks these.  A pipeline of stages computes the prefill in
+ * one step, as without sharing. */
+struct fg_prefix_share {
+	int64_t split;
+	const int32_t *src; /* nb * bs entries */
+};
+void fg_forward_set_shared_prefix(struct fg_forward *f, const struct fg_prefix_share *s);
 
 /* How the next steps choose `top` (rows = nb * bs entries each, host
  * memory, read at every step, so the caller refills draw before each): a row

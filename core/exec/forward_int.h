@@ -110,6 +110,9 @@ struct fg_forward {
 	const struct fg_prompt_scores *score;  /* set during a scored prefill */
 	struct fg_score_buf sbuf;
 	const struct fg_token_scores *tok_scores; /* next tokens' log-probabilities */
+	const struct fg_prefix_share *share; /* the next prefill's shared prefixes */
+	int sharing;                    /* this step takes shared prefixes' cache (prefix.c) */
+	int32_t *chunk_pad;             /* bs pads of one query position (fg_attend_chunk) */
 	struct fg_forward_stats stats;
 };
 
@@ -156,6 +159,15 @@ static inline int64_t fg_rows_computed(const struct fg_forward *f, int64_t k)
 	return n;
 }
 
+/* schedule.c: one step of n tokens a row from column f->step on. */
+int fg_step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logits, int32_t *top);
+/* The row mask's arrays (every row live at first); -ENOMEM. */
+int fg_mask_alloc(struct fg_forward *f);
+
+/* prefix.c: a prefill in two steps, f->share's rows taking their shared
+ * prefix's cache from a batch mate. */
+int fg_prefill_shared(struct fg_forward *f, const int32_t *ids, float *logits, int32_t *top);
+
 /* weight_slots.c */
 int fg_unit_weights_load(struct fg_forward *f, int64_t u, int slot);
 /* The block's tensors as compute-tier views in weight slot `slot`. */
@@ -173,6 +185,16 @@ int fg_kv_move(struct fg_forward *f, struct fg_xfer *x, int load, int64_t b, int
 /* The pads the attention of the item being computed sees: x->pad, with a
  * finished row's at len (it attends to no position: zeros). */
 const int32_t *fg_kv_attend_pad(const struct fg_forward *f, const struct fg_block_ctx *x);
+/* Attention of n new tokens a row over the cache (a decode step's when n
+ * is 1): d is the decode op's arguments for the last token (len, pad) with
+ * q and out holding batch * n rows; query i of a row sees up to column
+ * len - n + i.  One decode op per token. */
+int fg_attend_chunk(struct fg_forward *f, struct fg_backend *be, void *stream, int64_t layer,
+		    const char *what, const struct fg_attention_args *d, int64_t n);
+/* Shared prefixes: the first `rows` rows of GPU batch kb that take their
+ * cache from a batch mate (f->share) get it, layer l, before the step's
+ * appends, wherever either row's cache is this step. */
+int fg_kv_share(struct fg_forward *f, int64_t kb, int64_t l, int64_t rows);
 /* The bodies' `attend`. */
 int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 		 struct fg_tensor v, struct fg_tensor out);

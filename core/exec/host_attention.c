@@ -83,11 +83,11 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 	if (f->step > 0) {
 		struct fg_attention_args at = {
 			.q = hq, .k = kc, .v = vc, .out = ho, .batch = cnt, .seq = 1,
-			.len = f->step + 1, .cache_stride = f->total, .heads = c->heads,
+			.len = f->step + n, .cache_stride = f->total, .heads = c->heads,
 			.head_dim = c->head_dim, .scale = 1.0f / sqrtf((float)c->head_dim),
 			.pad = fg_kv_attend_pad(f, x) + first, .kv_heads = c->kv_heads,
 		};
-		if ((rc = fg_backend_attention_decode(f->hb, hstream, l, "host attention", &at)))
+		if ((rc = fg_attend_chunk(f, f->hb, hstream, l, "host attention", &at, n)))
 			return rc;
 		if (f->mv.device &&
 		    (rc = fg_backend_copy(f->be, f->stream, fg_rows(out, first * n, cnt * n).data,

@@ -11,7 +11,9 @@
  * and attends to no position; its K/V rows are still appended with its
  * batch's (one call for the group: a 4-bit cache cannot be viewed by
  * sequence), which costs what its matrix-product rows cost, not its length. */
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include <fgcore/q4.h>
 #include "core/exec/forward_int.h"
@@ -97,6 +99,88 @@ int fg_kv_move(struct fg_forward *f, struct fg_xfer *x, int load, int64_t b, int
 	return 0;
 }
 
+/* Where row s of GPU batch kb has its layer-l cache this step: the memory
+ * (compute tier, or host memory for a delegated host row), how many
+ * sequences it holds, which of them is s. */
+static void *fg_kv_where(const struct fg_forward *f, int64_t kb, int64_t l, int64_t s,
+			 int64_t *nseq, int64_t *idx)
+{
+	const struct fg_plan *p = &f->plan;
+	int64_t cc = p->ccount[FG_ROLE_COMPUTE], h0 = p->cfirst[FG_ROLE_HOST];
+
+	if (s < cc) {
+		*nseq = cc, *idx = s;
+		return f->gb[kb].cache[FG_ROLE_COMPUTE][l].addr;
+	}
+	if (p->delegate && s >= h0 && s < h0 + p->ccount[FG_ROLE_HOST]) {
+		*nseq = p->ccount[FG_ROLE_HOST], *idx = s - h0;
+		return f->gb[kb].cache[FG_ROLE_HOST][l].addr;
+	}
+	*nseq = p->n_off, *idx = s - (p->delegate ? p->cfirst[FG_ROLE_DISK] : cc);
+	return f->cslot[f->cur_slot].addr;
+}
+
+int fg_kv_share(struct fg_forward *f, int64_t kb, int64_t l, int64_t rows)
+{
+	const struct fg_prefix_share *sh = f->share;
+	const int32_t *pad = f->gb[kb].pad;
+	int rc;
+
+	for (int64_t s = 0; s < rows; s++) {
+		int64_t r = kb * f->bs + s, from = sh->src[r] - kb * f->bs;
+		if (from == s || pad[s] >= sh->split)
+			continue;
+		int64_t dn, di, sn, si;
+		char *dst = fg_kv_where(f, kb, l, s, &dn, &di);
+		const char *src = fg_kv_where(f, kb, l, from, &sn, &si);
+		for (int kv = 0; kv < 2; kv++) {
+			uint64_t doff[2], soff[2], len[2];
+			int n = fg_kv_ranges(f, dn, di, pad[s], sh->split - pad[s], doff, len);
+			fg_kv_ranges(f, sn, si, pad[from], sh->split - pad[s], soff, len);
+			for (int c = 0; c < n; c++)
+				if ((rc = fg_backend_copy(f->be, f->stream,
+							  dst + doff[c] + (kv ? fg_kv_bytes(f, dn) : 0),
+							  src + soff[c] + (kv ? fg_kv_bytes(f, sn) : 0),
+							  len[c])))
+					return rc;
+		}
+	}
+	return 0;
+}
+
+/* Row i of every n of t, from row `first`: query position i of each row. */
+static struct fg_tensor fg_rows_every(struct fg_tensor t, int64_t i, int64_t n)
+{
+	t.data = (char *)t.data + (size_t)(i * t.ld) * fg_dtype_size(t.dtype);
+	t.rows /= n;
+	t.ld *= n;
+	return t;
+}
+
+int fg_attend_chunk(struct fg_forward *f, struct fg_backend *be, void *stream, int64_t layer,
+		    const char *what, const struct fg_attention_args *d, int64_t n)
+{
+	int rc;
+
+	if (n == 1)
+		return fg_backend_attention_decode(be, stream, layer, what, d);
+	if (!f->chunk_pad && !(f->chunk_pad = malloc(sizeof(int32_t) * (size_t)f->bs)))
+		return -ENOMEM;
+	for (int64_t i = 0; i < n; i++) {
+		struct fg_attention_args a = *d;
+		a.q = fg_rows_every(d->q, i, n);
+		a.out = fg_rows_every(d->out, i, n);
+		a.len = d->len - n + 1 + i;
+		/* a row still in its padding at this column attends to nothing */
+		for (int64_t b = 0; b < d->batch; b++)
+			f->chunk_pad[b] = d->pad[b] < a.len ? d->pad[b] : (int32_t)a.len;
+		a.pad = f->chunk_pad;
+		if ((rc = fg_backend_attention_decode(be, stream, layer, what, &a)))
+			return rc;
+	}
+	return 0;
+}
+
 const int32_t *fg_kv_attend_pad(const struct fg_forward *f, const struct fg_block_ctx *x)
 {
 	return fg_rows_masked(f) ? f->mask.attn_pad + f->cur_k * f->bs : x->pad;
@@ -135,6 +219,8 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 		{ p->delegate ? p->cfirst[FG_ROLE_DISK] : cc,
 		  p->delegate ? p->ccount[FG_ROLE_DISK] : p->n_off, f->cslot[cs].addr, p->n_off },
 	};
+	if (f->sharing && (rc = fg_kv_share(f, kb, l, x->bs)))
+		return rc;
 	for (int gi = 0; gi < 2; gi++) {
 		/* only the rows computed (x->bs: up to the last live one) */
 		int64_t s0 = grp[gi].first, m = fg_rows_within(s0, grp[gi].cnt, x->bs);
@@ -148,10 +234,12 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 			return rc;
 		if (f->step > 0) {
 			struct fg_attention_args d = at;
-			d.q = fg_rows(q, s0, m), d.k = kc, d.v = vc, d.out = fg_rows(out, s0, m);
+			d.q = fg_rows(q, s0 * n, m * n), d.k = kc, d.v = vc;
+			d.out = fg_rows(out, s0 * n, m * n);
 			d.batch = m;
+			d.seq = 1;
 			d.pad = pad + s0;
-			if ((rc = fg_backend_attention_decode(x->be, x->stream, l, "attention", &d)))
+			if ((rc = fg_attend_chunk(f, x->be, x->stream, l, "attention", &d, n)))
 				return rc;
 		}
 	}

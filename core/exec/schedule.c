@@ -266,8 +266,11 @@ static int run_item(struct fg_forward *f, const struct item *it, const int32_t *
 	/* Store what this item produced: new cache rows of slot-held sequences, activations. */
 	if (n_off && attn) {
 		/* (the slot's previous store was waited for before the compute) */
+		/* (a step that took shared prefixes changed the columns before it) */
+		int64_t r0 = f->sharing ? 0 : f->step;
 		if ((rc = fg_xfer_reset(&f->cstore[cs], "KV cache store")) ||
-		    (rc = fg_kv_move(f, &f->cstore[cs], 0, it->k, unit_layer(f, it->u), cs, f->step, n)))
+		    (rc = fg_kv_move(f, &f->cstore[cs], 0, it->k, unit_layer(f, it->u), cs, r0,
+				     f->step + n - r0)))
 			return rc;
 		if (!f->env.policy.overlap) {
 			t0 = fg_now();
@@ -390,7 +393,7 @@ static struct item next_item(const struct fg_forward *f, int64_t gi, const struc
 /* One step: for each micro-batch (one, without a pipeline), for each unit,
  * for each of its GPU batches.  A run of one unit over one micro-batch
  * reads the unit's weights once; runs alternate between the weight slots. */
-static int step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logits, int32_t *top)
+int fg_step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logits, int32_t *top)
 {
 	int overlap = f->env.policy.overlap;
 	int stages = f->plan.wslot > 0; /* some unit's weights are staged into a slot */
@@ -502,8 +505,7 @@ static int check_ids(const struct fg_forward *f, const int32_t *ids, int64_t n)
 	return 0;
 }
 
-/* The row mask's arrays, every row live at first. */
-static int mask_alloc(struct fg_forward *f)
+int fg_mask_alloc(struct fg_forward *f)
 {
 	int64_t rows = f->nb * f->bs;
 
@@ -550,7 +552,7 @@ int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *
 	 * after the filled ones. */
 	if (f->mask.row_live)
 		memset(f->mask.row_live, 1, (size_t)(f->nb * f->bs + f->nb));
-	if (f->filled > 0 && f->filled < f->nb * f->bs && !f->pipe && mask_alloc(f) == 0) {
+	if (f->filled > 0 && f->filled < f->nb * f->bs && !f->pipe && fg_mask_alloc(f) == 0) {
 		for (int64_t r = 0; r < f->nb * f->bs; r++) {
 			f->mask.row_live[r] = r < f->filled;
 			f->mask.attn_pad[r] = r < f->filled ? f->gb[r / f->bs].pad[r % f->bs]
@@ -560,7 +562,11 @@ int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *
 			f->mask.live[k] = k * f->bs < f->filled;
 		f->prefill_masked = 1;
 	}
-	rc = step(f, ids, f->plen, logits, top);
+	if (f->share && !f->pipe)
+		rc = fg_prefill_shared(f, ids, logits, top);
+	else
+		rc = fg_step(f, ids, f->plen, logits, top);
+	f->share = NULL;
 	f->prefill_masked = 0;
 	return rc;
 }
@@ -601,7 +607,7 @@ int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, i
 	for (int64_t r = 0; f->mask.row_live && r < f->nb * f->bs; r++)
 		f->mask.attn_pad[r] = f->mask.row_live[r] ? f->gb[r / f->bs].pad[r % f->bs]
 						: (int32_t)(f->step + 1);
-	return step(f, ids, 1, logits, top);
+	return fg_step(f, ids, 1, logits, top);
 }
 
 int fg_forward_set_token_scores(struct fg_forward *f, const struct fg_token_scores *s)
@@ -626,7 +632,7 @@ void fg_forward_set_live_rows(struct fg_forward *f, const unsigned char *row_liv
 {
 	int64_t rows = f->nb * f->bs;
 
-	if (mask_alloc(f))
+	if (fg_mask_alloc(f))
 		return; /* without the mask every row computes: only slower */
 	memset(f->mask.live, 0, (size_t)f->nb);
 	for (int64_t r = 0; r < rows; r++) {

@@ -28,6 +28,7 @@ struct fg_policy {
 	int compress_weight, compress_cache;
 	int exact;              /* placement = exact: split tensors by rows */
 	uint64_t score_chunk;   /* bytes of compute tier for scored positions' logits */
+	int64_t share_prefix;   /* shortest prompt prefix worth sharing (0: off) */
 };
 
 /* Read and check [policy] (percent pairs summing to at most 100, ...). */

@@ -254,6 +254,51 @@ static int by_budget_desc(const void *a, const void *b)
 	return (x->index > y->index) - (x->index < y->index);
 }
 
+/* With shared prefixes, the longest prompt first: it is the GPU batch's
+ * source, the others may share only its beginning, and the first step of
+ * the prefill computes the rows up to it.  Then the longest budget. */
+static int by_len_budget_desc(const void *a, const void *b)
+{
+	const struct fg_job *x = *(struct fg_job *const *)a, *y = *(struct fg_job *const *)b;
+	if (x->n_prompt != y->n_prompt)
+		return x->n_prompt > y->n_prompt ? -1 : 1;
+	return by_budget_desc(a, b);
+}
+
+/* Shared prefixes ([policy] share_prefix): in each GPU batch, the rows whose
+ * prompts begin like its longest one (its source) for at least `least`
+ * tokens take that beginning's cache from it.  One split column serves the
+ * whole batch: the one that saves the most positions, each sharing row
+ * taking columns [pad, split), one short of its common tokens (the token
+ * after the shared ones is scored from the shared logits).  0: none worth
+ * it, src untouched. */
+static int64_t plan_sharing(struct fg_job **jobs, int64_t count, int64_t bs, const int32_t *pad,
+			    int64_t least, int32_t *src, int64_t *end)
+{
+	int64_t best = 0, best_gain = 0;
+
+	for (int64_t r = 0; r < count; r++) {
+		int64_t s = r - r % bs; /* the longest prompt of its GPU batch comes first */
+		const struct fg_job *a = jobs[r], *b = jobs[s];
+		size_t common = 0, most = a->n_prompt < b->n_prompt ? a->n_prompt : b->n_prompt;
+		while (common < most && a->prompt[common] == b->prompt[common])
+			common++;
+		end[r] = r == s || pad[s] > pad[r] || common < 2 ? 0 : pad[r] + (int64_t)common - 1;
+	}
+	for (int64_t c = 0; c < count; c++) {
+		int64_t split = end[c], gain = 0;
+		for (int64_t r = 0; split && r < count; r++)
+			if (end[r] >= split && split - pad[r] >= least)
+				gain += split - pad[r];
+		if (gain > best_gain || (gain == best_gain && gain && split < best))
+			best = split, best_gain = gain;
+	}
+	for (int64_t r = 0; best && r < count; r++)
+		if (end[r] >= best && best - pad[r] >= least)
+			src[r] = (int32_t)(r - r % bs);
+	return best;
+}
+
 /* The run for a batch of nb x bs rows, plen prompt tokens and glen new
  * ones: the one in hand when it fits, else a new one, sized to the hint
  * (the larger batches of this shape still to come) when that fits the
@@ -307,6 +352,7 @@ static void count_stats(struct fg_engine *e, const struct fg_forward_stats *a,
 
 	s->positions += b->positions - a->positions;
 	s->dead_positions += b->dead_positions - a->dead_positions;
+	s->shared_positions += b->shared_positions - a->shared_positions;
 	s->weight_bytes += b->weight_bytes - a->weight_bytes;
 	s->cache_bytes += b->cache_bytes - a->cache_bytes;
 	s->hidden_bytes += b->hidden_bytes - a->hidden_bytes;
@@ -343,10 +389,15 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 	 * out (fg_forward_set_filled_rows). */
 	bs = ((int64_t)count + nb - 1) / nb;
 	int64_t rows = bs * nb;
+	/* A pipeline's stages compute a prefill in one step. */
+	int64_t share = e->dist ? 0 : e->policy.share_prefix;
+	struct fg_prefix_share sh = { 0 };
+	int32_t *src = NULL;
+	int64_t *end = NULL;
 	/* Each GPU batch keeps its rows (its padding), longest budget first. */
 	for (int64_t g = 0; g * bs < (int64_t)count; g++) {
 		size_t a = (size_t)(g * bs), n = count - a < (size_t)bs ? count - a : (size_t)bs;
-		qsort(jobs + a, n, sizeof(*jobs), by_budget_desc);
+		qsort(jobs + a, n, sizeof(*jobs), share ? by_len_budget_desc : by_budget_desc);
 	}
 
 	for (size_t i = 0; i < count; i++) {
@@ -377,10 +428,25 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 		for (int64_t i = 0; i < plen; i++)
 			ids[r * plen + i] = i < pad[r] ? c->pad_id : p[i - pad[r]];
 	}
+	if (share) {
+		src = malloc(sizeof(int32_t) * (size_t)rows);
+		end = malloc(sizeof(int64_t) * (size_t)rows);
+		if (!src || !end) {
+			FG_ERR("out of memory for a batch of %lld rows", (long long)rows);
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (int64_t r = 0; r < rows; r++)
+			src[r] = (int32_t)r;
+		sh.src = src;
+		sh.split = plan_sharing(jobs, (int64_t)count, bs, pad, share, src, end);
+	}
 	if ((rc = batch_scores_new(&sc, jobs, count, rows, plen, ids, pad)) ||
 	    (rc = batch_forward(e, run, nb, bs, plen, glen)))
 		goto out;
 	f = run->f;
+	if (sh.split)
+		fg_forward_set_shared_prefix(f, &sh);
 	before = *fg_forward_stats(f);
 	t0 = fg_now();
 	/* New tokens' log-probabilities are taken where the logits are when the
@@ -465,6 +531,8 @@ out:
 	free(row_live);
 	for (int t = 0; t < FG_FANOUT_MAX; t++)
 		fg_sampler_free(smp[t]);
+	free(src);
+	free(end);
 	free(ids);
 	free(pad);
 	free(next);

@@ -42,6 +42,22 @@ static int by_bucket(const void *a, const void *b)
 	return (x->index > y->index) - (x->index < y->index);
 }
 
+/* With shared prefixes: buckets, budgets, then the prompts' tokens in
+ * order (a walk of their trie), so that prompts beginning alike share
+ * batches; a prompt before those it begins. */
+static int by_bucket_tokens(const void *a, const void *b)
+{
+	const struct fg_job *x = *(struct fg_job *const *)a, *y = *(struct fg_job *const *)b;
+	unsigned cx = length_class(x->n_prompt), cy = length_class(y->n_prompt);
+
+	if (cx != cy || x->req->max_new_tokens != y->req->max_new_tokens)
+		return by_bucket(a, b);
+	for (size_t i = 0; i < x->n_prompt && i < y->n_prompt; i++)
+		if (x->prompt[i] != y->prompt[i])
+			return x->prompt[i] < y->prompt[i] ? -1 : 1;
+	return by_bucket(a, b);
+}
+
 struct runner {
 	struct fg_engine *e;
 	const struct fg_run_opts *o;
@@ -208,7 +224,8 @@ static long run_requests(struct fg_engine *e, const struct fg_request *reqs, siz
 	for (size_t i = 0; i < n; i++)
 		r.prog.requests += !reqs[i].known;
 	if (!o->input_order)
-		qsort(order, live, sizeof(*order), by_bucket);
+		qsort(order, live, sizeof(*order),
+		      e->policy.share_prefix && !e->dist ? by_bucket_tokens : by_bucket);
 	/* The largest prompt and budget from each batch on: a run made for a
 	 * batch is sized for those still to come, when they fit. */
 	for (size_t i = live; i-- > 0;) {

@@ -101,7 +101,11 @@ struct fg_run_stats {
 	uint64_t positions;          /* computed */
 	uint64_t useful_positions;   /* of them, the requests' own prompt and completion tokens */
 	uint64_t dead_positions;     /* of them, finished rows waiting for their GPU batch mates */
-	uint64_t padding_positions;  /* positions - useful - dead: padding, rows beyond requests */
+	uint64_t padding_positions;  /* positions + shared - useful - dead: padding, rows
+				      * beyond requests */
+	uint64_t shared_positions;   /* prompt positions not computed: their KV cache was taken
+				      * from a batch mate whose prompt begins alike
+				      * ([policy] share_prefix) */
 	uint64_t weight_bytes, cache_bytes, hidden_bytes; /* moved between tiers */
 	uint64_t read_bytes[3], written_bytes[3]; /* the same per tier (compute, host,
 				      * disk): loaded from it into the compute tier's
