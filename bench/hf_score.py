@@ -8,7 +8,13 @@ speed does not depend on them); the configurations are written out here
 because the GPU machine reaches no model hub.
 
   python3 bench/hf_score.py --model opt-6.7b --n 1024 --len 512 --batch 8,16,32,64
+
+With --input FILE (run-batch JSONL, e.g. bench/mmlu_shape.py's), the prompts
+of its lines instead, each scored on its own as the harness's `hf` model
+does: longest first, right-padded in batches (an attention mask), every
+position's log-probability taken; the rate counts the prompts' own tokens.
 """
+import json
 import argparse
 import sys
 import time
@@ -42,13 +48,40 @@ def score(model, ids, bs):
     return torch.cat(out)
 
 
+def score_ragged(model, prompts, bs):
+    """Each prompt's summed log-probability, longest first, batches of bs."""
+    out = []
+    with torch.inference_mode():
+        for i in range(0, len(prompts), bs):
+            part = prompts[i:i + bs]
+            n = max(len(p) for p in part)
+            x = torch.zeros((len(part), n), dtype=torch.long)
+            mask = torch.zeros((len(part), n), dtype=torch.long)
+            for r, p in enumerate(part):
+                x[r, :len(p)] = torch.tensor(p)
+                mask[r, :len(p)] = 1
+            x, mask = x.cuda(non_blocking=True), mask.cuda(non_blocking=True)
+            logits = model(input_ids=x, attention_mask=mask).logits
+            lp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+            lp = lp.gather(-1, x[:, 1:, None]).squeeze(-1) * mask[:, 1:]
+            out.append(lp.sum(-1).cpu())
+    return torch.cat(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=sorted(MODELS), required=True)
     ap.add_argument("--n", type=int, default=1024)
     ap.add_argument("--len", type=int, default=512)
     ap.add_argument("--batch", default="8,16,32,64")
+    ap.add_argument("--input", help="run-batch JSONL whose prompt_token_ids to score")
     a = ap.parse_args()
+    prompts = None
+    if a.input:
+        with open(a.input) as f:
+            prompts = [json.loads(line)["prompt_token_ids"] for line in f if line.strip()]
+        prompts.sort(key=len, reverse=True)
+        total = sum(len(p) for p in prompts)
     cls, cfg = MODELS[a.model]
     torch.manual_seed(0)
     torch.set_default_dtype(torch.float16)
@@ -61,19 +94,30 @@ def main():
     best = (0.0, 0)
     for bs in [int(b) for b in a.batch.split(",")]:
         try:
-            score(model, ids[:bs], bs)  # warm up: kernels chosen, memory pooled
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            score(model, ids, bs)
+            if prompts:
+                score_ragged(model, prompts[:bs], bs)  # warm up at the longest
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                score_ragged(model, prompts, bs)
+            else:
+                score(model, ids[:bs], bs)  # warm up: kernels chosen, memory pooled
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                score(model, ids, bs)
             torch.cuda.synchronize()
             dt = time.perf_counter() - t0
         except torch.OutOfMemoryError:
             print(f"hf_score {a.model}: batch {bs}: out of GPU memory", flush=True)
             torch.cuda.empty_cache()
             continue
-        rate = a.n * a.len / dt
-        print(f"hf_score {a.model}: batch {bs}: {a.n} x {a.len} ids in {dt:.2f} s: "
-              f"{rate:.0f} prompt tokens/s", flush=True)
+        if prompts:
+            rate = total / dt
+            print(f"hf_score {a.model}: batch {bs}: {len(prompts)} prompts, {total} ids in "
+                  f"{dt:.2f} s: {rate:.0f} prompt tokens/s", flush=True)
+        else:
+            rate = a.n * a.len / dt
+            print(f"hf_score {a.model}: batch {bs}: {a.n} x {a.len} ids in {dt:.2f} s: "
+                  f"{rate:.0f} prompt tokens/s", flush=True)
         best = max(best, (rate, bs))
     if not best[1]:
         sys.exit("hf_score: no batch size fit")

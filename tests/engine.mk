@@ -75,6 +75,16 @@ EXTRA_DIST += tests/test_score.sh
 TESTS += tests/test_device_timing.sh
 EXTRA_DIST += tests/test_device_timing.sh
 
+# shared prompt prefixes: the scores of unshared and of one-by-one decode steps
+check_PROGRAMS += tests/test_shared_prefix
+TESTS += tests/test_shared_prefix
+tests_test_shared_prefix_SOURCES = tests/test_shared_prefix.c
+tests_test_shared_prefix_CFLAGS = $(TEST_CFLAGS)
+tests_test_shared_prefix_LDADD = $(TEST_LIBS)
+
+TESTS += tests/test_shared_prefix.sh
+EXTRA_DIST += tests/test_shared_prefix.sh tests/compare_scores.py
+
 # a GPU batch whose rows have all finished is not run again; results unchanged
 check_PROGRAMS += tests/test_finished_rows
 TESTS += tests/test_finished_rows

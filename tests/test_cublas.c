@@ -2226,6 +2226,85 @@ START_TEST(test_gqa_prefill)
 }
 END_TEST
 
+/* Compute ABI 1.8: prefill over the cache (start > 0): seq queries a row at
+ * positions start .. start + seq - 1 attend to the row's cache rows (stride
+ * apart) from its pad up to their own position; checked per query against
+ * the double-precision decode reference over len = start + i + 1. */
+static const struct cached_pf_case {
+	int64_t batch, start, seq, heads, kvh, hd, stride;
+} cached_pf_cases[] = {
+	{ 1, 1, 1, 1, 1, 64, 2 },      { 2, 5, 17, 3, 3, 64, 30 },   { 3, 600, 130, 4, 2, 128, 740 },
+	{ 2, 63, 65, 8, 2, 80, 130 },  { 4, 100, 7, 2, 1, 32, 200 }, { 1, 31, 200, 4, 4, 96, 231 },
+};
+
+START_TEST(test_cached_prefill)
+{
+	struct worst w = { 0, "" };
+
+	gpu_seed(727);
+	for (size_t ci = 0; ci < sizeof(cached_pf_cases) / sizeof(cached_pf_cases[0]); ci++) {
+		const struct cached_pf_case *c = &cached_pf_cases[ci];
+		int64_t rows = c->batch * c->seq, hc = c->heads * c->hd, kc = c->kvh * c->hd;
+		int64_t crows = c->batch * c->stride, keys = c->start + c->seq;
+		size_t nq = (size_t)(rows * hc), nk = (size_t)(crows * kc);
+		uint16_t *qh = rand_h(nq, -2, 2), *kh = rand_h(nk, -2, 2), *vh = rand_h(nk, -1, 1);
+		uint16_t *oh = xmalloc(nq * 2);
+		float *qf = to_f32(qh, nq), *kf = to_f32(kh, nk), *vf = to_f32(vh, nk);
+		float *ref = xmalloc(nq * sizeof(float));
+		int32_t *pad = xmalloc((size_t)c->batch * 4);
+		struct dbuf dq, dk, dv, dout;
+		struct fg_attention_args ga;
+		char label[128];
+
+		/* pads anywhere in [0, keys]: inside the cache, inside the queries, all */
+		for (int64_t b = 0; b < c->batch; b++)
+			pad[b] = (int32_t)(b == 0 ? 0 : b == 1 ? keys
+							      : (int64_t)(gpu_next() % (uint64_t)(keys + 1)));
+		for (int64_t i = 0; i < c->seq; i++) {
+			float *r = ref_attention(1, qf + i * hc, hc * c->seq, kf, vf, kc, c->batch, 1,
+						 c->start + i + 1, c->stride, c->heads, c->kvh, c->hd,
+						 1.0 / sqrt((double)c->hd), pad);
+			for (int64_t b = 0; b < c->batch; b++)
+				memcpy(ref + (b * c->seq + i) * hc, r + b * hc, (size_t)hc * sizeof(float));
+			free(r);
+		}
+		memset(&ga, 0, sizeof(ga));
+		ga.q = tens(dput(&dq, qh, nq * 2), FG_DTYPE_F16, rows, hc, hc);
+		ga.k = tens(dput(&dk, kh, nk * 2), FG_DTYPE_F16, crows, kc, kc);
+		ga.v = tens(dput(&dv, vh, nk * 2), FG_DTYPE_F16, crows, kc, kc);
+		ga.out = tens(dput(&dout, oh, nq * 2), FG_DTYPE_F16, rows, hc, hc);
+		ga.batch = c->batch;
+		ga.seq = c->seq;
+		ga.start = c->start;
+		ga.cache_stride = c->stride;
+		ga.heads = c->heads;
+		ga.kv_heads = c->kvh;
+		ga.head_dim = c->hd;
+		ga.scale = 1.0f / sqrtf((float)c->hd);
+		ga.pad = pad;
+		ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_CACHED, FG_DTYPE_F16));
+		ck_assert_msg(gpu.ops->attention_prefill(gpu.ctx, NULL, &ga) == 0, "%s",
+			      fg_last_error());
+		dget(&dout, oh);
+		snprintf(label, sizeof(label), "cached prefill b=%" PRId64 " start=%" PRId64 " seq=%"
+			 PRId64 " heads=%" PRId64 "/%" PRId64 " hd=%" PRId64, c->batch, c->start,
+			 c->seq, c->heads, c->kvh, c->hd);
+		for (int64_t b = 0; b < c->batch; b++) /* queries before the pad: exact zeros */
+			for (int64_t i = 0; c->start + i < pad[b] && i < c->seq; i++)
+				for (int64_t j = 0; j < hc; j++)
+					ck_assert_msg(oh[(b * c->seq + i) * hc + j] == 0, "%s: query %" PRId64
+						      " of sequence %" PRId64 " before its pad is not zero",
+						      label, i, b);
+		double e = compare(&w, label, ref, hc, oh, hc, rows, hc);
+		ck_assert_msg(e <= TOL_ATTN, "%s: error %.3g (%s)", label, e, w.where);
+		dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout);
+		free(qh), free(kh), free(vh), free(oh), free(qf), free(kf), free(vf), free(ref);
+		free(pad);
+	}
+	report("cached prefill", &w, TOL_ATTN);
+}
+END_TEST
+
 static const struct gqa_dc_case {
 	int64_t batch, heads, kvh, hd, len, stride;
 	int pads, ldpad;
@@ -2777,6 +2856,7 @@ static Suite *cublas_suite(void)
 	tcase_add_test(tc, test_linear_fp8);
 	tcase_add_test(tc, test_rope);
 	tcase_add_test(tc, test_gqa_prefill);
+	tcase_add_test(tc, test_cached_prefill);
 	tcase_add_test(tc, test_gqa_decode);
 	tcase_add_test(tc, test_supports);
 	tcase_add_test(tc, test_streams_events);

@@ -79,6 +79,8 @@ const char *fg_op_name(enum fg_op op)
 		return "sample";
 	case FG_OP_LOGPROB:
 		return "logprob";
+	case FG_OP_ATTENTION_CACHED:
+		return "prefill attention over the cache";
 	}
 	return "an unknown op";
 }
@@ -107,7 +109,10 @@ static int fg_call_fail(const struct fg_call *c, int rc, const char *fmt, ...)
 
 int fg_backend_supports(const struct fg_backend *b, enum fg_op op, enum fg_dtype dtype)
 {
-	/* `supports` is a minor-1 member: never read from a 1.0 plugin's table. */
+	/* `supports` is a minor-1 member: never read from a 1.0 plugin's table;
+	 * an op of a later minor is never asked of an older plugin. */
+	if (op == FG_OP_ATTENTION_CACHED && b->minor < 8)
+		return 0;
 	if (b->minor >= 1)
 		return b->ops->supports(b->ctx, op, dtype) != 0;
 	switch (op) {
@@ -418,7 +423,9 @@ static int fg_attention_check(const struct fg_call *c, const struct fg_attention
 			      int decode)
 {
 	const struct fg_backend *b = c->b;
-	enum fg_op op = decode ? FG_OP_ATTENTION_DECODE : FG_OP_ATTENTION_PREFILL;
+	int cached = !decode && a && a->start != 0;
+	enum fg_op op = decode ? FG_OP_ATTENTION_DECODE
+			       : cached ? FG_OP_ATTENTION_CACHED : FG_OP_ATTENTION_PREFILL;
 	int64_t kvh, hcols, kvcols, qrows, kvrows, keys;
 	enum fg_dtype act, cache;
 	int gqa, rc;
@@ -458,6 +465,17 @@ static int fg_attention_check(const struct fg_call *c, const struct fg_attention
 		qrows = kvrows = a->batch * a->seq;
 		keys = a->seq;
 		act = b->info.act_dtype;
+		if (cached) {
+			if (a->start < 0 || a->start > FG_SIZE_MAX - a->seq ||
+			    a->cache_stride < a->start + a->seq ||
+			    (a->batch && a->cache_stride > FG_SIZE_MAX / a->batch))
+				return fg_call_fail(c, -EINVAL, "start %" PRId64 ", seq %" PRId64
+						    ", cache_stride %" PRId64 ": need 0 <= start "
+						    "and start + seq <= cache_stride", a->start,
+						    a->seq, a->cache_stride);
+			kvrows = a->batch * a->cache_stride;
+			keys = a->start + a->seq;
+		}
 	}
 	cache = decode && a->k.dtype == FG_DTYPE_Q4_COLS ? FG_DTYPE_Q4_COLS : act;
 	if ((rc = fg_check_tensor(c, "q", &a->q, act, qrows, hcols)) ||
@@ -468,7 +486,7 @@ static int fg_attention_check(const struct fg_call *c, const struct fg_attention
 	if (a->k.rows < kvrows || a->v.rows < kvrows)
 		return fg_call_fail(c, -EINVAL, "k has %" PRId64 " and v %" PRId64 " rows, need %"
 				    PRId64 " (batch * %s)", a->k.rows, a->v.rows, kvrows,
-				    decode ? "cache_stride" : "seq");
+				    decode || cached ? "cache_stride" : "seq");
 	if (!isfinite(a->scale))
 		return fg_call_fail(c, -EINVAL, "scale is not finite");
 	if (qrows > 0 && hcols > 0) {

@@ -188,7 +188,8 @@ const int32_t *fg_kv_attend_pad(const struct fg_forward *f, const struct fg_bloc
 /* Attention of n new tokens a row over the cache (a decode step's when n
  * is 1): d is the decode op's arguments for the last token (len, pad) with
  * q and out holding batch * n rows; query i of a row sees up to column
- * len - n + i.  One decode op per token. */
+ * len - n + i.  The backend's prefill over the cache (compute ABI 1.8), else
+ * one decode op per token. */
 int fg_attend_chunk(struct fg_forward *f, struct fg_backend *be, void *stream, int64_t layer,
 		    const char *what, const struct fg_attention_args *d, int64_t n);
 /* Shared prefixes: the first `rows` rows of GPU batch kb that take their

@@ -164,6 +164,13 @@ int fg_attend_chunk(struct fg_forward *f, struct fg_backend *be, void *stream, i
 
 	if (n == 1)
 		return fg_backend_attention_decode(be, stream, layer, what, d);
+	/* One op for the n tokens where the backend has it (compute ABI 1.8). */
+	if (fg_backend_supports(be, FG_OP_ATTENTION_CACHED, d->k.dtype)) {
+		struct fg_attention_args a = *d;
+		a.seq = n;
+		a.start = d->len - n;
+		return fg_backend_attention_prefill(be, stream, layer, what, &a);
+	}
 	if (!f->chunk_pad && !(f->chunk_pad = malloc(sizeof(int32_t) * (size_t)f->bs)))
 		return -ENOMEM;
 	for (int64_t i = 0; i < n; i++) {

@@ -48,6 +48,9 @@
  *        (NaN counts as -inf: an overflow upstream), so that the core fails
  *        that request instead of emitting a made-up id; older plugins'
  *        answer for such a row (id 0, or the first id) is not caught.
+ *   1.8  attention_prefill over the cache (start > 0): new tokens of each
+ *        row attend to the positions cached before them too, in one op, so
+ *        that a prompt's rest is computed on top of a shared prefix.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -108,6 +111,7 @@ enum fg_op {
 	FG_OP_KV_APPEND,          /* dtype: the cache's */
 	FG_OP_SAMPLE,             /* minor 4: sample; dtype: the logits' (act) */
 	FG_OP_LOGPROB,            /* minor 6: logprob; dtype: the logits' (act) */
+	FG_OP_ATTENTION_CACHED,   /* minor 8: attention_prefill with start > 0; dtype: the cache's */
 };
 
 /* out[i,:] = tok[ids[i],:] + pos[positions[i],:] */
@@ -166,6 +170,11 @@ struct fg_rope_args {
  * row b * cache_stride + t); query b attends to positions pad[b] <= t < len.
  * pad[b] == len masks every position: row b's output is zeros (the engine
  * gives a finished sequence that pad, so that it costs no attention).
+ * Prefill over the cache (minor 8, start > 0): q and out are [batch * seq,
+ * ...] as in prefill, the queries of row b being its positions start ..
+ * start + seq - 1; k and v are the cache as in decode (its positions up to
+ * start + seq - 1 written); query i of row b attends to positions pad[b] <=
+ * t <= start + i, and gives zeros when start + i < pad[b].
  * Grouped-query attention: query head h reads key/value head
  * h / (heads / kv_heads). */
 struct fg_attention_args {
@@ -179,6 +188,7 @@ struct fg_attention_args {
 	float scale;          /* multiplies q·k, usually 1/sqrt(head_dim) */
 	const int32_t *pad;   /* host, batch entries: left pad count of each row */
 	int64_t kv_heads;     /* minor 1: heads of k and v, dividing heads; 0 means heads */
+	int64_t start;        /* minor 8, prefill: positions cached before the queries (0: none) */
 };
 
 /* Copy n new rows per batch entry into the cache:

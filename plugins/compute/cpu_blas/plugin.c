@@ -220,6 +220,8 @@ static int cpu_blas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 		return 0; /* the core samples host memory the same way */
 	case FG_OP_LOGPROB:
 		return dtype == FG_DTYPE_F32;
+	case FG_OP_ATTENTION_CACHED:
+		return 0; /* the core runs a decode op a token: the same sums */
 	}
 	return 0;
 }

@@ -13,7 +13,9 @@
  * the next K the P·V product.  The Q fragments stay in registers where the
  * shape has room for them (QREG), else they are re-read per key step.
  *
- * Key j is visible to query i of sequence b when pad[b] <= j <= i.  Only a
+ * Key j is visible to query i of sequence b when pad[b] <= j <= i; over the
+ * cache (start > 0) query i is position start + i and the keys are the
+ * sequence's cache rows, stride rows apart, up to it.  Only a
  * tile that crosses a warp's diagonal or holds pad[b] is masked, and there
  * the products with keys past the warp's queries are skipped.  Key tiles
  * before pad[b] are never loaded, and warps whose queries all precede it
@@ -274,17 +276,20 @@ cb_prefill_kernel(struct cublas_attn a, struct pf_opts op)
 	uint16_t *sq = (uint16_t *)cb_smem, *sk = sq + BR * S, *sv = sk + BC * S;
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 	int seq = (int)a.seq, d = (int)a.head_dim, h = blockIdx.y, b = blockIdx.z;
-	int pad = a.pad[b];
+	/* over the cache, query i is position st + i of keys' nk */
+	int pad = a.pad[b], st = (int)a.start, nk = st + seq;
 	int q0 = (int)(gridDim.x - 1 - blockIdx.x) * BR; /* the longest query tiles first */
 	int i0 = q0 + warp * MT * 16, ilast = min(i0 + MT * 16, seq) - 1; /* the warp's queries */
-	bool live = ilast >= i0 && ilast >= pad; /* some query of the warp sees a key */
+	int c0 = st + i0, clast = st + ilast; /* their positions */
+	bool live = ilast >= i0 && clast >= pad; /* some query of the warp sees a key */
 	/* keys [kstart, kend): from the tile holding pad to the block's last
 	 * query; none when every query of the block precedes pad */
-	int kstart = pad / BC * BC, kend = q0 + BR > pad ? min(seq, q0 + BR) : kstart;
-	int64_t row0 = (int64_t)b * a.seq; /* first row of sequence b */
+	int kstart = pad / BC * BC, kend = st + q0 + BR > pad ? min(nk, st + q0 + BR) : kstart;
+	int64_t row0 = (int64_t)b * a.seq; /* first query row of sequence b */
+	int64_t krow0 = st ? (int64_t)b * a.stride : row0; /* its first key row */
 	int64_t hk = GQA ? h / a.group : h; /* the k/v head of query head h */
-	const uint16_t *kp = (const uint16_t *)a.k + (row0 + kstart) * a.ldk + hk * d;
-	const uint16_t *vp = (const uint16_t *)a.v + (row0 + kstart) * a.ldv + hk * d;
+	const uint16_t *kp = (const uint16_t *)a.k + (krow0 + kstart) * a.ldk + hk * d;
+	const uint16_t *vp = (const uint16_t *)a.v + (krow0 + kstart) * a.ldv + hk * d;
 	uint16_t *sqw = sq + warp * MT * 16 * S; /* the warp's rows of the query tile */
 	uint32_t qf[MT][QREG ? DP / 16 : 1][4];
 	float o[MT][DP / 8][4], m[MT][2], l[MT][2];
@@ -292,7 +297,7 @@ cb_prefill_kernel(struct cublas_attn a, struct pf_opts op)
 	pf_load_tile<DP, BR, THREADS>(sq, a.q + (row0 + q0) * a.ldq + (int64_t)h * d, a.ldq,
 				      min(seq - q0, BR), d, op.vec);
 	if (kstart < kend)
-		pf_load_tile<DP, BC, THREADS>(sk, kp, a.ldk, min(seq - kstart, BC), d, op.vec);
+		pf_load_tile<DP, BC, THREADS>(sk, kp, a.ldk, min(nk - kstart, BC), d, op.vec);
 	cb_cp_wait<0>();
 	__syncthreads();
 	if (op.neg) { /* a negative scale: -q, and |scale| from here on */
@@ -318,31 +323,31 @@ cb_prefill_kernel(struct cublas_attn a, struct pf_opts op)
 	for (int kb = kstart; kb < kend; kb += BC) {
 		/* the warp's queries see keys of this tile; those that cross its
 		 * diagonal or hold pad need the mask */
-		bool act = live && kb <= ilast, mask = kb < pad || kb + BC - 1 > i0;
+		bool act = live && kb <= clast, mask = kb < pad || kb + BC - 1 > c0;
 		uint32_t p[MT][BC / 16][4];
 
 		cb_cp_wait<0>();
 		__syncthreads(); /* K(kb) landed; every warp is done with the previous V */
-		pf_load_tile<DP, BC, THREADS>(sv, vp, a.ldv, min(seq - kb, BC), d, op.vec);
+		pf_load_tile<DP, BC, THREADS>(sv, vp, a.ldv, min(nk - kb, BC), d, op.vec);
 		vp += BC * a.ldv;
 		if (act && mask)
-			pf_scores<DP, MT, MS, BC, QREG, true>(p, o, m, l, qf, sqw, sk, lane, i0,
+			pf_scores<DP, MT, MS, BC, QREG, true>(p, o, m, l, qf, sqw, sk, lane, c0,
 							      kb, pad, op.sl2);
 		else if (act)
-			pf_scores<DP, MT, MS, BC, QREG, false>(p, o, m, l, qf, sqw, sk, lane, i0,
+			pf_scores<DP, MT, MS, BC, QREG, false>(p, o, m, l, qf, sqw, sk, lane, c0,
 							       kb, pad, op.sl2);
 
 		cb_cp_wait<0>();
 		__syncthreads(); /* V(kb) landed; every warp is done with K(kb) */
 		if (kb + BC < kend) {
 			kp += BC * a.ldk;
-			pf_load_tile<DP, BC, THREADS>(sk, kp, a.ldk, min(seq - kb - BC, BC), d,
+			pf_load_tile<DP, BC, THREADS>(sk, kp, a.ldk, min(nk - kb - BC, BC), d,
 						      op.vec);
 		}
 		if (act && mask)
-			pf_pv<DP, MT, BC, true>(o, p, sv, lane, i0, kb);
+			pf_pv<DP, MT, BC, true>(o, p, sv, lane, c0, kb);
 		else if (act)
-			pf_pv<DP, MT, BC, false>(o, p, sv, lane, i0, kb);
+			pf_pv<DP, MT, BC, false>(o, p, sv, lane, c0, kb);
 	}
 
 	/* normalise into the warp's rows of the query tile (no other warp reads

@@ -121,6 +121,7 @@ struct cublas_attn {
 	int64_t ldq, ldk, ldv, ldo;
 	int64_t kv_rows;    /* Q4_COLS: rows of the encoded k and v tensors (equal) */
 	int64_t batch, seq, len, stride, heads, head_dim;
+	int64_t start;      /* prefill over the cache: positions before the queries (0: none) */
 	int64_t kv_heads;   /* heads of k and v, dividing heads; rows kv_heads * head_dim wide */
 	int group;          /* heads / kv_heads: query head h reads k/v head h / group */
 	float scale;

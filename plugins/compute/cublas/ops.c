@@ -178,6 +178,7 @@ static int cb_attention(struct cublas_ctx *c, void *stream, const struct fg_atte
 	k.seq = a->seq;
 	k.len = a->len;
 	k.stride = a->cache_stride;
+	k.start = decode ? 0 : a->start;
 	k.heads = a->heads;
 	k.kv_heads = kvh;
 	k.group = (int)(a->heads / kvh);

@@ -741,7 +741,8 @@ static void cublas_info(void *ctx, struct fg_compute_info *info)
 
 /* Exactly the ops and operand types the kernels implement: fp16 everywhere,
  * norms of the fp32 residual stream, 4-bit weights (Q4_ROWS) in linear, a
- * 4-bit cache (Q4_COLS) in decode, append and grouped-query decode. */
+ * 4-bit cache (Q4_COLS) in decode, append and grouped-query decode; prefill
+ * over an fp16 cache. */
 static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 {
 	const struct cublas_ctx *c = ctx;
@@ -754,6 +755,7 @@ static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 	case FG_OP_EMBED_TOKENS:
 	case FG_OP_ROPE:
 	case FG_OP_ATTENTION_PREFILL:
+	case FG_OP_ATTENTION_CACHED:
 		return dtype == FG_DTYPE_F16;
 	case FG_OP_LINEAR:
 	case FG_OP_LINEAR_SILU:
