@@ -5,7 +5,8 @@
 # prompt prefixes on, gives each request's tokens and log-probabilities as
 # the request run alone (GPU batches of 1, nothing to share) within 1e-4,
 # with the cache offloaded too; the summary says how many positions sharing
-# saved; the shuffled job gives the same results.  On the trained OPT and
+# saved; the shuffled job gives the same results; a batch too large for its
+# tier runs in halves.  On the trained OPT and
 # Llama of $FGCORE_TESTDATA.
 set -u
 
@@ -81,6 +82,21 @@ for m in opt/opt-py-128x4 llama/llama-py-128x4; do
 	python3 "$cmp_scores" "$tmp/alone.jsonl" "$tmp/shuffled.out.jsonl" 1e-4 ||
 		fail "$m: the shuffled job against each request alone"
 done
+
+# A batch too large for its tier runs in halves (each still sharing), not
+# one request at a time: the compute tier holds the weights and a few rows.
+o="-o model.path=$FGCORE_TESTDATA/opt/opt-py-128x4 -o policy.gpu_batch_size=64"
+# shellcheck disable=SC2086
+timeout 300 "$fg" -v $o -o tier.compute.capacity=9M -o policy.share_prefix=8 run-batch \
+	--input "$tmp/in.jsonl" --output "$tmp/halves.jsonl" 2>"$tmp/err" || fail "halves: exit $?"
+grep -q "info: a batch of 32 requests does not fit (tier compute .*: in halves" "$tmp/err" ||
+	fail "halves: no batch was halved: $(cat "$tmp/err")"
+grep -q "shared prompt prefixes saved [1-9]" "$tmp/err" || fail "halves: no sharing: $(cat "$tmp/err")"
+# shellcheck disable=SC2086
+timeout 300 "$fg" $o -o policy.gpu_batch_size=1 run-batch --input "$tmp/in.jsonl" \
+	--output "$tmp/alone.jsonl" -q || fail "alone: exit $?"
+python3 "$cmp_scores" "$tmp/alone.jsonl" "$tmp/halves.jsonl" 1e-4 ||
+	fail "halves against each request alone"
 
 [ "$failures" -eq 0 ] || exit 1
 echo "PASS: shared prompt prefixes give each request's results alone"

@@ -120,9 +120,9 @@ static int abandoned(const struct runner *r)
 	return r->o->abandon && *r->o->abandon;
 }
 
-/* One batch; if it fails as a whole, each request alone (unless it has
- * streamed: a rerun would send its tokens twice).  An abandoned batch's
- * requests get no result. */
+/* One batch; if it does not fit the tiers, its halves; if it fails as a
+ * whole, each request alone (unless it has streamed: a rerun would send its
+ * tokens twice).  An abandoned batch's requests get no result. */
 static int run_batch(struct runner *r, struct fg_job **jobs, size_t cnt)
 {
 	struct fg_engine *e = r->e;
@@ -153,6 +153,22 @@ static int run_batch(struct runner *r, struct fg_job **jobs, size_t cnt)
 	}
 	if (r->fail_fast)
 		return rc;
+	/* Too large for the tiers (longer prompts than gpu_batch_size was
+	 * chosen for): in halves, each sized anew, before one at a time. */
+	if (rc == -ENOSPC && cnt > 1) {
+		int streamed = 0;
+		for (size_t k = 0; k < cnt; k++)
+			streamed |= jobs[k]->streamed;
+		if (!streamed) {
+			FG_LOG(FG_LOG_INFO, "a batch of %zu requests does not fit (%s): in halves", cnt,
+			       fg_last_error());
+			for (size_t k = 0; k < cnt; k++)
+				fg_job_rewind(jobs[k]);
+			if ((rc = run_batch(r, jobs, cnt / 2)) || r->stop)
+				return rc;
+			return run_batch(r, jobs + cnt / 2, cnt - cnt / 2);
+		}
+	}
 	if (cnt == 1) {
 		hand_error(r, jobs[0]->index, fg_last_error(), 0);
 		return 0;
