@@ -2260,6 +2260,12 @@ START_TEST(test_cached_prefill)
 		for (int64_t b = 0; b < c->batch; b++)
 			pad[b] = (int32_t)(b == 0 ? 0 : b == 1 ? keys
 							      : (int64_t)(gpu_next() % (uint64_t)(keys + 1)));
+		/* cache rows outside [pad, keys) hold anything: NaN here */
+		for (int64_t b = 0; b < c->batch; b++)
+			for (int64_t t = 0; t < c->stride; t++)
+				for (int64_t j = 0; (t < pad[b] || t >= keys) && j < kc; j++)
+					kh[(b * c->stride + t) * kc + j] = vh[(b * c->stride + t) * kc + j] =
+						0x7e00;
 		for (int64_t i = 0; i < c->seq; i++) {
 			float *r = ref_attention(1, qf + i * hc, hc * c->seq, kf, vf, kc, c->batch, 1,
 						 c->start + i + 1, c->stride, c->heads, c->kvh, c->hd,

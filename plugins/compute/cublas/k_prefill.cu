@@ -69,11 +69,13 @@ CB_DEV float pf_exp2(float x)
 	return y;
 }
 
-/* rows [0, ROWS) of a [*, ld] matrix at g, width d (zero beyond d and beyond
- * `rows` valid rows) -> shared tile with DP columns; one commit group. */
+/* rows [0, ROWS) of a [*, ld] matrix at g, width d (zero beyond d, beyond
+ * `rows` valid rows and before row `skip`) -> shared tile with DP columns;
+ * one commit group.  A key before the pad gets no weight, but a cache row
+ * there holds anything, NaN too, and 0 x NaN is NaN: its zeros are loaded. */
 template <int DP, int ROWS, int THREADS>
 CB_DEV void pf_load_tile(uint16_t *tile, const uint16_t *g, int64_t ld, int rows, int d,
-			 bool vec)
+			 bool vec, int skip = 0)
 {
 	constexpr int S = pf_srow<DP>(), CH = DP / 8, N = ROWS * CH;
 
@@ -81,7 +83,7 @@ CB_DEV void pf_load_tile(uint16_t *tile, const uint16_t *g, int64_t ld, int rows
 #pragma unroll 1 /* unrolled, its addresses would be hoisted into registers */
 		for (int k = 0; k < (N + THREADS - 1) / THREADS; k++) {
 			int c = threadIdx.x + k * THREADS, r = c / CH, col = (c % CH) * 8;
-			bool ok = r < rows && col < d;
+			bool ok = r >= skip && r < rows && col < d;
 
 			if (N % THREADS == 0 || c < N)
 				cb_cp16(tile + r * S + col, ok ? g + r * ld + col : g, ok);
@@ -90,7 +92,8 @@ CB_DEV void pf_load_tile(uint16_t *tile, const uint16_t *g, int64_t ld, int rows
 		for (int c = threadIdx.x; c < ROWS * DP; c += THREADS) {
 			int r = c / DP, col = c % DP;
 
-			tile[r * S + col] = r < rows && col < d ? g[r * ld + col] : (uint16_t)0;
+			tile[r * S + col] =
+				r >= skip && r < rows && col < d ? g[r * ld + col] : (uint16_t)0;
 		}
 	}
 	cb_cp_commit();
@@ -297,7 +300,8 @@ cb_prefill_kernel(struct cublas_attn a, struct pf_opts op)
 	pf_load_tile<DP, BR, THREADS>(sq, a.q + (row0 + q0) * a.ldq + (int64_t)h * d, a.ldq,
 				      min(seq - q0, BR), d, op.vec);
 	if (kstart < kend)
-		pf_load_tile<DP, BC, THREADS>(sk, kp, a.ldk, min(nk - kstart, BC), d, op.vec);
+		pf_load_tile<DP, BC, THREADS>(sk, kp, a.ldk, min(nk - kstart, BC), d, op.vec,
+					      pad - kstart);
 	cb_cp_wait<0>();
 	__syncthreads();
 	if (op.neg) { /* a negative scale: -q, and |scale| from here on */
@@ -328,7 +332,7 @@ cb_prefill_kernel(struct cublas_attn a, struct pf_opts op)
 
 		cb_cp_wait<0>();
 		__syncthreads(); /* K(kb) landed; every warp is done with the previous V */
-		pf_load_tile<DP, BC, THREADS>(sv, vp, a.ldv, min(nk - kb, BC), d, op.vec);
+		pf_load_tile<DP, BC, THREADS>(sv, vp, a.ldv, min(nk - kb, BC), d, op.vec, pad - kb);
 		vp += BC * a.ldv;
 		if (act && mask)
 			pf_scores<DP, MT, MS, BC, QREG, true>(p, o, m, l, qf, sqw, sk, lane, c0,
