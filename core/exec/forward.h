@@ -113,19 +113,26 @@ void fg_forward_set_live_rows(struct fg_forward *f, const unsigned char *row_liv
 void fg_forward_set_filled_rows(struct fg_forward *f, int64_t rows);
 
 /* Shared prompt prefixes, for the next prefill only (NULL: none).  Rows
- * whose prompts begin alike compute that beginning once: the prefill runs in
- * two steps, columns [0, split) for the rows with src[r] == r only, then
- * columns [split, prompt_len) for every row, after each row r with src[r] !=
- * r and pad[r] < split has taken the K/V cache of its columns [pad[r],
- * split) from row src[r] of its GPU batch.  There the tokens must be the
- * same from each row's pad on, one past split - pad[r] (so that the scores
- * of the shared positions are the source's too); pad[src[r]] <= pad[r] and
- * src[src[r]] == src[r]; 0 < split < prompt_len.  The prefill refuses a
- * sharing that breaks these.  A pipeline of stages computes the prefill in
+ * whose prompts begin alike compute that beginning once, at up to
+ * FG_SHARE_LEVELS levels (a few-shot header shared by a subject's questions,
+ * then a question shared by its choices).  The prefill runs in levels + 1
+ * steps: step k < levels computes columns [split[k - 1], split[k])
+ * (split[-1] = 0) of the rows with src[k][r] == r only; the last one columns
+ * [split[levels - 1], prompt_len) of every row.  Before step k > 0, each row
+ * r computing it with src[k - 1][r] != r and pad[r] < split[k - 1] takes the
+ * K/V cache of its columns [pad[r], split[k - 1]) from row src[k - 1][r] of
+ * its GPU batch.  Rules, each level k: where src[k][r] = s != r and pad[r] <
+ * split[k], s is in r's GPU batch, src[k][s] == s, pad[s] <= pad[r] and
+ * their tokens are the same from each one's pad on, one past split[k] -
+ * pad[r] (so that the scores of the shared positions are the source's
+ * too); 0 < split[0] < split[1] < ... < prompt_len.  The prefill refuses a
+ * sharing that breaks them.  A pipeline of stages computes the prefill in
  * one step, as without sharing. */
+#define FG_SHARE_LEVELS 4
 struct fg_prefix_share {
-	int64_t split;
-	const int32_t *src; /* nb * bs entries */
+	int levels;                           /* 1 .. FG_SHARE_LEVELS */
+	int64_t split[FG_SHARE_LEVELS];
+	const int32_t *src[FG_SHARE_LEVELS]; /* nb * bs entries each */
 };
 void fg_forward_set_shared_prefix(struct fg_forward *f, const struct fg_prefix_share *s);
 

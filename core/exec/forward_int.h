@@ -111,7 +111,9 @@ struct fg_forward {
 	struct fg_score_buf sbuf;
 	const struct fg_token_scores *tok_scores; /* next tokens' log-probabilities */
 	const struct fg_prefix_share *share; /* the next prefill's shared prefixes */
-	int sharing;                    /* this step takes shared prefixes' cache (prefix.c) */
+	int sharing;                    /* this step takes shared prefixes' cache (prefix.c): */
+	const int32_t *share_src;       /* each row's source, */
+	int64_t share_end;              /* up to this column */
 	int32_t *chunk_pad;             /* bs pads of one query position (fg_attend_chunk) */
 	struct fg_forward_stats stats;
 };
@@ -164,8 +166,8 @@ int fg_step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logits, 
 /* The row mask's arrays (every row live at first); -ENOMEM. */
 int fg_mask_alloc(struct fg_forward *f);
 
-/* prefix.c: a prefill in two steps, f->share's rows taking their shared
- * prefix's cache from a batch mate. */
+/* prefix.c: a prefill in steps, f->share's rows taking their shared
+ * prefixes' cache from batch mates. */
 int fg_prefill_shared(struct fg_forward *f, const int32_t *ids, float *logits, int32_t *top);
 
 /* weight_slots.c */
@@ -193,8 +195,8 @@ const int32_t *fg_kv_attend_pad(const struct fg_forward *f, const struct fg_bloc
 int fg_attend_chunk(struct fg_forward *f, struct fg_backend *be, void *stream, int64_t layer,
 		    const char *what, const struct fg_attention_args *d, int64_t n);
 /* Shared prefixes: the first `rows` rows of GPU batch kb that take their
- * cache from a batch mate (f->share) get it, layer l, before the step's
- * appends, wherever either row's cache is this step. */
+ * cache from a batch mate this step (f->share_src, up to f->share_end) get
+ * it, layer l, before the step's appends, wherever either row's cache is. */
 int fg_kv_share(struct fg_forward *f, int64_t kb, int64_t l, int64_t rows);
 /* The bodies' `attend`. */
 int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,

@@ -122,21 +122,21 @@ static void *fg_kv_where(const struct fg_forward *f, int64_t kb, int64_t l, int6
 
 int fg_kv_share(struct fg_forward *f, int64_t kb, int64_t l, int64_t rows)
 {
-	const struct fg_prefix_share *sh = f->share;
 	const int32_t *pad = f->gb[kb].pad;
+	int64_t end = f->share_end;
 	int rc;
 
 	for (int64_t s = 0; s < rows; s++) {
-		int64_t r = kb * f->bs + s, from = sh->src[r] - kb * f->bs;
-		if (from == s || pad[s] >= sh->split)
+		int64_t r = kb * f->bs + s, from = f->share_src[r] - kb * f->bs;
+		if (from == s || pad[s] >= end || fg_row_dead(f, kb, s))
 			continue;
 		int64_t dn, di, sn, si;
 		char *dst = fg_kv_where(f, kb, l, s, &dn, &di);
 		const char *src = fg_kv_where(f, kb, l, from, &sn, &si);
 		for (int kv = 0; kv < 2; kv++) {
 			uint64_t doff[2], soff[2], len[2];
-			int n = fg_kv_ranges(f, dn, di, pad[s], sh->split - pad[s], doff, len);
-			fg_kv_ranges(f, sn, si, pad[from], sh->split - pad[s], soff, len);
+			int n = fg_kv_ranges(f, dn, di, pad[s], end - pad[s], doff, len);
+			fg_kv_ranges(f, sn, si, pad[from], end - pad[s], soff, len);
 			for (int c = 0; c < n; c++)
 				if ((rc = fg_backend_copy(f->be, f->stream,
 							  dst + doff[c] + (kv ? fg_kv_bytes(f, dn) : 0),

@@ -1,13 +1,14 @@
-/* core/exec/prefix.c - shared prompt prefixes: a prefill in two steps.
+/* core/exec/prefix.c - shared prompt prefixes: a prefill in steps.
  *
  * Rows whose prompts begin alike (fg_forward_set_shared_prefix) compute that
- * beginning once.  The first step computes columns [0, split) of the rows
- * that are their own source only (the others are left out, as finished rows
- * are); the second computes columns [split, prompt_len) of every row, each
- * sharing row first taking its prefix's K/V cache from its source
- * (fg_kv_share), which works wherever the cache lives and in any cache
- * dtype since a position's K/V depends only on the tokens up to it.  Scores
- * of shared positions are the source's (the targets are the same tokens). */
+ * beginning once, at one or more levels.  Step k computes the columns up to
+ * level k's split of the rows that are their own source there only (the
+ * others are left out, as finished rows are); the last step computes the
+ * rest of every row.  A row computing a step first takes the columns it did
+ * not compute from its source of the level before (fg_kv_share), which
+ * works wherever the cache lives and in any cache dtype, since a position's
+ * K/V depends only on the tokens up to it.  A shared position's scores are
+ * those of the row that computed it (the targets are the same tokens). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,40 +21,94 @@ void fg_forward_set_shared_prefix(struct fg_forward *f, const struct fg_prefix_s
 	f->share = s;
 }
 
-/* Is the sharing what forward.h promises?  One line naming the first row
- * that breaks it. */
+/* Row r's pad. */
+static int64_t row_pad(const struct fg_forward *f, int64_t r)
+{
+	return f->gb[r / f->bs].pad[r % f->bs];
+}
+
+/* Step k's columns: [first, end). */
+static int64_t step_first(const struct fg_forward *f, int k)
+{
+	return k ? f->share->split[k - 1] : 0;
+}
+
+static int64_t step_end(const struct fg_forward *f, int k)
+{
+	return k < f->share->levels ? f->share->split[k] : f->plen;
+}
+
+/* Does row r compute step k?  In the last step every row that holds a
+ * sequence; before, those that are their own source with a token there. */
+static int computes_step(const struct fg_forward *f, int k, int64_t r)
+{
+	if (f->filled > 0 && r >= f->filled)
+		return 0;
+	return k == f->share->levels ||
+	       (f->share->src[k][r] == r && row_pad(f, r) < step_end(f, k));
+}
+
+/* Is the sharing what forward.h promises?  One line naming the first level
+ * and row that break it. */
 static int share_check(const struct fg_forward *f, const int32_t *ids)
 {
 	const struct fg_prefix_share *sh = f->share;
-	int64_t P = f->plen, C = sh->split;
+	int64_t P = f->plen, rows = f->nb * f->bs;
 
-	if (C < 1 || C >= P) {
-		FG_ERR("shared prefixes: split %lld is outside [1, %lld)", (long long)C, (long long)P);
+	if (sh->levels < 1 || sh->levels > FG_SHARE_LEVELS) {
+		FG_ERR("shared prefixes: %d levels, need 1 to %d", sh->levels, FG_SHARE_LEVELS);
 		return -EINVAL;
 	}
-	for (int64_t r = 0; r < f->nb * f->bs; r++) {
-		int64_t b = r / f->bs, s = sh->src[r], pr = f->gb[b].pad[r % f->bs];
-		if (s == r || pr >= C)
-			continue;
-		int64_t ps = s >= 0 && s < f->nb * f->bs ? f->gb[b].pad[s % f->bs] : 0;
-		int bad = s < b * f->bs || s >= (b + 1) * f->bs || sh->src[s] != s || ps > pr ||
-			  (f->filled > 0 && s >= f->filled);
-		for (int64_t j = 0; !bad && j <= C - pr; j++)
-			bad = ids[r * P + pr + j] != ids[s * P + ps + j];
-		if (bad) {
-			FG_ERR("shared prefixes: row %lld cannot take columns [%lld, %lld) from row %lld",
-			       (long long)r, (long long)pr, (long long)C, (long long)s);
+	for (int k = 0; k < sh->levels; k++) {
+		int64_t C = sh->split[k];
+		if (C <= step_first(f, k) || C >= P) {
+			FG_ERR("shared prefixes: split %lld of level %d is outside [%lld, %lld)",
+			       (long long)C, k, (long long)step_first(f, k) + 1, (long long)P);
 			return -EINVAL;
+		}
+		for (int64_t r = 0; r < rows; r++) {
+			int64_t b = r / f->bs, s = sh->src[k][r], pr = row_pad(f, r);
+			if (s == r || pr >= C)
+				continue;
+			int bad = s < b * f->bs || s >= (b + 1) * f->bs || sh->src[k][s] != s ||
+				  row_pad(f, s) > pr || (f->filled > 0 && s >= f->filled);
+			int64_t ps = bad ? 0 : row_pad(f, s);
+			for (int64_t j = 0; !bad && j <= C - pr; j++)
+				bad = ids[r * P + pr + j] != ids[s * P + ps + j];
+			if (bad) {
+				FG_ERR("shared prefixes: level %d: row %lld cannot take columns [%lld, %lld) from row %lld",
+				       k, (long long)r, (long long)pr, (long long)C, (long long)s);
+				return -EINVAL;
+			}
 		}
 	}
 	return 0;
 }
 
-/* One step's share of the scores: positions [c0, c0 + n) of every row, in
- * the step's layout (row r's at r * n). */
+/* Where row r's column p was computed: the step, and the row and column
+ * there (a shared position is its source's, at the source's own column). */
+static int computed_at(const struct fg_forward *f, int64_t *r, int64_t *p)
+{
+	for (;;) {
+		int k = 0;
+		while (k < f->share->levels && *p >= step_end(f, k))
+			k++;
+		if (k == f->share->levels || computes_step(f, k, *r))
+			return k;
+		int64_t s = f->share->src[k][*r];
+		if (s == *r) /* (a row with no token there: asks for no score) */
+			return k;
+		*p += row_pad(f, s) - row_pad(f, *r);
+		*r = s;
+	}
+}
+
+/* One step's share of the scores: its columns of every row, in the step's
+ * layout (row r's at r * n). */
 struct step_scores {
 	struct fg_prompt_scores p;
 	int32_t *target;
+	int64_t n;
 };
 
 static int step_scores_new(struct step_scores *t, const struct fg_prompt_scores *s, int64_t rows,
@@ -61,6 +116,7 @@ static int step_scores_new(struct step_scores *t, const struct fg_prompt_scores 
 {
 	size_t cnt = (size_t)(rows * n);
 
+	t->n = n;
 	t->p = (struct fg_prompt_scores){ .k = s->k };
 	t->target = malloc(sizeof(int32_t) * cnt);
 	t->p.lp = malloc(sizeof(float) * cnt);
@@ -84,8 +140,7 @@ static void step_scores_free(struct step_scores *t)
 	free(t->p.top_lp);
 }
 
-/* The score of the step's position `from` (of n a row) into the caller's
- * position `to` (of P a row). */
+/* The caller's position `to` from the step's `from`. */
 static void score_put(const struct fg_prompt_scores *s, int64_t to, const struct step_scores *t,
 		      int64_t from)
 {
@@ -96,110 +151,72 @@ static void score_put(const struct fg_prompt_scores *s, int64_t to, const struct
 	}
 }
 
-/* Row r's pad. */
-static int64_t row_pad(const struct fg_forward *f, int64_t r)
-{
-	return f->gb[r / f->bs].pad[r % f->bs];
-}
-
-/* Does row r compute the first step?  Its own source with a token there,
- * among the rows that hold a sequence. */
-static int first_step_row(const struct fg_forward *f, int64_t r)
-{
-	return f->share->src[r] == r && row_pad(f, r) < f->share->split &&
-	       (f->filled <= 0 || r < f->filled);
-}
-
 int fg_prefill_shared(struct fg_forward *f, const int32_t *ids, float *logits, int32_t *top)
 {
 	const struct fg_prefix_share *sh = f->share;
 	const struct fg_prompt_scores *s = f->score;
-	int64_t rows = f->nb * f->bs, P = f->plen, C = sh->split, n2 = P - C;
-	int32_t *ia = NULL, *ib = NULL;
-	struct step_scores sa = { 0 }, sb = { 0 };
+	int64_t rows = f->nb * f->bs, P = f->plen;
+	int steps = sh->levels + 1;
+	int32_t *cols = NULL;
+	struct step_scores sc[FG_SHARE_LEVELS + 1] = { 0 };
 	int rc;
 
 	if ((rc = share_check(f, ids)) || (rc = fg_mask_alloc(f)))
 		return rc;
-	ia = malloc(sizeof(int32_t) * (size_t)(rows * C));
-	ib = malloc(sizeof(int32_t) * (size_t)(rows * n2));
-	if (!ia || !ib || (s && ((rc = step_scores_new(&sa, s, rows, C)) ||
-				 (rc = step_scores_new(&sb, s, rows, n2))))) {
+	cols = malloc(sizeof(int32_t) * (size_t)(rows * P));
+	for (int k = 0; cols && s && k < steps; k++)
+		if (step_scores_new(&sc[k], s, rows, step_end(f, k) - step_first(f, k))) {
+			free(cols);
+			cols = NULL;
+		}
+	if (!cols) {
 		FG_ERR("shared prefixes: out of memory for %lld rows of %lld tokens", (long long)rows,
 		       (long long)P);
 		rc = -ENOMEM;
 		goto out;
 	}
-	for (int64_t r = 0; r < rows; r++) {
-		memcpy(ia + r * C, ids + r * P, sizeof(int32_t) * (size_t)C);
-		memcpy(ib + r * n2, ids + r * P + C, sizeof(int32_t) * (size_t)n2);
-	}
-	/* Scores: a source scores the shared positions any of its rows asks for. */
-	for (int64_t r = 0; s && r < rows; r++) {
-		int64_t pr = row_pad(f, r), src = sh->src[r], shift = row_pad(f, src) - pr;
-		int own = first_step_row(f, r);
+	/* Scores: each position asked for, where it is computed. */
+	for (int64_t r = 0; s && r < rows; r++)
 		for (int64_t p = 0; p < P; p++) {
-			int32_t t = s->target[r * P + p];
-			if (t < 0)
-				continue;
-			if (p >= C)
-				sb.target[r * n2 + p - C] = t;
-			else if (own)
-				sa.target[r * C + p] = t;
-			else if (p >= pr)
-				sa.target[src * C + p + shift] = t;
-		}
-	}
-
-	/* Step one: the sources' columns [0, split). */
-	memset(f->mask.live, 0, (size_t)f->nb);
-	for (int64_t r = 0; r < rows; r++) {
-		f->mask.row_live[r] = (unsigned char)first_step_row(f, r);
-		f->mask.attn_pad[r] = f->mask.row_live[r] ? (int32_t)row_pad(f, r) : (int32_t)C;
-		f->mask.live[r / f->bs] |= f->mask.row_live[r];
-	}
-	f->prefill_masked = 1;
-	f->score = s ? &sa.p : NULL;
-	if ((rc = fg_step(f, ia, C, NULL, NULL)))
-		goto out;
-
-	/* Step two: every row's columns [split, prompt_len), the sharing rows
-	 * taking their prefix's cache first. */
-	memset(f->mask.live, 0, (size_t)f->nb);
-	for (int64_t r = 0; r < rows; r++) {
-		int live = f->filled <= 0 || r < f->filled;
-		f->mask.row_live[r] = (unsigned char)live;
-		f->mask.attn_pad[r] = live ? (int32_t)row_pad(f, r) : (int32_t)P;
-		f->mask.live[r / f->bs] |= (unsigned char)live;
-		if (live && sh->src[r] != r && row_pad(f, r) < C)
-			f->stats.shared_positions += (uint64_t)(C - row_pad(f, r));
-	}
-	f->score = s ? &sb.p : NULL;
-	f->sharing = 1;
-	rc = fg_step(f, ib, n2, logits, top);
-	f->sharing = 0;
-	if (rc)
-		goto out;
-
-	for (int64_t r = 0; s && r < rows; r++) {
-		int64_t pr = row_pad(f, r), src = sh->src[r], shift = row_pad(f, src) - pr;
-		int own = first_step_row(f, r);
-		for (int64_t p = 0; p < P; p++) {
+			int64_t at = r, col = p;
 			if (s->target[r * P + p] < 0)
 				continue;
-			if (p >= C)
-				score_put(s, r * P + p, &sb, r * n2 + p - C);
-			else if (own)
-				score_put(s, r * P + p, &sa, r * C + p);
-			else if (p >= pr)
-				score_put(s, r * P + p, &sa, src * C + p + shift);
+			int k = computed_at(f, &at, &col);
+			sc[k].target[at * sc[k].n + col - step_first(f, k)] = s->target[r * P + p];
 		}
+
+	for (int k = 0; k < steps && !rc; k++) {
+		int64_t c0 = step_first(f, k), n = step_end(f, k) - c0;
+		memset(f->mask.live, 0, (size_t)f->nb);
+		for (int64_t r = 0; r < rows; r++) {
+			int live = computes_step(f, k, r);
+			f->mask.row_live[r] = (unsigned char)live;
+			f->mask.attn_pad[r] = live ? (int32_t)row_pad(f, r) : (int32_t)(c0 + n);
+			f->mask.live[r / f->bs] |= (unsigned char)live;
+			memcpy(cols + r * n, ids + r * P + c0, sizeof(int32_t) * (size_t)n);
+			if (k && live && sh->src[k - 1][r] != r && row_pad(f, r) < c0)
+				f->stats.shared_positions += (uint64_t)(c0 - row_pad(f, r));
+		}
+		f->prefill_masked = 1;
+		f->sharing = k > 0;
+		f->share_src = k ? sh->src[k - 1] : NULL;
+		f->share_end = c0;
+		f->score = s ? &sc[k].p : NULL;
+		rc = fg_step(f, cols, n, k == steps - 1 ? logits : NULL, k == steps - 1 ? top : NULL);
+		f->sharing = 0;
 	}
+	for (int64_t r = 0; !rc && s && r < rows; r++)
+		for (int64_t p = 0; p < P; p++) {
+			int64_t at = r, col = p;
+			if (s->target[r * P + p] < 0)
+				continue;
+			int k = computed_at(f, &at, &col);
+			score_put(s, r * P + p, &sc[k], at * sc[k].n + col - step_first(f, k));
+		}
 out:
 	f->score = s;
-	free(ia);
-	free(ib);
-	step_scores_free(&sa);
-	step_scores_free(&sb);
+	free(cols);
+	for (int k = 0; k < steps; k++)
+		step_scores_free(&sc[k]);
 	return rc;
 }

@@ -254,113 +254,6 @@ static int by_budget_desc(const void *a, const void *b)
 	return (x->index > y->index) - (x->index < y->index);
 }
 
-/* Tokens the two prompts begin with alike. */
-static size_t common_prefix(const struct fg_job *a, const struct fg_job *b)
-{
-	size_t n = 0, most = a->n_prompt < b->n_prompt ? a->n_prompt : b->n_prompt;
-
-	while (n < most && a->prompt[n] == b->prompt[n])
-		n++;
-	return n;
-}
-
-/* The prompts' tokens in order, then the index. */
-static int by_tokens(const void *a, const void *b)
-{
-	const struct fg_job *x = *(struct fg_job *const *)a, *y = *(struct fg_job *const *)b;
-
-	for (size_t i = 0; i < x->n_prompt && i < y->n_prompt; i++)
-		if (x->prompt[i] != y->prompt[i])
-			return x->prompt[i] < y->prompt[i] ? -1 : 1;
-	if (x->n_prompt != y->n_prompt)
-		return x->n_prompt < y->n_prompt ? -1 : 1;
-	return (x->index > y->index) - (x->index < y->index);
-}
-
-/* Shared prefixes: a GPU batch's n rows in groups that begin alike for at
- * least `least` tokens (runs of its prompts in token order), each led by its
- * longest prompt.  The leaders and the rows of no group come first, as the
- * first step of the prefill computes the rows up to the last of them; the
- * rows that may share follow.  lead[i]: row i leads or is on its own. */
-static void group_rows(struct fg_job **jobs, size_t n, int64_t least, unsigned char *lead)
-{
-	struct fg_job **tmp = malloc(sizeof(*tmp) * (n ? n : 1));
-	unsigned char *follow = malloc(n ? n : 1);
-	size_t front = 0, back = 0;
-
-	if (!tmp || !follow) { /* no groups: nothing shared, only slower */
-		memset(lead, 1, n);
-		free(tmp);
-		free(follow);
-		return;
-	}
-	qsort(jobs, n, sizeof(*jobs), by_tokens);
-	for (size_t i = 0, j; i < n; i = j) {
-		size_t top = i;
-		for (j = i + 1; j < n && common_prefix(jobs[j - 1], jobs[j]) >= (size_t)least; j++)
-			if (jobs[j]->n_prompt > jobs[top]->n_prompt)
-				top = j;
-		for (size_t k = i; k < j; k++)
-			follow[k] = k != top;
-	}
-	for (size_t k = 0; k < n; k++)
-		front += !follow[k];
-	for (size_t k = 0, f = 0; k < n; k++) {
-		size_t at = follow[k] ? front + back++ : f++;
-		tmp[at] = jobs[k];
-		lead[at] = !follow[k];
-	}
-	memcpy(jobs, tmp, sizeof(*jobs) * n);
-	free(tmp);
-	free(follow);
-}
-
-/* Shared prefixes ([policy] share_prefix): each row that leads no group
- * may take the cache of its prompt's beginning from the leader of its GPU
- * batch it begins most like: columns [pad, split), one short of their
- * common tokens (the token after the shared ones is scored from the shared
- * logits).  One split serves the whole batch: the one that computes the
- * fewest positions, counting the first step's rows up to each GPU batch's
- * last row computing it (the rows before it are computed too).  0: none
- * saves any, src untouched. */
-static int64_t plan_sharing(struct fg_job **jobs, int64_t count, int64_t bs, int64_t plen,
-			    const int32_t *pad, int64_t least, const unsigned char *lead,
-			    int32_t *src, int64_t *end, int32_t *from)
-{
-	int64_t best = 0, best_cost = count * plen;
-
-	for (int64_t r = 0; r < count; r++) {
-		int64_t g = r - r % bs, common = 0;
-		end[r] = 0;
-		from[r] = (int32_t)r;
-		for (int64_t s = g; !lead[r] && s < g + bs && s < count; s++) {
-			int64_t c = lead[s] && pad[s] <= pad[r] ? (int64_t)common_prefix(jobs[r], jobs[s]) : 0;
-			if (c > common)
-				common = c, from[r] = (int32_t)s;
-		}
-		if (common >= 2)
-			end[r] = pad[r] + common - 1;
-	}
-	for (int64_t c = 0; c < count; c++) {
-		int64_t split = end[c], cost = count * (plen - split);
-		if (!split || split - pad[c] < least)
-			continue;
-		for (int64_t g = 0; g < count; g += bs) {
-			int64_t last = -1; /* the GPU batch's last row computing the first step */
-			for (int64_t r = g; r < g + bs && r < count; r++)
-				if (pad[r] < split && (end[r] < split || split - pad[r] < least))
-					last = r - g;
-			cost += (last + 1) * split;
-		}
-		if (cost < best_cost || (cost == best_cost && best && split < best))
-			best = split, best_cost = cost;
-	}
-	for (int64_t r = 0; best && r < count; r++)
-		if (end[r] >= best && best - pad[r] >= least)
-			src[r] = from[r];
-	return best;
-}
-
 /* The run for a batch of nb x bs rows, plen prompt tokens and glen new
  * ones: the one in hand when it fits, else a new one, sized to the hint
  * (the larger batches of this shape still to come) when that fits the
@@ -456,15 +349,15 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 	struct fg_prefix_share sh = { 0 };
 	int32_t *src = NULL, *from = NULL;
 	int64_t *end = NULL;
-	unsigned char *lead = share ? malloc((size_t)rows) : NULL;
-	if (!lead)
+	unsigned char *rank = share ? malloc((size_t)rows) : NULL;
+	if (!rank)
 		share = 0; /* (out of memory: nothing shared, only slower) */
 	/* Each GPU batch keeps its rows (its padding): longest budget first, or
 	 * with shared prefixes in groups that begin alike. */
 	for (int64_t g = 0; g * bs < (int64_t)count; g++) {
 		size_t a = (size_t)(g * bs), n = count - a < (size_t)bs ? count - a : (size_t)bs;
 		if (share)
-			group_rows(jobs + a, n, share, lead + a);
+			fg_share_group(jobs + a, n, share, rank + a);
 		else
 			qsort(jobs + a, n, sizeof(*jobs), by_budget_desc);
 	}
@@ -498,24 +391,26 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 			ids[r * plen + i] = i < pad[r] ? c->pad_id : p[i - pad[r]];
 	}
 	if (share) {
-		src = malloc(sizeof(int32_t) * (size_t)rows);
-		from = malloc(sizeof(int32_t) * (size_t)rows);
-		end = malloc(sizeof(int64_t) * (size_t)rows);
+		src = malloc(sizeof(int32_t) * (size_t)(2 * rows));
+		from = malloc(sizeof(int32_t) * (size_t)(2 * rows));
+		end = malloc(sizeof(int64_t) * (size_t)(2 * rows));
 		if (!src || !from || !end) {
 			FG_ERR("out of memory for a batch of %lld rows", (long long)rows);
 			rc = -ENOMEM;
 			goto out;
 		}
-		for (int64_t r = 0; r < rows; r++)
-			src[r] = (int32_t)r;
-		sh.src = src;
-		sh.split = plan_sharing(jobs, (int64_t)count, bs, plen, pad, share, lead, src, end, from);
+		struct fg_share_plan sp = {
+			.jobs = jobs, .count = (int64_t)count, .rows = rows, .bs = bs, .plen = plen,
+			.least = share, .pad = pad, .rank = rank, .src = { src, src + rows },
+			.from = { from, from + rows }, .end = { end, end + rows },
+		};
+		fg_share_plan(&sp, &sh);
 	}
 	if ((rc = batch_scores_new(&sc, jobs, count, rows, plen, ids, pad)) ||
 	    (rc = batch_forward(e, run, nb, bs, plen, glen)))
 		goto out;
 	f = run->f;
-	if (sh.split)
+	if (sh.levels)
 		fg_forward_set_shared_prefix(f, &sh);
 	before = *fg_forward_stats(f);
 	t0 = fg_now();
@@ -604,7 +499,7 @@ out:
 	free(src);
 	free(from);
 	free(end);
-	free(lead);
+	free(rank);
 	free(ids);
 	free(pad);
 	free(next);

@@ -69,4 +69,26 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 		 size_t count);
 void fg_batch_run_end(struct fg_engine *e, struct fg_batch_run *run);
 
+/* share.c: shared prompt prefixes ([policy] share_prefix).  Order a GPU
+ * batch's n jobs in groups that begin alike for `least` tokens or more
+ * (runs in token order), and subgroups alike for `least` more: rank 0 for
+ * the groups' leaders (their longest prompts) and jobs of no group, 1 for
+ * the other subgroups' leaders, 2 for the rest, in that order. */
+void fg_share_group(struct fg_job **jobs, size_t n, int64_t least, unsigned char *rank);
+/* A batch's jobs (grouped as above, left-padded to plen) and the arrays
+ * that choosing its sharing uses: src (rows entries a level, filled), from
+ * and end (count entries a level, scratch). */
+struct fg_share_plan {
+	struct fg_job **jobs;
+	int64_t count, rows, bs, plen, least;
+	const int32_t *pad;
+	const unsigned char *rank;
+	int32_t *src[2], *from[2];
+	int64_t *end[2];
+};
+struct fg_prefix_share;
+/* The sharing that computes the fewest positions, in sh (its src pointing
+ * into sp's): up to two levels; 0 levels when none saves any. */
+int fg_share_plan(struct fg_share_plan *sp, struct fg_prefix_share *sh);
+
 #endif
