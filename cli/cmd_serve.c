@@ -237,9 +237,13 @@ int fg_cmd_serve(struct fg_config *cfg, int argc, char **argv)
 	}
 	fg_serve_http_stop(h);
 	fg_serve_queue_stop(q, rc != FG_EXIT_OK);
+	struct fg_run_stats st;
+	fg_engine_stats(e, &st);
 	fg_engine_close(e);
 	if (rc == FG_EXIT_OK)
-		fprintf(stderr, "fgcore: serve: stopped\n");
+		fprintf(stderr, "fgcore: serve: stopped after %llu requests in %llu batches: %llu positions computed, %llu saved by shared prompt prefixes\n",
+			(unsigned long long)st.requests, (unsigned long long)st.batches,
+			(unsigned long long)st.positions, (unsigned long long)st.shared_positions);
 	return rc;
 }
 #endif

@@ -8,7 +8,8 @@ the way they do, and checks what they would compute against the Hugging Face
 references in $FGCORE_TESTDATA (heldout.json's log-probabilities, golden.json's
 tokenization, greedy tokens, top-5 logits and last prefill logits).  Also: the
 tokenizer endpoints and malformed bodies for them, log-probabilities in a
-stream, and that max_tokens 1 with echo costs no more than a scored prefill.
+stream, that max_tokens 1 with echo costs no more than a scored prefill, and
+lm-eval's multiple-choice requests on a server sharing prompt prefixes.
 Neither harness is imported: the shapes are written out here, as their
 sources (lm-eval 0.4.13, crfm-helm 0.5.16) build them.  Servers, skips and
 the watchdog are tests/test_serve.py's."""
@@ -539,6 +540,48 @@ def test_prefill_cost(heldout, tmp):
     print(f"positions for 100 prompt ids, max_tokens 0/1/2: {got}")
 
 
+def test_shared_prefix(s, heldout):
+    # lm-eval's multiple-choice shape: per document one request of four
+    # prompts, its context and four continuations (the held-out one and three
+    # others), three documents at once.  A server sharing prompt prefixes
+    # ([policy] share_prefix) gives the held-out continuations Hugging Face's
+    # log-likelihood and every prompt the unshared server's numbers, and its
+    # exit line counts the positions sharing saved.
+    docs = []
+    for i in range(3):
+        ids = heldout["input_ids"][i]
+        ctx, cont = 30 + 5 * i, 2 + i
+        ref = sum(heldout["token_logprobs"][i][ctx - 1:ctx + cont - 1])
+        true = ids[ctx:ctx + cont]
+        others = [[(t + 7 * k) % 8000 + 4 for t in true] for k in (1, 2, 3)]
+        docs.append(([ids[:ctx] + c for c in [true] + others], ctx, ref, cont))
+    shared = ts.Server(config=["-o", "policy.share_prefix=8"])
+    try:
+        with ThreadPoolExecutor(3) as ex:
+            got = list(ex.map(lambda d: post(shared, "/v1/completions", lm_eval_body(d[0])), docs))
+            want = list(ex.map(lambda d: post(s, "/v1/completions", lm_eval_body(d[0])), docs))
+    finally:
+        rc = shared.stop()
+    check(rc == 0, f"the sharing server exited {rc} on SIGTERM")
+    worst = 0.0
+    for (prompts, ctx, ref, cont), (st, o), (st2, o2) in zip(docs, got, want):
+        if not check(st == 200 and st2 == 200, f"multiple choice: {st} {str(o)[:300]}"):
+            continue
+        lls = lm_eval_parse(o, [ctx] * 4)
+        check(abs(lls[0][0] - ref) <= TOL * cont,
+              f"shared: loglikelihood {lls[0][0]} vs Hugging Face {ref} ({cont} tokens)")
+        for a, b in zip(sorted(o["choices"], key=lambda c: c["index"]),
+                        sorted(o2["choices"], key=lambda c: c["index"])):
+            for x, y in zip(a["logprobs"]["token_logprobs"][1:], b["logprobs"]["token_logprobs"][1:]):
+                worst = max(worst, abs(x - y))
+    check(worst <= 1e-4, f"shared against unshared: log-probabilities differ by {worst}")
+    m = [re.search(r"(\d+) saved by shared prompt prefixes", line) for line in shared.lines]
+    saved = [int(x.group(1)) for x in m if x]
+    check(saved and saved[-1] > 0, f"the sharing server saved no positions: {shared.lines[-3:]}")
+    print(f"shared prompt prefixes over serve: {saved[-1] if saved else 0} positions saved, "
+          f"worst |diff| against unshared {worst:.2e}")
+
+
 def main():
     with open(os.path.join(ts.MODEL, "heldout.json")) as f:
         heldout = json.load(f)
@@ -551,7 +594,8 @@ def main():
     try:
         for t in (lambda: test_tokenizer(s, golden, heldout, config),
                   lambda: test_tokenizer_malformed(s), lambda: test_lm_eval(s, heldout, golden),
-                  lambda: test_helm(s, heldout, golden), lambda: test_stream_logprobs(s)):
+                  lambda: test_helm(s, heldout, golden), lambda: test_stream_logprobs(s),
+                  lambda: test_shared_prefix(s, heldout)):
             t()
     finally:
         rc = s.stop()
