@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/test_pipeline.sh - pipeline stages over MPI on the CPU backend:
 # `mpirun -np 2` and `-np 3` give exactly the one-process output of generate
-# (greedy) and run-batch (greedy and seeded sampling) on the trained OPT and
+# (greedy) and run-batch (greedy and seeded sampling; scored prompts, also
+# with shared prompt prefixes) on the trained OPT and
 # Llama checkpoints, with each stage's own offloading policy (weights, cache
 # and activations on the host and disk tiers); mismatched configurations and
 # a killed rank stop the job with a line naming the rank, within bounded time;
@@ -116,6 +117,27 @@ run_np 3 "$fg" $m -o distributed.layers=1,2,1 run-batch --input "$tmp/echo.jsonl
 cmp -s "$tmp/echo1.out" "$tmp/echo2.out" || die "echo + logprobs -np 2 differ: $(diff "$tmp/echo1.out" "$tmp/echo2.out" | head -4)"
 cmp -s "$tmp/echo1.out" "$tmp/echo3.out" || die "echo + logprobs -np 3 differ"
 grep -q '"token_logprobs":\[null,' "$tmp/echo1.out" || die "echo: no prompt scores: $(head -c 300 "$tmp/echo1.out")"
+# Shared prompt prefixes through the stages: every stage runs the same steps
+# of the same rows (rank 0's command carries the sharing), the one-process
+# bytes, and the positions saved.
+python3 - "$tmp/mc.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for q in range(4):
+        for c in range(3):
+            ids = [2] + [(37 * t + 11) % 8000 + 4 for t in range(20)] + \
+                  [(13 * t + 101 * q) % 8000 + 4 for t in range(3 + q)] + [40 + c]
+            f.write(json.dumps({"custom_id": f"q{q}c{c}", "prompt": ids, "max_tokens": 1 + c,
+                                "echo": True, "logprobs": 2, "ignore_eos": True}) + "\n")
+PY
+sp="-o policy.share_prefix=4 -o policy.gpu_batch_size=4"
+"$fg" $m $sp run-batch --input "$tmp/mc.jsonl" --output "$tmp/mc1.out" 2>"$tmp/err" || die "sharing, one process: $(cat "$tmp/err")"
+run_np 2 "$fg" $m $sp run-batch --input "$tmp/mc.jsonl" --output "$tmp/mc2.out" 2>"$tmp/err" || die "sharing -np 2: $(cat "$tmp/err")"
+grep -q "shared prompt prefixes saved [1-9]" "$tmp/err" || die "sharing -np 2: nothing saved: $(cat "$tmp/err")"
+run_np 3 "$fg" $m $sp -o distributed.layers=1,2,1 run-batch --input "$tmp/mc.jsonl" --output "$tmp/mc3.out" 2>"$tmp/err" ||
+	die "sharing -np 3: $(cat "$tmp/err")"
+cmp -s "$tmp/mc1.out" "$tmp/mc2.out" || die "sharing -np 2 differs: $(diff "$tmp/mc1.out" "$tmp/mc2.out" | head -4)"
+cmp -s "$tmp/mc1.out" "$tmp/mc3.out" || die "sharing -np 3 differs"
 printf 'import os\n\ndef main(argv):\n    for name in os.listdir(argv[1]):\n        print(name)\n' > "$tmp/t.py"
 a1=$("$fg" $m score --json --context 16 --stride 8 "$tmp/t.py" 2>&1) || die "score, one process: $a1"
 a2=$(run_np 2 "$fg" $m score --json --context 16 --stride 8 "$tmp/t.py" 2>"$tmp/err") || die "score -np 2: $(cat "$tmp/err")"

@@ -126,8 +126,10 @@ void fg_forward_set_filled_rows(struct fg_forward *f, int64_t rows);
  * their tokens are the same from each one's pad on, one past split[k] -
  * pad[r] (so that the scores of the shared positions are the source's
  * too); 0 < split[0] < split[1] < ... < prompt_len.  The prefill refuses a
- * sharing that breaks them.  A pipeline of stages computes the prefill in
- * one step, as without sharing. */
+ * sharing that breaks them.  A pipeline of stages runs the same steps on
+ * every stage (rank 0's command carries the sharing), each GPU batch in
+ * each step (one with no row there computes its first, attending to
+ * nothing). */
 #define FG_SHARE_LEVELS 4
 struct fg_prefix_share {
 	int levels;                           /* 1 .. FG_SHARE_LEVELS */

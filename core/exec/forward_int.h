@@ -111,6 +111,7 @@ struct fg_forward {
 	struct fg_score_buf sbuf;
 	const struct fg_token_scores *tok_scores; /* next tokens' log-probabilities */
 	const struct fg_prefix_share *share; /* the next prefill's shared prefixes */
+	int share_masks;                /* a shared prefill's row masks, the same on every stage */
 	int sharing;                    /* this step takes shared prefixes' cache (prefix.c): */
 	const int32_t *share_src;       /* each row's source, */
 	int64_t share_end;              /* up to this column */
@@ -126,10 +127,12 @@ static inline struct fg_tensor fg_view(void *addr, enum fg_dtype dt, int64_t row
 /* Does this step leave finished rows out (fg_forward_set_live_rows)?  Decode
  * steps of one process, and a prefill of a partly filled batch
  * (fg_forward_set_filled_rows); the other stages of a pipeline do not see
- * the mask, so a pipeline computes them all. */
+ * the mask, so a pipeline computes them all, but in a prefill with shared
+ * prefixes, whose masks every stage makes alike from rank 0's command. */
 static inline int fg_rows_masked(const struct fg_forward *f)
 {
-	return f->mask.row_live && (f->step > 0 || f->prefill_masked) && !f->pipe;
+	return f->mask.row_live && (f->step > 0 || f->prefill_masked) &&
+	       (!f->pipe || f->share_masks);
 }
 
 /* Is row s of GPU batch k left out of this step? */

@@ -31,7 +31,7 @@
 enum { WANT_TOP = 1, WANT_LOGITS = 2, WANT_SCORES = 4 };
 enum {
 	TAG_CMD = 1, TAG_PAD = 2, TAG_STATUS = 3, TAG_VERDICT = 4, TAG_TARGETS = 5,
-	TAG_SCORE_LP = 6, TAG_SCORE_ID = 7, TAG_SCORE_TOP = 8,
+	TAG_SCORE_LP = 6, TAG_SCORE_ID = 7, TAG_SCORE_TOP = 8, TAG_SHARE = 9,
 	TAG_HIDDEN = 16, TAG_TOP = 8192, TAG_LOGITS = 16384,
 	/* + GPU batch (< 4096) */
 };
@@ -191,9 +191,20 @@ int fg_pipe_step_command(struct fg_forward *f, const int32_t *pad, int want_logi
 				      (pad && f->score ? WANT_SCORES : 0),
 			      .score_k = pad && f->score ? f->score->k : 0 };
 
+	_Static_assert(FG_SHARE_LEVELS <= 4, "fg_pipe_cmd.share_split holds 4 levels");
 	if (p->rank != 0)
 		return 0;
+	if (pad && f->share) {
+		c.share_levels = f->share->levels;
+		for (int k = 0; k < f->share->levels && k < FG_SHARE_LEVELS; k++)
+			c.share_split[k] = f->share->split[k];
+	}
 	send_command(p->d, &c, pad, pad ? (size_t)(f->nb * f->bs) : 0);
+	/* shared prefixes: every stage runs the same steps of the same rows */
+	for (int r = 1; r < p->size; r++)
+		for (int k = 0; k < c.share_levels && k < FG_SHARE_LEVELS; k++)
+			send_or_die(p->d, r, TAG_SHARE, f->share->src[k],
+				    (size_t)(f->nb * f->bs) * sizeof(int32_t), "shared prefixes");
 	if (c.want & WANT_SCORES)
 		send_or_die(p->d, p->size - 1, TAG_TARGETS, f->score->target,
 			    (size_t)(f->nb * f->bs * f->plen) * sizeof(int32_t), "scored targets");
@@ -516,12 +527,29 @@ void fg_pipe_follow_step(struct fg_dist *d, struct fg_forward *f, const struct f
 	}
 	f->pipe->want = c->want;
 	if (c->op == FG_PIPE_PREFILL) {
-		recv_or_die(d, 0, TAG_PAD, pad, (size_t)(f->nb * f->bs) * sizeof(int32_t), d->timeout,
-			    "paddings");
+		size_t rows = (size_t)(f->nb * f->bs);
+		int levels = c->share_levels;
+		struct fg_prefix_share sh = { .levels = levels };
+		int32_t *src = NULL;
+		recv_or_die(d, 0, TAG_PAD, pad, rows * sizeof(int32_t), d->timeout, "paddings");
+		if (levels < 0 || levels > FG_SHARE_LEVELS ||
+		    (levels && !(src = malloc(rows * (size_t)levels * sizeof(int32_t))))) {
+			FG_ERR("rank %d: no room for %d levels of shared prefixes", d->info.rank, levels);
+			fatal(d);
+		}
+		for (int k = 0; k < levels; k++) {
+			recv_or_die(d, 0, TAG_SHARE, src + (size_t)k * rows, rows * sizeof(int32_t),
+				    d->timeout, "shared prefixes");
+			sh.split[k] = c->share_split[k];
+			sh.src[k] = src + (size_t)k * rows;
+		}
+		if (levels)
+			fg_forward_set_shared_prefix(f, &sh);
 		/* the last stage scores the prompt positions for rank 0 */
 		rc = (c->want & WANT_SCORES) && !fg_pipe_has_next(f)
 			     ? follow_scored(d, f, c, pad)
 			     : fg_forward_prefill(f, NULL, pad, NULL, NULL);
+		free(src);
 	} else {
 		rc = fg_forward_decode(f, NULL, NULL, NULL);
 	}

@@ -24,7 +24,9 @@ int fg_pipe_close(struct fg_dist *d);
 enum { FG_PIPE_NEW = 1, FG_PIPE_PREFILL, FG_PIPE_DECODE, FG_PIPE_FREE, FG_PIPE_EXIT };
 struct fg_pipe_cmd {
 	int32_t op, want;
-	int32_t score_k, unused;    /* FG_PIPE_PREFILL, scored: the tops per position */
+	int32_t score_k;            /* FG_PIPE_PREFILL, scored: the tops per position */
+	int32_t share_levels;       /* FG_PIPE_PREFILL: shared prefixes' levels (0: none), */
+	int64_t share_split[4];     /* their splits (the sources follow the paddings) */
 	int64_t nb, bs, plen, glen; /* FG_PIPE_NEW: the run's shape */
 };
 

@@ -42,7 +42,8 @@ static int64_t step_end(const struct fg_forward *f, int k)
  * sequence; before, those that are their own source with a token there. */
 static int computes_step(const struct fg_forward *f, int k, int64_t r)
 {
-	if (f->filled > 0 && r >= f->filled)
+	/* (a pipeline's other stages know nothing of the filled rows) */
+	if (!f->pipe && f->filled > 0 && r >= f->filled)
 		return 0;
 	return k == f->share->levels ||
 	       (f->share->src[k][r] == r && row_pad(f, r) < step_end(f, k));
@@ -71,9 +72,10 @@ static int share_check(const struct fg_forward *f, const int32_t *ids)
 			if (s == r || pr >= C)
 				continue;
 			int bad = s < b * f->bs || s >= (b + 1) * f->bs || sh->src[k][s] != s ||
-				  row_pad(f, s) > pr || (f->filled > 0 && s >= f->filled);
+				  row_pad(f, s) > pr || (!f->pipe && f->filled > 0 && s >= f->filled);
 			int64_t ps = bad ? 0 : row_pad(f, s);
-			for (int64_t j = 0; !bad && j <= C - pr; j++)
+			/* (a pipeline's other stages get no ids: rank 0 checked them) */
+			for (int64_t j = 0; ids && !bad && j <= C - pr; j++)
 				bad = ids[r * P + pr + j] != ids[s * P + ps + j];
 			if (bad) {
 				FG_ERR("shared prefixes: level %d: row %lld cannot take columns [%lld, %lld) from row %lld",
@@ -154,7 +156,11 @@ static void score_put(const struct fg_prompt_scores *s, int64_t to, const struct
 int fg_prefill_shared(struct fg_forward *f, const int32_t *ids, float *logits, int32_t *top)
 {
 	const struct fg_prefix_share *sh = f->share;
-	const struct fg_prompt_scores *s = f->score;
+	/* A pipeline scores on its last stage; rank 0 gets the scores at the
+	 * end of the last step (fg_pipe_step_end). */
+	const struct fg_prompt_scores *given = f->score;
+	int remote = f->pipe && fg_pipe_has_next(f);
+	const struct fg_prompt_scores *s = remote ? NULL : given;
 	int64_t rows = f->nb * f->bs, P = f->plen;
 	int steps = sh->levels + 1;
 	int32_t *cols = NULL;
@@ -191,19 +197,31 @@ int fg_prefill_shared(struct fg_forward *f, const int32_t *ids, float *logits, i
 		for (int64_t r = 0; r < rows; r++) {
 			int live = computes_step(f, k, r);
 			f->mask.row_live[r] = (unsigned char)live;
-			f->mask.attn_pad[r] = live ? (int32_t)row_pad(f, r) : (int32_t)(c0 + n);
+			f->mask.attn_pad[r] = (int32_t)(live && row_pad(f, r) < c0 + n ? row_pad(f, r)
+										: c0 + n);
 			f->mask.live[r / f->bs] |= (unsigned char)live;
-			memcpy(cols + r * n, ids + r * P + c0, sizeof(int32_t) * (size_t)n);
+			if (ids)
+				memcpy(cols + r * n, ids + r * P + c0, sizeof(int32_t) * (size_t)n);
 			if (k && live && sh->src[k - 1][r] != r && row_pad(f, r) < c0)
 				f->stats.shared_positions += (uint64_t)(c0 - row_pad(f, r));
 		}
+		/* A pipeline runs every GPU batch (its results cross for each): one
+		 * with no row here computes its first, attending to nothing (its
+		 * columns are taken again from its source at the next step). */
+		for (int64_t b = 0; f->pipe && b < f->nb; b++)
+			if (!f->mask.live[b])
+				f->mask.live[b] = f->mask.row_live[b * f->bs] = 1;
 		f->prefill_masked = 1;
+		f->share_masks = 1;
 		f->sharing = k > 0;
 		f->share_src = k ? sh->src[k - 1] : NULL;
 		f->share_end = c0;
-		f->score = s ? &sc[k].p : NULL;
-		rc = fg_step(f, cols, n, k == steps - 1 ? logits : NULL, k == steps - 1 ? top : NULL);
+		f->score = s ? &sc[k].p : remote && k == steps - 1 ? given : NULL;
+		/* a pipeline's results cross at every step: the last one's stay */
+		int out = k == steps - 1 || f->pipe;
+		rc = fg_step(f, ids ? cols : NULL, n, out ? logits : NULL, out ? top : NULL);
 		f->sharing = 0;
+		f->share_masks = 0;
 	}
 	for (int64_t r = 0; !rc && s && r < rows; r++)
 		for (int64_t p = 0; p < P; p++) {
@@ -214,7 +232,7 @@ int fg_prefill_shared(struct fg_forward *f, const int32_t *ids, float *logits, i
 			score_put(s, r * P + p, &sc[k], at * sc[k].n + col - step_first(f, k));
 		}
 out:
-	f->score = s;
+	f->score = given;
 	free(cols);
 	for (int k = 0; k < steps; k++)
 		step_scores_free(&sc[k]);

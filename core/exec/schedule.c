@@ -562,7 +562,7 @@ int fg_forward_prefill(struct fg_forward *f, const int32_t *ids, const int32_t *
 			f->mask.live[k] = k * f->bs < f->filled;
 		f->prefill_masked = 1;
 	}
-	if (f->share && !f->pipe)
+	if (f->share)
 		rc = fg_prefill_shared(f, ids, logits, top);
 	else
 		rc = fg_step(f, ids, f->plen, logits, top);

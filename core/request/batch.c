@@ -344,8 +344,7 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 	 * out (fg_forward_set_filled_rows). */
 	bs = ((int64_t)count + nb - 1) / nb;
 	int64_t rows = bs * nb;
-	/* A pipeline's stages compute a prefill in one step. */
-	int64_t share = e->dist ? 0 : e->policy.share_prefix;
+	int64_t share = e->policy.share_prefix;
 	struct fg_prefix_share sh = { 0 };
 	int32_t *src = NULL, *from = NULL;
 	int64_t *end = NULL;

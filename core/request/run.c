@@ -241,7 +241,7 @@ static long run_requests(struct fg_engine *e, const struct fg_request *reqs, siz
 		r.prog.requests += !reqs[i].known;
 	if (!o->input_order)
 		qsort(order, live, sizeof(*order),
-		      e->policy.share_prefix && !e->dist ? by_bucket_tokens : by_bucket);
+		      e->policy.share_prefix ? by_bucket_tokens : by_bucket);
 	/* The largest prompt and budget from each batch on: a run made for a
 	 * batch is sized for those still to come, when they fit. */
 	for (size_t i = live; i-- > 0;) {
