@@ -105,12 +105,13 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	    "(down to one row per sequence of a GPU batch) when the tier has no room."),
 
 	KEY_INT("policy", "share_prefix", "0", 0, 1048576,
-		"Shared prompt prefixes: a batch's prompts that begin like its GPU batch's "
-		"longest one, for at least this many tokens, take that beginning's KV cache "
-		"from it instead of computing it again (a multiple-choice question's choices, "
-		"a few-shot header, one instruction); requests waiting together are ordered "
-		"so that such prompts share batches.  Results agree with each prompt computed "
-		"alone to rounding (a 4-bit cache: to its quantization).  0: off."),
+		"Shared prompt prefixes: prompts of a GPU batch that begin alike for at least "
+		"this many tokens compute that beginning once, the others taking its KV cache "
+		"(at two levels: a few-shot header shared by a subject's questions, then a "
+		"question shared by its choices); requests waiting together are ordered by "
+		"their tokens so that such prompts share batches.  Results agree with each "
+		"prompt computed alone to rounding (a 4-bit cache: to its quantization).  "
+		"0: off."),
 
 	KEY_INT("bench", "prompt_len", "512", 1, 1048576, "Tokens of each synthetic prompt."),
 	KEY_INT("bench", "gen_len", "32", 1, 1048576, "Tokens generated for each prompt."),

@@ -69,7 +69,11 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 		 size_t count);
 void fg_batch_run_end(struct fg_engine *e, struct fg_batch_run *run);
 
-/* share.c: shared prompt prefixes ([policy] share_prefix).  Order a GPU
+/* share.c: shared prompt prefixes ([policy] share_prefix).  The order of
+ * two prompts' tokens at their first difference (a walk of their trie); 0
+ * when one begins the other. */
+int fg_share_token_order(const struct fg_job *x, const struct fg_job *y);
+/* Order a GPU
  * batch's n jobs in groups that begin alike for `least` tokens or more
  * (runs in token order), and subgroups alike for `least` more: rank 0 for
  * the groups' leaders (their longest prompts) and jobs of no group, 1 for

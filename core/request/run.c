@@ -50,12 +50,11 @@ static int by_bucket_tokens(const void *a, const void *b)
 	const struct fg_job *x = *(struct fg_job *const *)a, *y = *(struct fg_job *const *)b;
 	unsigned cx = length_class(x->n_prompt), cy = length_class(y->n_prompt);
 
-	if (cx != cy || x->req->max_new_tokens != y->req->max_new_tokens)
-		return by_bucket(a, b);
-	for (size_t i = 0; i < x->n_prompt && i < y->n_prompt; i++)
-		if (x->prompt[i] != y->prompt[i])
-			return x->prompt[i] < y->prompt[i] ? -1 : 1;
-	return by_bucket(a, b);
+	int o = cx != cy || x->req->max_new_tokens != y->req->max_new_tokens
+			? 0
+			: fg_share_token_order(x, y);
+
+	return o ? o : by_bucket(a, b);
 }
 
 struct runner {

@@ -21,14 +21,23 @@ static int64_t common_prefix(const struct fg_job *a, const struct fg_job *b)
 	return (int64_t)n;
 }
 
+int fg_share_token_order(const struct fg_job *x, const struct fg_job *y)
+{
+	int64_t n = common_prefix(x, y);
+
+	if (n == (int64_t)x->n_prompt || n == (int64_t)y->n_prompt)
+		return 0;
+	return x->prompt[n] < y->prompt[n] ? -1 : 1;
+}
+
 /* The prompts' tokens in order, then the index. */
 static int by_tokens(const void *a, const void *b)
 {
 	const struct fg_job *x = *(struct fg_job *const *)a, *y = *(struct fg_job *const *)b;
+	int o = fg_share_token_order(x, y);
 
-	for (size_t i = 0; i < x->n_prompt && i < y->n_prompt; i++)
-		if (x->prompt[i] != y->prompt[i])
-			return x->prompt[i] < y->prompt[i] ? -1 : 1;
+	if (o)
+		return o;
 	if (x->n_prompt != y->n_prompt)
 		return x->n_prompt < y->n_prompt ? -1 : 1;
 	return (x->index > y->index) - (x->index < y->index);
