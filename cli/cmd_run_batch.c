@@ -55,6 +55,7 @@
 
 #include <jansson.h>
 
+#include <fgcore/fanout.h>
 #include <fgcore/fgcore.h>
 #include "cli/batch_journal.h"
 #include "cli/batch_progress.h"
@@ -591,6 +592,7 @@ struct run {
 	struct fg_result *res;
 	size_t *line_of;           /* a request's line */
 	size_t *left;              /* a line's requests not done yet */
+	size_t *ready, n_ready;    /* lines whose requests are done, not yet formatted */
 	size_t rcap;
 	/* the job */
 	size_t lines_done, ran, kept, failed;
@@ -606,32 +608,70 @@ static int is_failure(const char *rec)
 	return strstr(rec, "\"error\":\"") || strstr(rec, "\"error\":{");
 }
 
-/* A request's result: a line whose every request is done gets its record,
- * appended to the journal at once. */
+/* A request's result: a line whose every request is done waits for its
+ * record (records_flush). */
 static int on_result(void *arg, size_t index, struct fg_result *res)
 {
 	struct run *r = arg;
 	size_t li = r->line_of[index];
-	struct line *l = &r->lines[li];
-	char *rec;
-	int rc;
 
 	r->res[index] = *res;
-	if (--r->left[li])
-		return 0;
-	rec = format_record(r->e, l, r->base + li + 1, &r->res[l->first], NULL);
-	for (size_t c = 0; c < l->comp.n; c++)
-		fg_result_clear(&r->res[l->first + c]);
-	if (!rec) {
-		r->jerr = ENOMEM;
-		return 1;
+	if (--r->left[li] == 0)
+		r->ready[r->n_ready++] = li;
+	return 0;
+}
+
+/* Ready lines [from, to) formatted by one thread of records_flush. */
+struct format_job {
+	struct run *r;
+	size_t from, to;
+};
+
+static void format_lines(void *arg)
+{
+	struct format_job *j = arg;
+	struct run *r = j->r;
+
+	for (size_t i = j->from; i < j->to; i++) {
+		size_t li = r->ready[i];
+		struct line *l = &r->lines[li];
+		r->recs[li] = format_record(r->e, l, r->base + li + 1, &r->res[l->first], NULL);
 	}
-	if (r->jr && !r->jerr && (rc = fg_journal_append(r->jr, r->base + li + 1, r->hash[li], rec)))
-		r->jerr = -rc;
-	r->recs[li] = rec;
-	r->lines_done++;
-	r->ran++;
-	r->failed += is_failure(rec) != 0;
+}
+
+/* The ready lines' records, made over the CPUs (echoed log-probabilities
+ * are a large JSON a prompt: formatted one by one they kept the GPU idle
+ * longer than the batch computed), then appended to the journal in the
+ * order their lines finished. */
+static int records_flush(struct run *r)
+{
+	struct format_job job[FG_FANOUT_MAX];
+	int t = fg_fanout_threads(0, r->n_ready, 4);
+	int rc;
+
+	for (int k = 0; k < t; k++)
+		job[k] = (struct format_job){ r, r->n_ready * (size_t)k / (size_t)t,
+					      r->n_ready * (size_t)(k + 1) / (size_t)t };
+	if (r->n_ready)
+		fg_fanout(format_lines, job, sizeof(job[0]), t);
+	for (size_t i = 0; i < r->n_ready; i++) {
+		size_t li = r->ready[i];
+		struct line *l = &r->lines[li];
+		const char *rec = r->recs[li];
+		for (size_t c = 0; c < l->comp.n; c++)
+			fg_result_clear(&r->res[l->first + c]);
+		if (!rec) {
+			r->jerr = ENOMEM;
+			continue;
+		}
+		if (r->jr && !r->jerr &&
+		    (rc = fg_journal_append(r->jr, r->base + li + 1, r->hash[li], rec)))
+			r->jerr = -rc;
+		r->lines_done++;
+		r->ran++;
+		r->failed += is_failure(rec) != 0;
+	}
+	r->n_ready = 0;
 	return r->jerr != 0;
 }
 
@@ -642,6 +682,7 @@ static int on_batch_end(void *arg, const struct fg_run_progress *p)
 	struct fg_run_stats now;
 	int rc;
 
+	records_flush(r);
 	if (r->jr && !r->jerr && (rc = fg_journal_flush(r->jr, 0)))
 		r->jerr = -rc;
 	if (r->jr && r->kill_after > 0 && fg_journal_appended(r->jr) >= (size_t)r->kill_after) {
@@ -1238,7 +1279,8 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	r.recs = calloc(window, sizeof(*r.recs));
 	r.hash = calloc(window, sizeof(*r.hash));
 	r.left = calloc(window, sizeof(*r.left));
-	if (!r.lines || !r.recs || !r.hash || !r.left)
+	r.ready = calloc(window, sizeof(*r.ready));
+	if (!r.lines || !r.recs || !r.hash || !r.left || !r.ready)
 		goto oom;
 	r.kill_after = kill_hook() && strcmp(kill_hook(), "rename") && strcmp(kill_hook(), "unlink")
 			       ? strtol(kill_hook(), NULL, 10) : -1;
@@ -1349,6 +1391,8 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 						 .stop = &rb_signal, .keep_run = 1 };
 			if (fg_run(r.e, r.reqs, nreq, &o) < 0)
 				goto oom;
+			/* results handed with no batch after them (refused requests) */
+			records_flush(&r);
 		}
 		/* Interrupted: the journal synced before saying what it keeps. */
 		if (rb_signal && r.jr && !r.jerr && (e2 = fg_journal_flush(r.jr, 1)))
@@ -1473,11 +1517,17 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 			per * (double)(computed + shared - useful - dead), per * (double)dead,
 			(unsigned long long)computed,
 			(unsigned long long)(now.batches - r.st0.batches), saved, peak_mib());
-		if (fg_cli_verbosity > 0)
+		if (fg_cli_verbosity > 0) {
+			double setup = now.run_setup_s - r.st0.run_setup_s;
+			double fwd = now.compute_s - r.st0.compute_s;
+			double cb = now.callback_s - r.st0.callback_s;
 			fprintf(stderr, "fgcore: run-batch: %llu runs (plans and buffers) made for %llu batches, %.3f s making and freeing them\n",
 				(unsigned long long)(now.runs - r.st0.runs),
-				(unsigned long long)(now.batches - r.st0.batches),
-				now.run_setup_s - r.st0.run_setup_s);
+				(unsigned long long)(now.batches - r.st0.batches), setup);
+			fprintf(stderr, "fgcore: run-batch: of the %.2f s after the load: %.2f s in the forward pass (%.2f s of it the output block of scored and sampled positions), %.2f s making runs, %.2f s formatting and writing results, %.2f s else (reading, batching, the last write)\n",
+				run_s, fwd, now.logits_s - r.st0.logits_s, setup, cb,
+				run_s - fwd - setup - cb);
+		}
 	}
 	if (r.failed)
 		fprintf(stderr, "fgcore: run-batch: %zu of %zu lines failed; see their error records in %s\n",
@@ -1509,6 +1559,7 @@ out:
 	free(r.recs);
 	free(r.hash);
 	free(r.left);
+	free(r.ready);
 	free(r.reqs);
 	free(r.res);
 	free(r.line_of);

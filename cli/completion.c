@@ -445,6 +445,21 @@ static int append(json_t *a, json_t *v)
 	return v ? json_array_append_new(a, v) : -1;
 }
 
+/* offs[t]: the characters ids[0..t) decode to, t in [0, n] (none without a
+ * tokenizer: decode gives ""); NULL: out of memory. */
+static size_t *offsets(struct fg_engine *e, const int32_t *ids, size_t n)
+{
+	struct fg_model_info mi;
+	size_t *offs = calloc(n + 1, sizeof(*offs));
+
+	fg_engine_info(e, &mi);
+	if (offs && mi.has_tokenizer && fg_detokenize_offsets(e, ids, n, offs)) {
+		free(offs);
+		return NULL;
+	}
+	return offs;
+}
+
 json_t *fg_completion_logprobs(struct fg_engine *e, const struct fg_completion *c, size_t i,
 			       const struct fg_result *r)
 {
@@ -463,32 +478,34 @@ json_t *fg_completion_logprobs(struct fg_engine *e, const struct fg_completion *
 	}
 	if (ok && c->echo && r->prompt_logprobs) {
 		ok = (ptext = prompt_text(e, c, i, r, &skip)) != NULL;
-		for (size_t t = 0; ok && t < r->n_prompt_tokens; t++) {
-			/* offset: the characters the tokens before it decode to */
-			char *pre = t > skip ? decode(e, r->prompt_ids + skip, t - skip) : strdup("");
+		/* offset: the characters the tokens before it decode to */
+		size_t n = r->n_prompt_tokens, s = skip < n ? skip : n;
+		size_t *at = ok ? offsets(e, r->prompt_ids + s, n - s) : NULL;
+		ok = at != NULL;
+		for (size_t t = 0; ok && t < n; t++) {
 			char *tok = decode(e, &r->prompt_ids[t], 1);
 			float lp = r->prompt_logprobs[t];
-			ok = pre && tok && !append(tokens, fg_json_text(tok)) &&
-			     !append(lps, lp_value(lp)) &&
-			     !append(offs, json_integer(pre ? chars(pre) : 0)) &&
+			ok = tok && !append(tokens, fg_json_text(tok)) && !append(lps, lp_value(lp)) &&
+			     !append(offs, json_integer((json_int_t)(t > s ? at[t - s] : 0))) &&
 			     !append(tops, t == 0 ? json_null()
 						  : top_dict(e, r->prompt_top + t * (size_t)k, k,
 							     r->prompt_ids[t], lp));
-			free(pre);
 			free(tok);
 		}
+		free(at);
 		base = ptext ? chars(ptext) : 0;
 	}
+	size_t *at = ok ? offsets(e, r->token_ids, r->n_tokens) : NULL;
+	ok = at != NULL;
 	for (size_t t = 0; ok && t < r->n_tokens; t++) {
-		char *pre = decode(e, r->token_ids, t);
 		char *tok = decode(e, &r->token_ids[t], 1);
 		float lp = r->token_logprobs[t];
-		ok = pre && tok && !append(tokens, fg_json_text(tok)) && !append(lps, lp_value(lp)) &&
-		     !append(offs, json_integer(base + chars(pre))) &&
+		ok = tok && !append(tokens, fg_json_text(tok)) && !append(lps, lp_value(lp)) &&
+		     !append(offs, json_integer(base + (json_int_t)at[t])) &&
 		     !append(tops, top_dict(e, r->token_top + t * (size_t)k, k, r->token_ids[t], lp));
-		free(pre);
 		free(tok);
 	}
+	free(at);
 	free(ptext);
 	if (!ok) {
 		json_decref(tokens);

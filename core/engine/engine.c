@@ -444,6 +444,15 @@ int fg_detokenize(struct fg_engine *e, const int32_t *ids, size_t n, char **text
 	return fg_tokenizer_decode(e->tok, ids, n, text, &len);
 }
 
+int fg_detokenize_offsets(struct fg_engine *e, const int32_t *ids, size_t n, size_t *chars)
+{
+	if (!e->tok) {
+		FG_ERR("%s", e->tok_error);
+		return -EINVAL;
+	}
+	return fg_tokenizer_decode_offsets(e->tok, ids, n, chars);
+}
+
 int fg_engine_special_tokens(const struct fg_engine *e, struct fg_special_tokens *out)
 {
 	out->bos = fg_tokenizer_bos_id(e->tok);

@@ -308,6 +308,7 @@ static void count_stats(struct fg_engine *e, const struct fg_forward_stats *a,
 	s->positions += b->positions - a->positions;
 	s->dead_positions += b->dead_positions - a->dead_positions;
 	s->shared_positions += b->shared_positions - a->shared_positions;
+	s->logits_s += b->logits_s - a->logits_s;
 	s->weight_bytes += b->weight_bytes - a->weight_bytes;
 	s->cache_bytes += b->cache_bytes - a->cache_bytes;
 	s->hidden_bytes += b->hidden_bytes - a->hidden_bytes;

@@ -11,6 +11,7 @@
 
 #include "core/engine/engine.h"
 #include "core/request/job.h"
+#include "core/util/clock.h"
 #include "core/util/error.h"
 
 /* A prompt length's bucket: exact up to 16, then its top four bits
@@ -79,8 +80,10 @@ static void hand(struct runner *r, size_t index, struct fg_result *res)
 	r->e->stats.failed += res->finish_reason == FG_FINISH_ERROR;
 	r->handed++;
 	r->prog.requests_done++;
+	double t0 = fg_now();
 	if (r->o->on_result(r->o->arg, index, res))
 		r->stop = 1;
+	r->e->stats.callback_s += fg_now() - t0;
 }
 
 /* A request's own error as its result (refused: the request is at fault). */
@@ -270,8 +273,10 @@ static long run_requests(struct fg_engine *e, const struct fg_request *reqs, siz
 		r.run.hint_glen = hint_g[i];
 		if ((rc = run_batch(&r, order + i, cnt)))
 			break;
+		double t0 = fg_now();
 		if (o->on_batch_end && o->on_batch_end(o->arg, &r.prog))
 			r.stop = 1;
+		e->stats.callback_s += fg_now() - t0;
 	}
 	if (!rc)
 		rc = r.handed;

@@ -361,3 +361,91 @@ int fg_tokenizer_decode(const struct fg_tokenizer *t, const int32_t *ids, size_t
 		FG_ERR("tokenizer: out of memory decoding %zu tokens", n);
 	return rc;
 }
+
+/* Code points of a UTF-8 text. */
+static size_t code_points(const char *s, size_t n)
+{
+	size_t c = 0;
+
+	for (size_t i = 0; i < n; i++)
+		c += ((unsigned char)s[i] & 0xC0) != 0x80;
+	return c;
+}
+
+/* One token's bytes where decoding joins them (decode_joins), into *b. */
+static int token_bytes(const struct fg_tokenizer *t, int32_t id, struct fg_tok_buf *b)
+{
+	int rc;
+
+	if (!t->pipe)
+		return known(t, id) ? fg_tok_buf_add(b, t->blob + t->bytes[id].off, t->bytes[id].len)
+				    : fg_tok_buf_add(b, replacement, REPL_LEN);
+	if ((rc = fg_tok_buf_room(b, t->text[id].len)))
+		return rc;
+	b->n += fg_bytelevel_to_bytes(t->blob + t->text[id].off, t->text[id].len, b->p + b->n);
+	return 0;
+}
+
+/* Is decoding these ids their bytes joined, then repaired? */
+static bool decode_joins(const struct fg_tokenizer *t, const int32_t *ids, size_t n)
+{
+	const struct fg_tok_pipeline *p = t->pipe;
+
+	if (!p)
+		return true;
+	if (!p->has_decoder || p->n_dec != 1 || p->dec[0].kind != FG_DEC_BYTELEVEL)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!known(t, ids[i]))
+			return false;
+	return true;
+}
+
+int fg_tokenizer_decode_offsets(const struct fg_tokenizer *t, const int32_t *ids, size_t n,
+				size_t *chars)
+{
+	struct fg_tok_buf b = { 0 };
+	size_t *end = NULL;
+	int rc = 0;
+
+	chars[0] = 0;
+	if (!decode_joins(t, ids, n)) {
+		/* By the definition: each prefix's text counted. */
+		for (size_t i = 1; !rc && i <= n; i++) {
+			char *text;
+			size_t len;
+			if (!(rc = fg_tokenizer_decode(t, ids, i, &text, &len)))
+				chars[i] = code_points(text, len);
+			free(text);
+		}
+		return rc;
+	}
+	/* The joined bytes cut into units: a well-formed character, or a
+	 * maximal ill-formed subpart (one U+FFFD).  Repair decides a unit from
+	 * its own bytes, so a prefix ending at a unit's end counts the units up
+	 * to it, and one ending inside a unit counts it too (its bytes there
+	 * begin a well-formed sequence, cut short: one U+FFFD). */
+	end = malloc(sizeof(*end) * (n ? n : 1));
+	for (size_t i = 0; end && !rc && i < n; i++)
+		if (!(rc = token_bytes(t, ids[i], &b)))
+			end[i] = b.n;
+	if (!end || rc) {
+		free(end);
+		free(b.p);
+		FG_ERR("tokenizer: out of memory for the offsets of %zu tokens", n);
+		return -ENOMEM;
+	}
+	size_t at = 0, units = 0, bad;
+	for (size_t i = 0; i < n; i++) {
+		while (at < end[i]) {
+			const unsigned char *s = (const unsigned char *)b.p + at;
+			size_t u = *s < 0x80 ? 1 : fg_utf8_seq(s, b.n - at, &bad);
+			at += u ? u : bad;
+			units++;
+		}
+		chars[i + 1] = units;
+	}
+	free(end);
+	free(b.p);
+	return 0;
+}

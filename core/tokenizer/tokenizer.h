@@ -26,6 +26,14 @@ int fg_tokenizer_encode(const struct fg_tokenizer *t, const char *text, size_t l
 /* Decode to bytes (*text malloc'd and NUL-terminated); unknown ids: -EINVAL. */
 int fg_tokenizer_decode(const struct fg_tokenizer *t, const int32_t *ids, size_t n, char **text,
 			size_t *len);
+/* chars[i] = the characters (code points) of decode(ids[0..i)), for every
+ * i in [0, n]: a token's offset in the text of the tokens before it, as
+ * echoed log-probabilities give it.  One pass where decoding joins the
+ * tokens' bytes and repairs them (GPT-2's files, a tokenizer.json whose only
+ * decoder is ByteLevel); with other decoders, each prefix decoded.  -ENOMEM
+ * only (an unknown id counts as decode shows it). */
+int fg_tokenizer_decode_offsets(const struct fg_tokenizer *t, const int32_t *ids, size_t n,
+				size_t *chars);
 /* Bytes of one token's text (for stop-string matching); NULL if out of range. */
 const char *fg_tokenizer_token_bytes(const struct fg_tokenizer *t, int32_t id, size_t *len);
 size_t fg_tokenizer_vocab_size(const struct fg_tokenizer *t);

@@ -115,6 +115,10 @@ struct fg_run_stats {
 	uint64_t peak_bytes[3];      /* largest use of the compute, host, disk tier */
 	double run_setup_s;          /* making and freeing plans and buffers */
 	double compute_s;            /* inside the forward pass */
+	double logits_s;             /* of it, the output block of scored positions and
+				      * their log-probabilities */
+	double callback_s;           /* in the caller's on_result and on_batch_end
+				      * (formatting and writing results) */
 };
 void fg_engine_stats(const struct fg_engine *e, struct fg_run_stats *out);
 
@@ -246,6 +250,10 @@ uint64_t fg_engine_positions(const struct fg_engine *e);
 /* Tokenizer of the engine's model. */
 int fg_tokenize(struct fg_engine *e, const char *text, int32_t **ids, size_t *n);
 int fg_detokenize(struct fg_engine *e, const int32_t *ids, size_t n, char **text);
+/* chars[i]: the characters (code points) fg_detokenize gives ids[0..i), for
+ * i in [0, n] (n + 1 entries): each token's offset in the text.  Linear in n
+ * for byte-level tokenizers. */
+int fg_detokenize_offsets(struct fg_engine *e, const int32_t *ids, size_t n, size_t *chars);
 /* The ids a text prompt is read as: its tokens, with fg_model_info.text_bos
  * first when the model's rule puts one there (what fg_run does with
  * fg_request.prompt). */
