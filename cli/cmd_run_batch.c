@@ -43,6 +43,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -123,6 +124,42 @@ static char *parse_line(const char *text, size_t len, const struct fg_request *d
 	if (l->comp.stream)
 		return strdup("\"stream\" is for serve: run-batch writes whole results");
 	return NULL;
+}
+
+/* Lines [from, to) of the window, parsed by one thread. */
+struct parse_job {
+	struct line *lines;
+	char **text;
+	const size_t *tlen;
+	const struct fg_request *defaults;
+	size_t from, to;
+};
+
+static void parse_lines(void *arg)
+{
+	struct parse_job *j = arg;
+
+	for (size_t i = j->from; i < j->to; i++) {
+		if (!j->text[i])
+			continue;
+		j->lines[i].error = parse_line(j->text[i], j->tlen[i], j->defaults, &j->lines[i]);
+		free(j->text[i]);
+		j->text[i] = NULL;
+	}
+}
+
+/* Lines [0, n) parsed over the CPUs (a scoring job's lines hold thousands
+ * of ids each). */
+static void parse_window(struct line *lines, char **text, const size_t *tlen, size_t n,
+			 const struct fg_request *defaults)
+{
+	struct parse_job job[FG_FANOUT_MAX];
+	int t = fg_fanout_threads(0, n, 16);
+
+	for (int k = 0; k < t; k++)
+		job[k] = (struct parse_job){ lines, text, tlen, defaults, n * (size_t)k / (size_t)t,
+					     n * (size_t)(k + 1) / (size_t)t };
+	fg_fanout(parse_lines, job, sizeof(job[0]), t);
 }
 
 /* A plain line's record: {custom_id, text, token_ids, finish_reason, usage
@@ -587,12 +624,17 @@ struct run {
 	struct line *lines;
 	char **recs;               /* each line's record, once it has one */
 	uint64_t *hash;            /* of each line's text */
+	char **text;               /* each line's text, until parsed */
+	size_t *tlen;
 	size_t n, base;
 	struct fg_request *reqs;   /* the window's requests */
 	struct fg_result *res;
 	size_t *line_of;           /* a request's line */
 	size_t *left;              /* a line's requests not done yet */
 	size_t *ready, n_ready;    /* lines whose requests are done, not yet formatted */
+	size_t *pending, n_pending; /* lines whose records are being made (records_start) */
+	pthread_t maker;
+	int making;                /* the maker thread runs */
 	size_t rcap;
 	/* the job */
 	size_t lines_done, ran, kept, failed;
@@ -621,7 +663,7 @@ static int on_result(void *arg, size_t index, struct fg_result *res)
 	return 0;
 }
 
-/* Ready lines [from, to) formatted by one thread of records_flush. */
+/* Pending lines [from, to), their records made by one thread. */
 struct format_job {
 	struct run *r;
 	size_t from, to;
@@ -633,29 +675,37 @@ static void format_lines(void *arg)
 	struct run *r = j->r;
 
 	for (size_t i = j->from; i < j->to; i++) {
-		size_t li = r->ready[i];
+		size_t li = r->pending[i];
 		struct line *l = &r->lines[li];
 		r->recs[li] = format_record(r->e, l, r->base + li + 1, &r->res[l->first], NULL);
 	}
 }
 
-/* The ready lines' records, made over the CPUs (echoed log-probabilities
- * are a large JSON a prompt: formatted one by one they kept the GPU idle
- * longer than the batch computed), then appended to the journal in the
- * order their lines finished. */
-static int records_flush(struct run *r)
+/* The pending lines' records, over the CPUs. */
+static void *records_make(void *arg)
 {
+	struct run *r = arg;
 	struct format_job job[FG_FANOUT_MAX];
-	int t = fg_fanout_threads(0, r->n_ready, 4);
-	int rc;
+	int t = fg_fanout_threads(0, r->n_pending, 4);
 
 	for (int k = 0; k < t; k++)
-		job[k] = (struct format_job){ r, r->n_ready * (size_t)k / (size_t)t,
-					      r->n_ready * (size_t)(k + 1) / (size_t)t };
-	if (r->n_ready)
-		fg_fanout(format_lines, job, sizeof(job[0]), t);
-	for (size_t i = 0; i < r->n_ready; i++) {
-		size_t li = r->ready[i];
+		job[k] = (struct format_job){ r, r->n_pending * (size_t)k / (size_t)t,
+					      r->n_pending * (size_t)(k + 1) / (size_t)t };
+	fg_fanout(format_lines, job, sizeof(job[0]), t);
+	return NULL;
+}
+
+/* The pending records, once made, into the journal in the order their
+ * lines finished. */
+static int records_settle(struct run *r)
+{
+	int rc;
+
+	if (r->making)
+		pthread_join(r->maker, NULL);
+	r->making = 0;
+	for (size_t i = 0; i < r->n_pending; i++) {
+		size_t li = r->pending[i];
 		struct line *l = &r->lines[li];
 		const char *rec = r->recs[li];
 		for (size_t c = 0; c < l->comp.n; c++)
@@ -671,8 +721,27 @@ static int records_flush(struct run *r)
 		r->ran++;
 		r->failed += is_failure(rec) != 0;
 	}
-	r->n_ready = 0;
+	r->n_pending = 0;
 	return r->jerr != 0;
+}
+
+/* The ready lines' records made while the next batch computes (echoed
+ * log-probabilities are a large JSON a prompt: made one by one on the
+ * engine thread, they kept the GPU waiting longer than the batch took). */
+static void records_start(struct run *r)
+{
+	size_t *t = r->pending;
+
+	records_settle(r);
+	r->pending = r->ready;
+	r->n_pending = r->n_ready;
+	r->ready = t;
+	r->n_ready = 0;
+	if (!r->n_pending)
+		return;
+	r->making = pthread_create(&r->maker, NULL, records_make, r) == 0;
+	if (!r->making)
+		records_make(r);
 }
 
 /* A batch ended: its records reach the disk, the progress moves. */
@@ -682,7 +751,9 @@ static int on_batch_end(void *arg, const struct fg_run_progress *p)
 	struct fg_run_stats now;
 	int rc;
 
-	records_flush(r);
+	/* The batch before's records are journaled; this one's are made
+	 * while the next one computes. */
+	records_start(r);
 	if (r->jr && !r->jerr && (rc = fg_journal_flush(r->jr, 0)))
 		r->jerr = -rc;
 	if (r->jr && r->kill_after > 0 && fg_journal_appended(r->jr) >= (size_t)r->kill_after) {
@@ -1280,7 +1351,11 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	r.hash = calloc(window, sizeof(*r.hash));
 	r.left = calloc(window, sizeof(*r.left));
 	r.ready = calloc(window, sizeof(*r.ready));
-	if (!r.lines || !r.recs || !r.hash || !r.left || !r.ready)
+	r.pending = calloc(window, sizeof(*r.pending));
+	r.text = calloc(window, sizeof(*r.text));
+	r.tlen = calloc(window, sizeof(*r.tlen));
+	if (!r.lines || !r.recs || !r.hash || !r.left || !r.ready || !r.pending || !r.text ||
+	    !r.tlen)
 		goto oom;
 	r.kill_after = kill_hook() && strcmp(kill_hook(), "rename") && strcmp(kill_hook(), "unlink")
 			       ? strtol(kill_hook(), NULL, 10) : -1;
@@ -1307,10 +1382,14 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 			r.hash[r.n] = fg_hash(FG_HASH_INIT, buf, (size_t)len);
 			if ((size_t)len > MAX_LINE)
 				l->error = strdup("line longer than 64 MiB");
-			else
+			else if ((r.text[r.n] = malloc((size_t)len + 1)))
+				memcpy(r.text[r.n], buf, (size_t)len);
+			else /* no room for a copy: parsed here */
 				l->error = parse_line(buf, (size_t)len, &defaults, l);
+			r.tlen[r.n] = (size_t)len;
 			r.n++;
 		}
+		parse_window(r.lines, r.text, r.tlen, r.n, &defaults);
 		if (ferror(in)) {
 			e2 = errno;
 			fprintf(stderr, "fgcore: run-batch: reading %s failed: %s; %s not written%s\n", in_path,
@@ -1389,10 +1468,15 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 			struct fg_run_opts o = { .on_result = on_result, .on_batch_end = on_batch_end,
 						 .arg = &r, .input_order = input_order,
 						 .stop = &rb_signal, .keep_run = 1 };
-			if (fg_run(r.e, r.reqs, nreq, &o) < 0)
+			long ran = fg_run(r.e, r.reqs, nreq, &o);
+			/* the last batch's records, and results handed with no
+			 * batch after them (refused requests) */
+			records_start(&r);
+			records_settle(&r);
+			if (r.jr && !r.jerr && (e2 = fg_journal_flush(r.jr, 0)))
+				r.jerr = -e2;
+			if (ran < 0)
 				goto oom;
-			/* results handed with no batch after them (refused requests) */
-			records_flush(&r);
 		}
 		/* Interrupted: the journal synced before saying what it keeps. */
 		if (rb_signal && r.jr && !r.jerr && (e2 = fg_journal_flush(r.jr, 1)))
@@ -1524,7 +1608,7 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 			fprintf(stderr, "fgcore: run-batch: %llu runs (plans and buffers) made for %llu batches, %.3f s making and freeing them\n",
 				(unsigned long long)(now.runs - r.st0.runs),
 				(unsigned long long)(now.batches - r.st0.batches), setup);
-			fprintf(stderr, "fgcore: run-batch: of the %.2f s after the load: %.2f s in the forward pass (%.2f s of it the output block of scored and sampled positions), %.2f s making runs, %.2f s formatting and writing results, %.2f s else (reading, batching, the last write)\n",
+			fprintf(stderr, "fgcore: run-batch: of the %.2f s after the load: %.2f s in the forward pass (%.2f s of it the output block of scored and sampled positions), %.2f s making runs, %.2f s formatting and writing results (waiting for them), %.2f s else (reading, batching, the last write)\n",
 				run_s, fwd, now.logits_s - r.st0.logits_s, setup, cb,
 				run_s - fwd - setup - cb);
 		}
@@ -1560,6 +1644,9 @@ out:
 	free(r.hash);
 	free(r.left);
 	free(r.ready);
+	free(r.pending);
+	free(r.text);
+	free(r.tlen);
 	free(r.reqs);
 	free(r.res);
 	free(r.line_of);
