@@ -166,15 +166,29 @@ int fg_serve_submit(struct fg_serve_queue *q, struct fg_serve_job *j)
 	return rc;
 }
 
+static char *error_text(const char *message, const char *type, const char *code);
+
 int fg_serve_wait(struct fg_serve_queue *q, struct fg_serve_job *j, int stream)
 {
-	int rc;
+	int rc, make;
 
 	pthread_mutex_lock(&q->lock);
 	while (!j->done && !(stream && j->started) && !q->aborted)
 		nap(q, j);
-	rc = j->done && j->answer ? 1 : j->done || (stream && j->started) ? 0 : -ECANCELED;
+	make = j->done && j->answer_from_res;
+	rc = j->done && (j->answer || make) ? 1 : j->done || (stream && j->started) ? 0 : -ECANCELED;
 	pthread_mutex_unlock(&q->lock);
+	if (make) {
+		/* done: the engine thread no longer touches j's results */
+		json_t *o = fg_completion_object(q->e, &j->comp, j->res, j->id, j->model, j->created);
+		j->answer = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		if (!j->answer) {
+			j->status = 500;
+			j->answer = error_text("out of memory formatting the answer", "server_error",
+					       NULL);
+		}
+	}
 	return rc;
 }
 
@@ -360,7 +374,6 @@ static void fail(struct fg_serve_job *j, int status, const char *message, const 
 /* j's results into its answer. */
 static void finish(struct fg_serve_job *j)
 {
-	struct fg_engine *e = j->q->e;
 	const char *refused = fg_completion_error(&j->comp, j->res);
 
 	if (refused) {
@@ -376,13 +389,8 @@ static void finish(struct fg_serve_job *j)
 		return;
 	}
 	if (!j->comp.stream) {
-		json_t *o = fg_completion_object(e, &j->comp, j->res, j->id, j->model, j->created);
-		char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-		json_decref(o);
-		if (!text)
-			fail(j, 500, "out of memory formatting the answer", "server_error", NULL);
-		else
-			complete(j, 200, text);
+		j->answer_from_res = 1; /* (read after complete's lock) */
+		complete(j, 200, NULL);
 		return;
 	}
 	if (j->comp.logprobs >= 0) {

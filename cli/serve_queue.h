@@ -1,7 +1,9 @@
 /* cli/serve_queue.h - serve's completions between the HTTP threads, which
  * parse and enqueue them, and the one thread that owns the engine (the engine
  * is not thread-safe), which gathers what is queued into the policy's batch
- * shape, runs fg_generate on it and writes each answer: a whole JSON body, or
+ * shape, runs fg_generate on it and hands each answer over: the results, of
+ * which the waiting HTTP thread makes the JSON body (echoed log-probabilities
+ * make a large one: made on the engine thread, the next batch would wait), or
  * the server-sent events of a stream as its tokens come (with logprobs, once
  * each choice is done: on_token gives a token without its numbers). */
 #ifndef FG_CLI_SERVE_QUEUE_H
@@ -39,6 +41,8 @@ struct fg_serve_job {
 	int status;                 /* done: the HTTP status */
 	char *answer;               /* done and not streamed (or failed before
 				     * its stream began): the JSON body */
+	int answer_from_res;        /* done: the waiter makes the body from res (the
+				     * engine thread goes on to the next batch) */
 	char *out;                  /* stream: server-sent bytes not yet read */
 	size_t out_len, out_pos, out_cap;
 	size_t prompt_tokens, completion_tokens;
@@ -74,8 +78,9 @@ struct fg_serve_job *fg_serve_job_new(void);
 int fg_serve_submit(struct fg_serve_queue *q, struct fg_serve_job *j);
 /* Block until j is done, or (stream) has started: 1, its answer is whole (a
  * body, or an error before its stream began) in j->status and j->answer, which
- * no one else touches any more; 0, a stream to read with fg_serve_read;
- * -ECANCELED after fg_serve_queue_abort. */
+ * no one else touches any more (a body is made here, on the caller's thread,
+ * from the results); 0, a stream to read with fg_serve_read; -ECANCELED after
+ * fg_serve_queue_abort. */
 int fg_serve_wait(struct fg_serve_queue *q, struct fg_serve_job *j, int stream);
 /* Copy up to max stream bytes, blocking until there are some: the count, or
  * -1 at the end of the stream, -2 after fg_serve_queue_abort. */
