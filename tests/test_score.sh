@@ -102,4 +102,22 @@ for i, line in enumerate(open(sys.argv[2])):
     offs = lp["text_offset"]
     assert offs == sorted(offs) and offs[0] == 0 and offs[-1] <= len(r["text"]), offs
 PY
+
+# A token that decodes to a NUL byte (GPT-2's byte 0, id 188 here) in an
+# echoed prompt: the text goes on past it (as U+FFFD: texts are C strings),
+# each token's offset is where its text begins in it.
+echo '{"custom_id": "nul", "prompt_token_ids": [2, 995, 188, 995, 188], "max_tokens": 2, "echo": true, "logprobs": 1}' \
+	> "$tmp/nul.jsonl"
+"$fg" $m run-batch --input "$tmp/nul.jsonl" --output "$tmp/nul.out" || die "run-batch with a NUL token"
+python3 - "$tmp/nul.out" <<'PY' || die "a NUL token cuts the echoed text short"
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+lp, text = r["logprobs"], r["text"]
+assert " world\ufffd world\ufffd" in text, repr(text)
+assert len(lp["tokens"]) == 7 and "".join(lp["tokens"]) == text, (lp["tokens"], text)
+at = 0
+for tok, off in zip(lp["tokens"], lp["text_offset"]):
+    assert off == at, (lp["text_offset"], lp["tokens"])
+    at += len(tok)
+PY
 exit $fail

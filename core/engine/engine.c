@@ -18,6 +18,7 @@
 #include "core/util/clock.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
+#include "core/util/utf8.h"
 
 static int open_tier(const struct fg_config *c, const char *role, struct fg_tier *t)
 {
@@ -441,7 +442,13 @@ int fg_detokenize(struct fg_engine *e, const int32_t *ids, size_t n, char **text
 		FG_ERR("%s", e->tok_error);
 		return -EINVAL;
 	}
-	return fg_tokenizer_decode(e->tok, ids, n, text, &len);
+	int rc = fg_tokenizer_decode(e->tok, ids, n, text, &len);
+	if (!rc && (rc = fg_utf8_nul_free(text, len))) {
+		free(*text);
+		*text = NULL;
+		FG_ERR("out of memory decoding %zu tokens", n);
+	}
+	return rc;
 }
 
 int fg_detokenize_offsets(struct fg_engine *e, const int32_t *ids, size_t n, size_t *chars)

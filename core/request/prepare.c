@@ -11,6 +11,7 @@
 #include "core/request/job.h"
 #include "core/sampling/logprob.h"
 #include "core/util/error.h"
+#include "core/util/utf8.h"
 
 static int read_text(struct fg_engine *e, struct fg_job *j)
 {
@@ -225,7 +226,11 @@ int fg_job_finish(struct fg_engine *e, struct fg_job *j, struct fg_result *res)
 		if (rc)
 			return rc;
 		if (j->cut != SIZE_MAX && j->cut < len)
-			res->text[j->cut] = '\0';
+			res->text[len = j->cut] = '\0';
+		if (fg_utf8_nul_free(&res->text, len)) {
+			FG_ERR("out of memory");
+			return -ENOMEM;
+		}
 	} else {
 		res->text = strdup("");
 		if (!res->text) {

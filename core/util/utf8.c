@@ -1,5 +1,6 @@
 /* core/util/utf8.c - well-formed UTF-8: the length of a sequence, and text
  * repaired with U+FFFD (for the tokenizer's decode and the JSON writers). */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,4 +70,17 @@ char *fg_utf8_repair(const char *s, size_t len)
 	}
 	*o = '\0';
 	return out;
+}
+
+int fg_utf8_nul_free(char **s, size_t len)
+{
+	char *f;
+
+	if (!memchr(*s, 0, len))
+		return 0;
+	if (!(f = fg_utf8_repair(*s, len)))
+		return -ENOMEM;
+	free(*s);
+	*s = f;
+	return 0;
 }

@@ -171,7 +171,8 @@ struct fg_request {
 };
 
 struct fg_result {
-	char *text;                  /* completion text (NUL-terminated, malloc'd) */
+	char *text;                  /* completion text (NUL-terminated, malloc'd; a NUL
+				      * token shows as U+FFFD: fg_detokenize) */
 	int32_t *token_ids;          /* completion token ids (malloc'd) */
 	size_t n_tokens;             /* completion tokens */
 	size_t n_prompt_tokens;
@@ -247,7 +248,9 @@ void fg_result_clear(struct fg_result *r);
  * the batches' waste. */
 uint64_t fg_engine_positions(const struct fg_engine *e);
 
-/* Tokenizer of the engine's model. */
+/* Tokenizer of the engine's model.  A decoded text is a C string: where a
+ * token decodes to a NUL byte (GPT-2's byte 0), it holds U+FFFD instead,
+ * here and in fg_result.text. */
 int fg_tokenize(struct fg_engine *e, const char *text, int32_t **ids, size_t *n);
 int fg_detokenize(struct fg_engine *e, const int32_t *ids, size_t n, char **text);
 /* chars[i]: the characters (code points) fg_detokenize gives ids[0..i), for
