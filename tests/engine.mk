@@ -76,6 +76,12 @@ TESTS += tests/test_device_timing.sh
 EXTRA_DIST += tests/test_device_timing.sh
 
 # shared prompt prefixes: the scores of unshared and of one-by-one decode steps
+check_PROGRAMS += tests/test_join
+TESTS += tests/test_join
+tests_test_join_SOURCES = tests/test_join.c
+tests_test_join_CFLAGS = $(TEST_CFLAGS)
+tests_test_join_LDADD = $(TEST_LIBS)
+
 check_PROGRAMS += tests/test_shared_prefix
 TESTS += tests/test_shared_prefix
 tests_test_shared_prefix_SOURCES = tests/test_shared_prefix.c

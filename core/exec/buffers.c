@@ -352,6 +352,7 @@ void fg_forward_free(struct fg_forward *f)
 	free(f->in.seen);
 	free(f->mask.attn_pad);
 	free(f->chunk_pad);
+	free(f->join_pad);
 	free_on(f, FG_ROLE_HOST, &f->hstage);
 	free_on(f, FG_ROLE_HOST, &f->out.scratch);
 	for (int64_t b = 0; f->gb && b < f->nb; b++) {

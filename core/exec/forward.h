@@ -112,6 +112,25 @@ void fg_forward_set_live_rows(struct fg_forward *f, const unsigned char *row_liv
  * row. */
 void fg_forward_set_filled_rows(struct fg_forward *f, int64_t rows);
 
+/* Continuous batching: between decode steps, each row r with join[r] takes
+ * a new sequence (a finished row's place; its old cache is not read
+ * again).  ids holds nb * bs rows of n token ids, left-padded: row r's
+ * prompt is ids[r * n + pad[r] .. n), and it ends at the run's current
+ * column, which must hold n (n <= the positions computed so far), with room
+ * left for new tokens.  The joining prompts are computed in one step over
+ * the last n columns, the other rows left out: a live row's cache and
+ * results are untouched, and a joined row's are what it would have got
+ * alone.  Outputs as fg_forward_prefill's, for the joined rows (s: their
+ * prompts' scores, as fg_forward_prefill_scored's with n columns, or
+ * NULL).  The joined rows are live for the next decode steps.  -ENOTSUP,
+ * with no error line, where rows cannot join: a pipeline of stages,
+ * attention on the host (cpu_cache_compute), a 4-bit cache. */
+int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32_t *ids,
+		    const int32_t *pad, int64_t n, float *logits, int32_t *top,
+		    const struct fg_prompt_scores *s);
+/* Can rows join this run (fg_forward_join)? */
+int fg_forward_can_join(const struct fg_forward *f);
+
 /* Shared prompt prefixes, for the next prefill only (NULL: none).  Rows
  * whose prompts begin alike compute that beginning once, at up to
  * FG_SHARE_LEVELS levels (a few-shot header shared by a subject's questions,

@@ -5,6 +5,8 @@
  *   weight_slots.c   staging a unit's weights, the bodies' views of them;
  *   kv_cache.c       the KV cache's byte layout, its moves, `attend`;
  *   host_attention.c attention delegated to the host (cpu_cache_compute);
+ *   prefix.c         shared prompt prefixes: a prefill in steps;
+ *   join.c           rows joining a running batch (continuous batching);
  *   logits.c         logits and greedy tokens out of the compute tier. */
 #ifndef FG_EXEC_FORWARD_INT_H
 #define FG_EXEC_FORWARD_INT_H
@@ -116,6 +118,8 @@ struct fg_forward {
 	const int32_t *share_src;       /* each row's source, */
 	int64_t share_end;              /* up to this column */
 	int32_t *chunk_pad;             /* bs pads of one query position (fg_attend_chunk) */
+	int joining;                    /* this step computes joining rows' prompts (join.c): */
+	int32_t *join_pad;              /* each row's pad within the step's columns (n: none) */
 	struct fg_forward_stats stats;
 };
 

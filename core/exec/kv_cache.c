@@ -193,6 +193,41 @@ const int32_t *fg_kv_attend_pad(const struct fg_forward *f, const struct fg_bloc
 	return fg_rows_masked(f) ? f->mask.attn_pad + f->cur_k * f->bs : x->pad;
 }
 
+/* Joining rows' K/V (join.c), run by run of them among rows [s0, s0 + m)
+ * of a group whose cache views are kc, vc: the rows left out keep theirs
+ * (a plain cache type can be viewed by sequence). */
+static int append_joining(struct fg_forward *f, struct fg_block_ctx *x, struct fg_tensor k,
+			  struct fg_tensor v, struct fg_tensor kc, struct fg_tensor vc, int64_t s0,
+			  int64_t m)
+{
+	int64_t n = x->n, kb = f->cur_k;
+	size_t seq = (size_t)(f->total * kc.ld) * fg_dtype_size(kc.dtype);
+	int rc;
+
+	for (int64_t a = s0; a < s0 + m;) {
+		if (fg_row_dead(f, kb, a)) {
+			a++;
+			continue;
+		}
+		int64_t b = a;
+		while (b < s0 + m && !fg_row_dead(f, kb, b))
+			b++;
+		struct fg_tensor kr = kc, vr = vc;
+		kr.data = (char *)kc.data + (size_t)(a - s0) * seq;
+		vr.data = (char *)vc.data + (size_t)(a - s0) * seq;
+		kr.rows = vr.rows = (b - a) * f->total;
+		struct fg_kv_append_args ak = { fg_rows(k, a * n, (b - a) * n), kr, b - a, n, f->step,
+						f->total };
+		struct fg_kv_append_args av = { fg_rows(v, a * n, (b - a) * n), vr, b - a, n, f->step,
+						f->total };
+		if ((rc = fg_backend_kv_append(x->be, x->stream, x->layer, "k cache", &ak)) ||
+		    (rc = fg_backend_kv_append(x->be, x->stream, x->layer, "v cache", &av)))
+			return rc;
+		a = b;
+	}
+	return 0;
+}
+
 /* Three groups of sequences: compute-resident (their home is the compute
  * tier), slot-held (loaded into the cache slot), host-delegated. */
 int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
@@ -212,8 +247,14 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 		.heads = c->heads, .head_dim = c->head_dim,
 		.scale = 1.0f / sqrtf((float)c->head_dim), .pad = pad, .kv_heads = c->kv_heads,
 	};
-	if (f->step == 0) {
+	/* A prefill, and joining rows (join.c): attention within the step's
+	 * columns, with pads counted from the step's first column. */
+	if (f->step == 0 || f->joining) {
 		at.q = q, at.k = k, at.v = v, at.out = out;
+		if (f->joining) {
+			at.len = n;
+			at.pad = f->join_pad + kb * f->bs;
+		}
 		if ((rc = fg_backend_attention_prefill(x->be, x->stream, l, "attention", &at)))
 			return rc;
 	}
@@ -234,6 +275,11 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 		if (!m)
 			continue;
 		fg_kv_views(f, grp[gi].cache, grp[gi].cache_seqs, &kc, &vc);
+		if (f->joining) {
+			if ((rc = append_joining(f, x, k, v, kc, vc, s0, m)))
+				return rc;
+			continue;
+		}
 		struct fg_kv_append_args ak = { fg_rows(k, s0 * n, m * n), kc, m, n, f->step, f->total };
 		struct fg_kv_append_args av = { fg_rows(v, s0 * n, m * n), vc, m, n, f->step, f->total };
 		if ((rc = fg_backend_kv_append(x->be, x->stream, l, "k cache", &ak)) ||

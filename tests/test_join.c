@@ -1,0 +1,327 @@
+/* tests/test_join.c - rows joining a running batch in the executor
+ * (fg_forward_join, continuous batching).  A batch of 8 rows is prefilled
+ * and decoded a few greedy steps; then rows 1 and 6 take new prompts (of
+ * other lengths, scored) and every row decodes on.  Against references this
+ * test makes with the executor's plain paths:
+ *  - the rows that did not join give, step by step, the logits of the same
+ *    batch decoded without the join (bit-identical on cpu_blas);
+ *  - a joined row gives its prompt's scores, first token and the logits of
+ *    the steps after as its prompt prefilled alone in a run of one row and
+ *    decoded (bit-identical on cpu_blas).
+ * Under the cache on the compute tier, offloaded to the host and disk (the
+ * slot), on all three; OPT and Llama.  Attention on the host and a 4-bit
+ * cache are refused (-ENOTSUP), and so are joins that break forward.h's
+ * rules (one line).  FGCORE_TEST_BACKEND=cublas: the fp16 tolerance.  Needs
+ * FGCORE_TESTDATA (the trained opt-py-128x4, llama-py-128x4): else exit 77. */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fgcore/fgcore.h>
+#include "core/engine/engine.h"
+#include "core/exec/forward.h"
+#include "core/sampling/logprob.h"
+
+#define NB 2
+#define BS 4
+#define ROWS (NB * BS)
+#define P 16   /* the batch's prompt columns */
+#define D 5    /* decode steps before the join */
+#define N 14   /* the join's columns (<= P + D) */
+#define G 6    /* decode steps after it */
+#define K 2    /* top ids a scored position */
+
+static const char *backend;
+static double tol;
+
+static const char *const models[] = { "opt/opt-py-128x4", "llama/llama-py-128x4" };
+static const char *const policies[] = {
+	"policy.percent=100 0 100 0 100 0",
+	"policy.percent=30 50 0 100 50 50", /* the cache off the compute tier: the slot */
+	"policy.percent=100 0 25 25 100 0", /* the cache on all three tiers */
+	"policy.cpu_cache_compute=true",    /* refused */
+	"policy.compress_cache=true",       /* refused */
+};
+static const int joining[2] = { 1, 6 };
+static const int join_len[2] = { 10, 14 };
+
+static struct fg_engine *open_engine(int model, int policy)
+{
+	struct fg_config *c;
+	struct fg_engine *e;
+	char kv[4400];
+
+	ck_assert_int_eq(fg_config_new(&c), 0);
+	snprintf(kv, sizeof(kv), "model.path=%s/%s", getenv("FGCORE_TESTDATA"), models[model]);
+	ck_assert_int_eq(fg_config_set(c, kv, "test"), 0);
+	snprintf(kv, sizeof(kv), "policy.gpu_batch_size=%d", BS);
+	ck_assert_int_eq(fg_config_set(c, kv, "test"), 0);
+	ck_assert_int_eq(fg_config_set(c, "tier.disk.dir=/var/tmp", "test"), 0);
+	ck_assert_int_eq(fg_config_set(c, policies[policy], "test"), 0);
+	if (policy == 3)
+		ck_assert_int_eq(fg_config_set(c, "policy.percent=100 0 50 50 100 0", "test"), 0);
+	if (backend) {
+		snprintf(kv, sizeof(kv), "compute.plugin=%s", backend);
+		ck_assert_int_eq(fg_config_set(c, kv, "test"), 0);
+		ck_assert_int_eq(fg_config_set(c, "tier.compute.plugin=cuda_mem", "test"), 0);
+		ck_assert_int_eq(fg_config_set(c, "tier.compute.pool=4G", "test"), 0);
+	}
+	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
+	fg_config_free(c);
+	return e;
+}
+
+static struct fg_forward *new_run(struct fg_engine *e, int64_t nb, int64_t bs, int64_t plen,
+				  int64_t glen)
+{
+	struct fg_forward_env env;
+	struct fg_forward *f;
+
+	fg_engine_forward_env(e, nb, &env);
+	env.policy.gpu_batch_size = bs;
+	ck_assert_msg(fg_forward_new(&f, &env, plen, glen) == 0, "%s", fg_last_error_text());
+	return f;
+}
+
+static int32_t token(const struct fg_engine *e, int64_t a, int64_t b)
+{
+	return (int32_t)((13 + 17 * a + 41 * b) % (e->model.cfg.vocab - 4) + 4);
+}
+
+/* The batch: row r's prompt at pad r % 3. */
+static void make_batch(const struct fg_engine *e, int32_t *ids, int32_t *pad)
+{
+	for (int64_t r = 0; r < ROWS; r++) {
+		pad[r] = (int32_t)(r % 3);
+		for (int64_t c = 0; c < P; c++)
+			ids[r * P + c] = c < pad[r] ? (int32_t)e->model.cfg.pad_id : token(e, c, r);
+	}
+}
+
+/* Joining prompt j's token i. */
+static int32_t join_token(const struct fg_engine *e, int j, int64_t i)
+{
+	return token(e, 3 * i + 1, 100 + j);
+}
+
+/* Logits of every row after each decode step. */
+struct trace {
+	float *logits[D + G + 1];
+	int32_t tok[D + G + 1][ROWS];
+};
+
+static void trace_free(struct trace *t)
+{
+	for (int s = 0; s <= D + G; s++)
+		free(t->logits[s]);
+}
+
+/* The batch prefilled and decoded D steps; with join, rows 1 and 6 then
+ * take their new prompts (scored into lp, top_id, top_lp: N columns a
+ * row); then G steps.  Each row is fed its own greedy tokens. */
+static int run_batch(struct fg_forward *f, const struct fg_engine *e, int join, struct trace *t,
+		     float *lp, int32_t *top_id, float *top_lp)
+{
+	int64_t V = e->model.cfg.vocab;
+	int32_t ids[ROWS * P], pad[ROWS], next[ROWS];
+	int rc;
+
+	make_batch(e, ids, pad);
+	for (int s = 0; s <= D + G; s++)
+		ck_assert(t->logits[s] = malloc(sizeof(float) * (size_t)(ROWS * V)));
+	ck_assert_msg(fg_forward_prefill(f, ids, pad, t->logits[0], t->tok[0]) == 0, "%s",
+		      fg_last_error_text());
+	for (int s = 1; s <= D + G; s++) {
+		memcpy(next, t->tok[s - 1], sizeof(next));
+		if (s == D + 1 && join) {
+			unsigned char on[ROWS] = { 0 };
+			int32_t win[ROWS * N], wpad[ROWS], target[ROWS * N];
+			for (int64_t i = 0; i < ROWS * N; i++)
+				win[i] = target[i] = -1;
+			for (int64_t r = 0; r < ROWS; r++)
+				wpad[r] = 0;
+			for (int j = 0; j < 2; j++) {
+				int64_t r = joining[j];
+				on[r] = 1;
+				wpad[r] = N - join_len[j];
+				for (int64_t i = 0; i < join_len[j]; i++) {
+					win[r * N + wpad[r] + i] = join_token(e, j, i);
+					if (i > 0)
+						target[r * N + wpad[r] + i - 1] = join_token(e, j, i);
+				}
+			}
+			struct fg_prompt_scores ps = { target, K, lp, top_id, top_lp };
+			float *jl = malloc(sizeof(float) * (size_t)(ROWS * V));
+			int32_t jt[ROWS];
+			ck_assert(jl);
+			if ((rc = fg_forward_join(f, on, win, wpad, N, jl, jt, &ps))) {
+				free(jl);
+				return rc;
+			}
+			for (int j = 0; j < 2; j++) {
+				int64_t r = joining[j];
+				next[r] = jt[r];
+				/* the joined row's first token's logits stand at step D */
+				memcpy(t->logits[D] + r * V, jl + r * V, sizeof(float) * (size_t)V);
+				t->tok[D][r] = jt[r];
+			}
+			free(jl);
+		}
+		ck_assert_msg(fg_forward_decode(f, next, t->logits[s], t->tok[s]) == 0, "%s",
+			      fg_last_error_text());
+	}
+	return 0;
+}
+
+static void expect_same(const char *what, const float *a, const float *b, int64_t n)
+{
+	double worst = 0;
+
+	for (int64_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - b[i]);
+		worst = d > worst ? d : worst;
+	}
+	ck_assert_msg(tol > 0 ? worst <= tol : !memcmp(a, b, sizeof(float) * (size_t)n),
+		      "%s: logits differ (largest %.3g)", what, worst);
+}
+
+START_TEST(test_join)
+{
+	int policy = _i % 3, model = _i / 3;
+	struct fg_engine *e = open_engine(model, policy);
+	int64_t V = e->model.cfg.vocab;
+	struct fg_forward *f = new_run(e, NB, BS, P, D + G + 1);
+	static struct trace with, without;
+	static float lp[ROWS * N], top_lp[ROWS * N * K];
+	static int32_t top_id[ROWS * N * K];
+	char what[256];
+
+	ck_assert_int_eq(run_batch(f, e, 1, &with, lp, top_id, top_lp), 0);
+	ck_assert_int_eq(fg_forward_reuse(f, NB, BS, P, D + G + 1), 0);
+	ck_assert_int_eq(run_batch(f, e, 0, &without, NULL, NULL, NULL), 0);
+	fg_forward_free(f);
+	/* the rows that did not join: untouched */
+	for (int s = 0; s <= D + G; s++)
+		for (int64_t r = 0; r < ROWS; r++) {
+			if ((r == joining[0] || r == joining[1]) && s >= D)
+				continue;
+			snprintf(what, sizeof(what), "%s, %s: row %lld, step %d against no join",
+				 models[model], policies[policy], (long long)r, s);
+			expect_same(what, with.logits[s] + r * V, without.logits[s] + r * V, V);
+		}
+	/* a joined row: its prompt alone, in a run of one row */
+	for (int j = 0; j < 2; j++) {
+		int64_t r = joining[j], L = join_len[j];
+		struct fg_forward *g = new_run(e, 1, 1, L, G + 1);
+		int32_t ids[N], target[N], top_alone[K * N], tok, pad0 = 0;
+		float lp_alone[N], top_lp_alone[K * N];
+		float *logits = malloc(sizeof(float) * (size_t)V);
+		struct fg_prompt_scores ps = { target, K, lp_alone, top_alone, top_lp_alone };
+
+		ck_assert(logits);
+		for (int64_t i = 0; i < L; i++) {
+			ids[i] = join_token(e, j, i);
+			target[i] = i + 1 < L ? join_token(e, j, i + 1) : -1;
+		}
+		ck_assert_msg(fg_forward_prefill_scored(g, ids, &pad0, logits, &tok, &ps) == 0, "%s",
+			      fg_last_error_text());
+		int64_t w = r * N + (N - L);
+		for (int64_t i = 0; i + 1 < L; i++) {
+			snprintf(what, sizeof(what), "%s, %s: joined row %lld, prompt position %lld",
+				 models[model], policies[policy], (long long)r, (long long)i);
+			expect_same(what, &lp[w + i], &lp_alone[i], 1);
+			expect_same(what, &top_lp[(w + i) * K], &top_lp_alone[i * K], K);
+			for (int k = 0; k < K && tol == 0; k++)
+				ck_assert_int_eq(top_id[(w + i) * K + k], top_alone[i * K + k]);
+		}
+		for (int s = D; s <= D + G; s++) {
+			if (s > D)
+				ck_assert_msg(fg_forward_decode(g, &tok, logits, &tok) == 0, "%s",
+					      fg_last_error_text());
+			else
+				ck_assert_int_eq(with.tok[D][r], tok);
+			snprintf(what, sizeof(what), "%s, %s: joined row %lld, step %d against alone",
+				 models[model], policies[policy], (long long)r, s);
+			expect_same(what, with.logits[s] + r * V, logits, V);
+			if (tol == 0)
+				ck_assert_int_eq(with.tok[s][r], tok);
+		}
+		free(logits);
+		fg_forward_free(g);
+	}
+	printf("%s, %s: 2 rows joined at column %d; the others and the joined as references\n",
+	       models[model], policies[policy], P + D);
+	trace_free(&with);
+	trace_free(&without);
+	fg_engine_close(e);
+}
+END_TEST
+
+/* Where rows cannot join: -ENOTSUP, nothing computed; and joins that break
+ * forward.h's rules, refused with one line. */
+START_TEST(test_join_refused)
+{
+	struct fg_engine *e = open_engine(0, _i < 2 ? 3 + _i : 0);
+	struct fg_forward *f = new_run(e, NB, BS, P, D + G + 1);
+	int32_t ids[ROWS * P], pad[ROWS], top[ROWS], win[ROWS * N], wpad[ROWS] = { 0 };
+	unsigned char on[ROWS] = { 0 };
+
+	make_batch(e, ids, pad);
+	for (int64_t i = 0; i < ROWS * N; i++)
+		win[i] = 5;
+	on[2] = 1;
+	if (_i < 2) {
+		ck_assert_int_eq(fg_forward_can_join(f), 0);
+		ck_assert_msg(fg_forward_prefill(f, ids, pad, NULL, top) == 0, "%s",
+			      fg_last_error_text());
+		ck_assert_int_eq(fg_forward_join(f, on, win, wpad, N, NULL, top, NULL), -ENOTSUP);
+	} else {
+		ck_assert(fg_forward_can_join(f));
+		/* before any prefill: no column to end at */
+		ck_assert_int_eq(fg_forward_join(f, on, win, wpad, N, NULL, top, NULL), -EINVAL);
+		ck_assert_msg(strstr(fg_last_error_text(), "join:"), "%s", fg_last_error_text());
+		ck_assert_msg(fg_forward_prefill(f, ids, pad, NULL, top) == 0, "%s",
+			      fg_last_error_text());
+		/* more columns than computed, a pad past the window, a bad id */
+		ck_assert_int_eq(fg_forward_join(f, on, win, wpad, P + 1, NULL, top, NULL), -EINVAL);
+		wpad[2] = N;
+		ck_assert_int_eq(fg_forward_join(f, on, win, wpad, N, NULL, top, NULL), -EINVAL);
+		wpad[2] = 0;
+		win[2 * N + 3] = (int32_t)e->model.cfg.vocab;
+		ck_assert_int_eq(fg_forward_join(f, on, win, wpad, N, NULL, top, NULL), -EINVAL);
+		ck_assert_msg(strstr(fg_last_error_text(), "out of range"), "%s",
+			      fg_last_error_text());
+	}
+	fg_forward_free(f);
+	fg_engine_close(e);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("join");
+	TCase *tc = tcase_create("join");
+	SRunner *sr;
+	int failed;
+
+	if (!getenv("FGCORE_TESTDATA") || !*getenv("FGCORE_TESTDATA")) {
+		printf("FGCORE_TESTDATA is not set: skipping (set it to the shared/testdata folder)\n");
+		return 77;
+	}
+	backend = getenv("FGCORE_TEST_BACKEND");
+	if (backend && !*backend)
+		backend = NULL;
+	tol = backend ? 2e-2 : 0;
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, test_join, 0, 6);
+	tcase_add_loop_test(tc, test_join_refused, 0, 3);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
