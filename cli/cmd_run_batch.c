@@ -1585,10 +1585,14 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 		uint64_t gen = now.generated_tokens - r.st0.generated_tokens;
 		uint64_t prompt = now.prompt_tokens - r.st0.prompt_tokens;
 		double per = computed ? 100.0 / (double)computed : 0.0;
-		char rate[128], saved[96] = "";
+		uint64_t joined = now.joined - r.st0.joined;
+		char rate[128], saved[160] = "";
 		if (shared)
 			snprintf(saved, sizeof(saved), "; shared prompt prefixes saved %llu positions",
 				 (unsigned long long)shared);
+		if (joined)
+			snprintf(saved + strlen(saved), sizeof(saved) - strlen(saved),
+				 "; %llu requests joined running batches", (unsigned long long)joined);
 		/* A scoring job generates nothing: its rate is prompt tokens scored. */
 		if (gen || !prompt)
 			snprintf(rate, sizeof(rate), "%llu tokens generated, %.1f tokens/s",

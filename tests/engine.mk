@@ -91,6 +91,9 @@ tests_test_shared_prefix_LDADD = $(TEST_LIBS)
 TESTS += tests/test_shared_prefix.sh
 EXTRA_DIST += tests/test_shared_prefix.sh tests/compare_scores.py
 
+TESTS += tests/test_refill.sh
+EXTRA_DIST += tests/test_refill.sh
+
 # a GPU batch whose rows have all finished is not run again; results unchanged
 check_PROGRAMS += tests/test_finished_rows
 TESTS += tests/test_finished_rows

@@ -45,8 +45,12 @@ static const char *const policies[] = {
 	"policy.cpu_cache_compute=true",    /* refused */
 	"policy.compress_cache=true",       /* refused */
 };
-static const int joining[2] = { 1, 6 };
-static const int join_len[2] = { 10, 14 };
+/* Who joins, when (before the decode step of that index) and with a prompt
+ * of how many tokens: rows 1 and 6 together, then row 3 two steps later. */
+#define JOINS 3
+static const int joining[JOINS] = { 1, 6, 3 };
+static const int join_len[JOINS] = { 10, 14, 8 };
+static const int join_at[JOINS] = { D + 1, D + 1, D + 3 };
 
 static struct fg_engine *open_engine(int model, int policy)
 {
@@ -136,14 +140,16 @@ static int run_batch(struct fg_forward *f, const struct fg_engine *e, int join, 
 		      fg_last_error_text());
 	for (int s = 1; s <= D + G; s++) {
 		memcpy(next, t->tok[s - 1], sizeof(next));
-		if (s == D + 1 && join) {
+		for (int at = 0; join && at < JOINS; at++) {
+			if (join_at[at] != s || (at && join_at[at - 1] == s))
+				continue;
 			unsigned char on[ROWS] = { 0 };
 			int32_t win[ROWS * N], wpad[ROWS], target[ROWS * N];
 			for (int64_t i = 0; i < ROWS * N; i++)
 				win[i] = target[i] = -1;
 			for (int64_t r = 0; r < ROWS; r++)
 				wpad[r] = 0;
-			for (int j = 0; j < 2; j++) {
+			for (int j = at; j < JOINS && join_at[j] == s; j++) {
 				int64_t r = joining[j];
 				on[r] = 1;
 				wpad[r] = N - join_len[j];
@@ -157,16 +163,16 @@ static int run_batch(struct fg_forward *f, const struct fg_engine *e, int join, 
 			float *jl = malloc(sizeof(float) * (size_t)(ROWS * V));
 			int32_t jt[ROWS];
 			ck_assert(jl);
-			if ((rc = fg_forward_join(f, on, win, wpad, N, jl, jt, &ps))) {
+			if ((rc = fg_forward_join(f, on, win, wpad, N, jl, jt, at ? NULL : &ps))) {
 				free(jl);
 				return rc;
 			}
-			for (int j = 0; j < 2; j++) {
+			for (int j = at; j < JOINS && join_at[j] == s; j++) {
 				int64_t r = joining[j];
 				next[r] = jt[r];
-				/* the joined row's first token's logits stand at step D */
-				memcpy(t->logits[D] + r * V, jl + r * V, sizeof(float) * (size_t)V);
-				t->tok[D][r] = jt[r];
+				/* the joined row's first token's logits stand at step s - 1 */
+				memcpy(t->logits[s - 1] + r * V, jl + r * V, sizeof(float) * (size_t)V);
+				t->tok[s - 1][r] = jt[r];
 			}
 			free(jl);
 		}
@@ -206,15 +212,18 @@ START_TEST(test_join)
 	/* the rows that did not join: untouched */
 	for (int s = 0; s <= D + G; s++)
 		for (int64_t r = 0; r < ROWS; r++) {
-			if ((r == joining[0] || r == joining[1]) && s >= D)
+			int joined = 0;
+			for (int j = 0; j < JOINS; j++)
+				joined |= r == joining[j] && s >= join_at[j] - 1;
+			if (joined)
 				continue;
 			snprintf(what, sizeof(what), "%s, %s: row %lld, step %d against no join",
 				 models[model], policies[policy], (long long)r, s);
 			expect_same(what, with.logits[s] + r * V, without.logits[s] + r * V, V);
 		}
 	/* a joined row: its prompt alone, in a run of one row */
-	for (int j = 0; j < 2; j++) {
-		int64_t r = joining[j], L = join_len[j];
+	for (int j = 0; j < JOINS; j++) {
+		int64_t r = joining[j], L = join_len[j], s0 = join_at[j] - 1;
 		struct fg_forward *g = new_run(e, 1, 1, L, G + 1);
 		int32_t ids[N], target[N], top_alone[K * N], tok, pad0 = 0;
 		float lp_alone[N], top_lp_alone[K * N];
@@ -229,7 +238,7 @@ START_TEST(test_join)
 		ck_assert_msg(fg_forward_prefill_scored(g, ids, &pad0, logits, &tok, &ps) == 0, "%s",
 			      fg_last_error_text());
 		int64_t w = r * N + (N - L);
-		for (int64_t i = 0; i + 1 < L; i++) {
+		for (int64_t i = 0; join_at[j] == D + 1 && i + 1 < L; i++) {
 			snprintf(what, sizeof(what), "%s, %s: joined row %lld, prompt position %lld",
 				 models[model], policies[policy], (long long)r, (long long)i);
 			expect_same(what, &lp[w + i], &lp_alone[i], 1);
@@ -237,12 +246,12 @@ START_TEST(test_join)
 			for (int k = 0; k < K && tol == 0; k++)
 				ck_assert_int_eq(top_id[(w + i) * K + k], top_alone[i * K + k]);
 		}
-		for (int s = D; s <= D + G; s++) {
-			if (s > D)
+		for (int s = s0; s <= D + G; s++) {
+			if (s > s0)
 				ck_assert_msg(fg_forward_decode(g, &tok, logits, &tok) == 0, "%s",
 					      fg_last_error_text());
 			else
-				ck_assert_int_eq(with.tok[D][r], tok);
+				ck_assert_int_eq(with.tok[s0][r], tok);
 			snprintf(what, sizeof(what), "%s, %s: joined row %lld, step %d against alone",
 				 models[model], policies[policy], (long long)r, s);
 			expect_same(what, with.logits[s] + r * V, logits, V);
@@ -252,8 +261,8 @@ START_TEST(test_join)
 		free(logits);
 		fg_forward_free(g);
 	}
-	printf("%s, %s: 2 rows joined at column %d; the others and the joined as references\n",
-	       models[model], policies[policy], P + D);
+	printf("%s, %s: rows joined at columns %d and %d; the others and the joined as references\n",
+	       models[model], policies[policy], P + D, P + D + 2);
 	trace_free(&with);
 	trace_free(&without);
 	fg_engine_close(e);

@@ -21,6 +21,12 @@ int fg_forward_can_join(const struct fg_forward *f)
 	return !f->pipe && !f->plan.delegate && f->cdt != FG_DTYPE_Q4_COLS;
 }
 
+void fg_forward_columns(const struct fg_forward *f, int64_t *now, int64_t *total)
+{
+	*now = f->step;
+	*total = f->total;
+}
+
 int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32_t *ids,
 		    const int32_t *pad, int64_t n, float *logits, int32_t *top,
 		    const struct fg_prompt_scores *s)
@@ -81,12 +87,15 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 		for (int64_t i = 0; i < n; i++)
 			win[r * n + i] = on && i >= pad[r] ? ids[r * n + i] : f->cfg->pad_id;
 	}
+	int masked = f->prefill_masked;
 	f->joining = 1;
+	f->prefill_masked = 1; /* (the mask holds from column 0 on too) */
 	f->score = s;
 	f->step = c - n;
 	rc = fg_step(f, win, n, logits, top); /* (back at column c when it succeeds) */
 	f->step = c;
 	f->joining = 0;
+	f->prefill_masked = masked;
 	f->score = NULL;
 	/* Live in the next decode steps: the rows that were, and the joined. */
 	memset(f->mask.live, 0, (size_t)f->nb);

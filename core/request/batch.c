@@ -299,6 +299,99 @@ void fg_batch_run_end(struct fg_engine *e, struct fg_batch_run *run)
 	e->stats.run_setup_s += fg_now() - t0;
 }
 
+/* Can job j take a finished row's place at column c of a run of `total`
+ * (fg_forward_join): greedy, its prompt not scored, its prompt within the
+ * columns computed, its budget within those left. */
+static int joinable(const struct fg_job *j, int64_t c, int64_t total, int scores_ok)
+{
+	const struct fg_request *q = j->req;
+
+	return !q->known && !j->done && q->temperature <= 0 && !q->score_prompt &&
+	       (!q->logprobs || scores_ok) && q->max_new_tokens > 0 &&
+	       (int64_t)j->n_prompt <= c && c + q->max_new_tokens <= total;
+}
+
+/* Continuous batching, between decode steps: each finished row's job goes
+ * out (run->finished) and the row takes the next waiting job while one can
+ * join; the joined rows' prompts are computed (fg_forward_join) and their
+ * first tokens accepted into next[] and row_live[].  The number that
+ * joined, or -errno. */
+static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **jobs,
+		  size_t count, int64_t rows, int32_t *next, unsigned char *row_live,
+		  const struct batch_scores *sc, int scores_ok)
+{
+	const struct fg_model_config *c = &e->model.cfg;
+	int64_t col, total, n = 0;
+	unsigned char *on = NULL;
+	int32_t *ids = NULL, *pad = NULL, *top = NULL;
+	int joined = 0, rc = 0;
+
+	size_t free_rows = 0, live = 0;
+	for (size_t r = 0; r < count; r++) {
+		if (jobs[r]->done && !jobs[r]->handed)
+			run->finished(run->arg, jobs[r]); /* (marks it handed) */
+		free_rows += jobs[r]->handed;
+		live += !jobs[r]->done;
+	}
+	/* A join computes every row up to the last joining one for its
+	 * columns: rows join a few at a time ([policy] refill), or when the
+	 * batch would end. */
+	if (live && (double)free_rows < e->policy.refill * (double)count)
+		return 0;
+	fg_forward_columns(run->f, &col, &total);
+	for (size_t r = 0; r < count && run->taken < run->n_wait; r++) {
+		struct fg_job **w = &run->wait[run->taken];
+		if (!jobs[r]->handed || !joinable(*w, col, total, scores_ok))
+			continue;
+		if (!on && !(on = calloc((size_t)rows, 1)))
+			return -ENOMEM;
+		struct fg_job *t = jobs[r];
+		jobs[r] = *w; /* the finished job, handed out, stays where the joined one was */
+		*w = t;
+		run->taken++;
+		on[r] = 1;
+		n = (int64_t)jobs[r]->n_prompt > n ? (int64_t)jobs[r]->n_prompt : n;
+		joined++;
+	}
+	if (!joined)
+		return 0;
+	ids = malloc(sizeof(int32_t) * (size_t)(rows * n));
+	pad = calloc((size_t)rows, sizeof(int32_t));
+	top = malloc(sizeof(int32_t) * (size_t)rows);
+	if (!ids || !pad || !top) {
+		FG_ERR("out of memory for %d joining requests", joined);
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (int64_t r = 0; r < rows; r++) {
+		int64_t len = on[r] ? (int64_t)jobs[r]->n_prompt : 0;
+		pad[r] = (int32_t)(n - len);
+		for (int64_t i = 0; i < n; i++)
+			ids[r * n + i] = i < pad[r] ? c->pad_id : jobs[r]->prompt[i - pad[r]];
+	}
+	if ((rc = fg_forward_join(run->f, on, ids, pad, n, NULL, top, NULL)))
+		goto out;
+	e->stats.joined += (uint64_t)joined;
+
+	for (int64_t r = 0; r < rows; r++) {
+		if (!on[r])
+			continue;
+		next[r] = top[r];
+		fg_job_accept(e, jobs[r], next[r], sc->tok ? sc->t.lp[r] : 0,
+			      sc->tok ? sc->t.top_id + r * sc->tk : NULL,
+			      sc->tok ? sc->t.top_lp + r * sc->tk : NULL);
+		if (next[r] < 0)
+			next[r] = c->pad_id;
+		row_live[r] = !jobs[r]->done;
+	}
+out:
+	free(on);
+	free(ids);
+	free(pad);
+	free(top);
+	return rc ? rc : joined;
+}
+
 /* What the batch's steps computed and moved, into the engine's counts. */
 static void count_stats(struct fg_engine *e, const struct fg_forward_stats *a,
 			const struct fg_forward_stats *b)
@@ -333,7 +426,7 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 	struct fg_region lr = { 0 };
 	int32_t *ids = NULL, *pad = NULL, *next = NULL, *top = NULL;
 	unsigned char *row_live = NULL;
-	int greedy = 1, on_device = 0, dev_scores = 0;
+	int greedy = 1, on_device = 0, dev_scores = 0, refilling = 0;
 	struct batch_scores sc = { 0 };
 	float *logits = NULL;
 	double t0 = 0;
@@ -439,6 +532,10 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 		goto out;
 	if (sc.target)
 		batch_scores_prompt(&sc, jobs, count, plen, pad);
+	/* Continuous batching: greedy batches (no logits on the host) of one
+	 * process whose run can take joining rows. */
+	refilling = run->wait && run->n_wait && run->finished && e->policy.refill > 0 && greedy &&
+		    !on_device && fg_forward_can_join(f);
 	for (int64_t t = 0;; t++) {
 		int live = 0;
 		/* A finished row's token and logits are garbage: never read. */
@@ -464,7 +561,17 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 			live += !jobs[r]->done;
 			row_live[r] = !jobs[r]->done;
 		}
-		if (!live || t + 1 >= glen)
+		if (refilling && run->taken < run->n_wait) {
+			int got = refill(e, run, jobs, count, rows, next, row_live, &sc, dev_scores);
+			if (got < 0) {
+				rc = got;
+				goto out;
+			}
+			live = 0;
+			for (int64_t r = 0; r < (int64_t)count; r++)
+				live += row_live[r] != 0;
+		}
+		if (!live || (!refilling && t + 1 >= glen))
 			break;
 		/* A hard stop drops the batch here, between steps. */
 		if (run->abandon && *run->abandon) {

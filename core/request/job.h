@@ -26,6 +26,7 @@ struct fg_job {
 	struct fg_rng rng;
 	int done;
 	int streamed;          /* on_token was called: the request cannot be rerun */
+	int handed;            /* its result went out */
 	enum fg_finish_reason why;
 	size_t cut;            /* stop string: bytes of text to keep; SIZE_MAX: none */
 	long nan_at;           /* FG_FINISH_ERROR: the position whose logits held no number
@@ -60,6 +61,14 @@ struct fg_batch_run {
 	struct fg_forward *f;
 	int64_t hint_plen, hint_glen; /* the largest prompt and budget still to come */
 	const volatile sig_atomic_t *abandon; /* fg_run_opts.abandon: checked between steps */
+	/* Continuous batching ([policy] refill): the jobs waiting after the
+	 * batch's, in order; a finished row takes the next one that can join
+	 * (swapped into jobs[], the finished job into wait[]: `taken` of them
+	 * joined), and the finished job's result goes out at once. */
+	struct fg_job **wait;
+	size_t n_wait, taken;
+	void (*finished)(void *arg, struct fg_job *j);
+	void *arg;
 };
 /* Run jobs[0..count) (count <= the effective batch) as one batch, through
  * *run (made, reused or remade to fit).  The batch is sized to the jobs: the

@@ -101,8 +101,9 @@ static void hand_done(struct runner *r, struct fg_job *j, int ran)
 	struct fg_result res;
 	struct fg_run_stats *s = &r->e->stats;
 
-	if (j->req->known)
+	if (j->req->known || j->handed)
 		return;
+	j->handed = 1;
 	if (fg_job_finish(r->e, j, &res)) {
 		fg_result_clear(&res);
 		hand_error(r, j->index, fg_last_error(), 0);
@@ -114,6 +115,12 @@ static void hand_done(struct runner *r, struct fg_job *j, int ran)
 	if (ran)
 		s->useful_positions += res.n_prompt_tokens + (res.n_tokens ? res.n_tokens - 1 : 0);
 	hand(r, j->index, &res);
+}
+
+/* A job done while its batch goes on (continuous batching): out now. */
+static void hand_early(void *arg, struct fg_job *j)
+{
+	hand_done(arg, j, 1);
 }
 
 /* A hard stop: the batch in flight is dropped, nothing more runs. */
@@ -143,7 +150,9 @@ static int run_batch(struct runner *r, struct fg_job **jobs, size_t cnt)
 			hand_done(r, jobs[k], 0);
 		return 0;
 	}
-	if ((rc = fg_batch_run(e, &r->run, jobs, cnt)) == 0) {
+	rc = fg_batch_run(e, &r->run, jobs, cnt);
+	r->run.n_wait = 0; /* (reruns take no waiting jobs) */
+	if (rc == 0) {
 		e->stats.batches++;
 		for (size_t k = 0; k < cnt; k++)
 			hand_done(r, jobs[k], 1);
@@ -161,6 +170,8 @@ static int run_batch(struct runner *r, struct fg_job **jobs, size_t cnt)
 		int streamed = 0;
 		for (size_t k = 0; k < cnt; k++)
 			streamed |= jobs[k]->streamed;
+		for (size_t k = 0; k < cnt; k++)
+			streamed |= jobs[k]->handed; /* (joined and out: not rerun as a batch) */
 		if (!streamed) {
 			FG_LOG(FG_LOG_INFO, "a batch of %zu requests does not fit (%s): in halves", cnt,
 			       fg_last_error());
@@ -182,7 +193,7 @@ static int run_batch(struct runner *r, struct fg_job **jobs, size_t cnt)
 		struct fg_job *j = jobs[k];
 		char why[1024];
 
-		if (j->req->known)
+		if (j->req->known || j->handed)
 			continue;
 		if (j->streamed) {
 			snprintf(why, sizeof(why), "its batch failed after it had streamed tokens: %s",
@@ -271,8 +282,15 @@ static long run_requests(struct fg_engine *e, const struct fg_request *reqs, siz
 		}
 		r.run.hint_plen = hint_p[i];
 		r.run.hint_glen = hint_g[i];
+		/* the jobs after the batch may take its finished rows' places */
+		r.run.wait = order + i + cnt;
+		r.run.n_wait = live - i - cnt;
+		r.run.taken = 0;
+		r.run.finished = hand_early;
+		r.run.arg = &r;
 		if ((rc = run_batch(&r, order + i, cnt)))
 			break;
+		cnt += r.run.taken;
 		double t0 = fg_now();
 		if (o->on_batch_end && o->on_batch_end(o->arg, &r.prog))
 			r.stop = 1;

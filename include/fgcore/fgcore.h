@@ -103,6 +103,8 @@ struct fg_run_stats {
 	uint64_t dead_positions;     /* of them, finished rows waiting for their GPU batch mates */
 	uint64_t padding_positions;  /* positions + shared - useful - dead: padding, rows
 				      * beyond requests */
+	uint64_t joined;             /* requests that took a finished row's place in a running
+				      * batch ([policy] refill) */
 	uint64_t shared_positions;   /* prompt positions not computed: their KV cache was taken
 				      * from a batch mate whose prompt begins alike
 				      * ([policy] share_prefix) */

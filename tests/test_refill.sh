@@ -1,0 +1,110 @@
+#!/bin/sh
+# tests/test_refill.sh - [policy] refill (continuous batching) end to end: a
+# run-batch job of prompts of many lengths and budgets, ending on their
+# budget or on end of text, some with log-probabilities, some echoed or
+# sampled (they do not join), gives with refill each request's tokens as it
+# run alone (GPU batches of 1) and its log-probabilities within 1e-4; the
+# summary says how many requests joined running batches, in fewer batches
+# than without; the cache offloaded too; with attention on the host or a
+# 4-bit cache nothing joins and the results stay.  On the trained OPT and
+# Llama of $FGCORE_TESTDATA.
+set -u
+
+if [ -z "${FGCORE_BUILDDIR:-}" ]; then
+	echo "FGCORE_BUILDDIR is not set: run this test through make check" >&2
+	exit 99
+fi
+fg="$FGCORE_BUILDDIR/fgcore"
+if [ -z "${FGCORE_TESTDATA:-}" ]; then
+	echo "FGCORE_TESTDATA unset: skipped (the jobs run on its trained models)"
+	exit 77
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/fgcore-refill.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+: >"$tmp/empty.ini"
+FGCORE_CONFIG="$tmp/empty.ini"
+export FGCORE_CONFIG
+
+fail() {
+	echo "FAIL: $*"
+	failures=$((failures + 1))
+}
+
+python3 - "$tmp/in.jsonl" <<'PY'
+import json, random, sys
+rng = random.Random(11)
+with open(sys.argv[1], "w") as f:
+    for i in range(64):
+        n = rng.randint(3, 40)
+        r = {"custom_id": "r%d" % i, "max_tokens": rng.randint(1, 24),
+             "prompt_token_ids": [2] + [rng.randint(4, 7999) for _ in range(n - 1)]}
+        if i % 2:
+            r["ignore_eos"] = True
+        if i % 3 == 0:
+            r["logprobs"] = 2
+        if i % 11 == 5:
+            r["echo"] = True
+            r["logprobs"] = 1
+        if i % 13 == 7:
+            r.update(temperature=0.8, seed=i)
+        f.write(json.dumps(r) + "\n")
+PY
+
+# compare A B: the same tokens a line, log-probabilities within 1e-4
+compare() {
+	python3 - "$1" "$2" <<'PY'
+import json, sys
+a = {json.loads(l)["custom_id"]: json.loads(l) for l in open(sys.argv[1])}
+b = {json.loads(l)["custom_id"]: json.loads(l) for l in open(sys.argv[2])}
+assert sorted(a) == sorted(b) and len(a) == 64, "different lines"
+worst = 0
+for k in a:
+    x, y = a[k], b[k]
+    assert "error" not in x and "error" not in y, (x, y)
+    assert x["token_ids"] == y["token_ids"], (k, x["token_ids"], y["token_ids"])
+    assert x["text"] == y["text"] and x["finish_reason"] == y["finish_reason"], k
+    if "logprobs" in x:
+        for u, v in zip(x["logprobs"]["token_logprobs"], y["logprobs"]["token_logprobs"]):
+            if u is not None:
+                worst = max(worst, abs(u - v))
+        assert x["logprobs"]["tokens"] == y["logprobs"]["tokens"], k
+assert worst <= 1e-4, worst
+PY
+}
+
+joined() { sed -n 's/.*; \([0-9]*\) requests joined running batches.*/\1/p' "$1"; }
+batches() { sed -n 's/.* positions in \([0-9]*\) batches.*/\1/p' "$1"; }
+
+for model in opt/opt-py-128x4 llama/llama-py-128x4; do
+	m="-o model.path=$FGCORE_TESTDATA/$model -o tier.disk.dir=$tmp"
+	"$fg" $m -o policy.gpu_batch_size=1 -o policy.refill=0 run-batch -q \
+		--input "$tmp/in.jsonl" --output "$tmp/alone.jsonl" || fail "$model: alone"
+	"$fg" $m -o policy.gpu_batch_size=6 -o policy.num_gpu_batches=2 -o policy.refill=0 \
+		run-batch --input "$tmp/in.jsonl" --output "$tmp/static.jsonl" 2>"$tmp/static.err" ||
+		fail "$model: without refill"
+	[ -z "$(joined "$tmp/static.err")" ] || fail "$model: refill 0 joined requests"
+	for p in "policy.refill=0.25" "policy.refill=1" \
+		"policy.percent=100 0 0 100 100 0" "policy.percent=100 0 30 30 100 0"; do
+		"$fg" $m -o policy.gpu_batch_size=6 -o policy.num_gpu_batches=2 -o "$p" run-batch \
+			--input "$tmp/in.jsonl" --output "$tmp/refill.jsonl" 2>"$tmp/refill.err" ||
+			{ fail "$model, $p: $(tail -1 "$tmp/refill.err")"; continue; }
+		compare "$tmp/alone.jsonl" "$tmp/refill.jsonl" || fail "$model, $p: not each request's alone"
+		j=$(joined "$tmp/refill.err")
+		[ "${j:-0}" -gt 0 ] || fail "$model, $p: no request joined: $(tail -1 "$tmp/refill.err")"
+		[ "$(batches "$tmp/refill.err")" -lt "$(batches "$tmp/static.err")" ] ||
+			fail "$model, $p: no fewer batches than without refill"
+		echo "$model, $p: ${j:-0} requests joined, $(batches "$tmp/refill.err") batches against $(batches "$tmp/static.err")"
+	done
+	# where rows cannot join, nothing does, and the results stay
+	for p in "policy.cpu_cache_compute=true" "policy.compress_cache=true"; do
+		"$fg" $m -o policy.gpu_batch_size=6 -o policy.num_gpu_batches=2 -o "$p" \
+			-o "policy.percent=100 0 0 100 100 0" run-batch --input "$tmp/in.jsonl" \
+			--output "$tmp/refill.jsonl" 2>"$tmp/refill.err" || fail "$model, $p: failed"
+		[ -z "$(joined "$tmp/refill.err")" ] || fail "$model, $p: requests joined"
+		[ "$p" = "policy.compress_cache=true" ] && continue # (4-bit: other numbers)
+		compare "$tmp/alone.jsonl" "$tmp/refill.jsonl" || fail "$model, $p: not each request's alone"
+	done
+done
+[ $failures -eq 0 ] || exit 1
+exit 0
