@@ -254,6 +254,11 @@ static int by_budget_desc(const void *a, const void *b)
 	return (x->index > y->index) - (x->index < y->index);
 }
 
+static int by_budget_asc(const void *a, const void *b)
+{
+	return by_budget_desc(b, a);
+}
+
 /* The run for a batch of nb x bs rows, plen prompt tokens and glen new
  * ones: the one in hand when it fits, else a new one, sized to the hint
  * (the larger batches of this shape still to come) when that fits the
@@ -445,14 +450,18 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 	unsigned char *rank = share ? malloc((size_t)rows) : NULL;
 	if (!rank)
 		share = 0; /* (out of memory: nothing shared, only slower) */
-	/* Each GPU batch keeps its rows (its padding): longest budget first, or
-	 * with shared prefixes in groups that begin alike. */
+	/* Each GPU batch keeps its rows (its padding): longest budget first (a
+	 * step computes rows up to the last live one), with waiting jobs to
+	 * join shortest first (a join computes rows up to the last joining one,
+	 * and the rows that finish first are those), or with shared prefixes in
+	 * groups that begin alike. */
+	int may_join = run->n_wait && e->policy.refill > 0 && !e->dist;
 	for (int64_t g = 0; g * bs < (int64_t)count; g++) {
 		size_t a = (size_t)(g * bs), n = count - a < (size_t)bs ? count - a : (size_t)bs;
 		if (share)
 			fg_share_group(jobs + a, n, share, rank + a);
 		else
-			qsort(jobs + a, n, sizeof(*jobs), by_budget_desc);
+			qsort(jobs + a, n, sizeof(*jobs), may_join ? by_budget_asc : by_budget_desc);
 	}
 
 	for (size_t i = 0; i < count; i++) {
