@@ -119,7 +119,7 @@ int fg_forward_check(const struct fg_forward_env *env, int64_t prompt_len, int64
 
 /* The family's workspaces as views of the scratch region, for f->plen
  * tokens a row (the region holds f->cap_plen). */
-static int workspace_views(struct fg_forward *f)
+int fg_workspace_views(struct fg_forward *f)
 {
 	const struct fg_model_config *c = f->cfg;
 	const struct fg_arch *a = c->arch;
@@ -230,7 +230,7 @@ static int forward_new(struct fg_forward **out, const struct fg_forward_env *env
 	if ((rc = alloc_on(f, FG_ROLE_COMPUTE, pl->scratch, &f->scratch, "workspace")))
 		goto fail;
 	f->cap_plen = prompt_len;
-	if ((rc = workspace_views(f)))
+	if ((rc = fg_workspace_views(f)))
 		goto fail;
 	/* Weight slots (and their bounce buffers when disk feeds device memory). */
 	for (int s = 0; s < f->nslots; s++) {
@@ -311,7 +311,7 @@ int fg_forward_reuse(struct fg_forward *f, int64_t nb, int64_t bs, int64_t promp
 	f->sampling = NULL;
 	f->tok_scores = NULL;
 	f->share = NULL;
-	return workspace_views(f);
+	return fg_workspace_views(f);
 }
 
 void fg_forward_free(struct fg_forward *f)
@@ -353,6 +353,7 @@ void fg_forward_free(struct fg_forward *f)
 	free(f->mask.attn_pad);
 	free(f->chunk_pad);
 	free(f->join_pad);
+	free(f->join_row);
 	free_on(f, FG_ROLE_HOST, &f->hstage);
 	free_on(f, FG_ROLE_HOST, &f->out.scratch);
 	for (int64_t b = 0; f->gb && b < f->nb; b++) {

@@ -120,6 +120,8 @@ struct fg_forward {
 	int32_t *chunk_pad;             /* bs pads of one query position (fg_attend_chunk) */
 	int joining;                    /* this step computes joining rows' prompts (join.c): */
 	int32_t *join_pad;              /* each row's pad within the step's columns (n: none) */
+	int join_dense;                 /* the joining rows gathered at each GPU batch's first: */
+	int32_t *join_row;              /* the step's row i of a GPU batch is its row join_row[i] */
 	struct fg_forward_stats stats;
 };
 
@@ -172,6 +174,9 @@ static inline int64_t fg_rows_computed(const struct fg_forward *f, int64_t k)
 int fg_step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logits, int32_t *top);
 /* The row mask's arrays (every row live at first); -ENOMEM. */
 int fg_mask_alloc(struct fg_forward *f);
+
+/* buffers.c: the family's workspaces as views for f->plen tokens a row. */
+int fg_workspace_views(struct fg_forward *f);
 
 /* prefix.c: a prefill in steps, f->share's rows taking their shared
  * prefixes' cache from batch mates. */

@@ -27,19 +27,61 @@ void fg_forward_columns(const struct fg_forward *f, int64_t *now, int64_t *total
 	*total = f->total;
 }
 
+/* Dense: the joining rows of each GPU batch gathered at its first rows for
+ * the step (their K/V go to their own cache rows), where every row's cache
+ * lives on the compute tier: the step then computes the joining prompts
+ * only, not the rows before the last joining one. */
+static int dense(const struct fg_forward *f)
+{
+	return f->plan.ccount[FG_ROLE_COMPUTE] == f->bs;
+}
+
+/* The step's outputs of dense row i of GPU batch k moved to row join_row[i]
+ * (rows only move up: each is read before it is written). */
+static void spread(struct fg_forward *f, const int64_t *cnt, float *logits, int32_t *top,
+		   const struct fg_prompt_scores *s, int64_t n)
+{
+	const struct fg_token_scores *t = f->tok_scores;
+	int64_t V = f->cfg->vocab;
+
+	for (int64_t k = 0; k < f->nb; k++)
+		for (int64_t i = cnt[k]; i-- > 0;) {
+			int64_t from = k * f->bs + i, to = k * f->bs + f->join_row[from];
+			if (from == to)
+				continue;
+			if (top)
+				top[to] = top[from];
+			if (logits)
+				memcpy(logits + to * V, logits + from * V, sizeof(float) * (size_t)V);
+			if (t) {
+				t->lp[to] = t->lp[from];
+				memcpy(t->top_id + to * t->k, t->top_id + from * t->k,
+				       sizeof(int32_t) * (size_t)t->k);
+				memcpy(t->top_lp + to * t->k, t->top_lp + from * t->k,
+				       sizeof(float) * (size_t)t->k);
+			}
+			if (s) {
+				memcpy(s->lp + to * n, s->lp + from * n, sizeof(float) * (size_t)n);
+				memcpy(s->top_id + to * n * s->k, s->top_id + from * n * s->k,
+				       sizeof(int32_t) * (size_t)(n * s->k));
+				memcpy(s->top_lp + to * n * s->k, s->top_lp + from * n * s->k,
+				       sizeof(float) * (size_t)(n * s->k));
+			}
+		}
+}
+
 int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32_t *ids,
 		    const int32_t *pad, int64_t n, float *logits, int32_t *top,
 		    const struct fg_prompt_scores *s)
 {
-	int64_t rows = f->nb * f->bs, c = f->step;
-	unsigned char *was = NULL;
-	int rc, any = 0;
+	int64_t rows = f->nb * f->bs, c = f->step, plen = f->plen;
+	int rc, any = 0, packed = dense(f);
 
 	if (!fg_forward_can_join(f))
 		return -ENOTSUP;
-	if (c == 0 || n < 1 || n > c || c >= f->total) {
-		FG_ERR("join: %lld prompt columns at column %lld of %lld: need 1 <= n <= the columns computed, and room after",
-		       (long long)n, (long long)c, (long long)f->total);
+	if (c == 0 || n < 1 || n > c || n > f->cap_plen || c >= f->total) {
+		FG_ERR("join: %lld prompt columns at column %lld of %lld: need 1 <= n <= the columns computed and the run's %lld prompt columns, and room after",
+		       (long long)n, (long long)c, (long long)f->total, (long long)f->cap_plen);
 		return -EINVAL;
 	}
 	for (int64_t r = 0; r < rows; r++) {
@@ -65,45 +107,98 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 		return rc;
 	if (!f->join_pad && !(f->join_pad = malloc(sizeof(int32_t) * (size_t)rows)))
 		return -ENOMEM;
-	if (!(was = malloc((size_t)rows)))
+	if (packed && !f->join_row && !(f->join_row = malloc(sizeof(int32_t) * (size_t)rows)))
 		return -ENOMEM;
-	/* The step sees the joining rows only; the padding of a row's window
-	 * holds some valid id (the step embeds every row). */
+	unsigned char *was = malloc((size_t)rows);
 	int32_t *win = malloc(sizeof(int32_t) * (size_t)(rows * n));
-	if (!win) {
-		free(was);
-		return -ENOMEM;
+	int32_t *pads = malloc(sizeof(int32_t) * (size_t)rows); /* the GPU batches' own */
+	int32_t *target = s && packed ? malloc(sizeof(int32_t) * (size_t)(rows * n)) : NULL;
+	int64_t *cnt = calloc((size_t)f->nb, sizeof(int64_t));
+	if (!was || !win || !pads || !cnt || (s && packed && !target)) {
+		rc = -ENOMEM;
+		goto out;
 	}
 	memcpy(was, f->mask.row_live, (size_t)rows);
 	memset(f->mask.live, 0, (size_t)f->nb);
+	for (int64_t k = 0; k < f->nb; k++)
+		memcpy(pads + k * f->bs, f->gb[k].pad, sizeof(int32_t) * (size_t)f->bs);
+	/* The step's row i: the joining row `from` (dense: the batch's i-th
+	 * joining one); the padding of a row's window holds some valid id. */
+	for (int64_t r = 0; r < rows; r++)
+		f->mask.row_live[r] = 0;
 	for (int64_t r = 0; r < rows; r++) {
-		int on = join[r] != 0;
-		f->mask.row_live[r] = (unsigned char)on;
-		f->mask.live[r / f->bs] |= (unsigned char)on;
-		f->mask.attn_pad[r] = on ? (int32_t)(c - n + pad[r]) : (int32_t)c;
-		f->join_pad[r] = on ? pad[r] : (int32_t)n;
-		if (on)
-			f->gb[r / f->bs].pad[r % f->bs] = (int32_t)(c - n + pad[r]);
-		for (int64_t i = 0; i < n; i++)
-			win[r * n + i] = on && i >= pad[r] ? ids[r * n + i] : f->cfg->pad_id;
+		int64_t k = r / f->bs, i = packed ? k * f->bs + cnt[k] : r;
+		if (!join[r])
+			continue;
+		if (packed)
+			f->join_row[i] = (int32_t)(r % f->bs);
+		cnt[k]++;
+		f->mask.row_live[i] = 1;
+		f->mask.live[k] = 1;
+		f->join_pad[i] = pad[r];
+		f->gb[k].pad[i % f->bs] = (int32_t)(c - n + pad[r]);
+		for (int64_t j = 0; j < n; j++) {
+			win[i * n + j] = j >= pad[r] ? ids[r * n + j] : f->cfg->pad_id;
+			if (target)
+				target[i * n + j] = s->target[r * n + j];
+		}
+	}
+	for (int64_t r = 0; r < rows; r++) {
+		int64_t k = r / f->bs;
+		int on = f->mask.row_live[r];
+		if (!on) {
+			f->join_pad[r] = (int32_t)n;
+			for (int64_t j = 0; j < n; j++) {
+				win[r * n + j] = f->cfg->pad_id;
+				if (target)
+					target[r * n + j] = -1;
+			}
+		}
+		f->mask.attn_pad[r] = on ? f->gb[k].pad[r % f->bs] : (int32_t)c;
+	}
+	struct fg_prompt_scores ps;
+	if (target) {
+		ps = *s;
+		ps.target = target;
 	}
 	int masked = f->prefill_masked;
 	f->joining = 1;
+	f->join_dense = packed;
 	f->prefill_masked = 1; /* (the mask holds from column 0 on too) */
-	f->score = s;
+	f->score = target ? &ps : s;
 	f->step = c - n;
-	rc = fg_step(f, win, n, logits, top); /* (back at column c when it succeeds) */
+	if (n > plen) { /* the workspaces hold the run's prompt columns */
+		f->plen = n;
+		rc = fg_workspace_views(f);
+	}
+	if (!rc)
+		rc = fg_step(f, win, n, logits, top); /* (back at column c when it succeeds) */
 	f->step = c;
 	f->joining = 0;
+	f->join_dense = 0;
 	f->prefill_masked = masked;
 	f->score = NULL;
+	if (f->plen != plen) {
+		f->plen = plen;
+		int r2 = fg_workspace_views(f);
+		rc = rc ? rc : r2;
+	}
+	if (!rc && packed)
+		spread(f, cnt, logits, top, s, n);
+	/* Each row's own pad back; a joined row's from its prompt. */
+	for (int64_t r = 0; r < rows; r++)
+		f->gb[r / f->bs].pad[r % f->bs] = join[r] ? (int32_t)(c - n + pad[r]) : pads[r];
 	/* Live in the next decode steps: the rows that were, and the joined. */
 	memset(f->mask.live, 0, (size_t)f->nb);
 	for (int64_t r = 0; r < rows; r++) {
 		f->mask.row_live[r] = (unsigned char)(was[r] || join[r]);
 		f->mask.live[r / f->bs] |= f->mask.row_live[r];
 	}
-	free(win);
+out:
 	free(was);
+	free(win);
+	free(pads);
+	free(target);
+	free(cnt);
 	return rc;
 }

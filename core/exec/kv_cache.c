@@ -194,8 +194,9 @@ const int32_t *fg_kv_attend_pad(const struct fg_forward *f, const struct fg_bloc
 }
 
 /* Joining rows' K/V (join.c), run by run of them among rows [s0, s0 + m)
- * of a group whose cache views are kc, vc: the rows left out keep theirs
- * (a plain cache type can be viewed by sequence). */
+ * of a group whose cache views are kc, vc, or gathered each to its own row:
+ * the rows left out keep theirs (a plain cache type can be viewed by
+ * sequence). */
 static int append_joining(struct fg_forward *f, struct fg_block_ctx *x, struct fg_tensor k,
 			  struct fg_tensor v, struct fg_tensor kc, struct fg_tensor vc, int64_t s0,
 			  int64_t m)
@@ -209,12 +210,13 @@ static int append_joining(struct fg_forward *f, struct fg_block_ctx *x, struct f
 			a++;
 			continue;
 		}
-		int64_t b = a;
-		while (b < s0 + m && !fg_row_dead(f, kb, b))
+		/* gathered rows (join.c): each to its own row's cache */
+		int64_t b = a + 1, to = f->join_dense ? f->join_row[kb * f->bs + a] : a;
+		while (!f->join_dense && b < s0 + m && !fg_row_dead(f, kb, b))
 			b++;
 		struct fg_tensor kr = kc, vr = vc;
-		kr.data = (char *)kc.data + (size_t)(a - s0) * seq;
-		vr.data = (char *)vc.data + (size_t)(a - s0) * seq;
+		kr.data = (char *)kc.data + (size_t)(to - s0) * seq;
+		vr.data = (char *)vc.data + (size_t)(to - s0) * seq;
 		kr.rows = vr.rows = (b - a) * f->total;
 		struct fg_kv_append_args ak = { fg_rows(k, a * n, (b - a) * n), kr, b - a, n, f->step,
 						f->total };
