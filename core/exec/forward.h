@@ -130,8 +130,10 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 		    const struct fg_prompt_scores *s);
 /* Can rows join this run (fg_forward_join)? */
 int fg_forward_can_join(const struct fg_forward *f);
-/* The run's current column (the positions computed so far) and its columns. */
-void fg_forward_columns(const struct fg_forward *f, int64_t *now, int64_t *total);
+/* The run's current column (the positions computed so far), its columns,
+ * and the most prompt columns its buffers hold (a join's n at most). */
+void fg_forward_columns(const struct fg_forward *f, int64_t *now, int64_t *total,
+			int64_t *prompt_cap);
 
 /* Shared prompt prefixes, for the next prefill only (NULL: none).  Rows
  * whose prompts begin alike compute that beginning once, at up to

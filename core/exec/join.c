@@ -21,10 +21,12 @@ int fg_forward_can_join(const struct fg_forward *f)
 	return !f->pipe && !f->plan.delegate && f->cdt != FG_DTYPE_Q4_COLS;
 }
 
-void fg_forward_columns(const struct fg_forward *f, int64_t *now, int64_t *total)
+void fg_forward_columns(const struct fg_forward *f, int64_t *now, int64_t *total,
+			int64_t *prompt_cap)
 {
 	*now = f->step;
 	*total = f->total;
+	*prompt_cap = f->cap_plen;
 }
 
 /* Dense: the joining rows of each GPU batch gathered at its first rows for

@@ -305,15 +305,17 @@ void fg_batch_run_end(struct fg_engine *e, struct fg_batch_run *run)
 }
 
 /* Can job j take a finished row's place at column c of a run of `total`
- * (fg_forward_join): greedy, its prompt not scored, its prompt within the
- * columns computed, its budget within those left. */
-static int joinable(const struct fg_job *j, int64_t c, int64_t total, int scores_ok)
+ * columns and `cap` prompt columns (fg_forward_join): greedy, its prompt not
+ * scored, its prompt within the columns computed and the run's buffers, its
+ * budget within the columns left. */
+static int joinable(const struct fg_job *j, int64_t c, int64_t total, int64_t cap, int scores_ok)
 {
 	const struct fg_request *q = j->req;
 
 	return !q->known && !j->done && q->temperature <= 0 && !q->score_prompt &&
 	       (!q->logprobs || scores_ok) && q->max_new_tokens > 0 &&
-	       (int64_t)j->n_prompt <= c && c + q->max_new_tokens <= total;
+	       (int64_t)j->n_prompt <= c && (int64_t)j->n_prompt <= cap &&
+	       c + q->max_new_tokens <= total;
 }
 
 /* Continuous batching, between decode steps: each finished row's job goes
@@ -326,7 +328,7 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 		  const struct batch_scores *sc, int scores_ok)
 {
 	const struct fg_model_config *c = &e->model.cfg;
-	int64_t col, total, n = 0;
+	int64_t col, total, cap, n = 0;
 	unsigned char *on = NULL;
 	int32_t *ids = NULL, *pad = NULL, *top = NULL;
 	int joined = 0, rc = 0;
@@ -343,10 +345,10 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 	 * batch would end. */
 	if (live && (double)free_rows < e->policy.refill * (double)count)
 		return 0;
-	fg_forward_columns(run->f, &col, &total);
+	fg_forward_columns(run->f, &col, &total, &cap);
 	for (size_t r = 0; r < count && run->taken < run->n_wait; r++) {
 		struct fg_job **w = &run->wait[run->taken];
-		if (!jobs[r]->handed || !joinable(*w, col, total, scores_ok))
+		if (!jobs[r]->handed || !joinable(*w, col, total, cap, scores_ok))
 			continue;
 		if (!on && !(on = calloc((size_t)rows, 1)))
 			return -ENOMEM;
