@@ -55,15 +55,17 @@ static void spread(struct fg_forward *f, const int64_t *cnt, float *logits, int3
 				top[to] = top[from];
 			if (logits)
 				memcpy(logits + to * V, logits + from * V, sizeof(float) * (size_t)V);
-			if (t) {
+			if (t)
 				t->lp[to] = t->lp[from];
+			if (t && t->k) {
 				memcpy(t->top_id + to * t->k, t->top_id + from * t->k,
 				       sizeof(int32_t) * (size_t)t->k);
 				memcpy(t->top_lp + to * t->k, t->top_lp + from * t->k,
 				       sizeof(float) * (size_t)t->k);
 			}
-			if (s) {
+			if (s)
 				memcpy(s->lp + to * n, s->lp + from * n, sizeof(float) * (size_t)n);
+			if (s && s->k) {
 				memcpy(s->top_id + to * n * s->k, s->top_id + from * n * s->k,
 				       sizeof(int32_t) * (size_t)(n * s->k));
 				memcpy(s->top_lp + to * n * s->k, s->top_lp + from * n * s->k,
