@@ -126,42 +126,6 @@ static char *parse_line(const char *text, size_t len, const struct fg_request *d
 	return NULL;
 }
 
-/* Lines [from, to) of the window, parsed by one thread. */
-struct parse_job {
-	struct line *lines;
-	char **text;
-	const size_t *tlen;
-	const struct fg_request *defaults;
-	size_t from, to;
-};
-
-static void parse_lines(void *arg)
-{
-	struct parse_job *j = arg;
-
-	for (size_t i = j->from; i < j->to; i++) {
-		if (!j->text[i])
-			continue;
-		j->lines[i].error = parse_line(j->text[i], j->tlen[i], j->defaults, &j->lines[i]);
-		free(j->text[i]);
-		j->text[i] = NULL;
-	}
-}
-
-/* Lines [0, n) parsed over the CPUs (a scoring job's lines hold thousands
- * of ids each). */
-static void parse_window(struct line *lines, char **text, const size_t *tlen, size_t n,
-			 const struct fg_request *defaults)
-{
-	struct parse_job job[FG_FANOUT_MAX];
-	int t = fg_fanout_threads(0, n, 16);
-
-	for (int k = 0; k < t; k++)
-		job[k] = (struct parse_job){ lines, text, tlen, defaults, n * (size_t)k / (size_t)t,
-					     n * (size_t)(k + 1) / (size_t)t };
-	fg_fanout(parse_lines, job, sizeof(job[0]), t);
-}
-
 /* A plain line's record: {custom_id, text, token_ids, finish_reason, usage
  * [, logprobs]}, or {custom_id, line, error}. */
 static json_t *plain_record(struct fg_engine *e, const struct line *l, size_t lineno,
@@ -626,6 +590,7 @@ struct run {
 	uint64_t *hash;            /* of each line's text */
 	char **text;               /* each line's text, until parsed */
 	size_t *tlen;
+	const struct fg_request *defaults;
 	size_t n, base;
 	struct fg_request *reqs;   /* the window's requests */
 	struct fg_result *res;
@@ -651,7 +616,7 @@ static int is_failure(const char *rec)
 }
 
 /* A request's result: a line whose every request is done waits for its
- * record (records_flush). */
+ * record (records_start). */
 static int on_result(void *arg, size_t index, struct fg_result *res)
 {
 	struct run *r = arg;
@@ -663,35 +628,61 @@ static int on_result(void *arg, size_t index, struct fg_result *res)
 	return 0;
 }
 
-/* Pending lines [from, to), their records made by one thread. */
-struct format_job {
+/* Items [from, to) of a window's list, done by one thread of over_cpus. */
+struct slice {
 	struct run *r;
+	void (*each)(struct run *r, size_t i);
 	size_t from, to;
 };
 
-static void format_lines(void *arg)
+static void slice_run(void *arg)
 {
-	struct format_job *j = arg;
-	struct run *r = j->r;
+	struct slice *s = arg;
 
-	for (size_t i = j->from; i < j->to; i++) {
-		size_t li = r->pending[i];
-		struct line *l = &r->lines[li];
-		r->recs[li] = format_record(r->e, l, r->base + li + 1, &r->res[l->first], NULL);
-	}
+	for (size_t i = s->from; i < s->to; i++)
+		s->each(s->r, i);
+}
+
+/* each(r, i) for every i in [0, n), spread over the CPUs (at least
+ * per_thread items a thread). */
+static void over_cpus(struct run *r, size_t n, uint64_t per_thread,
+		      void (*each)(struct run *r, size_t i))
+{
+	struct slice job[FG_FANOUT_MAX];
+	int t = fg_fanout_threads(0, n, per_thread);
+
+	for (int k = 0; k < t; k++)
+		job[k] = (struct slice){ r, each, n * (size_t)k / (size_t)t,
+					 n * (size_t)(k + 1) / (size_t)t };
+	fg_fanout(slice_run, job, sizeof(job[0]), t);
+}
+
+/* Line i of the window parsed (a scoring job's lines hold thousands of ids
+ * each: the window's are parsed over the CPUs). */
+static void parse_one(struct run *r, size_t i)
+{
+	if (!r->text[i])
+		return;
+	r->lines[i].error = parse_line(r->text[i], r->tlen[i], r->defaults, &r->lines[i]);
+	free(r->text[i]);
+	r->text[i] = NULL;
+}
+
+/* Pending line i's record. */
+static void format_one(struct run *r, size_t i)
+{
+	size_t li = r->pending[i];
+	struct line *l = &r->lines[li];
+
+	r->recs[li] = format_record(r->e, l, r->base + li + 1, &r->res[l->first], NULL);
 }
 
 /* The pending lines' records, over the CPUs. */
 static void *records_make(void *arg)
 {
 	struct run *r = arg;
-	struct format_job job[FG_FANOUT_MAX];
-	int t = fg_fanout_threads(0, r->n_pending, 4);
 
-	for (int k = 0; k < t; k++)
-		job[k] = (struct format_job){ r, r->n_pending * (size_t)k / (size_t)t,
-					      r->n_pending * (size_t)(k + 1) / (size_t)t };
-	fg_fanout(format_lines, job, sizeof(job[0]), t);
+	over_cpus(r, r->n_pending, 4, format_one);
 	return NULL;
 }
 
@@ -1360,6 +1351,7 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 	r.kill_after = kill_hook() && strcmp(kill_hook(), "rename") && strcmp(kill_hook(), "unlink")
 			       ? strtol(kill_hook(), NULL, 10) : -1;
 	fg_cli_request_defaults(cfg, &defaults);
+	r.defaults = &defaults;
 	if (!rb_signal && fg_engine_open(cfg, &r.e)) {
 		fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
 		goto abandon;
@@ -1389,7 +1381,7 @@ int fg_cmd_run_batch(struct fg_config *cfg, int argc, char **argv)
 			r.tlen[r.n] = (size_t)len;
 			r.n++;
 		}
-		parse_window(r.lines, r.text, r.tlen, r.n, &defaults);
+		over_cpus(&r, r.n, 16, parse_one);
 		if (ferror(in)) {
 			e2 = errno;
 			fprintf(stderr, "fgcore: run-batch: reading %s failed: %s; %s not written%s\n", in_path,

@@ -358,15 +358,6 @@ json_t *fg_json_text(const char *s)
 	return j;
 }
 
-/* Code points of a UTF-8 string (what a Python client indexes by). */
-static long chars(const char *s)
-{
-	long n = 0;
-	for (; *s; s++)
-		n += ((unsigned char)*s & 0xC0) != 0x80;
-	return n;
-}
-
 static char *decode(struct fg_engine *e, const int32_t *ids, size_t n)
 {
 	char *t = NULL;
@@ -493,7 +484,7 @@ json_t *fg_completion_logprobs(struct fg_engine *e, const struct fg_completion *
 			free(tok);
 		}
 		free(at);
-		base = ptext ? chars(ptext) : 0;
+		base = ptext ? (long)fg_utf8_chars(ptext, strlen(ptext)) : 0;
 	}
 	size_t *at = ok ? offsets(e, r->token_ids, r->n_tokens) : NULL;
 	ok = at != NULL;

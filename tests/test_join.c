@@ -24,6 +24,7 @@
 #include "core/engine/engine.h"
 #include "core/exec/forward.h"
 #include "core/sampling/logprob.h"
+#include "tests/test_engine.h"
 
 #define NB 2
 #define BS 4
@@ -54,28 +55,11 @@ static const int join_at[JOINS] = { D + 1, D + 1, D + 3 };
 
 static struct fg_engine *open_engine(int model, int policy)
 {
-	struct fg_config *c;
-	struct fg_engine *e;
-	char kv[4400];
+	/* attention on the host: with the cache there (and on the compute tier) */
+	const char *set[] = { policies[policy],
+			      policy == 3 ? "policy.percent=100 0 50 50 100 0" : NULL, NULL };
 
-	ck_assert_int_eq(fg_config_new(&c), 0);
-	snprintf(kv, sizeof(kv), "model.path=%s/%s", getenv("FGCORE_TESTDATA"), models[model]);
-	ck_assert_int_eq(fg_config_set(c, kv, "test"), 0);
-	snprintf(kv, sizeof(kv), "policy.gpu_batch_size=%d", BS);
-	ck_assert_int_eq(fg_config_set(c, kv, "test"), 0);
-	ck_assert_int_eq(fg_config_set(c, "tier.disk.dir=/var/tmp", "test"), 0);
-	ck_assert_int_eq(fg_config_set(c, policies[policy], "test"), 0);
-	if (policy == 3)
-		ck_assert_int_eq(fg_config_set(c, "policy.percent=100 0 50 50 100 0", "test"), 0);
-	if (backend) {
-		snprintf(kv, sizeof(kv), "compute.plugin=%s", backend);
-		ck_assert_int_eq(fg_config_set(c, kv, "test"), 0);
-		ck_assert_int_eq(fg_config_set(c, "tier.compute.plugin=cuda_mem", "test"), 0);
-		ck_assert_int_eq(fg_config_set(c, "tier.compute.pool=4G", "test"), 0);
-	}
-	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
-	fg_config_free(c);
-	return e;
+	return test_engine_open(models[model], BS, 0, set, backend);
 }
 
 static struct fg_forward *new_run(struct fg_engine *e, int64_t nb, int64_t bs, int64_t plen,

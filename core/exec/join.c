@@ -128,8 +128,7 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 		memcpy(pads + k * f->bs, f->gb[k].pad, sizeof(int32_t) * (size_t)f->bs);
 	/* The step's row i: the joining row `from` (dense: the batch's i-th
 	 * joining one); the padding of a row's window holds some valid id. */
-	for (int64_t r = 0; r < rows; r++)
-		f->mask.row_live[r] = 0;
+	memset(f->mask.row_live, 0, (size_t)rows);
 	for (int64_t r = 0; r < rows; r++) {
 		int64_t k = r / f->bs, i = packed ? k * f->bs + cnt[k] : r;
 		if (!join[r])

@@ -304,6 +304,17 @@ void fg_batch_run_end(struct fg_engine *e, struct fg_batch_run *run)
 	e->stats.run_setup_s += fg_now() - t0;
 }
 
+/* A row of `width` ids: len tokens of p, after pad ids; its pad. */
+static int32_t left_pad(const struct fg_model_config *c, int32_t *row, int64_t width,
+			const int32_t *p, int64_t len)
+{
+	int64_t pad = width - len;
+
+	for (int64_t i = 0; i < width; i++)
+		row[i] = i < pad ? c->pad_id : p[i - pad];
+	return (int32_t)pad;
+}
+
 /* Can job j take a finished row's place at column c of a run of `total`
  * columns and `cap` prompt columns (fg_forward_join): greedy, its prompt not
  * scored, its prompt within the columns computed and the run's buffers, its
@@ -370,12 +381,9 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 		rc = -ENOMEM;
 		goto out;
 	}
-	for (int64_t r = 0; r < rows; r++) {
-		int64_t len = on[r] ? (int64_t)jobs[r]->n_prompt : 0;
-		pad[r] = (int32_t)(n - len);
-		for (int64_t i = 0; i < n; i++)
-			ids[r * n + i] = i < pad[r] ? c->pad_id : jobs[r]->prompt[i - pad[r]];
-	}
+	for (int64_t r = 0; r < rows; r++)
+		pad[r] = left_pad(c, ids + r * n, n, on[r] ? jobs[r]->prompt : NULL,
+				  on[r] ? (int64_t)jobs[r]->n_prompt : 0);
 	if ((rc = fg_forward_join(run->f, on, ids, pad, n, NULL, top, NULL)))
 		goto out;
 	e->stats.joined += (uint64_t)joined;
@@ -488,11 +496,9 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 	}
 	/* Left-pad every prompt to plen; rows beyond count hold a lone bos. */
 	for (int64_t r = 0; r < rows; r++) {
-		const int32_t *p = r < (int64_t)count ? jobs[r]->prompt : &c->bos_id;
-		int64_t n = r < (int64_t)count ? (int64_t)jobs[r]->n_prompt : 1;
-		pad[r] = (int32_t)(plen - n);
-		for (int64_t i = 0; i < plen; i++)
-			ids[r * plen + i] = i < pad[r] ? c->pad_id : p[i - pad[r]];
+		int held = r < (int64_t)count;
+		pad[r] = left_pad(c, ids + r * plen, plen, held ? jobs[r]->prompt : &c->bos_id,
+				  held ? (int64_t)jobs[r]->n_prompt : 1);
 	}
 	if (share) {
 		src = malloc(sizeof(int32_t) * (size_t)(2 * rows));

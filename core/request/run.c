@@ -168,10 +168,9 @@ static int run_batch(struct runner *r, struct fg_job **jobs, size_t cnt)
 	 * chosen for): in halves, each sized anew, before one at a time. */
 	if (rc == -ENOSPC && cnt > 1) {
 		int streamed = 0;
+		/* (a job joined and out is not rerun as a batch either) */
 		for (size_t k = 0; k < cnt; k++)
-			streamed |= jobs[k]->streamed;
-		for (size_t k = 0; k < cnt; k++)
-			streamed |= jobs[k]->handed; /* (joined and out: not rerun as a batch) */
+			streamed |= jobs[k]->streamed || jobs[k]->handed;
 		if (!streamed) {
 			FG_LOG(FG_LOG_INFO, "a batch of %zu requests does not fit (%s): in halves", cnt,
 			       fg_last_error());

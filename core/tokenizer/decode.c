@@ -362,16 +362,6 @@ int fg_tokenizer_decode(const struct fg_tokenizer *t, const int32_t *ids, size_t
 	return rc;
 }
 
-/* Code points of a UTF-8 text. */
-static size_t code_points(const char *s, size_t n)
-{
-	size_t c = 0;
-
-	for (size_t i = 0; i < n; i++)
-		c += ((unsigned char)s[i] & 0xC0) != 0x80;
-	return c;
-}
-
 /* One token's bytes where decoding joins them (decode_joins), into *b. */
 static int token_bytes(const struct fg_tokenizer *t, int32_t id, struct fg_tok_buf *b)
 {
@@ -415,7 +405,7 @@ int fg_tokenizer_decode_offsets(const struct fg_tokenizer *t, const int32_t *ids
 			char *text;
 			size_t len;
 			if (!(rc = fg_tokenizer_decode(t, ids, i, &text, &len)))
-				chars[i] = code_points(text, len);
+				chars[i] = fg_utf8_chars(text, len);
 			free(text);
 		}
 		return rc;

@@ -72,6 +72,15 @@ char *fg_utf8_repair(const char *s, size_t len)
 	return out;
 }
 
+size_t fg_utf8_chars(const char *s, size_t len)
+{
+	size_t c = 0;
+
+	for (size_t i = 0; i < len; i++)
+		c += ((unsigned char)s[i] & 0xC0) != 0x80;
+	return c;
+}
+
 int fg_utf8_nul_free(char **s, size_t len)
 {
 	char *f;

@@ -16,6 +16,10 @@ size_t fg_utf8_seq(const unsigned char *s, size_t len, size_t *bad);
  * a C string (for JSON writers).  NULL: out of memory. */
 char *fg_utf8_repair(const char *s, size_t len);
 
+/* Code points of len bytes of UTF-8 (the characters a Python client
+ * indexes a text by). */
+size_t fg_utf8_chars(const char *s, size_t len);
+
 /* A decoded text (len bytes at *s, NUL-terminated) made a C string: a token
  * can decode to a NUL byte, where every C string holding the text would
  * end; each becomes U+FFFD (*s replaced when it held any).  0 or -ENOMEM. */
