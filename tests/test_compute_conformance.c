@@ -1575,9 +1575,12 @@ static void attend_ref_d(const double *q, const double *k, const double *v, int6
 }
 
 /* act: F32 or F16 (q, out); cache: F16 or Q4_COLS (k, v). */
+/* wrap > 0 (ABI 1.9): the cache a ring of `stride` rows, the call's positions
+ * wrap more: len + wrap of them, each row's pad + wrap, position j at row
+ * j % stride; the reference reads the rows in position order. */
 static void decode_mixed_case(struct env *e, struct fg_codec *cd, int64_t B, int64_t H,
 			      int64_t KVH, int64_t hd, int64_t len, int64_t stride, int padkind,
-			      enum fg_dtype act, enum fg_dtype cache, bool out_is_q)
+			      enum fg_dtype act, enum fg_dtype cache, bool out_is_q, int64_t wrap)
 {
 	int64_t C = H * hd, R = B * stride + 1, ldq = C + 1, ldo = out_is_q ? ldq : C + 3;
 	int64_t G = KVH ? H / KVH : 1, KC = C / G; /* the cache: [R, KC] */
@@ -1643,23 +1646,41 @@ static void decode_mixed_case(struct env *e, struct fg_codec *cd, int64_t B, int
 	}
 	for (int64_t b = 0; b < B; b++)
 		pad[b] = decode_pad(padkind, b, len);
+	/* in position order: position p of row b at row b * stride + (p + wrap) % stride */
+	double *kp = kd, *vp = vd;
+	int32_t *wpad = pad;
+	if (wrap) {
+		kp = malloc((size_t)(B * stride * KC) * sizeof(double));
+		vp = malloc((size_t)(B * stride * KC) * sizeof(double));
+		wpad = malloc((size_t)B * sizeof(*wpad));
+		EXPECT_TRUE(kp && vp && wpad);
+		for (int64_t b = 0; b < B; b++) {
+			wpad[b] = (int32_t)(pad[b] + wrap);
+			for (int64_t p = 0; p < stride; p++) {
+				int64_t from = (b * stride + (p + wrap) % stride) * KC;
+				memcpy(kp + (b * stride + p) * KC, kd + from, (size_t)KC * sizeof(double));
+				memcpy(vp + (b * stride + p) * KC, vd + from, (size_t)KC * sizeof(double));
+			}
+		}
+	}
 	for (int64_t b = 0; b < B; b++)
 		for (int64_t h = 0; h < H; h++)
-			attend_ref_d(qd + b * C + h * hd, kd + b * stride * KC + h / G * hd,
-				     vd + b * stride * KC + h / G * hd, KC, pad[b], len - 1, hd,
+			attend_ref_d(qd + b * C + h * hd, kp + b * stride * KC + h / G * hd,
+				     vp + b * stride * KC + h / G * hd, KC, pad[b], len - 1, hd,
 				     (float)scale, ref + b * C + h * hd);
 	memset(&a, 0, sizeof(a));
 	a.q = tview(q, act, B, C, ldq);
 	a.out = tview(out, act, B, C, ldo);
 	a.k = tview(k, cache, R, KC, ldk);
 	a.v = tview(v, cache, R, KC, ldk);
-	a.batch = B, a.seq = 1, a.len = len, a.cache_stride = stride;
-	a.heads = H, a.kv_heads = KVH, a.head_dim = hd, a.scale = (float)scale, a.pad = pad;
+	a.batch = B, a.seq = 1, a.len = len + wrap, a.cache_stride = stride;
+	a.heads = H, a.kv_heads = KVH, a.head_dim = hd, a.scale = (float)scale, a.pad = wpad;
+	a.ring = wrap ? stride : 0;
 	snprintf(what, sizeof(what), "%s: attention_decode %s/%s B=%lld H=%lld KVH=%lld hd=%lld "
-		 "len=%lld stride=%lld pad=%d%s", e->label, act == FG_DTYPE_F16 ? "f16" : "f32",
-		 cache == FG_DTYPE_F16 ? "f16" : "q4", (long long)B, (long long)H, (long long)KVH,
-		 (long long)hd, (long long)len, (long long)stride, padkind,
-		 out_is_q ? " out=q" : "");
+		 "len=%lld stride=%lld pad=%d%s wrap=%lld", e->label,
+		 act == FG_DTYPE_F16 ? "f16" : "f32", cache == FG_DTYPE_F16 ? "f16" : "q4",
+		 (long long)B, (long long)H, (long long)KVH, (long long)hd, (long long)len,
+		 (long long)stride, padkind, out_is_q ? " out=q" : "", (long long)wrap);
 	EXPECT(op_decode(e, &a) == 0, "%s: %s", what,
 	       fg_last_error());
 	if (act == FG_DTYPE_F32) {
@@ -1681,6 +1702,8 @@ static void decode_mixed_case(struct env *e, struct fg_codec *cd, int64_t B, int
 	}
 	if (!out_is_q)
 		free(out);
+	if (wrap)
+		free(kp), free(vp), free(wpad);
 	free(q), free(k), free(v), free(qd), free(kd), free(vd), free(kf), free(vf);
 	free(ref), free(pad);
 }
@@ -1719,8 +1742,17 @@ START_TEST(test_attention_decode_mixed)
 			for (int p = 0; p < PAD_KINDS; p++)
 				decode_mixed_case(&e, &cd, shapes[s][0], shapes[s][1], 0,
 						  shapes[s][2], shapes[s][3], shapes[s][4], p, act,
-						  cache, false);
-		decode_mixed_case(&e, &cd, 3, 2, 0, 8, 6, 8, PAD_RANDOM, act, cache, true);
+						  cache, false, 0);
+		decode_mixed_case(&e, &cd, 3, 2, 0, 8, 6, 8, PAD_RANDOM, act, cache, true, 0);
+		/* ABI 1.9: the cache a ring, positions wrapped once and more */
+		for (size_t s = 0; supports(&e, FG_OP_ATTENTION_RING, cache) &&
+				   s < sizeof(shapes) / sizeof(shapes[0]); s++)
+			for (int p = 0; p < PAD_KINDS; p++)
+				decode_mixed_case(&e, &cd, shapes[s][0], shapes[s][1], 0,
+						  shapes[s][2], shapes[s][3], shapes[s][4], p, act,
+						  cache, false, p % 2 ? 3 * shapes[s][4] - 1 : shapes[s][4] + 2);
+		EXPECT(!conf_is_cpu_blas(_i) || supports(&e, FG_OP_ATTENTION_RING, cache),
+		       "cpu_blas: no ring over %s", fg_dtype_name(cache));
 		if (!supports(&e, FG_OP_ATTENTION_GQA, cache)) {
 			EXPECT(!conf_is_cpu_blas(_i), "cpu_blas: no GQA over %s", fg_dtype_name(cache));
 			continue;
@@ -1728,8 +1760,13 @@ START_TEST(test_attention_decode_mixed)
 		for (size_t s = 0; s < sizeof(gqa) / sizeof(gqa[0]); s++)
 			for (int p = 0; p < PAD_KINDS; p++)
 				decode_mixed_case(&e, &cd, gqa[s][0], gqa[s][1], gqa[s][2], gqa[s][3],
-						  gqa[s][4], gqa[s][5], p, act, cache, false);
-		decode_mixed_case(&e, &cd, 3, 4, 2, 8, 6, 8, PAD_RANDOM, act, cache, true);
+						  gqa[s][4], gqa[s][5], p, act, cache, false, 0);
+		decode_mixed_case(&e, &cd, 3, 4, 2, 8, 6, 8, PAD_RANDOM, act, cache, true, 0);
+		for (size_t s = 0; supports(&e, FG_OP_ATTENTION_RING, cache) &&
+				   s < sizeof(gqa) / sizeof(gqa[0]); s++)
+			decode_mixed_case(&e, &cd, gqa[s][0], gqa[s][1], gqa[s][2], gqa[s][3],
+					  gqa[s][4], gqa[s][5], PAD_RANDOM, act, cache, false,
+					  2 * gqa[s][5] + 1);
 	}
 	fg_codec_close(&cd);
 	env_close(&e);

@@ -9,7 +9,9 @@
  *    the steps after as its prompt prefilled alone in a run of one row and
  *    decoded (bit-identical on cpu_blas).
  * Under the cache on the compute tier, offloaded to the host and disk (the
- * slot), on all three; OPT and Llama.  Attention on the host and a 4-bit
+ * slot), on all three; OPT and Llama.  Then rows joining again and again,
+ * well past the run's columns (the cache a ring: fg_forward_wraps), each
+ * sequence against itself alone.  Attention on the host and a 4-bit
  * cache are refused (-ENOTSUP), and so are joins that break forward.h's
  * rules (one line).  FGCORE_TEST_BACKEND=cublas: the fp16 tolerance.  Needs
  * FGCORE_TESTDATA (the trained opt-py-128x4, llama-py-128x4): else exit 77. */
@@ -253,6 +255,130 @@ START_TEST(test_join)
 }
 END_TEST
 
+/* Rows take new sequences again and again, the run going on well past its
+ * columns (they wrap), joins straddling the wrap: every sequence's logits,
+ * token by token, against its prompt alone. */
+#define WJOBS 4  /* sequences a row runs, one after another */
+#define WP 12    /* the run's prompt columns */
+#define WG 8     /* and its new tokens: 20 columns */
+struct wjob {
+	int64_t len, budget;
+	int32_t ids[WP];
+	float *logits; /* budget rows of V: the batch's */
+};
+
+static void wrap_job(const struct fg_engine *e, int64_t r, int j, struct wjob *w)
+{
+	w->len = j == 0 ? WP - r % 3 : 3 + (r * 5 + j * 7) % (WP - 2);
+	w->budget = 2 + (r * 3 + j * 5) % (WP + WG - w->len - 1);
+	if (w->budget > WG + WP - w->len)
+		w->budget = WG + WP - w->len;
+	for (int64_t i = 0; i < w->len; i++)
+		w->ids[i] = token(e, 7 * i + j, 200 + r);
+	ck_assert(w->logits = malloc(sizeof(float) * (size_t)(w->budget * e->model.cfg.vocab)));
+}
+
+START_TEST(test_join_wraps)
+{
+	int policy = _i % 3, model = _i / 3;
+	struct fg_engine *e = open_engine(model, policy);
+	int64_t V = e->model.cfg.vocab, col = WP, most = 0;
+	struct fg_forward *f = new_run(e, NB, BS, WP, WG);
+	static struct wjob job[ROWS][WJOBS];
+	int32_t ids[ROWS * WP], pad[ROWS], top[ROWS], next[ROWS];
+	int64_t at[ROWS] = { 0 }, made[ROWS] = { 0 }, joins = 0;
+	unsigned char live[ROWS];
+	float *logits = malloc(sizeof(float) * (size_t)(ROWS * V));
+	char what[256];
+
+	ck_assert(logits && fg_forward_wraps(f));
+	for (int64_t r = 0; r < ROWS; r++)
+		for (int j = 0; j < WJOBS; j++)
+			wrap_job(e, r, j, &job[r][j]);
+	for (int64_t r = 0; r < ROWS; r++) {
+		struct wjob *w = &job[r][0];
+		pad[r] = (int32_t)(WP - w->len);
+		for (int64_t i = 0; i < WP; i++)
+			ids[r * WP + i] = i < pad[r] ? (int32_t)e->model.cfg.pad_id : w->ids[i - pad[r]];
+	}
+	ck_assert_msg(fg_forward_prefill(f, ids, pad, logits, top) == 0, "%s", fg_last_error_text());
+	for (;;) {
+		/* each row's newest logits to its sequence */
+		for (int64_t r = 0; r < ROWS; r++) {
+			next[r] = top[r];
+			if (at[r] < WJOBS && made[r] < job[r][at[r]].budget && (col == WP || live[r]))
+				memcpy(job[r][at[r]].logits + made[r]++ * V, logits + r * V,
+				       sizeof(float) * (size_t)V);
+		}
+		/* rows whose sequence is done take the next one */
+		unsigned char on[ROWS] = { 0 };
+		int32_t win[ROWS * WP], wpad[ROWS];
+		int64_t n = 0;
+		for (int64_t r = 0; r < ROWS; r++)
+			if (at[r] < WJOBS && made[r] == job[r][at[r]].budget && ++at[r] < WJOBS) {
+				on[r] = 1;
+				made[r] = 0;
+				n = job[r][at[r]].len > n ? job[r][at[r]].len : n;
+			}
+		if (n) {
+			for (int64_t r = 0; r < ROWS; r++) {
+				int64_t L = on[r] ? job[r][at[r]].len : 0;
+				wpad[r] = (int32_t)(n - L);
+				for (int64_t i = 0; i < n; i++)
+					win[r * n + i] = i < wpad[r] ? (int32_t)e->model.cfg.pad_id
+								     : job[r][at[r]].ids[i - wpad[r]];
+			}
+			ck_assert_msg(fg_forward_join(f, on, win, wpad, n, logits, top, NULL) == 0,
+				      "column %lld: %s", (long long)col, fg_last_error_text());
+			for (int64_t r = 0; r < ROWS; r++)
+				if (on[r]) {
+					memcpy(job[r][at[r]].logits, logits + r * V, sizeof(float) * (size_t)V);
+					made[r] = 1;
+					next[r] = top[r];
+					joins++;
+				}
+		}
+		int any = 0;
+		for (int64_t r = 0; r < ROWS; r++) {
+			live[r] = at[r] < WJOBS && made[r] < job[r][at[r]].budget;
+			any |= live[r];
+			if (!live[r])
+				next[r] = (int32_t)e->model.cfg.pad_id;
+		}
+		if (!any)
+			break;
+		fg_forward_set_live_rows(f, live);
+		ck_assert_msg(fg_forward_decode(f, next, logits, top) == 0, "column %lld: %s",
+			      (long long)col, fg_last_error_text());
+		col++;
+	}
+	most = col;
+	fg_forward_free(f);
+	ck_assert_msg(most > 2 * (WP + WG), "the run ended at column %lld", (long long)most);
+	/* each sequence alone, in a run of one row */
+	for (int64_t r = 0; r < ROWS; r++)
+		for (int j = 0; j < WJOBS; j++) {
+			struct wjob *w = &job[r][j];
+			struct fg_forward *g = new_run(e, 1, 1, w->len, w->budget);
+			int32_t tok, pad0 = 0;
+			for (int64_t t = 0; t < w->budget; t++) {
+				ck_assert_msg((t ? fg_forward_decode(g, &tok, logits, &tok)
+						 : fg_forward_prefill(g, w->ids, &pad0, logits, &tok)) == 0,
+					      "%s", fg_last_error_text());
+				snprintf(what, sizeof(what), "%s, %s: row %lld, sequence %d, token %lld",
+					 models[model], policies[policy], (long long)r, j, (long long)t);
+				expect_same(what, w->logits + t * V, logits, V);
+			}
+			fg_forward_free(g);
+			free(w->logits);
+		}
+	printf("%s, %s: %lld joins, the run went to column %lld of its %d; each sequence as alone\n",
+	       models[model], policies[policy], (long long)joins, (long long)most, WP + WG);
+	free(logits);
+	fg_engine_close(e);
+}
+END_TEST
+
 /* Where rows cannot join: -ENOTSUP, nothing computed; and joins that break
  * forward.h's rules, refused with one line. */
 START_TEST(test_join_refused)
@@ -310,6 +436,7 @@ int main(void)
 	tol = backend ? 2e-2 : 0;
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_join, 0, 6);
+	tcase_add_loop_test(tc, test_join_wraps, 0, 6);
 	tcase_add_loop_test(tc, test_join_refused, 0, 3);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

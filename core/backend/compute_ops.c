@@ -81,6 +81,8 @@ const char *fg_op_name(enum fg_op op)
 		return "logprob";
 	case FG_OP_ATTENTION_CACHED:
 		return "prefill attention over the cache";
+	case FG_OP_ATTENTION_RING:
+		return "decode attention over a ring";
 	}
 	return "an unknown op";
 }
@@ -111,7 +113,8 @@ int fg_backend_supports(const struct fg_backend *b, enum fg_op op, enum fg_dtype
 {
 	/* `supports` is a minor-1 member: never read from a 1.0 plugin's table;
 	 * an op of a later minor is never asked of an older plugin. */
-	if (op == FG_OP_ATTENTION_CACHED && b->minor < 8)
+	if ((op == FG_OP_ATTENTION_CACHED && b->minor < 8) ||
+	    (op == FG_OP_ATTENTION_RING && b->minor < 9))
 		return 0;
 	if (b->minor >= 1)
 		return b->ops->supports(b->ctx, op, dtype) != 0;
@@ -424,6 +427,7 @@ static int fg_attention_check(const struct fg_call *c, const struct fg_attention
 {
 	const struct fg_backend *b = c->b;
 	int cached = !decode && a && a->start != 0;
+	int ring = decode && a && a->ring != 0;
 	enum fg_op op = decode ? FG_OP_ATTENTION_DECODE
 			       : cached ? FG_OP_ATTENTION_CACHED : FG_OP_ATTENTION_PREFILL;
 	int64_t kvh, hcols, kvcols, qrows, kvrows, keys;
@@ -448,8 +452,12 @@ static int fg_attention_check(const struct fg_call *c, const struct fg_attention
 				    PRId64, a->kv_heads, a->heads);
 	hcols = a->heads * a->head_dim;
 	kvcols = kvh * a->head_dim;
+	if (ring && (a->ring != a->cache_stride || a->len < 1 || a->len > INT32_MAX))
+		return fg_call_fail(c, -EINVAL, "ring %" PRId64 ", cache_stride %" PRId64
+				    ", len %" PRId64 ": need ring == cache_stride and 1 <= len "
+				    "<= 2^31 - 1", a->ring, a->cache_stride, a->len);
 	if (decode) {
-		if (a->seq != 1 || a->len < 1 || a->cache_stride < a->len ||
+		if (a->seq != 1 || a->len < 1 || (!ring && a->cache_stride < a->len) ||
 		    (a->batch && a->cache_stride > FG_SIZE_MAX / a->batch))
 			return fg_call_fail(c, -EINVAL, "seq %" PRId64 ", len %" PRId64
 					    ", cache_stride %" PRId64 ": need seq == 1 and 1 <= len "
@@ -493,17 +501,24 @@ static int fg_attention_check(const struct fg_call *c, const struct fg_attention
 		if (!a->pad)
 			return fg_call_fail(c, -EINVAL, "pad is NULL: pass the left-pad count of "
 					    "each of the %" PRId64 " rows", a->batch);
-		for (int64_t i = 0; i < a->batch; i++)
+		for (int64_t i = 0; i < a->batch; i++) {
 			if (a->pad[i] < 0 || a->pad[i] > keys)
 				return fg_call_fail(c, -EINVAL, "pad[%" PRId64 "] = %" PRId32
 						    " is outside [0, %" PRId64 "]", i, a->pad[i],
 						    keys);
+			/* a ring holds a row's last `ring` positions only */
+			if (ring && keys - a->pad[i] > a->ring)
+				return fg_call_fail(c, -EINVAL, "pad[%" PRId64 "] = %" PRId32
+						    ": %" PRId64 " positions do not fit the ring of %"
+						    PRId64, i, a->pad[i], keys - a->pad[i], a->ring);
+		}
 	}
 	if ((fg_overlap(&a->out, &a->q) && !fg_same(&a->out, &a->q)) ||
 	    fg_overlap(&a->out, &a->k) || fg_overlap(&a->out, &a->v))
 		return fg_call_fail(c, -EINVAL, "out overlaps k or v (or part of q): use a "
 				    "separate buffer");
-	if ((rc = fg_need(c, op, cache)) || (gqa && (rc = fg_need(c, FG_OP_ATTENTION_GQA, cache))))
+	if ((rc = fg_need(c, op, cache)) || (gqa && (rc = fg_need(c, FG_OP_ATTENTION_GQA, cache))) ||
+	    (ring && (rc = fg_need(c, FG_OP_ATTENTION_RING, cache))))
 		return rc;
 	return 0;
 }

@@ -130,6 +130,11 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 		    const struct fg_prompt_scores *s);
 /* Can rows join this run (fg_forward_join)? */
 int fg_forward_can_join(const struct fg_forward *f);
+/* Do the run's columns wrap: may its steps go past its columns, as long as
+ * each live row's positions fit them (the cache a ring; compute ABI 1.9)?
+ * Rows then join for as long as a job lasts, not only until the columns
+ * run out. */
+int fg_forward_wraps(const struct fg_forward *f);
 /* The run's current column (the positions computed so far), its columns,
  * and the most prompt columns its buffers hold (a join's n at most). */
 void fg_forward_columns(const struct fg_forward *f, int64_t *now, int64_t *total,

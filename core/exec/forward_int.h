@@ -189,6 +189,10 @@ void fg_block_views(const struct fg_forward *f, int64_t bi, int slot, struct fg_
 
 /* kv_cache.c */
 uint64_t fg_kv_bytes(const struct fg_forward *f, int64_t nseq);
+/* Where positions [p0, p0 + n) lie in the cache's columns: up to two runs
+ * {first column, count}, the second from column 0 where the positions wrap
+ * past the run's columns (fg_forward_wraps); their number. */
+int64_t fg_kv_columns(const struct fg_forward *f, int64_t p0, int64_t n, int64_t seg[2][2]);
 void fg_kv_views(const struct fg_forward *f, void *base, int64_t nseq, struct fg_tensor *k,
 		 struct fg_tensor *v);
 /* Move rows [r0, r0 + nr) of every slot-held sequence of layer l of GPU

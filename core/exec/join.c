@@ -10,6 +10,7 @@
  * the rows left out.  The joining rows attend within the step's columns
  * with a prefill's op, as they would have alone. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,11 @@
 int fg_forward_can_join(const struct fg_forward *f)
 {
 	return !f->pipe && !f->plan.delegate && f->cdt != FG_DTYPE_Q4_COLS;
+}
+
+int fg_forward_wraps(const struct fg_forward *f)
+{
+	return fg_forward_can_join(f) && fg_backend_supports(f->be, FG_OP_ATTENTION_RING, f->cdt);
 }
 
 void fg_forward_columns(const struct fg_forward *f, int64_t *now, int64_t *total,
@@ -83,7 +89,8 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 
 	if (!fg_forward_can_join(f))
 		return -ENOTSUP;
-	if (c == 0 || n < 1 || n > c || n > f->cap_plen || c >= f->total) {
+	if (c == 0 || n < 1 || n > c || n > f->cap_plen || c >= INT32_MAX ||
+	    (c >= f->total && !fg_forward_wraps(f))) {
 		FG_ERR("join: %lld prompt columns at column %lld of %lld: need 1 <= n <= the columns computed and the run's %lld prompt columns, and room after",
 		       (long long)n, (long long)c, (long long)f->total, (long long)f->cap_plen);
 		return -EINVAL;

@@ -18,6 +18,21 @@
 #include <fgcore/q4.h>
 #include "core/exec/forward_int.h"
 
+int64_t fg_kv_columns(const struct fg_forward *f, int64_t p0, int64_t n, int64_t seg[2][2])
+{
+	int64_t t = f->total, a = p0 % t;
+
+	if (n >= t) {
+		seg[0][0] = 0, seg[0][1] = t;
+		return 1;
+	}
+	seg[0][0] = a;
+	seg[0][1] = a + n <= t ? n : t - a;
+	seg[1][0] = 0;
+	seg[1][1] = n - seg[0][1];
+	return seg[1][1] ? 2 : 1;
+}
+
 uint64_t fg_kv_bytes(const struct fg_forward *f, int64_t nseq)
 {
 	return fg_plan_kv_bytes(f->cfg, nseq, f->total, f->asz, f->cdt == FG_DTYPE_Q4_COLS);
@@ -58,8 +73,9 @@ static int64_t fg_kv_slot_index(const struct fg_forward *f, enum fg_role role, i
 	return role == FG_ROLE_HOST ? i : f->plan.ccount[FG_ROLE_HOST] + i;
 }
 
-int fg_kv_move(struct fg_forward *f, struct fg_xfer *x, int load, int64_t b, int64_t l, int slot,
-	       int64_t r0, int64_t nr)
+/* fg_kv_move over columns [r0, r0 + nr) of the cache's own (r0 + nr <= total). */
+static int kv_move_cols(struct fg_forward *f, struct fg_xfer *x, int load, int64_t b, int64_t l,
+			int slot, int64_t r0, int64_t nr)
 {
 	const struct fg_plan *p = &f->plan;
 	int rc;
@@ -97,6 +113,17 @@ int fg_kv_move(struct fg_forward *f, struct fg_xfer *x, int load, int64_t b, int
 		}
 	}
 	return 0;
+}
+
+int fg_kv_move(struct fg_forward *f, struct fg_xfer *x, int load, int64_t b, int64_t l, int slot,
+	       int64_t r0, int64_t nr)
+{
+	int64_t seg[2][2], n = fg_kv_columns(f, r0, nr, seg);
+	int rc = 0;
+
+	for (int64_t i = 0; i < n && !rc; i++)
+		rc = kv_move_cols(f, x, load, b, l, slot, seg[i][0], seg[i][1]);
+	return rc;
 }
 
 /* Where row s of GPU batch kb has its layer-l cache this step: the memory
@@ -165,7 +192,7 @@ int fg_attend_chunk(struct fg_forward *f, struct fg_backend *be, void *stream, i
 	if (n == 1)
 		return fg_backend_attention_decode(be, stream, layer, what, d);
 	/* One op for the n tokens where the backend has it (compute ABI 1.8). */
-	if (fg_backend_supports(be, FG_OP_ATTENTION_CACHED, d->k.dtype)) {
+	if (!d->ring && fg_backend_supports(be, FG_OP_ATTENTION_CACHED, d->k.dtype)) {
 		struct fg_attention_args a = *d;
 		a.seq = n;
 		a.start = d->len - n;
@@ -193,6 +220,33 @@ const int32_t *fg_kv_attend_pad(const struct fg_forward *f, const struct fg_bloc
 	return fg_rows_masked(f) ? f->mask.attn_pad + f->cur_k * f->bs : x->pad;
 }
 
+/* Append n new K (or V) rows of each of `seqs` sequences, from position
+ * f->step on, to the cache view c: one op, or where the positions wrap
+ * past the run's columns (joining prompts), two a sequence. */
+static int append_kv(struct fg_forward *f, struct fg_block_ctx *x, const char *what,
+		     struct fg_tensor src, struct fg_tensor c, int64_t seqs, int64_t n)
+{
+	int64_t seg[2][2], parts = fg_kv_columns(f, f->step, n, seg);
+	int rc;
+
+	if (parts == 1) {
+		struct fg_kv_append_args a = { src, c, seqs, n, seg[0][0], f->total };
+		return fg_backend_kv_append(x->be, x->stream, x->layer, what, &a);
+	}
+	size_t seq = (size_t)(f->total * c.ld) * fg_dtype_size(c.dtype);
+	for (int64_t i = 0; i < seqs; i++)
+		for (int64_t p = 0, off = 0; p < parts; off += seg[p][1], p++) {
+			struct fg_tensor cs = c;
+			cs.data = (char *)c.data + (size_t)i * seq;
+			cs.rows = f->total;
+			struct fg_kv_append_args a = { fg_rows(src, i * n + off, seg[p][1]), cs, 1,
+						       seg[p][1], seg[p][0], f->total };
+			if ((rc = fg_backend_kv_append(x->be, x->stream, x->layer, what, &a)))
+				return rc;
+		}
+	return 0;
+}
+
 /* Joining rows' K/V (join.c), run by run of them among rows [s0, s0 + m)
  * of a group whose cache views are kc, vc, or gathered each to its own row:
  * the rows left out keep theirs (a plain cache type can be viewed by
@@ -218,12 +272,8 @@ static int append_joining(struct fg_forward *f, struct fg_block_ctx *x, struct f
 		kr.data = (char *)kc.data + (size_t)(to - s0) * seq;
 		vr.data = (char *)vc.data + (size_t)(to - s0) * seq;
 		kr.rows = vr.rows = (b - a) * f->total;
-		struct fg_kv_append_args ak = { fg_rows(k, a * n, (b - a) * n), kr, b - a, n, f->step,
-						f->total };
-		struct fg_kv_append_args av = { fg_rows(v, a * n, (b - a) * n), vr, b - a, n, f->step,
-						f->total };
-		if ((rc = fg_backend_kv_append(x->be, x->stream, x->layer, "k cache", &ak)) ||
-		    (rc = fg_backend_kv_append(x->be, x->stream, x->layer, "v cache", &av)))
+		if ((rc = append_kv(f, x, "k cache", fg_rows(k, a * n, (b - a) * n), kr, b - a, n)) ||
+		    (rc = append_kv(f, x, "v cache", fg_rows(v, a * n, (b - a) * n), vr, b - a, n)))
 			return rc;
 		a = b;
 	}
@@ -248,6 +298,8 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 		.batch = x->bs, .seq = n, .len = f->step + n, .cache_stride = f->total,
 		.heads = c->heads, .head_dim = c->head_dim,
 		.scale = 1.0f / sqrtf((float)c->head_dim), .pad = pad, .kv_heads = c->kv_heads,
+		/* past the run's columns, positions wrap (fg_forward_wraps) */
+		.ring = f->step + n > f->total ? f->total : 0,
 	};
 	/* A prefill, and joining rows (join.c): attention within the step's
 	 * columns, with pads counted from the step's first column. */
@@ -282,10 +334,8 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 				return rc;
 			continue;
 		}
-		struct fg_kv_append_args ak = { fg_rows(k, s0 * n, m * n), kc, m, n, f->step, f->total };
-		struct fg_kv_append_args av = { fg_rows(v, s0 * n, m * n), vc, m, n, f->step, f->total };
-		if ((rc = fg_backend_kv_append(x->be, x->stream, l, "k cache", &ak)) ||
-		    (rc = fg_backend_kv_append(x->be, x->stream, l, "v cache", &av)))
+		if ((rc = append_kv(f, x, "k cache", fg_rows(k, s0 * n, m * n), kc, m, n)) ||
+		    (rc = append_kv(f, x, "v cache", fg_rows(v, s0 * n, m * n), vc, m, n)))
 			return rc;
 		if (f->step > 0) {
 			struct fg_attention_args d = at;

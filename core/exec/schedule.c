@@ -10,6 +10,7 @@
  * written by compute (new K/V rows, in prefill too) only after the store
  * that last read it. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -594,12 +595,22 @@ int fg_forward_prefill_scored(struct fg_forward *f, const int32_t *ids, const in
 
 int fg_forward_decode(struct fg_forward *f, const int32_t *ids, float *logits, int32_t *top)
 {
-	if (f->step == 0 || f->step >= f->total) {
+	if (f->step == 0 || (f->step >= f->total && !fg_forward_wraps(f)) ||
+	    f->step >= INT32_MAX) {
 		FG_ERR("decode: no room: %lld of %lld positions used", (long long)f->step,
 		       (long long)f->total);
 		return -EINVAL;
 	}
 	int rc;
+	/* Where the columns wrap, each live row must still fit them. */
+	for (int64_t r = 0; f->step >= f->total && r < f->nb * f->bs; r++) {
+		int32_t p = f->gb[r / f->bs].pad[r % f->bs];
+		if ((!f->mask.row_live || f->mask.row_live[r]) && f->step + 1 - p > f->total) {
+			FG_ERR("decode: row %lld would hold %lld positions, the run's columns %lld",
+			       (long long)r, (long long)(f->step + 1 - p), (long long)f->total);
+			return -EINVAL;
+		}
+	}
 	if ((rc = check_ids(f, ids, 1)) ||
 	    (f->pipe && (rc = fg_pipe_step_command(f, NULL, logits != NULL, top != NULL))))
 		return rc;

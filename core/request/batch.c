@@ -318,15 +318,17 @@ static int32_t left_pad(const struct fg_model_config *c, int32_t *row, int64_t w
 /* Can job j take a finished row's place at column c of a run of `total`
  * columns and `cap` prompt columns (fg_forward_join): greedy, its prompt not
  * scored, its prompt within the columns computed and the run's buffers, its
- * budget within the columns left. */
-static int joinable(const struct fg_job *j, int64_t c, int64_t total, int64_t cap, int scores_ok)
+ * budget within the columns left, or where the columns wrap, its prompt and
+ * budget within the run's columns. */
+static int joinable(const struct fg_job *j, int64_t c, int64_t total, int64_t cap, int wraps,
+		    int scores_ok)
 {
 	const struct fg_request *q = j->req;
+	int64_t n = (int64_t)j->n_prompt;
 
 	return !q->known && !j->done && q->temperature <= 0 && !q->score_prompt &&
-	       (!q->logprobs || scores_ok) && q->max_new_tokens > 0 &&
-	       (int64_t)j->n_prompt <= c && (int64_t)j->n_prompt <= cap &&
-	       c + q->max_new_tokens <= total;
+	       (!q->logprobs || scores_ok) && q->max_new_tokens > 0 && n <= c && n <= cap &&
+	       (wraps ? n : c) + q->max_new_tokens <= total;
 }
 
 /* Continuous batching, between decode steps: each finished row's job goes
@@ -357,9 +359,10 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 	if (live && (double)free_rows < e->policy.refill * (double)count)
 		return 0;
 	fg_forward_columns(run->f, &col, &total, &cap);
+	int wraps = fg_forward_wraps(run->f);
 	for (size_t r = 0; r < count && run->taken < run->n_wait; r++) {
 		struct fg_job **w = &run->wait[run->taken];
-		if (!jobs[r]->handed || !joinable(*w, col, total, cap, scores_ok))
+		if (!jobs[r]->handed || !joinable(*w, col, total, cap, wraps, scores_ok))
 			continue;
 		if (!on && !(on = calloc((size_t)rows, 1)))
 			return -ENOMEM;

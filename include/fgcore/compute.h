@@ -51,6 +51,9 @@
  *   1.8  attention_prefill over the cache (start > 0): new tokens of each
  *        row attend to the positions cached before them too, in one op, so
  *        that a prompt's rest is computed on top of a shared prefix.
+ *   1.9  attention_decode over a ring (`ring`): key position j of a row lives
+ *        at its cache row j % ring, so that a run's columns wrap and rows
+ *        join a running batch for as long as the job lasts.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -112,6 +115,7 @@ enum fg_op {
 	FG_OP_SAMPLE,             /* minor 4: sample; dtype: the logits' (act) */
 	FG_OP_LOGPROB,            /* minor 6: logprob; dtype: the logits' (act) */
 	FG_OP_ATTENTION_CACHED,   /* minor 8: attention_prefill with start > 0; dtype: the cache's */
+	FG_OP_ATTENTION_RING,     /* minor 9: attention_decode with ring > 0; dtype: the cache's */
 };
 
 /* out[i,:] = tok[ids[i],:] + pos[positions[i],:] */
@@ -189,6 +193,9 @@ struct fg_attention_args {
 	const int32_t *pad;   /* host, batch entries: left pad count of each row */
 	int64_t kv_heads;     /* minor 1: heads of k and v, dividing heads; 0 means heads */
 	int64_t start;        /* minor 8, prefill: positions cached before the queries (0: none) */
+	/* minor 9, decode: 0, or cache_stride: key position j of entry b is its
+	 * cache row j % ring (len may pass cache_stride; len - pad[b] <= ring). */
+	int64_t ring;
 };
 
 /* Copy n new rows per batch entry into the cache:

@@ -139,6 +139,8 @@ static int skeleton_compute_supports(void *ctx, enum fg_op op, enum fg_dtype dty
 		return 0; /* optional: the core takes log-probabilities on the host */
 	case FG_OP_ATTENTION_CACHED:
 		return 0; /* optional: the core runs a decode op per new token instead */
+	case FG_OP_ATTENTION_RING:
+		return 0; /* optional: without it a run's columns do not wrap */
 	}
 	return 0; /* an op of a newer ABI */
 }

@@ -147,12 +147,19 @@ static void cb_axpy_f16_avx2(float *y, float alpha, const void *xv, int64_t n)
 }
 #endif
 
-/* out = softmax(scale * q · k[j]) · v[j] over key rows j in [lo, hi]; rows are
- * ldk and ldv bytes apart, their elements what dot and axpy read.  sc:
- * hi - lo + 1 floats; acc: hd floats. */
+/* The row that holds key position j: j itself, or j % ring in a ring. */
+static inline size_t cb_key_row(int64_t j, int64_t ring)
+{
+	return (size_t)(ring ? j % ring : j);
+}
+
+/* out = softmax(scale * q · k[j]) · v[j] over key positions j in [lo, hi],
+ * position j at row cb_key_row(j, ring); rows are ldk and ldv bytes apart,
+ * their elements what dot and axpy read.  sc: hi - lo + 1 floats; acc: hd
+ * floats. */
 static void cb_attend_rows(cb_dot_fn dot, cb_axpy_fn axpy, const float *q, const void *k,
 			   size_t ldk, const void *v, size_t ldv, int64_t lo, int64_t hi,
-			   int64_t hd, float scale, float *sc, float *acc, float *out)
+			   int64_t ring, int64_t hd, float scale, float *sc, float *acc, float *out)
 {
 	float mx = -INFINITY, sum = 0, inv;
 	int64_t j;
@@ -162,7 +169,7 @@ static void cb_attend_rows(cb_dot_fn dot, cb_axpy_fn axpy, const float *q, const
 		return;
 	}
 	for (j = lo; j <= hi; j++) {
-		float s = scale * dot(q, (const char *)k + (size_t)j * ldk, hd);
+		float s = scale * dot(q, (const char *)k + cb_key_row(j, ring) * ldk, hd);
 
 		sc[j - lo] = s;
 		if (s > mx)
@@ -176,7 +183,7 @@ static void cb_attend_rows(cb_dot_fn dot, cb_axpy_fn axpy, const float *q, const
 	}
 	memset(acc, 0, (size_t)hd * sizeof(float));
 	for (j = lo; j <= hi; j++)
-		axpy(acc, sc[j - lo], (const char *)v + (size_t)j * ldv, hd);
+		axpy(acc, sc[j - lo], (const char *)v + cb_key_row(j, ring) * ldv, hd);
 	inv = 1.0f / sum;
 	for (j = 0; j < hd; j++)
 		out[j] = acc[j] * inv;
@@ -184,8 +191,8 @@ static void cb_attend_rows(cb_dot_fn dot, cb_axpy_fn axpy, const float *q, const
 
 /* cb_attend_rows over fp32 rows ld floats apart, with the machine's kernels. */
 static void cb_attend(const struct cpu_blas_ctx *c, const float *q, const float *k, int64_t ldk,
-		      const float *v, int64_t ldv, int64_t lo, int64_t hi, int64_t hd,
-		      float scale, float *sc, float *acc, float *out)
+		      const float *v, int64_t ldv, int64_t lo, int64_t hi, int64_t ring,
+		      int64_t hd, float scale, float *sc, float *acc, float *out)
 {
 	cb_dot_fn dot = cb_dot_c;
 	cb_axpy_fn axpy = cb_axpy_c;
@@ -199,7 +206,15 @@ static void cb_attend(const struct cpu_blas_ctx *c, const float *q, const float 
 	(void)c;
 #endif
 	cb_attend_rows(dot, axpy, q, k, (size_t)ldk * sizeof(float), v, (size_t)ldv * sizeof(float),
-		       lo, hi, hd, scale, sc, acc, out);
+		       lo, hi, ring, hd, scale, sc, acc, out);
+}
+
+/* The most keys one query attends to: a ring holds `ring` of them. */
+static int64_t cb_keys(const struct fg_attention_args *a, int decode)
+{
+	if (!decode)
+		return a->seq;
+	return a->ring && a->ring < a->len ? a->ring : a->len;
 }
 
 /* One (batch, head) decode task over fp16 or 4-bit tensors: q and the cache
@@ -210,7 +225,7 @@ static void cb_attn_widened(struct cb_attn *A, int64_t t, float *sc, float *acc)
 	int64_t hd = a->head_dim, b = t / a->heads, h = t % a->heads, kc = h / A->group * hd;
 	int64_t krow = b * a->cache_stride, lo = a->pad[b], hi = a->len - 1;
 	float *qb = acc + ((hd + 15) & ~(int64_t)15), *ob = qb + ((hd + 15) & ~(int64_t)15);
-	float *kb = ob + ((hd + 15) & ~(int64_t)15), *vb = kb + a->len * hd;
+	float *kb = ob + ((hd + 15) & ~(int64_t)15), *vb = kb + cb_keys(a, 1) * hd;
 	const float *q = cpu_blas_load(A->c->isa, &a->q, b, h * hd, hd, qb);
 	float *o = a->out.dtype == FG_DTYPE_F32 ? (float *)a->out.data + b * a->out.ld + h * hd : ob;
 
@@ -219,24 +234,27 @@ static void cb_attn_widened(struct cb_attn *A, int64_t t, float *sc, float *acc)
 		cb_attend_rows(cb_dot_f16_avx2, cb_axpy_f16_avx2, q,
 			       (const uint16_t *)a->k.data + krow * a->k.ld + kc, (size_t)a->k.ld * 2,
 			       (const uint16_t *)a->v.data + krow * a->v.ld + kc, (size_t)a->v.ld * 2,
-			       lo, hi, hd, a->scale, sc, acc, o);
+			       lo, hi, a->ring, hd, a->scale, sc, acc, o);
 		if (o == ob)
 			fg_fp16_simd_from_f32((uint16_t *)a->out.data + b * a->out.ld + h * hd, ob,
 					      (size_t)hd);
 		return;
 	}
 #endif
+	/* position j widened to scratch row j - lo */
 	for (int64_t j = lo; j <= hi; j++) {
-		const float *kr = cpu_blas_load(A->c->isa, &a->k, krow + j, kc, hd, kb + j * hd);
-		const float *vr = cpu_blas_load(A->c->isa, &a->v, krow + j, kc, hd, vb + j * hd);
+		int64_t row = krow + (int64_t)cb_key_row(j, a->ring);
+		float *kd = kb + (j - lo) * hd, *vd = vb + (j - lo) * hd;
+		const float *kr = cpu_blas_load(A->c->isa, &a->k, row, kc, hd, kd);
+		const float *vr = cpu_blas_load(A->c->isa, &a->v, row, kc, hd, vd);
 
 		/* fp32 k or v: pointers into the cache itself, copied for one layout */
-		if (kr != kb + j * hd)
-			memcpy(kb + j * hd, kr, (size_t)hd * sizeof(float));
-		if (vr != vb + j * hd)
-			memcpy(vb + j * hd, vr, (size_t)hd * sizeof(float));
+		if (kr != kd)
+			memcpy(kd, kr, (size_t)hd * sizeof(float));
+		if (vr != vd)
+			memcpy(vd, vr, (size_t)hd * sizeof(float));
 	}
-	cb_attend(A->c, q, kb, hd, vb, hd, lo, hi, hd, a->scale, sc, acc, o);
+	cb_attend(A->c, q, kb, hd, vb, hd, 0, hi - lo, 0, hd, a->scale, sc, acc, o);
 	if (o == ob)
 		fg_fp16_simd_from_f32((uint16_t *)a->out.data + b * a->out.ld + h * hd, ob,
 				      (size_t)hd);
@@ -249,7 +267,7 @@ static void cb_attn_rows(void *arg, int64_t b0, int64_t e0, int tid)
 	int64_t seq = A->decode ? 1 : a->seq, hd = a->head_dim;
 	float *sc = A->c->scratch[tid], *acc;
 
-	acc = sc + (A->decode ? a->len : a->seq);
+	acc = sc + cb_keys(a, A->decode);
 	acc += (-(uintptr_t)acc / sizeof(float)) & 15; /* keep acc 64-byte aligned */
 	if (A->widen) {
 		for (int64_t t = b0; t < e0; t++)
@@ -272,8 +290,8 @@ static void cb_attn_rows(void *arg, int64_t b0, int64_t e0, int tid)
 			hi = i; /* i < pad[b] gives an empty range: zeros */
 		}
 		cb_attend(A->c, q, (const float *)a->k.data + krow * a->k.ld + kc, a->k.ld,
-			  (const float *)a->v.data + krow * a->v.ld + kc, a->v.ld, lo, hi, hd,
-			  a->scale, sc, acc, o);
+			  (const float *)a->v.data + krow * a->v.ld + kc, a->v.ld, lo, hi,
+			  A->decode ? a->ring : 0, hd, a->scale, sc, acc, o);
 	}
 }
 
@@ -282,7 +300,7 @@ static void cb_attn_rows(void *arg, int64_t b0, int64_t e0, int tid)
 static int cb_attention(struct cpu_blas_ctx *c, const struct fg_attention_args *a, int decode)
 {
 	struct cb_attn A = { .c = c, .a = a, .decode = decode };
-	int64_t qrows = decode ? a->batch : a->batch * a->seq, keys = decode ? a->len : a->seq;
+	int64_t qrows = decode ? a->batch : a->batch * a->seq, keys = cb_keys(a, decode);
 	int64_t kvh = a->kv_heads ? a->kv_heads : a->heads;
 	size_t need;
 	int rc;

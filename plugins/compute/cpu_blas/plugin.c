@@ -214,6 +214,7 @@ static int cpu_blas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS;
 	case FG_OP_ATTENTION_DECODE:
 	case FG_OP_ATTENTION_GQA:
+	case FG_OP_ATTENTION_RING:
 	case FG_OP_KV_APPEND:
 		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS;
 	case FG_OP_SAMPLE:
