@@ -2431,6 +2431,7 @@ START_TEST(test_supports)
 		{ FG_OP_ATTENTION_GQA, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
 		{ FG_OP_KV_APPEND, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
 		{ FG_OP_SAMPLE, 1u << FG_DTYPE_F16 },
+		{ FG_OP_ATTENTION_RING, 1u << FG_DTYPE_F16 },
 	};
 
 	ck_assert_ptr_nonnull(gpu.ops->supports);

@@ -331,6 +331,9 @@ static int joinable(const struct fg_job *j, int64_t c, int64_t total, int64_t ca
 	       (wraps ? n : c) + q->max_new_tokens <= total;
 }
 
+/* How far down the waiting jobs a finished row looks for one that can join. */
+#define JOIN_LOOKAHEAD 256
+
 /* Continuous batching, between decode steps: each finished row's job goes
  * out (run->finished) and the row takes the next waiting job while one can
  * join; the joined rows' prompts are computed (fg_forward_join) and their
@@ -361,9 +364,24 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 	fg_forward_columns(run->f, &col, &total, &cap);
 	int wraps = fg_forward_wraps(run->f);
 	for (size_t r = 0; r < count && run->taken < run->n_wait; r++) {
-		struct fg_job **w = &run->wait[run->taken];
-		if (!jobs[r]->handed || !joinable(*w, col, total, cap, wraps, scores_ok))
+		if (!jobs[r]->handed)
 			continue;
+		/* The first waiting job that can join, among the next few: a
+		 * sampled or echoed one does not hold up the greedy ones behind
+		 * it.  It moves to the front of the waiting ones, which keep
+		 * their order. */
+		size_t i = run->taken, end = run->n_wait - run->taken > JOIN_LOOKAHEAD
+						     ? run->taken + JOIN_LOOKAHEAD
+						     : run->n_wait;
+		while (i < end && !joinable(run->wait[i], col, total, cap, wraps, scores_ok))
+			i++;
+		if (i == end)
+			break;
+		struct fg_job *pick = run->wait[i];
+		memmove(run->wait + run->taken + 1, run->wait + run->taken,
+			(i - run->taken) * sizeof(*run->wait));
+		run->wait[run->taken] = pick;
+		struct fg_job **w = &run->wait[run->taken];
 		if (!on && !(on = calloc((size_t)rows, 1)))
 			return -ENOMEM;
 		struct fg_job *t = jobs[r];

@@ -153,7 +153,14 @@ CB_DEV int dc_slot(int st, int u, int kv, int lane)
 struct dc_lane {
 	const uint8_t *k, *v, *kp, *vp;
 	int64_t rk, rv, rp;
+	int64_t ring, wdt; /* in a ring, positions wdt on from the lane's first are ring rows back */
 };
+
+/* The row of a sequence that holds position t: t, or t % ring in a ring. */
+CB_DEV int64_t dc_pos(const struct cublas_attn &a, int64_t t)
+{
+	return a.ring ? t % a.ring : t;
+}
 
 /* Copy the lane's chunks of the block's tile i (positions t0 + i * tp + u * P
  * + slot) into stage st; past t1 (or past the head) zero-filled. */
@@ -169,13 +176,14 @@ CB_DEV void dc_issue(const dc_lane &ln, const dc_src &ks, const dc_src &vs, bool
 		int64_t dt = i * tp + u * P;
 		bool ok = cok && tl + dt < t1;
 		int ik = dc_slot(st, u, 0, lane), iv = dc_slot(st, u, 1, lane);
+		int64_t rows = dt >= ln.wdt ? dt - ln.ring : dt; /* (a block's positions span <= ring) */
 
 		/* nothing is read when !ok: the tensor's start stands in for the address */
-		dc_cp<SB>(dat + ik * SB, ok ? ln.k + dt * ln.rk : ks.p, ok);
-		dc_cp<SB>(dat + iv * SB, ok ? ln.v + dt * ln.rv : vs.p, ok);
+		dc_cp<SB>(dat + ik * SB, ok ? ln.k + rows * ln.rk : ks.p, ok);
+		dc_cp<SB>(dat + iv * SB, ok ? ln.v + rows * ln.rv : vs.p, ok);
 		if (KIND != DC_F16) {
-			dc_cp<4>(prm + ik, ok ? ln.kp + dt * ln.rp : ks.prm, ok);
-			dc_cp<4>(prm + iv, ok ? ln.vp + dt * ln.rp : vs.prm, ok);
+			dc_cp<4>(prm + ik, ok ? ln.kp + rows * ln.rp : ks.prm, ok);
+			dc_cp<4>(prm + iv, ok ? ln.vp + rows * ln.rp : vs.prm, ok);
 		}
 	}
 }
@@ -266,7 +274,8 @@ cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, int
 	int64_t d = a.head_dim, nvec = (d + C - 1) / C, tp = (int64_t)P * DC_U;
 	int64_t hpb = a.heads / G, bh = blockIdx.x, split = blockIdx.y;
 	int64_t b = bh / hpb, h0 = bh % hpb * G;
-	int64_t t0 = max((int64_t)a.pad[b], split * chunk), t1 = min(a.len, (split + 1) * chunk);
+	int64_t t0 = max((int64_t)a.pad[b], a.lo + split * chunk);
+	int64_t t1 = min(a.len, a.lo + (split + 1) * chunk);
 	int64_t nt = t1 > t0 ? t1 - t0 : 0, row0 = b * a.stride;
 	int64_t kc0 = h0 / a.group * d, c = kc0 + ci * C; /* the lane's first column of k/v */
 	int64_t cols = (a.group > 1 ? a.kv_heads : a.heads) * d;
@@ -277,7 +286,7 @@ cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, int
 	dc_src vs = { (const uint8_t *)a.v, NULL, a.ldv, cols, groups };
 	uint8_t *dat = (uint8_t *)dsm + (size_t)warp * RSLOTS * SB;
 	uint32_t *prm = (uint32_t *)((uint8_t *)dsm + (size_t)DC_WARPS * RSLOTS * SB) + warp * RSLOTS;
-	dc_lane ln = { NULL, NULL, NULL, NULL, 0, 0, 0 };
+	dc_lane ln = { NULL, NULL, NULL, NULL, 0, 0, 0, a.ring, INT64_MAX };
 	float q[G][C], qsum[G], o[G][C], corr[G], m[G], l[G];
 
 	if (Q4) {
@@ -303,8 +312,10 @@ cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, int
 	}
 
 	if (RING) {
-		int64_t r = row0 + t0 + slot;
+		int64_t r = row0 + dc_pos(a, t0 + slot);
 
+		if (a.ring)
+			ln.wdt = a.ring - dc_pos(a, t0 + slot);
 		if (KIND == DC_F16) {
 			ln.k = ks.p + (r * a.ldk + c) * 2;
 			ln.v = vs.p + (r * a.ldv + c) * 2;
@@ -348,7 +359,7 @@ cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, int
 			float v[C];
 			float2 sm = make_float2(0.0f, 0.0f);
 
-			dc_vals<KIND>(ks, dat, prm, dc_slot((int)st, u, 0, lane), row0 + t, c, kc0 + d,
+			dc_vals<KIND>(ks, dat, prm, dc_slot((int)st, u, 0, lane), row0 + dc_pos(a, t), c, kc0 + d,
 				      ok && cok, v, &sm);
 #pragma unroll
 			for (int g = 0; g < G; g++) {
@@ -397,7 +408,7 @@ cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, int
 			float v[C];
 			float2 sm = make_float2(0.0f, 0.0f);
 
-			dc_vals<KIND>(vs, dat, prm, dc_slot((int)st, u, 1, lane), row0 + t, c, kc0 + d,
+			dc_vals<KIND>(vs, dat, prm, dc_slot((int)st, u, 1, lane), row0 + dc_pos(a, t), c, kc0 + d,
 				      t < t1 && cok, v, &sm);
 #pragma unroll
 			for (int g = 0; g < G; g++) {
@@ -555,19 +566,21 @@ static int dc_splits(const struct cublas_attn *a, int sms, size_t max_floats, si
 	struct dc_plan p = dc_plan_of(a);
 	int64_t bh = a->batch * a->heads, blocks = bh / p.g, want = 8 * (int64_t)sms, splits = 1;
 
+	int64_t span = a->len - a->lo; /* the positions the rows may read */
+
 	*floats = 0;
-	if (a->len <= DC_MIN_CHUNK)
+	if (span <= DC_MIN_CHUNK)
 		return 1;
 	/* ~8 blocks per SM keep the loads in flight; fewer split the positions */
 	if (blocks < want)
 		splits = (want + blocks - 1) / blocks;
-	if (splits > (a->len + DC_MIN_CHUNK - 1) / DC_MIN_CHUNK)
-		splits = (a->len + DC_MIN_CHUNK - 1) / DC_MIN_CHUNK;
+	if (splits > (span + DC_MIN_CHUNK - 1) / DC_MIN_CHUNK)
+		splits = (span + DC_MIN_CHUNK - 1) / DC_MIN_CHUNK;
 	if (splits > 65535)
 		splits = 65535;
 	if (splits < 1)
 		splits = 1;
-	splits = (a->len + dc_chunk(a->len, (int)splits) - 1) / dc_chunk(a->len, (int)splits);
+	splits = (span + dc_chunk(span, (int)splits) - 1) / dc_chunk(span, (int)splits);
 	*floats = splits > 1 ? (size_t)(splits * bh * (a->head_dim + 2)) : 0;
 	while (splits > 1 && *floats > max_floats) {
 		splits--;
@@ -590,7 +603,7 @@ static cudaError_t dc_attention(cudaStream_t s, const struct cublas_attn *a, int
 				float *part)
 {
 	struct dc_plan p = dc_plan_of(a);
-	int64_t chunk = dc_chunk(a->len, splits);
+	int64_t chunk = dc_chunk(a->len - a->lo, splits);
 	float sl2 = a->scale * 1.4426950408889634f;
 	cudaError_t e;
 

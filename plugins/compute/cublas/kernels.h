@@ -127,6 +127,8 @@ struct cublas_attn {
 	float scale;
 	const int32_t *pad; /* device, batch entries */
 	int q4;             /* decode: k and v are Q4_COLS */
+	int64_t ring;       /* decode: 0, or stride: position j of a sequence at its row j % ring */
+	int64_t lo;         /* decode: the first position any row reads (len - ring in a ring) */
 };
 
 /* head_dim <= CUBLAS_PREFILL_MAX_D. */

@@ -185,6 +185,8 @@ static int cb_attention(struct cublas_ctx *c, void *stream, const struct fg_atte
 	k.head_dim = a->head_dim;
 	k.scale = a->scale;
 	k.q4 = q4;
+	k.ring = decode ? a->ring : 0;
+	k.lo = k.ring && a->len > k.ring ? a->len - k.ring : 0;
 	pthread_mutex_lock(&c->lock);
 	rc = cublas_stage(c, s, op, a->pad, (size_t)a->batch * sizeof(int32_t), NULL, 0, &dpad,
 			  NULL);

@@ -756,6 +756,7 @@ static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 	case FG_OP_ROPE:
 	case FG_OP_ATTENTION_PREFILL:
 	case FG_OP_ATTENTION_CACHED:
+	case FG_OP_ATTENTION_RING: /* (an fp16 cache; k_decode.cu) */
 		return dtype == FG_DTYPE_F16;
 	case FG_OP_LINEAR:
 	case FG_OP_LINEAR_SILU:
