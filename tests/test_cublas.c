@@ -2409,6 +2409,93 @@ START_TEST(test_gqa_decode)
 }
 END_TEST
 
+/* ABI 1.9: decode over a ring (an fp16 cache).  The call's positions run
+ * `wrap` past the reference's: len + wrap of them, each pad + wrap, position
+ * j of a sequence at its row j % stride; the reference reads the same rows
+ * in position order.  Wraps that put a sequence's positions across the
+ * ring's end, in one block and across split chunks, on the vector and the
+ * scalar (ld % 8 != 0) paths. */
+static const struct ring_case {
+	int64_t batch, heads, kvh, hd, len, stride, wrap;
+	int pads, ldpad;
+} ring_cases[] = {
+	{ 1, 8, 2, 128, 1000, 1024, 1500, 0, 0 },  /* split: chunks across the ring's end */
+	{ 1, 8, 2, 128, 1024, 1024, 3 * 1024 + 7, 1, 0 },
+	{ 4, 8, 1, 64, 100, 130, 3 * 130 - 1, 2, 0 },
+	{ 64, 12, 12, 64, 300, 320, 320 + 50, 1, 0 }, /* one block a sequence */
+	{ 2, 4, 2, 20, 33, 40, 41, 1, 3 },           /* the scalar path */
+	{ 2, 32, 8, 128, 2048, 2048, 5000, 1, 0 },
+	{ 3, 4, 4, 64, 9, 9, 9 * 1000 + 4, 2, 0 },
+};
+
+static void run_ring_decode(const struct ring_case *c, struct worst *w)
+{
+	int64_t hc = c->heads * c->hd, kc = c->kvh * c->hd, ldq = hc + c->ldpad;
+	int64_t ldk = kc + c->ldpad, krows = c->batch * c->stride;
+	size_t nq = (size_t)(c->batch * ldq), nk = (size_t)(krows * ldk);
+	uint16_t *qh = rand_h(nq, -2, 2), *kh = rand_h(nk, -2, 2), *vh = rand_h(nk, -1, 1);
+	uint16_t *oh = xmalloc(nq * 2);
+	float *qf = to_f32(qh, nq), *kf = to_f32(kh, nk), *vf = to_f32(vh, nk), *ref;
+	float *ko = xmalloc(nk * 4), *vo = xmalloc(nk * 4);
+	int32_t *pad = xmalloc((size_t)c->batch * 4), *wpad = xmalloc((size_t)c->batch * 4);
+	struct dbuf dq, dk, dv, dout;
+	struct fg_attention_args ga;
+	char label[160];
+
+	make_pads(pad, c->batch, c->len, c->pads);
+	for (int64_t b = 0; b < c->batch; b++) {
+		wpad[b] = (int32_t)(pad[b] + c->wrap);
+		for (int64_t p = 0; p < c->stride; p++) {
+			int64_t from = (b * c->stride + (p + c->wrap) % c->stride) * ldk;
+			memcpy(ko + (b * c->stride + p) * ldk, kf + from, (size_t)ldk * 4);
+			memcpy(vo + (b * c->stride + p) * ldk, vf + from, (size_t)ldk * 4);
+		}
+	}
+	for (size_t i = 0; i < nq; i++)
+		oh[i] = SENTINEL;
+	ref = ref_attention(1, qf, ldq, ko, vo, ldk, c->batch, 1, c->len, c->stride, c->heads,
+			    c->kvh, c->hd, 1.0 / sqrt((double)c->hd), pad);
+	memset(&ga, 0, sizeof(ga));
+	ga.k = tens(dput(&dk, kh, nk * 2), FG_DTYPE_F16, krows, kc, ldk);
+	ga.v = tens(dput(&dv, vh, nk * 2), FG_DTYPE_F16, krows, kc, ldk);
+	ga.q = tens(dput(&dq, qh, nq * 2), FG_DTYPE_F16, c->batch, hc, ldq);
+	ga.out = tens(dput(&dout, oh, nq * 2), FG_DTYPE_F16, c->batch, hc, ldq);
+	ga.batch = c->batch;
+	ga.seq = 1;
+	ga.len = c->len + c->wrap;
+	ga.cache_stride = c->stride;
+	ga.ring = c->stride;
+	ga.heads = c->heads;
+	ga.kv_heads = c->kvh;
+	ga.head_dim = c->hd;
+	ga.scale = 1.0f / sqrtf((float)c->hd);
+	ga.pad = wpad;
+	ck_assert_msg(gpu.ops->attention_decode(gpu.ctx, NULL, &ga) == 0, "%s", fg_last_error());
+	dget(&dout, oh);
+	snprintf(label, sizeof(label), "ring decode b=%" PRId64 " heads=%" PRId64 "/%" PRId64
+		 " hd=%" PRId64 " len=%" PRId64 " stride=%" PRId64 " wrap=%" PRId64, c->batch,
+		 c->heads, c->kvh, c->hd, c->len, c->stride, c->wrap);
+	check_padding(label, oh, c->batch, hc, ldq);
+	double e = compare(w, label, ref, hc, oh, ldq, c->batch, hc);
+	ck_assert_msg(e <= TOL_ATTN, "%s: error %.3g (%s)", label, e, w->where);
+	dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout);
+	free(qh), free(kh), free(vh), free(oh), free(qf), free(kf), free(vf), free(ko), free(vo);
+	free(ref), free(pad), free(wpad);
+}
+
+START_TEST(test_ring_decode)
+{
+	struct worst w = { 0, "" };
+
+	gpu_seed(828);
+	ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_RING, FG_DTYPE_F16));
+	ck_assert(!gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_RING, FG_DTYPE_Q4_COLS));
+	for (size_t ci = 0; ci < sizeof(ring_cases) / sizeof(ring_cases[0]); ci++)
+		run_ring_decode(&ring_cases[ci], &w);
+	report("ring decode f16", &w, TOL_ATTN);
+}
+END_TEST
+
 /* ---- supports ------------------------------------------------------------------------------ */
 
 START_TEST(test_supports)
@@ -2865,6 +2952,7 @@ static Suite *cublas_suite(void)
 	tcase_add_test(tc, test_gqa_prefill);
 	tcase_add_test(tc, test_cached_prefill);
 	tcase_add_test(tc, test_gqa_decode);
+	tcase_add_test(tc, test_ring_decode);
 	tcase_add_test(tc, test_supports);
 	tcase_add_test(tc, test_streams_events);
 	tcase_add_test(tc, test_sample);
