@@ -200,7 +200,8 @@ int fg_cmd_serve(struct fg_config *cfg, int argc, char **argv)
 	o.model_id = *fg_config_str(cfg, "serve", "model_name") ? fg_config_str(cfg, "serve", "model_name")
 								  : mi.name;
 	rc = fg_serve_queue_start(&q, e, (size_t)fg_config_int(cfg, "serve", "queue_limit"),
-				  (int)fg_config_int(cfg, "serve", "max_wait_ms"));
+				  (int)fg_config_int(cfg, "serve", "max_wait_ms"),
+				  (int)fg_config_int(cfg, "serve", "join_wait_ms"));
 	if (rc) {
 		fprintf(stderr, "fgcore: serve: cannot start the engine thread: %s\n", strerror(-rc));
 		fg_engine_close(e);

@@ -30,7 +30,7 @@ struct fg_serve_queue {
 	struct fg_serve_job *head, *tail;
 	size_t rows;                 /* prompts queued */
 	size_t limit, batch;
-	int max_wait_ms;
+	int max_wait_ms, join_wait_ms;
 	int stopping, aborted, abort_queued;
 	volatile sig_atomic_t abandon; /* fg_run_opts.abandon: a hard shutdown */
 	struct fg_engine *e;
@@ -89,6 +89,7 @@ static void job_free(struct fg_serve_job *j)
 		free(j->ch[i].ids);
 	free(j->res);
 	free(j->ch);
+	free(j->reqs);
 	fg_completion_free(&j->comp);
 	json_decref(j->body);
 	free(j->answer);
@@ -453,11 +454,84 @@ static int prepare(struct fg_serve_job *j, struct fg_request *reqs)
 /* Run a batch of jobs (a list through next) through the request layer: a
  * job is answered as soon as its last choice's result is in.  A request
  * that fails alone, or whose batch failed after it began to stream, gets
- * its error; the others their results. */
+ * its error; the others their results.  Jobs queued meanwhile are taken
+ * while it runs (continuous batching: fg_run_opts.more) and added to the
+ * list. */
 struct batch_map {
+	struct fg_serve_queue *q;
 	struct fg_serve_job **job;  /* each request's job */
 	size_t *choice;             /* and its choice there */
+	size_t n, cap;              /* requests so far */
+	struct fg_serve_job *last;  /* the list's last job */
 };
+
+/* Requests the engine takes while a batch runs, at most (then the next
+ * call to fg_run takes the rest). */
+#define SERVE_MORE_MAX 16384
+
+/* Room in m for `add` more requests; 0 or -ENOMEM. */
+static int map_grow(struct batch_map *m, size_t add)
+{
+	if (m->n + add <= m->cap)
+		return 0;
+	size_t cap = (m->n + add) * 2;
+	struct fg_serve_job **job = realloc(m->job, cap * sizeof(*job));
+	if (job)
+		m->job = job;
+	size_t *choice = job ? realloc(m->choice, cap * sizeof(*choice)) : NULL;
+	if (!choice)
+		return -ENOMEM;
+	m->choice = choice;
+	m->cap = cap;
+	return 0;
+}
+
+/* fg_run_opts.more: the jobs queued since the batch began, whole, up to
+ * max requests (none once the server stops). */
+static size_t more(void *arg, const struct fg_request **out, size_t max)
+{
+	struct batch_map *m = arg;
+	struct fg_serve_queue *q = m->q;
+	struct fg_serve_job *got = NULL, *end = NULL;
+	size_t k = 0;
+
+	pthread_mutex_lock(&q->lock);
+	while (q->head && !q->stopping && !q->aborted && q->head->comp.n <= max - k) {
+		struct fg_serve_job *j = q->head;
+		q->head = j->next;
+		if (!q->head)
+			q->tail = NULL;
+		q->rows -= j->comp.n;
+		k += j->comp.n;
+		j->next = NULL;
+		if (end)
+			end->next = j;
+		else
+			got = j;
+		end = j;
+	}
+	pthread_mutex_unlock(&q->lock);
+	k = 0;
+	for (struct fg_serve_job *next, *j = got; j; j = next) {
+		next = j->next;
+		j->next = NULL;
+		j->reqs = calloc(j->comp.n, sizeof(*j->reqs));
+		if (!j->reqs || map_grow(m, j->comp.n) || prepare(j, j->reqs)) {
+			fail(j, 500, "out of memory", "server_error", NULL);
+			fg_serve_job_release(q, j, 0);
+			continue;
+		}
+		for (size_t i = 0; i < j->comp.n; i++) {
+			m->job[m->n] = j;
+			m->choice[m->n++] = i;
+			out[k++] = &j->reqs[i];
+		}
+		j->left = j->comp.n;
+		m->last->next = j;
+		m->last = j;
+	}
+	return k;
+}
 
 static int on_result(void *arg, size_t index, struct fg_result *res)
 {
@@ -474,12 +548,14 @@ static void run(struct fg_serve_queue *q, struct fg_serve_job *batch, size_t row
 {
 	size_t n = rows ? rows : 1, off = 0;
 	struct fg_request *reqs = calloc(n, sizeof(*reqs));
-	struct batch_map m = { calloc(n, sizeof(*m.job)), calloc(n, sizeof(*m.choice)) };
-	/* The run stays in the engine from one gathered batch to the next. */
+	struct batch_map m = { .q = q };
+	/* The run stays in the engine from one gathered batch to the next;
+	 * requests queued meanwhile join it. */
 	struct fg_run_opts o = { .on_result = on_result, .arg = &m, .keep_run = 1,
-				 .abandon = &q->abandon };
+				 .abandon = &q->abandon, .more = more, .more_max = SERVE_MORE_MAX,
+				 .more_wait_ms = q->join_wait_ms };
 	size_t unfinished = 0;
-	int rc = reqs && m.job && m.choice ? 0 : -ENOMEM;
+	int rc = reqs && !map_grow(&m, n) ? 0 : -ENOMEM;
 
 	for (struct fg_serve_job *j = batch; !rc && j; j = j->next) {
 		rc = prepare(j, reqs + off);
@@ -489,7 +565,9 @@ static void run(struct fg_serve_queue *q, struct fg_serve_job *batch, size_t row
 		}
 		j->left = j->comp.n;
 		off += j->comp.n;
+		m.last = j;
 	}
+	m.n = off;
 	if (!rc && fg_run(q->e, reqs, rows, &o) < 0)
 		rc = -ENOMEM;
 	for (struct fg_serve_job *next, *j = batch; j; j = next) {
@@ -558,7 +636,7 @@ static void *engine_main(void *arg)
 }
 
 int fg_serve_queue_start(struct fg_serve_queue **out, struct fg_engine *e, size_t limit,
-			 int max_wait_ms)
+			 int max_wait_ms, int join_wait_ms)
 {
 	struct fg_serve_queue *q = calloc(1, sizeof(*q));
 	int rc;
@@ -569,6 +647,7 @@ int fg_serve_queue_start(struct fg_serve_queue **out, struct fg_engine *e, size_
 	q->e = e;
 	q->limit = limit;
 	q->max_wait_ms = max_wait_ms;
+	q->join_wait_ms = join_wait_ms;
 	struct fg_model_info mi;
 	fg_engine_info(e, &mi);
 	q->batch = (size_t)mi.batch;

@@ -53,15 +53,18 @@ struct fg_serve_job {
 	struct fg_result *res;
 	size_t left;                /* choices whose result is not in yet */
 	struct fg_serve_choice *ch;
+	struct fg_request *reqs;    /* a job taken while a batch runs: its requests */
 	double queued_at;
 	struct fg_serve_job *next;
 };
 
 /* A queue and its engine thread over an open engine: batches of up to
  * gpu_batch_size x num_gpu_batches prompts; a request waits at most
- * max_wait_ms for others; at most `limit` prompts wait.  0 or -errno. */
+ * max_wait_ms for others; at most `limit` prompts wait.  Requests queued
+ * while a batch runs join it where they can; one that cannot stops it
+ * taking others after join_wait_ms.  0 or -errno. */
 int fg_serve_queue_start(struct fg_serve_queue **out, struct fg_engine *e, size_t limit,
-			 int max_wait_ms);
+			 int max_wait_ms, int join_wait_ms);
 /* Finish every queued job (abort: answer them 503 instead), then end the
  * engine thread and free the queue. */
 void fg_serve_queue_stop(struct fg_serve_queue *q, int abort);

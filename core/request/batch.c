@@ -356,13 +356,23 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 		free_rows += jobs[r]->handed;
 		live += !jobs[r]->done;
 	}
-	/* A join computes every row up to the last joining one for its
-	 * columns: rows join a few at a time ([policy] refill), or when the
-	 * batch would end. */
-	if (live && (double)free_rows < e->policy.refill * (double)count)
+	/* Rows join a few at a time ([policy] refill), or when the batch
+	 * would end; requests arriving meanwhile (a server's) as soon as a
+	 * row is free. */
+	if (!free_rows || (live && !run->top_up &&
+			   (double)free_rows < e->policy.refill * (double)count))
 		return 0;
+	if (run->top_up && run->taken == run->n_wait)
+		run->top_up(run->arg);
 	fg_forward_columns(run->f, &col, &total, &cap);
 	int wraps = fg_forward_wraps(run->f);
+	/* A waiting request that cannot join has waited long enough: the
+	 * batch takes no one else, it ends, the next one takes it. */
+	for (size_t i = run->taken; run->top_up && i < run->n_wait && i < run->taken + JOIN_LOOKAHEAD;
+	     i++)
+		if (!joinable(run->wait[i], col, total, cap, wraps, scores_ok) &&
+		    fg_now() - run->wait[i]->queued_at >= run->wait_s)
+			return 0;
 	for (size_t r = 0; r < count && run->taken < run->n_wait; r++) {
 		if (!jobs[r]->handed)
 			continue;
@@ -486,7 +496,7 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 	 * join shortest first (a join computes rows up to the last joining one,
 	 * and the rows that finish first are those), or with shared prefixes in
 	 * groups that begin alike. */
-	int may_join = run->n_wait && e->policy.refill > 0 && !e->dist;
+	int may_join = (run->n_wait || run->top_up) && e->policy.refill > 0 && !e->dist;
 	for (int64_t g = 0; g * bs < (int64_t)count; g++) {
 		size_t a = (size_t)(g * bs), n = count - a < (size_t)bs ? count - a : (size_t)bs;
 		if (share)
@@ -572,8 +582,8 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 		batch_scores_prompt(&sc, jobs, count, plen, pad);
 	/* Continuous batching: greedy batches (no logits on the host) of one
 	 * process whose run can take joining rows. */
-	refilling = run->wait && run->n_wait && run->finished && e->policy.refill > 0 && greedy &&
-		    !on_device && fg_forward_can_join(f);
+	refilling = run->wait && (run->n_wait || run->top_up) && run->finished &&
+		    e->policy.refill > 0 && greedy && !on_device && fg_forward_can_join(f);
 	for (int64_t t = 0;; t++) {
 		int live = 0;
 		/* A finished row's token and logits are garbage: never read. */
@@ -599,7 +609,7 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 			live += !jobs[r]->done;
 			row_live[r] = !jobs[r]->done;
 		}
-		if (refilling && run->taken < run->n_wait) {
+		if (refilling && (run->taken < run->n_wait || run->top_up)) {
 			int got = refill(e, run, jobs, count, rows, next, row_live, &sc, dev_scores);
 			if (got < 0) {
 				rc = got;

@@ -18,6 +18,7 @@ struct fg_forward;
 
 struct fg_job {
 	size_t index;          /* position in the caller's array */
+	double queued_at;      /* fg_now() when the request layer took it */
 	const struct fg_request *req;
 	int32_t *prompt;
 	size_t n_prompt;
@@ -68,6 +69,10 @@ struct fg_batch_run {
 	struct fg_job **wait;
 	size_t n_wait, taken;
 	void (*finished)(void *arg, struct fg_job *j);
+	/* Requests arriving meanwhile (fg_run_opts.more): appended to wait[]
+	 * (n_wait grows); 0 when none came.  NULL: a fixed list. */
+	int (*top_up)(void *arg);
+	double wait_s; /* fg_run_opts.more_wait_ms */
 	void *arg;
 };
 /* Run jobs[0..count) (count <= the effective batch) as one batch, through

@@ -66,7 +66,37 @@ struct runner {
 	long handed;
 	int stop;              /* a callback asked to stop */
 	struct fg_run_progress prog;
+	/* the jobs (room for n + more_max), those read so far, and the order
+	 * they run in: the `live` ones not refused */
+	struct fg_job *jobs;
+	struct fg_job **order;
+	size_t made, room, live;
+	/* With requests arriving (fg_run_opts.more), a batch of fewer jobs than
+	 * the effective batch gets free rows (idle: done, handed) for them to
+	 * join: batch[] holds its jobs and those. */
+	struct fg_job **batch, *idle;
 };
+
+/* An idle row's request: nothing to compute. */
+static const struct fg_request idle_request;
+
+/* jobs[0..cnt) and idle rows up to eff, in r->batch. */
+static struct fg_job **with_idle_rows(struct runner *r, struct fg_job **jobs, size_t cnt,
+				      size_t eff)
+{
+	memcpy(r->batch, jobs, cnt * sizeof(*jobs));
+	for (size_t k = cnt; k < eff; k++) {
+		struct fg_job *j = &r->idle[k];
+		memset(j, 0, sizeof(*j));
+		j->index = SIZE_MAX;
+		j->req = &idle_request;
+		j->prompt = &r->e->model.cfg.bos_id;
+		j->n_prompt = 1;
+		j->done = j->handed = 1;
+		r->batch[k] = j;
+	}
+	return r->batch;
+}
 
 /* The work a job adds to the progress (a known one's is done already). */
 static uint64_t work_of(const struct fg_job *j)
@@ -123,6 +153,43 @@ static void hand_early(void *arg, struct fg_job *j)
 	hand_done(arg, j, 1);
 }
 
+/* Requests arriving while the call runs (fg_run_opts.more): read and put
+ * after the others; a batch running takes them from its wait list.  How
+ * many came. */
+static int top_up(void *arg)
+{
+	struct runner *r = arg;
+	const struct fg_request *got[64];
+	size_t want = r->room - r->made, n;
+	int came = 0;
+
+	if (!r->o->more || r->stop || !want)
+		return 0;
+	double t0 = fg_now();
+	n = r->o->more(r->o->arg, got, want < 64 ? want : 64);
+	r->e->stats.callback_s += fg_now() - t0;
+	for (size_t i = 0; i < n && r->made < r->room; i++) {
+		struct fg_job *j = &r->jobs[r->made];
+		j->index = r->made++;
+		j->req = got[i];
+		j->queued_at = fg_now();
+		if (fg_job_prepare(r->e, j)) {
+			fg_job_free(j);
+			if (!j->req->known)
+				hand_error(r, j->index, fg_last_error(), 1);
+			continue;
+		}
+		r->order[r->live++] = j;
+		r->prog.requests += !j->req->known;
+		r->prog.work_total += work_of(j);
+		came++;
+	}
+	/* a running batch's wait list is the jobs after it */
+	if (r->run.wait)
+		r->run.n_wait = (size_t)(r->order + r->live - r->run.wait);
+	return came;
+}
+
 /* A hard stop: the batch in flight is dropped, nothing more runs. */
 static int abandoned(const struct runner *r)
 {
@@ -152,6 +219,7 @@ static int run_batch(struct runner *r, struct fg_job **jobs, size_t cnt)
 	}
 	rc = fg_batch_run(e, &r->run, jobs, cnt);
 	r->run.n_wait = 0; /* (reruns take no waiting jobs) */
+	r->run.top_up = NULL;
 	if (rc == 0) {
 		e->stats.batches++;
 		for (size_t k = 0; k < cnt; k++)
@@ -221,56 +289,69 @@ static int run_batch(struct runner *r, struct fg_job **jobs, size_t cnt)
 static long run_requests(struct fg_engine *e, const struct fg_request *reqs, size_t n,
 			 const struct fg_run_opts *o, int fail_fast)
 {
-	struct fg_job *jobs = calloc(n ? n : 1, sizeof(*jobs));
-	struct fg_job **order = calloc(n ? n : 1, sizeof(*order));
+	size_t room = n + (o->more ? o->more_max : 0);
+	struct fg_job *jobs = calloc(room ? room : 1, sizeof(*jobs));
+	struct fg_job **order = calloc(room ? room : 1, sizeof(*order));
 	int64_t *hint_p = calloc(n + 1, sizeof(*hint_p)), *hint_g = calloc(n + 1, sizeof(*hint_g));
 	struct runner r = { .e = e, .o = o, .fail_fast = fail_fast,
-			    .run = { .f = e->kept, .abandon = o->abandon } };
-	size_t live = 0, eff = (size_t)(e->policy.gpu_batch_size * e->policy.num_gpu_batches);
+			    .run = { .f = e->kept, .abandon = o->abandon },
+			    .jobs = jobs, .order = order, .made = n, .room = room };
+	size_t eff = (size_t)(e->policy.gpu_batch_size * e->policy.num_gpu_batches);
 	int64_t maxpos = e->model.cfg.max_pos;
+	double t0 = fg_now();
 	long rc = 0;
 
 	if (!jobs || !order || !hint_p || !hint_g) {
-		FG_ERR("out of memory for %zu requests", n);
+		FG_ERR("out of memory for %zu requests", room);
 		rc = -ENOMEM;
 		goto out;
 	}
 	if (eff < 1)
 		eff = 1;
+	if (o->more && e->policy.refill > 0 &&
+	    (!(r.batch = calloc(eff, sizeof(*r.batch))) || !(r.idle = calloc(eff, sizeof(*r.idle))))) {
+		FG_ERR("out of memory for a batch of %zu rows", eff);
+		rc = -ENOMEM;
+		goto out;
+	}
 	for (size_t i = 0; i < n; i++) {
 		jobs[i].index = i;
 		jobs[i].req = &reqs[i];
+		jobs[i].queued_at = t0;
 		if (fg_job_prepare(e, &jobs[i])) {
 			fg_job_free(&jobs[i]);
 			if (!reqs[i].known)
 				hand_error(&r, i, fg_last_error(), 1);
 			continue;
 		}
-		order[live++] = &jobs[i];
+		order[r.live++] = &jobs[i];
 		r.prog.work_total += work_of(&jobs[i]);
 	}
 	for (size_t i = 0; i < n; i++)
 		r.prog.requests += !reqs[i].known;
 	if (!o->input_order)
-		qsort(order, live, sizeof(*order),
+		qsort(order, r.live, sizeof(*order),
 		      e->policy.share_prefix ? by_bucket_tokens : by_bucket);
 	/* The largest prompt and budget from each batch on: a run made for a
-	 * batch is sized for those still to come, when they fit. */
-	for (size_t i = live; i-- > 0;) {
+	 * batch is sized for those still to come, when they fit.  Requests
+	 * still to arrive may be as long as the model's positions allow. */
+	for (size_t i = r.live; i-- > 0;) {
 		hint_p[i] = hint_p[i + 1] > (int64_t)order[i]->n_prompt ? hint_p[i + 1]
 									 : (int64_t)order[i]->n_prompt;
 		hint_g[i] = hint_g[i + 1] > order[i]->req->max_new_tokens
 				    ? hint_g[i + 1]
 				    : order[i]->req->max_new_tokens;
 	}
-	for (size_t i = 0, cnt; i < live && !r.stop; i += cnt) {
+	for (size_t i = 0, cnt; !r.stop; i += cnt) {
 		int64_t plen = 0, glen = 0;
 
 		if ((o->stop && *o->stop) || abandoned(&r))
 			break;
+		if (i == r.live && !top_up(&r))
+			break;
 		/* Up to the effective batch, and no batch whose longest prompt plus
 		 * largest budget exceeds the model's positions. */
-		for (cnt = 0; i + cnt < live && cnt < eff; cnt++) {
+		for (cnt = 0; i + cnt < r.live && cnt < eff; cnt++) {
 			const struct fg_job *j = order[i + cnt];
 			int64_t p = plen > (int64_t)j->n_prompt ? plen : (int64_t)j->n_prompt;
 			int64_t g = glen > j->req->max_new_tokens ? glen : j->req->max_new_tokens;
@@ -279,21 +360,31 @@ static long run_requests(struct fg_engine *e, const struct fg_request *reqs, siz
 			plen = p;
 			glen = g;
 		}
-		r.run.hint_plen = hint_p[i];
-		r.run.hint_glen = hint_g[i];
+		r.run.hint_plen = i < n ? hint_p[i] : 0;
+		r.run.hint_glen = i < n ? hint_g[i] : 0;
+		if (o->more && r.run.hint_plen + r.run.hint_glen < maxpos) {
+			int64_t p = maxpos - r.run.hint_glen < maxpos / 2 ? maxpos - r.run.hint_glen
+									  : maxpos / 2;
+			r.run.hint_plen = r.run.hint_plen > p ? r.run.hint_plen : p;
+			r.run.hint_glen = maxpos - r.run.hint_plen;
+		}
 		/* the jobs after the batch may take its finished rows' places */
 		r.run.wait = order + i + cnt;
-		r.run.n_wait = live - i - cnt;
+		r.run.n_wait = r.live - i - cnt;
 		r.run.taken = 0;
 		r.run.finished = hand_early;
+		r.run.top_up = o->more ? top_up : NULL;
+		r.run.wait_s = o->more_wait_ms * 1e-3;
 		r.run.arg = &r;
-		if ((rc = run_batch(&r, order + i, cnt)))
+		if ((rc = run_batch(&r, r.batch ? with_idle_rows(&r, order + i, cnt, eff) : order + i,
+				    r.batch ? eff : cnt)))
 			break;
+		r.run.wait = NULL;
 		cnt += r.run.taken;
-		double t0 = fg_now();
+		double t1 = fg_now();
 		if (o->on_batch_end && o->on_batch_end(o->arg, &r.prog))
 			r.stop = 1;
-		e->stats.callback_s += fg_now() - t0;
+		e->stats.callback_s += fg_now() - t1;
 	}
 	if (!rc)
 		rc = r.handed;
@@ -305,12 +396,14 @@ out:
 		e->kept = r.run.f;
 	else
 		fg_batch_run_end(e, &r.run);
-	for (size_t i = 0; jobs && i < n; i++)
+	for (size_t i = 0; jobs && i < r.made; i++)
 		fg_job_free(&jobs[i]);
 	free(jobs);
 	free(order);
 	free(hint_p);
 	free(hint_g);
+	free(r.batch);
+	free(r.idle);
 	return rc;
 }
 

@@ -229,6 +229,20 @@ struct fg_run_opts {
 				      * decode step: non-zero drops the batch in flight
 				      * unfinished (its requests get no result) and stops
 				      * (NULL: never) */
+	/* Requests arriving while the call runs (a server's): between decode
+	 * steps, when a row is free, and before the call would end, more() is
+	 * asked for up to max further requests; it returns how many it wrote
+	 * to reqs (requests the caller keeps until their results are handed).
+	 * They are read as reqs[] are, their results come with indexes n, n +
+	 * 1, ... in the order given, and they join running batches where they
+	 * can ([policy] refill), else wait for the next batch of the call.  At
+	 * most more_max in all; more NULL: none. */
+	size_t (*more)(void *arg, const struct fg_request **reqs, size_t max);
+	size_t more_max;
+	/* With more(): once a request that cannot join (a sampled one, one too
+	 * long for the run's columns) has waited this long, the running batch
+	 * takes no one else and ends, so that the next batch takes it. */
+	int more_wait_ms;
 };
 /* Returns the number of results handed over (fewer than n when stopped), or
  * a negative errno when nothing could run (-ENOMEM). */
