@@ -6,8 +6,11 @@ Starts `fgcore serve` (--port 0) with the given configuration, sends
 CLIENTS x REQUESTS greedy completions from CLIENTS threads at once (each
 thread one request after another), then the same requests sequentially, and
 prints completion tokens per second of both, the errors (there must be none)
-and whether every greedy text came out the same both ways.  Standard library
-only.
+and whether every greedy text came out the same both ways.  With
+--long-every K, every K-th request asks for --long-tokens new tokens (the
+others --max-tokens): the p50 latency of the short requests under the load
+is printed beside their p50 sent alone (the sequential pass).  Standard
+library only.
 
   python3 bench/serve_load.py --fgcore _build/dev/fgcore \\
       -o model.path=$FGCORE_TESTDATA/opt/opt-py-128x4 \\
@@ -46,9 +49,13 @@ def start(fgcore, sets):
     sys.exit("serve did not start")
 
 
-def body(k, max_tokens):
+def budget(k, a):
+    return a.long_tokens if a.long_every and k % a.long_every == 0 else a.max_tokens
+
+
+def body(k, a):
     p = PROMPTS[k % len(PROMPTS)] * (1 + k % 3)
-    return json.dumps({"prompt": p, "max_tokens": max_tokens, "temperature": 0,
+    return json.dumps({"prompt": p, "max_tokens": budget(k, a), "temperature": 0,
                        "ignore_eos": True}).encode()
 
 
@@ -71,7 +78,7 @@ class Client:
             return None, repr(e)
 
 
-def concurrent(port, clients, per_client, max_tokens):
+def concurrent(port, clients, per_client, a, lat):
     texts, errors, tokens = {}, [], [0]
     lock = threading.Lock()
 
@@ -79,8 +86,10 @@ def concurrent(port, clients, per_client, max_tokens):
         cl = Client(port)
         for j in range(per_client):
             k = i * per_client + j
-            n, t = cl.send(body(k, max_tokens))
+            t0 = time.monotonic()
+            n, t = cl.send(body(k, a))
             with lock:
+                lat[k] = time.monotonic() - t0
                 if n is None:
                     errors.append(t)
                 else:
@@ -95,12 +104,14 @@ def concurrent(port, clients, per_client, max_tokens):
     return time.monotonic() - t0, tokens[0], errors, texts
 
 
-def sequential(port, n, max_tokens):
+def sequential(port, n, a, lat):
     texts, errors, tokens = {}, [], 0
     cl = Client(port)
     t0 = time.monotonic()
     for k in range(n):
-        got, t = cl.send(body(k, max_tokens))
+        t1 = time.monotonic()
+        got, t = cl.send(body(k, a))
+        lat[k] = time.monotonic() - t1
         if got is None:
             errors.append(t)
         else:
@@ -117,12 +128,16 @@ def main():
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--requests", type=int, default=8, help="per client")
     ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--long-every", type=int, default=0,
+                    help="every K-th request is a long one (0: none)")
+    ap.add_argument("--long-tokens", type=int, default=512)
     a = ap.parse_args()
     proc, port = start(a.fgcore, a.sets)
+    clat, slat = {}, {}
     try:
         n = a.clients * a.requests
-        ct, ctok, cerr, ctexts = concurrent(port, a.clients, a.requests, a.max_tokens)
-        st, stok, serr, stexts = sequential(port, n, a.max_tokens)
+        ct, ctok, cerr, ctexts = concurrent(port, a.clients, a.requests, a, clat)
+        st, stok, serr, stexts = sequential(port, n, a, slat)
     finally:
         proc.terminate()
         rc = proc.wait(120)
@@ -133,6 +148,13 @@ def main():
           f" {len(serr)} errors")
     print(f"speed-up {ctok / ct / (stok / st):.2f}x; greedy texts equal both ways: {same}/{n};"
           f" serve exited {rc}")
+    if a.long_every:
+        short = [k for k in range(n) if budget(k, a) == a.max_tokens]
+        pc = sorted(clat[k] for k in short)[len(short) // 2]
+        ps = sorted(slat[k] for k in short)[len(short) // 2]
+        print(f"short requests ({len(short)} of {n}, {a.max_tokens} tokens; the others "
+              f"{a.long_tokens}): p50 latency {pc * 1e3:.1f} ms under the load, "
+              f"{ps * 1e3:.1f} ms alone: {pc / ps:.2f}x")
     for e in (cerr + serr)[:5]:
         print("error:", e)
     return 0 if not cerr and not serr and same == n and rc == 0 else 1

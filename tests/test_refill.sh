@@ -6,8 +6,9 @@
 # run alone (GPU batches of 1) and its log-probabilities within 1e-4; the
 # summary says how many requests joined running batches, in fewer batches
 # than without; the cache offloaded too; with attention on the host or a
-# 4-bit cache nothing joins and the results stay.  On the trained OPT and
-# Llama of $FGCORE_TESTDATA.
+# 4-bit cache nothing joins and the results stay; with [bench] end_chance,
+# requests end early at the same tokens joined as alone.  On the trained OPT
+# and Llama of $FGCORE_TESTDATA.
 set -u
 
 if [ -z "${FGCORE_BUILDDIR:-}" ]; then
@@ -96,6 +97,22 @@ for model in opt/opt-py-128x4 llama/llama-py-128x4; do
 			fail "$model, $p: no fewer batches than without refill"
 		echo "$model, $p: ${j:-0} requests joined, $(batches "$tmp/refill.err") batches against $(batches "$tmp/static.err")"
 	done
+	# [bench] end_chance: requests end early at the same token alone and joined
+	e="-o bench.end_chance=0.08"
+	"$fg" $m $e -o policy.gpu_batch_size=1 -o policy.refill=0 run-batch -q \
+		--input "$tmp/in.jsonl" --output "$tmp/alone_end.jsonl" || fail "$model: end_chance alone"
+	"$fg" $m $e -o policy.gpu_batch_size=6 -o policy.num_gpu_batches=2 run-batch -q \
+		--input "$tmp/in.jsonl" --output "$tmp/refill_end.jsonl" || fail "$model: end_chance"
+	compare "$tmp/alone_end.jsonl" "$tmp/refill_end.jsonl" ||
+		fail "$model, end_chance: not each request's alone"
+	python3 - "$tmp/alone_end.jsonl" "$tmp/alone.jsonl" <<'PY' || fail "$model, end_chance: no request ended early"
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = {json.loads(l)["custom_id"]: json.loads(l) for l in open(sys.argv[2])}
+early = sum(len(x["token_ids"]) < len(b[x["custom_id"]]["token_ids"]) and
+            x["finish_reason"] == "stop" for x in a)
+assert early >= 5, early
+PY
 	# where rows cannot join, nothing does, and the results stay
 	for p in "policy.cpu_cache_compute=true" "policy.compress_cache=true"; do
 		"$fg" $m -o policy.gpu_batch_size=6 -o policy.num_gpu_batches=2 -o "$p" \

@@ -123,6 +123,12 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 
 	KEY_INT("bench", "prompt_len", "512", 1, 1048576, "Tokens of each synthetic prompt."),
 	KEY_INT("bench", "gen_len", "32", 1, 1048576, "Tokens generated for each prompt."),
+	KEY_DOUBLE("bench", "end_chance", "0", 0, 1,
+		   "A benchmark's stand-in for end of text on dummy weights: each token a "
+		   "request generates ends it (finish reason stop) with this probability, "
+		   "drawn from its place in the input and the token's, so a request ends at "
+		   "the same token however it is batched.  For run-batch, serve and "
+		   "generate; 0: never."),
 	KEY_INT("bench", "cut_gen_len", "0", 0, 1048576,
 		"Generate only this many tokens and project the decode time of gen_len from "
 		"them, as FlexGen does; 0: generate all."),

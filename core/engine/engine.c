@@ -249,6 +249,7 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 		FG_ERR("out of memory");
 		return -ENOMEM;
 	}
+	e->end_chance = fg_config_double(c, "bench", "end_chance");
 	if ((rc = fg_policy_from_config(c, &e->policy)) || (rc = fg_dist_open(c, &e->dist)))
 		goto fail;
 	if ((rc = stage_policy(c, e)))

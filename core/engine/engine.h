@@ -29,6 +29,7 @@ struct fg_engine {
 	char tok_error[512];         /* why tok is NULL */
 	int32_t text_bos;            /* the id a text prompt starts with; -1: none */
 	double load_s;               /* seconds spent loading weights */
+	double end_chance;           /* [bench] end_chance: a new token ends its request */
 	struct fg_run_stats stats;   /* what the request layer ran (fg_engine_stats) */
 	/* A run kept between fg_run calls (fg_run_opts.keep_run); NULL: none. */
 	struct fg_forward *kept;

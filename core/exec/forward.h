@@ -107,9 +107,9 @@ const struct fg_forward_stats *fg_forward_stats(const struct fg_forward *f);
 void fg_forward_set_live_rows(struct fg_forward *f, const unsigned char *row_live);
 /* The rows that hold a sequence: the following prefills compute only the
  * first `rows` rows (a GPU batch after them is left out, as a finished one),
- * and the others stay finished in the decode steps after; 0: every row.  A
- * partly filled batch costs its sequences only.  A pipeline computes every
- * row. */
+ * and the others stay finished in the decode steps after, until one joins
+ * (fg_forward_join); 0: every row.  A partly filled batch costs its
+ * sequences only.  A pipeline computes every row. */
 void fg_forward_set_filled_rows(struct fg_forward *f, int64_t rows);
 
 /* Continuous batching: between decode steps, each row r with join[r] takes

@@ -98,8 +98,8 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 	for (int64_t r = 0; r < rows; r++) {
 		if (!join[r])
 			continue;
-		if (pad[r] < 0 || pad[r] >= n || (f->filled > 0 && r >= f->filled)) {
-			FG_ERR("join: row %lld: pad %d of %lld columns (or a row past the filled ones)",
+		if (pad[r] < 0 || pad[r] >= n) {
+			FG_ERR("join: row %lld: pad %d of %lld columns",
 			       (long long)r, pad[r], (long long)n);
 			return -EINVAL;
 		}

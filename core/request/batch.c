@@ -254,8 +254,12 @@ static int by_budget_desc(const void *a, const void *b)
 	return (x->index > y->index) - (x->index < y->index);
 }
 
+/* Idle rows last either way: the rows a step computes end at its last live one. */
 static int by_budget_asc(const void *a, const void *b)
 {
+	const struct fg_job *x = *(struct fg_job *const *)a, *y = *(struct fg_job *const *)b;
+	if (x->idle != y->idle)
+		return x->idle - y->idle;
 	return by_budget_desc(b, a);
 }
 
@@ -573,8 +577,12 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 	logits = lr.addr;
 	if (on_device)
 		device_draws_fill(&dd, jobs, (int64_t)count);
-	/* A partly filled batch computes its requests' rows only. */
-	fg_forward_set_filled_rows(f, (int64_t)count);
+	/* A partly filled batch computes its requests' rows only (idle rows,
+	 * for requests to come, are the last ones). */
+	int64_t filled = (int64_t)count;
+	while (filled > 1 && jobs[filled - 1]->idle)
+		filled--;
+	fg_forward_set_filled_rows(f, filled);
 	if ((rc = sc.target ? fg_forward_prefill_scored(f, ids, pad, logits, top, &sc.p)
 			    : fg_forward_prefill(f, ids, pad, logits, top)))
 		goto out;

@@ -28,6 +28,7 @@ struct fg_job {
 	int done;
 	int streamed;          /* on_token was called: the request cannot be rerun */
 	int handed;            /* its result went out */
+	int idle;              /* no request: a free row for arriving ones (run.c) */
 	enum fg_finish_reason why;
 	size_t cut;            /* stop string: bytes of text to keep; SIZE_MAX: none */
 	long nan_at;           /* FG_FINISH_ERROR: the position whose logits held no number

@@ -141,6 +141,19 @@ static int check_stop_strings(struct fg_engine *e, struct fg_job *j)
 	return 0;
 }
 
+/* [bench] end_chance: does the job's newest token end it?  A draw that
+ * depends on the job's place and the token's only (splitmix64). */
+static int ends_by_chance(const struct fg_engine *e, const struct fg_job *j)
+{
+	if (e->end_chance <= 0)
+		return 0;
+	uint64_t z = ((uint64_t)j->index << 32 ^ (uint64_t)j->n_out) + 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return (double)(z >> 11) * 0x1.0p-53 < e->end_chance;
+}
+
 void fg_job_accept(struct fg_engine *e, struct fg_job *j, int32_t tok, float lp,
 		   const int32_t *top_id, const float *top_lp)
 {
@@ -170,7 +183,7 @@ void fg_job_accept(struct fg_engine *e, struct fg_job *j, int32_t tok, float lp,
 			j->why = FG_FINISH_STOP;
 			return;
 		}
-	if (check_stop_strings(e, j) == 1) {
+	if (check_stop_strings(e, j) == 1 || ends_by_chance(e, j)) {
 		j->done = 1;
 		j->why = FG_FINISH_STOP;
 	} else if (j->n_out >= (size_t)r->max_new_tokens) {

@@ -92,7 +92,7 @@ static struct fg_job **with_idle_rows(struct runner *r, struct fg_job **jobs, si
 		j->req = &idle_request;
 		j->prompt = &r->e->model.cfg.bos_id;
 		j->n_prompt = 1;
-		j->done = j->handed = 1;
+		j->done = j->handed = j->idle = 1;
 		r->batch[k] = j;
 	}
 	return r->batch;
