@@ -43,7 +43,7 @@ with open(sys.argv[1], "w") as f:
         if i % 2:
             r["ignore_eos"] = True
         if i % 3 == 0:
-            r["logprobs"] = 2
+            r["logprobs"] = 4 if i % 2 else 2
         if i % 11 == 5:
             r["echo"] = True
             r["logprobs"] = 1
@@ -55,10 +55,10 @@ PY
 # compare A B: the same tokens a line, log-probabilities within 1e-4
 compare() {
 	python3 - "$1" "$2" <<'PY'
-import json, sys
+import json, os, sys
 a = {json.loads(l)["custom_id"]: json.loads(l) for l in open(sys.argv[1])}
 b = {json.loads(l)["custom_id"]: json.loads(l) for l in open(sys.argv[2])}
-assert sorted(a) == sorted(b) and len(a) == 64, "different lines"
+assert sorted(a) == sorted(b) and len(a) == int(os.environ.get("KCOUNT", "64")), "different lines"
 worst = 0
 for k in a:
     x, y = a[k], b[k]
@@ -70,6 +70,10 @@ for k in a:
             if u is not None:
                 worst = max(worst, abs(u - v))
         assert x["logprobs"]["tokens"] == y["logprobs"]["tokens"], k
+        for u, v in zip(x["logprobs"]["top_logprobs"], y["logprobs"]["top_logprobs"]):
+            assert (u is None) == (v is None) and (u is None or u.keys() == v.keys()), (k, u, v)
+            for t in u or {}:
+                worst = max(worst, abs(u[t] - v[t]))
 assert worst <= 1e-4, worst
 PY
 }
@@ -97,6 +101,24 @@ for model in opt/opt-py-128x4 llama/llama-py-128x4; do
 			fail "$model, $p: no fewer batches than without refill"
 		echo "$model, $p: ${j:-0} requests joined, $(batches "$tmp/refill.err") batches against $(batches "$tmp/static.err")"
 	done
+	# requests asking for more top log-probabilities than the batch they
+	# would join computes wait for a batch of their own (input order: the
+	# first batch asks for 1, the later ones for 5)
+	python3 - "$tmp/k.jsonl" <<'PY'
+import json, random, sys
+rng = random.Random(5)
+with open(sys.argv[1], "w") as f:
+    for i in range(30):
+        f.write(json.dumps({"custom_id": "k%d" % i, "max_tokens": 20 if i < 12 else 6,
+                            "ignore_eos": True, "logprobs": 1 if i < 12 else 5,
+                            "prompt_token_ids": [2] + [rng.randint(4, 7999) for _ in range(rng.randint(2, 12))]}) + "\n")
+PY
+	"$fg" $m -o policy.gpu_batch_size=1 -o policy.refill=0 run-batch -q --input "$tmp/k.jsonl" \
+		--output "$tmp/k_alone.jsonl" || fail "$model: top_logprobs alone"
+	"$fg" $m -o policy.gpu_batch_size=6 -o policy.num_gpu_batches=2 run-batch -q --order input \
+		--input "$tmp/k.jsonl" --output "$tmp/k_refill.jsonl" || fail "$model: top_logprobs"
+	KCOUNT=30 compare "$tmp/k_alone.jsonl" "$tmp/k_refill.jsonl" ||
+		fail "$model: top_logprobs of joining requests differ from alone"
 	# [bench] end_chance: requests end early at the same token alone and joined
 	e="-o bench.end_chance=0.08"
 	"$fg" $m $e -o policy.gpu_batch_size=1 -o policy.refill=0 run-batch -q \

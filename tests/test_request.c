@@ -196,10 +196,12 @@ START_TEST(test_run_results)
 	ck_assert_uint_eq(s.last.requests_done, N);
 	ck_assert_uint_eq(s.last.work_done, s.last.work_total);
 	ck_assert_uint_eq(st1.requests - st0.requests, N);
-	ck_assert_uint_eq(st1.batches - st0.batches, s.batches);
-	/* batches of 2 rows, each of one prompt length (one bucket): one run for
-	 * each prompt length at most, never one a batch */
-	ck_assert_uint_ge(s.batches, 4);
+	/* (a batch that rows join also calls it about every second) */
+	ck_assert_uint_ge(s.batches, st1.batches - st0.batches);
+	/* batches of 2 rows, each of one prompt length (one bucket), greedy
+	 * requests joining running ones: one run for each prompt length at
+	 * most, never one a batch */
+	ck_assert_uint_ge(st1.batches - st0.batches, 3);
 	ck_assert_uint_lt(st1.runs - st0.runs, st1.batches - st0.batches);
 	ck_assert_uint_eq(st1.positions - st0.positions,
 			  st1.useful_positions - st0.useful_positions + st1.dead_positions -

@@ -321,17 +321,19 @@ static int32_t left_pad(const struct fg_model_config *c, int32_t *row, int64_t w
 
 /* Can job j take a finished row's place at column c of a run of `total`
  * columns and `cap` prompt columns (fg_forward_join): greedy, its prompt not
- * scored, its prompt within the columns computed and the run's buffers, its
- * budget within the columns left, or where the columns wrap, its prompt and
- * budget within the run's columns. */
+ * scored, its log-probabilities (if any) within what the batch computes
+ * (scores_k tops a token; -1: none), its prompt within the columns computed
+ * and the run's buffers, its budget within the columns left, or where the
+ * columns wrap, its prompt and budget within the run's columns. */
 static int joinable(const struct fg_job *j, int64_t c, int64_t total, int64_t cap, int wraps,
-		    int scores_ok)
+		    int scores_k)
 {
 	const struct fg_request *q = j->req;
 	int64_t n = (int64_t)j->n_prompt;
 
 	return !q->known && !j->done && q->temperature <= 0 && !q->score_prompt &&
-	       (!q->logprobs || scores_ok) && q->max_new_tokens > 0 && n <= c && n <= cap &&
+	       (!q->logprobs || q->top_logprobs <= scores_k) && q->max_new_tokens > 0 && n <= c &&
+	       n <= cap &&
 	       (wraps ? n : c) + q->max_new_tokens <= total;
 }
 
@@ -345,7 +347,7 @@ static int joinable(const struct fg_job *j, int64_t c, int64_t total, int64_t ca
  * joined, or -errno. */
 static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **jobs,
 		  size_t count, int64_t rows, int32_t *next, unsigned char *row_live,
-		  const struct batch_scores *sc, int scores_ok)
+		  const struct batch_scores *sc, int scores_k)
 {
 	const struct fg_model_config *c = &e->model.cfg;
 	int64_t col, total, cap, n = 0;
@@ -362,7 +364,9 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 	}
 	/* Rows join a few at a time ([policy] refill), or when the batch
 	 * would end; requests arriving meanwhile (a server's) as soon as a
-	 * row is free. */
+	 * row is free; none once the caller stops. */
+	if ((run->stop && *run->stop) || (run->halt && *run->halt))
+		return 0;
 	if (!free_rows || (live && !run->top_up &&
 			   (double)free_rows < e->policy.refill * (double)count))
 		return 0;
@@ -374,7 +378,7 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 	 * batch takes no one else, it ends, the next one takes it. */
 	for (size_t i = run->taken; run->top_up && i < run->n_wait && i < run->taken + JOIN_LOOKAHEAD;
 	     i++)
-		if (!joinable(run->wait[i], col, total, cap, wraps, scores_ok) &&
+		if (!joinable(run->wait[i], col, total, cap, wraps, scores_k) &&
 		    fg_now() - run->wait[i]->queued_at >= run->wait_s)
 			return 0;
 	for (size_t r = 0; r < count && run->taken < run->n_wait; r++) {
@@ -387,7 +391,7 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 		size_t i = run->taken, end = run->n_wait - run->taken > JOIN_LOOKAHEAD
 						     ? run->taken + JOIN_LOOKAHEAD
 						     : run->n_wait;
-		while (i < end && !joinable(run->wait[i], col, total, cap, wraps, scores_ok))
+		while (i < end && !joinable(run->wait[i], col, total, cap, wraps, scores_k))
 			i++;
 		if (i == end)
 			break;
@@ -618,7 +622,9 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 			row_live[r] = !jobs[r]->done;
 		}
 		if (refilling && (run->taken < run->n_wait || run->top_up)) {
-			int got = refill(e, run, jobs, count, rows, next, row_live, &sc, dev_scores);
+			/* (log-probabilities: the most tops the batch's arrays hold) */
+			int got = refill(e, run, jobs, count, rows, next, row_live, &sc,
+					 dev_scores ? sc.tk : -1);
 			if (got < 0) {
 				rc = got;
 				goto out;

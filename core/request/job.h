@@ -75,6 +75,9 @@ struct fg_batch_run {
 	int (*top_up)(void *arg);
 	double wait_s; /* fg_run_opts.more_wait_ms */
 	void *arg;
+	/* Set: the batch takes no more waiting jobs, it ends (a stop). */
+	const volatile sig_atomic_t *stop;
+	const int *halt;
 };
 /* Run jobs[0..count) (count <= the effective batch) as one batch, through
  * *run (made, reused or remade to fit).  The batch is sized to the jobs: the

@@ -75,6 +75,7 @@ struct runner {
 	 * the effective batch gets free rows (idle: done, handed) for them to
 	 * join: batch[] holds its jobs and those. */
 	struct fg_job **batch, *idle;
+	double last_end;       /* when on_batch_end was last called */
 };
 
 /* An idle row's request: nothing to compute. */
@@ -147,10 +148,21 @@ static void hand_done(struct runner *r, struct fg_job *j, int ran)
 	hand(r, j->index, &res);
 }
 
-/* A job done while its batch goes on (continuous batching): out now. */
+/* A job done while its batch goes on (continuous batching): out now, and
+ * about every second the caller's batch-end callback (its records reach the
+ * disk while a batch that rows join goes on). */
 static void hand_early(void *arg, struct fg_job *j)
 {
-	hand_done(arg, j, 1);
+	struct runner *r = arg;
+
+	hand_done(r, j, 1);
+	double t0 = fg_now();
+	if (r->o->on_batch_end && t0 - r->last_end >= 1.0) {
+		r->last_end = t0;
+		if (r->o->on_batch_end(r->o->arg, &r->prog))
+			r->stop = 1;
+		r->e->stats.callback_s += fg_now() - t0;
+	}
 }
 
 /* Requests arriving while the call runs (fg_run_opts.more): read and put
@@ -376,6 +388,9 @@ static long run_requests(struct fg_engine *e, const struct fg_request *reqs, siz
 		r.run.top_up = o->more ? top_up : NULL;
 		r.run.wait_s = o->more_wait_ms * 1e-3;
 		r.run.arg = &r;
+		r.run.stop = o->stop;
+		r.run.halt = &r.stop;
+		r.last_end = fg_now();
 		if ((rc = run_batch(&r, r.batch ? with_idle_rows(&r, order + i, cnt, eff) : order + i,
 				    r.batch ? eff : cnt)))
 			break;

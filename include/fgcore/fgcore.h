@@ -217,10 +217,14 @@ struct fg_run_progress {
 typedef int (*fg_batch_end_fn)(void *arg, const struct fg_run_progress *p);
 struct fg_run_opts {
 	fg_result_fn on_result;      /* required; non-zero: stop after the batch in flight */
-	fg_batch_end_fn on_batch_end; /* after each batch's results (NULL: none); non-zero: stop */
+	fg_batch_end_fn on_batch_end; /* after each batch's results, and about every second
+				      * while a batch that rows join hands results out
+				      * (NULL: none); non-zero: stop */
 	void *arg;                   /* both callbacks' */
 	int input_order;             /* 1: batches in request order (no length buckets) */
-	const volatile sig_atomic_t *stop; /* read before each batch: non-zero stops (NULL: never) */
+	const volatile sig_atomic_t *stop; /* read before each batch and between decode steps:
+				      * non-zero stops after the batch in flight, which
+				      * takes no more waiting requests (NULL: never) */
 	int keep_run;                /* 1: the run's plan and buffers stay in the engine after
 				      * the call, for the next call's batches of the same shape
 				      * (a server's, a batch job's windows); fg_generate and
