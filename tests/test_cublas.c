@@ -2428,15 +2428,23 @@ static const struct ring_case {
 	{ 3, 4, 4, 64, 9, 9, 9 * 1000 + 4, 2, 0 },
 };
 
-static void run_ring_decode(const struct ring_case *c, struct worst *w)
+static void run_ring_decode(const struct ring_case *c, int q4, struct worst *w)
 {
 	int64_t hc = c->heads * c->hd, kc = c->kvh * c->hd, ldq = hc + c->ldpad;
-	int64_t ldk = kc + c->ldpad, krows = c->batch * c->stride;
+	int64_t ldk = q4 ? kc : kc + c->ldpad, krows = c->batch * c->stride;
 	size_t nq = (size_t)(c->batch * ldq), nk = (size_t)(krows * ldk);
 	uint16_t *qh = rand_h(nq, -2, 2), *kh = rand_h(nk, -2, 2), *vh = rand_h(nk, -1, 1);
 	uint16_t *oh = xmalloc(nq * 2);
 	float *qf = to_f32(qh, nq), *kf = to_f32(kh, nk), *vf = to_f32(vh, nk), *ref;
 	float *ko = xmalloc(nk * 4), *vo = xmalloc(nk * 4);
+	uint8_t *kq = NULL, *vq = NULL;
+	if (q4) { /* the reference sees the 4-bit cache decoded */
+		kq = ref_q4_encode(kf, (uint64_t)krows, (uint64_t)kc, 1);
+		vq = ref_q4_encode(vf, (uint64_t)krows, (uint64_t)kc, 1);
+		free(kf), free(vf);
+		kf = ref_q4_decode(kq, (uint64_t)krows, (uint64_t)kc, 1);
+		vf = ref_q4_decode(vq, (uint64_t)krows, (uint64_t)kc, 1);
+	}
 	int32_t *pad = xmalloc((size_t)c->batch * 4), *wpad = xmalloc((size_t)c->batch * 4);
 	struct dbuf dq, dk, dv, dout;
 	struct fg_attention_args ga;
@@ -2456,8 +2464,14 @@ static void run_ring_decode(const struct ring_case *c, struct worst *w)
 	ref = ref_attention(1, qf, ldq, ko, vo, ldk, c->batch, 1, c->len, c->stride, c->heads,
 			    c->kvh, c->hd, 1.0 / sqrt((double)c->hd), pad);
 	memset(&ga, 0, sizeof(ga));
-	ga.k = tens(dput(&dk, kh, nk * 2), FG_DTYPE_F16, krows, kc, ldk);
-	ga.v = tens(dput(&dv, vh, nk * 2), FG_DTYPE_F16, krows, kc, ldk);
+	if (q4) {
+		uint64_t bytes = fg_q4_bytes((uint64_t)krows, (uint64_t)kc, 1);
+		ga.k = tens(dput(&dk, kq, (size_t)bytes), FG_DTYPE_Q4_COLS, krows, kc, kc);
+		ga.v = tens(dput(&dv, vq, (size_t)bytes), FG_DTYPE_Q4_COLS, krows, kc, kc);
+	} else {
+		ga.k = tens(dput(&dk, kh, nk * 2), FG_DTYPE_F16, krows, kc, ldk);
+		ga.v = tens(dput(&dv, vh, nk * 2), FG_DTYPE_F16, krows, kc, ldk);
+	}
 	ga.q = tens(dput(&dq, qh, nq * 2), FG_DTYPE_F16, c->batch, hc, ldq);
 	ga.out = tens(dput(&dout, oh, nq * 2), FG_DTYPE_F16, c->batch, hc, ldq);
 	ga.batch = c->batch;
@@ -2472,27 +2486,30 @@ static void run_ring_decode(const struct ring_case *c, struct worst *w)
 	ga.pad = wpad;
 	ck_assert_msg(gpu.ops->attention_decode(gpu.ctx, NULL, &ga) == 0, "%s", fg_last_error());
 	dget(&dout, oh);
-	snprintf(label, sizeof(label), "ring decode b=%" PRId64 " heads=%" PRId64 "/%" PRId64
-		 " hd=%" PRId64 " len=%" PRId64 " stride=%" PRId64 " wrap=%" PRId64, c->batch,
-		 c->heads, c->kvh, c->hd, c->len, c->stride, c->wrap);
+	snprintf(label, sizeof(label), "ring decode %s b=%" PRId64 " heads=%" PRId64 "/%" PRId64
+		 " hd=%" PRId64 " len=%" PRId64 " stride=%" PRId64 " wrap=%" PRId64,
+		 q4 ? "q4" : "f16", c->batch, c->heads, c->kvh, c->hd, c->len, c->stride, c->wrap);
 	check_padding(label, oh, c->batch, hc, ldq);
 	double e = compare(w, label, ref, hc, oh, ldq, c->batch, hc);
 	ck_assert_msg(e <= TOL_ATTN, "%s: error %.3g (%s)", label, e, w->where);
 	dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout);
 	free(qh), free(kh), free(vh), free(oh), free(qf), free(kf), free(vf), free(ko), free(vo);
-	free(ref), free(pad), free(wpad);
+	free(ref), free(pad), free(wpad), free(kq), free(vq);
 }
 
 START_TEST(test_ring_decode)
 {
-	struct worst w = { 0, "" };
+	struct worst w = { 0, "" }, wq = { 0, "" };
 
 	gpu_seed(828);
 	ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_RING, FG_DTYPE_F16));
-	ck_assert(!gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_RING, FG_DTYPE_Q4_COLS));
-	for (size_t ci = 0; ci < sizeof(ring_cases) / sizeof(ring_cases[0]); ci++)
-		run_ring_decode(&ring_cases[ci], &w);
+	ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_RING, FG_DTYPE_Q4_COLS));
+	for (size_t ci = 0; ci < sizeof(ring_cases) / sizeof(ring_cases[0]); ci++) {
+		run_ring_decode(&ring_cases[ci], 0, &w);
+		run_ring_decode(&ring_cases[ci], 1, &wq);
+	}
 	report("ring decode f16", &w, TOL_ATTN);
+	report("ring decode q4", &wq, TOL_ATTN);
 }
 END_TEST
 
@@ -2518,7 +2535,7 @@ START_TEST(test_supports)
 		{ FG_OP_ATTENTION_GQA, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
 		{ FG_OP_KV_APPEND, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
 		{ FG_OP_SAMPLE, 1u << FG_DTYPE_F16 },
-		{ FG_OP_ATTENTION_RING, 1u << FG_DTYPE_F16 },
+		{ FG_OP_ATTENTION_RING, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
 	};
 
 	ck_assert_ptr_nonnull(gpu.ops->supports);

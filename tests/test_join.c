@@ -9,12 +9,12 @@
  *    the steps after as its prompt prefilled alone in a run of one row and
  *    decoded (bit-identical on cpu_blas).
  * Under the cache on the compute tier, offloaded to the host and disk (the
- * slot), on all three; OPT and Llama.  Then rows joining again and again,
- * well past the run's columns (the cache a ring: fg_forward_wraps), each
- * sequence against itself alone.  Attention on the host and a 4-bit
- * cache are refused (-ENOTSUP), and so are joins that break forward.h's
- * rules (one line).  FGCORE_TEST_BACKEND=cublas: the fp16 tolerance.  Needs
- * FGCORE_TESTDATA (the trained opt-py-128x4, llama-py-128x4): else exit 77. */
+ * slot), on all three, and a 4-bit cache (offloaded: its rows named by
+ * `start`); OPT and Llama.  Then rows joining again and again, well past
+ * the run's columns (the cache a ring: fg_forward_wraps), each sequence
+ * against itself alone.  Attention on the host is refused (-ENOTSUP), and
+ * so are joins that break forward.h's rules (one line).
+ * FGCORE_TEST_BACKEND=cublas: the fp16 tolerance.  Needs FGCORE_TESTDATA (the trained opt-py-128x4, llama-py-128x4): else exit 77. */
 #include <check.h>
 #include <errno.h>
 #include <math.h>
@@ -45,9 +45,10 @@ static const char *const policies[] = {
 	"policy.percent=100 0 100 0 100 0",
 	"policy.percent=30 50 0 100 50 50", /* the cache off the compute tier: the slot */
 	"policy.percent=100 0 25 25 100 0", /* the cache on all three tiers */
+	"policy.compress_cache=true",       /* a 4-bit cache (with percent 30 50 0 100 50 50) */
 	"policy.cpu_cache_compute=true",    /* refused */
-	"policy.compress_cache=true",       /* refused */
 };
+#define POLICIES 4 /* the ones rows join under */
 /* Who joins, when (before the decode step of that index) and with a prompt
  * of how many tokens: rows 1 and 6 together, then row 3 two steps later. */
 #define JOINS 3
@@ -57,9 +58,13 @@ static const int join_at[JOINS] = { D + 1, D + 1, D + 3 };
 
 static struct fg_engine *open_engine(int model, int policy)
 {
-	/* attention on the host: with the cache there (and on the compute tier) */
+	/* a 4-bit cache offloaded too; attention on the host: with the cache
+	 * there (and on the compute tier) */
 	const char *set[] = { policies[policy],
-			      policy == 3 ? "policy.percent=100 0 50 50 100 0" : NULL, NULL };
+			      policy == 3   ? "policy.percent=30 50 0 100 50 50"
+			      : policy == 4 ? "policy.percent=100 0 50 50 100 0"
+					    : NULL,
+			      NULL };
 
 	return test_engine_open(models[model], BS, 0, set, backend);
 }
@@ -182,7 +187,7 @@ static void expect_same(const char *what, const float *a, const float *b, int64_
 
 START_TEST(test_join)
 {
-	int policy = _i % 3, model = _i / 3;
+	int policy = _i % POLICIES, model = _i / POLICIES;
 	struct fg_engine *e = open_engine(model, policy);
 	int64_t V = e->model.cfg.vocab;
 	struct fg_forward *f = new_run(e, NB, BS, P, D + G + 1);
@@ -280,7 +285,7 @@ static void wrap_job(const struct fg_engine *e, int64_t r, int j, struct wjob *w
 
 START_TEST(test_join_wraps)
 {
-	int policy = _i % 3, model = _i / 3;
+	int policy = _i % POLICIES, model = _i / POLICIES;
 	struct fg_engine *e = open_engine(model, policy);
 	int64_t V = e->model.cfg.vocab, col = WP, most = 0;
 	struct fg_forward *f = new_run(e, NB, BS, WP, WG);
@@ -383,7 +388,7 @@ END_TEST
  * forward.h's rules, refused with one line. */
 START_TEST(test_join_refused)
 {
-	struct fg_engine *e = open_engine(0, _i < 2 ? 3 + _i : 0);
+	struct fg_engine *e = open_engine(0, _i == 0 ? 4 : 0);
 	struct fg_forward *f = new_run(e, NB, BS, P, D + G + 1);
 	int32_t ids[ROWS * P], pad[ROWS], top[ROWS], win[ROWS * N], wpad[ROWS] = { 0 };
 	unsigned char on[ROWS] = { 0 };
@@ -392,7 +397,7 @@ START_TEST(test_join_refused)
 	for (int64_t i = 0; i < ROWS * N; i++)
 		win[i] = 5;
 	on[2] = 1;
-	if (_i < 2) {
+	if (_i == 0) {
 		ck_assert_int_eq(fg_forward_can_join(f), 0);
 		ck_assert_msg(fg_forward_prefill(f, ids, pad, NULL, top) == 0, "%s",
 			      fg_last_error_text());
@@ -435,9 +440,9 @@ int main(void)
 		backend = NULL;
 	tol = backend ? 2e-2 : 0;
 	tcase_set_timeout(tc, 300);
-	tcase_add_loop_test(tc, test_join, 0, 6);
-	tcase_add_loop_test(tc, test_join_wraps, 0, 6);
-	tcase_add_loop_test(tc, test_join_refused, 0, 3);
+	tcase_add_loop_test(tc, test_join, 0, 2 * POLICIES);
+	tcase_add_loop_test(tc, test_join_wraps, 0, 2 * POLICIES);
+	tcase_add_loop_test(tc, test_join_refused, 0, 2);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

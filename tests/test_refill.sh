@@ -5,10 +5,10 @@
 # sampled (they do not join), gives with refill each request's tokens as it
 # run alone (GPU batches of 1) and its log-probabilities within 1e-4; the
 # summary says how many requests joined running batches, in fewer batches
-# than without; the cache offloaded too; with attention on the host or a
-# 4-bit cache nothing joins and the results stay; with [bench] end_chance,
-# requests end early at the same tokens joined as alone.  On the trained OPT
-# and Llama of $FGCORE_TESTDATA.
+# than without; the cache offloaded too, and 4-bit (against alone with it);
+# with attention on the host nothing joins and the results stay; with
+# [bench] end_chance, requests end early at the same tokens joined as alone.
+# On the trained OPT and Llama of $FGCORE_TESTDATA.
 set -u
 
 if [ -z "${FGCORE_BUILDDIR:-}" ]; then
@@ -74,7 +74,7 @@ for k in a:
             assert (u is None) == (v is None) and (u is None or u.keys() == v.keys()), (k, u, v)
             for t in u or {}:
                 worst = max(worst, abs(u[t] - v[t]))
-assert worst <= 1e-4, worst
+assert worst <= float(os.environ.get("TOL", "1e-4")), worst
 PY
 }
 
@@ -135,15 +135,28 @@ early = sum(len(x["token_ids"]) < len(b[x["custom_id"]]["token_ids"]) and
             x["finish_reason"] == "stop" for x in a)
 assert early >= 5, early
 PY
-	# where rows cannot join, nothing does, and the results stay
-	for p in "policy.cpu_cache_compute=true" "policy.compress_cache=true"; do
-		"$fg" $m -o policy.gpu_batch_size=6 -o policy.num_gpu_batches=2 -o "$p" \
-			-o "policy.percent=100 0 0 100 100 0" run-batch --input "$tmp/in.jsonl" \
-			--output "$tmp/refill.jsonl" 2>"$tmp/refill.err" || fail "$model, $p: failed"
-		[ -z "$(joined "$tmp/refill.err")" ] || fail "$model, $p: requests joined"
-		[ "$p" = "policy.compress_cache=true" ] && continue # (4-bit: other numbers)
-		compare "$tmp/alone.jsonl" "$tmp/refill.jsonl" || fail "$model, $p: not each request's alone"
-	done
+	# a 4-bit cache in host memory: requests join, each as it runs alone
+	# with that cache
+	q=policy.compress_cache=true
+	"$fg" $m -o $q -o "policy.percent=100 0 0 100 100 0" -o policy.gpu_batch_size=1 -o policy.refill=0 run-batch -q \
+		--input "$tmp/in.jsonl" --output "$tmp/alone4.jsonl" || fail "$model: 4-bit alone"
+	"$fg" $m -o $q -o "policy.percent=100 0 0 100 100 0" -o policy.gpu_batch_size=6 \
+		-o policy.num_gpu_batches=2 run-batch --input "$tmp/in.jsonl" --output "$tmp/refill.jsonl" \
+		2>"$tmp/refill.err" || fail "$model, 4-bit cache: $(tail -1 "$tmp/refill.err")"
+	# (batched runs round differently, and a value moved across a 4-bit
+	# step moves the log-probabilities more: 1e-3)
+	TOL=1e-3 compare "$tmp/alone4.jsonl" "$tmp/refill.jsonl" ||
+		fail "$model, 4-bit cache: not each request's alone"
+	[ "$(joined "$tmp/refill.err")" -gt 0 ] 2>/dev/null || fail "$model, 4-bit cache: no request joined"
+	echo "$model, 4-bit cache: $(joined "$tmp/refill.err") requests joined"
+	# attention on the host: nothing joins, and the results stay
+	"$fg" $m -o policy.gpu_batch_size=6 -o policy.num_gpu_batches=2 \
+		-o policy.cpu_cache_compute=true -o "policy.percent=100 0 0 100 100 0" run-batch \
+		--input "$tmp/in.jsonl" --output "$tmp/refill.jsonl" 2>"$tmp/refill.err" ||
+		fail "$model, cpu_cache_compute: failed"
+	[ -z "$(joined "$tmp/refill.err")" ] || fail "$model, cpu_cache_compute: requests joined"
+	compare "$tmp/alone.jsonl" "$tmp/refill.jsonl" ||
+		fail "$model, cpu_cache_compute: not each request's alone"
 done
 [ $failures -eq 0 ] || exit 1
 exit 0

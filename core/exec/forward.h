@@ -124,7 +124,7 @@ void fg_forward_set_filled_rows(struct fg_forward *f, int64_t rows);
  * prompts' scores, as fg_forward_prefill_scored's with n columns, or
  * NULL).  The joined rows are live for the next decode steps.  -ENOTSUP,
  * with no error line, where rows cannot join: a pipeline of stages,
- * attention on the host (cpu_cache_compute), a 4-bit cache. */
+ * attention on the host (cpu_cache_compute). */
 int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32_t *ids,
 		    const int32_t *pad, int64_t n, float *logits, int32_t *top,
 		    const struct fg_prompt_scores *s);

@@ -9,8 +9,8 @@
  * attend on the host instead with cpu_cache_compute).  In a decode step, a
  * finished sequence (fg_forward_set_live_rows) is neither loaded nor stored
  * and attends to no position; its K/V rows are still appended with its
- * batch's (one call for the group: a 4-bit cache cannot be viewed by
- * sequence), which costs what its matrix-product rows cost, not its length. */
+ * batch's (one call for the group), which costs what its matrix-product
+ * rows cost, not its length. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -220,27 +220,33 @@ const int32_t *fg_kv_attend_pad(const struct fg_forward *f, const struct fg_bloc
 	return fg_rows_masked(f) ? f->mask.attn_pad + f->cur_k * f->bs : x->pad;
 }
 
-/* Append n new K (or V) rows of each of `seqs` sequences, from position
- * f->step on, to the cache view c: one op, or where the positions wrap
- * past the run's columns (joining prompts), two a sequence. */
+/* Append n new K (or V) rows of each of sequences [s, s + seqs) of a group's
+ * cache c (all its sequences, as fg_kv_views gives them), from position
+ * f->step on; src holds seqs * n rows.  One op where it can; else one a
+ * sequence and run of columns: where the positions wrap past the run's
+ * columns (joining prompts), and for a 4-bit cache after its first
+ * sequence (its rows are addressed from the tensor's start: the sequence is
+ * named by `start` over a stride of the whole tensor). */
 static int append_kv(struct fg_forward *f, struct fg_block_ctx *x, const char *what,
-		     struct fg_tensor src, struct fg_tensor c, int64_t seqs, int64_t n)
+		     struct fg_tensor src, struct fg_tensor c, int64_t s, int64_t seqs, int64_t n)
 {
 	int64_t seg[2][2], parts = fg_kv_columns(f, f->step, n, seg);
-	int rc;
+	int q4 = c.dtype == FG_DTYPE_Q4_COLS, rc;
 
-	if (parts == 1) {
-		struct fg_kv_append_args a = { src, c, seqs, n, seg[0][0], f->total };
+	if (parts == 1 && (!q4 || s == 0)) {
+		struct fg_tensor cs = c;
+		if (!q4) {
+			cs.data = (char *)c.data + (size_t)(s * f->total * c.ld) * fg_dtype_size(c.dtype);
+			cs.rows = seqs * f->total;
+		}
+		struct fg_kv_append_args a = { src, cs, seqs, n, seg[0][0], f->total };
 		return fg_backend_kv_append(x->be, x->stream, x->layer, what, &a);
 	}
-	size_t seq = (size_t)(f->total * c.ld) * fg_dtype_size(c.dtype);
 	for (int64_t i = 0; i < seqs; i++)
 		for (int64_t p = 0, off = 0; p < parts; off += seg[p][1], p++) {
-			struct fg_tensor cs = c;
-			cs.data = (char *)c.data + (size_t)i * seq;
-			cs.rows = f->total;
-			struct fg_kv_append_args a = { fg_rows(src, i * n + off, seg[p][1]), cs, 1,
-						       seg[p][1], seg[p][0], f->total };
+			struct fg_kv_append_args a = { fg_rows(src, i * n + off, seg[p][1]), c, 1,
+						       seg[p][1], (s + i) * f->total + seg[p][0],
+						       c.rows };
 			if ((rc = fg_backend_kv_append(x->be, x->stream, x->layer, what, &a)))
 				return rc;
 		}
@@ -249,14 +255,12 @@ static int append_kv(struct fg_forward *f, struct fg_block_ctx *x, const char *w
 
 /* Joining rows' K/V (join.c), run by run of them among rows [s0, s0 + m)
  * of a group whose cache views are kc, vc, or gathered each to its own row:
- * the rows left out keep theirs (a plain cache type can be viewed by
- * sequence). */
+ * the rows left out keep theirs. */
 static int append_joining(struct fg_forward *f, struct fg_block_ctx *x, struct fg_tensor k,
 			  struct fg_tensor v, struct fg_tensor kc, struct fg_tensor vc, int64_t s0,
 			  int64_t m)
 {
 	int64_t n = x->n, kb = f->cur_k;
-	size_t seq = (size_t)(f->total * kc.ld) * fg_dtype_size(kc.dtype);
 	int rc;
 
 	for (int64_t a = s0; a < s0 + m;) {
@@ -268,12 +272,10 @@ static int append_joining(struct fg_forward *f, struct fg_block_ctx *x, struct f
 		int64_t b = a + 1, to = f->join_dense ? f->join_row[kb * f->bs + a] : a;
 		while (!f->join_dense && b < s0 + m && !fg_row_dead(f, kb, b))
 			b++;
-		struct fg_tensor kr = kc, vr = vc;
-		kr.data = (char *)kc.data + (size_t)(to - s0) * seq;
-		vr.data = (char *)vc.data + (size_t)(to - s0) * seq;
-		kr.rows = vr.rows = (b - a) * f->total;
-		if ((rc = append_kv(f, x, "k cache", fg_rows(k, a * n, (b - a) * n), kr, b - a, n)) ||
-		    (rc = append_kv(f, x, "v cache", fg_rows(v, a * n, (b - a) * n), vr, b - a, n)))
+		if ((rc = append_kv(f, x, "k cache", fg_rows(k, a * n, (b - a) * n), kc, to - s0,
+				    b - a, n)) ||
+		    (rc = append_kv(f, x, "v cache", fg_rows(v, a * n, (b - a) * n), vc, to - s0,
+				    b - a, n)))
 			return rc;
 		a = b;
 	}
@@ -334,8 +336,8 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 				return rc;
 			continue;
 		}
-		if ((rc = append_kv(f, x, "k cache", fg_rows(k, s0 * n, m * n), kc, m, n)) ||
-		    (rc = append_kv(f, x, "v cache", fg_rows(v, s0 * n, m * n), vc, m, n)))
+		if ((rc = append_kv(f, x, "k cache", fg_rows(k, s0 * n, m * n), kc, 0, m, n)) ||
+		    (rc = append_kv(f, x, "v cache", fg_rows(v, s0 * n, m * n), vc, 0, m, n)))
 			return rc;
 		if (f->step > 0) {
 			struct fg_attention_args d = at;

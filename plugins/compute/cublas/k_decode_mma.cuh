@@ -444,8 +444,9 @@ static size_t dx_smem(void)
 
 static bool dx_ok(const struct cublas_attn *a)
 {
-	return a->q4 && (a->head_dim == 64 || a->head_dim == 128) && dc_aligned(a->k, 16) &&
-	       dc_aligned(a->v, 16);
+	/* (a ring: k_decode.cu's kernels, whose lanes wrap) */
+	return a->q4 && !a->ring && (a->head_dim == 64 || a->head_dim == 128) &&
+	       dc_aligned(a->k, 16) && dc_aligned(a->v, 16);
 }
 
 /* k_decode.cu's rule (~8 blocks an SM, else split), chunks a multiple of the tile. */

@@ -756,7 +756,6 @@ static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 	case FG_OP_ROPE:
 	case FG_OP_ATTENTION_PREFILL:
 	case FG_OP_ATTENTION_CACHED:
-	case FG_OP_ATTENTION_RING: /* (an fp16 cache; k_decode.cu) */
 		return dtype == FG_DTYPE_F16;
 	case FG_OP_LINEAR:
 	case FG_OP_LINEAR_SILU:
@@ -764,6 +763,7 @@ static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS;
 	case FG_OP_ATTENTION_DECODE:
 	case FG_OP_ATTENTION_GQA:
+	case FG_OP_ATTENTION_RING: /* (k_decode.cu's kernels, not the 4-bit mma one) */
 	case FG_OP_KV_APPEND:
 		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS;
 	case FG_OP_SAMPLE:
