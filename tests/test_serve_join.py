@@ -18,7 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_serve import Server, check, failures, stop_all  # noqa: E402
 
-LONG = {"prompt": "def main(", "max_tokens": 600, "ignore_eos": True, "temperature": 0}
+LONG = {"prompt": "def main(", "max_tokens": 1000, "ignore_eos": True, "temperature": 0}
 SHORTS = [{"prompt": p, "max_tokens": 6, "temperature": 0, "ignore_eos": True}
           for p in ("import os\n", "class Foo:\n    def ", "for i in range(")]
 SAMPLED = {"prompt": "x = [1, 2,", "max_tokens": 5, "temperature": 0.8, "seed": 7,
@@ -36,22 +36,38 @@ def text(o):
 
 
 def during_long(s, bodies):
-    """The long request, and each of bodies sent one after another while it
-    runs: (the long one's answer and end time, [(answer, end time)])."""
-    out = {}
+    """The long request, streamed, and each of bodies sent one after another
+    once its first tokens are out (it is decoding): (its text and end time,
+    [(answer, end time)])."""
+    out = {"text": ""}
+    started = threading.Event()
 
     def long():
-        out["long"] = ask(s, LONG)
-        out["long_end"] = time.monotonic()
+        c = s.conn()
+        try:
+            c.request("POST", "/v1/completions", json.dumps({**LONG, "stream": True}),
+                      {"Content-Type": "application/json"})
+            r = c.getresponse()
+            check(r.status == 200, f"the long request: status {r.status}")
+            for line in r:
+                line = line.decode().strip()
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                out["text"] += json.loads(line[6:])["choices"][0]["text"]
+                started.set()
+            out["end"] = time.monotonic()
+        finally:
+            started.set()
+            c.close()
     t = threading.Thread(target=long)
     t.start()
-    time.sleep(0.3)  # the long one is decoding
+    started.wait(120)
     got = []
     for b in bodies:
         o = ask(s, b)
         got.append((o, time.monotonic()))
     t.join(300)
-    return out.get("long"), out.get("long_end"), got
+    return {"choices": [{"text": out["text"]}]}, out.get("end"), got
 
 
 def main():
