@@ -1,8 +1,8 @@
 #!/bin/sh
 # tests/test_refill.sh - [policy] refill (continuous batching) end to end: a
 # run-batch job of prompts of many lengths and budgets, ending on their
-# budget or on end of text, some with log-probabilities, some echoed or
-# sampled (they do not join), gives with refill each request's tokens as it
+# budget or on end of text, some with log-probabilities, some sampled, some
+# echoed (they do not join), gives with refill each request's tokens as it
 # run alone (GPU batches of 1) and its log-probabilities within 1e-4; the
 # summary says how many requests joined running batches, in fewer batches
 # than without; the cache offloaded too, and 4-bit (against alone with it);

@@ -5,9 +5,7 @@ it is running (continuous batching), on the trained opt-py-128x4.
 A long greedy request runs; short ones sent while it runs must be answered
 before it ends (they join its batch between decode steps), with the same
 tokens as each sent alone.  With [policy] refill = 0 (no joins) the same
-short request waits for the long one.  A sampled request cannot join: it
-waits for the next batch, which begins once the long one ends
-([serve] join_wait_ms stops the batch taking others); it is answered, with
+short request waits for the long one.  A sampled request joins too, with
 the seeded tokens it gets alone."""
 import json
 import os
@@ -37,8 +35,8 @@ def text(o):
 
 def during_long(s, bodies):
     """The long request, streamed, and each of bodies sent one after another
-    once its first tokens are out (it is decoding): (its text and end time,
-    [(answer, end time)])."""
+    once its first tokens are out (it is decoding): (its text, its first
+    token's and its end's times, [(answer, sent, answered)])."""
     out = {"text": ""}
     started = threading.Event()
 
@@ -54,6 +52,7 @@ def during_long(s, bodies):
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 out["text"] += json.loads(line[6:])["choices"][0]["text"]
+                out.setdefault("first", time.monotonic())
                 started.set()
             out["end"] = time.monotonic()
         finally:
@@ -64,10 +63,11 @@ def during_long(s, bodies):
     started.wait(120)
     got = []
     for b in bodies:
+        t0 = time.monotonic()
         o = ask(s, b)
-        got.append((o, time.monotonic()))
+        got.append((o, t0, time.monotonic()))
     t.join(300)
-    return {"choices": [{"text": out["text"]}]}, out.get("end"), got
+    return {"choices": [{"text": out["text"]}]}, out.get("first"), out.get("end"), got
 
 
 def main():
@@ -81,26 +81,30 @@ def main():
         t0 = time.monotonic()
         ask(s, SHORTS[0])
         short_s = time.monotonic() - t0
-        lo, lo_end, got = during_long(s, SHORTS + [SAMPLED])
+        lo, lo_first, lo_end, got = during_long(s, SHORTS + [SAMPLED])
         check(text(lo) == long_alone, "the long request's text changed with others joining")
-        for (o, end), want, b in zip(got, alone + [sampled_alone], SHORTS + [SAMPLED]):
+        for (o, sent, end), want, b in zip(got, alone + [sampled_alone], SHORTS + [SAMPLED]):
             check(text(o) == want, f"{b['prompt']!r}: {text(o)!r} while the long one ran, "
                                    f"{want!r} alone")
-        for (o, end), b in zip(got[:-1], SHORTS):
+        # (the long one's end is seen late, never early: its stream may lag)
+        for (o, sent, end), b in zip(got[:-1], SHORTS):
             check(end < lo_end, f"{b['prompt']!r} was answered after the long request "
                                 f"ended: it did not join its batch")
         print(f"short alone {short_s * 1e3:.0f} ms; {len(SHORTS)} short requests answered "
-              f"while the long one ran ({(lo_end - got[len(SHORTS) - 1][1]) * 1e3:.0f} ms "
+              f"while the long one ran ({(lo_end - got[len(SHORTS) - 1][2]) * 1e3:.0f} ms "
               f"before it ended); the sampled one as alone")
     finally:
         s.stop()
-    # without joins, a short request waits for the long one
+    # without joins, a short request waits for the long one: sent as it
+    # began, it takes more than half of the long one's time
     s = Server(config=cfg + ["-o", "policy.refill=0"])
     try:
-        lo, lo_end, got = during_long(s, SHORTS[:1])
-        check(got[0][1] >= lo_end, "with policy.refill=0 a short request was answered "
-                                   "before the long one ended")
-        check(text(got[0][0]) == alone[0], "policy.refill=0: a short request's text changed")
+        lo, lo_first, lo_end, got = during_long(s, SHORTS[:1])
+        o, sent, end = got[0]
+        check(end - sent > 0.5 * (lo_end - lo_first),
+              f"with policy.refill=0 a short request took {(end - sent) * 1e3:.0f} ms of the "
+              f"long one's {(lo_end - lo_first) * 1e3:.0f} ms: it did not wait for it")
+        check(text(o) == alone[0], "policy.refill=0: a short request's text changed")
     finally:
         s.stop()
     stop_all()

@@ -122,7 +122,9 @@ void fg_forward_set_filled_rows(struct fg_forward *f, int64_t rows);
  * results are untouched, and a joined row's are what it would have got
  * alone.  Outputs as fg_forward_prefill's, for the joined rows (s: their
  * prompts' scores, as fg_forward_prefill_scored's with n columns, or
- * NULL).  The joined rows are live for the next decode steps.  -ENOTSUP,
+ * NULL); rows drawn by the backend (fg_forward_set_sampling) take their
+ * draws from its arrays, by their rows.  The joined rows are live for the
+ * next decode steps.  -ENOTSUP,
  * with no error line, where rows cannot join: a pipeline of stages,
  * attention on the host (cpu_cache_compute). */
 int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32_t *ids,

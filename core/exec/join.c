@@ -125,7 +125,15 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 	int32_t *pads = malloc(sizeof(int32_t) * (size_t)rows); /* the GPU batches' own */
 	int32_t *target = s && packed ? malloc(sizeof(int32_t) * (size_t)(rows * n)) : NULL;
 	int64_t *cnt = calloc((size_t)f->nb, sizeof(int64_t));
-	if (!was || !win || !pads || !cnt || (s && packed && !target)) {
+	/* rows drawn by the backend: their parameters gathered with them */
+	const struct fg_row_sampling *drawn = packed ? f->sampling : NULL;
+	float *gt = drawn ? calloc((size_t)rows, sizeof(float)) : NULL;
+	float *gp = drawn ? calloc((size_t)rows, sizeof(float)) : NULL;
+	int32_t *gk = drawn ? calloc((size_t)rows, sizeof(int32_t)) : NULL;
+	uint64_t *gd = drawn ? calloc((size_t)rows, sizeof(uint64_t)) : NULL;
+	struct fg_row_sampling gs = { gt, gk, gp, gd };
+	if (!was || !win || !pads || !cnt || (s && packed && !target) ||
+	    (drawn && (!gt || !gp || !gk || !gd))) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -142,6 +150,12 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 			continue;
 		if (packed)
 			f->join_row[i] = (int32_t)(r % f->bs);
+		if (drawn) {
+			gt[i] = drawn->temperature[r];
+			gp[i] = drawn->top_p[r];
+			gk[i] = drawn->top_k[r];
+			gd[i] = drawn->draw[r];
+		}
 		cnt[k]++;
 		f->mask.row_live[i] = 1;
 		f->mask.live[k] = 1;
@@ -177,6 +191,8 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 	f->prefill_masked = 1; /* (the mask holds from column 0 on too) */
 	f->score = target ? &ps : s;
 	f->step = c - n;
+	if (drawn)
+		f->sampling = &gs;
 	if (n > plen) { /* the workspaces hold the run's prompt columns */
 		f->plen = n;
 		rc = fg_workspace_views(f);
@@ -184,6 +200,8 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 	if (!rc)
 		rc = fg_step(f, win, n, logits, top); /* (back at column c when it succeeds) */
 	f->step = c;
+	if (drawn)
+		f->sampling = drawn;
 	f->joining = 0;
 	f->join_dense = 0;
 	f->prefill_masked = masked;
@@ -210,5 +228,9 @@ out:
 	free(pads);
 	free(target);
 	free(cnt);
+	free(gt);
+	free(gp);
+	free(gk);
+	free(gd);
 	return rc;
 }

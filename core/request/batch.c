@@ -319,22 +319,33 @@ static int32_t left_pad(const struct fg_model_config *c, int32_t *row, int64_t w
 	return (int32_t)pad;
 }
 
-/* Can job j take a finished row's place at column c of a run of `total`
- * columns and `cap` prompt columns (fg_forward_join): greedy, its prompt not
- * scored, its log-probabilities (if any) within what the batch computes
- * (scores_k tops a token; -1: none), its prompt within the columns computed
- * and the run's buffers, its budget within the columns left, or where the
- * columns wrap, its prompt and budget within the run's columns. */
-static int joinable(const struct fg_job *j, int64_t c, int64_t total, int64_t cap, int wraps,
-		    int scores_k)
+/* What a running batch offers a job that would join it (fg_forward_join):
+ * the run's current column, its columns and prompt columns, whether they
+ * wrap; the tops of log-probabilities it computes a token (-1: none); how it
+ * draws sampled rows' tokens. */
+struct join_room {
+	int64_t col, total, cap;
+	int wraps, scores_k;
+	struct device_draws *dd; /* where the logits are (NULL: not there) */
+	float *logits;           /* or on the host from these (NULL: neither) */
+	struct fg_sampler **smp; /* (the host's samplers) */
+};
+
+/* Can job j take a finished row's place: its prompt not scored, its
+ * log-probabilities (if any) within what the batch computes, its prompt
+ * within the columns computed and the run's buffers, its budget within the
+ * columns left (where the columns wrap, its prompt and budget within them);
+ * a sampled job where the batch draws tokens (with log-probabilities: where
+ * the logits are, which scores the drawn token). */
+static int joinable(const struct fg_job *j, const struct join_room *m)
 {
 	const struct fg_request *q = j->req;
 	int64_t n = (int64_t)j->n_prompt;
 
-	return !q->known && !j->done && q->temperature <= 0 && !q->score_prompt &&
-	       (!q->logprobs || q->top_logprobs <= scores_k) && q->max_new_tokens > 0 && n <= c &&
-	       n <= cap &&
-	       (wraps ? n : c) + q->max_new_tokens <= total;
+	return !q->known && !j->done && !q->score_prompt &&
+	       (!q->logprobs || q->top_logprobs <= m->scores_k) && q->max_new_tokens > 0 &&
+	       n <= m->col && n <= m->cap && (m->wraps ? n : m->col) + q->max_new_tokens <= m->total &&
+	       (q->temperature <= 0 || m->dd || (m->logits && !q->logprobs));
 }
 
 /* How far down the waiting jobs a finished row looks for one that can join. */
@@ -347,10 +358,10 @@ static int joinable(const struct fg_job *j, int64_t c, int64_t total, int64_t ca
  * joined, or -errno. */
 static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **jobs,
 		  size_t count, int64_t rows, int32_t *next, unsigned char *row_live,
-		  const struct batch_scores *sc, int scores_k)
+		  const struct batch_scores *sc, struct join_room *m)
 {
 	const struct fg_model_config *c = &e->model.cfg;
-	int64_t col, total, cap, n = 0;
+	int64_t n = 0;
 	unsigned char *on = NULL;
 	int32_t *ids = NULL, *pad = NULL, *top = NULL;
 	int joined = 0, rc = 0;
@@ -372,13 +383,13 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 		return 0;
 	if (run->top_up && run->taken == run->n_wait)
 		run->top_up(run->arg);
-	fg_forward_columns(run->f, &col, &total, &cap);
-	int wraps = fg_forward_wraps(run->f);
+	fg_forward_columns(run->f, &m->col, &m->total, &m->cap);
+	m->wraps = fg_forward_wraps(run->f);
 	/* A waiting request that cannot join has waited long enough: the
 	 * batch takes no one else, it ends, the next one takes it. */
 	for (size_t i = run->taken; run->top_up && i < run->n_wait && i < run->taken + JOIN_LOOKAHEAD;
 	     i++)
-		if (!joinable(run->wait[i], col, total, cap, wraps, scores_k) &&
+		if (!joinable(run->wait[i], m) &&
 		    fg_now() - run->wait[i]->queued_at >= run->wait_s)
 			return 0;
 	for (size_t r = 0; r < count && run->taken < run->n_wait; r++) {
@@ -391,7 +402,7 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 		size_t i = run->taken, end = run->n_wait - run->taken > JOIN_LOOKAHEAD
 						     ? run->taken + JOIN_LOOKAHEAD
 						     : run->n_wait;
-		while (i < end && !joinable(run->wait[i], col, total, cap, wraps, scores_k))
+		while (i < end && !joinable(run->wait[i], m))
 			i++;
 		if (i == end)
 			break;
@@ -420,10 +431,26 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 		rc = -ENOMEM;
 		goto out;
 	}
-	for (int64_t r = 0; r < rows; r++)
+	int sampled = 0;
+	for (int64_t r = 0; r < rows; r++) {
 		pad[r] = left_pad(c, ids + r * n, n, on[r] ? jobs[r]->prompt : NULL,
 				  on[r] ? (int64_t)jobs[r]->n_prompt : 0);
-	if ((rc = fg_forward_join(run->f, on, ids, pad, n, NULL, top, NULL)))
+		sampled |= on[r] && fg_job_samples(jobs[r]);
+	}
+	/* Sampled joining rows' first tokens: drawn where the logits are from
+	 * their own streams (the other rows take the argmax: not read), or on
+	 * the host from the join's logits. */
+	for (int64_t r = 0; m->dd && r < (int64_t)count; r++) {
+		int s = on[r] && fg_job_samples(jobs[r]);
+		m->dd->temperature[r] = s ? jobs[r]->req->temperature : 0;
+		m->dd->top_k[r] = jobs[r]->req->top_k;
+		m->dd->top_p[r] = jobs[r]->req->top_p;
+		m->dd->draw[r] = s ? fg_rng_u53(&jobs[r]->rng) : 0;
+	}
+	float *jl = sampled && !m->dd ? m->logits : NULL;
+	if (jl && !m->smp[0] && (rc = fg_sampler_new(&m->smp[0], c->vocab)))
+		goto out;
+	if ((rc = fg_forward_join(run->f, on, ids, pad, n, jl, top, NULL)))
 		goto out;
 	e->stats.joined += (uint64_t)joined;
 
@@ -431,6 +458,11 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 		if (!on[r])
 			continue;
 		next[r] = top[r];
+		if (jl && fg_job_samples(jobs[r])) {
+			const struct fg_request *q = jobs[r]->req;
+			struct fg_sampling sp = { q->temperature, q->top_k, q->top_p };
+			next[r] = fg_sample(m->smp[0], jl + r * c->vocab, &sp, &jobs[r]->rng);
+		}
 		fg_job_accept(e, jobs[r], next[r], sc->tok ? sc->t.lp[r] : 0,
 			      sc->tok ? sc->t.top_id + r * sc->tk : NULL,
 			      sc->tok ? sc->t.top_lp + r * sc->tk : NULL);
@@ -568,15 +600,17 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 	dev_scores = sc.tok && fg_forward_set_token_scores(f, &sc.t) == 0;
 	greedy &= !sc.tok || dev_scores;
 	/* Sampled rows are drawn where the logits are when the backend can (no
-	 * logits cross to the host). */
-	if (!greedy && (!sc.tok || dev_scores) && !(rc = device_draws_new(&dd, rows)) &&
+	 * logits cross to the host); a greedy batch that rows may join draws so
+	 * too (greedy rows take the argmax), so that sampled ones can join it,
+	 * or keeps room for logits on the host, to draw them there. */
+	if ((!greedy || may_join) && (!sc.tok || dev_scores) && !(rc = device_draws_new(&dd, rows)) &&
 	    fg_forward_set_sampling(f, &dd.s) == 0)
 		on_device = 1;
 	if (dev_scores && !greedy && !on_device) { /* sampled on the host: scored there */
 		fg_forward_set_token_scores(f, NULL);
 		dev_scores = 0;
 	}
-	if (rc || (!greedy && !on_device && (rc = alloc_logits(e, rows, &lr))))
+	if (rc || ((!greedy || may_join) && !on_device && (rc = alloc_logits(e, rows, &lr))))
 		goto out;
 	logits = lr.addr;
 	if (on_device)
@@ -587,19 +621,22 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 	while (filled > 1 && jobs[filled - 1]->idle)
 		filled--;
 	fg_forward_set_filled_rows(f, filled);
-	if ((rc = sc.target ? fg_forward_prefill_scored(f, ids, pad, logits, top, &sc.p)
-			    : fg_forward_prefill(f, ids, pad, logits, top)))
+	if ((rc = sc.target ? fg_forward_prefill_scored(f, ids, pad, greedy ? NULL : logits, top,
+							&sc.p)
+			    : fg_forward_prefill(f, ids, pad, greedy ? NULL : logits, top)))
 		goto out;
 	if (sc.target)
 		batch_scores_prompt(&sc, jobs, count, plen, pad);
-	/* Continuous batching: greedy batches (no logits on the host) of one
-	 * process whose run can take joining rows. */
+	/* Continuous batching: batches of one process whose run can take
+	 * joining rows. */
 	refilling = run->wait && (run->n_wait || run->top_up) && run->finished &&
-		    e->policy.refill > 0 && greedy && !on_device && fg_forward_can_join(f);
+		    e->policy.refill > 0 && fg_forward_can_join(f);
+	struct join_room room = { .scores_k = dev_scores ? sc.tk : -1, .dd = on_device ? &dd : NULL,
+				  .logits = logits, .smp = smp };
 	for (int64_t t = 0;; t++) {
 		int live = 0;
 		/* A finished row's token and logits are garbage: never read. */
-		if (!greedy && !on_device &&
+		if (!on_device && logits &&
 		    (rc = sample_step(jobs, (int64_t)count, logits, c->vocab, smp, next)))
 			goto out;
 		for (int64_t r = 0; r < (int64_t)count; r++)
@@ -622,9 +659,7 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 			row_live[r] = !jobs[r]->done;
 		}
 		if (refilling && (run->taken < run->n_wait || run->top_up)) {
-			/* (log-probabilities: the most tops the batch's arrays hold) */
-			int got = refill(e, run, jobs, count, rows, next, row_live, &sc,
-					 dev_scores ? sc.tk : -1);
+			int got = refill(e, run, jobs, count, rows, next, row_live, &sc, &room);
 			if (got < 0) {
 				rc = got;
 				goto out;
@@ -647,7 +682,11 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 		fg_forward_set_live_rows(f, row_live);
 		if (on_device)
 			device_draws_fill(&dd, jobs, (int64_t)count);
-		if ((rc = fg_forward_decode(f, next, logits, top)))
+		/* the logits on the host: where rows are drawn or scored there */
+		int host = sc.tok && !dev_scores;
+		for (int64_t r = 0; logits && !on_device && !host && r < (int64_t)count; r++)
+			host = fg_job_samples(jobs[r]);
+		if ((rc = fg_forward_decode(f, next, host ? logits : NULL, top)))
 			goto out;
 	}
 out:

@@ -243,7 +243,7 @@ struct fg_run_opts {
 	 * most more_max in all; more NULL: none. */
 	size_t (*more)(void *arg, const struct fg_request **reqs, size_t max);
 	size_t more_max;
-	/* With more(): once a request that cannot join (a sampled one, one too
+	/* With more(): once a request that cannot join (an echoed one, one too
 	 * long for the run's columns) has waited this long, the running batch
 	 * takes no one else and ends, so that the next batch takes it. */
 	int more_wait_ms;
