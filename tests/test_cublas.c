@@ -2311,15 +2311,20 @@ START_TEST(test_cached_prefill)
 }
 END_TEST
 
+/* wrap > 0 (ABI 1.9): the cache a ring of `stride` rows, the call's
+ * positions run `wrap` further (len + wrap of them, each pad + wrap,
+ * position j at row j % stride); the reference reads the rows in position
+ * order. */
 static const struct gqa_dc_case {
 	int64_t batch, heads, kvh, hd, len, stride;
 	int pads, ldpad;
+	int64_t wrap;
 } gqa_dc_cases[] = {
-	{ 1, 8, 2, 128, 1000, 1024, 0, 0 }, { 4, 8, 1, 64, 100, 130, 2, 0 },
-	{ 3, 6, 3, 80, 77, 80, 1, 8 },      { 2, 4, 2, 20, 33, 40, 1, 3 },
-	{ 16, 32, 8, 128, 300, 320, 1, 0 }, { 2, 4, 4, 256, 40, 40, 1, 0 },
-	{ 1, 4, 2, 64, 9000, 9000, 0, 0 },  { 5, 12, 4, 64, 1, 3, 0, 0 },
-	{ 2, 32, 8, 128, 2048, 2048, 1, 0 }, /* Llama-like: 4 heads per block, split */
+	{ 1, 8, 2, 128, 1000, 1024, 0, 0, 0 }, { 4, 8, 1, 64, 100, 130, 2, 0, 0 },
+	{ 3, 6, 3, 80, 77, 80, 1, 8, 0 },      { 2, 4, 2, 20, 33, 40, 1, 3, 0 },
+	{ 16, 32, 8, 128, 300, 320, 1, 0, 0 }, { 2, 4, 4, 256, 40, 40, 1, 0, 0 },
+	{ 1, 4, 2, 64, 9000, 9000, 0, 0, 0 },  { 5, 12, 4, 64, 1, 3, 0, 0, 0 },
+	{ 2, 32, 8, 128, 2048, 2048, 1, 0, 0 }, /* Llama-like: 4 heads per block, split */
 };
 
 static void run_gqa_decode(const struct gqa_dc_case *c, int q4, struct worst *w)
@@ -2364,24 +2369,42 @@ static void run_gqa_decode(const struct gqa_dc_case *c, int q4, struct worst *w)
 		ga.k = tens(dput(&dk, kh, nk * 2), FG_DTYPE_F16, krows, kc, ldk);
 		ga.v = tens(dput(&dv, vh, nk * 2), FG_DTYPE_F16, krows, kc, ldk);
 	}
-	ref = ref_attention(1, qf, ldq, kf, vf, kld, c->batch, 1, c->len, c->stride, c->heads,
+	/* a ring: the reference's rows in position order, the call's pads on */
+	float *ko = kf, *vo = vf;
+	int32_t *gpad = pad;
+	if (c->wrap) {
+		ko = xmalloc((size_t)(krows * kld) * 4);
+		vo = xmalloc((size_t)(krows * kld) * 4);
+		gpad = xmalloc((size_t)c->batch * 4);
+		for (int64_t b = 0; b < c->batch; b++) {
+			gpad[b] = (int32_t)(pad[b] + c->wrap);
+			for (int64_t p = 0; p < c->stride; p++) {
+				int64_t from = (b * c->stride + (p + c->wrap) % c->stride) * kld;
+				memcpy(ko + (b * c->stride + p) * kld, kf + from, (size_t)kld * 4);
+				memcpy(vo + (b * c->stride + p) * kld, vf + from, (size_t)kld * 4);
+			}
+		}
+	}
+	ref = ref_attention(1, qf, ldq, ko, vo, kld, c->batch, 1, c->len, c->stride, c->heads,
 			    c->kvh, c->hd, 1.0 / sqrt((double)c->hd), pad);
 	ga.q = tens(dput(&dq, qh, nq * 2), FG_DTYPE_F16, c->batch, hc, ldq);
 	ga.out = tens(dput(&dout, oh, nq * 2), FG_DTYPE_F16, c->batch, hc, ldq);
 	ga.batch = c->batch;
 	ga.seq = 1;
-	ga.len = c->len;
+	ga.len = c->len + c->wrap;
 	ga.cache_stride = c->stride;
+	ga.ring = c->wrap ? c->stride : 0;
 	ga.heads = c->heads;
 	ga.kv_heads = c->kvh;
 	ga.head_dim = c->hd;
 	ga.scale = 1.0f / sqrtf((float)c->hd);
-	ga.pad = pad;
+	ga.pad = gpad;
 	ck_assert_msg(gpu.ops->attention_decode(gpu.ctx, NULL, &ga) == 0, "%s", fg_last_error());
 	dget(&dout, oh);
-	snprintf(label, sizeof(label), "gqa decode %s b=%" PRId64 " heads=%" PRId64 "/%" PRId64
-		 " hd=%" PRId64 " len=%" PRId64 " stride=%" PRId64, q4 ? "q4" : "f16", c->batch,
-		 c->heads, c->kvh, c->hd, c->len, c->stride);
+	snprintf(label, sizeof(label), "%s decode %s b=%" PRId64 " heads=%" PRId64 "/%" PRId64
+		 " hd=%" PRId64 " len=%" PRId64 " stride=%" PRId64 " wrap=%" PRId64,
+		 c->wrap ? "ring" : "gqa", q4 ? "q4" : "f16", c->batch, c->heads, c->kvh, c->hd,
+		 c->len, c->stride, c->wrap);
 	check_padding(label, oh, c->batch, hc, ldq);
 	for (int64_t b = 0; b < c->batch; b++)
 		if (pad[b] >= c->len)
@@ -2391,6 +2414,8 @@ static void run_gqa_decode(const struct gqa_dc_case *c, int q4, struct worst *w)
 	double e = compare(w, label, ref, hc, oh, ldq, c->batch, hc);
 	ck_assert_msg(e <= TOL_ATTN, "%s: error %.3g (%s)", label, e, w->where);
 	dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout);
+	if (c->wrap)
+		free(ko), free(vo), free(gpad);
 	free(qh), free(kh), free(vh), free(oh), free(qf), free(kf), free(vf), free(ref), free(pad);
 	free(kq), free(vq);
 }
@@ -2409,93 +2434,19 @@ START_TEST(test_gqa_decode)
 }
 END_TEST
 
-/* ABI 1.9: decode over a ring (an fp16 cache).  The call's positions run
- * `wrap` past the reference's: len + wrap of them, each pad + wrap, position
- * j of a sequence at its row j % stride; the reference reads the same rows
- * in position order.  Wraps that put a sequence's positions across the
+/* ABI 1.9: decode over a ring, fp16 and 4-bit caches.  The call's positions
+ * run `wrap` past the reference's (run_gqa_decode): positions across the
  * ring's end, in one block and across split chunks, on the vector and the
  * scalar (ld % 8 != 0) paths. */
-static const struct ring_case {
-	int64_t batch, heads, kvh, hd, len, stride, wrap;
-	int pads, ldpad;
-} ring_cases[] = {
-	{ 1, 8, 2, 128, 1000, 1024, 1500, 0, 0 },  /* split: chunks across the ring's end */
-	{ 1, 8, 2, 128, 1024, 1024, 3 * 1024 + 7, 1, 0 },
-	{ 4, 8, 1, 64, 100, 130, 3 * 130 - 1, 2, 0 },
-	{ 64, 12, 12, 64, 300, 320, 320 + 50, 1, 0 }, /* one block a sequence */
-	{ 2, 4, 2, 20, 33, 40, 41, 1, 3 },           /* the scalar path */
-	{ 2, 32, 8, 128, 2048, 2048, 5000, 1, 0 },
-	{ 3, 4, 4, 64, 9, 9, 9 * 1000 + 4, 2, 0 },
+static const struct gqa_dc_case ring_cases[] = {
+	{ 1, 8, 2, 128, 1000, 1024, 0, 0, 1500 }, /* split: chunks across the ring's end */
+	{ 1, 8, 2, 128, 1024, 1024, 1, 0, 3 * 1024 + 7 },
+	{ 4, 8, 1, 64, 100, 130, 2, 0, 3 * 130 - 1 },
+	{ 64, 12, 12, 64, 300, 320, 1, 0, 320 + 50 }, /* one block a sequence */
+	{ 2, 4, 2, 20, 33, 40, 1, 3, 41 },            /* the scalar path */
+	{ 2, 32, 8, 128, 2048, 2048, 1, 0, 5000 },
+	{ 3, 4, 4, 64, 9, 9, 2, 0, 9 * 1000 + 4 },
 };
-
-static void run_ring_decode(const struct ring_case *c, int q4, struct worst *w)
-{
-	int64_t hc = c->heads * c->hd, kc = c->kvh * c->hd, ldq = hc + c->ldpad;
-	int64_t ldk = q4 ? kc : kc + c->ldpad, krows = c->batch * c->stride;
-	size_t nq = (size_t)(c->batch * ldq), nk = (size_t)(krows * ldk);
-	uint16_t *qh = rand_h(nq, -2, 2), *kh = rand_h(nk, -2, 2), *vh = rand_h(nk, -1, 1);
-	uint16_t *oh = xmalloc(nq * 2);
-	float *qf = to_f32(qh, nq), *kf = to_f32(kh, nk), *vf = to_f32(vh, nk), *ref;
-	float *ko = xmalloc(nk * 4), *vo = xmalloc(nk * 4);
-	uint8_t *kq = NULL, *vq = NULL;
-	if (q4) { /* the reference sees the 4-bit cache decoded */
-		kq = ref_q4_encode(kf, (uint64_t)krows, (uint64_t)kc, 1);
-		vq = ref_q4_encode(vf, (uint64_t)krows, (uint64_t)kc, 1);
-		free(kf), free(vf);
-		kf = ref_q4_decode(kq, (uint64_t)krows, (uint64_t)kc, 1);
-		vf = ref_q4_decode(vq, (uint64_t)krows, (uint64_t)kc, 1);
-	}
-	int32_t *pad = xmalloc((size_t)c->batch * 4), *wpad = xmalloc((size_t)c->batch * 4);
-	struct dbuf dq, dk, dv, dout;
-	struct fg_attention_args ga;
-	char label[160];
-
-	make_pads(pad, c->batch, c->len, c->pads);
-	for (int64_t b = 0; b < c->batch; b++) {
-		wpad[b] = (int32_t)(pad[b] + c->wrap);
-		for (int64_t p = 0; p < c->stride; p++) {
-			int64_t from = (b * c->stride + (p + c->wrap) % c->stride) * ldk;
-			memcpy(ko + (b * c->stride + p) * ldk, kf + from, (size_t)ldk * 4);
-			memcpy(vo + (b * c->stride + p) * ldk, vf + from, (size_t)ldk * 4);
-		}
-	}
-	for (size_t i = 0; i < nq; i++)
-		oh[i] = SENTINEL;
-	ref = ref_attention(1, qf, ldq, ko, vo, ldk, c->batch, 1, c->len, c->stride, c->heads,
-			    c->kvh, c->hd, 1.0 / sqrt((double)c->hd), pad);
-	memset(&ga, 0, sizeof(ga));
-	if (q4) {
-		uint64_t bytes = fg_q4_bytes((uint64_t)krows, (uint64_t)kc, 1);
-		ga.k = tens(dput(&dk, kq, (size_t)bytes), FG_DTYPE_Q4_COLS, krows, kc, kc);
-		ga.v = tens(dput(&dv, vq, (size_t)bytes), FG_DTYPE_Q4_COLS, krows, kc, kc);
-	} else {
-		ga.k = tens(dput(&dk, kh, nk * 2), FG_DTYPE_F16, krows, kc, ldk);
-		ga.v = tens(dput(&dv, vh, nk * 2), FG_DTYPE_F16, krows, kc, ldk);
-	}
-	ga.q = tens(dput(&dq, qh, nq * 2), FG_DTYPE_F16, c->batch, hc, ldq);
-	ga.out = tens(dput(&dout, oh, nq * 2), FG_DTYPE_F16, c->batch, hc, ldq);
-	ga.batch = c->batch;
-	ga.seq = 1;
-	ga.len = c->len + c->wrap;
-	ga.cache_stride = c->stride;
-	ga.ring = c->stride;
-	ga.heads = c->heads;
-	ga.kv_heads = c->kvh;
-	ga.head_dim = c->hd;
-	ga.scale = 1.0f / sqrtf((float)c->hd);
-	ga.pad = wpad;
-	ck_assert_msg(gpu.ops->attention_decode(gpu.ctx, NULL, &ga) == 0, "%s", fg_last_error());
-	dget(&dout, oh);
-	snprintf(label, sizeof(label), "ring decode %s b=%" PRId64 " heads=%" PRId64 "/%" PRId64
-		 " hd=%" PRId64 " len=%" PRId64 " stride=%" PRId64 " wrap=%" PRId64,
-		 q4 ? "q4" : "f16", c->batch, c->heads, c->kvh, c->hd, c->len, c->stride, c->wrap);
-	check_padding(label, oh, c->batch, hc, ldq);
-	double e = compare(w, label, ref, hc, oh, ldq, c->batch, hc);
-	ck_assert_msg(e <= TOL_ATTN, "%s: error %.3g (%s)", label, e, w->where);
-	dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout);
-	free(qh), free(kh), free(vh), free(oh), free(qf), free(kf), free(vf), free(ko), free(vo);
-	free(ref), free(pad), free(wpad), free(kq), free(vq);
-}
 
 START_TEST(test_ring_decode)
 {
@@ -2505,8 +2456,8 @@ START_TEST(test_ring_decode)
 	ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_RING, FG_DTYPE_F16));
 	ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_RING, FG_DTYPE_Q4_COLS));
 	for (size_t ci = 0; ci < sizeof(ring_cases) / sizeof(ring_cases[0]); ci++) {
-		run_ring_decode(&ring_cases[ci], 0, &w);
-		run_ring_decode(&ring_cases[ci], 1, &wq);
+		run_gqa_decode(&ring_cases[ci], 0, &w);
+		run_gqa_decode(&ring_cases[ci], 1, &wq);
 	}
 	report("ring decode f16", &w, TOL_ATTN);
 	report("ring decode q4", &wq, TOL_ATTN);
