@@ -465,6 +465,31 @@ struct batch_map {
 	struct fg_serve_job *last;  /* the list's last job */
 };
 
+/* Under the lock: the queue's first jobs whose prompts fit `limit` (with
+ * `first`, the first one whatever its size), detached as a list; their
+ * prompts in *rows. */
+static struct fg_serve_job *take_front(struct fg_serve_queue *q, size_t limit, int first,
+				       size_t *rows)
+{
+	struct fg_serve_job *head = q->head, *last = NULL;
+	size_t n = 0;
+
+	for (struct fg_serve_job *j = head; j && (n + j->comp.n <= limit || (first && !last));
+	     j = j->next) {
+		n += j->comp.n;
+		last = j;
+	}
+	*rows = n;
+	if (!last)
+		return NULL;
+	q->head = last->next;
+	if (!q->head)
+		q->tail = NULL;
+	last->next = NULL;
+	q->rows -= n;
+	return head;
+}
+
 /* Requests the engine takes while a batch runs, at most (then the next
  * call to fg_run takes the rest). */
 #define SERVE_MORE_MAX 16384
@@ -492,24 +517,12 @@ static size_t more(void *arg, const struct fg_request **out, size_t max)
 {
 	struct batch_map *m = arg;
 	struct fg_serve_queue *q = m->q;
-	struct fg_serve_job *got = NULL, *end = NULL;
+	struct fg_serve_job *got = NULL;
 	size_t k = 0;
 
 	pthread_mutex_lock(&q->lock);
-	while (q->head && !q->stopping && !q->aborted && q->head->comp.n <= max - k) {
-		struct fg_serve_job *j = q->head;
-		q->head = j->next;
-		if (!q->head)
-			q->tail = NULL;
-		q->rows -= j->comp.n;
-		k += j->comp.n;
-		j->next = NULL;
-		if (end)
-			end->next = j;
-		else
-			got = j;
-		end = j;
-	}
+	if (!q->stopping && !q->aborted)
+		got = take_front(q, max, 0, &k);
 	pthread_mutex_unlock(&q->lock);
 	k = 0;
 	for (struct fg_serve_job *next, *j = got; j; j = next) {
@@ -606,17 +619,8 @@ static void *engine_main(void *arg)
 		while (q->rows < q->batch && !q->stopping &&
 		       pthread_cond_timedwait(&q->wake, &q->lock, &until) != ETIMEDOUT)
 			;
-		struct fg_serve_job *batch = q->head, *last = batch;
-		size_t rows = batch->comp.n;
-		while (last->next && rows + last->next->comp.n <= q->batch) {
-			last = last->next;
-			rows += last->comp.n;
-		}
-		q->head = last->next;
-		if (!q->head)
-			q->tail = NULL;
-		last->next = NULL;
-		q->rows -= rows;
+		size_t rows;
+		struct fg_serve_job *batch = take_front(q, q->batch, 1, &rows);
 		int dropped = q->abort_queued;
 		pthread_mutex_unlock(&q->lock);
 		if (dropped) {

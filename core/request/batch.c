@@ -156,18 +156,22 @@ struct sample_rows {
 	int32_t *next;
 };
 
+/* A sampled job's next token from its row of logits, drawn from its stream. */
+static int32_t draw_on_host(struct fg_sampler *smp, struct fg_job *j, const float *row)
+{
+	const struct fg_request *q = j->req;
+	struct fg_sampling sp = { q->temperature, q->top_k, q->top_p };
+
+	return fg_sample(smp, row, &sp, &j->rng);
+}
+
 static void sample_rows(void *arg)
 {
 	const struct sample_rows *w = arg;
 
-	for (int64_t r = w->r0; r < w->r1; r++) {
-		struct fg_job *j = w->jobs[r];
-		const struct fg_request *q = j->req;
-		struct fg_sampling sp = { q->temperature, q->top_k, q->top_p };
-
-		if (fg_job_samples(j))
-			w->next[r] = fg_sample(w->smp, w->logits + r * w->vocab, &sp, &j->rng);
-	}
+	for (int64_t r = w->r0; r < w->r1; r++)
+		if (fg_job_samples(w->jobs[r]))
+			w->next[r] = draw_on_host(w->smp, w->jobs[r], w->logits + r * w->vocab);
 }
 
 /* The sampled rows' next tokens over the CPUs (a row costs up to a
@@ -229,13 +233,15 @@ static void device_draws_free(struct device_draws *d)
 	free(d->draw);
 }
 
-/* Before a step: the live sampled rows' parameters and draws; every other
- * row (greedy, finished, padding) takes the argmax. */
-static void device_draws_fill(struct device_draws *d, struct fg_job **jobs, int64_t count)
+/* Before a step: the live sampled rows' parameters and draws (of the rows
+ * with only[r] set; NULL: every row); every other row (greedy, finished,
+ * padding, not drawn this step) takes the argmax and draws nothing. */
+static void device_draws_fill(struct device_draws *d, struct fg_job **jobs, int64_t count,
+			      const unsigned char *only)
 {
 	for (int64_t r = 0; r < count; r++) {
 		const struct fg_request *q = jobs[r]->req;
-		int s = fg_job_samples(jobs[r]);
+		int s = (!only || only[r]) && fg_job_samples(jobs[r]);
 
 		d->temperature[r] = s ? q->temperature : 0;
 		d->top_k[r] = q->top_k;
@@ -395,9 +401,8 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 	for (size_t r = 0; r < count && run->taken < run->n_wait; r++) {
 		if (!jobs[r]->handed)
 			continue;
-		/* The first waiting job that can join, among the next few: a
-		 * sampled or echoed one does not hold up the greedy ones behind
-		 * it.  It moves to the front of the waiting ones, which keep
+		/* The first waiting job that can join, among the next few: an
+		 * echoed one does not hold up the others behind it.  It moves to the front of the waiting ones, which keep
 		 * their order. */
 		size_t i = run->taken, end = run->n_wait - run->taken > JOIN_LOOKAHEAD
 						     ? run->taken + JOIN_LOOKAHEAD
@@ -440,13 +445,8 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 	/* Sampled joining rows' first tokens: drawn where the logits are from
 	 * their own streams (the other rows take the argmax: not read), or on
 	 * the host from the join's logits. */
-	for (int64_t r = 0; m->dd && r < (int64_t)count; r++) {
-		int s = on[r] && fg_job_samples(jobs[r]);
-		m->dd->temperature[r] = s ? jobs[r]->req->temperature : 0;
-		m->dd->top_k[r] = jobs[r]->req->top_k;
-		m->dd->top_p[r] = jobs[r]->req->top_p;
-		m->dd->draw[r] = s ? fg_rng_u53(&jobs[r]->rng) : 0;
-	}
+	if (m->dd)
+		device_draws_fill(m->dd, jobs, (int64_t)count, on);
 	float *jl = sampled && !m->dd ? m->logits : NULL;
 	if (jl && !m->smp[0] && (rc = fg_sampler_new(&m->smp[0], c->vocab)))
 		goto out;
@@ -457,12 +457,9 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 	for (int64_t r = 0; r < rows; r++) {
 		if (!on[r])
 			continue;
-		next[r] = top[r];
-		if (jl && fg_job_samples(jobs[r])) {
-			const struct fg_request *q = jobs[r]->req;
-			struct fg_sampling sp = { q->temperature, q->top_k, q->top_p };
-			next[r] = fg_sample(m->smp[0], jl + r * c->vocab, &sp, &jobs[r]->rng);
-		}
+		next[r] = jl && fg_job_samples(jobs[r])
+				  ? draw_on_host(m->smp[0], jobs[r], jl + r * c->vocab)
+				  : top[r];
 		fg_job_accept(e, jobs[r], next[r], sc->tok ? sc->t.lp[r] : 0,
 			      sc->tok ? sc->t.top_id + r * sc->tk : NULL,
 			      sc->tok ? sc->t.top_lp + r * sc->tk : NULL);
@@ -614,7 +611,7 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 		goto out;
 	logits = lr.addr;
 	if (on_device)
-		device_draws_fill(&dd, jobs, (int64_t)count);
+		device_draws_fill(&dd, jobs, (int64_t)count, NULL);
 	/* A partly filled batch computes its requests' rows only (idle rows,
 	 * for requests to come, are the last ones). */
 	int64_t filled = (int64_t)count;
@@ -681,7 +678,7 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 		 * a GPU batch whose rows have all finished nothing at all. */
 		fg_forward_set_live_rows(f, row_live);
 		if (on_device)
-			device_draws_fill(&dd, jobs, (int64_t)count);
+			device_draws_fill(&dd, jobs, (int64_t)count, NULL);
 		/* the logits on the host: where rows are drawn or scored there */
 		int host = sc.tok && !dev_scores;
 		for (int64_t r = 0; logits && !on_device && !host && r < (int64_t)count; r++)
