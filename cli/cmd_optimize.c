@@ -47,6 +47,13 @@ static void optimize_usage(FILE *f)
 		"  --stages N             plan one stage of an N-stage pipeline (mpirun -np N):\n"
 		"                         each stage a machine like [hardware] holding 1/N of\n"
 		"                         the layers with the same policy\n"
+		"  --replicas R           R copies of that pipeline, each with its own batches\n"
+		"                         ([distributed] replicas; mpirun -np R x N): also print\n"
+		"                         the job's throughput, R times one replica's\n"
+		"  --gpus G               compare every way to run on G machines, R replicas of\n"
+		"                         N stages with R x N = G and N at most the model's\n"
+		"                         layers: the best policy of each, best layout first;\n"
+		"                         --output writes the best (not with --stages, --replicas)\n"
 		"  --output FILE          write the configuration with the best policy to FILE\n");
 }
 
@@ -96,10 +103,18 @@ static int plan_plugins(struct fg_config *cfg, const struct fg_hardware *hw)
 	return set_key(cfg, "compute.plugin=cublas") || set_key(cfg, "tier.compute.plugin=cuda_mem");
 }
 
-static int write_config(struct fg_config *cfg, const struct fg_policy *p, int64_t stages,
-			const char *path)
+static int write_config(struct fg_config *cfg, const struct fg_policy *p, int64_t replicas,
+			int64_t stages, const char *path)
 {
 	char tmp[4096];
+	/* also when 1: a configuration read with other replicas runs another layout */
+	if (replicas != fg_config_int(cfg, "distributed", "replicas")) {
+		snprintf(tmp, sizeof(tmp), "distributed.replicas=%lld", (long long)replicas);
+		if (set_key(cfg, tmp)) {
+			fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
+			return FG_EXIT_RUNTIME;
+		}
+	}
 	if (fg_optimize_policy_keys(p, set_key, cfg)) {
 		fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
 		return FG_EXIT_RUNTIME;
@@ -120,12 +135,83 @@ static int write_config(struct fg_config *cfg, const struct fg_policy *p, int64_
 			remove(tmp);
 		return FG_EXIT_RUNTIME;
 	}
-	if (stages > 1)
+	if (replicas > 1)
+		fprintf(stderr, "optimize: wrote %s: each rank's policy, %lld replicas of %lld stage%s (run it with mpirun -np %lld fgcore -c %s run-batch --input IN.jsonl --output OUT.jsonl)\n",
+			path, (long long)replicas, (long long)stages, stages > 1 ? "s" : "",
+			(long long)(replicas * stages), path);
+	else if (stages > 1)
 		fprintf(stderr, "optimize: wrote %s: one stage's policy (run it with mpirun -np %lld fgcore -c %s bench)\n",
 			path, (long long)stages, path);
 	else
 		fprintf(stderr, "optimize: wrote %s (run it with fgcore -c %s bench)\n", path, path);
 	return FG_EXIT_OK;
+}
+
+static void print_stage(const struct fg_cost_case *cc)
+{
+	printf("a stage of %lld: %lld of the %lld layers on each machine; times are the pipeline's\n",
+	       (long long)cc->stages, (long long)fg_cost_stage_layers(cc),
+	       (long long)cc->model.layers);
+}
+
+/* The whole job: every replica runs its own batches (rank 0's handing out
+ * of the requests is not priced). */
+static void print_job(const struct fg_cost_prediction *p, int64_t replicas, int64_t stages)
+{
+	double r = (double)replicas;
+	printf("predicted throughput of the job, %lld x %lld (replicas x stages, %lld GPUs): prefill %.3f, decode %.3f, total %.3f token/s\n",
+	       (long long)replicas, (long long)stages, (long long)(replicas * stages),
+	       r * p->prefill_tps, r * p->decode_tps, r * p->total_tps);
+}
+
+/* With --output: the plugins of the machine planned for, then the file. */
+static int write_best(struct fg_config *cfg, const struct fg_hardware *hw,
+		      const struct fg_policy *p, int64_t replicas, int64_t stages,
+		      const char *output)
+{
+	if (!output)
+		return FG_EXIT_OK;
+	if (plan_plugins(cfg, hw)) {
+		fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
+		return FG_EXIT_RUNTIME;
+	}
+	return write_config(cfg, p, replicas, stages, output);
+}
+
+/* --gpus: every layout replicas x stages of that many machines, best first. */
+static int optimize_gpus(struct fg_config *cfg, const struct fg_optimize_params *prm,
+			 int64_t gpus, const char *output)
+{
+	struct fg_optimize_layout *l;
+	int n, rc = fg_optimize_layouts(prm, gpus, &l, &n);
+	int64_t lps = 0;
+
+	if (rc && rc != -ENOSPC) {
+		fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
+		return rc == -EINVAL ? FG_EXIT_USAGE : FG_EXIT_RUNTIME;
+	}
+	for (int i = 0; i < n; i++)
+		lps += l[i].lps;
+	printf("model %s, prompt %lld + %lld tokens; %lld GPUs: %d layouts (replicas x stages), %lld linear programs; throughput is the job's\n",
+	       prm->cc.model.name, (long long)prm->cc.prompt_len, (long long)prm->cc.gen_len,
+	       (long long)gpus, n, (long long)lps);
+	fg_optimize_layouts_print(stdout, l, n);
+	if (rc) {
+		fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
+		free(l);
+		return FG_EXIT_RUNTIME;
+	}
+	struct fg_cost_case cc = prm->cc;
+	cc.stages = l[0].stages;
+	printf("best: %lld replica%s of %lld stage%s; one replica:\n", (long long)l[0].replicas,
+	       l[0].replicas > 1 ? "s" : "", (long long)l[0].stages, l[0].stages > 1 ? "s" : "");
+	if (cc.stages > 1)
+		print_stage(&cc);
+	fg_cost_print(stdout, &l[0].best.pred, NULL);
+	print_job(&l[0].best.pred, l[0].replicas, l[0].stages);
+	rc = write_best(cfg, &cc.hw, &l[0].best.policy, l[0].replicas, l[0].stages, output);
+	free(l);
+	return rc;
 }
 
 /* File scope: cli/flexgen_flags.c must know them (--gpu-batch-size is
@@ -145,6 +231,8 @@ const struct option fg_optimize_longopts[] = {
 	{ "no-cpu-attention", no_argument, NULL, 'A' },
 	{ "top", required_argument, NULL, 't' },
 	{ "stages", required_argument, NULL, 's' },
+	{ "replicas", required_argument, NULL, 'r' },
+	{ "gpus", required_argument, NULL, 'G' },
 	{ "output", required_argument, NULL, 'O' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -155,15 +243,19 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 	struct fg_optimize_params prm = { .margin = 0.05 };
 	uint64_t mem[3];
 	int have_mem[3] = { 0 };
-	int64_t plen = 0, glen = 0, stages = 1, v;
+	int64_t plen = 0, glen = 0, stages = 1, replicas = 1, gpus = 0, v;
+	const char *layout_opt = NULL;
 	const char *output = NULL, *hwfile = NULL;
 	char why[128];
-	int c;
+	int c, li = -1;
 
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", fg_optimize_longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+h", fg_optimize_longopts, &li)) != -1) {
 		int i = c == 'g' ? 0 : c == 'c' ? 1 : 2;
+		/* the option's name for its error line: argv[optind - 1] is its value */
+		const char *name = li >= 0 ? fg_optimize_longopts[li].name : "";
+		li = -1;
 		switch (c) {
 		case 'W':
 			hwfile = optarg;
@@ -172,7 +264,7 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 		case 'c':
 		case 'd':
 			if (fg_parse_size(optarg, &mem[i], why, sizeof(why))) {
-				fprintf(stderr, "fgcore: optimize: %s %s: %s\n", argv[optind - 1], optarg, why);
+				fprintf(stderr, "fgcore: optimize: --%s %s: %s\n", name, optarg, why);
 				return FG_EXIT_USAGE;
 			}
 			have_mem[i] = 1;
@@ -184,8 +276,12 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 		case 'm':
 		case 't':
 		case 's':
-			if (fg_parse_int(optarg, 1, c == 't' ? 1000 : 1 << 24, &v, why, sizeof(why))) {
-				fprintf(stderr, "fgcore: optimize: %s %s: %s\n", argv[optind - 1], optarg, why);
+		case 'r':
+		case 'G':
+			/* replicas and GPUs: as many as [distributed] replicas takes */
+			if (fg_parse_int(optarg, 1, c == 't' ? 1000 : c == 'r' || c == 'G' ? 65536 : 1 << 24,
+					 &v, why, sizeof(why))) {
+				fprintf(stderr, "fgcore: optimize: --%s %s: %s\n", name, optarg, why);
 				return FG_EXIT_USAGE;
 			}
 			if (c == 'p')
@@ -199,7 +295,11 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 			else if (c == 'm')
 				prm.max_batch = v;
 			else if (c == 's')
-				stages = v;
+				stages = v, layout_opt = "--stages";
+			else if (c == 'r')
+				replicas = v, layout_opt = "--replicas";
+			else if (c == 'G')
+				gpus = v;
 			else
 				prm.top = (int)v;
 			break;
@@ -230,6 +330,11 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 	if (optind < argc) {
 		fprintf(stderr, "fgcore: optimize: unexpected argument '%s': see fgcore optimize --help\n",
 			argv[optind]);
+		return FG_EXIT_USAGE;
+	}
+	if (gpus && layout_opt) {
+		fprintf(stderr, "fgcore: optimize: --gpus compares every layout of replicas x stages itself: give it without %s\n",
+			layout_opt);
 		return FG_EXIT_USAGE;
 	}
 	if (hwfile && fg_hardware_load(cfg, hwfile)) {
@@ -278,6 +383,9 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 	cc->stages = stages;
 	cc->micro_batches = fg_config_int(cfg, "distributed", "micro_batches");
 
+	if (gpus)
+		return optimize_gpus(cfg, &prm, gpus, output);
+
 	struct fg_optimize_out out;
 	int rc = fg_optimize(&prm, &out);
 	if (rc) {
@@ -288,18 +396,17 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 	       cc->model.name, (long long)cc->prompt_len, (long long)cc->gen_len, out.nbest,
 	       (long long)out.lps);
 	if (stages > 1)
-		printf("a stage of %lld: %lld of the %lld layers on each machine; times are the pipeline's\n",
-		       (long long)stages, (long long)fg_cost_stage_layers(cc),
-		       (long long)cc->model.layers);
+		print_stage(cc);
+	if (replicas > 1)
+		printf("%lld replicas of %lld stage%s (mpirun -np %lld), each with its own batches: the table is one replica's\n",
+		       (long long)replicas, (long long)stages, stages > 1 ? "s" : "",
+		       (long long)(replicas * stages));
 	fg_optimize_print(stdout, &out);
 	printf("best:\n");
 	fg_cost_print(stdout, &out.best[0].pred, NULL);
-	if (output && plan_plugins(cfg, &cc->hw)) {
-		fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
-		rc = FG_EXIT_RUNTIME;
-	} else {
-		rc = output ? write_config(cfg, &out.best[0].policy, stages, output) : FG_EXIT_OK;
-	}
+	if (replicas > 1)
+		print_job(&out.best[0].pred, replicas, stages);
+	rc = write_best(cfg, &cc->hw, &out.best[0].policy, replicas, stages, output);
 	fg_optimize_out_free(&out);
 	return rc;
 }

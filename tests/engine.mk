@@ -43,9 +43,9 @@ EXTRA_DIST += tests/test_run_batch_guard.sh tests/test_exit_status.sh
 EXTRA_DIST += tests/test_commands.sh tests/test_run_batch.sh tests/test_data_wrangle.sh \
 	examples/data_wrangle/run.sh examples/data_wrangle/make_prompts.py \
 	examples/data_wrangle/score.py examples/data_wrangle/products.csv
-# pipeline stages over MPI (mpirun -np 2 and 3)
-TESTS += tests/test_pipeline.sh
-EXTRA_DIST += tests/test_pipeline.sh
+# pipeline stages over MPI (mpirun -np 2 and 3), data-parallel replicas
+TESTS += tests/test_pipeline.sh tests/test_replicas.sh
+EXTRA_DIST += tests/test_pipeline.sh tests/test_replicas.sh tests/mpi_env.sh
 
 check_PROGRAMS += tests/test_compression
 TESTS += tests/test_compression
@@ -81,6 +81,12 @@ TESTS += tests/test_join
 tests_test_join_SOURCES = tests/test_join.c
 tests_test_join_CFLAGS = $(TEST_CFLAGS)
 tests_test_join_LDADD = $(TEST_LIBS)
+
+check_PROGRAMS += tests/test_wire
+TESTS += tests/test_wire
+tests_test_wire_SOURCES = tests/test_wire.c
+tests_test_wire_CFLAGS = $(TEST_CFLAGS)
+tests_test_wire_LDADD = $(TEST_LIBS)
 
 check_PROGRAMS += tests/test_shared_prefix
 TESTS += tests/test_shared_prefix

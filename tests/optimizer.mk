@@ -9,3 +9,7 @@ tests_test_optimizer_LDADD = $(TEST_LIBS)
 # Hardware presets, optimize --hardware NAME|FILE, bench --predict-only.
 TESTS += tests/test_optimize_presets.sh
 EXTRA_DIST += tests/test_optimize_presets.sh
+
+# optimize --replicas (data-parallel pipelines) and --gpus (every layout of G GPUs).
+TESTS += tests/test_optimize_replicas.sh
+EXTRA_DIST += tests/test_optimize_replicas.sh

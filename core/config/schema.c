@@ -23,11 +23,12 @@ const struct fg_cfg_section fg_cfg_sections[] = {
 	{ "tier.host", FG_PLUGIN_STORAGE, "The host memory tier." },
 	{ "tier.disk", FG_PLUGIN_STORAGE, "The disk tier." },
 	{ "distributed", 0,
-	  "Pipeline parallelism: launched as `mpirun -np N fgcore ...`, every command that "
-	  "runs the model runs as N stages, rank r holding a contiguous slice of the layers "
-	  "with its own tiers and weight, cache and activation shares; rank 0 reads the "
-	  "input, samples and writes the output.  Without an MPI launcher these keys do "
-	  "nothing." },
+	  "Pipeline and data parallelism: launched as `mpirun -np N fgcore ...`, every "
+	  "command that runs the model runs as [distributed] replicas copies of it, each a "
+	  "pipeline of N / replicas stages, a stage holding a contiguous slice of the "
+	  "layers with its own tiers and weight, cache and activation shares; rank 0 "
+	  "reads the input, hands batches to the replicas, samples its own and writes "
+	  "the output.  Without an MPI launcher these keys do nothing." },
 	{ "hardware", 0,
 	  "The machine as the policy optimizer's cost model sees it: tier capacities, "
 	  "bandwidths in GB/s (10^9 bytes per second) and compute rates in TFLOP/s, as "
@@ -212,11 +213,19 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		"Groups of GPU batches that follow each other through the stages (FlexGen's inner "
 		"iterations); each group reads a stage's weights once per token.  0: as many as "
 		"stages (at most num_gpu_batches); num_gpu_batches: the finest overlap."),
+	KEY_INT("distributed", "replicas", "1", 1, 65536,
+		"Data-parallel replicas: the ranks (mpirun -np N, a multiple of this) form this "
+		"many copies of the model, each a pipeline of N / replicas stages with its own "
+		"batches; rank 0 reads the requests, hands them to the replicas as they free "
+		"up and writes every result.  A replica that fails or goes silent for "
+		"[distributed] timeout gives its unfinished requests to the others (run mpirun "
+		"--enable-recovery: by default Open MPI stops every rank when one dies)."),
 	KEY_DOUBLE("distributed", "timeout", "600", 0.1, 86400,
 		   "Seconds a rank waits for another rank's activations, results or answer "
-		   "before it stops the whole job with an error naming that rank (a rank "
-		   "that dies ends the job at once through the launcher); a step of a model "
-		   "read from disk may need more."),
+		   "before it stops the whole job (or, with replicas, drops the silent "
+		   "replica) with an error naming that rank (a rank that dies ends the job "
+		   "at once through the launcher, unless it runs with --enable-recovery); a "
+		   "step of a model read from disk may need more."),
 
 	KEY("compute", "plugin", FG_CFG_STRING, "cpu_blas",
 	    "Compute plugin (cpu_blas, cublas, ...); its options go in this section too."),

@@ -1,9 +1,12 @@
-/* core/dist/dist.c - open the transport of a pipeline job; bounded waits. */
+/* core/dist/dist.c - open the transport of a job of many ranks, place this
+ * rank in its replica's pipeline; bounded waits. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/config/config.h"
 #include "core/dist/dist.h"
@@ -26,14 +29,31 @@ int fg_dist_launched(int *rank)
 	return 0;
 }
 
+int fg_dist_layout(int size, int rank, int64_t replicas, int *replica, int *stage, int *stages)
+{
+	if (replicas < 1 || size % replicas) {
+		FG_ERR("[distributed] replicas = %lld, but the job has %d ranks: run a multiple of %lld ranks (mpirun -np), each replica a pipeline of as many stages",
+		       (long long)replicas, size, (long long)replicas);
+		return -EINVAL;
+	}
+	*stages = size / (int)replicas;
+	*replica = rank / *stages;
+	*stage = rank % *stages;
+	return 0;
+}
+
 int fg_dist_open(const struct fg_config *c, struct fg_dist **out)
 {
-	int rank, size = fg_dist_launched(&rank), rc;
+	int rank, size = fg_dist_launched(&rank), rc, replica, stage, stages;
 	struct fg_dist *d;
 
 	*out = NULL;
 	if (size <= 1)
 		return 0;
+	/* (rank 0 says what is wrong; the others leave quietly: fgcore stage) */
+	if ((rc = fg_dist_layout(size, rank, fg_config_int(c, "distributed", "replicas"), &replica,
+				 &stage, &stages)))
+		return rank ? -ECANCELED : rc;
 	if (!(d = calloc(1, sizeof(*d)))) {
 		FG_ERR("out of memory");
 		return -ENOMEM;
@@ -44,7 +64,7 @@ int fg_dist_open(const struct fg_config *c, struct fg_dist **out)
 	if ((rc = fg_plugin_load(d->name, FG_PLUGIN_TRANSPORT, &d->ph))) {
 		char why[768];
 		snprintf(why, sizeof(why), "%s", fg_last_error());
-		FG_ERR("[distributed] transport = %s: %s (a pipeline of %d ranks needs it: build fgcore with MPI, see README)",
+		FG_ERR("[distributed] transport = %s: %s (a job of %d ranks needs it: build fgcore with MPI, see README)",
 		       d->name, why, size);
 		free(d);
 		return rc;
@@ -65,6 +85,13 @@ int fg_dist_open(const struct fg_config *c, struct fg_dist **out)
 		free(d);
 		return rc;
 	}
+	d->world_rank = d->info.rank;
+	d->world_size = d->info.size;
+	d->replicas = d->info.size / stages;
+	d->replica = d->info.rank / stages;
+	d->base = d->replica * stages;
+	d->info.rank = d->world_rank - d->base;
+	d->info.size = stages;
 	*out = d;
 	return 0;
 }
@@ -73,7 +100,8 @@ void fg_dist_close(struct fg_dist *d)
 {
 	if (!d)
 		return;
-	d->ops->close(d->ctx);
+	if (!d->peer_lost)
+		d->ops->close(d->ctx);
 	free(d->opts);
 	/* libmpi stays loaded: MPI cannot be initialized twice in one process. */
 	free(d);
@@ -82,16 +110,50 @@ void fg_dist_close(struct fg_dist *d)
 int fg_dist_isend(struct fg_dist *d, int peer, int tag, const void *buf, size_t len, unsigned mem,
 		  void *stream, void **req)
 {
-	return d->ops->isend(d->ctx, peer, tag, buf, len, mem, stream, req);
+	return d->ops->isend(d->ctx, d->base + peer, tag, buf, len, mem, stream, req);
 }
 
 int fg_dist_irecv(struct fg_dist *d, int peer, int tag, void *buf, size_t len, unsigned mem,
 		  void *stream, void **req)
 {
-	return d->ops->irecv(d->ctx, peer, tag, buf, len, mem, stream, req);
+	return d->ops->irecv(d->ctx, d->base + peer, tag, buf, len, mem, stream, req);
+}
+
+int fg_dist_world_isend(struct fg_dist *d, int peer, int tag, const void *buf, size_t len,
+			void **req)
+{
+	return d->ops->isend(d->ctx, peer, tag, buf, len, FG_TRANSPORT_HOST, NULL, req);
+}
+
+int fg_dist_world_irecv(struct fg_dist *d, int peer, int tag, void *buf, size_t len, void **req)
+{
+	return d->ops->irecv(d->ctx, peer, tag, buf, len, FG_TRANSPORT_HOST, NULL, req);
+}
+
+int fg_dist_test(struct fg_dist *d, void **req)
+{
+	int rc;
+
+	if (!*req)
+		return 1;
+	if ((rc = d->ops->test(d->ctx, *req)))
+		*req = NULL;
+	return rc;
+}
+
+void fg_dist_nap(long *ns)
+{
+	/* Short sleeps first (a pipeline hands over often), up to 1 ms. */
+	nanosleep(&(struct timespec){ 0, *ns }, NULL);
+	*ns = *ns < 1000000 ? *ns * 2 : *ns;
 }
 
 int fg_dist_wait(struct fg_dist *d, void **req, double timeout, int peer, const char *what)
+{
+	return fg_dist_world_wait(d, req, timeout, d->base + peer, what);
+}
+
+int fg_dist_world_wait(struct fg_dist *d, void **req, double timeout, int peer, const char *what)
 {
 	double t0 = fg_now();
 	long ns = 2000;
@@ -104,24 +166,41 @@ int fg_dist_wait(struct fg_dist *d, void **req, double timeout, int peer, const 
 			d->ops->cancel(d->ctx, *req);
 			*req = NULL;
 			FG_ERR("rank %d: no %s from rank %d within %g s ([distributed] timeout): rank %d died or hangs",
-			       d->info.rank, what, peer, timeout, peer);
+			       d->world_rank, what, peer, timeout, peer);
 			return -ETIMEDOUT;
 		}
-		/* Short sleeps first (a pipeline hands over often), up to 1 ms. */
-		nanosleep(&(struct timespec){ 0, ns }, NULL);
-		ns = ns < 1000000 ? ns * 2 : ns;
+		fg_dist_nap(&ns);
 	}
 	*req = NULL;
 	if (rc < 0) {
 		char why[768];
 		snprintf(why, sizeof(why), "%s", fg_last_error());
-		FG_ERR("rank %d: %s with rank %d failed: %s", d->info.rank, what, peer, why);
+		FG_ERR("rank %d: %s with rank %d failed: %s", d->world_rank, what, peer, why);
 	}
 	return rc < 0 ? rc : 0;
 }
 
+void fg_dist_test_kill(const struct fg_dist *d, int *count)
+{
+	const char *v = getenv("FGCORE_TEST_RANK_KILL");
+	int rank, n;
+
+	if (v && sscanf(v, "%d:%d", &rank, &n) == 2 && rank == d->world_rank && ++*count >= n)
+		raise(SIGKILL);
+}
+
 void fg_dist_fatal(struct fg_dist *d)
 {
+	if (d->replicas > 1 && d->replica > 0) {
+		/* The job goes on without this replica (with mpirun --enable-recovery;
+		 * by default Open MPI stops every rank when one exits badly). */
+		fprintf(stderr, "fgcore: %s: replica %d stops, the others go on\n",
+			fg_last_error_text(), d->replica);
+		fflush(stderr);
+		if (d->on_fatal)
+			d->on_fatal(d);
+		_exit(1);
+	}
 	fprintf(stderr, "fgcore: %s\n", fg_last_error_text());
 	fflush(stderr);
 	d->ops->abort(d->ctx, 1);

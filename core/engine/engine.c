@@ -15,6 +15,7 @@
 #include "core/dist/dist.h"
 #include "core/engine/engine.h"
 #include "core/exec/pipe.h"
+#include "core/request/replicas.h"
 #include "core/util/clock.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
@@ -193,7 +194,7 @@ static void fingerprint(const struct fg_config *c, const struct fg_engine *e,
 		 "[policy] compress_weight %d, compress_cache %d\n"
 		 "activations of %u bytes ([compute] %s)\n"
 		 "[distributed] layers \"%s\"\n[distributed] micro_batches %lld\n"
-		 "[distributed] transport %s\n",
+		 "[distributed] transport %s\n[distributed] replicas %lld\n",
 		 PACKAGE_VERSION, FG_ABI_MAJOR, FG_ABI_MINOR, mc->name, mc->arch->name,
 		 (long long)mc->layers, (long long)mc->hidden, (long long)mc->vocab,
 		 (long long)mc->heads, (long long)mc->kv_heads, (long long)mc->ffn,
@@ -202,13 +203,14 @@ static void fingerprint(const struct fg_config *c, const struct fg_engine *e,
 		 fg_dtype_size(e->be.info.act_dtype), e->be.ph.plugin->name,
 		 fg_config_str(c, "distributed", "layers"),
 		 (long long)fg_config_int(c, "distributed", "micro_batches"),
-		 fg_config_str(c, "distributed", "transport"));
+		 fg_config_str(c, "distributed", "transport"),
+		 (long long)fg_config_int(c, "distributed", "replicas"));
 }
 
 /* A pipeline stage's own share of the tiers (before the tiers open). */
 static int stage_policy(const struct fg_config *c, struct fg_engine *e)
 {
-	const struct fg_dist *d = e->dist;
+	const struct fg_dist *d = e->world;
 	char pct[256];
 	int rc;
 
@@ -224,7 +226,7 @@ static int stage_policy(const struct fg_config *c, struct fg_engine *e)
 static int stage_layers(const struct fg_config *c, const struct fg_engine *e,
 			const struct fg_model_config *mc, struct fg_stage *st)
 {
-	const struct fg_dist *d = e->dist;
+	const struct fg_dist *d = e->world;
 
 	if (!d) {
 		fg_stage_whole(mc->layers, st);
@@ -250,8 +252,10 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 		return -ENOMEM;
 	}
 	e->end_chance = fg_config_double(c, "bench", "end_chance");
-	if ((rc = fg_policy_from_config(c, &e->policy)) || (rc = fg_dist_open(c, &e->dist)))
+	if ((rc = fg_policy_from_config(c, &e->policy)) || (rc = fg_dist_open(c, &e->world)))
 		goto fail;
+	/* The pipeline's side: a replica of more than one stage. */
+	e->dist = e->world && e->world->info.size > 1 ? e->world : NULL;
 	if ((rc = stage_policy(c, e)))
 		goto fail;
 	rc = fg_config_open_plugin(c, "compute", FG_PLUGIN_COMPUTE, &ph, &opts);
@@ -295,11 +299,11 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 	struct fg_stage stage;
 	if (!rc)
 		rc = stage_layers(c, e, &mc, &stage);
-	if (e->dist) {
+	if (e->world) {
 		char fp[2048] = "";
 		if (!rc)
 			fingerprint(c, e, &mc, fp, sizeof(fp));
-		rc = fg_pipe_agree_config(e->dist, rc, fp);
+		rc = fg_pipe_agree_config(e->world, rc, fp);
 		agreed = 1;
 	}
 	if (rc) {
@@ -314,20 +318,21 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 	rc = fg_model_load_stage(&e->model, &mc, w, e->tier, &e->policy, e->q4.ops ? &e->q4 : NULL,
 				 &stage);
 	fg_weights_close(w);
-	if (e->dist) {
-		rc = fg_pipe_agree(e->dist, rc);
+	if (e->world) {
+		rc = fg_pipe_agree_all(e->world, rc);
 		agreed = 2;
 	}
 	if (rc)
 		goto fail;
 	e->load_s = fg_now() - t0;
-	if (e->dist)
-		FG_LOG(FG_LOG_INFO, "pipeline stage %d of %d: layers %lld..%lld%s%s, transport %s (%s)",
-		       e->dist->info.rank, e->dist->info.size, (long long)stage.layer0,
+	if (e->world)
+		FG_LOG(FG_LOG_INFO, "replica %d of %d, pipeline stage %d of %d: layers %lld..%lld%s%s, transport %s (%s)",
+		       e->world->replica, e->world->replicas, e->world->info.rank,
+		       e->world->info.size, (long long)stage.layer0,
 		       (long long)(stage.layer0 + stage.nlayers - 1),
 		       fg_stage_first(&stage) ? ", input block" : "",
-		       fg_stage_last(&stage) ? ", output block" : "", e->dist->name,
-		       e->dist->info.library);
+		       fg_stage_last(&stage) ? ", output block" : "", e->world->name,
+		       e->world->info.library);
 	/* Only rank 0 reads and writes text. */
 	rc = e->dist && e->dist->info.rank != 0 ? 0 : open_tokenizer(c, e);
 	if (rc)
@@ -337,10 +342,10 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 	return 0;
 fail:
 	/* The other stages wait for this one's outcome: give it to them. */
-	if (e->dist && agreed < 1)
-		rc = fg_pipe_agree_config(e->dist, rc, NULL);
-	if (e->dist && agreed < 2)
-		rc = fg_pipe_agree(e->dist, rc);
+	if (e->world && agreed < 1)
+		rc = fg_pipe_agree_config(e->world, rc, NULL);
+	if (e->world && agreed < 2)
+		rc = fg_pipe_agree_all(e->world, rc);
 	fg_engine_close(e);
 	return rc;
 }
@@ -349,6 +354,7 @@ void fg_engine_close(struct fg_engine *e)
 {
 	if (!e)
 		return;
+	fg_replicas_close(e);
 	fg_forward_free(e->kept);
 	if (e->dist && e->model.blocks)
 		fg_pipe_close(e->dist);
@@ -365,7 +371,7 @@ void fg_engine_close(struct fg_engine *e)
 		fg_backend_close(&e->host_be);
 	if (e->be.ops)
 		fg_backend_close(&e->be);
-	fg_dist_close(e->dist);
+	fg_dist_close(e->world);
 	free(e);
 }
 

@@ -14,10 +14,13 @@
 #include "core/tokenizer/tokenizer.h"
 
 struct fg_dist;
+struct fg_replicas;
 
 struct fg_engine {
 	struct fg_policy policy;
-	struct fg_dist *dist;        /* a pipeline stage's transport; NULL: one process */
+	struct fg_dist *world;       /* the job's ranks (mpirun); NULL: one process */
+	struct fg_dist *dist;        /* world, when this replica is a pipeline of stages; else NULL */
+	struct fg_replicas *replicas; /* rank 0 of a job of replicas: the others' state */
 	struct fg_backend be;        /* computes on the compute tier */
 	struct fg_backend host_be;   /* cpu_cache_compute with a device compute tier */
 	struct fg_tier tiers[FG_ROLES];

@@ -1,12 +1,15 @@
-/* core/engine/worker.c - a pipeline job's later stages (rank > 0): follow
- * rank 0's commands on this engine's stage until rank 0 closes its engine.
- * Each command makes the same call rank 0 made (core/exec/pipe.c sends
- * them), so every caller of the forward pass runs distributed unchanged. */
+/* core/engine/worker.c - a job's ranks other than 0: another replica's
+ * stage 0 runs the pieces rank 0 hands it (core/request/replicas.c); a
+ * pipeline's later stages follow their stage 0's commands on their own
+ * layers until it closes its engine.  Each command makes the same call
+ * stage 0 made (core/exec/pipe.c sends them), so every caller of the
+ * forward pass runs distributed unchanged. */
 #include <stdlib.h>
 
 #include "core/dist/dist.h"
 #include "core/engine/engine.h"
 #include "core/exec/pipe.h"
+#include "core/request/replicas.h"
 #include "core/util/error.h"
 
 int fg_engine_follow(struct fg_engine *e)
@@ -15,10 +18,16 @@ int fg_engine_follow(struct fg_engine *e)
 	struct fg_forward *f = NULL;
 	int32_t *pad = NULL;
 
-	for (;;) {
+	/* Another replica's stage 0 runs rank 0's pieces (and commands its own
+	 * later stages as rank 0 does). */
+	if (e->world && e->world->info.rank == 0)
+		return fg_replica_follow(e);
+
+	for (int taken = 0;;) {
 		struct fg_pipe_cmd c;
 
 		fg_pipe_next_command(d, &c);
+		fg_dist_test_kill(d, &taken);
 		switch (c.op) {
 		case FG_PIPE_NEW: {
 			struct fg_forward_env env;
@@ -26,8 +35,8 @@ int fg_engine_follow(struct fg_engine *e)
 			fg_forward_free(f);
 			f = NULL;
 			if (c.nb < 1 || c.bs < 1 || c.nb > 4096 || c.bs > 65536 || c.plen < 1) {
-				FG_ERR("rank %d: rank 0 asked for a %lld x %lld run of %lld tokens: not a run this stage makes",
-				       d->info.rank, (long long)c.nb, (long long)c.bs, (long long)c.plen);
+				FG_ERR("rank %d: stage 0 asked for a %lld x %lld run of %lld tokens: not a run this stage makes",
+				       d->world_rank, (long long)c.nb, (long long)c.bs, (long long)c.plen);
 				fg_pipe_die(d);
 			}
 			fg_engine_forward_env(e, c.nb, &env);
@@ -35,7 +44,7 @@ int fg_engine_follow(struct fg_engine *e)
 			free(pad);
 			pad = malloc((size_t)(c.nb * c.bs) * sizeof(int32_t));
 			if (!pad) {
-				FG_ERR("rank %d: out of memory", d->info.rank);
+				FG_ERR("rank %d: out of memory", d->world_rank);
 				fg_pipe_die(d);
 			}
 			/* fg_forward_new agrees with the other stages on its outcome. */
@@ -52,11 +61,12 @@ int fg_engine_follow(struct fg_engine *e)
 			f = NULL;
 			break;
 		case FG_PIPE_EXIT:
+			d->peer_lost |= c.want != 0;
 			fg_forward_free(f);
 			free(pad);
 			return 0;
 		default:
-			FG_ERR("rank %d: unknown command %d from rank 0", d->info.rank, c.op);
+			FG_ERR("rank %d: unknown command %d from stage 0", d->world_rank, c.op);
 			fg_pipe_die(d);
 		}
 	}

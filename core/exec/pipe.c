@@ -69,7 +69,7 @@ static void fatal(struct fg_dist *d)
 	if (strncmp(e, "rank ", 5) != 0) {
 		char line[1024];
 		snprintf(line, sizeof(line), "%s", e);
-		FG_ERR("rank %d: %s", d->info.rank, line);
+		FG_ERR("rank %d: %s", d->world_rank, line);
 	}
 	fg_dist_fatal(d);
 }
@@ -80,22 +80,37 @@ static void wait_or_die(struct fg_dist *d, void **req, double timeout, int peer,
 		fatal(d);
 }
 
+/* Blocking host transfers with a world rank (the open's agreement spans
+ * every replica). */
+static void world_send_or_die(struct fg_dist *d, int peer, int tag, const void *buf, size_t len,
+			      const char *what)
+{
+	void *req = NULL;
+	if (fg_dist_world_isend(d, peer, tag, buf, len, &req) ||
+	    fg_dist_world_wait(d, &req, d->timeout, peer, what))
+		fatal(d);
+}
+
+static void world_recv_or_die(struct fg_dist *d, int peer, int tag, void *buf, size_t len,
+			      double timeout, const char *what)
+{
+	void *req = NULL;
+	if (fg_dist_world_irecv(d, peer, tag, buf, len, &req) ||
+	    fg_dist_world_wait(d, &req, timeout, peer, what))
+		fatal(d);
+}
+
+/* ... with a stage of this rank's replica. */
 static void send_or_die(struct fg_dist *d, int peer, int tag, const void *buf, size_t len,
 			const char *what)
 {
-	void *req = NULL;
-	if (fg_dist_isend(d, peer, tag, buf, len, FG_TRANSPORT_HOST, NULL, &req))
-		fatal(d);
-	wait_or_die(d, &req, d->timeout, peer, what);
+	world_send_or_die(d, d->base + peer, tag, buf, len, what);
 }
 
 static void recv_or_die(struct fg_dist *d, int peer, int tag, void *buf, size_t len,
 			double timeout, const char *what)
 {
-	void *req = NULL;
-	if (fg_dist_irecv(d, peer, tag, buf, len, FG_TRANSPORT_HOST, NULL, &req))
-		fatal(d);
-	wait_or_die(d, &req, timeout, peer, what);
+	world_recv_or_die(d, d->base + peer, tag, buf, len, timeout, what);
 }
 
 static void send_command(struct fg_dist *d, const struct fg_pipe_cmd *c, const int32_t *pad,
@@ -125,25 +140,28 @@ static int differ(const char *a, const char *b, char *out, size_t n)
 	return 0;
 }
 
-/* Workers send (rc, text) to rank 0, which decides for all: the first
- * failure, or with `compare` the first worker whose text differs from
- * rank 0's.  Workers return -ECANCELED when the verdict is a failure (rank 0
- * reports it), rank 0 the failure with a line naming the rank. */
-static int agree(struct fg_dist *d, int rc, const char *text, int compare)
+/* Workers send (rc, text) to their leader, which decides for all: the
+ * first failure, or with `compare` the first worker whose text differs from
+ * the leader's.  The group: every rank of the job (`all`, at open), else
+ * this rank's replica, led by its stage 0.  Workers return -ECANCELED when
+ * the verdict is a failure (the leader reports it), the leader the failure
+ * with a line naming the rank. */
+static int agree(struct fg_dist *d, int rc, const char *text, int compare, int all)
 {
 	struct pipe_status st = { .rc = rc };
+	int first = all ? 0 : d->base, n = all ? d->world_size : d->info.size;
 	double to = d->timeout;
 
-	if (d->info.rank != 0) {
+	if (d->world_rank != first) {
 		snprintf(st.text, sizeof(st.text), "%s", rc ? fg_last_error() : text ? text : "");
-		send_or_die(d, 0, TAG_STATUS, &st, sizeof(st), "status");
-		recv_or_die(d, 0, TAG_VERDICT, &st, sizeof(st), to, "verdict");
+		world_send_or_die(d, first, TAG_STATUS, &st, sizeof(st), "status");
+		world_recv_or_die(d, first, TAG_VERDICT, &st, sizeof(st), to, "verdict");
 		return st.rc ? -ECANCELED : 0;
 	}
 	struct pipe_status verdict = { .rc = rc };
-	for (int r = 1; r < d->info.size; r++) {
+	for (int r = first + 1; r < first + n; r++) {
 		char why[1024];
-		recv_or_die(d, r, TAG_STATUS, &st, sizeof(st), to, "status");
+		world_recv_or_die(d, r, TAG_STATUS, &st, sizeof(st), to, "status");
 		if (verdict.rc)
 			continue;
 		if (st.rc) {
@@ -151,24 +169,29 @@ static int agree(struct fg_dist *d, int rc, const char *text, int compare)
 			FG_ERR("rank %d: %s", r, st.text);
 			verdict.rc = st.rc;
 		} else if (compare && differ(st.text, text, why, sizeof(why))) {
-			FG_ERR("rank %d: configuration differs from rank 0's: %s: every rank needs the same build, model, batch shape and [distributed] keys (stages differ only in [distributed] percent)",
-			       r, why);
+			FG_ERR("rank %d: configuration differs from rank %d's: %s: every rank needs the same build, model, batch shape and [distributed] keys (stages differ only in [distributed] percent)",
+			       r, first, why);
 			verdict.rc = -EINVAL;
 		}
 	}
-	for (int r = 1; r < d->info.size; r++)
-		send_or_die(d, r, TAG_VERDICT, &verdict, sizeof(verdict), "verdict");
+	for (int r = first + 1; r < first + n; r++)
+		world_send_or_die(d, r, TAG_VERDICT, &verdict, sizeof(verdict), "verdict");
 	return verdict.rc;
 }
 
 int fg_pipe_agree(struct fg_dist *d, int rc)
 {
-	return agree(d, rc, NULL, 0);
+	return agree(d, rc, NULL, 0, 0);
+}
+
+int fg_pipe_agree_all(struct fg_dist *d, int rc)
+{
+	return agree(d, rc, NULL, 0, 1);
 }
 
 int fg_pipe_agree_config(struct fg_dist *d, int rc, const char *fingerprint)
 {
-	return agree(d, rc, fingerprint, 1);
+	return agree(d, rc, fingerprint, 1, 1);
 }
 
 /* ---- rank 0's commands ------------------------------------------------------ */
@@ -474,7 +497,8 @@ void fg_pipe_fatal(struct fg_forward *f)
 int fg_pipe_close(struct fg_dist *d)
 {
 	if (d->info.rank == 0) {
-		struct fg_pipe_cmd c = { .op = FG_PIPE_EXIT };
+		/* want: a rank of the job died (struct fg_dist.peer_lost) */
+		struct fg_pipe_cmd c = { .op = FG_PIPE_EXIT, .want = d->peer_lost };
 		send_command(d, &c, NULL, 0);
 	}
 	return 0;
@@ -482,10 +506,35 @@ int fg_pipe_close(struct fg_dist *d)
 
 void fg_pipe_next_command(struct fg_dist *d, struct fg_pipe_cmd *c)
 {
-	/* Rank 0 may take its time between batches (reading input, serving
+	void *req = NULL, *gone = NULL;
+	int32_t why;
+	long ns = 2000;
+	int rc;
+
+	/* Stage 0 may take its time between batches (reading input, serving
 	 * requests): this wait has no limit; a rank that dies ends the job
-	 * through the launcher. */
-	recv_or_die(d, 0, TAG_CMD, c, sizeof(*c), -1, "command");
+	 * through the launcher.  A later replica's stage also hears from rank 0
+	 * when its replica failed: then it leaves. */
+	if (fg_dist_irecv(d, 0, TAG_CMD, c, sizeof(*c), FG_TRANSPORT_HOST, NULL, &req))
+		fatal(d);
+	if (d->replica > 0 &&
+	    fg_dist_world_irecv(d, 0, FG_DIST_TAG_REPLICA_GONE, &why, sizeof(why), &gone))
+		fatal(d);
+	while (!(rc = fg_dist_test(d, &req))) {
+		if (gone && (rc = fg_dist_test(d, &gone))) {
+			if (rc < 0)
+				fatal(d);
+			d->ops->cancel(d->ctx, req);
+			c->op = FG_PIPE_EXIT;
+			d->peer_lost = 1;
+			return;
+		}
+		fg_dist_nap(&ns);
+	}
+	if (rc < 0)
+		fatal(d);
+	if (gone)
+		d->ops->cancel(d->ctx, gone);
 }
 
 /* The last stage's side of a scored prefill: rank 0's targets in, the
@@ -500,7 +549,7 @@ static int follow_scored(struct fg_dist *d, struct fg_forward *f, const struct f
 	int rc;
 
 	if (!target || !top_id || !lp || !top_lp) {
-		FG_ERR("rank %d: out of memory for the scores of %zu positions", d->info.rank, pos);
+		FG_ERR("rank %d: out of memory for the scores of %zu positions", d->world_rank, pos);
 		rc = -ENOMEM;
 	} else {
 		recv_or_die(d, 0, TAG_TARGETS, target, pos * sizeof(int32_t), d->timeout,
@@ -522,7 +571,7 @@ void fg_pipe_follow_step(struct fg_dist *d, struct fg_forward *f, const struct f
 	int rc;
 
 	if (!f) {
-		FG_ERR("rank %d: rank 0 asked for a %s without a run", d->info.rank, cmd_name(c->op));
+		FG_ERR("rank %d: stage 0 asked for a %s without a run", d->world_rank, cmd_name(c->op));
 		fatal(d);
 	}
 	f->pipe->want = c->want;
@@ -534,7 +583,7 @@ void fg_pipe_follow_step(struct fg_dist *d, struct fg_forward *f, const struct f
 		recv_or_die(d, 0, TAG_PAD, pad, rows * sizeof(int32_t), d->timeout, "paddings");
 		if (levels < 0 || levels > FG_SHARE_LEVELS ||
 		    (levels && !(src = malloc(rows * (size_t)levels * sizeof(int32_t))))) {
-			FG_ERR("rank %d: no room for %d levels of shared prefixes", d->info.rank, levels);
+			FG_ERR("rank %d: no room for %d levels of shared prefixes", d->world_rank, levels);
 			fatal(d);
 		}
 		for (int k = 0; k < levels; k++) {

@@ -11,11 +11,13 @@ struct fg_dist;
 struct fg_forward;
 
 /* At open: this rank's outcome and its configuration's fingerprint (lines
- * "key value") against every other rank's; 0 when all agree, else rank 0
- * returns the first difference or failure with a line naming the rank, the
- * others -ECANCELED (rank 0 reports it). */
+ * "key value") against every other rank's of the job; 0 when all agree,
+ * else rank 0 returns the first difference or failure with a line naming
+ * the rank, the others -ECANCELED (rank 0 reports it). */
 int fg_pipe_agree_config(struct fg_dist *d, int rc, const char *fingerprint);
-/* The same for an outcome only. */
+/* The same for an outcome only: among every rank of the job, or among the
+ * stages of this rank's replica (stage 0 deciding). */
+int fg_pipe_agree_all(struct fg_dist *d, int rc);
 int fg_pipe_agree(struct fg_dist *d, int rc);
 /* Rank 0 closing its engine: the other ranks' worker loops end. */
 int fg_pipe_close(struct fg_dist *d);

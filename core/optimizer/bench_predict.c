@@ -29,9 +29,8 @@ int fg_cost_case_of_engine(const struct fg_config *cfg, const struct fg_engine *
 	cc->hw.gpu_mem = e->tier[FG_ROLE_COMPUTE]->capacity;
 	cc->hw.cpu_mem = e->tier[FG_ROLE_HOST]->capacity;
 	cc->hw.disk_mem = e->tier[FG_ROLE_DISK] ? e->tier[FG_ROLE_DISK]->capacity : 0;
-	/* Under mpirun each rank is a stage (rank 0 prints the prediction). */
-	int rank;
-	cc->stages = e->dist ? fg_dist_launched(&rank) : 1;
+	/* Under mpirun: the stages of one replica (rank 0 prints the prediction). */
+	cc->stages = e->dist ? e->dist->info.size : 1;
 	cc->micro_batches = fg_config_int(cfg, "distributed", "micro_batches");
 	return fg_hardware_check(&cc->hw);
 }

@@ -51,27 +51,141 @@ int fg_optimize_policy_keys(const struct fg_policy *p,
 	return 0;
 }
 
+/* A result's columns from the batch on, its throughput times `scale`. */
+static void print_result(FILE *f, const struct fg_optimize_result *r, double scale)
+{
+	const struct fg_policy *p = &r->policy;
+	char batch[32], pct[32];
+	snprintf(batch, sizeof(batch), "%lldx%lld", (long long)p->gpu_batch_size,
+		 (long long)p->num_gpu_batches);
+	snprintf(pct, sizeof(pct), "%d %d %d %d %d %d", p->weight[FG_ROLE_COMPUTE],
+		 p->weight[FG_ROLE_HOST], p->cache[FG_ROLE_COMPUTE], p->cache[FG_ROLE_HOST],
+		 p->act[FG_ROLE_COMPUTE], p->act[FG_ROLE_HOST]);
+	fprintf(f, "%-11s %-20s %-4s %-4s %-4s %-4s %12.3f %12.3f %12.3f %7.2f GB %7.2f GB %7.2f GB\n",
+		batch, pct, p->cpu_cache_compute ? "yes" : "no", p->compress_weight ? "yes" : "no",
+		p->compress_cache ? "yes" : "no", p->sep_layer ? "yes" : "no",
+		scale * r->pred.prefill_tps, scale * r->pred.decode_tps, scale * r->pred.total_tps,
+		(double)r->pred.mem.total[FG_ROLE_COMPUTE] / GB,
+		(double)r->pred.mem.total[FG_ROLE_HOST] / GB,
+		(double)r->pred.mem.total[FG_ROLE_DISK] / GB);
+}
+
+static void print_header(FILE *f, const char *first, int width)
+{
+	fprintf(f, "%-*s %-11s %-20s %-4s %-4s %-4s %-4s %12s %12s %12s %10s %10s %10s\n", width,
+		first, "batch", "percent", "cpu", "cw", "cc", "sep", "prefill t/s", "decode t/s",
+		"total t/s", "compute", "host", "disk");
+}
+
 void fg_optimize_print(FILE *f, const struct fg_optimize_out *out)
 {
-	fprintf(f, "%-4s %-11s %-20s %-4s %-4s %-4s %-4s %12s %12s %12s %10s %10s %10s\n", "rank",
-		"batch", "percent", "cpu", "cw", "cc", "sep", "prefill t/s", "decode t/s",
-		"total t/s", "compute", "host", "disk");
+	print_header(f, "rank", 4);
 	for (int i = 0; i < out->nbest; i++) {
-		const struct fg_optimize_result *r = &out->best[i];
-		const struct fg_policy *p = &r->policy;
-		char batch[32], pct[32];
-		snprintf(batch, sizeof(batch), "%lldx%lld", (long long)p->gpu_batch_size,
-			 (long long)p->num_gpu_batches);
-		snprintf(pct, sizeof(pct), "%d %d %d %d %d %d", p->weight[FG_ROLE_COMPUTE],
-			 p->weight[FG_ROLE_HOST], p->cache[FG_ROLE_COMPUTE], p->cache[FG_ROLE_HOST],
-			 p->act[FG_ROLE_COMPUTE], p->act[FG_ROLE_HOST]);
-		fprintf(f, "%-4d %-11s %-20s %-4s %-4s %-4s %-4s %12.3f %12.3f %12.3f %7.2f GB %7.2f GB %7.2f GB\n",
-			i + 1, batch, pct, p->cpu_cache_compute ? "yes" : "no",
-			p->compress_weight ? "yes" : "no", p->compress_cache ? "yes" : "no",
-			p->sep_layer ? "yes" : "no", r->pred.prefill_tps, r->pred.decode_tps,
-			r->pred.total_tps, (double)r->pred.mem.total[FG_ROLE_COMPUTE] / GB,
-			(double)r->pred.mem.total[FG_ROLE_HOST] / GB,
-			(double)r->pred.mem.total[FG_ROLE_DISK] / GB);
+		fprintf(f, "%-4d ", i + 1);
+		print_result(f, &out->best[i], 1);
+	}
+}
+
+/* "1.20 GB more on the disk tier, ..." for the tiers that miss bytes; "" when none. */
+static void missing_text(char *need, size_t n, const uint64_t missing[FG_ROLES])
+{
+	size_t len = 0;
+	need[0] = 0;
+	for (int r = FG_ROLES - 1; r >= 0 && len < n; r--)
+		if (missing[r]) {
+			int w = snprintf(need + len, n - len, "%s%.2f GB more on the %s tier",
+					 len ? ", " : "", (double)missing[r] / GB, fg_role_name(r));
+			len += w > 0 ? (size_t)w : 0;
+		}
+}
+
+/* Fitting layouts first, by the job's throughput, then more replicas (fewer
+ * hops between stages); those that do not fit after, more replicas first. */
+static int layout_cmp(const void *pa, const void *pb)
+{
+	const struct fg_optimize_layout *a = pa, *b = pb;
+	if (!a->rc != !b->rc)
+		return a->rc ? 1 : -1;
+	if (!a->rc) {
+		double ta = (double)a->replicas * a->best.pred.total_tps;
+		double tb = (double)b->replicas * b->best.pred.total_tps;
+		if (fabs(ta - tb) > 1e-9 * fmax(ta, tb))
+			return ta > tb ? -1 : 1;
+	}
+	return a->replicas > b->replicas ? -1 : a->replicas < b->replicas;
+}
+
+int fg_optimize_layouts(const struct fg_optimize_params *p, int64_t gpus,
+			struct fg_optimize_layout **out, int *n)
+{
+	struct fg_optimize_params q = *p;
+	char why[1024] = "";
+	int k = 0, fit = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (gpus < 1) {
+		FG_ERR("optimize: %lld GPUs: give at least one", (long long)gpus);
+		return -EINVAL;
+	}
+	for (int64_t s = 1; s <= gpus && s <= p->cc.model.layers; s++)
+		k += gpus % s == 0;
+	struct fg_optimize_layout *l = calloc((size_t)(k ? k : 1), sizeof(*l));
+	if (!l) {
+		FG_ERR("optimize: out of memory");
+		return -ENOMEM;
+	}
+	k = 0;
+	for (int64_t s = 1; s <= gpus && s <= p->cc.model.layers; s++) {
+		if (gpus % s)
+			continue;
+		struct fg_optimize_out o;
+		q.cc.stages = s;
+		int rc = fg_optimize(&q, &o);
+		if (rc && rc != -ENOSPC) {
+			fg_optimize_out_free(&o);
+			free(l);
+			return rc;
+		}
+		l[k] = (struct fg_optimize_layout){ .replicas = gpus / s, .stages = s, .rc = rc,
+						    .lps = o.lps };
+		if (rc) {
+			memcpy(l[k].missing, o.missing, sizeof(o.missing));
+			/* the last kept: the most stages, the least memory on each GPU */
+			snprintf(why, sizeof(why), "%s", fg_last_error());
+		} else {
+			l[k].best = o.best[0];
+			fit++;
+		}
+		fg_optimize_out_free(&o);
+		k++;
+	}
+	qsort(l, (size_t)k, sizeof(*l), layout_cmp);
+	*out = l;
+	*n = k;
+	if (!fit) { /* k >= 1: one stage always is a layout */
+		FG_ERR("no layout of %lld GPUs fits; with %lld stages: %s", (long long)gpus,
+		       (long long)l[k - 1].stages, why);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+void fg_optimize_layouts_print(FILE *f, const struct fg_optimize_layout *l, int n)
+{
+	print_header(f, "rank layout", 14);
+	for (int i = 0, rank = 0; i < n; i++) {
+		char lay[48], need[256];
+		snprintf(lay, sizeof(lay), "%lldx%lld", (long long)l[i].replicas,
+			 (long long)l[i].stages);
+		if (l[i].rc) {
+			missing_text(need, sizeof(need), l[i].missing);
+			fprintf(f, "%-4s %-9s does not fit: needs %s\n", "-", lay,
+				need[0] ? need : "a little more memory than the rounding leaves");
+			continue;
+		}
+		fprintf(f, "%-4d %-9s ", ++rank, lay);
+		print_result(f, &l[i].best, (double)l[i].replicas);
 	}
 }
 
@@ -549,18 +663,12 @@ static void report_missing(struct search *s, struct fg_optimize_out *out)
 				out->missing[r] = (uint64_t)ceil(miss[r]);
 		}
 	}
-	char need[256] = "";
-	size_t len = 0;
-	for (int r = FG_ROLES - 1; r >= 0 && len < sizeof(need); r--)
-		if (out->missing[r]) {
-			int w = snprintf(need + len, sizeof(need) - len, "%s%.2f GB more on the %s tier",
-					 len ? ", " : "", (double)out->missing[r] / GB, fg_role_name(r));
-			len += w > 0 ? (size_t)w : 0;
-		}
+	char need[256];
+	missing_text(need, sizeof(need), out->missing);
 	FG_ERR("%s does not fit with prompt %lld + %lld tokens in %.2f + %.2f + %.2f GB (compute, host, disk, after a %.0f%% margin): it needs at least %s",
 	       s->cc->model.name, (long long)s->cc->prompt_len, (long long)s->cc->gen_len,
 	       s->cap[FG_ROLE_COMPUTE] / GB, s->cap[FG_ROLE_HOST] / GB, s->cap[FG_ROLE_DISK] / GB,
-	       100 * s->prm->margin, len ? need : "a little more memory than the rounding leaves");
+	       100 * s->prm->margin, need[0] ? need : "a little more memory than the rounding leaves");
 }
 
 /* Every batch shape and choice: the LPs, their rounding, the best kept. */

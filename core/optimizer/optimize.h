@@ -47,6 +47,31 @@ void fg_optimize_out_free(struct fg_optimize_out *out);
 /* One line per result: batch, percent, flags, throughput, memory per tier. */
 void fg_optimize_print(FILE *f, const struct fg_optimize_out *out);
 
+/* One way to spend a number of GPUs: `replicas` copies of an N-stage
+ * pipeline ([distributed] replicas; mpirun -np replicas x stages), each
+ * replica running its own batches, so the job runs about replicas times one
+ * replica's throughput (rank 0's dispatch of the requests is not priced). */
+struct fg_optimize_layout {
+	int64_t replicas, stages;
+	int rc;                          /* 0, or -ENOSPC: no policy fits a stage */
+	struct fg_optimize_result best;  /* one replica's best policy (rc 0) */
+	uint64_t missing[FG_ROLES];      /* rc -ENOSPC: as fg_optimize_out's */
+	int64_t lps;
+};
+
+/* Every layout replicas x stages = gpus with at least one layer a stage,
+ * each priced by fg_optimize with p->cc.stages set to its stages; *out (free
+ * it) holds *n of them, those that fit first by the job's throughput (more
+ * replicas first on a tie), then those that do not.  0 when one fits;
+ * -ENOSPC (line: what the layout of the most stages misses) when none does,
+ * *out still set; fg_optimize's other errors (nothing in *out). */
+int fg_optimize_layouts(const struct fg_optimize_params *p, int64_t gpus,
+			struct fg_optimize_layout **out, int *n);
+
+/* One line per layout: replicas x stages, the best policy as
+ * fg_optimize_print shows it with the job's throughput, or what it misses. */
+void fg_optimize_layouts_print(FILE *f, const struct fg_optimize_layout *l, int n);
+
 /* The policy as [policy] keys ("policy.percent=20 80 0 100 0 100", ...):
  * calls set(user, "section.key=value") for each; stops at the first error. */
 int fg_optimize_policy_keys(const struct fg_policy *p,

@@ -667,6 +667,8 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 		}
 		if (!live || (!refilling && t + 1 >= glen))
 			break;
+		if (run->poll)
+			run->poll(run->poll_arg);
 		/* A hard stop drops the batch here, between steps. */
 		if (run->abandon && *run->abandon) {
 			FG_ERR("the batch was abandoned after %lld of up to %lld new tokens: a hard stop",

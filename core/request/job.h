@@ -78,6 +78,10 @@ struct fg_batch_run {
 	/* Set: the batch takes no more waiting jobs, it ends (a stop). */
 	const volatile sig_atomic_t *stop;
 	const int *halt;
+	/* Called between decode steps (a job of replicas: rank 0 serves the
+	 * others while it runs a batch of its own); NULL: none. */
+	void (*poll)(void *arg);
+	void *poll_arg;
 };
 /* Run jobs[0..count) (count <= the effective batch) as one batch, through
  * *run (made, reused or remade to fit).  The batch is sized to the jobs: the
@@ -86,6 +90,18 @@ struct fg_batch_run {
 int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **jobs,
 		 size_t count);
 void fg_batch_run_end(struct fg_engine *e, struct fg_batch_run *run);
+
+/* run.c: a piece of a job of replicas (core/request/replicas.h), run by
+ * the replica it was given to: fg_run's (or with fail_fast fg_generate's)
+ * rule, poll called between decode steps, the run sized at least for the
+ * hinted prompt and budget (those still to come in the whole job). */
+struct fg_piece_hooks {
+	void (*poll)(void *arg);
+	void *arg;
+	int64_t hint_plen, hint_glen;
+};
+long fg_run_piece(struct fg_engine *e, const struct fg_request *reqs, size_t n,
+		  const struct fg_run_opts *o, int fail_fast, const struct fg_piece_hooks *h);
 
 /* share.c: shared prompt prefixes ([policy] share_prefix).  The order of
  * two prompts' tokens at their first difference (a walk of their trie); 0

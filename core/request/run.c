@@ -4,13 +4,16 @@
  * positions, a failed batch rerun one request at a time, every result
  * handed back as its batch ends, and the counts of what ran.  Known
  * requests (a resumed job's) take their places in the batches and get no
- * result. */
+ * result.  In a job of replicas, rank 0 hands the batches to the replicas
+ * as they free up, running some itself. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dist/dist.h"
 #include "core/engine/engine.h"
 #include "core/request/job.h"
+#include "core/request/replicas.h"
 #include "core/util/clock.h"
 #include "core/util/error.h"
 
@@ -76,6 +79,18 @@ struct runner {
 	 * join: batch[] holds its jobs and those. */
 	struct fg_job **batch, *idle;
 	double last_end;       /* when on_batch_end was last called */
+	int64_t *hint_p, *hint_g; /* the largest prompt and budget from order[i] on */
+	size_t n;              /* the caller's requests (the rest arrived by more()) */
+	/* A job of replicas (rank 0): order[next..live) not yet handed to one;
+	 * jobs a lost replica left, to hand again; a failed piece's outcome
+	 * (fail_fast). */
+	struct fg_replicas *rs;
+	struct fg_replicas_events ev;
+	size_t next;
+	struct fg_job **retry;
+	size_t n_retry;
+	long failed;
+	char why[1024];
 };
 
 /* An idle row's request: nothing to compute. */
@@ -105,16 +120,22 @@ static uint64_t work_of(const struct fg_job *j)
 	return j->req->known ? 0 : j->n_prompt + (uint64_t)j->req->max_new_tokens;
 }
 
-static void hand(struct runner *r, size_t index, struct fg_result *res)
+/* To the caller (the engine's counts are the caller's business: hand). */
+static void give(struct runner *r, size_t index, struct fg_result *res)
 {
-	r->e->stats.requests++;
-	r->e->stats.failed += res->finish_reason == FG_FINISH_ERROR;
 	r->handed++;
 	r->prog.requests_done++;
 	double t0 = fg_now();
 	if (r->o->on_result(r->o->arg, index, res))
 		r->stop = 1;
 	r->e->stats.callback_s += fg_now() - t0;
+}
+
+static void hand(struct runner *r, size_t index, struct fg_result *res)
+{
+	r->e->stats.requests++;
+	r->e->stats.failed += res->finish_reason == FG_FINISH_ERROR;
+	give(r, index, res);
 }
 
 /* A request's own error as its result (refused: the request is at fault). */
@@ -298,8 +319,284 @@ static int run_batch(struct runner *r, struct fg_job **jobs, size_t cnt)
 	return 0;
 }
 
+/* How many of order[i..) make the batch one process runs from i: up to the
+ * effective batch, and none whose longest prompt plus largest budget
+ * exceeds the model's positions. */
+static size_t batch_len(const struct runner *r, size_t i, size_t eff)
+{
+	int64_t plen = 0, glen = 0, maxpos = r->e->model.cfg.max_pos;
+	size_t cnt;
+
+	for (cnt = 0; i + cnt < r->live && cnt < eff; cnt++) {
+		const struct fg_job *j = r->order[i + cnt];
+		int64_t p = plen > (int64_t)j->n_prompt ? plen : (int64_t)j->n_prompt;
+		int64_t g = glen > j->req->max_new_tokens ? glen : j->req->max_new_tokens;
+		if (cnt && p + g > maxpos)
+			break;
+		plen = p;
+		glen = g;
+	}
+	return cnt;
+}
+
+/* The shape a run made for the batch at order[i] is sized for: the largest
+ * prompt and budget still to come, when they fit; requests still to arrive
+ * may be as long as the model's positions allow. */
+static void run_hints(const struct runner *r, size_t i, int64_t *hp, int64_t *hg)
+{
+	int64_t maxpos = r->e->model.cfg.max_pos;
+
+	*hp = i < r->n ? r->hint_p[i] : 0;
+	*hg = i < r->n ? r->hint_g[i] : 0;
+	if (r->o->more && *hp + *hg < maxpos) {
+		int64_t p = maxpos - *hg < maxpos / 2 ? maxpos - *hg : maxpos / 2;
+		*hp = *hp > p ? *hp : p;
+		*hg = maxpos - *hp;
+	}
+}
+
+/* ---- a job of replicas (rank 0) --------------------------------------------- */
+
+/* With [policy] refill a piece holds this many batches' requests, so that
+ * its finished rows have requests to take. */
+#define PIECE_BATCHES 4
+
+static void rep_result(void *arg, size_t index, struct fg_result *res)
+{
+	struct runner *r = arg;
+	struct fg_job *j = &r->jobs[index];
+
+	if (j->handed || abandoned(r)) {
+		fg_result_clear(res);
+		return;
+	}
+	j->handed = 1;
+	r->prog.work_done += work_of(j);
+	give(r, index, res);
+}
+
+static void rep_token(void *arg, size_t index, int32_t id)
+{
+	struct fg_job *j = &((struct runner *)arg)->jobs[index];
+
+	j->streamed = 1;
+	if (j->req->on_token)
+		j->req->on_token(j->req->on_token_arg, id);
+}
+
+/* A request a replica gave no result: its error, or again elsewhere. */
+static void unfinished(struct runner *r, size_t index, const char *why)
+{
+	struct fg_job *j = &r->jobs[index];
+
+	if (j->handed || j->req->known || abandoned(r))
+		return;
+	if (r->fail_fast && why[0] && !r->failed) {
+		r->failed = -EIO;
+		snprintf(r->why, sizeof(r->why), "%s", why);
+	}
+	if (j->streamed) {
+		char line[1200];
+		snprintf(line, sizeof(line), "its replica stopped after it had streamed tokens: %s", why);
+		j->handed = 1;
+		hand_error(r, index, line, 0);
+	} else if (!why[0]) {
+		r->retry[r->n_retry++] = j;
+	} else {
+		j->handed = 1;
+		hand_error(r, index, why, 0);
+	}
+}
+
+static void pause_point(struct runner *r)
+{
+	double t0 = fg_now();
+	if (r->o->on_batch_end && t0 - r->last_end >= 1.0) {
+		r->last_end = t0;
+		if (r->o->on_batch_end(r->o->arg, &r->prog))
+			r->stop = 1;
+		r->e->stats.callback_s += fg_now() - t0;
+	}
+}
+
+static void rep_ended(void *arg, int rc, const char *why, const size_t *index, size_t n)
+{
+	struct runner *r = arg;
+
+	if (rc < 0 && r->fail_fast && !r->failed) {
+		r->failed = rc;
+		snprintf(r->why, sizeof(r->why), "%s", why);
+	}
+	for (size_t k = 0; k < n; k++)
+		unfinished(r, index[k], rc < 0 ? why : "the replica stopped before it");
+	r->last_end = 0; /* (a piece's end: the caller hears of it) */
+	pause_point(r);
+}
+
+static void rep_lost(void *arg, const size_t *index, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		unfinished(arg, index[k], "");
+}
+
+static const struct fg_replicas_events rep_events = { .result = rep_result, .token = rep_token,
+						       .ended = rep_ended, .lost = rep_lost };
+
+static int stopping(const struct runner *r)
+{
+	return r->stop || r->failed || (r->o->stop && *r->o->stop) || abandoned(r);
+}
+
+/* The next piece: jobs a lost replica left first, else from order[next]
+ * the batch one process would run (with refill, a few), skipping those of
+ * known requests alone.  0: none. */
+static size_t next_piece(struct runner *r, struct fg_job ***jobs, int64_t *hp, int64_t *hg)
+{
+	size_t eff = (size_t)(r->e->policy.gpu_batch_size * r->e->policy.num_gpu_batches);
+	int batches = r->e->policy.refill > 0 ? PIECE_BATCHES : 1;
+
+	eff = eff < 1 ? 1 : eff;
+	if (r->n_retry) {
+		size_t m = r->n_retry < eff ? r->n_retry : eff;
+		r->n_retry -= m;
+		*jobs = r->retry + r->n_retry;
+		*hp = *hg = 0;
+		return m;
+	}
+	while (r->next < r->live) {
+		size_t i = r->next, cnt = 0;
+		int unknown = 0;
+		for (int b = 0; b < batches && i + cnt < r->live; b++)
+			cnt += batch_len(r, i + cnt, eff);
+		r->next += cnt;
+		for (size_t k = 0; k < cnt; k++)
+			unknown |= !r->order[i + k]->req->known;
+		if (unknown) {
+			*jobs = r->order + i;
+			run_hints(r, i, hp, hg);
+			return cnt;
+		}
+	}
+	return 0;
+}
+
+/* Every replica free gets a piece. */
+static void hand_out(struct runner *r)
+{
+	struct fg_job **jobs;
+	int64_t hp, hg;
+	size_t n;
+	int k;
+
+	while (!stopping(r) && (k = fg_replicas_free(r->rs)) >= 0 &&
+	       (n = next_piece(r, &jobs, &hp, &hg)))
+		if (fg_replicas_send(r->rs, k, jobs, n, r->fail_fast, hp, hg, &r->ev)) {
+			r->failed = -ENOMEM;
+			snprintf(r->why, sizeof(r->why), "%s", fg_last_error());
+		}
+}
+
+/* Between rank 0's own decode steps: the others' news, and their next pieces. */
+static void serve_replicas(void *arg)
+{
+	struct runner *r = arg;
+
+	fg_replicas_poll(r->rs, &r->ev);
+	hand_out(r);
+	pause_point(r);
+}
+
+struct own_piece {
+	struct runner *r;
+	size_t *index;
+};
+
+static int own_result(void *arg, size_t k, struct fg_result *res)
+{
+	struct own_piece *p = arg;
+	/* (counted by the piece's own request layer) */
+	rep_result(p->r, p->index[k], res);
+	return p->r->stop;
+}
+
+/* A piece on rank 0's own replica, through the request layer. */
+static void run_own(struct runner *r, struct fg_job **jobs, size_t n, int64_t hp, int64_t hg)
+{
+	struct fg_request *reqs = malloc(n * sizeof(*reqs));
+	size_t *index = malloc(n * sizeof(*index));
+	struct own_piece p = { r, index };
+	struct fg_run_opts o = { .on_result = own_result, .arg = &p, .input_order = 1,
+				 .keep_run = 1, .stop = r->o->stop, .abandon = r->o->abandon };
+	struct fg_piece_hooks h = { .poll = serve_replicas, .arg = r, .hint_plen = hp,
+				    .hint_glen = hg };
+	long rc = -ENOMEM;
+
+	if (reqs && index) {
+		for (size_t k = 0; k < n; k++) {
+			reqs[k] = *jobs[k]->req;
+			index[k] = jobs[k]->index;
+		}
+		rc = fg_run_piece(r->e, reqs, n, &o, r->fail_fast, &h);
+	} else {
+		FG_ERR("out of memory for a piece of %zu requests", n);
+	}
+	if (rc < 0 && !abandoned(r)) {
+		char why[1024];
+		snprintf(why, sizeof(why), "%s", fg_last_error());
+		rep_ended(r, (int)rc, why, index ? index : (size_t[]){ 0 }, index ? n : 0);
+	} else {
+		r->last_end = 0;
+		pause_point(r);
+	}
+	free(reqs);
+	free(index);
+}
+
+/* Rank 0 of a job of replicas: pieces to every free replica, one to its
+ * own, until none is left; then the pieces in flight end. */
+static long run_replicated(struct runner *r)
+{
+	struct fg_job **jobs;
+	int64_t hp, hg;
+	long ns = 2000;
+	size_t n;
+
+	r->next = 0;
+	while (!stopping(r)) {
+		if (fg_replicas_poll(r->rs, &r->ev))
+			ns = 2000;
+		hand_out(r);
+		if (stopping(r))
+			break;
+		if ((n = next_piece(r, &jobs, &hp, &hg))) {
+			run_own(r, jobs, n, hp, hg);
+			continue;
+		}
+		if (top_up(r))
+			continue;
+		if (!fg_replicas_busy(r->rs))
+			break;
+		pause_point(r);
+		fg_dist_nap(&ns);
+	}
+	if (abandoned(r))
+		fg_replicas_abandon(r->rs);
+	while (fg_replicas_busy(r->rs)) {
+		if (!fg_replicas_poll(r->rs, &r->ev))
+			fg_dist_nap(&ns);
+		pause_point(r);
+	}
+	if (r->failed) {
+		FG_ERR("%s", r->why);
+		return r->failed;
+	}
+	return r->handed;
+}
+
+/* ---- the requests ------------------------------------------------------------- */
+
 static long run_requests(struct fg_engine *e, const struct fg_request *reqs, size_t n,
-			 const struct fg_run_opts *o, int fail_fast)
+			 const struct fg_run_opts *o, int fail_fast, const struct fg_piece_hooks *h)
 {
 	size_t room = n + (o->more ? o->more_max : 0);
 	struct fg_job *jobs = calloc(room ? room : 1, sizeof(*jobs));
@@ -307,9 +604,9 @@ static long run_requests(struct fg_engine *e, const struct fg_request *reqs, siz
 	int64_t *hint_p = calloc(n + 1, sizeof(*hint_p)), *hint_g = calloc(n + 1, sizeof(*hint_g));
 	struct runner r = { .e = e, .o = o, .fail_fast = fail_fast,
 			    .run = { .f = e->kept, .abandon = o->abandon },
-			    .jobs = jobs, .order = order, .made = n, .room = room };
+			    .jobs = jobs, .order = order, .made = n, .room = room,
+			    .hint_p = hint_p, .hint_g = hint_g, .n = n };
 	size_t eff = (size_t)(e->policy.gpu_batch_size * e->policy.num_gpu_batches);
-	int64_t maxpos = e->model.cfg.max_pos;
 	double t0 = fg_now();
 	long rc = 0;
 
@@ -320,7 +617,20 @@ static long run_requests(struct fg_engine *e, const struct fg_request *reqs, siz
 	}
 	if (eff < 1)
 		eff = 1;
-	if (o->more && e->policy.refill > 0 &&
+	/* Rank 0 of a job of replicas hands pieces out (a piece is run here). */
+	if (!h && e->world && e->world->replicas > 1 && e->world->world_rank == 0) {
+		if ((rc = fg_replicas_get(e, &r.rs)))
+			goto out;
+		if (!(r.retry = calloc(room ? room : 1, sizeof(*r.retry)))) {
+			FG_ERR("out of memory for %zu requests", room);
+			rc = -ENOMEM;
+			goto out;
+		}
+		r.run.f = NULL; /* (the pieces run here keep the engine's) */
+		r.ev = rep_events;
+		r.ev.arg = &r;
+	}
+	if (!r.rs && o->more && e->policy.refill > 0 &&
 	    (!(r.batch = calloc(eff, sizeof(*r.batch))) || !(r.idle = calloc(eff, sizeof(*r.idle))))) {
 		FG_ERR("out of memory for a batch of %zu rows", eff);
 		rc = -ENOMEM;
@@ -344,9 +654,6 @@ static long run_requests(struct fg_engine *e, const struct fg_request *reqs, siz
 	if (!o->input_order)
 		qsort(order, r.live, sizeof(*order),
 		      e->policy.share_prefix ? by_bucket_tokens : by_bucket);
-	/* The largest prompt and budget from each batch on: a run made for a
-	 * batch is sized for those still to come, when they fit.  Requests
-	 * still to arrive may be as long as the model's positions allow. */
 	for (size_t i = r.live; i-- > 0;) {
 		hint_p[i] = hint_p[i + 1] > (int64_t)order[i]->n_prompt ? hint_p[i + 1]
 									 : (int64_t)order[i]->n_prompt;
@@ -354,32 +661,24 @@ static long run_requests(struct fg_engine *e, const struct fg_request *reqs, siz
 				    ? hint_g[i + 1]
 				    : order[i]->req->max_new_tokens;
 	}
+	if (h) {
+		/* a piece: sized for what is still to come in the whole job */
+		hint_p[0] = hint_p[0] > h->hint_plen ? hint_p[0] : h->hint_plen;
+		hint_g[0] = hint_g[0] > h->hint_glen ? hint_g[0] : h->hint_glen;
+		r.run.poll = h->poll;
+		r.run.poll_arg = h->arg;
+	}
+	if (r.rs) {
+		rc = run_replicated(&r);
+		goto out;
+	}
 	for (size_t i = 0, cnt; !r.stop; i += cnt) {
-		int64_t plen = 0, glen = 0;
-
 		if ((o->stop && *o->stop) || abandoned(&r))
 			break;
 		if (i == r.live && !top_up(&r))
 			break;
-		/* Up to the effective batch, and no batch whose longest prompt plus
-		 * largest budget exceeds the model's positions. */
-		for (cnt = 0; i + cnt < r.live && cnt < eff; cnt++) {
-			const struct fg_job *j = order[i + cnt];
-			int64_t p = plen > (int64_t)j->n_prompt ? plen : (int64_t)j->n_prompt;
-			int64_t g = glen > j->req->max_new_tokens ? glen : j->req->max_new_tokens;
-			if (cnt && p + g > maxpos)
-				break;
-			plen = p;
-			glen = g;
-		}
-		r.run.hint_plen = i < n ? hint_p[i] : 0;
-		r.run.hint_glen = i < n ? hint_g[i] : 0;
-		if (o->more && r.run.hint_plen + r.run.hint_glen < maxpos) {
-			int64_t p = maxpos - r.run.hint_glen < maxpos / 2 ? maxpos - r.run.hint_glen
-									  : maxpos / 2;
-			r.run.hint_plen = r.run.hint_plen > p ? r.run.hint_plen : p;
-			r.run.hint_glen = maxpos - r.run.hint_plen;
-		}
+		cnt = batch_len(&r, i, eff);
+		run_hints(&r, i, &r.run.hint_plen, &r.run.hint_glen);
 		/* the jobs after the batch may take its finished rows' places */
 		r.run.wait = order + i + cnt;
 		r.run.n_wait = r.live - i - cnt;
@@ -405,12 +704,20 @@ static long run_requests(struct fg_engine *e, const struct fg_request *reqs, siz
 		rc = r.handed;
 out:
 	/* A run kept for the next call, or freed (fg_generate's calls leave
-	 * the tiers as they found them). */
-	e->kept = NULL;
-	if (o->keep_run && !fail_fast)
-		e->kept = r.run.f;
-	else
+	 * the tiers as they found them).  Rank 0 of replicas: its pieces left
+	 * theirs in the engine. */
+	if (r.rs && e->kept && !(o->keep_run && !fail_fast)) {
+		r.run.f = e->kept;
 		fg_batch_run_end(e, &r.run);
+	} else if (!r.rs) {
+		e->kept = NULL;
+		if (o->keep_run && !fail_fast)
+			e->kept = r.run.f;
+		else
+			fg_batch_run_end(e, &r.run);
+	}
+	if (r.rs && !(o->keep_run && !fail_fast))
+		e->kept = NULL;
 	for (size_t i = 0; jobs && i < r.made; i++)
 		fg_job_free(&jobs[i]);
 	free(jobs);
@@ -419,7 +726,14 @@ out:
 	free(hint_g);
 	free(r.batch);
 	free(r.idle);
+	free(r.retry);
 	return rc;
+}
+
+long fg_run_piece(struct fg_engine *e, const struct fg_request *reqs, size_t n,
+		  const struct fg_run_opts *o, int fail_fast, const struct fg_piece_hooks *h)
+{
+	return run_requests(e, reqs, n, o, fail_fast, h);
 }
 
 long fg_run(struct fg_engine *e, const struct fg_request *reqs, size_t n,
@@ -429,7 +743,7 @@ long fg_run(struct fg_engine *e, const struct fg_request *reqs, size_t n,
 		FG_ERR("fg_run: no on_result callback");
 		return -EINVAL;
 	}
-	return run_requests(e, reqs, n, o, 0);
+	return run_requests(e, reqs, n, o, 0, NULL);
 }
 
 static int collect(void *arg, size_t index, struct fg_result *res)
@@ -446,7 +760,7 @@ int fg_generate(struct fg_engine *e, const struct fg_request *reqs, size_t n,
 	struct fg_run_opts o = { .on_result = collect, .arg = results };
 
 	memset(results, 0, sizeof(*results) * n);
-	long rc = run_requests(e, reqs, n, &o, 1);
+	long rc = run_requests(e, reqs, n, &o, 1, NULL);
 	if (rc < 0) {
 		for (size_t i = 0; i < n; i++)
 			fg_result_clear(&results[i]);

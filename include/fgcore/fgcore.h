@@ -62,8 +62,10 @@ int fg_engine_check_config(struct fg_config *c);
 /* Load plugins, open tiers, load the model and tokenizer the config names. */
 int fg_engine_open(const struct fg_config *c, struct fg_engine **out);
 void fg_engine_close(struct fg_engine *e);
-/* A pipeline job's later stage (rank > 0 under mpirun): follow rank 0's
- * runs on this rank's layers until rank 0 closes its engine. */
+/* A rank other than 0 under mpirun: a pipeline's later stage follows its
+ * stage 0's runs on this rank's layers, another replica's stage 0 runs the
+ * requests rank 0 hands it ([distributed] replicas), until rank 0 closes
+ * its engine. */
 int fg_engine_follow(struct fg_engine *e);
 
 /* What an open engine runs: the model, its batch shape and its plugins.

@@ -1,0 +1,20 @@
+# tests/mpi_env.sh - sourced by the tests that launch fgcore under mpirun:
+# Open MPI set for a container, and `run_np NP ARGS...` (bounded).  Needs
+# $tmp (a scratch folder); sets $mpi, the launcher's command line.
+
+# Open MPI in a container: no network transports, no cross-memory attach
+# (ptrace is often forbidden), no core binding on 2 shared cores; as root
+# (CI), mpirun wants to be told.
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+export OMPI_MCA_pml=ob1 OMPI_MCA_osc=pt2pt
+# Under AddressSanitizer: Open MPI keeps what it allocates until exit, in
+# modules it would unload; keep them loaded so these suppressions name them.
+export OMPI_MCA_mca_base_component_disable_dlclose=1
+printf 'leak:%s\n' libmpi.so libopen-pal.so libopen-rte.so libpmix.so libevent libhwloc mca_ \
+	> "$tmp/lsan.supp"
+export LSAN_OPTIONS="suppressions=$tmp/lsan.supp:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+mpi="mpirun --oversubscribe -x FGCORE_PLUGIN_PATH -x LSAN_OPTIONS"
+for v in ASAN_OPTIONS UBSAN_OPTIONS; do eval "[ -n \"\${$v:-}\" ]" && mpi="$mpi -x $v"; done
+[ "$(id -u)" = 0 ] && mpi="$mpi --allow-run-as-root"
+run_np() { np=$1; shift; timeout 120 $mpi -np "$np" "$@"; }
