@@ -1,7 +1,8 @@
-/* cli/cmd_stage.c - a later stage of a pipeline job: rank r > 0 of
- * `mpirun -np N fgcore -c CONFIG bench|generate|run-batch ...` opens its
- * slice of the model and follows rank 0's batches; rank 0 alone reads the
- * input and writes the output. */
+/* cli/cmd_stage.c - a rank other than 0 of `mpirun -np N fgcore -c CONFIG
+ * bench|generate|run-batch|score|serve ...`: it opens its slice of the
+ * model and follows rank 0 (a pipeline's later stage its stage 0's
+ * batches, another replica's stage 0 the requests rank 0 hands it); rank 0
+ * alone reads the input and writes the output. */
 #include <errno.h>
 #include <stdio.h>
 

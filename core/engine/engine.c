@@ -15,7 +15,6 @@
 #include "core/dist/dist.h"
 #include "core/engine/engine.h"
 #include "core/exec/pipe.h"
-#include "core/request/replicas.h"
 #include "core/util/clock.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
@@ -354,7 +353,8 @@ void fg_engine_close(struct fg_engine *e)
 {
 	if (!e)
 		return;
-	fg_replicas_close(e);
+	if (e->replicas_close)
+		e->replicas_close(e);
 	fg_forward_free(e->kept);
 	if (e->dist && e->model.blocks)
 		fg_pipe_close(e->dist);

@@ -21,6 +21,7 @@ struct fg_engine {
 	struct fg_dist *world;       /* the job's ranks (mpirun); NULL: one process */
 	struct fg_dist *dist;        /* world, when this replica is a pipeline of stages; else NULL */
 	struct fg_replicas *replicas; /* rank 0 of a job of replicas: the others' state */
+	void (*replicas_close)(struct fg_engine *e); /* (the request layer's, at close) */
 	struct fg_backend be;        /* computes on the compute tier */
 	struct fg_backend host_be;   /* cpu_cache_compute with a device compute tier */
 	struct fg_tier tiers[FG_ROLES];
@@ -44,6 +45,10 @@ static inline int fg_public_tier(enum fg_role r)
 {
 	return FG_ROLES - 1 - (int)r;
 }
+
+/* worker.c: a pipeline's later stage follows its stage 0's runs until it
+ * closes its engine (fg_engine_follow, core/request/replicas.c, calls it). */
+int fg_engine_follow_stage(struct fg_engine *e);
 
 /* The forward-pass environment of this engine, for `nb` GPU batches. */
 void fg_engine_forward_env(struct fg_engine *e, int64_t nb, struct fg_forward_env *env);

@@ -1,27 +1,21 @@
-/* core/engine/worker.c - a job's ranks other than 0: another replica's
- * stage 0 runs the pieces rank 0 hands it (core/request/replicas.c); a
- * pipeline's later stages follow their stage 0's commands on their own
- * layers until it closes its engine.  Each command makes the same call
- * stage 0 made (core/exec/pipe.c sends them), so every caller of the
- * forward pass runs distributed unchanged. */
+/* core/engine/worker.c - a pipeline's later stages (a rank whose stage is
+ * not 0): follow their stage 0's commands on their own layers until it
+ * closes its engine.  Each command makes the same call stage 0 made
+ * (core/exec/pipe.c sends them), so every caller of the forward pass runs
+ * distributed unchanged.  (Another replica's stage 0 runs the requests
+ * rank 0 hands it: core/request/replicas.c.) */
 #include <stdlib.h>
 
 #include "core/dist/dist.h"
 #include "core/engine/engine.h"
 #include "core/exec/pipe.h"
-#include "core/request/replicas.h"
 #include "core/util/error.h"
 
-int fg_engine_follow(struct fg_engine *e)
+int fg_engine_follow_stage(struct fg_engine *e)
 {
 	struct fg_dist *d = e->dist;
 	struct fg_forward *f = NULL;
 	int32_t *pad = NULL;
-
-	/* Another replica's stage 0 runs rank 0's pieces (and commands its own
-	 * later stages as rank 0 does). */
-	if (e->world && e->world->info.rank == 0)
-		return fg_replica_follow(e);
 
 	for (int taken = 0;;) {
 		struct fg_pipe_cmd c;

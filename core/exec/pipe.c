@@ -2,7 +2,7 @@
  *
  * Rank 0 owns the requests: its fg_forward_new / prefill / decode / free
  * send the same command to every other rank first, whose worker loop
- * (fg_engine_follow, core/engine/worker.c) makes the same call on its own stage.  Within a step,
+ * (fg_engine_follow_stage, core/engine/worker.c) makes the same call on its own stage.  Within a step,
  * each stage receives a GPU batch's activations from the previous stage
  * before its first unit and sends them to the next after its last one; the
  * last stage sends each GPU batch's greedy tokens (and logits, when asked)

@@ -104,6 +104,7 @@ int fg_replicas_get(struct fg_engine *e, struct fg_replicas **out)
 		}
 	}
 	e->replicas = rs;
+	e->replicas_close = fg_replicas_close;
 	*out = rs;
 	return 0;
 }
@@ -581,4 +582,13 @@ int fg_replica_follow(struct fg_engine *e)
 			fg_dist_fatal(h.d);
 		}
 	}
+}
+
+int fg_engine_follow(struct fg_engine *e)
+{
+	/* Another replica's stage 0 runs rank 0's pieces (commanding its own
+	 * later stages as rank 0 does); a later stage follows its stage 0. */
+	if (e->world && e->world->info.rank == 0)
+		return fg_replica_follow(e);
+	return fg_engine_follow_stage(e);
 }
