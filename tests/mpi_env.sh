@@ -1,6 +1,8 @@
 # tests/mpi_env.sh - sourced by the tests that launch fgcore under mpirun:
-# Open MPI set for a container, and `run_np NP ARGS...` (bounded).  Needs
-# $tmp (a scratch folder); sets $mpi, the launcher's command line.
+# Open MPI set for a container, `run_np NP ARGS...` (bounded), and
+# `shared_prefix_requests FILE` (12 run-batch requests in 4 groups whose
+# prompts begin alike, echoed with logprobs).  Needs $tmp (a scratch
+# folder); sets $mpi, the launcher's command line.
 
 # Open MPI in a container: no network transports, no cross-memory attach
 # (ptrace is often forbidden), no core binding on 2 shared cores; as root
@@ -18,3 +20,15 @@ mpi="mpirun --oversubscribe -x FGCORE_PLUGIN_PATH -x LSAN_OPTIONS"
 for v in ASAN_OPTIONS UBSAN_OPTIONS; do eval "[ -n \"\${$v:-}\" ]" && mpi="$mpi -x $v"; done
 [ "$(id -u)" = 0 ] && mpi="$mpi --allow-run-as-root"
 run_np() { np=$1; shift; timeout 120 $mpi -np "$np" "$@"; }
+shared_prefix_requests() {
+	python3 - "$1" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for q in range(4):
+        for c in range(3):
+            ids = [2] + [(37 * t + 11) % 8000 + 4 for t in range(20)] + \
+                  [(13 * t + 101 * q) % 8000 + 4 for t in range(3 + q)] + [40 + c]
+            f.write(json.dumps({"custom_id": f"q{q}c{c}", "prompt": ids, "max_tokens": 1 + c,
+                                "echo": True, "logprobs": 2, "ignore_eos": True}) + "\n")
+PY
+}

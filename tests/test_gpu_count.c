@@ -2,6 +2,8 @@
  * of the machine without CUDA, as CUDA_VISIBLE_DEVICES limits them:
  *  - fg_gpu_count_scan over fake driver and /dev folders, and CUDA's reading
  *    of CUDA_VISIBLE_DEVICES (the list stops at its first invalid entry);
+ *  - fg_dist_gpu_pick, the GPU of a host's local rank ([distributed]
+ *    gpu_per_rank);
  *  - fg_core_host() in a fresh process (Check forks each test): "" and "-1"
  *    give 0; unset, the count of this machine as glob(3) finds it (0 here,
  *    without a GPU). */
@@ -14,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/dist/dist.h"
 #include "core/util/error.h"
 
 static char root[] = "/var/tmp/fgcore-gpus-XXXXXX";
@@ -136,6 +139,29 @@ static int machine_gpus(void)
 	return n;
 }
 
+/* [distributed] gpu_per_rank: a host's local rank takes the (L mod count)-th
+ * visible GPU, named as CUDA_VISIBLE_DEVICES names it. */
+START_TEST(test_gpu_per_rank)
+{
+	char out[64];
+
+	ck_assert_int_eq(fg_dist_gpu_pick(NULL, 4, 0, out, sizeof(out)), 0);
+	ck_assert_str_eq(out, "0");
+	ck_assert_int_eq(fg_dist_gpu_pick(NULL, 4, 6, out, sizeof(out)), 0);
+	ck_assert_str_eq(out, "2");
+	ck_assert_int_eq(fg_dist_gpu_pick("3,5", 2, 1, out, sizeof(out)), 0);
+	ck_assert_str_eq(out, "5");
+	ck_assert_int_eq(fg_dist_gpu_pick("3, 5 ,7", 3, 4, out, sizeof(out)), 0);
+	ck_assert_str_eq(out, "5");
+	ck_assert_int_eq(fg_dist_gpu_pick("GPU-a1b2,GPU-c3d4", 2, 3, out, sizeof(out)), 0);
+	ck_assert_str_eq(out, "GPU-c3d4");
+	/* one GPU, none, or a count beyond the list: nothing to pick */
+	ck_assert_int_eq(fg_dist_gpu_pick(NULL, 1, 1, out, sizeof(out)), -1);
+	ck_assert_int_eq(fg_dist_gpu_pick(NULL, 0, 1, out, sizeof(out)), -1);
+	ck_assert_int_eq(fg_dist_gpu_pick("3", 2, 1, out, sizeof(out)), -1);
+}
+END_TEST
+
 START_TEST(test_host_unset)
 {
 	unsetenv("CUDA_VISIBLE_DEVICES");
@@ -174,6 +200,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_sources);
 	tcase_add_test(tc, test_visible);
+	tcase_add_test(tc, test_gpu_per_rank);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("host");
 	tcase_add_test(tc, test_host_unset);

@@ -105,16 +105,7 @@ grep -q '"token_logprobs":\[null,' "$tmp/echo1.out" || die "echo: no prompt scor
 # Shared prompt prefixes through the stages: every stage runs the same steps
 # of the same rows (rank 0's command carries the sharing), the one-process
 # bytes, and the positions saved.
-python3 - "$tmp/mc.jsonl" <<'PY'
-import json, sys
-with open(sys.argv[1], "w") as f:
-    for q in range(4):
-        for c in range(3):
-            ids = [2] + [(37 * t + 11) % 8000 + 4 for t in range(20)] + \
-                  [(13 * t + 101 * q) % 8000 + 4 for t in range(3 + q)] + [40 + c]
-            f.write(json.dumps({"custom_id": f"q{q}c{c}", "prompt": ids, "max_tokens": 1 + c,
-                                "echo": True, "logprobs": 2, "ignore_eos": True}) + "\n")
-PY
+shared_prefix_requests "$tmp/mc.jsonl"
 sp="-o policy.share_prefix=4 -o policy.gpu_batch_size=4"
 "$fg" $m $sp run-batch --input "$tmp/mc.jsonl" --output "$tmp/mc1.out" 2>"$tmp/err" || die "sharing, one process: $(cat "$tmp/err")"
 run_np 2 "$fg" $m $sp run-batch --input "$tmp/mc.jsonl" --output "$tmp/mc2.out" 2>"$tmp/err" || die "sharing -np 2: $(cat "$tmp/err")"

@@ -4,7 +4,8 @@
 # and as 2 replicas of 2 stages, write byte for byte the one-process output
 # of generate, run-batch (greedy, seeded sampling, echo + logprobs, with and
 # without continuous batching) and score on the trained OPT and Llama
-# checkpoints; a job killed on rank 0 resumes to the same bytes; a replica
+# checkpoints, with shared prompt prefixes too; a job killed on rank 0
+# resumes to the same bytes; a replica
 # killed mid-job (mpirun --enable-recovery) loses nothing and the job says
 # so; a layout that does not divide the ranks is one line; serve dispatches
 # to the replicas.
@@ -89,6 +90,16 @@ for name in opt/opt-py-128x4 llama/llama-py-128x4; do
 done
 
 m="-o model.path=$td/opt/opt-py-128x4 $base"
+# Shared prompt prefixes per replica: prompts beginning alike share pieces
+# (one process's order), their positions are saved, the bytes are one
+# process's.
+shared_prefix_requests "$tmp/mc.jsonl"
+sp="-o policy.share_prefix=4 -o policy.gpu_batch_size=4 run-batch --input $tmp/mc.jsonl --output -"
+"$fg" $m $sp > "$tmp/mc1.out" 2>"$tmp/err" || die "sharing, one process: $(cat "$tmp/err")"
+run_np 2 "$fg" $m -o distributed.replicas=2 $sp > "$tmp/mc2.out" 2>"$tmp/err" || die "sharing -np 2: $(cat "$tmp/err")"
+grep -q "shared prompt prefixes saved [1-9]" "$tmp/err" || die "sharing -np 2: nothing saved: $(cat "$tmp/err")"
+cmp -s "$tmp/mc1.out" "$tmp/mc2.out" || die "sharing -np 2 replicas 2 differs: $(diff "$tmp/mc1.out" "$tmp/mc2.out" | head -4)"
+
 # The job's counts add every replica's: as many requests and tokens as one process.
 rb="run-batch --input $tmp/in.jsonl --output $tmp/o.jsonl"
 "$fg" $m $rb 2>"$tmp/err" || die "counts, one process: $(cat "$tmp/err")"

@@ -220,6 +220,12 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		"up and writes every result.  A replica that fails or goes silent for "
 		"[distributed] timeout gives its unfinished requests to the others (run mpirun "
 		"--enable-recovery: by default Open MPI stops every rank when one dies)."),
+	KEY("distributed", "gpu_per_rank", FG_CFG_BOOL, "true",
+	    "The ranks of one host spread over its GPUs: local rank L sees only the (L mod "
+	    "G)-th of the G GPUs visible to the job (CUDA_VISIBLE_DEVICES narrowed before "
+	    "CUDA starts), so that mpirun -np 4 on a 4-GPU machine puts a stage or a "
+	    "replica on each; false: every rank sees them all and the plugins' device "
+	    "options choose."),
 	KEY_DOUBLE("distributed", "timeout", "600", 0.1, 86400,
 		   "Seconds a rank waits for another rank's activations, results or answer "
 		   "before it stops the whole job (or, with replicas, drops the silent "

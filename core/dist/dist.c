@@ -42,6 +42,61 @@ int fg_dist_layout(int size, int rank, int64_t replicas, int *replica, int *stag
 	return 0;
 }
 
+int fg_dist_gpu_pick(const char *visible, int count, int local, char *out, size_t n)
+{
+	int k = count > 1 && local >= 0 ? local % count : -1;
+
+	if (k < 0)
+		return -1;
+	if (!visible) {
+		snprintf(out, n, "%d", k);
+		return 0;
+	}
+	/* (count comes from the same list: its first count entries are valid) */
+	for (const char *p = visible; *p; p++) {
+		size_t len = strcspn(p, ",");
+		if (k-- == 0) {
+			while (len && (*p == ' ' || *p == '\t'))
+				p++, len--;
+			while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+				len--;
+			snprintf(out, n, "%.*s", (int)len, p);
+			return 0;
+		}
+		p += len;
+		if (!*p)
+			break;
+	}
+	return -1;
+}
+
+/* With [distributed] gpu_per_rank, the ranks of a host spread over its
+ * GPUs, each seeing one: CUDA_VISIBLE_DEVICES narrowed before any plugin
+ * starts CUDA (the transport's open included). */
+static void pick_gpu(const struct fg_config *c, int rank)
+{
+	static const char *const sizes[] = { "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS" };
+	static const char *const ranks[] = { "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID" };
+	const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+	int count = fg_core_host()->gpu_count;
+	char pick[128];
+
+	if (!fg_config_bool(c, "distributed", "gpu_per_rank"))
+		return;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		const char *ls = getenv(sizes[i]), *lr = getenv(ranks[i]);
+		if (!ls || !lr || atoi(ls) < 2)
+			continue;
+		if (fg_dist_gpu_pick(visible, count, atoi(lr), pick, sizeof(pick)))
+			return;
+		FG_LOG(FG_LOG_INFO, "rank %d: GPU %s of the %d visible (local rank %s of %s; [distributed] gpu_per_rank)",
+		       rank, pick, count, lr, ls);
+		setenv("CUDA_VISIBLE_DEVICES", pick, 1);
+		fg_core_host_set_gpu_count(1);
+		return;
+	}
+}
+
 int fg_dist_open(const struct fg_config *c, struct fg_dist **out)
 {
 	int rank, size = fg_dist_launched(&rank), rc, replica, stage, stages;
@@ -54,6 +109,7 @@ int fg_dist_open(const struct fg_config *c, struct fg_dist **out)
 	if ((rc = fg_dist_layout(size, rank, fg_config_int(c, "distributed", "replicas"), &replica,
 				 &stage, &stages)))
 		return rank ? -ECANCELED : rc;
+	pick_gpu(c, rank);
 	if (!(d = calloc(1, sizeof(*d)))) {
 		FG_ERR("out of memory");
 		return -ENOMEM;

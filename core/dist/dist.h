@@ -44,6 +44,12 @@ int fg_dist_launched(int *rank);
  * a line when size is not a multiple of replicas. */
 int fg_dist_layout(int size, int rank, int64_t replicas, int *replica, int *stage, int *stages);
 
+/* The GPU a host's local rank `local` takes among `count` visible ones
+ * (CUDA_VISIBLE_DEVICES `visible`, NULL: unset, devices 0..count-1): the
+ * (local mod count)-th entry, into out (n bytes) as CUDA_VISIBLE_DEVICES
+ * names it.  0, or -1 when there is nothing to pick (count < 2). */
+int fg_dist_gpu_pick(const char *visible, int count, int local, char *out, size_t n);
+
 /* *out = NULL when this process runs alone (no launcher, or one rank);
  * else the opened transport.  Errors have a line. */
 int fg_dist_open(const struct fg_config *c, struct fg_dist **out);
