@@ -22,16 +22,25 @@
  * inv_freq table, attn_factor, partial rotary), grouped-query attention in
  * prefill and decode (fp32, fp16 and 4-bit caches); and the logprob op of
  * ABI 1.6 against tests/logprob_ref.h (ties, +-inf, NaN, rows with no
- * distribution, Llama 3's vocabulary, k up to 20 and above the vocabulary).
- * A variant runs where the
- * backend's `supports` says it runs it (cpu_blas: everything).  Every op goes
- * through the core's wrappers (core/backend/compute_ops.c), which validate the
- * arguments: invalid ones must be refused with -EINVAL and one error line
- * naming the plugin, the layer and the op, never a crash; an op the backend
- * does not support with -ENOTSUP.  cpu_blas also runs with its linear paths forced (OpenBLAS only,
- * the fused kernel only), thread counts 1 and 3, its plain C helpers
- * (isa = none) and, on AVX-512 machines, its AVX2 kernels; with the fused
- * kernel, a row's result must not depend on m (bit for bit).
+ * distribution, Llama 3's vocabulary, k up to 20 and above the vocabulary);
+ * and the generic tier of ABI 1.10 (mixture-of-experts layers): add (f32 and
+ * f16, alpha and beta, y none, out = x or y), route (8, 60 and 128 experts,
+ * k 1, 2, 8 and up to 64, with and without renormalize; ids exactly, ties to
+ * the lower id, NaN rows), gather and scatter_add (repeated indices, rows no
+ * index names left bit for bit, weights or none), and the grouped linear
+ * (1, 3 and 8 groups, empty ones, f16 and 4-bit weights, every act, bias on
+ * some groups, mul), whose rows must also equal, bit for bit, the backend's
+ * linear run on each group.  A variant runs where the backend's `supports`
+ * says it runs it (cpu_blas: everything).  Every op goes through the core's
+ * wrappers (core/backend/compute_ops.c), which validate the arguments:
+ * invalid ones must be refused with -EINVAL and one error line naming the
+ * plugin, the layer and the op, never a crash; an op the backend does not
+ * support with -ENOTSUP (the generic ops also for a plugin built for ABI
+ * 1.0, tests/plugins/compute_abi10, found through FGCORE_BUILDDIR).  cpu_blas
+ * also runs with its linear paths forced (OpenBLAS only, the fused kernel
+ * only), thread counts 1 and 3, its plain C helpers (isa = none) and, on
+ * AVX-512 machines, its AVX2 kernels; with the fused kernel, a row's result
+ * must not depend on m (bit for bit).
  *
  * Memory: tensors come from malloc, which is right for host backends with
  * fp32 activations.  A backend with fp16 activations or device memory (a
@@ -2251,6 +2260,1002 @@ START_TEST(test_logprob_invalid)
 }
 END_TEST
 
+/* ---- the generic tier (ABI 1.10): add, route, gather, scatter_add, grouped linear ------ */
+
+static int op_add(struct env *e, const struct fg_add_args *a)
+{
+	return fg_backend_add(&e->b, NULL, TEST_LAYER, "probe", a);
+}
+
+static int op_route(struct env *e, const struct fg_route_args *a)
+{
+	return fg_backend_route(&e->b, NULL, TEST_LAYER, "probe", a);
+}
+
+static int op_gather(struct env *e, const struct fg_gather_args *a)
+{
+	return fg_backend_gather(&e->b, NULL, TEST_LAYER, "probe", a);
+}
+
+static int op_scatter_add(struct env *e, const struct fg_scatter_add_args *a)
+{
+	return fg_backend_scatter_add(&e->b, NULL, TEST_LAYER, "probe", a);
+}
+
+static int op_linear_grouped(struct env *e, const struct fg_linear_grouped_args *a)
+{
+	return fg_backend_linear_grouped(&e->b, NULL, TEST_LAYER, "probe", a);
+}
+
+/* The row ops take either plain type: f32, or f16 where `supports` says so. */
+static const enum fg_dtype plain_types[] = { FG_DTYPE_F32, FG_DTYPE_F16 };
+
+/* A [rows, cols] tensor of plain type t, ld apart, random in [-scale, scale)
+ * (padding columns: SENTINEL, or f16's NaN 0x7e00). */
+static void *plain_new(enum fg_dtype t, int64_t rows, int64_t cols, int64_t ld, float scale)
+{
+	float *p;
+
+	if (t == FG_DTYPE_F16)
+		return f16_new(rows, cols, ld, scale);
+	p = f32_new(rows, cols, ld, true);
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++)
+			p[r * ld + c] *= scale;
+	return p;
+}
+
+/* Element i (row * ld + column) of a plain tensor, in double. */
+static double plain_at(const void *p, enum fg_dtype t, int64_t i)
+{
+	return t == FG_DTYPE_F16 ? h2d(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static void *bytes_dup(const void *p, size_t n)
+{
+	void *q = malloc(n + 1);
+
+	EXPECT_TRUE(q);
+	memcpy(q, p, n);
+	return q;
+}
+
+/* The tolerance of an output of type t: f16 outputs are rounded once. */
+static double tol_of(const struct env *e, enum fg_dtype t)
+{
+	return t == FG_DTYPE_F16 ? TOL_F16_OUT : e->tol;
+}
+
+/* expect_close for either plain type: f16 values widened, their padding
+ * columns still 0x7e00. */
+static void expect_close_plain(const char *what, const void *got, enum fg_dtype t, int64_t ld,
+			       const double *ref, int64_t rows, int64_t cols, double tol)
+{
+	const uint16_t *h = got;
+	float *g;
+
+	if (t == FG_DTYPE_F32) {
+		expect_close(what, got, ld, ref, rows, cols, tol);
+		return;
+	}
+	g = malloc((size_t)(rows * ld + 1) * sizeof(*g));
+	EXPECT_TRUE(g);
+	for (int64_t i = 0; i < rows * ld; i++) {
+		EXPECT(i % ld < cols || h[i] == 0x7e00, "%s: padding [%lld, %lld] overwritten", what,
+		       (long long)(i / ld), (long long)(i % ld));
+		g[i] = i % ld < cols ? fg_half_to_float(h[i]) : SENTINEL;
+	}
+	expect_close(what, g, ld, ref, rows, cols, tol);
+	free(g);
+}
+
+/* Is t to be run?  f32 must be; f16 where the backend says so. */
+static bool plain_runs(struct env *e, enum fg_op op, enum fg_dtype t)
+{
+	if (t == FG_DTYPE_F32 || supports(e, op, t))
+		return true;
+	printf("%s: not run: the backend does not run %s on %s\n", e->label, fg_op_name(op),
+	       fg_dtype_name(t));
+	return false;
+}
+
+/* ---- add ---- */
+
+enum { ADD_SEPARATE, ADD_OUT_X, ADD_OUT_Y, ADD_SCALE, ADD_SCALE_IN_PLACE, ADD_MODES };
+
+static void add_case(struct env *e, enum fg_dtype t, int64_t rows, int64_t cols, int64_t pad,
+		     float alpha, float beta, int mode)
+{
+	static const char *modes[] = { "separate", "out=x", "out=y", "y none", "y none, out=x" };
+	int64_t ldx = cols + pad, ldy = cols + pad + 1, ldo = cols + pad + 2;
+	size_t es = fg_dtype_size(t);
+	bool has_y = mode < ADD_SCALE;
+	void *x = plain_new(t, rows, cols, ldx, 1.5f), *y = plain_new(t, rows, cols, ldy, 1.0f);
+	void *sep = plain_new(t, rows, cols, ldo, 1.0f); /* its old values must not matter */
+	void *x0 = bytes_dup(x, (size_t)(rows * ldx) * es);
+	void *y0 = bytes_dup(y, (size_t)(rows * ldy) * es);
+	double *ref = malloc((size_t)(rows * cols + 1) * sizeof(*ref));
+	struct fg_add_args a;
+	char what[200];
+
+	EXPECT_TRUE(ref);
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++)
+			ref[r * cols + c] = alpha * plain_at(x, t, r * ldx + c) +
+					    (has_y ? beta * plain_at(y, t, r * ldy + c) : 0);
+	memset(&a, 0, sizeof(a));
+	a.x = tview(x, t, rows, cols, ldx);
+	if (has_y)
+		a.y = tview(y, t, rows, cols, ldy);
+	a.alpha = alpha;
+	a.beta = beta; /* without y: out = alpha · x whatever beta */
+	a.out = mode == ADD_OUT_X || mode == ADD_SCALE_IN_PLACE ? a.x :
+		mode == ADD_OUT_Y ? a.y : tview(sep, t, rows, cols, ldo);
+	snprintf(what, sizeof(what), "%s: add %s [%lld, %lld] pad %lld alpha %g beta %g %s",
+		 e->label, fg_dtype_name(t), (long long)rows, (long long)cols, (long long)pad,
+		 (double)alpha, (double)beta, modes[mode]);
+	EXPECT(op_add(e, &a) == 0, "%s: %s", what, fg_last_error());
+	expect_close_plain(what, a.out.data, t, a.out.ld, ref, rows, cols, tol_of(e, t));
+	/* the inputs that are not out are left alone, padding included */
+	EXPECT(a.out.data == x || memcmp(x, x0, (size_t)(rows * ldx) * es) == 0, "%s: x changed",
+	       what);
+	EXPECT(a.out.data == y || memcmp(y, y0, (size_t)(rows * ldy) * es) == 0, "%s: y changed",
+	       what);
+	free(x), free(y), free(sep), free(x0), free(y0), free(ref);
+}
+
+START_TEST(test_add)
+{
+	static const int64_t shapes[][3] = { /* rows, cols, ld padding */
+		{ 1, 1, 0 }, { 3, 17, 2 }, { 7, 64, 0 }, { 33, 100, 5 }, { 0, 8, 1 }, { 4, 0, 1 },
+	};
+	static const float coef[][2] = { /* alpha, beta */
+		{ 1, 1 }, { 0.5f, -2 }, { -1.25f, 0.75f }, { 0, 1 }, { 1, 0 },
+	};
+	struct env e;
+
+	if (!env_open_for(&e, _i, FG_OP_ADD, FG_DTYPE_F32))
+		return;
+	for (size_t t = 0; t < 2; t++) {
+		if (!plain_runs(&e, FG_OP_ADD, plain_types[t]))
+			continue;
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+			for (size_t c = 0; c < sizeof(coef) / sizeof(coef[0]); c++)
+				for (int m = 0; m < ADD_MODES; m++)
+					add_case(&e, plain_types[t], shapes[s][0], shapes[s][1],
+						 shapes[s][2], coef[c][0], coef[c][1], m);
+	}
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_add_invalid)
+{
+	struct env e;
+	float x[64], y[64], out[64];
+	uint16_t h[64];
+	uint8_t q[256];
+	struct fg_add_args a, g;
+
+	memset(x, 0, sizeof(x)), memset(y, 0, sizeof(y)), memset(h, 0, sizeof(h));
+	memset(q, 0, sizeof(q));
+	if (!env_open_for(&e, _i, FG_OP_ADD, FG_DTYPE_F32))
+		return;
+	memset(&g, 0, sizeof(g));
+	g.x = tview(x, FG_DTYPE_F32, 4, 6, 8);
+	g.y = tview(y, FG_DTYPE_F32, 4, 6, 6);
+	g.out = tview(out, FG_DTYPE_F32, 4, 6, 7);
+	g.alpha = 1, g.beta = -1;
+	EXPECT(op_add(&e, &g) == 0, "%s", fg_last_error());
+	a = g, a.y.cols = 5;
+	EXPECT_EINVAL(&e, op_add(&e, &a), "add", "y cols");
+	a = g, a.y.rows = 3;
+	EXPECT_EINVAL(&e, op_add(&e, &a), "add", "y rows");
+	a = g, a.out.rows = 5;
+	EXPECT_EINVAL(&e, op_add(&e, &a), "add", "out rows");
+	a = g, a.y = tview(h, FG_DTYPE_F16, 4, 6, 6);
+	EXPECT_EINVAL(&e, op_add(&e, &a), "add", "f32 x, f16 y");
+	a = g, a.out = tview(h, FG_DTYPE_F16, 4, 6, 6);
+	EXPECT_EINVAL(&e, op_add(&e, &a), "add", "f32 x, f16 out");
+	a = g, a.x = tview(q, FG_DTYPE_Q4_ROWS, 4, 6, 6);
+	EXPECT_EINVAL(&e, op_add(&e, &a), "add", "q4 x");
+	a = g, a.x.dtype = FG_DTYPE_I32;
+	EXPECT_EINVAL(&e, op_add(&e, &a), "add", "i32 x");
+	a = g, a.out.ld = 5;
+	EXPECT_EINVAL(&e, op_add(&e, &a), "add", "out ld < cols");
+	a = g, a.out = tview(x + 1, FG_DTYPE_F32, 4, 6, 8);
+	EXPECT_EINVAL(&e, op_add(&e, &a), "add", "out partly overlaps x");
+	a = g, a.out = tview(x, FG_DTYPE_F32, 4, 6, 7);
+	EXPECT_EINVAL(&e, op_add(&e, &a), "add", "out on x with another ld");
+	a = g, a.out = tview(y + 6, FG_DTYPE_F32, 4, 6, 6);
+	EXPECT_EINVAL(&e, op_add(&e, &a), "add", "out partly overlaps y");
+	a = g, a.y.data = NULL, a.out = tview(x + 2, FG_DTYPE_F32, 4, 6, 8);
+	EXPECT_EINVAL(&e, op_add(&e, &a), "add", "scale: out partly overlaps x");
+	a = g, a.x.data = NULL;
+	EXPECT_EINVAL(&e, op_add(&e, &a), "add", "x NULL");
+	EXPECT_EINVAL(&e, op_add(&e, NULL), "add", "NULL args");
+	env_close(&e);
+}
+END_TEST
+
+/* ---- route ---- */
+
+enum { ROUTE_DISTINCT, ROUTE_TIES, ROUTE_SPECIAL, ROUTE_KINDS };
+
+/* The router of fgcore/compute.h in double for one row: the k largest
+ * logits, ties to the lower id (-inf logits too), and their weights; a NaN
+ * anywhere: ids -1, weights 0. */
+static void route_ref(const float *x, int64_t experts, int32_t k, bool renorm, int32_t *ids,
+		      double *w)
+{
+	bool *taken = calloc((size_t)experts + 1, 1);
+	double mx, sum = 0;
+
+	EXPECT_TRUE(taken);
+	for (int64_t c = 0; c < experts; c++)
+		if (isnan(x[c])) {
+			for (int32_t j = 0; j < k; j++)
+				ids[j] = -1, w[j] = 0;
+			free(taken);
+			return;
+		}
+	for (int32_t j = 0; j < k; j++) {
+		int64_t best = -1;
+
+		for (int64_t c = 0; c < experts; c++)
+			if (!taken[c] && (best < 0 || x[c] > x[best]))
+				best = c;
+		taken[best] = true;
+		ids[j] = (int32_t)best;
+	}
+	mx = x[ids[0]];
+	for (int64_t c = 0; c < experts; c++)
+		if (renorm ? taken[c] : true)
+			sum += exp(x[c] - mx);
+	for (int32_t j = 0; j < k; j++)
+		w[j] = exp(x[ids[j]] - mx) / sum;
+	free(taken);
+}
+
+/* rows of logits [rows, experts], ld apart (+inf past the row, which a read
+ * past it would choose).  DISTINCT: a shuffle of levels 0.07 apart, no near
+ * ties; TIES: four levels, row 0 all equal; SPECIAL: a NaN in every third
+ * row (first, last or any column), three -inf in the next. */
+static void route_case(struct env *e, int64_t rows, int64_t experts, int64_t pad, int32_t k,
+		       bool renorm, int kind)
+{
+	static const float levels[] = { -1, 0, 0.5f, 2 };
+	static const char *kinds[] = { "distinct", "ties", "NaN and -inf" };
+	int64_t ld = experts + pad, nk = rows * k;
+	float *x = malloc((size_t)(rows * ld + 1) * sizeof(*x));
+	int32_t *perm = malloc((size_t)experts * sizeof(*perm));
+	int32_t *ids = malloc((size_t)(nk + 4) * sizeof(*ids));
+	int32_t *rid = malloc((size_t)(nk + 1) * sizeof(*rid));
+	float *w = malloc((size_t)(nk + 4) * sizeof(*w));
+	double *rw = malloc((size_t)(nk + 1) * sizeof(*rw));
+	struct fg_route_args a;
+	char what[160];
+
+	EXPECT_TRUE(x && perm && ids && rid && w && rw);
+	for (int64_t r = 0; r < rows; r++) {
+		float *row = x + r * ld;
+
+		for (int64_t c = 0; c < experts; c++)
+			perm[c] = (int32_t)c;
+		for (int64_t c = experts - 1; c > 0; c--) {
+			int64_t o = irand(c + 1);
+			int32_t tmp = perm[c];
+
+			perm[c] = perm[o], perm[o] = tmp;
+		}
+		for (int64_t c = 0; c < experts; c++)
+			row[c] = kind == ROUTE_TIES ? (r == 0 ? 0.5f : levels[irand(4)]) :
+				 (float)(((double)perm[c] + 0.3 * u01() - (double)experts / 2) * 0.07);
+		if (kind == ROUTE_SPECIAL && r % 3 == 0)
+			row[r == 0 ? 0 : r == 3 ? experts - 1 : irand(experts)] = NAN;
+		if (kind == ROUTE_SPECIAL && r % 3 == 1)
+			for (int i = 0; i < 3 && i < experts - 1; i++)
+				row[perm[i]] = -INFINITY;
+		for (int64_t c = experts; c < ld; c++)
+			row[c] = INFINITY;
+		route_ref(row, experts, k, renorm, rid + r * k, rw + r * k);
+	}
+	for (int64_t i = 0; i < nk + 4; i++)
+		ids[i] = -7, w[i] = SENTINEL;
+	memset(&a, 0, sizeof(a));
+	a.logits = tview(x, FG_DTYPE_F32, rows, experts, ld);
+	a.k = k;
+	a.renormalize = renorm;
+	a.ids = ids;
+	a.weights = w;
+	snprintf(what, sizeof(what), "%s: route [%lld, %lld] ld %lld k %d renormalize %d %s",
+		 e->label, (long long)rows, (long long)experts, (long long)ld, (int)k, renorm,
+		 kinds[kind]);
+	EXPECT(op_route(e, &a) == 0, "%s: %s", what, fg_last_error());
+	for (int64_t i = 0; i < nk; i++) {
+		double err = fabs(w[i] - rw[i]) / (1 + fabs(rw[i]));
+
+		EXPECT(ids[i] == rid[i], "%s: row %lld, choice %lld: id %d, want %d", what,
+		       (long long)(i / k), (long long)(i % k), (int)ids[i], (int)rid[i]);
+		EXPECT(rid[i] >= 0 ? err <= e->tol : w[i] == 0, "%s: row %lld, choice %lld "
+		       "(id %d): weight %.9g, want %.9g", what, (long long)(i / k),
+		       (long long)(i % k), (int)rid[i], (double)w[i], rw[i]);
+	}
+	for (int64_t i = nk; i < nk + 4; i++)
+		EXPECT(ids[i] == -7 && w[i] == SENTINEL, "%s: written past rows * k", what);
+	free(x), free(perm), free(ids), free(rid), free(w), free(rw);
+}
+
+START_TEST(test_route)
+{
+	static const int64_t experts[] = { 8, 60, 128 };
+	static const int32_t ks[] = { 1, 2, 8 };
+	struct env e;
+
+	if (!env_open_for(&e, _i, FG_OP_ROUTE, FG_DTYPE_F32))
+		return;
+	for (size_t x = 0; x < 3; x++)
+		for (size_t k = 0; k < 3; k++)
+			for (int v = 0; v < 2 * ROUTE_KINDS; v++)
+				route_case(&e, 13, experts[x], (int64_t)(x + k) % 3, ks[k], v & 1,
+					   v / 2);
+	route_case(&e, 5, 60, 0, 60, true, ROUTE_DISTINCT); /* k = experts */
+	route_case(&e, 4, 128, 1, FG_ROUTE_TOP_MAX, false, ROUTE_TIES);
+	route_case(&e, 3, 1, 2, 1, true, ROUTE_DISTINCT);   /* one expert */
+	route_case(&e, 0, 8, 0, 2, true, ROUTE_DISTINCT);   /* no rows */
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_route_invalid)
+{
+	struct env e;
+	float x[4 * 130];
+	uint16_t h[4 * 8];
+	int32_t ids[4 * 65];
+	float w[4 * 65];
+	struct fg_route_args a, g;
+
+	memset(x, 0, sizeof(x)), memset(h, 0, sizeof(h));
+	if (!env_open_for(&e, _i, FG_OP_ROUTE, FG_DTYPE_F32))
+		return;
+	memset(&g, 0, sizeof(g));
+	g.logits = tview(x, FG_DTYPE_F32, 4, 8, 8);
+	g.k = 2, g.renormalize = 1, g.ids = ids, g.weights = w;
+	EXPECT(op_route(&e, &g) == 0, "%s", fg_last_error());
+	a = g, a.k = 0;
+	EXPECT_EINVAL(&e, op_route(&e, &a), "route", "k 0");
+	a = g, a.k = -1;
+	EXPECT_EINVAL(&e, op_route(&e, &a), "route", "k -1");
+	a = g, a.k = 9;
+	EXPECT_EINVAL(&e, op_route(&e, &a), "route", "k > experts");
+	a = g, a.logits = tview(x, FG_DTYPE_F32, 4, 130, 130), a.k = FG_ROUTE_TOP_MAX + 1;
+	EXPECT_EINVAL(&e, op_route(&e, &a), "route", "k > FG_ROUTE_TOP_MAX");
+	a = g, a.ids = NULL;
+	EXPECT_EINVAL(&e, op_route(&e, &a), "route", "ids NULL");
+	a = g, a.weights = NULL;
+	EXPECT_EINVAL(&e, op_route(&e, &a), "route", "weights NULL");
+	a = g, a.logits = tview(h, FG_DTYPE_F16, 4, 8, 8);
+	EXPECT_EINVAL(&e, op_route(&e, &a), "route", "f16 logits on an f32 backend");
+	a = g, a.logits.cols = 0;
+	EXPECT_EINVAL(&e, op_route(&e, &a), "route", "no experts");
+	a = g, a.logits.ld = 7;
+	EXPECT_EINVAL(&e, op_route(&e, &a), "route", "ld < cols");
+	EXPECT_EINVAL(&e, op_route(&e, NULL), "route", "NULL args");
+	env_close(&e);
+}
+END_TEST
+
+/* ---- gather ---- */
+
+static void gather_case(struct env *e, enum fg_dtype t, int64_t rows, int64_t cols, int64_t n,
+			int64_t pad)
+{
+	size_t es = fg_dtype_size(t);
+	int64_t ldx = cols + pad, ldo = cols + pad + 1;
+	uint8_t *x = plain_new(t, rows, cols, ldx, 2.0f), *out = plain_new(t, n, cols, ldo, 1.0f);
+	uint8_t *o0 = bytes_dup(out, (size_t)(n * ldo) * es);
+	int32_t *index = malloc((size_t)(n + 1) * sizeof(*index));
+	struct fg_gather_args a;
+	char what[160];
+
+	EXPECT_TRUE(index);
+	/* -0 and a NaN with a payload: a copy keeps their bits */
+	if (rows && cols) {
+		uint32_t nan32 = 0x7fc01234u;
+		uint16_t neg0 = 0x8000, nan16 = 0x7e12;
+
+		if (t == FG_DTYPE_F16) {
+			memcpy(x, &neg0, 2);
+			memcpy(x + ((rows - 1) * ldx + cols - 1) * es, &nan16, 2);
+		} else {
+			float z = -0.0f;
+
+			memcpy(x, &z, 4);
+			memcpy(x + ((rows - 1) * ldx + cols - 1) * es, &nan32, 4);
+		}
+	}
+	for (int64_t i = 0; i < n; i++) /* repeats, the first and the last row */
+		index[i] = (int32_t)(i == 0 ? rows - 1 : i == 1 ? 0 : irand(rows));
+	memset(&a, 0, sizeof(a));
+	a.x = tview(x, t, rows, cols, ldx);
+	a.index = index;
+	a.n = n;
+	a.out = tview(out, t, n, cols, ldo);
+	snprintf(what, sizeof(what), "%s: gather %s [%lld, %lld] n %lld pad %lld", e->label,
+		 fg_dtype_name(t), (long long)rows, (long long)cols, (long long)n, (long long)pad);
+	EXPECT(op_gather(e, &a) == 0, "%s: %s", what, fg_last_error());
+	for (int64_t i = 0; i < n; i++) {
+		size_t o = (size_t)(i * ldo) * es, p = (size_t)(i * ldo + cols) * es;
+
+		EXPECT(memcmp(out + o, x + (size_t)(index[i] * ldx) * es, (size_t)cols * es) == 0,
+		       "%s: out row %lld is not x row %d", what, (long long)i, (int)index[i]);
+		EXPECT(memcmp(out + p, o0 + p, (size_t)(ldo - cols) * es) == 0,
+		       "%s: padding of out row %lld overwritten", what, (long long)i);
+	}
+	free(x), free(out), free(o0), free(index);
+}
+
+START_TEST(test_gather)
+{
+	static const int64_t shapes[][4] = { /* x rows, cols, n, ld padding */
+		{ 1, 1, 1, 0 }, { 5, 7, 12, 2 }, { 9, 64, 4, 0 }, { 40, 33, 100, 3 }, { 3, 5, 0, 1 },
+		{ 0, 4, 0, 0 },
+	};
+	struct env e;
+
+	if (!env_open_for(&e, _i, FG_OP_GATHER, FG_DTYPE_F32))
+		return;
+	for (size_t t = 0; t < 2; t++)
+		for (size_t s = 0; plain_runs(&e, FG_OP_GATHER, plain_types[t]) &&
+				   s < sizeof(shapes) / sizeof(shapes[0]); s++)
+			gather_case(&e, plain_types[t], shapes[s][0], shapes[s][1], shapes[s][2],
+				    shapes[s][3]);
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_gather_invalid)
+{
+	struct env e;
+	float x[64], out[64];
+	uint16_t h[64];
+	uint8_t q[256];
+	int32_t index[4] = { 3, 0, 3, 1 };
+	struct fg_gather_args a, g;
+
+	memset(x, 0, sizeof(x)), memset(h, 0, sizeof(h)), memset(q, 0, sizeof(q));
+	if (!env_open_for(&e, _i, FG_OP_GATHER, FG_DTYPE_F32))
+		return;
+	memset(&g, 0, sizeof(g));
+	g.x = tview(x, FG_DTYPE_F32, 5, 6, 8);
+	g.index = index, g.n = 4;
+	g.out = tview(out, FG_DTYPE_F32, 4, 6, 7);
+	EXPECT(op_gather(&e, &g) == 0, "%s", fg_last_error());
+	index[2] = 5;
+	EXPECT_EINVAL(&e, op_gather(&e, &g), "gather", "index == x rows");
+	index[2] = -1;
+	EXPECT_EINVAL(&e, op_gather(&e, &g), "gather", "negative index");
+	index[2] = 3;
+	a = g, a.index = NULL;
+	EXPECT_EINVAL(&e, op_gather(&e, &a), "gather", "index NULL");
+	a = g, a.n = -1;
+	EXPECT_EINVAL(&e, op_gather(&e, &a), "gather", "negative n");
+	a = g, a.n = 3;
+	EXPECT_EINVAL(&e, op_gather(&e, &a), "gather", "out rows != n");
+	a = g, a.out.cols = 5;
+	EXPECT_EINVAL(&e, op_gather(&e, &a), "gather", "out cols");
+	a = g, a.out = tview(h, FG_DTYPE_F16, 4, 6, 6);
+	EXPECT_EINVAL(&e, op_gather(&e, &a), "gather", "f32 x, f16 out");
+	a = g, a.x = tview(q, FG_DTYPE_Q4_COLS, 5, 6, 6);
+	EXPECT_EINVAL(&e, op_gather(&e, &a), "gather", "q4 x");
+	a = g, a.out = tview(x + 16, FG_DTYPE_F32, 4, 6, 7);
+	EXPECT_EINVAL(&e, op_gather(&e, &a), "gather", "out overlaps x");
+	a = g, a.out = tview(x, FG_DTYPE_F32, 4, 6, 8);
+	EXPECT_EINVAL(&e, op_gather(&e, &a), "gather", "out is x");
+	EXPECT_EINVAL(&e, op_gather(&e, NULL), "gather", "NULL args");
+	env_close(&e);
+}
+END_TEST
+
+/* ---- scatter_add ---- */
+
+/* out [rows, cols] gets n = named * K terms: K for each of `named` rows (a
+ * token's K experts), in shuffled order; the other rows must stay as they
+ * were, bit for bit.  Weights: NULL (all 1), or route-like ones with a
+ * zero and negatives mixed in. */
+static void scatter_add_case(struct env *e, enum fg_dtype t, int64_t rows, int64_t cols,
+			     int64_t named, int64_t K, int64_t pad, bool weighted)
+{
+	size_t es = fg_dtype_size(t);
+	int64_t n = named * K, ldo = cols + pad, ldy = cols + pad + 1;
+	uint8_t *out = plain_new(t, rows, cols, ldo, 1.0f), *y = plain_new(t, n, cols, ldy, 1.0f);
+	uint8_t *o0;
+	int32_t *index = malloc((size_t)(n + 1) * sizeof(*index));
+	int32_t *order = malloc((size_t)(rows + 1) * sizeof(*order));
+	float *w = malloc((size_t)(n + 1) * sizeof(*w));
+	bool *hit = calloc((size_t)rows + 1, 1);
+	double *ref = malloc((size_t)(rows * cols + 1) * sizeof(*ref));
+	struct fg_scatter_add_args a;
+	char what[160];
+
+	EXPECT_TRUE(index && order && w && hit && ref);
+	/* -0 in even rows: adding 0 to a row no index names would show */
+	for (int64_t r = 0; r < rows && cols; r += 2) {
+		if (t == FG_DTYPE_F16)
+			((uint16_t *)out)[r * ldo] = 0x8000;
+		else
+			((float *)out)[r * ldo] = -0.0f;
+	}
+	o0 = bytes_dup(out, (size_t)(rows * ldo) * es);
+	for (int64_t r = 0; r < rows; r++)
+		order[r] = (int32_t)r;
+	for (int64_t r = rows - 1; r > 0; r--) { /* the named rows: the first of a shuffle */
+		int64_t o = irand(r + 1);
+		int32_t tmp = order[r];
+
+		order[r] = order[o], order[o] = tmp;
+	}
+	for (int64_t i = 0; i < n; i++)
+		index[i] = order[i / K];
+	for (int64_t i = n - 1; i > 0; i--) {
+		int64_t o = irand(i + 1);
+		int32_t tmp = index[i];
+
+		index[i] = index[o], index[o] = tmp;
+	}
+	for (int64_t i = 0; i < n; i++) {
+		w[i] = i % 7 == 3 ? 0.0f : i % 5 == 2 ? -0.25f * (float)u01() : (float)u01();
+		hit[index[i]] = true;
+	}
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++)
+			ref[r * cols + c] = plain_at(out, t, r * ldo + c);
+	for (int64_t i = 0; i < n; i++)
+		for (int64_t c = 0; c < cols; c++)
+			ref[index[i] * cols + c] += (weighted ? w[i] : 1.0) *
+						    plain_at(y, t, i * ldy + c);
+	memset(&a, 0, sizeof(a));
+	a.y = tview(y, t, n, cols, ldy);
+	a.index = index;
+	a.weight = weighted ? w : NULL;
+	a.n = n;
+	a.out = tview(out, t, rows, cols, ldo);
+	snprintf(what, sizeof(what), "%s: scatter_add %s [%lld, %lld] named %lld K %lld pad %lld%s",
+		 e->label, fg_dtype_name(t), (long long)rows, (long long)cols, (long long)named,
+		 (long long)K, (long long)pad, weighted ? " weighted" : "");
+	EXPECT(op_scatter_add(e, &a) == 0, "%s: %s", what, fg_last_error());
+	expect_close_plain(what, out, t, ldo, ref, rows, cols, tol_of(e, t));
+	for (int64_t r = 0; r < rows; r++)
+		EXPECT(hit[r] || memcmp(out + r * ldo * (int64_t)es, o0 + r * ldo * (int64_t)es,
+					(size_t)cols * es) == 0,
+		       "%s: row %lld, named by no index, changed", what, (long long)r);
+	free(out), free(y), free(o0), free(index), free(order), free(w), free(hit), free(ref);
+}
+
+START_TEST(test_scatter_add)
+{
+	static const int64_t shapes[][5] = { /* out rows, cols, rows named, K each, ld padding */
+		{ 1, 1, 1, 1, 0 }, { 7, 13, 5, 2, 2 }, { 20, 64, 15, 8, 0 }, { 33, 100, 30, 4, 3 },
+		{ 6, 16, 6, 3, 0 }, { 5, 8, 0, 0, 1 },
+	};
+	struct env e;
+
+	if (!env_open_for(&e, _i, FG_OP_SCATTER_ADD, FG_DTYPE_F32))
+		return;
+	for (size_t t = 0; t < 2; t++)
+		for (size_t s = 0; plain_runs(&e, FG_OP_SCATTER_ADD, plain_types[t]) &&
+				   s < sizeof(shapes) / sizeof(shapes[0]); s++)
+			for (int wtd = 0; wtd < 2; wtd++)
+				scatter_add_case(&e, plain_types[t], shapes[s][0], shapes[s][1],
+						 shapes[s][2], shapes[s][3], shapes[s][4], wtd);
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_scatter_add_invalid)
+{
+	struct env e;
+	float y[64], out[64], w[4] = { 0.5f, 1, 0.25f, 2 };
+	uint16_t h[64];
+	uint8_t q[256];
+	int32_t index[4] = { 2, 0, 2, 4 };
+	struct fg_scatter_add_args a, g;
+
+	memset(y, 0, sizeof(y)), memset(out, 0, sizeof(out)), memset(h, 0, sizeof(h));
+	memset(q, 0, sizeof(q));
+	if (!env_open_for(&e, _i, FG_OP_SCATTER_ADD, FG_DTYPE_F32))
+		return;
+	memset(&g, 0, sizeof(g));
+	g.y = tview(y, FG_DTYPE_F32, 4, 6, 8);
+	g.index = index, g.weight = w, g.n = 4;
+	g.out = tview(out, FG_DTYPE_F32, 5, 6, 7);
+	EXPECT(op_scatter_add(&e, &g) == 0, "%s", fg_last_error());
+	index[1] = 5;
+	EXPECT_EINVAL(&e, op_scatter_add(&e, &g), "scatter_add", "index == out rows");
+	index[1] = -2;
+	EXPECT_EINVAL(&e, op_scatter_add(&e, &g), "scatter_add", "negative index");
+	index[1] = 0;
+	w[2] = NAN;
+	EXPECT_EINVAL(&e, op_scatter_add(&e, &g), "scatter_add", "NaN weight");
+	w[2] = -INFINITY;
+	EXPECT_EINVAL(&e, op_scatter_add(&e, &g), "scatter_add", "-inf weight");
+	w[2] = 0.25f;
+	a = g, a.index = NULL;
+	EXPECT_EINVAL(&e, op_scatter_add(&e, &a), "scatter_add", "index NULL");
+	a = g, a.n = 3;
+	EXPECT_EINVAL(&e, op_scatter_add(&e, &a), "scatter_add", "y rows != n");
+	a = g, a.out.cols = 5;
+	EXPECT_EINVAL(&e, op_scatter_add(&e, &a), "scatter_add", "out cols");
+	a = g, a.out = tview(h, FG_DTYPE_F16, 5, 6, 6);
+	EXPECT_EINVAL(&e, op_scatter_add(&e, &a), "scatter_add", "f32 y, f16 out");
+	a = g, a.y = tview(q, FG_DTYPE_Q4_ROWS, 4, 6, 6);
+	EXPECT_EINVAL(&e, op_scatter_add(&e, &a), "scatter_add", "q4 y");
+	a = g, a.out = tview(y + 2, FG_DTYPE_F32, 5, 6, 7);
+	EXPECT_EINVAL(&e, op_scatter_add(&e, &a), "scatter_add", "out overlaps y");
+	EXPECT_EINVAL(&e, op_scatter_add(&e, NULL), "scatter_add", "NULL args");
+	env_close(&e);
+}
+END_TEST
+
+/* ---- grouped linear ---- */
+
+#define LG_MAX_GROUPS 8
+
+struct lg_shape {
+	int32_t groups;
+	int64_t m, n, k;
+	int64_t offset[LG_MAX_GROUPS + 1];
+};
+
+/* Empty groups first, in the middle and last; for cpu_blas groups on both
+ * sides of fused_max_m (64 rows), and k > 1024 (its fused kernel's k blocks). */
+static const struct lg_shape lg_shapes[] = {
+	{ 1, 5, 7, 13, { 0, 5 } },
+	{ 1, 0, 4, 6, { 0, 0 } },
+	{ 3, 9, 24, 64, { 0, 4, 4, 9 } },
+	{ 3, 90, 29, 70, { 0, 0, 75, 90 } },
+	{ 8, 40, 33, 100, { 0, 0, 3, 3, 12, 13, 30, 40, 40 } },
+	{ 8, 12, 20, 1100, { 0, 1, 2, 2, 5, 9, 9, 11, 12 } },
+};
+
+/* One shape, weights of type wt (a tensor per group: f16 with ld > k in odd
+ * groups, or each group's own 4-bit encoding), over act x bias x mul: bias
+ * none (a NULL array), on the even groups, or on the odd ones.  Against the
+ * double reference, and bit for bit against the backend's own linear run on
+ * each group's rows (the contract: each group as a linear computes it). */
+static void linear_grouped_case(struct env *e, struct fg_codec *cd, enum fg_dtype wt,
+				const struct lg_shape *s)
+{
+	int32_t G = s->groups;
+	int64_t m = s->m, n = s->n, k = s->k, ldx = k + 1, ldo = n + 2, ldm = n + 3;
+	float *x = f32_new(m, k, ldx, true), *mul = f32_new(m, n, ldm, true);
+	float *out = f32_new(m, n, ldo, true), *one = f32_new(m, n, ldo, false);
+	double *pre = malloc((size_t)(m * n + 1) * sizeof(*pre));
+	double *ref = malloc((size_t)(m * n + 1) * sizeof(*ref));
+	struct fg_tensor w[LG_MAX_GROUPS], bias[LG_MAX_GROUPS];
+	uint16_t *bs[LG_MAX_GROUPS];
+	bool v11 = supports(e, FG_OP_LINEAR_SILU, wt) && supports(e, FG_OP_LINEAR_MUL, wt);
+
+	EXPECT_TRUE(pre && ref);
+	for (int32_t g = 0; g < G; g++) {
+		double *wd = malloc((size_t)(n * k + 1) * sizeof(*wd));
+
+		EXPECT_TRUE(wd);
+		if (wt == FG_DTYPE_F16) {
+			int64_t ldw = k + g % 2;
+			uint16_t *p = f16_new(n, k, ldw, 1.0f);
+
+			for (int64_t j = 0; j < n; j++)
+				for (int64_t c = 0; c < k; c++)
+					wd[j * k + c] = h2d(p[j * ldw + c]);
+			w[g] = tview(p, FG_DTYPE_F16, n, k, ldw);
+		} else {
+			float *wf = malloc((size_t)(n * k + 1) * sizeof(*wf));
+			uint8_t *p;
+			size_t sz;
+
+			EXPECT_TRUE(wf);
+			for (int64_t i = 0; i < n * k; i++) /* a few columns far from zero */
+				wf[i] = urand() * 0.5f + (i % k % 5 == g % 5 ? 2.0f : 0.0f);
+			p = q4_encode(cd, wf, n, k, 0, &sz);
+			for (int64_t j = 0; j < n; j++)
+				for (int64_t c = 0; c < k; c++)
+					wd[j * k + c] = q4_value(p, n, k, 0, j, c);
+			w[g] = tview(p, FG_DTYPE_Q4_ROWS, n, k, k);
+			free(wf);
+		}
+		bs[g] = f16_new(1, n, n, 1.0f);
+		for (int64_t i = s->offset[g]; i < s->offset[g + 1]; i++)
+			for (int64_t j = 0; j < n; j++) {
+				double t = 0;
+
+				for (int64_t c = 0; c < k; c++)
+					t += (double)x[i * ldx + c] * wd[j * k + c];
+				pre[i * n + j] = t;
+			}
+		free(wd);
+	}
+	for (int v = 0; v < 18; v++) {
+		enum fg_activation act = (enum fg_activation)(v % 3);
+		int bmode = v / 3 % 3; /* 0: no bias array; 1: even groups; 2: odd groups */
+		bool with_mul = v >= 9;
+		struct fg_linear_grouped_args a;
+		char what[200];
+
+		if (!v11 && (act == FG_ACT_SILU || with_mul))
+			continue;
+		for (int32_t g = 0; g < G; g++) {
+			memset(&bias[g], 0, sizeof(bias[g])); /* data NULL: none */
+			if (bmode && g % 2 == bmode - 1)
+				bias[g] = tview(bs[g], FG_DTYPE_F16, 1, n, n);
+		}
+		for (int32_t g = 0; g < G; g++)
+			for (int64_t i = s->offset[g]; i < s->offset[g + 1]; i++)
+				for (int64_t j = 0; j < n; j++) {
+					double t = pre[i * n + j];
+
+					if (bias[g].data)
+						t += h2d(bs[g][j]);
+					t = act_ref(t, act);
+					ref[i * n + j] = with_mul ? t * mul[i * ldm + j] : t;
+				}
+		memset(&a, 0, sizeof(a));
+		a.x = tview(x, FG_DTYPE_F32, m, k, ldx);
+		a.w = w;
+		a.bias = bmode ? bias : NULL;
+		a.offset = s->offset;
+		a.groups = G;
+		a.act = act;
+		if (with_mul)
+			a.mul = tview(mul, FG_DTYPE_F32, m, n, ldm);
+		a.out = tview(out, FG_DTYPE_F32, m, n, ldo);
+		snprintf(what, sizeof(what), "%s: grouped linear %s groups %d m=%lld n=%lld k=%lld "
+			 "act=%s bias=%s mul=%d", e->label, fg_dtype_name(wt), (int)G, (long long)m,
+			 (long long)n, (long long)k, act_name(act),
+			 bmode == 0 ? "none" : bmode == 1 ? "even groups" : "odd groups", with_mul);
+		EXPECT(op_linear_grouped(e, &a) == 0, "%s: %s", what, fg_last_error());
+		expect_close(what, out, ldo, ref, m, n, e->tol);
+		/* each group's rows as the backend's linear gives them */
+		for (int32_t g = 0; g < G; g++) {
+			int64_t o = s->offset[g], rows = s->offset[g + 1] - o;
+			struct fg_linear_args l;
+
+			memset(&l, 0, sizeof(l));
+			l.x = tview(x + o * ldx, FG_DTYPE_F32, rows, k, ldx);
+			l.w = w[g];
+			l.bias = bias[g];
+			l.act = act;
+			if (with_mul)
+				l.mul = tview(mul + o * ldm, FG_DTYPE_F32, rows, n, ldm);
+			l.out = tview(one + o * ldo, FG_DTYPE_F32, rows, n, ldo);
+			EXPECT(op_linear(e, &l) == 0, "%s: group %d as a linear: %s", what, (int)g,
+			       fg_last_error());
+		}
+		for (int64_t i = 0; i < m * ldo; i++)
+			EXPECT(i % ldo >= n || memcmp(&out[i], &one[i], sizeof(float)) == 0,
+			       "%s: [%lld, %lld] is %a, the group's linear gives %a", what,
+			       (long long)(i / ldo), (long long)(i % ldo), (double)out[i],
+			       (double)one[i]);
+	}
+	for (int32_t g = 0; g < G; g++)
+		free(w[g].data), free(bs[g]);
+	free(x), free(mul), free(out), free(one), free(pre), free(ref);
+}
+
+START_TEST(test_linear_grouped)
+{
+	struct env e;
+	struct fg_codec cd;
+
+	if (!env_open_for(&e, _i, FG_OP_LINEAR_GROUPED, FG_DTYPE_F16))
+		return;
+	codec_open_int4(&cd);
+	for (size_t s = 0; s < sizeof(lg_shapes) / sizeof(lg_shapes[0]); s++)
+		linear_grouped_case(&e, &cd, FG_DTYPE_F16, &lg_shapes[s]);
+	if (supports(&e, FG_OP_LINEAR_GROUPED, FG_DTYPE_Q4_ROWS) &&
+	    supports(&e, FG_OP_LINEAR, FG_DTYPE_Q4_ROWS)) {
+		for (size_t s = 0; s < sizeof(lg_shapes) / sizeof(lg_shapes[0]); s++)
+			linear_grouped_case(&e, &cd, FG_DTYPE_Q4_ROWS, &lg_shapes[s]);
+	} else {
+		EXPECT(!conf_is_cpu_blas(_i), "cpu_blas: no grouped linear over q4_rows weights");
+	}
+	fg_codec_close(&cd);
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_linear_grouped_invalid)
+{
+	struct env e;
+	float x[64], out[64], mul[64];
+	uint16_t w16[3][40], b16[3][8];
+	uint8_t wq[256];
+	int64_t off[4] = { 0, 2, 2, 6 }, bad[4];
+	struct fg_tensor w[3], ws[3], bias[3], bs[3];
+	struct fg_linear_grouped_args a, g;
+
+	memset(x, 0, sizeof(x)), memset(mul, 0, sizeof(mul)), memset(w16, 0, sizeof(w16));
+	memset(b16, 0, sizeof(b16)), memset(wq, 0, sizeof(wq));
+	if (!env_open_for(&e, _i, FG_OP_LINEAR_GROUPED, FG_DTYPE_F16))
+		return;
+	/* x [6, 8], three groups of weights [4, 8] (rows 0-1, none, 2-5), out [6, 4] */
+	for (int i = 0; i < 3; i++) {
+		w[i] = tview(w16[i], FG_DTYPE_F16, 4, 8, 8 + i % 2);
+		memset(&bias[i], 0, sizeof(bias[i]));
+	}
+	bias[2] = tview(b16[2], FG_DTYPE_F16, 1, 4, 4);
+	memset(&g, 0, sizeof(g));
+	g.x = tview(x, FG_DTYPE_F32, 6, 8, 8);
+	g.w = w, g.bias = bias, g.offset = off, g.groups = 3, g.act = FG_ACT_RELU;
+	g.out = tview(out, FG_DTYPE_F32, 6, 4, 5);
+	EXPECT(op_linear_grouped(&e, &g) == 0, "%s", fg_last_error());
+#define LG_BAD_OFFSETS(o0, o1, o2, o3, what)                                                  \
+	do {                                                                                  \
+		bad[0] = o0, bad[1] = o1, bad[2] = o2, bad[3] = o3;                           \
+		a = g, a.offset = bad;                                                        \
+		EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", what);         \
+	} while (0)
+	LG_BAD_OFFSETS(1, 2, 2, 6, "offsets not from 0");
+	LG_BAD_OFFSETS(0, 2, 2, 5, "offsets not to m");
+	LG_BAD_OFFSETS(0, 2, 2, 7, "offsets past m");
+	LG_BAD_OFFSETS(0, 4, 2, 6, "decreasing offsets");
+	LG_BAD_OFFSETS(0, 7, 7, 6, "a group past m");
+	LG_BAD_OFFSETS(0, -1, 2, 6, "a negative offset");
+#undef LG_BAD_OFFSETS
+	memcpy(ws, w, sizeof(ws));
+	a = g, a.w = ws, ws[1].rows = 3;
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "w[1] of other n");
+	memcpy(ws, w, sizeof(ws));
+	a = g, a.w = ws, ws[2].cols = 7, ws[2].ld = 7;
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "w[2] of other k");
+	memcpy(ws, w, sizeof(ws));
+	a = g, a.w = ws, ws[1] = tview(wq, FG_DTYPE_Q4_ROWS, 4, 8, 8);
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "f16 and q4 weights");
+	memcpy(ws, w, sizeof(ws));
+	a = g, a.w = ws, ws[0] = tview(wq, FG_DTYPE_Q4_ROWS, 4, 8, 8);
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "q4 and f16 weights");
+	memcpy(ws, w, sizeof(ws));
+	a = g, a.w = ws, ws[2].dtype = FG_DTYPE_F32;
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "f32 weights");
+	memcpy(ws, w, sizeof(ws));
+	a = g, a.w = ws, ws[1].data = NULL;
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "w[1] NULL");
+	memcpy(ws, w, sizeof(ws));
+	a = g, a.w = ws, ws[2] = tview(out, FG_DTYPE_F16, 4, 8, 8);
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "out overlaps w[2]");
+	memcpy(bs, bias, sizeof(bs));
+	a = g, a.bias = bs, bs[2].cols = 3;
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "bias[2] shape");
+	memcpy(bs, bias, sizeof(bs));
+	a = g, a.bias = bs, bs[0] = tview(mul, FG_DTYPE_F32, 1, 4, 4);
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "f32 bias[0]");
+	a = g, a.groups = 0;
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "no groups");
+	a = g, a.w = NULL;
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "w NULL");
+	a = g, a.offset = NULL;
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "offset NULL");
+	a = g, a.act = (enum fg_activation)9;
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "unknown activation");
+	a = g, a.x.dtype = FG_DTYPE_F16;
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "f16 x");
+	a = g, a.out.rows = 5;
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "out rows");
+	a = g, a.out.cols = 3;
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "out cols");
+	a = g, a.out = tview(x + 8, FG_DTYPE_F32, 6, 4, 4);
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "out overlaps x");
+	a = g, a.mul = tview(mul, FG_DTYPE_F32, 6, 3, 4);
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "mul shape");
+	a = g, a.mul = tview(out + 1, FG_DTYPE_F32, 6, 4, 5);
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &a), "grouped linear", "mul overlaps out");
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, NULL), "grouped linear", "NULL args");
+	env_close(&e);
+}
+END_TEST
+
+/* ---- the generic ops where the backend does not run them ---- */
+
+/* Each generic op and operand type once, on small valid arguments: it runs
+ * where `supports` says so, and is refused with -ENOTSUP and one line
+ * naming the plugin and the op where it does not. */
+static void generic_probe(struct env *e)
+{
+	float x[48], out[48], y[48];
+	uint16_t h[48], ho[48], w16[2][24];
+	uint8_t wq[2][128];
+	int32_t index[4] = { 3, 0, 3, 1 }, ids[8];
+	float wts[8];
+	int64_t off[3] = { 0, 1, 4 };
+	struct fg_tensor w[2];
+	char what[64];
+
+	memset(x, 0, sizeof(x)), memset(y, 0, sizeof(y)), memset(h, 0, sizeof(h));
+	memset(w16, 0, sizeof(w16)), memset(wq, 0, sizeof(wq));
+	for (int ti = 0; ti < 2; ti++) {
+		enum fg_dtype t = plain_types[ti];
+		void *xs = t == FG_DTYPE_F16 ? (void *)h : (void *)x;
+		void *os = t == FG_DTYPE_F16 ? (void *)ho : (void *)out;
+		struct fg_add_args ad = { tview(xs, t, 4, 6, 6), tview(xs, t, 4, 6, 6),
+					  tview(os, t, 4, 6, 6), 1, 1 };
+		struct fg_gather_args ga = { tview(xs, t, 4, 6, 6), index, 4, tview(os, t, 4, 6, 6) };
+		struct fg_scatter_add_args sa = { tview(xs, t, 4, 6, 6), index, NULL, 4,
+						  tview(os, t, 4, 6, 6) };
+
+#define RUNS_OR_NOTSUP(op, dt, call, name)                                                    \
+	do {                                                                                  \
+		snprintf(what, sizeof(what), "%s on %s", name, fg_dtype_name(dt));            \
+		if (supports(e, op, dt))                                                      \
+			EXPECT((call) == 0, "%s: %s: %s", e->label, what, fg_last_error());   \
+		else                                                                          \
+			EXPECT_REFUSED(e, call, -ENOTSUP, name, what);                        \
+	} while (0)
+		RUNS_OR_NOTSUP(FG_OP_ADD, t, op_add(e, &ad), "add");
+		RUNS_OR_NOTSUP(FG_OP_GATHER, t, op_gather(e, &ga), "gather");
+		RUNS_OR_NOTSUP(FG_OP_SCATTER_ADD, t, op_scatter_add(e, &sa), "scatter_add");
+	}
+	struct fg_route_args ro = { tview(x, FG_DTYPE_F32, 4, 6, 6), 2, 1, ids, wts };
+	RUNS_OR_NOTSUP(FG_OP_ROUTE, FG_DTYPE_F32, op_route(e, &ro), "route");
+	/* x [4, 6] in groups of 1 and 3 rows, weights [4, 6] */
+	for (int q = 0; q < 2; q++) {
+		enum fg_dtype wt = q ? FG_DTYPE_Q4_ROWS : FG_DTYPE_F16;
+		struct fg_linear_grouped_args lg;
+
+		for (int g = 0; g < 2; g++)
+			w[g] = tview(q ? (void *)wq[g] : (void *)w16[g], wt, 4, 6, 6);
+		memset(&lg, 0, sizeof(lg));
+		lg.x = tview(x, FG_DTYPE_F32, 4, 6, 6);
+		lg.w = w, lg.offset = off, lg.groups = 2;
+		lg.out = tview(out, FG_DTYPE_F32, 4, 4, 4);
+		RUNS_OR_NOTSUP(FG_OP_LINEAR_GROUPED, wt, op_linear_grouped(e, &lg), "grouped linear");
+	}
+#undef RUNS_OR_NOTSUP
+}
+
+START_TEST(test_generic_unsupported)
+{
+	struct env e;
+
+	env_open(&e, _i);
+	generic_probe(&e);
+	env_close(&e);
+}
+END_TEST
+
+/* A plugin built for ABI 1.0 (tests/plugins/compute_abi10, which has none
+ * of the generic hooks): `supports` says no for the core, every generic op
+ * is refused with -ENOTSUP and its line. */
+START_TEST(test_generic_abi10)
+{
+	static const enum fg_op ops[] = { FG_OP_ADD, FG_OP_ROUTE, FG_OP_GATHER, FG_OP_SCATTER_ADD,
+					  FG_OP_LINEAR_GROUPED };
+	static const enum fg_dtype types[] = { FG_DTYPE_F32, FG_DTYPE_F16, FG_DTYPE_Q4_ROWS };
+	const char *dir = getenv("FGCORE_BUILDDIR");
+	char path[PATH_MAX];
+	struct fg_plugin_handle ph;
+	struct env e;
+
+	if (!dir || !*dir) {
+		printf("compute_abi10: not run: FGCORE_BUILDDIR is not set (make check sets it)\n");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/tests/plugins/.libs/compute_abi10.so", dir);
+	EXPECT(fg_plugin_open_file(path, FG_PLUGIN_COMPUTE, NULL, &ph) == 0, "%s",
+	       fg_last_error());
+	EXPECT(fg_backend_open(&e.b, &ph, fg_plugin_opts_new(ph.plugin)) == 0, "%s",
+	       fg_last_error());
+	e.tol = TOL_F32;
+	e.label = "compute_abi10";
+	for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
+		for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
+			EXPECT(!supports(&e, ops[o], types[t]), "compute_abi10: supports %s on %s",
+			       fg_op_name(ops[o]), fg_dtype_name(types[t]));
+	generic_probe(&e);
+	env_close(&e);
+}
+END_TEST
+
 static Suite *compute_conformance_suite(void)
 {
 	Suite *s = suite_create("compute_conformance");
@@ -2280,6 +3285,11 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_attention_prefill_gqa, 0, nconfs);
 	tcase_add_loop_test(tc, test_attention_decode_gqa, 0, nconfs);
 	tcase_add_loop_test(tc, test_logprob, 0, nconfs);
+	tcase_add_loop_test(tc, test_add, 0, nconfs);
+	tcase_add_loop_test(tc, test_route, 0, nconfs);
+	tcase_add_loop_test(tc, test_gather, 0, nconfs);
+	tcase_add_loop_test(tc, test_scatter_add, 0, nconfs);
+	tcase_add_loop_test(tc, test_linear_grouped, 0, nconfs);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("invalid");
@@ -2293,6 +3303,13 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_v11_invalid, 0, nconfs);
 	tcase_add_loop_test(tc, test_unsupported, 0, nconfs);
 	tcase_add_loop_test(tc, test_logprob_invalid, 0, nconfs);
+	tcase_add_loop_test(tc, test_add_invalid, 0, nconfs);
+	tcase_add_loop_test(tc, test_route_invalid, 0, nconfs);
+	tcase_add_loop_test(tc, test_gather_invalid, 0, nconfs);
+	tcase_add_loop_test(tc, test_scatter_add_invalid, 0, nconfs);
+	tcase_add_loop_test(tc, test_linear_grouped_invalid, 0, nconfs);
+	tcase_add_loop_test(tc, test_generic_unsupported, 0, nconfs);
+	tcase_add_test(tc, test_generic_abi10);
 	suite_add_tcase(s, tc);
 
 	/* The fused kernel exists on x86-64 with AVX2, FMA and F16C only. */

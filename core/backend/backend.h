@@ -88,6 +88,18 @@ int fg_backend_sample(struct fg_backend *b, void *stream, const struct fg_sample
  * from host copies of the logits, with fgcore/logprob.h). */
 int fg_backend_can_logprob(const struct fg_backend *b);
 int fg_backend_logprob(struct fg_backend *b, void *stream, const struct fg_logprob_args *a);
+/* The generic tier of compute ABI 1.10 (mixture-of-experts layers): checked
+ * as the ops above; -ENOTSUP with a line from a plugin without the op. */
+int fg_backend_add(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+		   const struct fg_add_args *a);
+int fg_backend_route(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+		     const struct fg_route_args *a);
+int fg_backend_gather(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+		      const struct fg_gather_args *a);
+int fg_backend_scatter_add(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+			   const struct fg_scatter_add_args *a);
+int fg_backend_linear_grouped(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+			      const struct fg_linear_grouped_args *a);
 
 struct fg_codec {
 	struct fg_plugin_handle ph;

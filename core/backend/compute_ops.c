@@ -83,6 +83,16 @@ const char *fg_op_name(enum fg_op op)
 		return "prefill attention over the cache";
 	case FG_OP_ATTENTION_RING:
 		return "decode attention over a ring";
+	case FG_OP_ADD:
+		return "add";
+	case FG_OP_ROUTE:
+		return "route";
+	case FG_OP_GATHER:
+		return "gather";
+	case FG_OP_SCATTER_ADD:
+		return "scatter_add";
+	case FG_OP_LINEAR_GROUPED:
+		return "grouped linear";
 	}
 	return "an unknown op";
 }
@@ -114,7 +124,7 @@ int fg_backend_supports(const struct fg_backend *b, enum fg_op op, enum fg_dtype
 	/* `supports` is a minor-1 member: never read from a 1.0 plugin's table;
 	 * an op of a later minor is never asked of an older plugin. */
 	if ((op == FG_OP_ATTENTION_CACHED && b->minor < 8) ||
-	    (op == FG_OP_ATTENTION_RING && b->minor < 9))
+	    (op == FG_OP_ATTENTION_RING && b->minor < 9) || (op >= FG_OP_ADD && b->minor < 10))
 		return 0;
 	if (b->minor >= 1)
 		return b->ops->supports(b->ctx, op, dtype) != 0;
@@ -664,4 +674,188 @@ int fg_backend_logprob(struct fg_backend *b, void *stream, const struct fg_logpr
 					    "the vocabulary's %" PRId64, r, (int)a->target[r],
 					    a->logits.cols);
 	return b->ops->logprob(b->ctx, stream, a);
+}
+
+/* ---- the generic tier (minor 10) ------------------------------------------------- */
+
+/* A generic op: a minor-10 hook the plugin has, and `supports` saying yes. */
+static int fg_need_generic(const struct fg_call *c, int has_hook, enum fg_op op,
+			   enum fg_dtype dtype)
+{
+	uint32_t v = c->b->ph.plugin->abi_version;
+
+	if (c->b->minor < 10 || !has_hook)
+		return fg_call_fail(c, -ENOTSUP, "the backend has no %s (compute ABI 1.10's generic "
+				    "ops; this plugin is built for %u.%u): use another backend",
+				    fg_op_name(op), FG_ABI_MAJOR_OF(v), FG_ABI_MINOR_OF(v));
+	return fg_need(c, op, dtype);
+}
+
+static int fg_plain(enum fg_dtype t)
+{
+	return t == FG_DTYPE_F32 || t == FG_DTYPE_F16;
+}
+
+/* Host indices: n entries, each in [0, limit). */
+static int fg_check_index(const struct fg_call *c, const int32_t *index, int64_t n, int64_t limit,
+			  const char *of)
+{
+	if (n < 0 || n > FG_SIZE_MAX)
+		return fg_call_fail(c, -EINVAL, "n = %" PRId64 ": need a non-negative count", n);
+	if (n && !index)
+		return fg_call_fail(c, -EINVAL, "index is NULL");
+	for (int64_t i = 0; i < n; i++)
+		if (index[i] < 0 || index[i] >= limit)
+			return fg_call_fail(c, -EINVAL, "index[%" PRId64 "] = %d: not a row of %s "
+					    "(%" PRId64 " rows)", i, (int)index[i], of, limit);
+	return 0;
+}
+
+int fg_backend_add(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+		   const struct fg_add_args *a)
+{
+	struct fg_call c = { b, layer, what, "add" };
+	int has_y, rc;
+
+	if (!a)
+		return fg_no_args(&c);
+	if (!fg_plain(a->x.dtype))
+		return fg_call_fail(&c, -EINVAL, "x is %s: add takes f32 or f16",
+				    fg_dtype_name(a->x.dtype));
+	has_y = a->y.data != NULL;
+	if ((rc = fg_check_tensor(&c, "x", &a->x, a->x.dtype, -1, -1)) ||
+	    (has_y && (rc = fg_check_tensor(&c, "y", &a->y, a->x.dtype, a->x.rows, a->x.cols))) ||
+	    (rc = fg_check_tensor(&c, "out", &a->out, a->x.dtype, a->x.rows, a->x.cols)))
+		return rc;
+	if ((fg_overlap(&a->out, &a->x) && !fg_same(&a->out, &a->x)) ||
+	    (has_y && fg_overlap(&a->out, &a->y) && !fg_same(&a->out, &a->y)))
+		return fg_call_fail(&c, -EINVAL, "out partly overlaps x or y: pass the same view "
+				    "or separate buffers");
+	if ((rc = fg_need_generic(&c, b->minor >= 10 && b->ops->add, FG_OP_ADD, a->x.dtype)))
+		return rc;
+	return b->ops->add(b->ctx, stream, a);
+}
+
+int fg_backend_route(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+		     const struct fg_route_args *a)
+{
+	struct fg_call c = { b, layer, what, "route" };
+	int rc;
+
+	if (!a)
+		return fg_no_args(&c);
+	if ((rc = check_logits(&c, "logits", &a->logits)))
+		return rc;
+	if (a->k < 1 || a->k > a->logits.cols || a->k > FG_ROUTE_TOP_MAX)
+		return fg_call_fail(&c, -EINVAL, "k = %d: it must lie in [1, min(experts = %" PRId64
+				    ", %d)]", (int)a->k, a->logits.cols, FG_ROUTE_TOP_MAX);
+	if (a->logits.rows && (!a->ids || !a->weights))
+		return fg_call_fail(&c, -EINVAL, "ids or weights is NULL");
+	if ((rc = fg_need_generic(&c, b->minor >= 10 && b->ops->route, FG_OP_ROUTE,
+				  a->logits.dtype)))
+		return rc;
+	return b->ops->route(b->ctx, stream, a);
+}
+
+int fg_backend_gather(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+		      const struct fg_gather_args *a)
+{
+	struct fg_call c = { b, layer, what, "gather" };
+	int rc;
+
+	if (!a)
+		return fg_no_args(&c);
+	if (!fg_plain(a->x.dtype))
+		return fg_call_fail(&c, -EINVAL, "x is %s: gather takes f32 or f16",
+				    fg_dtype_name(a->x.dtype));
+	if ((rc = fg_check_tensor(&c, "x", &a->x, a->x.dtype, -1, -1)) ||
+	    (rc = fg_check_index(&c, a->index, a->n, a->x.rows, "x")) ||
+	    (rc = fg_check_tensor(&c, "out", &a->out, a->x.dtype, a->n, a->x.cols)))
+		return rc;
+	if (fg_overlap(&a->out, &a->x))
+		return fg_call_fail(&c, -EINVAL, "out overlaps x: write to a separate buffer");
+	if ((rc = fg_need_generic(&c, b->minor >= 10 && b->ops->gather, FG_OP_GATHER, a->x.dtype)))
+		return rc;
+	return b->ops->gather(b->ctx, stream, a);
+}
+
+int fg_backend_scatter_add(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+			   const struct fg_scatter_add_args *a)
+{
+	struct fg_call c = { b, layer, what, "scatter_add" };
+	int rc;
+
+	if (!a)
+		return fg_no_args(&c);
+	if (!fg_plain(a->y.dtype))
+		return fg_call_fail(&c, -EINVAL, "y is %s: scatter_add takes f32 or f16",
+				    fg_dtype_name(a->y.dtype));
+	if ((rc = fg_check_tensor(&c, "y", &a->y, a->y.dtype, a->n, -1)) ||
+	    (rc = fg_check_tensor(&c, "out", &a->out, a->y.dtype, -1, a->y.cols)) ||
+	    (rc = fg_check_index(&c, a->index, a->n, a->out.rows, "out")))
+		return rc;
+	for (int64_t i = 0; a->weight && i < a->n; i++)
+		if (!isfinite(a->weight[i]))
+			return fg_call_fail(&c, -EINVAL, "weight[%" PRId64 "] is not a finite number",
+					    i);
+	if (fg_overlap(&a->out, &a->y))
+		return fg_call_fail(&c, -EINVAL, "out overlaps y: write to a separate buffer");
+	if ((rc = fg_need_generic(&c, b->minor >= 10 && b->ops->scatter_add, FG_OP_SCATTER_ADD,
+				  a->y.dtype)))
+		return rc;
+	return b->ops->scatter_add(b->ctx, stream, a);
+}
+
+int fg_backend_linear_grouped(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+			      const struct fg_linear_grouped_args *a)
+{
+	struct fg_call c = { b, layer, what, "grouped linear" };
+	enum fg_dtype act = b->info.act_dtype, wt;
+	int64_t m, k, n;
+	int rc;
+
+	if (!a)
+		return fg_no_args(&c);
+	if (a->groups < 1 || !a->w || !a->offset)
+		return fg_call_fail(&c, -EINVAL, "groups = %d, w or offset NULL: need at least one "
+				    "group, its weights and offsets", (int)a->groups);
+	if (a->act != FG_ACT_NONE && a->act != FG_ACT_RELU && a->act != FG_ACT_SILU)
+		return fg_call_fail(&c, -EINVAL, "unknown activation %d: use FG_ACT_NONE, "
+				    "FG_ACT_RELU or FG_ACT_SILU", (int)a->act);
+	m = a->x.rows;
+	k = a->x.cols;
+	n = a->w[0].rows;
+	wt = a->w[0].dtype == FG_DTYPE_Q4_ROWS ? FG_DTYPE_Q4_ROWS : FG_DTYPE_F16;
+	if ((rc = fg_check_tensor(&c, "x", &a->x, act, -1, -1)) ||
+	    (rc = fg_check_tensor(&c, "out", &a->out, act, m, n)) ||
+	    (a->mul.data && (rc = fg_check_tensor(&c, "mul", &a->mul, act, m, n))))
+		return rc;
+	if (a->offset[0] != 0 || a->offset[a->groups] != m)
+		return fg_call_fail(&c, -EINVAL, "offset runs from %" PRId64 " to %" PRId64
+				    ": it must run from 0 to x's %" PRId64 " rows", a->offset[0],
+				    a->offset[a->groups], m);
+	for (int32_t g = 0; g < a->groups; g++) {
+		char name[48];
+		if (a->offset[g + 1] < a->offset[g])
+			return fg_call_fail(&c, -EINVAL, "offset[%d] = %" PRId64 " is below offset[%d] "
+					    "= %" PRId64 ": groups must not overlap", (int)g + 1,
+					    a->offset[g + 1], (int)g, a->offset[g]);
+		snprintf(name, sizeof(name), "w[%d]", (int)g);
+		if ((rc = fg_check_tensor(&c, name, &a->w[g], wt, n, k)))
+			return rc;
+		if (fg_overlap(&a->out, &a->w[g]))
+			return fg_call_fail(&c, -EINVAL, "out overlaps %s: write to a separate buffer",
+					    name);
+		if (a->bias && a->bias[g].data) {
+			snprintf(name, sizeof(name), "bias[%d]", (int)g);
+			if ((rc = fg_check_tensor(&c, name, &a->bias[g], FG_DTYPE_F16, 1, n)))
+				return rc;
+		}
+	}
+	if (fg_overlap(&a->out, &a->x) || (a->mul.data && fg_overlap(&a->out, &a->mul)))
+		return fg_call_fail(&c, -EINVAL, "out overlaps x or mul: write to a separate buffer");
+	if ((rc = fg_need_generic(&c, b->minor >= 10 && b->ops->linear_grouped,
+				  FG_OP_LINEAR_GROUPED, wt)))
+		return rc;
+	return b->ops->linear_grouped(b->ctx, stream, a);
 }

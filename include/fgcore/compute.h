@@ -54,6 +54,10 @@
  *   1.9  attention_decode over a ring (`ring`): key position j of a row lives
  *        at its cache row j % ring, so that a run's columns wrap and rows
  *        join a running batch for as long as the job lasts.
+ *   1.10 a generic tier beneath the fused ops, which mixture-of-experts
+ *        layers are made of: add (with scales), route (a row softmax and its
+ *        top k), gather and scatter-add of rows, and a grouped linear (the
+ *        rows of each expert times that expert's weights, in one call).
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -116,6 +120,11 @@ enum fg_op {
 	FG_OP_LOGPROB,            /* minor 6: logprob; dtype: the logits' (act) */
 	FG_OP_ATTENTION_CACHED,   /* minor 8: attention_prefill with start > 0; dtype: the cache's */
 	FG_OP_ATTENTION_RING,     /* minor 9: attention_decode with ring > 0; dtype: the cache's */
+	FG_OP_ADD,                /* minor 10: add; dtype: x's */
+	FG_OP_ROUTE,              /* minor 10: route; dtype: the logits' (act) */
+	FG_OP_GATHER,             /* minor 10: gather; dtype: x's */
+	FG_OP_SCATTER_ADD,        /* minor 10: scatter_add; dtype: y's */
+	FG_OP_LINEAR_GROUPED,     /* minor 10: linear_grouped; dtype: the weights' (all one) */
 };
 
 /* out[i,:] = tok[ids[i],:] + pos[positions[i],:] */
@@ -237,6 +246,72 @@ struct fg_logprob_args {
 	float *top_lp;           /* NULL when k is 0 */
 };
 
+/* ---- minor 10: the generic tier (mixture-of-experts layers) ------------- */
+
+/* out = alpha · x + beta · y, element by element (y NULL-data: out = alpha ·
+ * x, a scale), computed in fp32.  Tensors of one shape and type; out may be
+ * x or y. */
+struct fg_add_args {
+	struct fg_tensor x, y, out; /* [rows, cols] */
+	float alpha, beta;
+};
+
+/* A router's choice for each row of logits [rows, experts] (act): the k
+ * experts of the largest logits, most likely first (ties: the lower id), and
+ * their weights: with renormalize, the softmax over those k logits (they sum
+ * to 1, Mixtral's rule); without, their probabilities in the softmax over all
+ * experts (Qwen2-MoE without norm_topk_prob).  Computed in fp32 at least; a
+ * row whose logits hold a NaN, or none above -inf, chooses ids -1 with
+ * weights 0; +inf logits share the weight equally (as fgcore/logprob.h
+ * reads them).  Host arrays of rows * k entries, filled when the op
+ * returns: the core decides from the ids which experts a step needs. */
+struct fg_route_args {
+	struct fg_tensor logits;
+	int32_t k;               /* 1 .. experts, at most FG_ROUTE_TOP_MAX */
+	int renormalize;
+	int32_t *ids;
+	float *weights;
+};
+#define FG_ROUTE_TOP_MAX 64
+
+/* out[i, :] = x[index[i], :] for i < n: rows gathered, e.g. by expert. */
+struct fg_gather_args {
+	struct fg_tensor x;      /* [rows, cols] */
+	const int32_t *index;    /* host, n entries, each in [0, x.rows) */
+	int64_t n;
+	struct fg_tensor out;    /* [n, cols], the type of x; must not overlap x */
+};
+
+/* out[index[i], :] += weight[i] · y[i, :] for i < n.  An index may repeat
+ * (a token's k experts add into its row): each row of out becomes its value
+ * plus the sum of its terms, the terms summed in order of i in fp32, that
+ * sum added to out's value in fp32 and the result rounded to out's type;
+ * rows no index names are left alone. */
+struct fg_scatter_add_args {
+	struct fg_tensor y;      /* [n, cols] */
+	const int32_t *index;    /* host, n entries, each in [0, out.rows) */
+	const float *weight;     /* host, n entries; NULL: all 1 */
+	int64_t n;
+	struct fg_tensor out;    /* [rows, cols], the type of y; must not overlap y */
+};
+
+/* A linear per group in one call: group g is rows [offset[g], offset[g +
+ * 1]) of x and out, and its weights w[g] (bias[g], when given); each group
+ * as struct fg_linear_args computes it (act, and mul's rows alike), with no
+ * residual.  Empty groups are allowed.  The weights are all of one type; a
+ * backend that answers supports(FG_OP_LINEAR_GROUPED, it) runs every
+ * activation and mul with them. */
+struct fg_linear_grouped_args {
+	struct fg_tensor x;            /* [m, k] act, rows grouped */
+	const struct fg_tensor *w;     /* host array of groups: each [n, k] f16 or Q4_ROWS */
+	const struct fg_tensor *bias;  /* host array of groups ([1, n] f16, data NULL: none), or NULL */
+	const int64_t *offset;         /* host, groups + 1 entries: 0 = offset[0] <= ... <= offset[groups] = m */
+	int32_t groups;
+	enum fg_activation act;
+	struct fg_tensor mul;          /* [m, n] act; data NULL: none */
+	struct fg_tensor out;          /* [m, n] act */
+};
+
 struct fg_compute_ops {
 	int (*init)(const struct fg_host *host, const void *opts, void **ctx);
 	void (*fini)(void *ctx);
@@ -318,6 +393,15 @@ struct fg_compute_ops {
 	 * fg_logprob_args); returns once the outputs are filled.  Without it
 	 * the core copies the logits out and computes them on the host. */
 	int (*logprob)(void *ctx, void *stream, const struct fg_logprob_args *a);
+
+	/* minor 10, optional (the core asks `supports` for each): the generic
+	 * tier (struct fg_add_args and what follows it).  route returns once
+	 * its host arrays are filled. */
+	int (*add)(void *ctx, void *stream, const struct fg_add_args *a);
+	int (*route)(void *ctx, void *stream, const struct fg_route_args *a);
+	int (*gather)(void *ctx, void *stream, const struct fg_gather_args *a);
+	int (*scatter_add)(void *ctx, void *stream, const struct fg_scatter_add_args *a);
+	int (*linear_grouped)(void *ctx, void *stream, const struct fg_linear_grouped_args *a);
 };
 
 #ifdef __cplusplus

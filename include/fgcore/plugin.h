@@ -24,7 +24,7 @@ extern "C" {
 #define FG_ABI_MINOR_OF(v) ((uint32_t)(v) & 0xffffu)
 
 #define FG_ABI_MAJOR 1
-#define FG_ABI_MINOR 9
+#define FG_ABI_MINOR 10
 #define FG_ABI_VERSION FG_ABI(FG_ABI_MAJOR, FG_ABI_MINOR)
 
 /* Name of the one symbol every plugin exports. */

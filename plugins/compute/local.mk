@@ -11,6 +11,7 @@ plugins_compute_cpu_blas_la_SOURCES = \
 	plugins/compute/cpu_blas/ops.c \
 	plugins/compute/cpu_blas/rope.c \
 	plugins/compute/cpu_blas/logprob.c \
+	plugins/compute/cpu_blas/generic.c \
 	plugins/compute/cpu_blas/timer.c
 plugins_compute_cpu_blas_la_CFLAGS = $(PLUGIN_CFLAGS) $(BLAS_CFLAGS)
 plugins_compute_cpu_blas_la_LDFLAGS = $(PLUGIN_LDFLAGS) $(AM_LDFLAGS)

@@ -141,6 +141,12 @@ static int skeleton_compute_supports(void *ctx, enum fg_op op, enum fg_dtype dty
 		return 0; /* optional: the core runs a decode op per new token instead */
 	case FG_OP_ATTENTION_RING:
 		return 0; /* optional: without it a run's columns do not wrap */
+	case FG_OP_ADD:
+	case FG_OP_ROUTE:
+	case FG_OP_GATHER:
+	case FG_OP_SCATTER_ADD:
+	case FG_OP_LINEAR_GROUPED:
+		return 0; /* optional: only mixture-of-experts models need them */
 	}
 	return 0; /* an op of a newer ABI */
 }

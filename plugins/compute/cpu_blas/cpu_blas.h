@@ -132,6 +132,12 @@ int cpu_blas_attention_prefill(void *ctx, void *stream, const struct fg_attentio
 int cpu_blas_attention_decode(void *ctx, void *stream, const struct fg_attention_args *a);
 int cpu_blas_rope(void *ctx, void *stream, const struct fg_rope_args *a);
 int cpu_blas_logprob(void *ctx, void *stream, const struct fg_logprob_args *a);
+/* The generic tier, minor 10 (generic.c). */
+int cpu_blas_add(void *ctx, void *stream, const struct fg_add_args *a);
+int cpu_blas_route(void *ctx, void *stream, const struct fg_route_args *a);
+int cpu_blas_gather(void *ctx, void *stream, const struct fg_gather_args *a);
+int cpu_blas_scatter_add(void *ctx, void *stream, const struct fg_scatter_add_args *a);
+int cpu_blas_linear_grouped(void *ctx, void *stream, const struct fg_linear_grouped_args *a);
 int cpu_blas_timer_create(void *ctx, void **timer);
 void cpu_blas_timer_destroy(void *ctx, void *timer);
 int cpu_blas_timer_record(void *ctx, void *timer, void *stream);

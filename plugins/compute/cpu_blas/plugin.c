@@ -195,7 +195,8 @@ static void cpu_blas_info(void *ctx, struct fg_compute_info *info)
 
 /* fp32 activations; fp16 or 4-bit weights (fused kernels or tile by tile);
  * decode attention and kv_append also over fp16 tensors (the attention an
- * fp16 GPU backend delegates) and a 4-bit cache. */
+ * fp16 GPU backend delegates) and a 4-bit cache; the generic tier's row ops
+ * on either plain type. */
 static int cpu_blas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 {
 	(void)ctx;
@@ -223,6 +224,13 @@ static int cpu_blas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 		return dtype == FG_DTYPE_F32;
 	case FG_OP_ATTENTION_CACHED:
 		return 0; /* the core runs a decode op a token: the same sums */
+	case FG_OP_ADD:
+	case FG_OP_GATHER:
+	case FG_OP_SCATTER_ADD:
+	case FG_OP_ROUTE:
+		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16;
+	case FG_OP_LINEAR_GROUPED:
+		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS; /* linear per group */
 	}
 	return 0;
 }
@@ -244,10 +252,17 @@ static const struct fg_compute_ops cpu_blas_ops = {
 	.timer_record		= cpu_blas_timer_record,
 	.timer_elapsed		= cpu_blas_timer_elapsed,
 	.logprob		= cpu_blas_logprob,
+	.add			= cpu_blas_add,
+	.route			= cpu_blas_route,
+	.gather			= cpu_blas_gather,
+	.scatter_add		= cpu_blas_scatter_add,
+	.linear_grouped		= cpu_blas_linear_grouped,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION, /* 1.1: rope, supports, RMS norm, SiLU, mul, GQA; 1.2: timers; 1.6: logprob */
+	/* 1.1: rope, supports, RMS norm, SiLU, mul, GQA; 1.2: timers; 1.6: logprob;
+	 * 1.10: the generic tier */
+	.abi_version	= FG_ABI_VERSION,
 	.kind		= FG_PLUGIN_COMPUTE,
 	.name		= "cpu_blas",
 	.description	= "CPU backend: OpenBLAS sgemm on fp32 activations, fp16 weights widened on the fly",

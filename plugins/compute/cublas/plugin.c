@@ -770,6 +770,12 @@ static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 		return dtype == FG_DTYPE_F16 && c->device_sampling;
 	case FG_OP_LOGPROB:
 		return dtype == FG_DTYPE_F16 && c->device_logprobs;
+	case FG_OP_ADD:
+	case FG_OP_ROUTE:
+	case FG_OP_GATHER:
+	case FG_OP_SCATTER_ADD:
+	case FG_OP_LINEAR_GROUPED:
+		return 0; /* (compute ABI 1.10's generic tier: not yet on the GPU) */
 	}
 	return 0;
 }
