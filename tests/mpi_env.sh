@@ -1,8 +1,28 @@
 # tests/mpi_env.sh - sourced by the tests that launch fgcore under mpirun:
-# Open MPI set for a container, `run_np NP ARGS...` (bounded), and
-# `shared_prefix_requests FILE` (12 run-batch requests in 4 groups whose
-# prompts begin alike, echoed with logprobs).  Needs $tmp (a scratch
-# folder); sets $mpi, the launcher's command line.
+# skips without MPI or the test data (fails when MPI is built but mpirun or
+# a trained checkpoint is missing), a scratch folder $tmp removed at exit,
+# `die` (a failure; the test ends with `exit $fail`), Open MPI set for a
+# container, `run_np NP ARGS...` (bounded), and `shared_prefix_requests
+# FILE` (12 run-batch requests in 4 groups whose prompts begin alike,
+# echoed with logprobs).  Sets $fg, $td and $mpi, the launcher's command.
+fg="$FGCORE_BUILDDIR/fgcore"
+td=${FGCORE_TESTDATA:-}
+if [ ! -e "$FGCORE_BUILDDIR/plugins/transport/mpi.la" ]; then
+	echo "SKIP: fgcore was configured without MPI (no mpi transport plugin)"
+	exit 77
+fi
+if [ -z "$td" ]; then
+	echo "SKIP: FGCORE_TESTDATA is not set"
+	exit 77
+fi
+command -v mpirun >/dev/null || { echo "FAIL: the mpi plugin is built but mpirun is not on PATH (Debian: openmpi-bin)"; exit 1; }
+for m in opt/opt-py-128x4 llama/llama-py-128x4; do
+	[ -f "$td/$m/config.json" ] || { echo "FAIL: $td/$m is missing"; exit 1; }
+done
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/fgcore-$(basename "$0" .sh)-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+die() { echo "FAIL: $*"; fail=1; }
 
 # Open MPI in a container: no network transports, no cross-memory attach
 # (ptrace is often forbidden), no core binding on 2 shared cores; as root

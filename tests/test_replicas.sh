@@ -10,25 +10,6 @@
 # so; a layout that does not divide the ranks is one line; serve dispatches
 # to the replicas.
 set -u
-fg="$FGCORE_BUILDDIR/fgcore"
-td=${FGCORE_TESTDATA:-}
-if [ ! -e "$FGCORE_BUILDDIR/plugins/transport/mpi.la" ]; then
-	echo "SKIP: fgcore was configured without MPI (no mpi transport plugin)"
-	exit 77
-fi
-if [ -z "$td" ]; then
-	echo "SKIP: FGCORE_TESTDATA is not set"
-	exit 77
-fi
-command -v mpirun >/dev/null || { echo "FAIL: the mpi plugin is built but mpirun is not on PATH (Debian: openmpi-bin)"; exit 1; }
-for m in opt/opt-py-128x4 llama/llama-py-128x4; do
-	[ -f "$td/$m/config.json" ] || { echo "FAIL: $td/$m is missing"; exit 1; }
-done
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/fgcore-replicas-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-die() { echo "FAIL: $*"; fail=1; }
-
 . "$FGCORE_SRCDIR/tests/mpi_env.sh"
 
 # Each rank's OpenBLAS on one thread: the ranks share two cores.  Batches

@@ -169,14 +169,11 @@ static void hand_done(struct runner *r, struct fg_job *j, int ran)
 	hand(r, j->index, &res);
 }
 
-/* A job done while its batch goes on (continuous batching): out now, and
- * about every second the caller's batch-end callback (its records reach the
- * disk while a batch that rows join goes on). */
-static void hand_early(void *arg, struct fg_job *j)
+/* The caller's batch-end callback, at most about once a second, while a
+ * batch goes on (its records reach the disk meanwhile); last_end 0 calls
+ * it now. */
+static void pause_point(struct runner *r)
 {
-	struct runner *r = arg;
-
-	hand_done(r, j, 1);
 	double t0 = fg_now();
 	if (r->o->on_batch_end && t0 - r->last_end >= 1.0) {
 		r->last_end = t0;
@@ -184,6 +181,15 @@ static void hand_early(void *arg, struct fg_job *j)
 			r->stop = 1;
 		r->e->stats.callback_s += fg_now() - t0;
 	}
+}
+
+/* A job done while its batch goes on (continuous batching): out now. */
+static void hand_early(void *arg, struct fg_job *j)
+{
+	struct runner *r = arg;
+
+	hand_done(r, j, 1);
+	pause_point(r);
 }
 
 /* Requests arriving while the call runs (fg_run_opts.more): read and put
@@ -408,17 +414,6 @@ static void unfinished(struct runner *r, size_t index, const char *why)
 	}
 }
 
-static void pause_point(struct runner *r)
-{
-	double t0 = fg_now();
-	if (r->o->on_batch_end && t0 - r->last_end >= 1.0) {
-		r->last_end = t0;
-		if (r->o->on_batch_end(r->o->arg, &r->prog))
-			r->stop = 1;
-		r->e->stats.callback_s += fg_now() - t0;
-	}
-}
-
 static void rep_ended(void *arg, int rc, const char *why, const size_t *index, size_t n)
 {
 	struct runner *r = arg;
@@ -543,7 +538,7 @@ static void run_own(struct runner *r, struct fg_job **jobs, size_t n, int64_t hp
 	if (rc < 0 && !abandoned(r)) {
 		char why[1024];
 		snprintf(why, sizeof(why), "%s", fg_last_error());
-		rep_ended(r, (int)rc, why, index ? index : (size_t[]){ 0 }, index ? n : 0);
+		rep_ended(r, (int)rc, why, index, index ? n : 0);
 	} else {
 		r->last_end = 0;
 		pause_point(r);
