@@ -293,13 +293,18 @@ int fg_replicas_send(struct fg_replicas *rs, int k, struct fg_job *const *jobs, 
 		FG_ERR("out of memory for a piece of %zu requests", n);
 		return -ENOMEM;
 	}
+	/* The piece is the replica's from here: a failure to send it hands its
+	 * requests back (lose). */
+	for (size_t i = 0; i < n; i++)
+		rp->index[i] = jobs[i]->index;
+	rp->n = n;
+	rp->state = BUSY;
+	rp->heard = fg_now();
 	/* The previous piece's bytes went out before its head answered. */
 	if (fg_dist_world_wait(d, &rp->out_req, d->timeout, rp->head, "piece") ||
 	    fg_dist_world_wait(d, &rp->pay_req, d->timeout, rp->head, "piece")) {
 		char why[1024];
 		snprintf(why, sizeof(why), "failed: %s", fg_last_error());
-		rp->n = 0;
-		rp->state = BUSY;
 		lose(rs, rp, why, ev);
 		return 0;
 	}
@@ -309,15 +314,12 @@ int fg_replicas_send(struct fg_replicas *rs, int k, struct fg_job *const *jobs, 
 	     fg_wire_put_u64(&rp->w, (uint64_t)hint_glen) || fg_wire_put_u64(&rp->w, n);
 	for (size_t i = 0; !rc && i < n; i++)
 		rc = fg_wire_put_request(&rp->w, jobs[i]->req);
-	if (rc)
+	if (rc) {
+		rp->state = FREE; /* (nothing went out: the caller fails the call) */
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		rp->index[i] = jobs[i]->index;
-	rp->n = n;
+	}
 	rp->piece = ++rs->pieces;
 	rp->out = (struct msg){ .kind = MSG_PIECE, .piece = rp->piece, .len = rp->w.len };
-	rp->state = BUSY;
-	rp->heard = fg_now();
 	if (fg_dist_world_isend(d, rp->head, FG_DIST_TAG_TO_REPLICA, &rp->out, sizeof(rp->out),
 				&rp->out_req) ||
 	    fg_dist_world_isend(d, rp->head, FG_DIST_TAG_PAYLOAD_TO, rp->w.buf, rp->w.len,
