@@ -42,11 +42,13 @@ for v in ASAN_OPTIONS UBSAN_OPTIONS; do eval "[ -n \"\${$v:-}\" ]" && mpi="$mpi 
 # LeakSanitizer's own tracer at times crashes at a process's exit ("Tracer
 # caught signal 11 ... LeakSanitizer has encountered a fatal error": no leak
 # found, the check itself failed; google/sanitizers#1353): a job that ends
-# so is run once more, its first output dropped.  Anything else stands.
+# so is run again, up to three times in all, its earlier output dropped.
+# Anything else stands.
 run_np() {
 	np=$1
 	shift
-	for try in 1 2; do
+	for try in 1 2 3; do
+		[ "$try" = 1 ] || sleep 2
 		timeout 120 $mpi -np "$np" "$@" > "$tmp/run_np.out" 2> "$tmp/run_np.err"
 		rc=$?
 		grep -q "LeakSanitizer has encountered a fatal error" "$tmp/run_np.err" || break
