@@ -41,21 +41,29 @@ for v in ASAN_OPTIONS UBSAN_OPTIONS; do eval "[ -n \"\${$v:-}\" ]" && mpi="$mpi 
 [ "$(id -u)" = 0 ] && mpi="$mpi --allow-run-as-root"
 # LeakSanitizer's own tracer at times crashes at a process's exit ("Tracer
 # caught signal 11 ... LeakSanitizer has encountered a fatal error": no leak
-# found, the check itself failed; google/sanitizers#1353): a job that ends
-# so is run again, up to three times in all, its earlier output dropped.
-# Anything else stands.
+# found, the check itself failed; google/sanitizers#1353): `lsan_tries CMD`
+# runs a command again when it ended so, up to three times in all, its
+# earlier output dropped (CMD may be a function that first clears what a try
+# leaves).  Its output is in $tmp/try.out and $tmp/try.err, its status
+# returned.  Anything else stands.
+lsan_tries() {
+	for try in 1 2 3; do
+		[ "$try" = 1 ] || sleep 2
+		"$@" > "$tmp/try.out" 2> "$tmp/try.err"
+		rc=$?
+		grep -q "LeakSanitizer has encountered a fatal error" "$tmp/try.err" || break
+		echo "lsan_tries: LeakSanitizer's tracer crashed (try $try): $*" >&2
+	done
+	return $rc
+}
+# `run_np NP ARGS...`: fgcore's ARGS on NP ranks, bounded, through lsan_tries.
 run_np() {
 	np=$1
 	shift
-	for try in 1 2 3; do
-		[ "$try" = 1 ] || sleep 2
-		timeout 120 $mpi -np "$np" "$@" > "$tmp/run_np.out" 2> "$tmp/run_np.err"
-		rc=$?
-		grep -q "LeakSanitizer has encountered a fatal error" "$tmp/run_np.err" || break
-		echo "run_np: LeakSanitizer's tracer crashed (try $try): $*" >&2
-	done
-	cat "$tmp/run_np.out"
-	cat "$tmp/run_np.err" >&2
+	lsan_tries timeout 120 $mpi -np "$np" "$@"
+	rc=$?
+	cat "$tmp/try.out"
+	cat "$tmp/try.err" >&2
 	return $rc
 }
 shared_prefix_requests() {

@@ -5,10 +5,10 @@
 # of generate, run-batch (greedy, seeded sampling, echo + logprobs, with and
 # without continuous batching) and score on the trained OPT and Llama
 # checkpoints, with shared prompt prefixes too; a job killed on rank 0
-# resumes to the same bytes; a replica
-# killed mid-job (mpirun --enable-recovery) loses nothing and the job says
-# so; a layout that does not divide the ranks is one line; serve dispatches
-# to the replicas.
+# resumes to the same bytes; a replica killed mid-job (mpirun
+# --enable-recovery) loses nothing and the job says so, one that stalls is
+# given up and leaves; a layout that does not divide the ranks is one line;
+# serve dispatches to the replicas.
 set -u
 . "$FGCORE_SRCDIR/tests/mpi_env.sh"
 
@@ -104,21 +104,37 @@ cmp -s "$tmp/o.jsonl" "$tmp/ref.jsonl" || die "resume: differs from one process:
 # sends its 3rd result; rank 3, the second stage of replica 1 of 2, at its
 # 6th command): its unfinished requests go to the others, nothing is lost,
 # the job says so.
+kill_run() { # NP REPLICAS VICTIM AFTER: the job from scratch, VICTIM killed
+	rm -f "$tmp"/o.jsonl*
+	FGCORE_TEST_RANK_KILL=$3:$4 timeout 120 $mpi --enable-recovery -x FGCORE_TEST_RANK_KILL \
+		-np "$1" "$fg" $m -o distributed.replicas=$2 -o distributed.timeout=10 -o policy.refill=0 $rb
+}
 for kill in 3:3:2:3 4:2:3:6; do
 	IFS=: read np r victim after <<EOF2
 $kill
 EOF2
 	per=$((np / r))
-	rm -f "$tmp"/o.jsonl*
-	FGCORE_TEST_RANK_KILL=$victim:$after timeout 120 $mpi --enable-recovery -x FGCORE_TEST_RANK_KILL \
-		-np "$np" "$fg" $m -o distributed.replicas=$r -o distributed.timeout=5 -o policy.refill=0 $rb \
-		2>"$tmp/err"
+	lsan_tries kill_run "$np" "$r" "$victim" "$after"
 	rc=$?
-	[ "$rc" -eq 0 ] || die "replica killed ($kill): exit $rc: $(cat "$tmp/err")"
-	grep -q "replica $((victim / per)) (rank $((victim / per * per))) .*unfinished requests go to the other replicas, the job goes on" "$tmp/err" ||
-		die "replica killed ($kill): the job does not say so: $(cat "$tmp/err")"
+	[ "$rc" -eq 0 ] || die "replica killed ($kill): exit $rc: $(cat "$tmp/try.err")"
+	grep -q "replica $((victim / per)) (rank $((victim / per * per))) .*unfinished requests go to the other replicas, the job goes on" "$tmp/try.err" ||
+		die "replica killed ($kill): the job does not say so: $(cat "$tmp/try.err")"
 	cmp -s "$tmp/o.jsonl" "$tmp/ref.jsonl" || die "replica killed ($kill): differs from one process: $(diff "$tmp/o.jsonl" "$tmp/ref.jsonl" | head -4)"
 done
+
+# A replica that stalls past [distributed] timeout (rank 1 sleeps 6 s as it
+# sends its 2nd result) is given up: its requests go to the other, and when
+# it comes back it leaves rather than hold the job up.
+stall_run() {
+	rm -f "$tmp"/o.jsonl*
+	FGCORE_TEST_RANK_STALL=1:2:6 timeout 60 $mpi --enable-recovery -x FGCORE_TEST_RANK_STALL \
+		-np 2 "$fg" $m -o distributed.replicas=2 -o distributed.timeout=2 -o policy.refill=0 $rb
+}
+lsan_tries stall_run
+rc=$?
+[ "$rc" -ne 124 ] || die "stalled replica: the job hung"
+grep -q "replica 1 (rank 1) said nothing for 2 s" "$tmp/try.err" || die "stalled replica: not given up: $(cat "$tmp/try.err")"
+cmp -s "$tmp/o.jsonl" "$tmp/ref.jsonl" || die "stalled replica: differs from one process: $(diff "$tmp/o.jsonl" "$tmp/ref.jsonl" | head -4)"
 
 # Bad layouts: one line, non-zero exit.
 run_np 3 "$fg" $m -o distributed.replicas=2 generate --prompt x --max-new-tokens 2 >/dev/null 2>"$tmp/err" &&

@@ -238,11 +238,18 @@ int fg_dist_world_wait(struct fg_dist *d, void **req, double timeout, int peer, 
 
 void fg_dist_test_kill(const struct fg_dist *d, int *count)
 {
-	const char *v = getenv("FGCORE_TEST_RANK_KILL");
+	const char *kill = getenv("FGCORE_TEST_RANK_KILL"), *stall = getenv("FGCORE_TEST_RANK_STALL");
 	int rank, n;
+	unsigned s;
 
-	if (v && sscanf(v, "%d:%d", &rank, &n) == 2 && rank == d->world_rank && ++*count >= n)
+	if (!kill && !stall)
+		return;
+	++*count;
+	if (kill && sscanf(kill, "%d:%d", &rank, &n) == 2 && rank == d->world_rank && *count >= n)
 		raise(SIGKILL);
+	if (stall && sscanf(stall, "%d:%d:%u", &rank, &n, &s) == 3 && rank == d->world_rank &&
+	    *count == n)
+		sleep(s);
 }
 
 void fg_dist_fatal(struct fg_dist *d)

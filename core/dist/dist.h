@@ -88,7 +88,9 @@ int fg_dist_world_wait(struct fg_dist *d, void **req, double timeout, int peer, 
 /* FGCORE_TEST_RANK_KILL=R:N, a test hook: world rank R kills itself
  * (SIGKILL) at its N-th call here (*count counts them), as a machine dying
  * mid-job would: a replica's stage 0 calls it as it sends a result, a
- * pipeline's later stage as it takes a command. */
+ * pipeline's later stage as it takes a command.  FGCORE_TEST_RANK_STALL=
+ * R:N:S instead makes rank R sleep S seconds there, as a machine that hangs
+ * for a while and comes back would. */
 void fg_dist_test_kill(const struct fg_dist *d, int *count);
 /* One line "fgcore: rank R: <the last error>" on stderr, then stop every
  * rank; with replicas, a rank of a replica other than world rank 0's stops

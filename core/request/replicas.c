@@ -357,8 +357,8 @@ void fg_replicas_close(struct fg_engine *e)
 	double to = d->timeout < 5 ? d->timeout : 5;
 	for (int k = 0; k < rs->n; k++) {
 		struct replica *rp = &rs->r[k];
+		rp->out = (struct msg){ .kind = MSG_EXIT, .a = d->peer_lost };
 		if (rp->state != LOST) {
-			rp->out = (struct msg){ .kind = MSG_EXIT, .a = d->peer_lost };
 			fg_dist_world_wait(d, &rp->out_req, to, rp->head, "piece");
 			fg_dist_world_wait(d, &rp->pay_req, to, rp->head, "piece");
 			fg_dist_world_wait(d, &rp->stop_req, to, rp->head, "stop");
@@ -366,6 +366,13 @@ void fg_replicas_close(struct fg_engine *e)
 						 sizeof(rp->out), &rp->out_req) &&
 			    fg_dist_world_wait(d, &rp->out_req, to, rp->head, "stop"))
 				FG_LOG(FG_LOG_WARN, "%s", fg_last_error());
+		} else if (!fg_dist_world_isend(d, rp->head, FG_DIST_TAG_TO_REPLICA, &rp->out,
+						sizeof(rp->out), &rp->out_req)) {
+			/* A replica given up for silence may yet be alive, waiting
+			 * for its next piece: told to leave, it does not hold the
+			 * launcher up.  A dead one never hears it (not waited on
+			 * long, not reported). */
+			fg_dist_world_wait(d, &rp->out_req, to < 1 ? to : 1, rp->head, "stop");
 		}
 		for (int s = 1; rp->gone_req && s < d->info.size; s++)
 			if (fg_dist_world_wait(d, &rp->gone_req[s], to, rp->head + s, "stop"))
