@@ -32,6 +32,24 @@ static void fg_print_options(const struct fg_plugin *p)
 	}
 }
 
+/* The plugin's version beside this fgcore's for its kind: an older plugin
+ * loads, and what its kind added since is never asked of it. */
+static void fg_print_abi(const struct fg_plugin *p)
+{
+	uint32_t host = fg_plugin_kind_abi(p->kind);
+	uint32_t minor = FG_ABI_MINOR_OF(p->abi_version), host_minor = FG_ABI_MINOR_OF(host);
+	const char *k = fg_plugin_kind_name(p->kind);
+
+	if (minor >= host_minor)
+		printf("    abi:          %s %u.%u, as this fgcore\n", k,
+		       FG_ABI_MAJOR_OF(p->abi_version), minor);
+	else
+		printf("    abi:          %s %u.%u, older than this fgcore's %s %u.%u: what the "
+		       "kind added after %u.%u is not used with it\n", k,
+		       FG_ABI_MAJOR_OF(p->abi_version), minor, k, FG_ABI_MAJOR_OF(host), host_minor,
+		       FG_ABI_MAJOR_OF(p->abi_version), minor);
+}
+
 static int fg_list_one(const char *path, void *user)
 {
 	struct fg_list *l = user;
@@ -57,8 +75,10 @@ static int fg_list_one(const char *path, void *user)
 	printf("    capabilities: %s\n",
 	       p->capabilities && *p->capabilities ? p->capabilities : "none");
 	printf("    file:         %s\n", path);
-	if (l->verbose)
+	if (l->verbose) {
+		fg_print_abi(p);
 		fg_print_options(p);
+	}
 	fg_plugin_close(&h);
 	return 0;
 }
@@ -75,7 +95,8 @@ int fg_cmd_plugins(struct fg_config *cfg, int argc, char **argv)
 		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
 			printf("usage: fgcore plugins [-v]\n"
 			       "  list the plugins in the search path (FGCORE_PLUGIN_PATH, then the\n"
-			       "  installed plugin directory); -v: with their options\n");
+			       "  installed plugin directory); -v: with their ABI beside this\n"
+			       "  fgcore's for their kind, and their options\n");
 			return FG_EXIT_OK;
 		} else {
 			fprintf(stderr, "fgcore: plugins: unexpected argument '%s': use "

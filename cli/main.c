@@ -14,6 +14,7 @@
 #include "core/dist/dist.h"
 #include "cli/flexgen_flags.h"
 #include "core/config/config.h"
+#include "core/plugin/loader.h"
 #include "core/util/error.h"
 
 #ifndef FG_CONF_DIR
@@ -183,11 +184,15 @@ int main(int argc, char **argv)
 			fg_usage(stdout);
 			rc = FG_EXIT_OK;
 			goto out;
-		case 'V':
-			printf("fgcore %s (plugin ABI %d.%d)\n", PACKAGE_VERSION, FG_ABI_MAJOR,
-			       FG_ABI_MINOR);
+		case 'V': {
+			char abi[128];
+
+			/* each kind has its own minor: a plugin is checked against its kind's */
+			printf("fgcore %s (plugin ABI %d: %s)\n", PACKAGE_VERSION, FG_ABI_MAJOR,
+			       fg_plugin_abi_text(abi, sizeof(abi)));
 			rc = FG_EXIT_OK;
 			goto out;
+		}
 		case ':':
 			fprintf(stderr, "fgcore: option '%s' needs an argument: see fgcore --help\n",
 				argv[optind - 1]);

@@ -9,7 +9,9 @@ check_LTLIBRARIES += tests/plugins/bad_abi_major.la tests/plugins/newer_minor.la
 	tests/plugins/compute_no_rope.la tests/plugins/compute_no_supports.la \
 	tests/plugins/compute_half_streams.la tests/plugins/compute_abi10.la \
 	tests/plugins/compute_half_timers.la tests/plugins/entry_function.la \
-	tests/plugins/entry_small.la tests/plugins/entry_misaligned.la
+	tests/plugins/entry_small.la tests/plugins/entry_misaligned.la \
+	tests/plugins/storage_newer_minor.la tests/plugins/compute_storage_minor.la \
+	tests/plugins/legacy_abi.la
 noinst_HEADERS += tests/plugins/codec_ops.h tests/plugins/compute_ops.h
 
 tests_plugins_bad_abi_major_la_SOURCES = tests/plugins/bad_abi_major.c
@@ -18,6 +20,17 @@ tests_plugins_bad_abi_major_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
 tests_plugins_newer_minor_la_SOURCES = tests/plugins/newer_minor.c
 tests_plugins_newer_minor_la_CFLAGS = $(PLUGIN_CFLAGS)
 tests_plugins_newer_minor_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+# A minor per kind: storage's next minor refused, the same number on compute
+# loaded when compute's minor is that far ahead; the pre-split FG_ABI_VERSION.
+tests_plugins_storage_newer_minor_la_SOURCES = tests/plugins/storage_newer_minor.c
+tests_plugins_storage_newer_minor_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_storage_newer_minor_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+tests_plugins_compute_storage_minor_la_SOURCES = tests/plugins/compute_storage_minor.c
+tests_plugins_compute_storage_minor_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_compute_storage_minor_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
+tests_plugins_legacy_abi_la_SOURCES = tests/plugins/legacy_abi.c
+tests_plugins_legacy_abi_la_CFLAGS = $(PLUGIN_CFLAGS)
+tests_plugins_legacy_abi_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)
 tests_plugins_wrong_kind_la_SOURCES = tests/plugins/wrong_kind.c
 tests_plugins_wrong_kind_la_CFLAGS = $(PLUGIN_CFLAGS)
 tests_plugins_wrong_kind_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(AM_LDFLAGS)

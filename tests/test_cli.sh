@@ -61,11 +61,20 @@ skeletons="-o compute.plugin=compute_skeleton -o tier.compute.plugin=storage_ske
 # ---- options, usage ------------------------------------------------------------
 run 0 "$fg" --version
 has_out "fgcore "
-# The ABI version this build speaks, from the installed header.
-minor=$(sed -n 's/^#define FG_ABI_MINOR \([0-9]*\)$/\1/p' "$FGCORE_SRCDIR/include/fgcore/plugin.h")
-[ -n "$minor" ] || { echo "FAIL: no FG_ABI_MINOR in fgcore/plugin.h"; exit 1; }
-abi="1.$minor"
-has_out "(plugin ABI $abi)"
+# The ABI versions this build speaks, a minor per plugin kind, from the
+# installed headers (FG_ABI_MINOR: the shared part's, which old plugins declare).
+minor_of() { # MACRO HEADER
+	m=$(sed -n "s/^#define $1 \([0-9]*\)\$/\1/p" "$FGCORE_SRCDIR/include/fgcore/$2.h")
+	[ -n "$m" ] || { echo "FAIL: no $1 in fgcore/$2.h" >&2; exit 1; }
+	echo "$m"
+}
+smin=$(minor_of FG_STORAGE_ABI_MINOR storage) || exit 1
+cmin=$(minor_of FG_COMPUTE_ABI_MINOR compute) || exit 1
+kmin=$(minor_of FG_CODEC_ABI_MINOR codec) || exit 1
+tmin=$(minor_of FG_TRANSPORT_ABI_MINOR transport) || exit 1
+minor=$(minor_of FG_ABI_MINOR plugin) || exit 1
+kinds="storage 1.$smin, compute 1.$cmin, codec 1.$kmin, transport 1.$tmin"
+has_out "(plugin ABI 1: $kinds)"
 run 0 "$fg" --help
 has_out "usage: fgcore [-c CONFIG] [-o section.key=value]... [-v|-q] [COMMAND [ARGS]]"
 has_out "plugins"
@@ -85,23 +94,34 @@ one_error_line
 # ---- plugins ---------------------------------------------------------------------
 # Broken ones first: the listing goes on after a refusal.
 run 0 env FGCORE_PLUGIN_PATH="$bad:$skel" "$fg" plugins
-has_out "bad_abi_major.so: refused: $bad/bad_abi_major.so: built for ABI 2.0, this fgcore speaks $abi"
-has_out "newer_minor.so: refused: $bad/newer_minor.so: built for ABI 1.$((minor + 1)), newer than"
+has_out "bad_abi_major.so: refused: $bad/bad_abi_major.so: built for ABI 2.0, this fgcore speaks ABI 1 ($kinds): rebuild"
+# a newer minor is its kind's: the line names the kind and both versions
+has_out "newer_minor.so: refused: $bad/newer_minor.so: codec plugin built for codec ABI 1.$((kmin + 1)), newer than this fgcore's codec ABI 1.$kmin: upgrade fgcore"
+has_out "storage_newer_minor.so: refused: $bad/storage_newer_minor.so: storage plugin built for storage ABI 1.$((smin + 1)), newer than this fgcore's storage ABI 1.$smin"
+# declared before the split, FG_ABI_VERSION: loads
+has_out "legacy_abi (codec plugin, ABI 1.$minor): usable"
 has_out "missing_hook.so: refused: $bad/missing_hook.so: storage plugin lacks the required hook 'read'"
 has_out "no_entry.so: refused: $bad/no_entry.so: no fg_plugin_entry symbol"
 has_out "wrong_kind.so: refused:"
 has_out "name_mismatch.so: refused:"
 has_out "bad_option_table.so: refused:"
-has_out "storage_skeleton (storage plugin, ABI $abi): usable"
-has_out "compute_skeleton (compute plugin, ABI $abi): usable"
-has_out "codec_skeleton (codec plugin, ABI $abi): usable"
+has_out "storage_skeleton (storage plugin, ABI 1.$smin): usable"
+has_out "compute_skeleton (compute plugin, ABI 1.$cmin): usable"
+has_out "codec_skeleton (codec plugin, ABI 1.$kmin): usable"
 has_out "    capabilities: addressable,async"
 has_out "    file:         $skel/storage_skeleton.so"
 grep -q "max_bytes" "$tmp/out" && fail "options listed without -v"
+grep -q "    abi: " "$tmp/out" && fail "ABI line shown without -v"
 run 0 "$fg" plugins -v
+has_out "    abi:          storage 1.$smin, as this fgcore"
+has_out "    abi:          compute 1.$cmin, as this fgcore"
+has_out "    abi:          codec 1.$kmin, as this fgcore"
 has_out "      max_bytes (size, default 1G): capacity this tier reports"
 has_out "      alignment (int 64..65536, default 64):"
 has_out "    options:      none"
+# an older plugin of its kind: loads, without what came after its minor
+run 0 env FGCORE_PLUGIN_PATH="$bad" "$fg" plugins -v
+has_out "    abi:          compute 1.0, older than this fgcore's compute 1.$cmin: what the kind added after 1.0 is not used with it"
 run 0 "$fg" -v plugins
 has_out "      zero_fill (bool, default true): fill new regions with zeros"
 run 2 "$fg" plugins --bogus

@@ -17,6 +17,7 @@
 #include <fgcore/compute.h>
 #include <fgcore/fgcore.h>
 #include <fgcore/storage.h>
+#include <fgcore/transport.h>
 #include "core/backend/backend.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
@@ -78,6 +79,7 @@ START_TEST(test_refusals)
 	struct refusal cases[] = {
 		{ "bad_abi_major.so", -ENOTSUP, "" },
 		{ "newer_minor.so", -ENOTSUP, "" },
+		{ "storage_newer_minor.so", -ENOTSUP, "" },
 		{ "wrong_kind.so", -ENOTSUP, "unknown plugin kind 42: a plugin is of kind 1 (storage)" },
 		{ "no_entry.so", -ENOEXEC, "no fg_plugin_entry symbol, so not an fgcore plugin" },
 		{ "missing_hook.so", -EINVAL,
@@ -113,12 +115,22 @@ START_TEST(test_refusals)
 	char msgs[sizeof(cases) / sizeof(cases[0])][1024];
 	char *tmp = make_tmpdir();
 
+	/* Another major: every kind's version, since the kind is not read. */
 	snprintf(cases[0].expect, sizeof(cases[0].expect),
-		 "built for ABI %d.0, this fgcore speaks %d.%d: rebuild the plugin against this "
-		 "fgcore's headers", FG_ABI_MAJOR + 1, FG_ABI_MAJOR, FG_ABI_MINOR);
+		 "built for ABI %d.0, this fgcore speaks ABI %d (storage %d.%d, compute %d.%d, "
+		 "codec %d.%d, transport %d.%d): rebuild the plugin against this fgcore's headers",
+		 FG_ABI_MAJOR + 1, FG_ABI_MAJOR, FG_ABI_MAJOR, FG_STORAGE_ABI_MINOR, FG_ABI_MAJOR,
+		 FG_COMPUTE_ABI_MINOR, FG_ABI_MAJOR, FG_CODEC_ABI_MINOR, FG_ABI_MAJOR,
+		 FG_TRANSPORT_ABI_MINOR);
+	/* A newer minor: the kind's, against this fgcore's for that kind. */
 	snprintf(cases[1].expect, sizeof(cases[1].expect),
-		 "built for ABI %d.%d, newer than this fgcore's %d.%d", FG_ABI_MAJOR,
-		 FG_ABI_MINOR + 1, FG_ABI_MAJOR, FG_ABI_MINOR);
+		 "codec plugin built for codec ABI %d.%d, newer than this fgcore's codec ABI "
+		 "%d.%d: upgrade fgcore or rebuild the plugin against this fgcore's headers",
+		 FG_ABI_MAJOR, FG_CODEC_ABI_MINOR + 1, FG_ABI_MAJOR, FG_CODEC_ABI_MINOR);
+	snprintf(cases[2].expect, sizeof(cases[2].expect),
+		 "storage plugin built for storage ABI %d.%d, newer than this fgcore's storage ABI "
+		 "%d.%d: upgrade fgcore", FG_ABI_MAJOR, FG_STORAGE_ABI_MINOR + 1, FG_ABI_MAJOR,
+		 FG_STORAGE_ABI_MINOR);
 	for (size_t i = 0; i < n; i++) {
 		if (strcmp(cases[i].file, "entry_small.so") == 0)
 			snprintf(cases[i].expect, sizeof(cases[i].expect),
@@ -421,7 +433,7 @@ START_TEST(test_skeleton_compute)
 	struct fg_backend b;
 
 	compute_open(skel_dir, "compute_skeleton", &b, "check_finite", "yes");
-	ck_assert_uint_eq(b.minor, FG_ABI_MINOR); /* the headers' version */
+	ck_assert_uint_eq(b.minor, FG_COMPUTE_ABI_MINOR); /* the headers' compute version */
 	ck_assert_int_eq(fg_backend_supports(&b, FG_OP_ROPE, FG_DTYPE_F32), 1);
 	ck_assert_int_eq(fg_backend_supports(&b, FG_OP_LINEAR, FG_DTYPE_Q4_ROWS), 0);
 	linear_check(&b, "compute_skeleton");
@@ -568,6 +580,101 @@ static int collect(const char *path, void *user)
 	return s->stop_after && s->n == s->stop_after ? 7 : 0;
 }
 
+/* ---- a minor per kind ------------------------------------------------------------------ */
+
+/* Open a file of bad_dir as any kind: 0 or the loader's -errno. */
+static int open_bad(const char *file, struct fg_plugin_handle *h)
+{
+	char path[PATH_MAX + 64];
+
+	snprintf(path, sizeof(path), "%s/%s", bad_dir, file);
+	fg_clear_error();
+	return fg_plugin_open_file(path, 0, NULL, h);
+}
+
+/* Each kind is checked against its own minor: storage's next minor is
+ * refused (test_refusals) while the same number on compute loads once
+ * compute's minor is that far ahead; the pre-split FG_ABI_VERSION loads as
+ * any kind; the versions this fgcore reports are the headers'. */
+START_TEST(test_abi_per_kind)
+{
+	const uint32_t s = FG_STORAGE_ABI_MINOR, major = FG_ABI_MAJOR;
+	struct fg_plugin_handle h;
+	char want[256], text[128];
+	int r;
+
+	/* the host's versions: each kind's header, the shared one below all */
+	ck_assert_uint_eq(fg_plugin_kind_abi(FG_PLUGIN_STORAGE), FG_STORAGE_ABI_VERSION);
+	ck_assert_uint_eq(fg_plugin_kind_abi(FG_PLUGIN_COMPUTE), FG_COMPUTE_ABI_VERSION);
+	ck_assert_uint_eq(fg_plugin_kind_abi(FG_PLUGIN_CODEC), FG_CODEC_ABI_VERSION);
+	ck_assert_uint_eq(fg_plugin_kind_abi(FG_PLUGIN_TRANSPORT), FG_TRANSPORT_ABI_VERSION);
+	ck_assert_uint_eq(fg_plugin_kind_abi(42), 0);
+	for (uint32_t k = FG_PLUGIN_STORAGE; k <= FG_PLUGIN_TRANSPORT; k++) {
+		ck_assert_uint_eq(FG_ABI_MAJOR_OF(fg_plugin_kind_abi(k)), FG_ABI_MAJOR);
+		ck_assert_uint_ge(FG_ABI_MINOR_OF(fg_plugin_kind_abi(k)), FG_ABI_MINOR);
+		ck_assert_uint_ge(FG_ABI_MINOR_OF(fg_plugin_kind_abi(k)), 10); /* the split */
+	}
+	snprintf(want, sizeof(want), "storage %d.%d, compute %d.%d, codec %d.%d, transport %d.%d",
+		 FG_ABI_MAJOR, FG_STORAGE_ABI_MINOR, FG_ABI_MAJOR, FG_COMPUTE_ABI_MINOR,
+		 FG_ABI_MAJOR, FG_CODEC_ABI_MINOR, FG_ABI_MAJOR, FG_TRANSPORT_ABI_MINOR);
+	ck_assert_str_eq(fg_plugin_abi_text(text, sizeof(text)), want);
+	ck_assert_uint_eq(strlen(fg_plugin_abi_text(text, 12)), 11); /* cut, not overflowed */
+
+	/* A compute plugin at storage's minor + 1: the headers decide. */
+	r = open_bad("compute_storage_minor.so", &h);
+	if (FG_COMPUTE_ABI_MINOR > FG_STORAGE_ABI_MINOR) {
+		ck_assert_msg(r == 0, "refused: %s", fg_last_error());
+		ck_assert_uint_eq(h.plugin->kind, FG_PLUGIN_COMPUTE);
+		ck_assert_uint_eq(FG_ABI_MINOR_OF(h.plugin->abi_version), s + 1);
+		fg_plugin_close(&h);
+	} else {
+		ck_assert_int_eq(r, -ENOTSUP);
+		snprintf(want, sizeof(want), "compute plugin built for compute ABI %u.%u, newer "
+			 "than this fgcore's compute ABI %u.%u", major, s + 1, major,
+			 (unsigned)FG_COMPUTE_ABI_MINOR);
+		ck_assert_msg(strstr(fg_last_error(), want), "'%s' lacks '%s'", fg_last_error(),
+			      want);
+	}
+
+	/* The same against a host whose compute is one minor ahead of its
+	 * storage, as after the next compute addition: the check the loader
+	 * makes, with the host's versions posed. */
+	fg_clear_error();
+	ck_assert_int_eq(fg_plugin_check_minor("c.so", FG_PLUGIN_COMPUTE, FG_ABI(major, s + 1),
+					       FG_ABI(major, s + 1)), 0);
+	ck_assert_str_eq(fg_last_error(), "");
+	ck_assert_int_eq(fg_plugin_check_minor("c.so", FG_PLUGIN_COMPUTE, FG_ABI(major, s),
+					       FG_ABI(major, s + 1)), 0);
+	ck_assert_int_eq(fg_plugin_check_minor("s.so", FG_PLUGIN_STORAGE, FG_ABI(major, s),
+					       FG_ABI(major, s)), 0);
+	ck_assert_int_eq(fg_plugin_check_minor("s.so", FG_PLUGIN_STORAGE, FG_ABI(major, 0),
+					       FG_ABI(major, s)), 0);
+	ck_assert_int_eq(fg_plugin_check_minor("s.so", FG_PLUGIN_STORAGE, FG_ABI(major, s + 1),
+					       FG_ABI(major, s)), -ENOTSUP);
+	snprintf(want, sizeof(want), "s.so: storage plugin built for storage ABI %u.%u, newer "
+		 "than this fgcore's storage ABI %u.%u: upgrade fgcore or rebuild the plugin "
+		 "against this fgcore's headers", major, s + 1, major, s);
+	ck_assert_str_eq(fg_last_error(), want);
+	ck_assert_int_eq(fg_plugin_check_minor("k.so", FG_PLUGIN_CODEC, FG_ABI(major, s + 1),
+					       FG_ABI(major, s)), -ENOTSUP);
+	ck_assert_ptr_nonnull(strstr(fg_last_error(), "k.so: codec plugin built for codec ABI"));
+	ck_assert_int_eq(fg_plugin_check_minor("t.so", FG_PLUGIN_TRANSPORT, FG_ABI(major, s + 1),
+					       FG_ABI(major, s)), -ENOTSUP);
+	ck_assert_ptr_nonnull(strstr(fg_last_error(), "t.so: transport plugin built for "
+				     "transport ABI"));
+
+	/* Written before the split: FG_ABI_VERSION still builds and loads. */
+	ck_assert_msg(open_bad("legacy_abi.so", &h) == 0, "%s", fg_last_error());
+	ck_assert_uint_eq(h.plugin->abi_version, FG_ABI_VERSION);
+	ck_assert_uint_le(h.plugin->abi_version, FG_CODEC_ABI_VERSION);
+	fg_plugin_close(&h);
+	/* Any kind's plugin saying 1.10, the last shared minor, passes. */
+	for (uint32_t k = FG_PLUGIN_STORAGE; k <= FG_PLUGIN_TRANSPORT; k++)
+		ck_assert_int_eq(fg_plugin_check_minor("old.so", k, FG_ABI(1, 10),
+						       fg_plugin_kind_abi(k)), 0);
+}
+END_TEST
+
 START_TEST(test_foreach)
 {
 	char *tmp = make_tmpdir();
@@ -644,7 +751,7 @@ static const struct fg_option test_options[] = {
 };
 
 static const struct fg_plugin test_plugin = {
-	.abi_version = FG_ABI_VERSION,
+	.abi_version = FG_CODEC_ABI_VERSION,
 	.kind = FG_PLUGIN_CODEC,
 	.name = "opts_test",
 	.options = test_options,
@@ -801,7 +908,8 @@ START_TEST(test_opts_unknown_and_format)
 {
 	struct test_opts o = { 0 };
 	char buf[64];
-	static const struct fg_plugin none = { .abi_version = FG_ABI_VERSION, .name = "bare" };
+	static const struct fg_plugin none = { .abi_version = FG_CODEC_ABI_VERSION,
+					       .kind = FG_PLUGIN_CODEC, .name = "bare" };
 	void *p;
 
 	ck_assert_int_eq(set(&o, "width", "3"), -EINVAL);
@@ -1055,6 +1163,7 @@ Suite *loader_suite(void)
 	tcase_add_test(tc, test_skeleton_codec);
 	tcase_add_test(tc, test_skeleton_compute);
 	tcase_add_test(tc, test_compute_abi10);
+	tcase_add_test(tc, test_abi_per_kind);
 	tcase_add_test(tc, test_foreach);
 	tcase_add_test(tc, test_opts_defaults);
 	tcase_add_test(tc, test_opts_bool);

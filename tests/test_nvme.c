@@ -759,7 +759,7 @@ const struct file_engine file_queue_engine = {
 };
 
 static const struct fg_plugin se_plugin = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_STORAGE_ABI_VERSION,
 	.kind		= FG_PLUGIN_STORAGE,
 	.name		= "scripted",
 	.ops		= &file_queue_ops,

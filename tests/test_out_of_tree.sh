@@ -118,13 +118,21 @@ static const struct fg_codec_ops tiny_ops = {
 	.encoded_size = tiny_size, .encode_f32 = tiny_enc, .decode_f32 = tiny_dec,
 };
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version = FG_ABI_VERSION, .kind = FG_PLUGIN_CODEC, .name = "tiny_codec",
+	.abi_version = FG_CODEC_ABI_VERSION, .kind = FG_PLUGIN_CODEC, .name = "tiny_codec",
 	.description = "built by test_out_of_tree.sh", .ops = &tiny_ops,
 };
 EOF
 # shellcheck disable=SC2086
 "$cc" -shared -fPIC $cflags "$tmp/tiny_codec.c" -o "$tmp/plugins/tiny_codec.so" ||
 	fail "tiny_codec.c does not build with cc -shared -fPIC \$(pkg-config --cflags fgcore)"
+# The same written before each kind had its own minor (FG_ABI_VERSION, the
+# shared version): old sources keep building and loading.
+sed -e 's/FG_CODEC_ABI_VERSION/FG_ABI_VERSION/' -e 's/"tiny_codec"/"legacy_codec"/' \
+	"$tmp/tiny_codec.c" >"$tmp/legacy_codec.c"
+grep -q "abi_version = FG_ABI_VERSION," "$tmp/legacy_codec.c" || fail "legacy_codec.c: no FG_ABI_VERSION"
+# shellcheck disable=SC2086
+"$cc" -shared -fPIC $cflags "$tmp/legacy_codec.c" -o "$tmp/plugins/legacy_codec.so" ||
+	fail "legacy_codec.c (FG_ABI_VERSION) does not build against the installed headers"
 
 : >"$tmp/empty.ini"
 installed() {
@@ -137,7 +145,7 @@ installed env FGCORE_PLUGIN_PATH="$tmp/plugins" "$bin" plugins >"$tmp/out" 2>&1 
 cat "$tmp/out"
 # (any ABI version: they were built against these very headers)
 for want in "codec_skeleton codec" "storage_skeleton storage" "compute_skeleton compute" \
-	"tiny_codec codec" "oot_q4 codec"; do
+	"tiny_codec codec" "legacy_codec codec" "oot_q4 codec"; do
 	name=${want% *}
 	kind=${want#* }
 	grep -q "^$name ($kind plugin, ABI [0-9]*\.[0-9]*): usable\$" "$tmp/out" ||

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <fgcore/codec.h>
 #include "core/tier/tier.h"
 #include "core/util/error.h"
 
@@ -113,7 +114,7 @@ static const struct fg_storage_ops fake_ops = {
 };
 
 static const struct fg_plugin fake_plugin = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_STORAGE_ABI_VERSION,
 	.kind		= FG_PLUGIN_STORAGE,
 	.name		= "fake_mem",
 	.description	= "test double",
@@ -121,7 +122,7 @@ static const struct fg_plugin fake_plugin = {
 };
 
 static const struct fg_plugin fake_codec_plugin = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_CODEC_ABI_VERSION,
 	.kind		= FG_PLUGIN_CODEC,
 	.name		= "fake_codec",
 	.ops		= &fake_ops,

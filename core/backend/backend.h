@@ -13,7 +13,9 @@ struct fg_backend {
 	void *opts; /* owned */
 	void *ctx;
 	struct fg_compute_info info;
-	uint32_t minor; /* the plugin's ABI minor: members of minor 1 are read only when >= 1 */
+	/* the plugin's compute ABI minor (compute's own counter, fgcore/compute.h):
+	 * members of minor 1 are read only when >= 1 */
+	uint32_t minor;
 	int q4_native;  /* ABI 1.0 only: native_codecs lists int4_group64 */
 };
 

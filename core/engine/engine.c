@@ -185,8 +185,10 @@ static void fingerprint(const struct fg_config *c, const struct fg_engine *e,
 			const struct fg_model_config *mc, char *out, size_t n)
 {
 	const struct fg_policy *p = &e->policy;
+	char abi[128];
+
 	snprintf(out, n,
-		 "build fgcore %s, plugin ABI %d.%d\n"
+		 "build fgcore %s, plugin ABI %d (%s)\n"
 		 "model %s (%s, %lld layers, hidden %lld, vocab %lld, %lld heads, %lld kv heads, ffn %lld)\n"
 		 "[policy] gpu_batch_size %lld\n[policy] num_gpu_batches %lld\n"
 		 "[policy] overlap %d, sep_layer %d, cpu_cache_compute %d\n"
@@ -194,7 +196,8 @@ static void fingerprint(const struct fg_config *c, const struct fg_engine *e,
 		 "activations of %u bytes ([compute] %s)\n"
 		 "[distributed] layers \"%s\"\n[distributed] micro_batches %lld\n"
 		 "[distributed] transport %s\n[distributed] replicas %lld\n",
-		 PACKAGE_VERSION, FG_ABI_MAJOR, FG_ABI_MINOR, mc->name, mc->arch->name,
+		 PACKAGE_VERSION, FG_ABI_MAJOR, fg_plugin_abi_text(abi, sizeof(abi)), mc->name,
+		 mc->arch->name,
 		 (long long)mc->layers, (long long)mc->hidden, (long long)mc->vocab,
 		 (long long)mc->heads, (long long)mc->kv_heads, (long long)mc->ffn,
 		 (long long)p->gpu_batch_size, (long long)p->num_gpu_batches, p->overlap,

@@ -28,6 +28,12 @@
 #define FG_PLUGIN_DIR "/usr/local/lib/fgcore"
 #endif
 
+/* A plugin that still declares FG_ABI_VERSION (every one did before the kinds'
+ * minors split) must load as a plugin of its kind: no kind falls behind it. */
+_Static_assert(FG_STORAGE_ABI_MINOR >= FG_ABI_MINOR && FG_COMPUTE_ABI_MINOR >= FG_ABI_MINOR &&
+		       FG_CODEC_ABI_MINOR >= FG_ABI_MINOR && FG_TRANSPORT_ABI_MINOR >= FG_ABI_MINOR,
+	       "a kind's ABI minor is below the shared FG_ABI_MINOR (fgcore/plugin.h)");
+
 #define FG_PLUGIN_NAME_MAX 64
 #define FG_OPTIONS_MAX 256		/* entries of an options table, a sanity bound */
 #define FG_OPTS_SIZE_MAX (1u << 20)	/* bytes of an options struct, a sanity bound */
@@ -46,6 +52,57 @@ const char *fg_plugin_kind_name(uint32_t kind)
 	default:
 		return "?";
 	}
+}
+
+uint32_t fg_plugin_kind_abi(uint32_t kind)
+{
+	switch (kind) {
+	case FG_PLUGIN_STORAGE:
+		return FG_STORAGE_ABI_VERSION;
+	case FG_PLUGIN_COMPUTE:
+		return FG_COMPUTE_ABI_VERSION;
+	case FG_PLUGIN_CODEC:
+		return FG_CODEC_ABI_VERSION;
+	case FG_PLUGIN_TRANSPORT:
+		return FG_TRANSPORT_ABI_VERSION;
+	default:
+		return 0;
+	}
+}
+
+const char *fg_plugin_abi_text(char *buf, size_t n)
+{
+	static const uint32_t kinds[] = { FG_PLUGIN_STORAGE, FG_PLUGIN_COMPUTE, FG_PLUGIN_CODEC,
+					  FG_PLUGIN_TRANSPORT };
+	size_t len = 0;
+
+	if (n == 0)
+		return buf;
+	buf[0] = '\0';
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && len < n; i++) {
+		uint32_t v = fg_plugin_kind_abi(kinds[i]);
+		int w = snprintf(buf + len, n - len, "%s%s %u.%u", i ? ", " : "",
+				 fg_plugin_kind_name(kinds[i]), FG_ABI_MAJOR_OF(v),
+				 FG_ABI_MINOR_OF(v));
+
+		if (w < 0)
+			break;
+		len += (size_t)w;
+	}
+	return buf;
+}
+
+int fg_plugin_check_minor(const char *path, uint32_t kind, uint32_t abi, uint32_t host)
+{
+	const char *k = fg_plugin_kind_name(kind);
+
+	if (FG_ABI_MINOR_OF(abi) <= FG_ABI_MINOR_OF(host))
+		return 0;
+	FG_ERR("%s: %s plugin built for %s ABI %u.%u, newer than this fgcore's %s ABI %u.%u: "
+	       "upgrade fgcore or rebuild the plugin against this fgcore's headers", path, k, k,
+	       FG_ABI_MAJOR_OF(abi), FG_ABI_MINOR_OF(abi), k, FG_ABI_MAJOR_OF(host),
+	       FG_ABI_MINOR_OF(host));
+	return -ENOTSUP;
 }
 
 const char *fg_option_type_name(enum fg_option_type t)
@@ -366,17 +423,14 @@ static int fg_check_plugin(const char *path, const struct fg_plugin *p, uint32_t
 	uint32_t minor = FG_ABI_MINOR_OF(p->abi_version);
 	const char *base, *missing = NULL;
 	size_t base_len;
+	char kinds[128];
+	int r;
 
+	/* Another major may lay out even `kind` differently: only the major is read. */
 	if (major != FG_ABI_MAJOR) {
-		FG_ERR("%s: built for ABI %u.%u, this fgcore speaks %u.%u: rebuild the plugin "
-		       "against this fgcore's headers", path, major, minor, FG_ABI_MAJOR,
-		       FG_ABI_MINOR);
-		return -ENOTSUP;
-	}
-	if (minor > FG_ABI_MINOR) {
-		FG_ERR("%s: built for ABI %u.%u, newer than this fgcore's %u.%u: upgrade fgcore "
-		       "or rebuild the plugin against this fgcore's headers", path, major, minor,
-		       FG_ABI_MAJOR, FG_ABI_MINOR);
+		FG_ERR("%s: built for ABI %u.%u, this fgcore speaks ABI %u (%s): rebuild the "
+		       "plugin against this fgcore's headers", path, major, minor, FG_ABI_MAJOR,
+		       fg_plugin_abi_text(kinds, sizeof(kinds)));
 		return -ENOTSUP;
 	}
 	if (p->kind != FG_PLUGIN_STORAGE && p->kind != FG_PLUGIN_COMPUTE &&
@@ -386,6 +440,10 @@ static int fg_check_plugin(const char *path, const struct fg_plugin *p, uint32_t
 		       FG_PLUGIN_COMPUTE, FG_PLUGIN_CODEC, FG_PLUGIN_TRANSPORT);
 		return -ENOTSUP;
 	}
+	/* The minor counts its kind's additions: a compute 1.11 says nothing of storage. */
+	r = fg_plugin_check_minor(path, p->kind, p->abi_version, fg_plugin_kind_abi(p->kind));
+	if (r != 0)
+		return r;
 	if (want_kind != 0 && p->kind != want_kind) {
 		FG_ERR("%s: is a %s plugin, but a %s plugin is needed here: name a %s plugin "
 		       "(`fgcore plugins` lists them)", path, fg_plugin_kind_name(p->kind),

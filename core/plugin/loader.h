@@ -11,9 +11,10 @@ struct fg_plugin_handle {
 	char path[PATH_MAX];
 };
 
-/* Open one file and validate it: exported fg_plugin_entry, ABI major equal and
- * minor <= ours, kind == want_kind (0: any), name == want_name (NULL: the
- * file's base name without ".so"), every required hook of the kind present
+/* Open one file and validate it: exported fg_plugin_entry, ABI major equal,
+ * a known kind and a minor <= ours for that kind, kind == want_kind (0: any),
+ * name == want_name (NULL: the file's base name without ".so"), every
+ * required hook of the kind present
  * (for compute: those of the plugin's ABI minor, the stream/event hooks all
  * or none; members newer than the plugin's minor are never read).
  * No plugin code runs before all checks pass.  On failure: -errno and an error
@@ -31,7 +32,19 @@ void fg_plugin_close(struct fg_plugin_handle *h);
  * name wins), in directory order then name order.  Stops when cb returns != 0. */
 int fg_plugin_foreach(int (*cb)(const char *path, void *user), void *user);
 
-const char *fg_plugin_kind_name(uint32_t kind); /* "storage", "compute", "codec", "?" */
+/* "storage", "compute", "codec", "transport", "?" */
+const char *fg_plugin_kind_name(uint32_t kind);
+
+/* The ABI version this fgcore speaks for plugins of `kind` (its header's
+ * FG_<KIND>_ABI_VERSION); 0 for an unknown kind. */
+uint32_t fg_plugin_kind_abi(uint32_t kind);
+/* Every kind's version in one phrase, "storage 1.10, compute 1.11, ..."; returns buf. */
+const char *fg_plugin_abi_text(char *buf, size_t n);
+/* A plugin of `kind` declaring `abi` against a host speaking `host` for that
+ * kind (fg_plugin_kind_abi(kind) when loading; the major is checked before):
+ * 0, or -ENOTSUP and "<path>: <kind> plugin built for <kind> ABI 1.n, newer
+ * than this fgcore's <kind> ABI 1.m: <what to do>". */
+int fg_plugin_check_minor(const char *path, uint32_t kind, uint32_t abi, uint32_t host);
 
 /* Run the plugin's probe (1 when it has none): >0 usable, 0 unusable. */
 int fg_plugin_probe(const struct fg_plugin_handle *h);

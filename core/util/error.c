@@ -68,7 +68,7 @@ static void fg_host_log(const struct fg_host *host, int level, const char *fmt, 
 }
 
 static struct fg_host fg_host_table = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_ABI_VERSION, /* the part every kind shares (fgcore/plugin.h) */
 	.error		= fg_host_error,
 	.log		= fg_host_log,
 	.gpu_count	= 0,

@@ -3,6 +3,13 @@
  * A codec says how a logical 2-D tensor of real values [rows, cols] is laid out
  * in bytes.  The codec plugin's encode/decode is the reference that compute
  * backends consuming the format natively are tested against.
+ *
+ * ABI history, in the codecs' own minor (FG_CODEC_ABI_MINOR below):
+ *   1.0  every member of struct fg_codec_ops below; the fp16 pair optional.
+ *   1.1 to 1.10  nothing: every kind shared one minor then, and compute's
+ *        additions moved it.  A codec that says any of them is a 1.0 one,
+ *        and loads.
+ * The next addition here is codec 1.11 and leaves the other kinds alone.
  */
 #ifndef FGCORE_CODEC_H
 #define FGCORE_CODEC_H
@@ -15,6 +22,12 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The codec ABI of this header: a codec plugin declares
+ * `.abi_version = FG_CODEC_ABI_VERSION`.  Bumped by additions to this
+ * header only (and by a change to what every kind shares, fgcore/plugin.h). */
+#define FG_CODEC_ABI_MINOR 10
+#define FG_CODEC_ABI_VERSION FG_ABI(FG_ABI_MAJOR, FG_CODEC_ABI_MINOR)
 
 /* Shape of the logical tensor and the dimension codecs that group values
  * (e.g. int4_group64) group along: 0 = along rows (columns of 64 rows),

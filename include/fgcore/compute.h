@@ -25,8 +25,10 @@
  * backend, and names the layer and op in its error line; a backend checks
  * only its own device limits.
  *
- * ABI history (members marked "minor 1" are read only from plugins whose
- * abi_version is >= FG_ABI(1, 1); the core never asks a 1.0 plugin for them):
+ * ABI history, in compute's own minor (FG_COMPUTE_ABI_MINOR below; every
+ * kind shared one minor up to 1.10, and these are the steps compute took on
+ * it).  Members marked "minor 1" are read only from plugins whose
+ * abi_version is >= FG_ABI(1, 1); the core never asks a 1.0 plugin for them:
  *   1.0  embed with learned positions, layer norm, linear with ReLU, multi-head
  *        attention, KV append; `native_codecs` names the codecs read natively.
  *   1.1  RMS norm, optional beta and position table, SiLU and a gating
@@ -58,6 +60,8 @@
  *        layers are made of: add (with scales), route (a row softmax and its
  *        top k), gather and scatter-add of rows, and a grouped linear (the
  *        rows of each expert times that expert's weights, in one call).
+ *        The last minor shared with the other kinds: the next addition here
+ *        is compute 1.11 and leaves storage, codec and transport plugins alone.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -71,6 +75,12 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The compute ABI of this header: a compute plugin declares
+ * `.abi_version = FG_COMPUTE_ABI_VERSION`.  Bumped by additions to this
+ * header only (and by a change to what every kind shares, fgcore/plugin.h). */
+#define FG_COMPUTE_ABI_MINOR 10
+#define FG_COMPUTE_ABI_VERSION FG_ABI(FG_ABI_MAJOR, FG_COMPUTE_ABI_MINOR)
 
 struct fg_compute_info {
 	enum fg_dtype act_dtype; /* activations, cache and outputs */

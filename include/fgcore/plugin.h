@@ -4,10 +4,23 @@
  * a `struct fg_plugin`.  The core checks the ABI version, kind, name and every
  * required hook before it runs any plugin code (including `probe`).
  *
+ * Versions: one major for every kind, and a minor per kind, so that an
+ * addition to one kind's hooks leaves the others' plugins as they are.  Each
+ * kind's header defines its current version, and a plugin of that kind
+ * declares it:
+ *   storage    FG_STORAGE_ABI_VERSION    fgcore/storage.h
+ *   compute    FG_COMPUTE_ABI_VERSION    fgcore/compute.h
+ *   codec      FG_CODEC_ABI_VERSION      fgcore/codec.h
+ *   transport  FG_TRANSPORT_ABI_VERSION  fgcore/transport.h
+ * The kinds shared one minor up to 1.10, so every kind's counter continues
+ * from 10: a plugin built before the split (it says 1.10, or less) loads.
+ *
  * Compatibility rules:
- *  - major must equal the host's FG_ABI_MAJOR; minor must be <= FG_ABI_MINOR.
- *  - structs in this ABI only grow at the end; a member added in minor n is
- *    read by the core only when the plugin's abi_version >= FG_ABI(major, n).
+ *  - major must equal the host's FG_ABI_MAJOR; minor must be <= the host's
+ *    minor for the plugin's kind.
+ *  - structs in this ABI only grow at the end; a member added in minor n of a
+ *    kind is read by the core only when the plugin's abi_version >=
+ *    FG_ABI(major, n) (the kind's history is in its header).
  */
 #ifndef FGCORE_PLUGIN_H
 #define FGCORE_PLUGIN_H
@@ -24,6 +37,15 @@ extern "C" {
 #define FG_ABI_MINOR_OF(v) ((uint32_t)(v) & 0xffffu)
 
 #define FG_ABI_MAJOR 1
+/* The minor of what every kind shares: struct fg_plugin, fg_host and
+ * fg_option (fg_host.abi_version says it to plugins).  It stays 10 until one
+ * of them grows, and such a change bumps every kind's minor too, so each
+ * kind's minor is at least this one.  A plugin that declares FG_ABI_VERSION,
+ * as all did before the split, therefore still loads, and the core treats it
+ * as its kind's minor FG_ABI_MINOR: what its kind added later is never read
+ * from it.  Deprecated as a plugin's abi_version: declare your kind's
+ * FG_<KIND>_ABI_VERSION (a maximum over the kinds would not do: a storage
+ * plugin would claim compute's newer minor and be refused). */
 #define FG_ABI_MINOR 10
 #define FG_ABI_VERSION FG_ABI(FG_ABI_MAJOR, FG_ABI_MINOR)
 
@@ -55,7 +77,7 @@ enum fg_log_level {
 /* Services the core lends to plugins.  Plugins never call symbols of the
  * executable; everything goes through this table. */
 struct fg_host {
-	uint32_t abi_version;
+	uint32_t abi_version; /* FG_ABI_VERSION: the shared part's version */
 	/* Record the error text of the failing call (one line, no newline:
 	 * what is wrong and what to do).  The last call wins. */
 	void (*error)(const struct fg_host *host, const char *fmt, ...) FG_PRINTF(2, 3);
@@ -92,7 +114,7 @@ struct fg_option {
 };
 
 struct fg_plugin {
-	uint32_t abi_version;     /* first, always: FG_ABI_VERSION at build time */
+	uint32_t abi_version;     /* first, always: FG_<KIND>_ABI_VERSION at build time */
 	uint32_t kind;            /* enum fg_plugin_kind */
 	const char *name;         /* must equal the file's base name and the `plugin =` value */
 	const char *description;  /* one line */

@@ -5,6 +5,14 @@
  * address for each region; file tiers (posix_file, io_uring_nvme, ...) do not.
  * The core accounts every tier (used, peak, `capacity =` caps) around these
  * hooks, so plugins only report the physical capacity they see.
+ *
+ * ABI history, in storage's own minor (FG_STORAGE_ABI_MINOR below):
+ *   1.0  every member of struct fg_storage_ops below; submit and reap
+ *        optional, as a pair.
+ *   1.1 to 1.10  nothing: every kind shared one minor then, and compute's
+ *        additions moved it.  A storage plugin that says any of them is a
+ *        1.0 one, and loads.
+ * The next addition here is storage 1.11 and leaves the other kinds alone.
  */
 #ifndef FGCORE_STORAGE_H
 #define FGCORE_STORAGE_H
@@ -17,6 +25,12 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The storage ABI of this header: a storage plugin declares
+ * `.abi_version = FG_STORAGE_ABI_VERSION`.  Bumped by additions to this
+ * header only (and by a change to what every kind shares, fgcore/plugin.h). */
+#define FG_STORAGE_ABI_MINOR 10
+#define FG_STORAGE_ABI_VERSION FG_ABI(FG_ABI_MAJOR, FG_STORAGE_ABI_MINOR)
 
 /* fg_storage_info.flags */
 #define FG_STORAGE_ADDRESSABLE (1u << 0) /* regions have an address (fg_region.addr) */

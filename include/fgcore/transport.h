@@ -15,7 +15,13 @@
  * FG_TRANSPORT_DEVICE_SYNC instead (CUDA-aware MPI) moves device memory
  * outside any stream: the caller has the bytes ready (its stream
  * synchronized) before isend, and reads a received buffer only once `test`
- * says the transfer finished. */
+ * says the transfer finished.
+ *
+ * ABI history, in the transports' own minor (FG_TRANSPORT_ABI_MINOR below):
+ *   1.2  the kind arrives (the minor every kind shared then): every member
+ *        of struct fg_transport_ops below, all required.
+ *   1.3 to 1.10  nothing: compute's additions moved the shared minor.
+ * The next addition here is transport 1.11 and leaves the other kinds alone. */
 #ifndef FGCORE_TRANSPORT_H
 #define FGCORE_TRANSPORT_H
 
@@ -27,6 +33,12 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The transport ABI of this header: a transport plugin declares
+ * `.abi_version = FG_TRANSPORT_ABI_VERSION`.  Bumped by additions to this
+ * header only (and by a change to what every kind shares, fgcore/plugin.h). */
+#define FG_TRANSPORT_ABI_MINOR 10
+#define FG_TRANSPORT_ABI_VERSION FG_ABI(FG_ABI_MAJOR, FG_TRANSPORT_ABI_MINOR)
 
 enum fg_transport_mem {
 	FG_TRANSPORT_HOST = 1u << 0,   /* host memory */

@@ -112,7 +112,7 @@ static int fp16_probe(const struct fg_host *host)
 }
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_CODEC_ABI_VERSION,
 	.kind		= FG_PLUGIN_CODEC,
 	.name		= "fp16",
 	.description	= "IEEE binary16, row-major, round to nearest even (F16C where the CPU has it)",

@@ -643,7 +643,7 @@ static const struct fg_codec_ops int4_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_CODEC_ABI_VERSION,
 	.kind		= FG_PLUGIN_CODEC,
 	.name		= "int4_group64",
 	.description	= "4-bit asymmetric groups of 64, fp16 scale and min (FlexGen, fgcore/q4.h)",

@@ -71,7 +71,7 @@ static const struct fg_codec_ops skeleton_codec_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_CODEC_ABI_VERSION, /* the codecs' own version (fgcore/codec.h) */
 	.kind		= FG_PLUGIN_CODEC,
 	.name		= "codec_skeleton",
 	.description	= "example codec: raw fp32, row-major (plugins/skeleton: copy it to write a codec)",

@@ -416,7 +416,10 @@ static const struct fg_compute_ops skeleton_compute_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION, /* the headers' version (1.2; its timers are optional) */
+	/* Your kind's version (compute's own minor, fgcore/compute.h) from the
+	 * headers you build with: what your ops table's layout follows.  The
+	 * hooks of minors after 1.1 are optional, so this one leaves them NULL. */
+	.abi_version	= FG_COMPUTE_ABI_VERSION,
 	.kind		= FG_PLUGIN_COMPUTE,
 	.name		= "compute_skeleton",
 	.description	= "example compute backend: plain C loops on fp32 (plugins/skeleton: copy it to write a backend)",

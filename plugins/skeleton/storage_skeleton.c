@@ -290,7 +290,9 @@ static const struct fg_storage_ops skeleton_storage_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION, /* the ABI of the headers it was built with */
+	/* storage's own ABI version (fgcore/storage.h) in the headers it was
+	 * built with: a compute addition does not move it */
+	.abi_version	= FG_STORAGE_ABI_VERSION,
 	.kind		= FG_PLUGIN_STORAGE,
 	.name		= "storage_skeleton", /* = the file's base name */
 	.description	= "example memory tier on malloc (plugins/skeleton: copy it to write a tier)",

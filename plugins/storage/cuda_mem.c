@@ -610,7 +610,7 @@ static const struct fg_storage_ops cuda_mem_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_STORAGE_ABI_VERSION,
 	.kind		= FG_PLUGIN_STORAGE,
 	.name		= "cuda_mem",
 	.description	= "GPU memory tier: one cudaMalloc pool, sub-allocated; async copies on "

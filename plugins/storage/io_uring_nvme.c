@@ -223,7 +223,7 @@ static int io_uring_nvme_probe(const struct fg_host *host)
 }
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_STORAGE_ABI_VERSION,
 	.kind		= FG_PLUGIN_STORAGE,
 	.name		= IU_NAME,
 	.description	= "NVMe file tier through io_uring (O_DIRECT, deep queue)",

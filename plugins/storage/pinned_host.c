@@ -279,7 +279,7 @@ static const struct fg_storage_ops pinned_host_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_STORAGE_ABI_VERSION,
 	.kind		= FG_PLUGIN_STORAGE,
 	.name		= "pinned_host",
 	.description	= "host memory tier (CUDA page-locked when a GPU is present)",

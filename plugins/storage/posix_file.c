@@ -229,7 +229,7 @@ static int posix_file_probe(const struct fg_host *host)
 }
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_STORAGE_ABI_VERSION,
 	.kind		= FG_PLUGIN_STORAGE,
 	.name		= PF_NAME,
 	.description	= "file-backed tier (pread/pwrite, optional O_DIRECT, worker threads)",

@@ -77,7 +77,7 @@ static const struct fg_transport_ops mpi_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_TRANSPORT_ABI_VERSION,
 	.kind		= FG_PLUGIN_TRANSPORT,
 	.name		= "mpi",
 	.description	= "MPI point-to-point messages between pipeline stages: host memory, and GPU memory with a CUDA-aware MPI",

@@ -256,7 +256,7 @@ static const struct fg_transport_ops nccl_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_TRANSPORT_ABI_VERSION,
 	.kind		= FG_PLUGIN_TRANSPORT,
 	.name		= "nccl",
 	.description	= "NCCL send/recv of activations between GPUs, MPI for the rest",

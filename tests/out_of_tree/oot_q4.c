@@ -171,7 +171,7 @@ static const struct fg_codec_ops oot_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_CODEC_ABI_VERSION,
 	.kind		= FG_PLUGIN_CODEC,
 	.name		= "oot_q4",
 	.description	= "built by test_out_of_tree.sh from the installed SDK headers",

@@ -17,7 +17,7 @@ static const struct fg_option bad_options[] = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_CODEC_ABI_VERSION,
 	.kind		= FG_PLUGIN_CODEC,
 	.name		= "bad_option_table",
 	.description	= "test: option offset past opts_size",

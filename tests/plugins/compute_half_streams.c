@@ -10,7 +10,7 @@ static const struct fg_compute_ops half_streams_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_COMPUTE_ABI_VERSION,
 	.kind		= FG_PLUGIN_COMPUTE,
 	.name		= "compute_half_streams",
 	.description	= "test: some stream hooks but not all",

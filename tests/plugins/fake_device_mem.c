@@ -62,7 +62,7 @@ static const struct fg_storage_ops fdm_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_STORAGE_ABI_VERSION,
 	.kind		= FG_PLUGIN_STORAGE,
 	.name		= "fake_device_mem",
 	.description	= "test: host memory that claims to be device memory",

@@ -547,7 +547,7 @@ static const struct fg_compute_ops ls_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_COMPUTE_ABI_VERSION,
 	.kind		= FG_PLUGIN_COMPUTE,
 	.name		= "lazy_streams",
 	.description	= "test: cpu_blas behind streams that run only when synced, as late as they may",

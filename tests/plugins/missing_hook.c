@@ -48,7 +48,7 @@ static const struct fg_storage_ops missing_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_STORAGE_ABI_VERSION,
 	.kind		= FG_PLUGIN_STORAGE,
 	.name		= "missing_hook",
 	.description	= "test: storage without read",

@@ -134,7 +134,7 @@ static const struct fg_compute_ops ne_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_COMPUTE_ABI_VERSION,
 	.kind		= FG_PLUGIN_COMPUTE,
 	.name		= "nan_embed",
 	.description	= "test: cpu_blas with one token id's embedding NaN (activations that overflowed)",

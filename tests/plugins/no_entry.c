@@ -3,7 +3,7 @@
 #include "tests/plugins/codec_ops.h"
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entyr = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_CODEC_ABI_VERSION,
 	.kind		= FG_PLUGIN_CODEC,
 	.name		= "no_entry",
 	.description	= "test: misspelled entry symbol",

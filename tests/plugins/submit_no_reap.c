@@ -61,7 +61,7 @@ static const struct fg_storage_ops snr_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_STORAGE_ABI_VERSION,
 	.kind		= FG_PLUGIN_STORAGE,
 	.name		= "submit_no_reap",
 	.description	= "test: storage with submit but no reap",

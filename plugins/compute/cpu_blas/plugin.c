@@ -262,7 +262,7 @@ static const struct fg_compute_ops cpu_blas_ops = {
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
 	/* 1.1: rope, supports, RMS norm, SiLU, mul, GQA; 1.2: timers; 1.6: logprob;
 	 * 1.10: the generic tier */
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_COMPUTE_ABI_VERSION,
 	.kind		= FG_PLUGIN_COMPUTE,
 	.name		= "cpu_blas",
 	.description	= "CPU backend: OpenBLAS sgemm on fp32 activations, fp16 weights widened on the fly",

@@ -825,7 +825,7 @@ static const struct fg_compute_ops cublas_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_ABI_VERSION,
+	.abi_version	= FG_COMPUTE_ABI_VERSION,
 	.kind		= FG_PLUGIN_COMPUTE,
 	.name		= "cublas",
 	.description	= "NVIDIA GPU backend: cuBLASLt fp16 GEMMs, fused 4-bit linear and "
