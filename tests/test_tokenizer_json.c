@@ -1057,7 +1057,11 @@ START_TEST(test_malformed)
 
 	expect_refused(model_with(spm_file(1, 1), "type", "\"WordPiece\""), "model.type",
 		       "WordPiece");
-	expect_refused(model_with(spm_file(1, 1), "type", "\"Unigram\""), "model.type", "BPE");
+	expect_refused(model_with(spm_file(1, 1), "type", "\"Word\""), "model.type",
+		       "supported: BPE, Unigram");
+	/* a Unigram model with a BPE's vocabulary object */
+	expect_refused(model_with(spm_file(1, 1), "type", "\"Unigram\""), "model.vocab",
+		       "[piece, score] pairs");
 	expect_refused(with(spm_file(1, 1), "model", "[]"), "model", NULL);
 	expect_refused(with(spm_file(1, 1), "pre_tokenizer",
 			    "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a|\\\\p{Q})\"},"

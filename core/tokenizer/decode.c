@@ -249,6 +249,31 @@ static int step(const struct fg_tokenizer *t, const struct fg_tok_dec *d, const 
 			rc = flush_bytes(o, &run, raw);
 		free(run.p);
 		return rc;
+	case FG_DEC_METASPACE: {
+		/* The replacement is a space again, except in the first token
+		 * (where the pre-tokenizer put it) unless prepend_scheme is
+		 * "never"; raw (one token alone) keeps every space. */
+		const char *r = t->blob + d->pat.off;
+		size_t rl = d->pat.len;
+
+		for (size_t i = 0; !rc && i < in->n; i++) {
+			bool drop = i == 0 && d->prepend != FG_PREPEND_NEVER && !raw;
+			const char *hit;
+
+			s = tok_at(in, i, &n);
+			rc = toks_new(o);
+			while (!rc && (hit = n >= rl ? memmem(s, n, r, rl) : NULL)) {
+				rc = toks_cat(o, s, (size_t)(hit - s));
+				if (!rc && !drop)
+					rc = toks_cat(o, " ", 1);
+				n -= (size_t)(hit - s) + rl;
+				s = hit + rl;
+			}
+			if (!rc)
+				rc = toks_cat(o, s, n);
+		}
+		return rc;
+	}
 	case FG_DEC_STRIP:
 		for (size_t i = 0; !rc && i < in->n; i++) {
 			size_t a = 0, z, cl;

@@ -2,14 +2,16 @@
  * Hugging Face tokenizers does it:
  *  1. added tokens that are not "normalized" are cut out of the raw text
  *     (leftmost, then longest; lstrip/rstrip/single_word honoured);
- *  2. each stretch between them is normalized (Prepend, Replace), and the
- *     "normalized" added tokens are cut out of the result;
- *  3. the pre-tokenizers (Split on a PCRE2 pattern, ByteLevel) cut each
- *     remaining stretch into pre-tokens, in order;
+ *  2. each stretch between them is normalized (Prepend, Replace, NFC, NFKC,
+ *     Strip), and the "normalized" added tokens are cut out of the result;
+ *  3. the pre-tokenizers (Split on a PCRE2 pattern, Metaspace, ByteLevel)
+ *     cut each remaining stretch into pre-tokens, in order;
  *  4. BPE merges each pre-token: on its bytes after ByteLevel, else on its
- *     characters, with <0xXX> byte fallback and the unk token.
+ *     characters, with <0xXX> byte fallback and the unk token; or the
+ *     Unigram model segments it (unigram.c).
  * Pre-tokens are spans of the text (or of the normalized copy), so no step
- * copies text except the normalizers and ByteLevel's add_prefix_space.
+ * copies text except the normalizers, Metaspace and ByteLevel's
+ * add_prefix_space.
  */
 #define _GNU_SOURCE /* memmem */
 #include <errno.h>
@@ -28,15 +30,21 @@ struct enc {
 	struct fg_bpe_scratch bpe;
 	struct fg_regex_scratch rx;
 	struct fg_tok_buf norm[2];			/* normalizer output, ping-pong */
-	struct fg_tok_buf prefix[FG_TOK_MAX_STEPS];	/* ByteLevel add_prefix_space copies */
+	struct fg_tok_buf prefix[FG_TOK_MAX_STEPS];	/* ByteLevel, Metaspace copies */
 	struct fg_tok_buf spell;			/* byte-level spelling (ignore_merges) */
+	struct fg_unigram_scratch uni;
+	/* A pre-token that reaches pre-tokenizer k at org[k] begins the text
+	 * (tokenizers: its original offset is 0), as Metaspace's
+	 * prepend_scheme "first" asks. */
+	const char *org[FG_TOK_MAX_STEPS + 1];
 };
 
 /* ---- normalizers ---- */
 
-/* Unicode NFC (canonical composition) of the valid UTF-8 runs of s; bytes
- * that are not UTF-8 pass unchanged, as they would through byte-level BPE. */
-static int norm_nfc(const char *s, size_t n, struct fg_tok_buf *o)
+/* Unicode NFC (canonical composition), or NFKC (compat), of the valid UTF-8
+ * runs of s; bytes that are not UTF-8 pass unchanged, as they would through
+ * byte-level BPE. */
+static int norm_nfc(const char *s, size_t n, bool compat, struct fg_tok_buf *o)
 {
 	const utf8proc_uint8_t *u = (const utf8proc_uint8_t *)s;
 	size_t pos = 0;
@@ -55,9 +63,11 @@ static int norm_nfc(const char *s, size_t n, struct fg_tok_buf *o)
 		if (end > pos) {
 			utf8proc_uint8_t *nfc = NULL;
 			utf8proc_ssize_t len = utf8proc_map(u + pos, (utf8proc_ssize_t)(end - pos), &nfc,
-							    UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+							    UTF8PROC_STABLE | UTF8PROC_COMPOSE |
+							    (compat ? UTF8PROC_COMPAT : 0));
 			if (len < 0) {
-				FG_ERR("tokenizer: NFC normalization failed: %s", utf8proc_errmsg(len));
+				FG_ERR("tokenizer: %s normalization failed: %s", compat ? "NFKC" : "NFC",
+				       utf8proc_errmsg(len));
 				return -EINVAL;
 			}
 			rc = fg_tok_buf_add(o, (const char *)nfc, (size_t)len);
@@ -70,22 +80,72 @@ static int norm_nfc(const char *s, size_t n, struct fg_tok_buf *o)
 	return rc;
 }
 
+/* Rust's char::is_whitespace (Unicode White_Space), which Strip uses. */
+static bool white_space(uint32_t cp)
+{
+	return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 ||
+	       cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+	       cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+static int norm_strip(const struct fg_tok_norm *nm, const char *s, size_t n, size_t *lead,
+		      struct fg_tok_buf *o)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t a = 0, z = n;
+	uint32_t cp;
+
+	while (nm->left && a < z) {
+		size_t cl = fg_utf8_next(u + a, z - a, &cp);
+
+		if (!white_space(cp))
+			break;
+		a += cl;
+	}
+	while (nm->right && z > a) {
+		size_t b = z - 1;
+
+		while (b > a && (u[b] & 0xC0) == 0x80 && z - b < 4)
+			b--;
+		if (fg_utf8_next(u + b, z - b, &cp) != z - b || !white_space(cp))
+			break;
+		z = b;
+	}
+	*lead = *lead < z ? *lead : z;
+	*lead = *lead > a ? *lead - a : 0;
+	return fg_tok_buf_add(o, s + a, z - a);
+}
+
+/* *lead: how many bytes at the start of s stand where the original text
+ * starts (tokenizers' alignments: an insertion takes its neighbour's place,
+ * a deletion at the start moves it), updated for the output. */
 static int norm_one(const struct fg_tokenizer *t, const struct fg_tok_norm *nm,
-		    struct fg_regex_scratch *rx, const char *s, size_t n, struct fg_tok_buf *o)
+		    struct fg_regex_scratch *rx, const char *s, size_t n, size_t *lead,
+		    struct fg_tok_buf *o)
 {
 	const char *blob = t->blob;
-	size_t pos = 0, ms, me;
+	size_t pos = 0, ms, me, in_lead = *lead;
 	int rc = 0;
 
 	o->n = 0;
-	if (nm->kind == FG_TOK_NORM_NFC)
-		return norm_nfc(s, n, o);
+	if (nm->kind == FG_TOK_NORM_NFC || nm->kind == FG_TOK_NORM_NFKC) {
+		uint32_t cp;
+
+		rc = norm_nfc(s, n, nm->kind == FG_TOK_NORM_NFKC, o);
+		*lead = !rc && *lead && o->n ? fg_utf8_next((const unsigned char *)o->p, o->n, &cp)
+					     : 0;
+		return rc;
+	}
+	if (nm->kind == FG_TOK_NORM_STRIP)
+		return norm_strip(nm, s, n, lead, o);
 	if (nm->kind == FG_TOK_NORM_PREPEND) {
 		if (!n)
 			return 0;
+		*lead += nm->str.len;
 		rc = fg_tok_buf_add(o, blob + nm->str.off, nm->str.len);
 		return rc ? rc : fg_tok_buf_add(o, s, n);
 	}
+	*lead = 0;
 	if (nm->re)
 		fg_regex_allow(rx, n);
 	for (;;) {
@@ -108,6 +168,10 @@ static int norm_one(const struct fg_tokenizer *t, const struct fg_tok_norm *nm,
 		}
 		if (!hit)
 			break;
+		if (pos < in_lead)
+			*lead += (ms < in_lead ? ms : in_lead) - pos;
+		if (ms < in_lead)
+			*lead += nm->content.len;
 		rc = fg_tok_buf_add(o, s + pos, ms - pos);
 		if (!rc)
 			rc = fg_tok_buf_add(o, blob + nm->content.off, nm->content.len);
@@ -115,25 +179,36 @@ static int norm_one(const struct fg_tokenizer *t, const struct fg_tok_norm *nm,
 			return rc;
 		pos = me;
 	}
+	if (pos < in_lead)
+		*lead += in_lead - pos;
 	return fg_tok_buf_add(o, s + pos, n - pos);
 }
 
-/* Run all normalizers; *res points into bufs (or at s when there are none). */
+/* Run all normalizers; *res points into bufs (or at s when there are none).
+ * *lead (lead may be NULL): does the result start where s does (false: the
+ * normalizers took s's first character away, as Strip does with a space)? */
 static int normalize(const struct fg_tokenizer *t, struct fg_regex_scratch *rx,
-		     struct fg_tok_buf bufs[2], const char *s, size_t n, const char **res, size_t *rn)
+		     struct fg_tok_buf bufs[2], const char *s, size_t n, const char **res, size_t *rn,
+		     bool *lead)
 {
 	const struct fg_tok_pipeline *p = t->pipe;
+	uint32_t cp;
+	size_t ln = n ? fg_utf8_next((const unsigned char *)s, n, &cp) : 0;
 
 	*res = s;
 	*rn = n;
+	if (lead)
+		*lead = ln > 0;
 	for (size_t k = 0; k < p->n_norm; k++) {
 		struct fg_tok_buf *o = &bufs[k & 1];
-		int rc = norm_one(t, &p->norm[k], rx, *res, *rn, o);
+		int rc = norm_one(t, &p->norm[k], rx, *res, *rn, &ln, o);
 
 		if (rc)
 			return rc;
 		*res = o->p ? o->p : "";
 		*rn = o->n;
+		if (lead)
+			*lead = ln > 0;
 	}
 	return 0;
 }
@@ -145,7 +220,7 @@ int fg_tok_normalize(const struct fg_tokenizer *t, const char *s, size_t n, char
 	struct fg_tok_buf bufs[2] = { { 0 }, { 0 } };
 	const char *r;
 	size_t rn;
-	int rc = normalize(t, &rx, bufs, s, n, &r, &rn);
+	int rc = normalize(t, &rx, bufs, s, n, &r, &rn, NULL);
 
 	*out = NULL;
 	if (!rc) {
@@ -233,6 +308,8 @@ static int model(struct enc *e, const char *s, size_t n)
 
 	if (!n)
 		return 0;
+	if (e->p->uni)
+		return fg_unigram_encode(t, &e->uni, (const unsigned char *)s, n, e->o);
 	if (!e->p->byte_level)
 		return model_chars(e, (const unsigned char *)s, n);
 	if (e->p->ignore_merges) {
@@ -355,9 +432,52 @@ static int split(struct enc *e, size_t k, const struct fg_tok_pre *pre, const ch
 	return rc ? rc : flush(&sp);
 }
 
+/* Metaspace: every ' ' becomes the replacement, which also goes first
+ * when the pre-token does not start with it (as prepend_scheme says); then
+ * the pre-token is cut before each replacement (split). */
+static int metaspace(struct enc *e, size_t k, const struct fg_tok_pre *pre, const char *s,
+		     size_t n)
+{
+	const char *r = e->t->blob + pre->repl.off;
+	size_t rl = pre->repl.len, a = 0, pos = 0;
+	struct fg_tok_buf *b = &e->prefix[k];
+	bool origin = s == e->org[k];
+	bool led = s[0] == ' ' || (n >= rl && !memcmp(s, r, rl));
+	int rc = 0;
+
+	b->n = 0;
+	if (!led && (pre->prepend == FG_PREPEND_ALWAYS ||
+		     (pre->prepend == FG_PREPEND_FIRST && origin)))
+		rc = fg_tok_buf_add(b, r, rl);
+	while (!rc && pos < n) {
+		const char *sp = memchr(s + pos, ' ', n - pos);
+		size_t end = sp ? (size_t)(sp - s) : n;
+
+		rc = fg_tok_buf_add(b, s + pos, end - pos);
+		if (!rc && sp)
+			rc = fg_tok_buf_add(b, r, rl), end++;
+		pos = end;
+	}
+	if (rc)
+		return rc;
+	e->org[k + 1] = origin ? b->p : NULL;
+	if (!pre->split)
+		return pretok(e, k + 1, b->p, b->n);
+	/* MergedWithNext: each replacement starts a piece. */
+	for (pos = 1; !rc && pos + rl <= b->n; pos++) {
+		if (memcmp(b->p + pos, r, rl))
+			continue;
+		rc = pretok(e, k + 1, b->p + a, pos - a);
+		a = pos;
+		pos += rl - 1;
+	}
+	return rc ? rc : pretok(e, k + 1, b->p + a, b->n - a);
+}
+
 static int pretok(struct enc *e, size_t k, const char *s, size_t n)
 {
 	const struct fg_tok_pre *pre;
+	bool origin;
 	int rc = 0;
 
 	if (!n)
@@ -365,8 +485,13 @@ static int pretok(struct enc *e, size_t k, const char *s, size_t n)
 	if (k == e->p->n_pre)
 		return model(e, s, n);
 	pre = &e->p->pre[k];
-	if (pre->kind == FG_PRE_SPLIT)
+	origin = s == e->org[k];
+	if (pre->kind == FG_PRE_SPLIT) {
+		e->org[k + 1] = origin ? s : NULL;
 		return split(e, k, pre, s, n);
+	}
+	if (pre->kind == FG_PRE_METASPACE)
+		return metaspace(e, k, pre, s, n);
 	/* ByteLevel (the last pre-tokenizer): the byte mapping itself is the
 	 * model's (bytes are its symbols). */
 	if (pre->add_prefix_space && s[0] != ' ') {
@@ -381,6 +506,7 @@ static int pretok(struct enc *e, size_t k, const char *s, size_t n)
 		s = b->p;
 		n = b->n;
 	}
+	e->org[k + 1] = origin ? s : NULL;
 	if (!pre->use_regex)
 		return pretok(e, k + 1, s, n);
 	for (size_t pos = 0; !rc && pos < n;) {
@@ -394,17 +520,20 @@ static int pretok(struct enc *e, size_t k, const char *s, size_t n)
 
 /* ---- added tokens, then the rest ---- */
 
-static int segment(struct enc *e, const char *s, size_t n)
+/* at_start: s begins the text. */
+static int segment(struct enc *e, const char *s, size_t n, bool at_start)
 {
 	const struct fg_tokenizer *t = e->t;
 	const char *ns;
 	size_t nn, pos = 0, ms, me;
 	int32_t id;
+	bool lead;
 	int rc;
 
 	if (!n)
 		return 0;
-	rc = normalize(t, &e->rx, e->norm, s, n, &ns, &nn);
+	rc = normalize(t, &e->rx, e->norm, s, n, &ns, &nn, &lead);
+	e->org[0] = at_start && lead ? ns : NULL;
 	while (!rc && pos < nn) {
 		if (!fg_tok_find_added(&t->added_norm, t->blob, ns, nn, pos, pos, &ms, &me, &id))
 			return pretok(e, 0, ns + pos, nn - pos);
@@ -426,10 +555,10 @@ int fg_tok_encode_json(const struct fg_tokenizer *t, const char *text, size_t le
 
 	while (!rc && pos < len) {
 		if (!fg_tok_find_added(&t->added, t->blob, text, len, pos, pos, &ms, &me, &id)) {
-			rc = segment(&e, text + pos, len - pos);
+			rc = segment(&e, text + pos, len - pos, pos == 0);
 			break;
 		}
-		rc = segment(&e, text + pos, ms - pos);
+		rc = segment(&e, text + pos, ms - pos, pos == 0);
 		if (!rc)
 			rc = emit(&e, id);
 		pos = me;
@@ -441,5 +570,6 @@ int fg_tok_encode_json(const struct fg_tokenizer *t, const char *text, size_t le
 	for (size_t k = 0; k < FG_TOK_MAX_STEPS; k++)
 		free(e.prefix[k].p);
 	free(e.spell.p);
+	fg_unigram_scratch_free(&e.uni);
 	return rc;
 }

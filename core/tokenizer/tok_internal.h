@@ -3,7 +3,8 @@
  * Two forms share one model: the GPT-2 files (vocab.json + merges.txt, t->pipe
  * NULL) and a Hugging Face tokenizer.json (t->pipe set: its normalizers,
  * pre-tokenizers, BPE options and decoders).  Both use one merge loop
- * (bpe.c), one byte-level alphabet (vocab.c) and one added-token matcher. */
+ * (bpe.c), one byte-level alphabet (vocab.c) and one added-token matcher.
+ * A tokenizer.json may instead hold a Unigram model (unigram.c). */
 #ifndef FG_TOKENIZER_TOK_INTERNAL_H
 #define FG_TOKENIZER_TOK_INTERNAL_H
 
@@ -321,34 +322,68 @@ static inline int fg_tok_buf_add(struct fg_tok_buf *b, const char *s, size_t n)
 	return 0;
 }
 
-enum fg_tok_norm_kind { FG_TOK_NORM_PREPEND, FG_TOK_NORM_REPLACE, FG_TOK_NORM_NFC };
+enum fg_tok_norm_kind {
+	FG_TOK_NORM_PREPEND, FG_TOK_NORM_REPLACE, FG_TOK_NORM_NFC, FG_TOK_NORM_NFKC,
+	FG_TOK_NORM_STRIP,
+};
 struct fg_tok_norm {
 	enum fg_tok_norm_kind kind;
 	struct fg_tok_str str;		/* Prepend's text, or Replace's String pattern */
 	struct fg_tok_str content;	/* Replace's replacement */
 	struct fg_regex *re;		/* Replace's Regex pattern, else NULL */
+	bool left, right;		/* Strip: which ends */
 };
 
 enum fg_split_behavior {
 	FG_SPLIT_ISOLATED, FG_SPLIT_REMOVED, FG_SPLIT_MERGED_PREV, FG_SPLIT_MERGED_NEXT,
 	FG_SPLIT_CONTIGUOUS,
 };
-enum fg_pre_kind { FG_PRE_SPLIT, FG_PRE_BYTELEVEL };
+enum fg_pre_kind { FG_PRE_SPLIT, FG_PRE_BYTELEVEL, FG_PRE_METASPACE };
+/* Metaspace's prepend_scheme: when the replacement goes before a pre-token
+ * that does not start with it (first: only one that starts the text). */
+enum fg_prepend { FG_PREPEND_ALWAYS, FG_PREPEND_FIRST, FG_PREPEND_NEVER };
 struct fg_tok_pre {
 	enum fg_pre_kind kind;
 	struct fg_regex *re;		/* Split */
 	enum fg_split_behavior behavior;
 	bool invert;
 	bool add_prefix_space, use_regex;	/* ByteLevel */
+	struct fg_tok_str repl;		/* Metaspace: the replacement character */
+	enum fg_prepend prepend;
+	bool split;
 };
 
-enum fg_dec_kind { FG_DEC_BYTELEVEL, FG_DEC_REPLACE, FG_DEC_BYTEFALLBACK, FG_DEC_FUSE, FG_DEC_STRIP };
+enum fg_dec_kind {
+	FG_DEC_BYTELEVEL, FG_DEC_REPLACE, FG_DEC_BYTEFALLBACK, FG_DEC_FUSE, FG_DEC_STRIP,
+	FG_DEC_METASPACE,
+};
 struct fg_tok_dec {
 	enum fg_dec_kind kind;
-	struct fg_tok_str pat, content;	/* Replace */
+	struct fg_tok_str pat, content;	/* Replace; Metaspace's replacement in pat */
 	uint32_t strip_cp;		/* Strip: the character, how many at each end */
 	uint32_t start, stop;
+	enum fg_prepend prepend;	/* Metaspace */
 };
+
+/* ---- Unigram (unigram.c) ---- */
+struct fg_unigram;
+/* Per-text scratch of the Viterbi search (never shared between threads). */
+struct fg_unigram_scratch {
+	double *score;
+	size_t *from, *next;
+	int32_t *id;
+	size_t cap;	/* entries of each */
+};
+/* Read a Unigram model object m (vocab, unk_id, byte_fallback) into t and
+ * p (sets p->uni, p->byte_fallback, p->model_unk); errors name path and
+ * "model...". */
+int fg_unigram_load(struct fg_tokenizer *t, struct fg_tok_pipeline *p, const char *path,
+		    json_t *m);
+void fg_unigram_free(struct fg_unigram *u);
+/* The best segmentation of one pre-token of n bytes, appended to o. */
+int fg_unigram_encode(const struct fg_tokenizer *t, struct fg_unigram_scratch *sc,
+		      const unsigned char *s, size_t n, struct fg_idvec *o);
+void fg_unigram_scratch_free(struct fg_unigram_scratch *sc);
 
 struct fg_tok_pipeline {
 	struct fg_tok_norm norm[FG_TOK_MAX_STEPS];
@@ -360,7 +395,8 @@ struct fg_tok_pipeline {
 	bool has_decoder;	/* false: tokens are joined with " " (as Hugging Face does) */
 	bool byte_level;	/* a ByteLevel pre-tokenizer: BPE on bytes */
 	bool byte_fallback, fuse_unk, ignore_merges;
-	int32_t model_unk;	/* model.unk_token, or -1 */
+	struct fg_unigram *uni;	/* a Unigram model, else NULL (BPE) */
+	int32_t model_unk;	/* model.unk_token (BPE) or model.unk_id (Unigram), or -1 */
 	int32_t fallback_id[256];	/* <0xXX> tokens, -1 when absent */
 };
 

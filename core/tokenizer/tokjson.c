@@ -2,12 +2,16 @@
  *
  * Supported (the forms LLaMA-family checkpoints ship):
  *  - model: BPE (vocab, merges as "a b" or ["a", "b"], unk_token,
- *    byte_fallback, fuse_unk, ignore_merges);
- *  - normalizer: null, Prepend, Replace, NFC (Qwen2; by utf8proc), Sequence of these;
+ *    byte_fallback, fuse_unk, ignore_merges), or Unigram (vocab of [piece,
+ *    score] pairs, unk_id, byte_fallback: unigram.c);
+ *  - normalizer: null, Prepend, Replace, NFC (Qwen2) and NFKC (by utf8proc),
+ *    Strip, Sequence of these (not Precompiled: SentencePiece's own binary
+ *    table, refused by name);
  *  - pre_tokenizer: null, Split (Regex or String, any behaviour, invert),
- *    ByteLevel (last), Sequence of these;
+ *    Metaspace (replacement, prepend_scheme or the older add_prefix_space,
+ *    split), ByteLevel (last), Sequence of these;
  *  - decoder: null, ByteLevel, Replace (String), ByteFallback, Fuse, Strip,
- *    Sequence of these;
+ *    Metaspace, Sequence of these;
  *  - post_processor: null, ByteLevel, TemplateProcessing (read only for
  *    what it puts before the text: nothing or the bos), Sequence of these
  *    (at most one TemplateProcessing);
@@ -181,6 +185,11 @@ static int norm_growth(struct ld *l, const struct fg_tok_norm *nm, const char *j
 	case FG_TOK_NORM_NFC:
 		mul = 3;	/* Unicode's bound for NFC in UTF-8 (UAX #15) */
 		break;
+	case FG_TOK_NORM_NFKC:
+		mul = 11;	/* ... and for NFKC */
+		break;
+	case FG_TOK_NORM_STRIP:
+		break;
 	case FG_TOK_NORM_REPLACE:
 		/* Matches do not overlap and are never empty. */
 		pat = nm->re ? fg_regex_min_length(nm->re) : nm->str.len;
@@ -219,14 +228,31 @@ static int normalizer(struct ld *l, json_t *o, const char *jp, int depth)
 		return rc;
 	if (!strcmp(type, "Sequence"))
 		return sequence(l, o, jp, "normalizers", depth, normalizer, l);
-	if (strcmp(type, "Prepend") && strcmp(type, "Replace") && strcmp(type, "NFC"))
+	if (!strcmp(type, "Precompiled"))
+		return bad(l, jp, "normalizer type \"Precompiled\" is not supported: its "
+			   "\"precompiled_charsmap\" is SentencePiece's own binary normalization "
+			   "table, which fgcore does not read (supported: Prepend, Replace, NFC, "
+			   "NFKC, Strip, Sequence of these)");
+	if (strcmp(type, "Prepend") && strcmp(type, "Replace") && strcmp(type, "NFC") &&
+	    strcmp(type, "NFKC") && strcmp(type, "Strip"))
 		return bad(l, jp, "normalizer type \"%.40s\" is not supported (supported: "
-			   "Prepend, Replace, NFC, Sequence of these)", type);
+			   "Prepend, Replace, NFC, NFKC, Strip, Sequence of these)", type);
 	if (p->n_norm == FG_TOK_MAX_STEPS)
 		return bad(l, jp, "more than %u normalizers", FG_TOK_MAX_STEPS);
 	nm = &p->norm[p->n_norm];
 	if (!strcmp(type, "NFC")) {
 		nm->kind = FG_TOK_NORM_NFC;
+	} else if (!strcmp(type, "NFKC")) {
+		nm->kind = FG_TOK_NORM_NFKC;
+	} else if (!strcmp(type, "Strip")) {
+		/* Both keys required, as tokenizers reads them. */
+		nm->kind = FG_TOK_NORM_STRIP;
+		if (!json_is_boolean(json_object_get(o, "strip_left")) ||
+		    !json_is_boolean(json_object_get(o, "strip_right")))
+			return bad(l, jp, "a Strip normalizer needs \"strip_left\" and "
+				   "\"strip_right\", each true or false");
+		nm->left = json_is_true(json_object_get(o, "strip_left"));
+		nm->right = json_is_true(json_object_get(o, "strip_right"));
 	} else if (!strcmp(type, "Prepend")) {
 		nm->kind = FG_TOK_NORM_PREPEND;
 		rc = get_str(l, o, jp, "prepend", &s, &n);
@@ -246,6 +272,52 @@ static int normalizer(struct ld *l, json_t *o, const char *jp, int depth)
 	}
 	p->n_norm++;	/* counted even on failure: freed with the pipeline */
 	return rc ? rc : norm_growth(l, nm, jp);
+}
+
+/* ---- Metaspace (a pre-tokenizer and a decoder of one form) ---- */
+
+/* replacement (one character), prepend_scheme ("always" by default), the
+ * older add_prefix_space (false only with prepend_scheme "never", as
+ * tokenizers has it) and split (true by default). */
+static int metaspace(struct ld *l, json_t *o, const char *jp, struct fg_tok_str *repl,
+		     enum fg_prepend *prepend, bool *split)
+{
+	static const char *const schemes[] = {
+		[FG_PREPEND_ALWAYS] = "always", [FG_PREPEND_FIRST] = "first",
+		[FG_PREPEND_NEVER] = "never",
+	};
+	json_t *v = json_object_get(o, "prepend_scheme");
+	const char *s;
+	size_t n, k;
+	uint32_t cp;
+	bool aps = true;
+	int rc;
+
+	rc = get_str(l, o, jp, "replacement", &s, &n);
+	if (!rc && (n == 0 || fg_utf8_next((const unsigned char *)s, n, &cp) != n ||
+		    cp == FG_UC_INVALID))
+		return bad(l, jp, "\"replacement\" must be one character (\"\u2581\" in "
+			   "SentencePiece-style files)");
+	if (!rc)
+		rc = keep(l, s, n, repl);
+	if (rc)
+		return rc;
+	*prepend = FG_PREPEND_ALWAYS;
+	if (v && !json_is_null(v)) {
+		for (k = 0; json_is_string(v) && k < 3; k++)
+			if (!strcmp(json_string_value(v), schemes[k]))
+				break;
+		if (!json_is_string(v) || k == 3)
+			return bad(l, jp, "\"prepend_scheme\" must be \"always\", \"first\" or "
+				   "\"never\"");
+		*prepend = (enum fg_prepend)k;
+	}
+	rc = get_bool(l, o, jp, "add_prefix_space", true, &aps);
+	if (!rc && !aps && *prepend != FG_PREPEND_NEVER)
+		return bad(l, jp, "\"add_prefix_space\": false contradicts prepend_scheme \"%s\" "
+			   "(tokenizers refuses this file too): set \"prepend_scheme\": \"never\"",
+			   schemes[*prepend]);
+	return rc ? rc : get_bool(l, o, jp, "split", true, split);
 }
 
 /* ---- pre-tokenizer ---- */
@@ -272,9 +344,9 @@ static int pre_tokenizer(struct ld *l, json_t *o, const char *jp, int depth)
 		return rc;
 	if (!strcmp(type, "Sequence"))
 		return sequence(l, o, jp, "pretokenizers", depth, pre_tokenizer, l);
-	if (strcmp(type, "Split") && strcmp(type, "ByteLevel"))
+	if (strcmp(type, "Split") && strcmp(type, "ByteLevel") && strcmp(type, "Metaspace"))
 		return bad(l, jp, "pre-tokenizer type \"%.40s\" is not supported (supported: "
-			   "Split, ByteLevel, Sequence of these)", type);
+			   "Split, Metaspace, ByteLevel, Sequence of these)", type);
 	if (p->byte_level)
 		return bad(l, jp, "a pre-tokenizer after ByteLevel is not supported (ByteLevel "
 			   "must come last)");
@@ -287,6 +359,11 @@ static int pre_tokenizer(struct ld *l, json_t *o, const char *jp, int depth)
 		p->n_pre++;
 		rc = get_bool(l, o, jp, "add_prefix_space", true, &pre->add_prefix_space);
 		return rc ? rc : get_bool(l, o, jp, "use_regex", true, &pre->use_regex);
+	}
+	if (!strcmp(type, "Metaspace")) {
+		pre->kind = FG_PRE_METASPACE;
+		p->n_pre++;
+		return metaspace(l, o, jp, &pre->repl, &pre->prepend, &pre->split);
 	}
 	pre->kind = FG_PRE_SPLIT;
 	rc = get_pattern(l, o, jp, &s, &n, &is_re);
@@ -326,7 +403,7 @@ static int decoder(struct ld *l, json_t *o, const char *jp, int depth)
 	static const struct { const char *name; enum fg_dec_kind kind; } kinds[] = {
 		{ "ByteLevel", FG_DEC_BYTELEVEL }, { "Replace", FG_DEC_REPLACE },
 		{ "ByteFallback", FG_DEC_BYTEFALLBACK }, { "Fuse", FG_DEC_FUSE },
-		{ "Strip", FG_DEC_STRIP },
+		{ "Strip", FG_DEC_STRIP }, { "Metaspace", FG_DEC_METASPACE },
 	};
 	struct fg_tok_pipeline *p = l->p;
 	struct fg_tok_dec *d;
@@ -348,7 +425,7 @@ static int decoder(struct ld *l, json_t *o, const char *jp, int depth)
 			break;
 	if (k == sizeof(kinds) / sizeof(kinds[0]))
 		return bad(l, jp, "decoder type \"%.40s\" is not supported (supported: ByteLevel, "
-			   "Replace, ByteFallback, Fuse, Strip, Sequence of these)", type);
+			   "Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence of these)", type);
 	if (p->n_dec == FG_TOK_MAX_STEPS)
 		return bad(l, jp, "more than %u decoders", FG_TOK_MAX_STEPS);
 	d = &p->dec[p->n_dec++];
@@ -372,6 +449,10 @@ static int decoder(struct ld *l, json_t *o, const char *jp, int depth)
 				   "to here could make a token's text %.6g times as long; at most %u "
 				   "is supported: fix the decoder", d->pat.len, d->content.len,
 				   l->dec_mul, FG_TOK_MAX_DEC_GROWTH);
+	} else if (d->kind == FG_DEC_METASPACE) {
+		bool split;
+
+		rc = metaspace(l, o, jp, &d->pat, &d->prepend, &split);
 	} else if (d->kind == FG_DEC_STRIP) {
 		rc = get_str(l, o, jp, "content", &s, &n);
 		if (!rc && (n == 0 || fg_utf8_next((const unsigned char *)s, n, &d->strip_cp) != n ||
@@ -572,6 +653,19 @@ static int merges(struct ld *l, json_t *arr)
 	return rc;
 }
 
+/* The <0xXX> tokens byte_fallback uses (-1: absent). */
+static void fallback_ids(const struct fg_tokenizer *t, struct fg_tok_pipeline *p)
+{
+	for (int b = 0; b < 256; b++) {
+		char name[8];
+		int32_t id;
+
+		snprintf(name, sizeof(name), "<0x%02X>", b);
+		id = fg_strmap_find(t, name, 6);
+		p->fallback_id[b] = id >= 0 && (size_t)id < t->n_vocab ? id : -1;
+	}
+}
+
 static int model(struct ld *l, json_t *m)
 {
 	struct fg_tokenizer *t = l->t;
@@ -584,8 +678,17 @@ static int model(struct ld *l, json_t *m)
 		return bad(l, "model", "missing or not an object");
 	v = json_object_get(m, "type");
 	type = json_is_string(v) ? json_string_value(v) : NULL;
+	if (type && !strcmp(type, "Unigram")) {
+		if (p->byte_level)
+			return bad(l, "model.type", "a Unigram model after a ByteLevel pre-tokenizer "
+				   "is not supported (Unigram works on characters)");
+		rc = fg_unigram_load(t, p, l->path, m);
+		if (!rc)
+			fallback_ids(t, p);
+		return rc;
+	}
 	if (!type || strcmp(type, "BPE"))
-		return bad(l, "model.type", "\"%.40s\" is not supported (supported: BPE)",
+		return bad(l, "model.type", "\"%.40s\" is not supported (supported: BPE, Unigram)",
 			   type ? type : "(missing)");
 	v = json_object_get(m, "dropout");
 	if (v && !json_is_null(v) && !(json_is_number(v) && json_number_value(v) == 0))
@@ -631,14 +734,7 @@ static int model(struct ld *l, json_t *m)
 			return bad(l, "model.unk_token", "\"%.60s\" is not in model.vocab",
 				   json_string_value(v));
 	}
-	for (int b = 0; b < 256; b++) {
-		char name[8];
-		int32_t id;
-
-		snprintf(name, sizeof(name), "<0x%02X>", b);
-		id = fg_strmap_find(t, name, 6);
-		p->fallback_id[b] = id >= 0 && (size_t)id < t->n_vocab ? id : -1;
-	}
+	fallback_ids(t, p);
 	return 0;
 }
 
@@ -759,6 +855,7 @@ void fg_tok_pipeline_free(struct fg_tok_pipeline *p)
 		fg_regex_free(p->norm[k].re);
 	for (size_t k = 0; k < p->n_pre; k++)
 		fg_regex_free(p->pre[k].re);
+	fg_unigram_free(p->uni);
 	free(p);
 }
 
