@@ -30,6 +30,7 @@ struct fg_arch;
 #define FG_FEAT_O_BIAS 2u   /* bias on the attention output projection */
 #define FG_FEAT_MLP_BIAS 4u /* biases on the MLP projections */
 #define FG_FEAT_TIED 8u     /* the output projection is the token embedding */
+#define FG_FEAT_MOE 16u     /* the MLP is a sparse mixture of experts */
 
 /* Hyper-parameters of a model, whatever its family. */
 struct fg_model_config {
@@ -48,6 +49,9 @@ struct fg_model_config {
 	int32_t pad_id, bos_id, eos_id;
 	unsigned features;     /* FG_FEAT_*: which optional tensors the model has */
 	int64_t sliding_window; /* attention window (Mistral); 0: none */
+	/* A mixture-of-experts MLP (FG_FEAT_MOE): each token's router picks
+	 * experts_per_tok of `experts` SwiGLU experts of ffn each. */
+	int64_t experts, experts_per_tok;
 	/* Rotary positions (families that use them): the first rot_dim values
 	 * of each head rotate by position * rope_inv_freq[i] (scaling applied),
 	 * cos and sin multiplied by rope_attn_factor. */
@@ -65,6 +69,7 @@ enum fg_dim {
 	FG_DIM_POS,    /* rows of a learned position table (family-defined) */
 	FG_DIM_Q,      /* heads * head_dim */
 	FG_DIM_KV,     /* kv_heads * head_dim */
+	FG_DIM_EXPERTS, /* experts: a router's logits */
 };
 
 /* The blocks FlexGen schedules: the input embedding, per layer an attention
@@ -76,6 +81,9 @@ enum fg_init { FG_INIT_MATRIX, FG_INIT_BIAS, FG_INIT_ONES };
 
 #define FG_TD_LINEAR 1u /* a linear layer's weight: split by rows, 4-bit encoded with compress_weight */
 #define FG_TD_TIED 2u   /* reads the tensor of the same name listed before it (tied embeddings) */
+/* Expert e's tensor: it exists while e is below the config's experts. */
+#define FG_TD_EXPERT(e) ((unsigned)((e) + 1) << 8)
+#define FG_TD_EXPERT_OF(flags) ((int64_t)((flags) >> 8) - 1) /* -1: no expert's */
 
 /* A family's tables are arrays indexed by its own enums, filled with
  * designated initialisers ([T_X] = { ... }); this checks that the array has
@@ -104,9 +112,16 @@ int fg_arch_present(const struct fg_model_config *c, const struct fg_tensor_def 
  * the GPU batch, or one per sequence. */
 struct fg_workspace_def {
 	const char *name;
-	int per_token;     /* rows: gpu_batch_size * tokens; else gpu_batch_size */
+	int per_token;     /* rows: FG_WS_* */
 	enum fg_dim cols;
 };
+#define FG_WS_PER_SEQ 0    /* gpu_batch_size rows */
+#define FG_WS_PER_TOKEN 1  /* gpu_batch_size * tokens */
+#define FG_WS_PER_ROUTE 2  /* gpu_batch_size * tokens * experts_per_tok: a row per token's expert */
+
+/* Rows of workspace w for bs sequences of `tokens` new tokens. */
+int64_t fg_ws_rows(const struct fg_model_config *c, const struct fg_workspace_def *w, int64_t bs,
+		   int64_t tokens);
 
 #define FG_WS_MAX 12
 #define FG_ARCH_OPS_MAX 16 /* ops of a family's list */
@@ -166,6 +181,7 @@ enum fg_op_operand {
 	FG_OPND_CACHE,  /* the KV cache's (activations, or 4-bit with compress_cache) */
 };
 #define FG_OPW_GQA 1u /* only with fewer key/value heads than heads */
+#define FG_OPW_MOE 2u /* only with a mixture-of-experts MLP */
 
 struct fg_op_def {
 	enum fg_op op;
@@ -187,7 +203,7 @@ int fg_arch_check(const struct fg_arch *a);
 /* The families this build knows. */
 const struct fg_arch *fg_arch_find(const char *model_type);
 extern const struct fg_arch fg_arch_opt;
-extern const struct fg_arch fg_arch_llama, fg_arch_mistral, fg_arch_qwen2;
+extern const struct fg_arch fg_arch_llama, fg_arch_mistral, fg_arch_qwen2, fg_arch_mixtral;
 
 /* "dummy:<preset>": the family whose preset it is. */
 int fg_model_preset(const char *name, struct fg_model_config *c);

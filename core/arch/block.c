@@ -78,6 +78,8 @@ int fg_arch_op_list(const struct fg_model_config *c, const struct fg_op_def *def
 	for (int i = 0; i < n; i++) {
 		if ((defs[i].when & FG_OPW_GQA) && c->kv_heads >= c->heads)
 			continue;
+		if ((defs[i].when & FG_OPW_MOE) && !(c->features & FG_FEAT_MOE))
+			continue;
 		ops[k] = defs[i].op;
 		switch (defs[i].operand) {
 		case FG_OPND_F16:

@@ -1,6 +1,6 @@
 /* core/arch/llama.c - the Llama family: model types "llama" (Llama 1/2/3/3.1),
- * "mistral" and "qwen2": presets and Hugging Face's config.json, one tensor
- * table and the blocks.
+ * "mistral", "qwen2" and "mixtral": presets and Hugging Face's config.json,
+ * the tensor tables and the blocks.
  *
  * The math is Hugging Face's LlamaModel: h = embed_tokens(ids); per layer
  * h += o_proj(attn(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))) with
@@ -8,10 +8,14 @@
  * ⊙ up_proj(n2)) with n2 = rmsnorm(h); logits = rmsnorm(h) · lm_headᵀ (or the
  * token embedding when tied).  Positions count real tokens from 0, so a
  * left-padded row computes what the prompt alone would.  Qwen2 adds biases to
- * q, k and v; Llama's attention_bias / mlp_bias add them everywhere. */
+ * q, k and v; Llama's attention_bias / mlp_bias add them everywhere.
+ * Mixtral's MLP is a sparse mixture: a router (n2 · gateᵀ) picks each
+ * token's top experts_per_tok of `experts` SwiGLU experts, and h gains their
+ * outputs weighted by the softmax over the chosen logits. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -37,23 +41,26 @@ struct llama_preset {
 	unsigned features;
 	int64_t sliding_window;
 	struct llama_rope rope; /* type ROPE_DEFAULT unless scaled */
+	int64_t experts, experts_per_tok; /* mixtral */
 };
 
 #define Q FG_FEAT_QKV_BIAS
 /* Published shapes (each model's config.json on the Hugging Face Hub). */
 static const struct llama_preset llama_presets[] = {
-	{ "llama-2-7b", &fg_arch_llama, 32000, 4096, 32, 32, 32, 11008, 4096, 1e4, 1e-5, 0, 0, { 0 } },
-	{ "llama-2-13b", &fg_arch_llama, 32000, 5120, 40, 40, 40, 13824, 4096, 1e4, 1e-5, 0, 0, { 0 } },
-	{ "llama-2-70b", &fg_arch_llama, 32000, 8192, 80, 64, 8, 28672, 4096, 1e4, 1e-5, 0, 0, { 0 } },
-	{ "llama-3-8b", &fg_arch_llama, 128256, 4096, 32, 32, 8, 14336, 8192, 5e5, 1e-5, 0, 0, { 0 } },
-	{ "llama-3-70b", &fg_arch_llama, 128256, 8192, 80, 64, 8, 28672, 8192, 5e5, 1e-5, 0, 0, { 0 } },
+	{ "llama-2-7b", &fg_arch_llama, 32000, 4096, 32, 32, 32, 11008, 4096, 1e4, 1e-5, 0, 0, { 0 }, 0, 0 },
+	{ "llama-2-13b", &fg_arch_llama, 32000, 5120, 40, 40, 40, 13824, 4096, 1e4, 1e-5, 0, 0, { 0 }, 0, 0 },
+	{ "llama-2-70b", &fg_arch_llama, 32000, 8192, 80, 64, 8, 28672, 4096, 1e4, 1e-5, 0, 0, { 0 }, 0, 0 },
+	{ "llama-3-8b", &fg_arch_llama, 128256, 4096, 32, 32, 8, 14336, 8192, 5e5, 1e-5, 0, 0, { 0 }, 0, 0 },
+	{ "llama-3-70b", &fg_arch_llama, 128256, 8192, 80, 64, 8, 28672, 8192, 5e5, 1e-5, 0, 0, { 0 }, 0, 0 },
 	{ "llama-3.1-8b", &fg_arch_llama, 128256, 4096, 32, 32, 8, 14336, 131072, 5e5, 1e-5, 0, 0,
-	  { ROPE_LLAMA3, 5e5, 8, 1, 4, 8192 } },
+	  { ROPE_LLAMA3, 5e5, 8, 1, 4, 8192 }, 0, 0 },
 	{ "llama-3.1-70b", &fg_arch_llama, 128256, 8192, 80, 64, 8, 28672, 131072, 5e5, 1e-5, 0, 0,
-	  { ROPE_LLAMA3, 5e5, 8, 1, 4, 8192 } },
-	{ "mistral-7b", &fg_arch_mistral, 32000, 4096, 32, 32, 8, 14336, 32768, 1e4, 1e-5, 0, 4096, { 0 } },
-	{ "qwen2-7b", &fg_arch_qwen2, 152064, 3584, 28, 28, 4, 18944, 32768, 1e6, 1e-6, Q, 0, { 0 } },
-	{ "qwen2-72b", &fg_arch_qwen2, 152064, 8192, 80, 64, 8, 29568, 32768, 1e6, 1e-5, Q, 0, { 0 } },
+	  { ROPE_LLAMA3, 5e5, 8, 1, 4, 8192 }, 0, 0 },
+	{ "mistral-7b", &fg_arch_mistral, 32000, 4096, 32, 32, 8, 14336, 32768, 1e4, 1e-5, 0, 4096, { 0 }, 0, 0 },
+	{ "qwen2-7b", &fg_arch_qwen2, 152064, 3584, 28, 28, 4, 18944, 32768, 1e6, 1e-6, Q, 0, { 0 }, 0, 0 },
+	{ "qwen2-72b", &fg_arch_qwen2, 152064, 8192, 80, 64, 8, 29568, 32768, 1e6, 1e-5, Q, 0, { 0 }, 0, 0 },
+	{ "mixtral-8x7b", &fg_arch_mixtral, 32000, 4096, 32, 32, 8, 14336, 32768, 1e6, 1e-5, 0, 0, { 0 }, 8, 2 },
+	{ "mixtral-8x22b", &fg_arch_mixtral, 32768, 6144, 56, 48, 8, 16384, 65536, 1e6, 1e-5, 0, 0, { 0 }, 8, 2 },
 };
 #undef Q
 #define LLAMA_NPRESETS (sizeof(llama_presets) / sizeof(llama_presets[0]))
@@ -110,8 +117,10 @@ static int llama_preset(const char *name, struct fg_model_config *c)
 		c->ffn = p->ffn;
 		c->max_pos = p->max_pos;
 		c->norm_eps = (float)p->eps;
-		c->features = p->features;
+		c->features = p->features | (p->experts ? FG_FEAT_MOE : 0);
 		c->sliding_window = p->sliding_window;
+		c->experts = p->experts;
+		c->experts_per_tok = p->experts_per_tok;
 		c->bos_id = 1, c->eos_id = 2, c->pad_id = 0;
 		struct llama_rope r = p->rope;
 		if (r.type == ROPE_DEFAULT)
@@ -225,7 +234,7 @@ static int llama_window_config(const char *path, json_t *root, const struct fg_a
 {
 	json_t *types = json_object_get(root, "layer_types"), *v;
 	int64_t window = 0, window_layers = QWEN2_HF_WINDOW_LAYERS;
-	int use_window = arch == &fg_arch_mistral, windowed = 0, rc;
+	int use_window = arch == &fg_arch_mistral || arch == &fg_arch_mixtral, windowed = 0, rc;
 
 	if (arch == &fg_arch_qwen2 &&
 	    (rc = fg_json_bool(path, root, "use_sliding_window", &use_window)))
@@ -233,7 +242,7 @@ static int llama_window_config(const char *path, json_t *root, const struct fg_a
 	if (arch != &fg_arch_llama && use_window) {
 		v = json_object_get(root, "sliding_window");
 		if (!v)
-			window = LLAMA_HF_WINDOW;
+			window = arch == &fg_arch_mixtral ? 0 : LLAMA_HF_WINDOW; /* MixtralConfig: None */
 		else if (!json_is_null(v) &&
 			 (rc = fg_json_dim(path, root, "sliding_window", &window)))
 			return rc;
@@ -288,9 +297,38 @@ static int llama_window_config(const char *path, json_t *root, const struct fg_a
 		}
 		windowed = window_layers < c->layers;
 	}
-	if (arch == &fg_arch_mistral)
+	if (arch == &fg_arch_mistral || arch == &fg_arch_mixtral)
 		windowed = 1;
 	c->sliding_window = windowed ? window : 0;
+	return 0;
+}
+
+/* The experts this build's Mixtral table holds (Mixtral-8x7B and 8x22B have 8). */
+#define MIXTRAL_EXPERTS_MAX 8
+
+/* Mixtral's router: num_local_experts experts, num_experts_per_tok per
+ * token; jitter noise and the auxiliary loss are training's only. */
+static int mixtral_experts_config(const char *path, json_t *root, struct fg_model_config *c)
+{
+	int rc;
+
+	c->experts = 8, c->experts_per_tok = 2; /* MixtralConfig's defaults */
+	if ((json_object_get(root, "num_local_experts") &&
+	     (rc = fg_json_dim(path, root, "num_local_experts", &c->experts))) ||
+	    (json_object_get(root, "num_experts_per_tok") &&
+	     (rc = fg_json_dim(path, root, "num_experts_per_tok", &c->experts_per_tok))))
+		return rc;
+	if (c->experts > MIXTRAL_EXPERTS_MAX) {
+		FG_ERR("%s: num_local_experts %lld: at most %d experts per layer are implemented for mixtral models",
+		       path, (long long)c->experts, MIXTRAL_EXPERTS_MAX);
+		return -ENOTSUP;
+	}
+	if (c->experts_per_tok > c->experts || c->experts_per_tok > FG_ROUTE_TOP_MAX) {
+		FG_ERR("%s: num_experts_per_tok %lld must be at most num_local_experts (%lld)", path,
+		       (long long)c->experts_per_tok, (long long)c->experts);
+		return -EINVAL;
+	}
+	c->features |= FG_FEAT_MOE;
 	return 0;
 }
 
@@ -351,6 +389,8 @@ static int llama_config_of(const char *path, json_t *root, const struct fg_arch 
 	}
 	for (size_t i = 0; i < sizeof(llama_refused_keys) / sizeof(llama_refused_keys[0]); i++) {
 		v = json_object_get(root, llama_refused_keys[i]);
+		if (arch == &fg_arch_mixtral && strcmp(llama_refused_keys[i], "num_local_experts") == 0)
+			continue; /* (read below) */
 		if (v && !json_is_null(v) && !json_is_false(v)) {
 			FG_ERR("%s: key \"%s\" changes the model's math and is not implemented for %s models",
 			       path, llama_refused_keys[i], arch->name);
@@ -386,6 +426,8 @@ static int llama_config_of(const char *path, json_t *root, const struct fg_arch 
 	c->features |= flag ? FG_FEAT_MLP_BIAS : 0;
 
 	if ((rc = llama_window_config(path, root, arch, c)))
+		return rc;
+	if (arch == &fg_arch_mixtral && (rc = mixtral_experts_config(path, root, c)))
 		return rc;
 
 	/* Token ids: all optional; a missing one falls back to another. */
@@ -434,6 +476,11 @@ static int qwen2_config(const char *path, const void *json, struct fg_model_conf
 	return llama_config_of(path, (json_t *)json, &fg_arch_qwen2, c);
 }
 
+static int mixtral_config(const char *path, const void *json, struct fg_model_config *c)
+{
+	return llama_config_of(path, (json_t *)json, &fg_arch_mixtral, c);
+}
+
 /* ---- the tensor table ------------------------------------------------------ */
 
 /* The tables are indexed by these enums, in the order a checkpoint's tensors
@@ -451,6 +498,13 @@ enum llama_layer {
 	LL_GATE, LL_GATEB, LL_UP, LL_UPB, LL_DOWN, LL_DOWNB, LL_N2,
 	LL_NLAYER
 };
+/* Mixtral's layer: the same attention block, then a mixture's MLP block:
+ * the norm, the router, and each expert's w1 (gate), w3 (up), w2 (down). */
+enum mixtral_layer {
+	MX_N2 = LL_N1 + 1, MX_ROUTER, MX_EXPERT0,
+	MX_NLAYER = MX_EXPERT0 + 3 * MIXTRAL_EXPERTS_MAX
+};
+#define MX_W(e, j) (MX_EXPERT0 + 3 * (e) + (j)) /* j: 0 w1, 1 w3, 2 w2 */
 #define L "model.layers.%d."
 #define LIN FG_TD_LINEAR
 
@@ -463,16 +517,19 @@ static const struct fg_tensor_def llama_globals[] = {
 };
 FG_TABLE_CHECK(llama_globals, LL_NGLOBAL);
 
+#define LLAMA_ATTN_TENSORS \
+	[LL_Q]		= { L "self_attn.q_proj.weight", FG_BLOCK_ATTN, FG_DIM_Q, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 }, \
+	[LL_QB]		= { L "self_attn.q_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_Q, 0, FG_INIT_BIAS, FG_FEAT_QKV_BIAS, 0 }, \
+	[LL_K]		= { L "self_attn.k_proj.weight", FG_BLOCK_ATTN, FG_DIM_KV, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 }, \
+	[LL_KB]		= { L "self_attn.k_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_KV, 0, FG_INIT_BIAS, FG_FEAT_QKV_BIAS, 0 }, \
+	[LL_V]		= { L "self_attn.v_proj.weight", FG_BLOCK_ATTN, FG_DIM_KV, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 }, \
+	[LL_VB]		= { L "self_attn.v_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_KV, 0, FG_INIT_BIAS, FG_FEAT_QKV_BIAS, 0 }, \
+	[LL_O]		= { L "self_attn.o_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_Q, LIN, FG_INIT_MATRIX, 0, 0 }, \
+	[LL_OB]		= { L "self_attn.o_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, FG_FEAT_O_BIAS, 0 }, \
+	[LL_N1]		= { L "input_layernorm.weight", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 }
+
 static const struct fg_tensor_def llama_layer[] = {
-	[LL_Q]		= { L "self_attn.q_proj.weight", FG_BLOCK_ATTN, FG_DIM_Q, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
-	[LL_QB]		= { L "self_attn.q_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_Q, 0, FG_INIT_BIAS, FG_FEAT_QKV_BIAS, 0 },
-	[LL_K]		= { L "self_attn.k_proj.weight", FG_BLOCK_ATTN, FG_DIM_KV, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
-	[LL_KB]		= { L "self_attn.k_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_KV, 0, FG_INIT_BIAS, FG_FEAT_QKV_BIAS, 0 },
-	[LL_V]		= { L "self_attn.v_proj.weight", FG_BLOCK_ATTN, FG_DIM_KV, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
-	[LL_VB]		= { L "self_attn.v_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_KV, 0, FG_INIT_BIAS, FG_FEAT_QKV_BIAS, 0 },
-	[LL_O]		= { L "self_attn.o_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_Q, LIN, FG_INIT_MATRIX, 0, 0 },
-	[LL_OB]		= { L "self_attn.o_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, FG_FEAT_O_BIAS, 0 },
-	[LL_N1]		= { L "input_layernorm.weight", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+	LLAMA_ATTN_TENSORS,
 	[LL_GATE]	= { L "mlp.gate_proj.weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
 	[LL_GATEB]	= { L "mlp.gate_proj.bias", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_FFN, 0, FG_INIT_BIAS, FG_FEAT_MLP_BIAS, 0 },
 	[LL_UP]		= { L "mlp.up_proj.weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, 0, 0 },
@@ -482,6 +539,25 @@ static const struct fg_tensor_def llama_layer[] = {
 	[LL_N2]		= { L "post_attention_layernorm.weight", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
 };
 FG_TABLE_CHECK(llama_layer, LL_NLAYER);
+
+#define MX_EXPERT(e)                                                                              \
+	[MX_W(e, 0)] = { L "block_sparse_moe.experts." #e ".w1.weight", FG_BLOCK_MLP, FG_DIM_FFN,       \
+			 FG_DIM_HIDDEN, LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 },                     \
+	[MX_W(e, 1)] = { L "block_sparse_moe.experts." #e ".w3.weight", FG_BLOCK_MLP, FG_DIM_FFN,       \
+			 FG_DIM_HIDDEN, LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 },                     \
+	[MX_W(e, 2)] = { L "block_sparse_moe.experts." #e ".w2.weight", FG_BLOCK_MLP, FG_DIM_HIDDEN,    \
+			 FG_DIM_FFN, LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 }
+
+static const struct fg_tensor_def mixtral_layer[] = {
+	LLAMA_ATTN_TENSORS,
+	[MX_N2]		= { L "post_attention_layernorm.weight", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+	[MX_ROUTER]	= { L "block_sparse_moe.gate.weight", FG_BLOCK_MLP, FG_DIM_EXPERTS, FG_DIM_HIDDEN, 0, FG_INIT_MATRIX, 0, 0 },
+	MX_EXPERT(0), MX_EXPERT(1), MX_EXPERT(2), MX_EXPERT(3),
+	MX_EXPERT(4), MX_EXPERT(5), MX_EXPERT(6), MX_EXPERT(7),
+};
+FG_TABLE_CHECK(mixtral_layer, MX_NLAYER);
+_Static_assert(MIXTRAL_EXPERTS_MAX == 8, "mixtral_layer lists 8 experts");
+#undef MX_EXPERT
 #undef L
 #undef LIN
 
@@ -500,6 +576,25 @@ static const struct fg_workspace_def llama_workspace[] = {
 	[WS_LOGITS]	= { "logits", 0, FG_DIM_VOCAB },
 };
 FG_TABLE_CHECK(llama_workspace, LLAMA_NWS);
+
+/* Mixtral's: gate and up hold a row per token's expert, as do the gathered
+ * inputs (xg, then the experts' outputs); the router's logits. */
+enum mixtral_ws { WS_ROUTER = LLAMA_NWS, WS_XG, MIXTRAL_NWS };
+
+static const struct fg_workspace_def mixtral_workspace[] = {
+	[WS_X]		= { "x", FG_WS_PER_TOKEN, FG_DIM_HIDDEN },
+	[WS_Q]		= { "q", FG_WS_PER_TOKEN, FG_DIM_Q },
+	[WS_K]		= { "k", FG_WS_PER_TOKEN, FG_DIM_KV },
+	[WS_V]		= { "v", FG_WS_PER_TOKEN, FG_DIM_KV },
+	[WS_A]		= { "a", FG_WS_PER_TOKEN, FG_DIM_Q },
+	[WS_GATE]	= { "gate", FG_WS_PER_ROUTE, FG_DIM_FFN },
+	[WS_UP]		= { "up", FG_WS_PER_ROUTE, FG_DIM_FFN },
+	[WS_LOGITS]	= { "logits", FG_WS_PER_SEQ, FG_DIM_VOCAB },
+	[WS_ROUTER]	= { "router", FG_WS_PER_TOKEN, FG_DIM_EXPERTS },
+	[WS_XG]		= { "xg", FG_WS_PER_ROUTE, FG_DIM_HIDDEN },
+};
+FG_TABLE_CHECK(mixtral_workspace, MIXTRAL_NWS);
+_Static_assert(MIXTRAL_NWS <= FG_WS_MAX, "mixtral_workspace: more workspaces than a block has");
 _Static_assert(LLAMA_NWS <= FG_WS_MAX, "llama_workspace: more workspaces than a block has");
 
 static const struct fg_tensor none;
@@ -573,6 +668,99 @@ static int llama_mlp(struct fg_block_ctx *x)
 	return fg_block_linear(x, "down_proj", LL_DOWN, LL_DOWNB, g, FG_ACT_NONE, x->h, none, x->h);
 }
 
+/* Each token's experts: route, gather the rows by expert, the experts'
+ * SwiGLU (one grouped call each for up, gate and down when every expert's
+ * weights are whole on the compute tier, else a call per expert and piece),
+ * then each row's weighted sum added to h. */
+static int mixtral_mlp(struct fg_block_ctx *x)
+{
+	const struct fg_model_config *c = x->cfg;
+	int64_t rows = x->h.rows, k = c->experts_per_tok, ne = c->experts, m = rows * k, n = 0;
+	struct fg_tensor in = fg_rows(x->ws[WS_X], 0, rows), r = fg_rows(x->ws[WS_ROUTER], 0, rows);
+	int32_t *ids = malloc((size_t)m * sizeof(*ids)), *row = malloc((size_t)m * sizeof(*row));
+	float *wt = malloc((size_t)m * sizeof(*wt)), *rw = malloc((size_t)m * sizeof(*rw));
+	int64_t off[MIXTRAL_EXPERTS_MAX + 1] = { 0 };
+	struct fg_tensor w[3][MIXTRAL_EXPERTS_MAX];
+	int whole = 1, rc;
+
+	if (!ids || !row || !wt || !rw) {
+		FG_ERR("layer %lld: out of memory routing %lld rows to experts", (long long)x->layer,
+		       (long long)rows);
+		rc = -ENOMEM;
+		goto out;
+	}
+	struct fg_route_args ra = { .logits = r, .k = (int32_t)k, .renormalize = 1, .ids = ids,
+				    .weights = wt };
+	if ((rc = llama_norm(x, "post_attention_layernorm", x->h, MX_N2, in)) ||
+	    (rc = fg_block_linear(x, "router", MX_ROUTER, -1, in, FG_ACT_NONE, none, none, r)) ||
+	    (rc = fg_backend_route(x->be, x->stream, x->layer, "router top-k", &ra)))
+		goto out;
+	/* Group the (row, expert) pairs by expert, rows ascending within one
+	 * (a row no expert took, its logits NaN, gets nothing). */
+	for (int64_t i = 0; i < m; i++)
+		if (ids[i] >= 0 && ids[i] < ne)
+			off[ids[i] + 1]++;
+	for (int64_t e = 0; e < ne; e++)
+		off[e + 1] += off[e];
+	n = off[ne];
+	int64_t at[MIXTRAL_EXPERTS_MAX];
+	memcpy(at, off, sizeof(at));
+	for (int64_t i = 0; i < m; i++)
+		if (ids[i] >= 0 && ids[i] < ne) {
+			row[at[ids[i]]] = (int32_t)(i / k);
+			rw[at[ids[i]]++] = wt[i];
+		}
+	struct fg_tensor xg = fg_rows(x->ws[WS_XG], 0, n), up = fg_rows(x->ws[WS_UP], 0, n);
+	struct fg_tensor g = fg_rows(x->ws[WS_GATE], 0, n);
+	struct fg_gather_args ga = { .x = in, .index = row, .n = n, .out = xg };
+	if (n && (rc = fg_backend_gather(x->be, x->stream, x->layer, "experts' rows", &ga)))
+		goto out;
+	for (int j = 0; j < 3; j++)
+		for (int64_t e = 0; e < ne; e++) {
+			const struct fg_wview *v = fg_block_tensor(x, MX_W(e, j));
+			whole &= v->npieces == 1;
+			w[j][e] = v->piece[0].t;
+		}
+	if (n && whole) {
+		struct fg_linear_grouped_args lu = { .x = xg, .w = w[1], .offset = off,
+						     .groups = (int32_t)ne, .act = FG_ACT_NONE, .out = up };
+		struct fg_linear_grouped_args lg = lu, ld = lu;
+		lg.w = w[0], lg.act = FG_ACT_SILU, lg.mul = up, lg.out = g;
+		ld.x = g, ld.w = w[2], ld.out = xg; /* (xg is read by now) */
+		if ((rc = fg_backend_linear_grouped(x->be, x->stream, x->layer, "experts' w3", &lu)) ||
+		    (rc = fg_backend_linear_grouped(x->be, x->stream, x->layer, "experts' w1", &lg)) ||
+		    (rc = fg_backend_linear_grouped(x->be, x->stream, x->layer, "experts' w2", &ld)))
+			goto out;
+	} else {
+		for (int64_t e = 0; e < ne && !rc; e++) {
+			int64_t r0 = off[e], nr = off[e + 1] - off[e];
+			if (!nr)
+				continue;
+			struct fg_tensor xe = fg_rows(xg, r0, nr), ue = fg_rows(up, r0, nr);
+			struct fg_tensor ge = fg_rows(g, r0, nr);
+			if ((rc = fg_block_linear(x, "expert w3", MX_W(e, 1), -1, xe, FG_ACT_NONE, none,
+						  none, ue)) ||
+			    (rc = fg_block_linear(x, "expert w1", MX_W(e, 0), -1, xe, FG_ACT_SILU, none,
+						  ue, ge)))
+				break;
+			/* (xe is read by now: the expert's output takes its rows) */
+			rc = fg_block_linear(x, "expert w2", MX_W(e, 2), -1, ge, FG_ACT_NONE, none, none,
+					     xe);
+		}
+		if (rc)
+			goto out;
+	}
+	struct fg_scatter_add_args sa = { .y = xg, .index = row, .weight = rw, .n = n, .out = x->h };
+	if (n)
+		rc = fg_backend_scatter_add(x->be, x->stream, x->layer, "experts' sum", &sa);
+out:
+	free(ids);
+	free(row);
+	free(wt);
+	free(rw);
+	return rc;
+}
+
 /* The final norm of the rows asked for, then their logits. */
 static int llama_output(struct fg_block_ctx *x)
 {
@@ -590,7 +778,8 @@ static int llama_output(struct fg_block_ctx *x)
  * only where there are fewer key/value heads than heads. */
 enum llama_op { LL_OP_EMBED, LL_OP_NORM, LL_OP_LINEAR, LL_OP_LINEAR_SILU, LL_OP_LINEAR_MUL,
 		LL_OP_ROPE, LL_OP_PREFILL, LL_OP_DECODE, LL_OP_APPEND, LL_OP_GQA_ACT,
-		LL_OP_GQA_CACHE, LL_NOPS };
+		LL_OP_GQA_CACHE, LL_OP_ROUTE, LL_OP_GATHER, LL_OP_SCATTER_ADD, LL_OP_GROUPED,
+		LL_NOPS };
 
 static const struct fg_op_def llama_op_defs[] = {
 	[LL_OP_EMBED]		= { FG_OP_EMBED_TOKENS, FG_OPND_F16, 0 },
@@ -604,6 +793,10 @@ static const struct fg_op_def llama_op_defs[] = {
 	[LL_OP_APPEND]		= { FG_OP_KV_APPEND, FG_OPND_CACHE, 0 },
 	[LL_OP_GQA_ACT]		= { FG_OP_ATTENTION_GQA, FG_OPND_ACT, FG_OPW_GQA },
 	[LL_OP_GQA_CACHE]	= { FG_OP_ATTENTION_GQA, FG_OPND_CACHE, FG_OPW_GQA },
+	[LL_OP_ROUTE]		= { FG_OP_ROUTE, FG_OPND_ACT, FG_OPW_MOE },
+	[LL_OP_GATHER]		= { FG_OP_GATHER, FG_OPND_ACT, FG_OPW_MOE },
+	[LL_OP_SCATTER_ADD]	= { FG_OP_SCATTER_ADD, FG_OPND_ACT, FG_OPW_MOE },
+	[LL_OP_GROUPED]		= { FG_OP_LINEAR_GROUPED, FG_OPND_WEIGHT, FG_OPW_MOE },
 };
 FG_TABLE_CHECK(llama_op_defs, LL_NOPS);
 _Static_assert(LL_NOPS <= FG_ARCH_OPS_MAX, "llama_op_defs: more ops than the backend check takes");
@@ -615,27 +808,34 @@ static int llama_ops(const struct fg_model_config *c, enum fg_dtype wdt, enum fg
 	return fg_arch_op_list(c, llama_op_defs, LL_NOPS, wdt, act, cdt, ops, dts);
 }
 
-#define LLAMA_PRESETS "llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, mistral-7b, qwen2-7b, qwen2-72b"
+#define LLAMA_PRESETS "llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, mistral-7b, qwen2-7b, qwen2-72b, mixtral-8x7b, mixtral-8x22b"
 
-/* The three model types share the table and the blocks. */
-#define LLAMA_FAMILY(type, bos, cfg_fn, preset_fn, preset_names)                  \
-	{                                                                         \
-		.name		= type,                                           \
-		.text_bos	= bos,                                            \
-		.presets	= preset_names,                                   \
-		.preset		= preset_fn,                                      \
-		.config		= cfg_fn,                                         \
-		.globals	= llama_globals,                                  \
-		.nglobals	= LL_NGLOBAL,                                     \
-		.layer		= llama_layer,                                    \
-		.nlayer		= LL_NLAYER,                                      \
-		.workspace	= llama_workspace,                                \
-		.nworkspace	= LLAMA_NWS,                                      \
-		.body		= { llama_input, llama_attention, llama_mlp, llama_output }, \
-		.ops		= llama_ops,                                      \
+/* The dense types share the table and the blocks; Mixtral has its MLP's. */
+#define LLAMA_FAMILY(type, bos, cfg_fn, preset_fn, preset_names, layer_tab, nlayer_tab, ws, nws, \
+		     mlp)                                                                     \
+	{                                                                                     \
+		.name		= type,                                                       \
+		.text_bos	= bos,                                                        \
+		.presets	= preset_names,                                               \
+		.preset		= preset_fn,                                                  \
+		.config		= cfg_fn,                                                     \
+		.globals	= llama_globals,                                              \
+		.nglobals	= LL_NGLOBAL,                                                 \
+		.layer		= layer_tab,                                                  \
+		.nlayer		= nlayer_tab,                                                 \
+		.workspace	= ws,                                                         \
+		.nworkspace	= nws,                                                        \
+		.body		= { llama_input, llama_attention, mlp, llama_output },        \
+		.ops		= llama_ops,                                                  \
 	}
+#define LLAMA_DENSE(type, bos, cfg_fn, preset_fn, preset_names)                               \
+	LLAMA_FAMILY(type, bos, cfg_fn, preset_fn, preset_names, llama_layer, LL_NLAYER,      \
+		     llama_workspace, LLAMA_NWS, llama_mlp)
 
-/* Presets of all three types are found through "llama" (their own arch is set). */
-const struct fg_arch fg_arch_llama = LLAMA_FAMILY("llama", 1, llama_config, llama_preset, LLAMA_PRESETS);
-const struct fg_arch fg_arch_mistral = LLAMA_FAMILY("mistral", 1, mistral_config, NULL, NULL);
-const struct fg_arch fg_arch_qwen2 = LLAMA_FAMILY("qwen2", 0, qwen2_config, NULL, NULL);
+/* Presets of every type are found through "llama" (their own arch is set). */
+const struct fg_arch fg_arch_llama = LLAMA_DENSE("llama", 1, llama_config, llama_preset, LLAMA_PRESETS);
+const struct fg_arch fg_arch_mistral = LLAMA_DENSE("mistral", 1, mistral_config, NULL, NULL);
+const struct fg_arch fg_arch_qwen2 = LLAMA_DENSE("qwen2", 0, qwen2_config, NULL, NULL);
+const struct fg_arch fg_arch_mixtral = LLAMA_FAMILY("mixtral", 1, mixtral_config, NULL, NULL,
+						    mixtral_layer, MX_NLAYER, mixtral_workspace,
+						    MIXTRAL_NWS, mixtral_mlp);

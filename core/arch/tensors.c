@@ -24,13 +24,29 @@ int64_t fg_dim_value(const struct fg_model_config *c, enum fg_dim d)
 		return c->heads * c->head_dim;
 	case FG_DIM_KV:
 		return c->kv_heads * c->head_dim;
+	case FG_DIM_EXPERTS:
+		return c->experts;
 	}
 	return 0;
 }
 
+int64_t fg_ws_rows(const struct fg_model_config *c, const struct fg_workspace_def *w, int64_t bs,
+		   int64_t tokens)
+{
+	switch (w->per_token) {
+	case FG_WS_PER_TOKEN:
+		return bs * tokens;
+	case FG_WS_PER_ROUTE:
+		return bs * tokens * (c->experts_per_tok > 0 ? c->experts_per_tok : 1);
+	default:
+		return bs;
+	}
+}
+
 int fg_arch_present(const struct fg_model_config *c, const struct fg_tensor_def *d)
 {
-	return (d->needs & ~c->features) == 0 && (d->unless & c->features) == 0;
+	return (d->needs & ~c->features) == 0 && (d->unless & c->features) == 0 &&
+	       FG_TD_EXPERT_OF(d->flags) < c->experts;
 }
 
 /* Tensors a checkpoint holds, as indices into a table: those the config

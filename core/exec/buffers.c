@@ -128,7 +128,7 @@ int fg_workspace_views(struct fg_forward *f)
 	for (int i = 0; i < a->nworkspace; i++) {
 		const struct fg_workspace_def *w = &a->workspace[i];
 		f->ws[i] = fg_view((char *)f->scratch.addr + f->plan.ws_offset[i], f->act,
-				   w->per_token ? f->bs * f->plen : f->bs, fg_dim_value(c, w->cols));
+				   fg_ws_rows(c, w, f->bs, f->plen), fg_dim_value(c, w->cols));
 		if (strcmp(w->name, "logits") == 0)
 			f->logits = f->ws[i];
 	}

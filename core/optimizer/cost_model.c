@@ -310,7 +310,9 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 	double scratch = 0; /* the family's workspaces */
 	for (int i = 0; i < c->arch->nworkspace; i++) {
 		const struct fg_workspace_def *w = &c->arch->workspace[i];
-		scratch += (w->per_token ? x.gbs * x.s : x.gbs) * (double)fg_dim_value(c, w->cols) * x.a;
+		double per = w->per_token == FG_WS_PER_SEQ ? 1 : w->per_token == FG_WS_PER_TOKEN ? x.s :
+			     x.s * (double)(c->experts_per_tok > 0 ? c->experts_per_tok : 1);
+		scratch += x.gbs * per * (double)fg_dim_value(c, w->cols) * x.a;
 	}
 	double nslots = p->overlap ? 2 : 1;
 	int act_off = p->act[FG_ROLE_COMPUTE] < 100, act_disk = p->act[FG_ROLE_DISK] > 0;

@@ -702,7 +702,7 @@ static int prefill_layer(struct prof *p, const struct shapes *sh, int32_t *pad,
 		goto out;
 	for (int i = 0; i < a->nworkspace && !rc; i++) {
 		const struct fg_workspace_def *d = &a->workspace[i];
-		rc = ctensor(p, &r[nr++], act, d->per_token ? m : bs, fg_dim_value(c, d->cols), 0,
+		rc = ctensor(p, &r[nr++], act, fg_ws_rows(c, d, bs, s), fg_dim_value(c, d->cols), 0,
 			     &l->x.ws[i]);
 	}
 	/* The layer's tensors, each block's in table order. */

@@ -204,7 +204,7 @@ int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 	for (int i = 0; i < a->nworkspace; i++) {
 		const struct fg_workspace_def *w = &a->workspace[i];
 		o->ws_offset[i] = o->scratch;
-		o->scratch += ALIGN((w->per_token ? rows : (uint64_t)bs) *
+		o->scratch += ALIGN((uint64_t)fg_ws_rows(c, w, bs, prompt_len) *
 				    (uint64_t)fg_dim_value(c, w->cols) * asz, 64);
 	}
 	o->hidden = ALIGN(rows * (uint64_t)c->hidden * (env->hidden_bytes ? env->hidden_bytes : asz), 64);

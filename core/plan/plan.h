@@ -16,7 +16,7 @@
 #include "core/plan/policy.h"
 
 #define FG_PLAN_SLOTS 2         /* double buffers of the schedule (with overlap) */
-#define FG_PLAN_BLOCK_MAX 16    /* tensors of one block */
+#define FG_PLAN_BLOCK_MAX 32    /* tensors of one block (a Mixtral MLP block has 26) */
 
 /* Rows [row0, row0 + rows) of a tensor, stored on one tier. */
 struct fg_plan_piece {
