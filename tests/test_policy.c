@@ -279,6 +279,16 @@ START_TEST(test_equivalence_llama)
 }
 END_TEST
 
+/* And on the trained Mixtral: a sparse mixture of 4 experts, 2 per token,
+ * whose experts are placed as any weight (exact placement splits one, and
+ * the MLP then runs a product per expert and piece instead of grouped ones). */
+START_TEST(test_equivalence_mixtral)
+{
+	snprintf(model, sizeof(model), "%s/moe/mixtral-py-128x4", getenv("FGCORE_TESTDATA"));
+	equivalence(&variants[_i]);
+}
+END_TEST
+
 /* The same matrix, in part, on the other golden checkpoint and on a generated
  * OPT-125M (12 layers): a variant of each kind of move. */
 static const int subset[] = { 1, 3, 7, 14, 16, 20 };
@@ -384,17 +394,27 @@ static int variant_ok(int i)
 	return !why;
 }
 
-static int llama_ok(int i)
+static int trained_ok(const char *name, int i)
 {
 	const char *td = getenv("FGCORE_TESTDATA");
 	const char *why = cannot_run(&variants[i]);
 	if (!why && (!td || !*td))
 		why = "FGCORE_TESTDATA is not set";
 	if (why) {
-		printf("skipped: llama-py-128x4, %s: %s\n", variants[i].name, why);
+		printf("skipped: %s, %s: %s\n", name, variants[i].name, why);
 		skipped++;
 	}
 	return !why;
+}
+
+static int llama_ok(int i)
+{
+	return trained_ok("llama-py-128x4", i);
+}
+
+static int mixtral_ok(int i)
+{
+	return trained_ok("mixtral-py-128x4", i);
 }
 
 static int other_ok(int i)
@@ -430,6 +450,7 @@ int main(void)
 	add_runnable(tc, test_equivalence, NVARIANTS, variant_ok);
 	add_runnable(tc, test_equivalence_other_models, 12, other_ok);
 	add_runnable(tc, test_equivalence_llama, NVARIANTS, llama_ok);
+	add_runnable(tc, test_equivalence_mixtral, NVARIANTS, mixtral_ok);
 	tcase_add_test(tc, test_memory_accounting);
 	tcase_add_test(tc, test_capacity_refusal);
 	suite_add_tcase(s, tc);
