@@ -302,7 +302,8 @@ START_TEST(test_heldout)
 	static struct heldout h;
 	static double lp[HROWS][HLEN - 1];
 
-	static const char *const hmodels[2] = { "opt/opt-py-128x4", "llama/llama-py-128x4" };
+	static const char *const hmodels[3] = { "opt/opt-py-128x4", "llama/llama-py-128x4",
+						"moe/mixtral-py-128x4" };
 	const char *name = strchr(hmodels[_i / 4], '/') + 1;
 	int mode = _i % 4;
 
@@ -317,8 +318,13 @@ START_TEST(test_heldout)
 			worst = fmax(worst, fabs(lp[r][t] - h.lp[r][t]));
 	/* fp16 activations (a GPU backend): the README's 0.5 % for the perplexity */
 	double fp = gpu_backend ? 1.005 : 1.001;
-	const double bound[4] = { h.ppl * fp, h.sim_ppl * 1.015, h.sim_ppl,
-				  h.sim_ppl * 1.015 * h.sim_ppl / h.ppl };
+	/* The 4-bit bounds start from the simulation, or from fp32 where the
+	 * simulated 4-bit weights scored better (mixtral-py-128x4's, 235.45
+	 * against 235.88: a weak model's noise); the 4-bit cache, below the
+	 * weights' simulation or, where that is lower, 1.5 % above fp32. */
+	double sim = fmax(h.sim_ppl, h.ppl);
+	const double bound[4] = { h.ppl * fp, sim * 1.015, fmax(h.sim_ppl, h.ppl * 1.015),
+				  sim * 1.015 * sim / h.ppl };
 	printf("%s, %s: perplexity %.4f (bound %.4f; Hugging Face fp32 %.4f, int4 weights simulated %.4f); max |log-probability - fp32| %.4f\n",
 	       name, hmode_names[mode], ppl, bound[mode], h.ppl, h.sim_ppl, worst);
 	ck_assert_msg(ppl <= bound[mode], "%s, %s: perplexity %.4f above %.4f", name,
@@ -328,7 +334,7 @@ START_TEST(test_heldout)
 		 * log-probabilities are themselves up to 4.28e-3 from a float64
 		 * recomputation (tests/reference/llama_f64.py; the engine is within
 		 * 2e-5 of it). */
-		double tol = gpu_backend ? 3e-2 : _i / 4 ? 5e-3 : 1e-3;
+		double tol = gpu_backend ? 3e-2 : _i / 4 == 1 ? 5e-3 : 1e-3;
 		ck_assert_msg(worst <= tol, "fp32: a log-probability off by %g", worst);
 		ck_assert_msg(ppl >= h.ppl / fp, "fp32: perplexity %.4f below %.4f", ppl, h.ppl);
 	} else {
@@ -561,7 +567,7 @@ int main(void)
 	 * run (skip); with it set (CI), missing files fail. */
 	if (reference) {
 		tcase_add_loop_test(tc, test_golden_error, 0, 9);
-		tcase_add_loop_test(tc, test_heldout, 0, 8);
+		tcase_add_loop_test(tc, test_heldout, 0, 12);
 	} else {
 		printf("FGCORE_TESTDATA is not set: the Hugging Face reference cases are skipped\n");
 	}
