@@ -233,6 +233,12 @@ END_TEST
  * scaling (inv_freq checked against the formula of Meta's release, in
  * double: low frequencies divided by factor, high ones kept, the band between
  * blended). */
+/* A minimal Mixtral config.json with `extra` keys appended. */
+#define MIXTRAL_CFG(extra)                                                                \
+	"{\"model_type\": \"mixtral\", \"vocab_size\": 100, \"hidden_size\": 16,"              \
+	" \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"num_hidden_layers\": 1,"   \
+	" \"intermediate_size\": 32, \"max_position_embeddings\": 64" extra "}"
+
 START_TEST(test_llama_config)
 {
 	struct fg_model_config c;
@@ -287,6 +293,26 @@ START_TEST(test_llama_config)
 	ck_assert_int_eq(fg_model_preset("mistral-7b", &c), 0);
 	ck_assert_str_eq(c.arch->name, "mistral");
 	ck_assert_int_eq(c.sliding_window, 4096);
+	/* mixtral: MixtralConfig's defaults (8 experts, 2 per token, no window) */
+	path = write_config("mixtral-small", MIXTRAL_CFG(""));
+	ck_assert_msg(fg_model_config_load(path, &c) == 0, "%s", fg_last_error());
+	ck_assert_int_eq(c.experts, 8);
+	ck_assert_int_eq(c.experts_per_tok, 2);
+	ck_assert(c.features & FG_FEAT_MOE);
+	ck_assert_int_eq(c.sliding_window, 0);
+	/* 3 globals + (4 projections + 2 norms + router + 8 experts x 3) */
+	ck_assert_int_eq(fg_arch_tensor_count(&c), 3 + 31);
+	ck_assert_int_eq(fg_arch_tensor_index(&c, "model.layers.0.block_sparse_moe.experts.7.w2.weight"),
+			 3 + 30);
+	ck_assert_int_lt(fg_arch_tensor_index(&c, "model.layers.0.mlp.up_proj.weight"), 0);
+	path = write_config("mixtral-4", MIXTRAL_CFG(", \"num_local_experts\": 4, \"sliding_window\": null"));
+	ck_assert_msg(fg_model_config_load(path, &c) == 0, "%s", fg_last_error());
+	ck_assert_int_eq(fg_arch_tensor_count(&c), 3 + 19);
+	ck_assert_int_lt(fg_arch_tensor_index(&c, "model.layers.0.block_sparse_moe.experts.4.w1.weight"), 0);
+	/* Mixtral-8x7B: 46.7 B parameters, as published */
+	ck_assert_int_eq(fg_model_preset("mixtral-8x7b", &c), 0);
+	ck_assert_str_eq(c.arch->name, "mixtral");
+	ck_assert_uint_eq(fg_model_param_count(&c), 46702792704ull);
 }
 END_TEST
 
@@ -410,6 +436,13 @@ static const struct bad_case bad_cases[] = {
 	  "another OPT size" },
 	{ "unknown family", "{\"model_type\": \"gemma\", \"hidden_size\": 4096}", NULL, -ENOTSUP,
 	  "model_type \"gemma\" is not supported; supported: \"opt\", \"llama\"" },
+	{ "mixtral: 16 experts", MIXTRAL_CFG(", \"num_local_experts\": 16"), NULL, -ENOTSUP,
+	  "num_local_experts 16: at most 8 experts per layer are implemented" },
+	{ "mixtral: more per token than experts",
+	  MIXTRAL_CFG(", \"num_local_experts\": 4, \"num_experts_per_tok\": 5"), NULL, -EINVAL,
+	  "num_experts_per_tok 5 must be at most num_local_experts (4)" },
+	{ "llama: experts", LLAMA_CFG(", \"num_local_experts\": 8"), NULL, -ENOTSUP,
+	  "key \"num_local_experts\" changes the model's math" },
 	{ "llama: kv heads do not divide", LLAMA_CFG(", \"num_key_value_heads\": 3"), NULL, -EINVAL,
 	  "num_key_value_heads 3 does not divide num_attention_heads 4" },
 	{ "llama: unknown rope scaling", LLAMA_CFG(", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}"),
