@@ -15,18 +15,9 @@
 
 #include "core/tokenizer/tokenizer.h"
 #include "core/util/error.h"
+#include "tests/test_rng.h"
 
 static const char *testdata;
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-	/* xorshift64*: a fixed seed keeps a failure reproducible */
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545F4914F6CDD1Dull;
-}
 
 static struct fg_tokenizer *load(const char *sub)
 {

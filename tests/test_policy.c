@@ -229,11 +229,14 @@ static void equivalence(const struct variant *v)
 	run(c, want, &lw);
 	/* The all-compute run's two decode steps move nothing between tiers: a
 	 * backend with graphs (compute ABI 1.5) ran each as graphs, so every
-	 * variant that moves something is checked against recorded steps. */
+	 * variant that moves something is checked against recorded steps (a
+	 * mixture of experts, whose router answers on the host, records none). */
 	const char *gb = getenv("FGCORE_TEST_BACKEND");
+	int moe = strstr(model, "mixtral") != NULL;
 	if (gb && (!strcmp(gb, "lazy_streams") || !strcmp(gb, "cublas")))
-		ck_assert_msg(graph_steps == 2, "the all-compute run launched %llu of its 2 decode "
-			      "steps as graphs", (unsigned long long)graph_steps);
+		ck_assert_msg(graph_steps == (moe ? 0 : 2), "the all-compute run launched %llu of its 2 decode "
+			      "steps as graphs%s", (unsigned long long)graph_steps,
+			      moe ? " (a mixture of experts: none expected)" : "");
 	for (int i = 0; i < 8 && v->set[i]; i++)
 		set(c, v->set[i]);
 	run(c, got, &lg);

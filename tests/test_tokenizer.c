@@ -18,6 +18,7 @@
 #include "core/tokenizer/tokenizer.h"
 #include "core/util/error.h"
 #include "tests/test_tokenizer_utf8.h"
+#include "tests/test_rng.h"
 
 static char gpt2_dir[PATH_MAX];
 static char vocab_path[PATH_MAX + 32];
@@ -25,16 +26,6 @@ static char merges_path[PATH_MAX + 32];
 
 /* ---- helpers ---- */
 
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-	/* xorshift64*: fixed seeds keep failures reproducible */
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545F4914F6CDD1Dull;
-}
 
 static struct fg_tokenizer *load_gpt2(void)
 {

@@ -24,16 +24,8 @@
 #include "core/tokenizer/tokenizer.h"
 #include "core/util/error.h"
 #include "tests/test_tmpdir.h"
+#include "tests/test_rng.h"
 
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545F4914F6CDD1Dull;
-}
 
 /* In-tree data: $FGCORE_SRCDIR under make check, else the configured tree. */
 static const char *data_dir(const char *name)

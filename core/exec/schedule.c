@@ -88,12 +88,13 @@ static int graph_record(struct fg_forward *f, int piece)
  * the compute stream up to its first token read-out, so the backend may
  * record it and launch it as graphs (compute ABI 1.5): one piece per unit,
  * each launched while the next is recorded, so that the device starts on
- * the step while the host still records the rest. */
+ * the step while the host still records the rest.  Not a mixture of
+ * experts: its router's choice comes back to the host mid-step. */
 static int graph_begin(struct fg_forward *f, int64_t n)
 {
 	f->graphing = 0;
 	if (n != 1 || f->step == 0 || f->pipe || f->plan.wslot || f->plan.n_off ||
-	    f->plan.delegate || !fg_backend_has_graphs(f->be))
+	    f->plan.delegate || (f->cfg->features & FG_FEAT_MOE) || !fg_backend_has_graphs(f->be))
 		return 0;
 	for (int64_t k = 0; k < f->nb; k++)
 		if (f->gb[k].hidden_role != FG_ROLE_COMPUTE)

@@ -16,7 +16,9 @@
  * core may only queue ops, copies and event records on it; a sync, a wait
  * or work on another stream fails the run with an error line, so the
  * engine's tests catch a recorded step that breaks the promise.  Launched,
- * the recorded ops run as late as ever; dropped, they are unqueued. */
+ * the recorded ops run as late as ever; dropped, they are unqueued.  The
+ * generic tier (compute ABI 1.10) is queued the same way, but for route,
+ * which hands its choice back on the host and so runs its stream first. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -44,7 +46,7 @@ static const struct fg_option ls_options[] = {
 };
 
 enum ls_kind { LS_EMBED, LS_NORM, LS_LINEAR, LS_PREFILL, LS_DECODE, LS_APPEND, LS_ROPE,
-	       LS_COPY, LS_WAIT };
+	       LS_COPY, LS_WAIT, LS_ADD, LS_GATHER, LS_SCATTER_ADD, LS_GROUPED };
 
 struct ls_stream;
 
@@ -58,6 +60,10 @@ struct ls_op {
 		struct fg_attention_args attn;
 		struct fg_kv_append_args append;
 		struct fg_rope_args rope;
+		struct fg_add_args add;
+		struct fg_gather_args gather;
+		struct fg_scatter_add_args scatter;
+		struct fg_linear_grouped_args grouped;
 		struct { void *dst; const void *src; size_t len; } copy;
 		struct { struct ls_stream *s; uint64_t pos; } wait;
 	} a;
@@ -149,6 +155,14 @@ static int ls_exec(struct ls_ctx *c, struct ls_op *o)
 	case LS_COPY:
 		memmove(o->a.copy.dst, o->a.copy.src, o->a.copy.len);
 		return 0;
+	case LS_ADD:
+		return in->add(c->in_ctx, NULL, &o->a.add);
+	case LS_GATHER:
+		return in->gather(c->in_ctx, NULL, &o->a.gather);
+	case LS_SCATTER_ADD:
+		return in->scatter_add(c->in_ctx, NULL, &o->a.scatter);
+	case LS_GROUPED:
+		return in->linear_grouped(c->in_ctx, NULL, &o->a.grouped);
 	case LS_WAIT:
 		break;
 	}
@@ -281,6 +295,79 @@ static int ls_rope(void *ctx, void *stream, const struct fg_rope_args *a)
 	if (!rc) {
 		o->a.rope.positions = p[0];
 		o->a.rope.inv_freq = p[1];
+	}
+	return rc;
+}
+
+/* ---- the generic tier (compute ABI 1.10), queued as the ops above ---------------- */
+
+static int ls_add(void *ctx, void *stream, const struct fg_add_args *a)
+{
+	struct ls_op *o = ls_op(LS_ADD);
+	if (!o)
+		return -ENOMEM;
+	o->a.add = *a;
+	return ls_queue(ctx, stream, o, 0, NULL, NULL);
+}
+
+/* route hands its choice back on the host when it returns: the stream runs
+ * first (a sync, so never while a graph records). */
+static int ls_route(void *ctx, void *stream, const struct fg_route_args *a)
+{
+	struct ls_ctx *c = ctx;
+	pthread_mutex_lock(&c->lock);
+	struct ls_stream *s = ls_stream_of(c, stream);
+	int rc = ls_recording(c, "route (it syncs its stream)");
+	if (!rc)
+		rc = ls_run(c, s, s->queued);
+	pthread_mutex_unlock(&c->lock);
+	return rc ? rc : c->in->route(c->in_ctx, NULL, a);
+}
+
+static int ls_gather(void *ctx, void *stream, const struct fg_gather_args *a)
+{
+	struct ls_op *o = ls_op(LS_GATHER);
+	if (!o)
+		return -ENOMEM;
+	o->a.gather = *a;
+	const void *p[1] = { a->index };
+	size_t b[1] = { (size_t)a->n * sizeof(int32_t) };
+	int rc = ls_queue(ctx, stream, o, 1, p, b);
+	if (!rc)
+		o->a.gather.index = p[0];
+	return rc;
+}
+
+static int ls_scatter_add(void *ctx, void *stream, const struct fg_scatter_add_args *a)
+{
+	struct ls_op *o = ls_op(LS_SCATTER_ADD);
+	if (!o)
+		return -ENOMEM;
+	o->a.scatter = *a;
+	const void *p[2] = { a->index, a->weight };
+	size_t b[2] = { (size_t)a->n * sizeof(int32_t), (size_t)a->n * sizeof(float) };
+	int rc = ls_queue(ctx, stream, o, 2, p, b);
+	if (!rc) {
+		o->a.scatter.index = p[0];
+		o->a.scatter.weight = p[1];
+	}
+	return rc;
+}
+
+static int ls_linear_grouped(void *ctx, void *stream, const struct fg_linear_grouped_args *a)
+{
+	struct ls_op *o = ls_op(LS_GROUPED);
+	if (!o)
+		return -ENOMEM;
+	o->a.grouped = *a;
+	size_t g = (size_t)(a->groups > 0 ? a->groups : 0);
+	const void *p[3] = { a->w, a->bias, a->offset };
+	size_t b[3] = { g * sizeof(*a->w), g * sizeof(*a->bias), (g + 1) * sizeof(*a->offset) };
+	int rc = ls_queue(ctx, stream, o, 3, p, b);
+	if (!rc) {
+		o->a.grouped.w = p[0];
+		o->a.grouped.bias = p[1];
+		o->a.grouped.offset = p[2];
 	}
 	return rc;
 }
@@ -544,6 +631,11 @@ static const struct fg_compute_ops ls_ops = {
 	.supports		= ls_supports,
 	.graph_begin		= ls_graph_begin,
 	.graph_end		= ls_graph_end,
+	.add			= ls_add,
+	.route			= ls_route,
+	.gather			= ls_gather,
+	.scatter_add		= ls_scatter_add,
+	.linear_grouped		= ls_linear_grouped,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
