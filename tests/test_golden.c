@@ -31,7 +31,7 @@ static const char *gpu_backend;
 #define GEN 32
 
 /* models[] by name; the in-tree ones last */
-enum { OPT_TINY_64, OPT_TINY_128, OPT_PY, LLAMA_PY, MIXTRAL_PY, QWEN2_TINY, NMODELS };
+enum { OPT_TINY_64, OPT_TINY_128, OPT_PY, LLAMA_PY, MIXTRAL_PY, QWEN3_PY, QWEN2_TINY, NMODELS };
 
 static const struct model {
 	const char *dir;  /* below $FGCORE_TESTDATA, or (intree) below tests/data */
@@ -49,6 +49,8 @@ static const struct model {
 	[LLAMA_PY] = { "llama/llama-py-128x4", 0, 25, 2e-3, 0 },
 	/* Mixtral: 4 experts, 2 per token, grouped-query heads, untied head */
 	[MIXTRAL_PY] = { "moe/mixtral-py-128x4", 0, 25, 0, 0 },
+	/* Qwen3: each head's q and k RMS-normalised before rotary, tied head */
+	[QWEN3_PY] = { "llama/qwen3-py-128x4", 0, 25, 0, 0 },
 	/* Qwen2 with q, k, v biases, grouped-query heads, an untied lm_head and
 	 * config.json's layer_types (hf_fp16 0.0077 on the CPU) */
 	[QWEN2_TINY] = { "qwen2-tiny", 1, 25, 0, 0 },

@@ -309,6 +309,35 @@ START_TEST(test_llama_config)
 	ck_assert_msg(fg_model_config_load(path, &c) == 0, "%s", fg_last_error());
 	ck_assert_int_eq(fg_arch_tensor_count(&c), 3 + 19);
 	ck_assert_int_lt(fg_arch_tensor_index(&c, "model.layers.0.block_sparse_moe.experts.4.w1.weight"), 0);
+	/* qwen3: per-head q and k norms, no biases unless attention_bias */
+	path = write_config(
+		"qwen3-small",
+		"{\"model_type\": \"qwen3\", \"vocab_size\": 1000, \"hidden_size\": 128,"
+		" \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 64,"
+		" \"num_hidden_layers\": 1, \"intermediate_size\": 256,"
+		" \"max_position_embeddings\": 4096, \"rope_theta\": 1000000.0,"
+		" \"tie_word_embeddings\": true, \"use_sliding_window\": false,"
+		" \"sliding_window\": null, \"max_window_layers\": 28}");
+	ck_assert_msg(fg_model_config_load(path, &c) == 0, "%s", fg_last_error());
+	ck_assert(c.features & FG_FEAT_QK_NORM);
+	ck_assert_int_eq(c.head_dim, 64);
+	int64_t qn = fg_arch_tensor_index(&c, "model.layers.0.self_attn.q_norm.weight");
+	ck_assert_int_ge(qn, 0);
+	ck_assert_int_ge(fg_arch_tensor_index(&c, "model.layers.0.self_attn.k_norm.weight"), 0);
+	ck_assert_int_lt(fg_arch_tensor_index(&c, "model.layers.0.self_attn.q_proj.bias"), 0);
+	char tn[128];
+	int rank;
+	int64_t rows, cols;
+	ck_assert_int_eq(fg_arch_tensor_info(&c, qn, tn, sizeof(tn), &rank, &rows, &cols), 0);
+	ck_assert(rank == 1 && cols == 64);
+	/* the Qwen3 presets: parameters as transformers counts them (Qwen3-32B's
+	 * heads are 128 wide, not hidden / heads) */
+	ck_assert_int_eq(fg_model_preset("qwen3-8b", &c), 0);
+	ck_assert_str_eq(c.arch->name, "qwen3");
+	ck_assert_uint_eq(fg_model_param_count(&c), 8190735360ull);
+	ck_assert_int_eq(fg_model_preset("qwen3-32b", &c), 0);
+	ck_assert_int_eq(c.head_dim, 128);
+	ck_assert_uint_eq(fg_model_param_count(&c), 32762123264ull);
 	/* Mixtral-8x7B: 46.7 B parameters, as published */
 	ck_assert_int_eq(fg_model_preset("mixtral-8x7b", &c), 0);
 	ck_assert_str_eq(c.arch->name, "mixtral");

@@ -292,6 +292,14 @@ START_TEST(test_equivalence_mixtral)
 }
 END_TEST
 
+/* And on the trained Qwen3 (per-head q and k norms). */
+START_TEST(test_equivalence_qwen3)
+{
+	snprintf(model, sizeof(model), "%s/llama/qwen3-py-128x4", getenv("FGCORE_TESTDATA"));
+	equivalence(&variants[_i]);
+}
+END_TEST
+
 /* The same matrix, in part, on the other golden checkpoint and on a generated
  * OPT-125M (12 layers): a variant of each kind of move. */
 static const int subset[] = { 1, 3, 7, 14, 16, 20 };
@@ -420,6 +428,11 @@ static int mixtral_ok(int i)
 	return trained_ok("mixtral-py-128x4", i);
 }
 
+static int qwen3_ok(int i)
+{
+	return trained_ok("qwen3-py-128x4", i);
+}
+
 static int other_ok(int i)
 {
 	const char *td = getenv("FGCORE_TESTDATA");
@@ -454,6 +467,7 @@ int main(void)
 	add_runnable(tc, test_equivalence_other_models, 12, other_ok);
 	add_runnable(tc, test_equivalence_llama, NVARIANTS, llama_ok);
 	add_runnable(tc, test_equivalence_mixtral, NVARIANTS, mixtral_ok);
+	add_runnable(tc, test_equivalence_qwen3, NVARIANTS, qwen3_ok);
 	tcase_add_test(tc, test_memory_accounting);
 	tcase_add_test(tc, test_capacity_refusal);
 	suite_add_tcase(s, tc);

@@ -31,6 +31,7 @@ struct fg_arch;
 #define FG_FEAT_MLP_BIAS 4u /* biases on the MLP projections */
 #define FG_FEAT_TIED 8u     /* the output projection is the token embedding */
 #define FG_FEAT_MOE 16u     /* the MLP is a sparse mixture of experts */
+#define FG_FEAT_QK_NORM 32u /* RMSNorm of each head's q and k before rotary (Qwen3) */
 
 /* Hyper-parameters of a model, whatever its family. */
 struct fg_model_config {
@@ -70,6 +71,7 @@ enum fg_dim {
 	FG_DIM_Q,      /* heads * head_dim */
 	FG_DIM_KV,     /* kv_heads * head_dim */
 	FG_DIM_EXPERTS, /* experts: a router's logits */
+	FG_DIM_HEAD,   /* head_dim: a per-head vector */
 };
 
 /* The blocks FlexGen schedules: the input embedding, per layer an attention
@@ -203,7 +205,8 @@ int fg_arch_check(const struct fg_arch *a);
 /* The families this build knows. */
 const struct fg_arch *fg_arch_find(const char *model_type);
 extern const struct fg_arch fg_arch_opt;
-extern const struct fg_arch fg_arch_llama, fg_arch_mistral, fg_arch_qwen2, fg_arch_mixtral;
+extern const struct fg_arch fg_arch_llama, fg_arch_mistral, fg_arch_qwen2, fg_arch_qwen3,
+	fg_arch_mixtral;
 
 /* "dummy:<preset>": the family whose preset it is. */
 int fg_model_preset(const char *name, struct fg_model_config *c);

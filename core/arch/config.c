@@ -14,7 +14,8 @@
 #define FG_CONFIG_MAX_BYTES (1u << 20)
 
 static const struct fg_arch *const fg_archs[] = { &fg_arch_opt, &fg_arch_llama, &fg_arch_mistral,
-						   &fg_arch_qwen2, &fg_arch_mixtral };
+						   &fg_arch_qwen2, &fg_arch_qwen3,
+						   &fg_arch_mixtral };
 #define FG_NARCHS (sizeof(fg_archs) / sizeof(fg_archs[0]))
 
 const struct fg_arch *fg_arch_find(const char *model_type)

@@ -1,5 +1,5 @@
 /* core/arch/llama.c - the Llama family: model types "llama" (Llama 1/2/3/3.1),
- * "mistral", "qwen2" and "mixtral": presets and Hugging Face's config.json,
+ * "mistral", "qwen2", "qwen3" and "mixtral": presets and Hugging Face's config.json,
  * the tensor tables and the blocks.
  *
  * The math is Hugging Face's LlamaModel: h = embed_tokens(ids); per layer
@@ -8,7 +8,8 @@
  * ⊙ up_proj(n2)) with n2 = rmsnorm(h); logits = rmsnorm(h) · lm_headᵀ (or the
  * token embedding when tied).  Positions count real tokens from 0, so a
  * left-padded row computes what the prompt alone would.  Qwen2 adds biases to
- * q, k and v; Llama's attention_bias / mlp_bias add them everywhere.
+ * q, k and v; Llama's attention_bias / mlp_bias add them everywhere; Qwen3
+ * RMS-normalises each head of q and of k (q_norm, k_norm) before rotary.
  * Mixtral's MLP is a sparse mixture: a router (n2 · gateᵀ) picks each
  * token's top experts_per_tok of `experts` SwiGLU experts, and h gains their
  * outputs weighted by the softmax over the chosen logits. */
@@ -42,27 +43,32 @@ struct llama_preset {
 	int64_t sliding_window;
 	struct llama_rope rope; /* type ROPE_DEFAULT unless scaled */
 	int64_t experts, experts_per_tok; /* mixtral */
+	int64_t head_dim;                 /* 0: hidden / heads */
 };
 
 #define Q FG_FEAT_QKV_BIAS
+#define N FG_FEAT_QK_NORM
 /* Published shapes (each model's config.json on the Hugging Face Hub). */
 static const struct llama_preset llama_presets[] = {
-	{ "llama-2-7b", &fg_arch_llama, 32000, 4096, 32, 32, 32, 11008, 4096, 1e4, 1e-5, 0, 0, { 0 }, 0, 0 },
-	{ "llama-2-13b", &fg_arch_llama, 32000, 5120, 40, 40, 40, 13824, 4096, 1e4, 1e-5, 0, 0, { 0 }, 0, 0 },
-	{ "llama-2-70b", &fg_arch_llama, 32000, 8192, 80, 64, 8, 28672, 4096, 1e4, 1e-5, 0, 0, { 0 }, 0, 0 },
-	{ "llama-3-8b", &fg_arch_llama, 128256, 4096, 32, 32, 8, 14336, 8192, 5e5, 1e-5, 0, 0, { 0 }, 0, 0 },
-	{ "llama-3-70b", &fg_arch_llama, 128256, 8192, 80, 64, 8, 28672, 8192, 5e5, 1e-5, 0, 0, { 0 }, 0, 0 },
+	{ "llama-2-7b", &fg_arch_llama, 32000, 4096, 32, 32, 32, 11008, 4096, 1e4, 1e-5, 0, 0, { 0 }, 0, 0, 0 },
+	{ "llama-2-13b", &fg_arch_llama, 32000, 5120, 40, 40, 40, 13824, 4096, 1e4, 1e-5, 0, 0, { 0 }, 0, 0, 0 },
+	{ "llama-2-70b", &fg_arch_llama, 32000, 8192, 80, 64, 8, 28672, 4096, 1e4, 1e-5, 0, 0, { 0 }, 0, 0, 0 },
+	{ "llama-3-8b", &fg_arch_llama, 128256, 4096, 32, 32, 8, 14336, 8192, 5e5, 1e-5, 0, 0, { 0 }, 0, 0, 0 },
+	{ "llama-3-70b", &fg_arch_llama, 128256, 8192, 80, 64, 8, 28672, 8192, 5e5, 1e-5, 0, 0, { 0 }, 0, 0, 0 },
 	{ "llama-3.1-8b", &fg_arch_llama, 128256, 4096, 32, 32, 8, 14336, 131072, 5e5, 1e-5, 0, 0,
-	  { ROPE_LLAMA3, 5e5, 8, 1, 4, 8192 }, 0, 0 },
+	  { ROPE_LLAMA3, 5e5, 8, 1, 4, 8192 }, 0, 0, 0 },
 	{ "llama-3.1-70b", &fg_arch_llama, 128256, 8192, 80, 64, 8, 28672, 131072, 5e5, 1e-5, 0, 0,
-	  { ROPE_LLAMA3, 5e5, 8, 1, 4, 8192 }, 0, 0 },
-	{ "mistral-7b", &fg_arch_mistral, 32000, 4096, 32, 32, 8, 14336, 32768, 1e4, 1e-5, 0, 4096, { 0 }, 0, 0 },
-	{ "qwen2-7b", &fg_arch_qwen2, 152064, 3584, 28, 28, 4, 18944, 32768, 1e6, 1e-6, Q, 0, { 0 }, 0, 0 },
-	{ "qwen2-72b", &fg_arch_qwen2, 152064, 8192, 80, 64, 8, 29568, 32768, 1e6, 1e-5, Q, 0, { 0 }, 0, 0 },
-	{ "mixtral-8x7b", &fg_arch_mixtral, 32000, 4096, 32, 32, 8, 14336, 32768, 1e6, 1e-5, 0, 0, { 0 }, 8, 2 },
-	{ "mixtral-8x22b", &fg_arch_mixtral, 32768, 6144, 56, 48, 8, 16384, 65536, 1e6, 1e-5, 0, 0, { 0 }, 8, 2 },
+	  { ROPE_LLAMA3, 5e5, 8, 1, 4, 8192 }, 0, 0, 0 },
+	{ "mistral-7b", &fg_arch_mistral, 32000, 4096, 32, 32, 8, 14336, 32768, 1e4, 1e-5, 0, 4096, { 0 }, 0, 0, 0 },
+	{ "qwen2-7b", &fg_arch_qwen2, 152064, 3584, 28, 28, 4, 18944, 32768, 1e6, 1e-6, Q, 0, { 0 }, 0, 0, 0 },
+	{ "qwen2-72b", &fg_arch_qwen2, 152064, 8192, 80, 64, 8, 29568, 32768, 1e6, 1e-5, Q, 0, { 0 }, 0, 0, 0 },
+	{ "mixtral-8x7b", &fg_arch_mixtral, 32000, 4096, 32, 32, 8, 14336, 32768, 1e6, 1e-5, 0, 0, { 0 }, 8, 2, 0 },
+	{ "mixtral-8x22b", &fg_arch_mixtral, 32768, 6144, 56, 48, 8, 16384, 65536, 1e6, 1e-5, 0, 0, { 0 }, 8, 2, 0 },
+	{ "qwen3-8b", &fg_arch_qwen3, 151936, 4096, 36, 32, 8, 12288, 40960, 1e6, 1e-6, N, 0, { 0 }, 0, 0, 128 },
+	{ "qwen3-32b", &fg_arch_qwen3, 151936, 5120, 64, 64, 8, 25600, 40960, 1e6, 1e-6, N, 0, { 0 }, 0, 0, 128 },
 };
 #undef Q
+#undef N
 #define LLAMA_NPRESETS (sizeof(llama_presets) / sizeof(llama_presets[0]))
 
 /* inv_freq of each rotary pair, as Hugging Face computes it (in fp32), then
@@ -113,7 +119,7 @@ static int llama_preset(const char *name, struct fg_model_config *c)
 		c->layers = p->layers;
 		c->heads = p->heads;
 		c->kv_heads = p->kv_heads;
-		c->head_dim = p->hidden / p->heads;
+		c->head_dim = p->head_dim ? p->head_dim : p->hidden / p->heads;
 		c->ffn = p->ffn;
 		c->max_pos = p->max_pos;
 		c->norm_eps = (float)p->eps;
@@ -236,8 +242,9 @@ static int llama_window_config(const char *path, json_t *root, const struct fg_a
 	int64_t window = 0, window_layers = QWEN2_HF_WINDOW_LAYERS;
 	int use_window = arch == &fg_arch_mistral || arch == &fg_arch_mixtral, windowed = 0, rc;
 
-	if (arch == &fg_arch_qwen2 &&
-	    (rc = fg_json_bool(path, root, "use_sliding_window", &use_window)))
+	int qwen = arch == &fg_arch_qwen2 || arch == &fg_arch_qwen3;
+
+	if (qwen && (rc = fg_json_bool(path, root, "use_sliding_window", &use_window)))
 		return rc;
 	if (arch != &fg_arch_llama && use_window) {
 		v = json_object_get(root, "sliding_window");
@@ -278,13 +285,13 @@ static int llama_window_config(const char *path, json_t *root, const struct fg_a
 				FG_ERR("%s: layer_types[%zu] is \"sliding_attention\", but the config gives it no window (%s)",
 				       path, i,
 				       arch == &fg_arch_llama ? "llama models have none" :
-				       arch == &fg_arch_qwen2 ? "use_sliding_window is false or sliding_window is null" :
+				       qwen ? "use_sliding_window is false or sliding_window is null" :
 								"sliding_window is null");
 				return -ENOTSUP;
 			}
 			windowed = 1;
 		}
-	} else if (arch == &fg_arch_qwen2 && window) {
+	} else if (qwen && window) {
 		v = json_object_get(root, "max_window_layers");
 		if (v && !json_is_null(v)) {
 			if (!json_is_integer(v) || json_integer_value(v) < 0 ||
@@ -415,11 +422,14 @@ static int llama_config_of(const char *path, json_t *root, const struct fg_arch 
 	if (arch == &fg_arch_qwen2) {
 		c->features |= FG_FEAT_QKV_BIAS;
 	} else {
+		/* (qwen3: no biases unless attention_bias, as Qwen3Config reads it) */
 		flag = 0;
 		if ((rc = fg_json_bool(path, root, "attention_bias", &flag)))
 			return rc;
 		c->features |= flag ? FG_FEAT_QKV_BIAS | FG_FEAT_O_BIAS : 0;
 	}
+	if (arch == &fg_arch_qwen3)
+		c->features |= FG_FEAT_QK_NORM;
 	flag = 0;
 	if ((rc = fg_json_bool(path, root, "mlp_bias", &flag)))
 		return rc;
@@ -476,6 +486,11 @@ static int qwen2_config(const char *path, const void *json, struct fg_model_conf
 	return llama_config_of(path, (json_t *)json, &fg_arch_qwen2, c);
 }
 
+static int qwen3_config(const char *path, const void *json, struct fg_model_config *c)
+{
+	return llama_config_of(path, (json_t *)json, &fg_arch_qwen3, c);
+}
+
 static int mixtral_config(const char *path, const void *json, struct fg_model_config *c)
 {
 	return llama_config_of(path, (json_t *)json, &fg_arch_mixtral, c);
@@ -493,7 +508,7 @@ enum llama_global {
 };
 enum llama_layer {
 	/* the attention block */
-	LL_Q, LL_QB, LL_K, LL_KB, LL_V, LL_VB, LL_O, LL_OB, LL_N1,
+	LL_Q, LL_QB, LL_K, LL_KB, LL_V, LL_VB, LL_O, LL_OB, LL_N1, LL_QN, LL_KN,
 	/* the MLP block */
 	LL_GATE, LL_GATEB, LL_UP, LL_UPB, LL_DOWN, LL_DOWNB, LL_N2,
 	LL_NLAYER
@@ -501,7 +516,7 @@ enum llama_layer {
 /* Mixtral's layer: the same attention block, then a mixture's MLP block:
  * the norm, the router, and each expert's w1 (gate), w3 (up), w2 (down). */
 enum mixtral_layer {
-	MX_N2 = LL_N1 + 1, MX_ROUTER, MX_EXPERT0,
+	MX_N2 = LL_KN + 1, MX_ROUTER, MX_EXPERT0,
 	MX_NLAYER = MX_EXPERT0 + 3 * MIXTRAL_EXPERTS_MAX
 };
 #define MX_W(e, j) (MX_EXPERT0 + 3 * (e) + (j)) /* j: 0 w1, 1 w3, 2 w2 */
@@ -526,7 +541,9 @@ FG_TABLE_CHECK(llama_globals, LL_NGLOBAL);
 	[LL_VB]		= { L "self_attn.v_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_KV, 0, FG_INIT_BIAS, FG_FEAT_QKV_BIAS, 0 }, \
 	[LL_O]		= { L "self_attn.o_proj.weight", FG_BLOCK_ATTN, FG_DIM_HIDDEN, FG_DIM_Q, LIN, FG_INIT_MATRIX, 0, 0 }, \
 	[LL_OB]		= { L "self_attn.o_proj.bias", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_BIAS, FG_FEAT_O_BIAS, 0 }, \
-	[LL_N1]		= { L "input_layernorm.weight", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 }
+	[LL_N1]		= { L "input_layernorm.weight", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 }, \
+	[LL_QN]		= { L "self_attn.q_norm.weight", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HEAD, 0, FG_INIT_ONES, FG_FEAT_QK_NORM, 0 }, \
+	[LL_KN]		= { L "self_attn.k_norm.weight", FG_BLOCK_ATTN, FG_DIM_ONE, FG_DIM_HEAD, 0, FG_INIT_ONES, FG_FEAT_QK_NORM, 0 }
 
 static const struct fg_tensor_def llama_layer[] = {
 	LLAMA_ATTN_TENSORS,
@@ -628,6 +645,15 @@ static int llama_rope(struct fg_block_ctx *x, const char *what, struct fg_tensor
 	return fg_backend_rope(x->be, x->stream, x->layer, what, &r);
 }
 
+/* [rows, heads * d] as [rows * heads, d]: a row per head (the workspaces
+ * are dense). */
+static struct fg_tensor per_head(struct fg_tensor t, int64_t d)
+{
+	t.rows = t.rows * (t.cols / d);
+	t.cols = t.ld = d;
+	return t;
+}
+
 static int llama_attention(struct fg_block_ctx *x)
 {
 	const struct fg_model_config *c = x->cfg;
@@ -646,8 +672,13 @@ static int llama_attention(struct fg_block_ctx *x)
 	if ((rc = llama_norm(x, "input_layernorm", x->h, LL_N1, in)) ||
 	    (rc = fg_block_linear(x, "q_proj", LL_Q, LL_QB, in, FG_ACT_NONE, none, none, q)) ||
 	    (rc = fg_block_linear(x, "k_proj", LL_K, LL_KB, in, FG_ACT_NONE, none, none, k)) ||
-	    (rc = fg_block_linear(x, "v_proj", LL_V, LL_VB, in, FG_ACT_NONE, none, none, v)) ||
-	    (rc = llama_rope(x, "q rope", q, c->heads)) ||
+	    (rc = fg_block_linear(x, "v_proj", LL_V, LL_VB, in, FG_ACT_NONE, none, none, v)))
+		return rc;
+	if ((c->features & FG_FEAT_QK_NORM) &&
+	    ((rc = llama_norm(x, "q_norm", per_head(q, c->head_dim), LL_QN, per_head(q, c->head_dim))) ||
+	     (rc = llama_norm(x, "k_norm", per_head(k, c->head_dim), LL_KN, per_head(k, c->head_dim)))))
+		return rc;
+	if ((rc = llama_rope(x, "q rope", q, c->heads)) ||
 	    (rc = llama_rope(x, "k rope", k, c->kv_heads)) ||
 	    (rc = x->attend(x, q, k, v, a)))
 		return rc;
@@ -808,7 +839,7 @@ static int llama_ops(const struct fg_model_config *c, enum fg_dtype wdt, enum fg
 	return fg_arch_op_list(c, llama_op_defs, LL_NOPS, wdt, act, cdt, ops, dts);
 }
 
-#define LLAMA_PRESETS "llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, mistral-7b, qwen2-7b, qwen2-72b, mixtral-8x7b, mixtral-8x22b"
+#define LLAMA_PRESETS "llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, mistral-7b, qwen2-7b, qwen2-72b, qwen3-8b, qwen3-32b, mixtral-8x7b, mixtral-8x22b"
 
 /* The dense types share the table and the blocks; Mixtral has its MLP's. */
 #define LLAMA_FAMILY(type, bos, cfg_fn, preset_fn, preset_names, layer_tab, nlayer_tab, ws, nws, \
@@ -836,6 +867,7 @@ static int llama_ops(const struct fg_model_config *c, enum fg_dtype wdt, enum fg
 const struct fg_arch fg_arch_llama = LLAMA_DENSE("llama", 1, llama_config, llama_preset, LLAMA_PRESETS);
 const struct fg_arch fg_arch_mistral = LLAMA_DENSE("mistral", 1, mistral_config, NULL, NULL);
 const struct fg_arch fg_arch_qwen2 = LLAMA_DENSE("qwen2", 0, qwen2_config, NULL, NULL);
+const struct fg_arch fg_arch_qwen3 = LLAMA_DENSE("qwen3", 0, qwen3_config, NULL, NULL);
 const struct fg_arch fg_arch_mixtral = LLAMA_FAMILY("mixtral", 1, mixtral_config, NULL, NULL,
 						    mixtral_layer, MX_NLAYER, mixtral_workspace,
 						    MIXTRAL_NWS, mixtral_mlp);

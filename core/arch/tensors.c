@@ -26,6 +26,8 @@ int64_t fg_dim_value(const struct fg_model_config *c, enum fg_dim d)
 		return c->kv_heads * c->head_dim;
 	case FG_DIM_EXPERTS:
 		return c->experts;
+	case FG_DIM_HEAD:
+		return c->head_dim;
 	}
 	return 0;
 }
