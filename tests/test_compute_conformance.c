@@ -790,6 +790,15 @@ static void attend_ref(const float *q, const float *k, int64_t ldk, const float 
 
 enum { PAD_ZERO, PAD_RANDOM, PAD_ALL_BUT_ONE, PAD_ALL, PAD_KINDS };
 
+/* The sliding window of the attention cases (ABI 1.11; 0: none), and the
+ * first key the query at column i of a row padded by pad sees under it. */
+static int64_t window;
+
+static int64_t first_key(int64_t pad, int64_t i)
+{
+	return window > 0 && i - window + 1 > pad ? i - window + 1 : pad;
+}
+
 /* kv_heads KVH (0: heads): query head h reads key/value head h / (H / KVH). */
 static void prefill_case(struct env *e, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t hd,
 			 int padkind, int64_t ldpad, bool out_is_q)
@@ -813,8 +822,9 @@ static void prefill_case(struct env *e, int64_t B, int64_t S, int64_t H, int64_t
 			for (int64_t i = 0; i < S; i++)
 				attend_ref(q + (b * S + i) * ld + h * hd,
 					   k + b * S * (ld + 1) + h / G * hd, ld + 1,
-					   v + b * S * (ld + 2) + h / G * hd, ld + 2, pad[b], i,
-					   hd, (float)scale, ref + (b * S + i) * C + h * hd);
+					   v + b * S * (ld + 2) + h / G * hd, ld + 2,
+					   first_key(pad[b], i), i, hd, (float)scale,
+					   ref + (b * S + i) * C + h * hd);
 	memset(&a, 0, sizeof(a));
 	a.q = tview(q, FG_DTYPE_F32, R, C, ld);
 	a.k = tview(k, FG_DTYPE_F32, R, KC, ld + 1);
@@ -827,9 +837,10 @@ static void prefill_case(struct env *e, int64_t B, int64_t S, int64_t H, int64_t
 	a.head_dim = hd;
 	a.scale = (float)scale;
 	a.pad = pad;
+	a.window = window;
 	snprintf(what, sizeof(what), "%s: attention_prefill B=%lld S=%lld H=%lld KVH=%lld hd=%lld "
-		 "pad=%d%s", e->label, (long long)B, (long long)S, (long long)H, (long long)KVH,
-		 (long long)hd, padkind, out_is_q ? " out=q" : "");
+		 "pad=%d%s window=%lld", e->label, (long long)B, (long long)S, (long long)H,
+		 (long long)KVH, (long long)hd, padkind, out_is_q ? " out=q" : "", (long long)window);
 	EXPECT(op_prefill(e, &a) == 0, "%s: %s", what,
 		      fg_last_error());
 	expect_close(what, out, ldo, ref, R, C, e->tol);
@@ -922,8 +933,9 @@ static void decode_case(struct env *e, int64_t B, int64_t H, int64_t KVH, int64_
 	for (int64_t b = 0; b < B; b++)
 		for (int64_t h = 0; h < H; h++)
 			attend_ref(q + b * ld + h * hd, k + b * stride * (ld + 2) + h / G * hd, ld + 2,
-				   v + b * stride * (ld + 3) + h / G * hd, ld + 3, pad[b], len - 1, hd,
-				   (float)scale, ref + b * C + h * hd);
+				   v + b * stride * (ld + 3) + h / G * hd, ld + 3,
+				   first_key(pad[b], len - 1), len - 1, hd, (float)scale,
+				   ref + b * C + h * hd);
 	memset(&a, 0, sizeof(a));
 	a.q = tview(q, FG_DTYPE_F32, B, C, ld);
 	a.k = tview(k, FG_DTYPE_F32, B * stride, KC, ld + 2);
@@ -938,10 +950,11 @@ static void decode_case(struct env *e, int64_t B, int64_t H, int64_t KVH, int64_
 	a.head_dim = hd;
 	a.scale = (float)scale;
 	a.pad = pad;
+	a.window = window;
 	snprintf(what, sizeof(what), "%s: attention_decode B=%lld H=%lld KVH=%lld hd=%lld len=%lld "
-		 "stride=%lld pad=%d%s", e->label, (long long)B, (long long)H, (long long)KVH,
-		 (long long)hd, (long long)len, (long long)stride, padkind,
-		 out_is_q ? " out=q" : "");
+		 "stride=%lld pad=%d%s window=%lld", e->label, (long long)B, (long long)H,
+		 (long long)KVH, (long long)hd, (long long)len, (long long)stride, padkind,
+		 out_is_q ? " out=q" : "", (long long)window);
 	EXPECT(op_decode(e, &a) == 0, "%s: %s", what,
 		      fg_last_error());
 	expect_close(what, out, ldo, ref, B, C, e->tol);
@@ -965,6 +978,46 @@ START_TEST(test_attention_decode)
 			decode_case(&e, shapes[s][0], shapes[s][1], 0, shapes[s][2], shapes[s][3],
 				    shapes[s][4], p, false);
 	decode_case(&e, 3, 2, 0, 8, 6, 8, PAD_RANDOM, true);
+	env_close(&e);
+}
+END_TEST
+
+/* ABI 1.11: a sliding window over prefill and decode, plain and grouped,
+ * windows of 1, shorter than the run, and longer than it; a backend built
+ * for an older minor is refused the call with one line. */
+START_TEST(test_attention_window)
+{
+	static const int64_t windows[] = { 1, 3, 8, 100 };
+	struct env e;
+
+	env_open(&e, _i);
+	if (e.b.minor < 11) {
+		int32_t pad = 0;
+		float x[8] = { 0 };
+		struct fg_attention_args a = {
+			.q = tview(x, FG_DTYPE_F32, 1, 8, 8), .k = tview(x, FG_DTYPE_F32, 1, 8, 8),
+			.v = tview(x, FG_DTYPE_F32, 1, 8, 8), .out = tview(x, FG_DTYPE_F32, 1, 8, 8),
+			.batch = 1, .seq = 1, .heads = 1, .head_dim = 8, .scale = 1, .pad = &pad,
+			.window = 4,
+		};
+		EXPECT(op_prefill(&e, &a) == -ENOTSUP && strstr(fg_last_error(), "1.11"),
+		       "%s: a windowed call to a %u-minor backend: %s", e.label, e.b.minor,
+		       fg_last_error());
+		printf("%s: not run: built for compute minor %u, before sliding windows\n", e.label,
+		       e.b.minor);
+		env_close(&e);
+		return;
+	}
+	for (size_t w = 0; w < sizeof(windows) / sizeof(windows[0]); w++) {
+		window = windows[w];
+		for (int p = 0; p < PAD_KINDS; p++) {
+			prefill_case(&e, 2, 9, 2, 0, 8, p, 1, false);
+			prefill_case(&e, 3, 17, 4, 2, 16, p, 0, false);
+			decode_case(&e, 3, 2, 0, 8, 6, 8, p, false);
+			decode_case(&e, 4, 4, 2, 16, 33, 40, p, false);
+		}
+	}
+	window = 0;
 	env_close(&e);
 }
 END_TEST
@@ -3284,6 +3337,7 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_rope, 0, nconfs);
 	tcase_add_loop_test(tc, test_attention_prefill_gqa, 0, nconfs);
 	tcase_add_loop_test(tc, test_attention_decode_gqa, 0, nconfs);
+	tcase_add_loop_test(tc, test_attention_window, 0, nconfs);
 	tcase_add_loop_test(tc, test_logprob, 0, nconfs);
 	tcase_add_loop_test(tc, test_add, 0, nconfs);
 	tcase_add_loop_test(tc, test_route, 0, nconfs);

@@ -629,14 +629,15 @@ START_TEST(test_config_malformed)
 END_TEST
 
 /* Model `text` loads; a run of `ok` positions plans and, when `refused` > 0,
- * one of `refused` is refused for the sliding window. */
+ * one of `refused` is refused for the sliding window by a backend that
+ * cannot apply it (compute ABI < 1.11) and planned for one that can. */
 static void check_window(const char *what, const char *text, int64_t window, int64_t ok,
 			 int64_t refused)
 {
 	struct fg_policy p = { .gpu_batch_size = 1, .num_gpu_batches = 1,
 			       .weight = { 0, 0, 100 }, .cache = { 0, 0, 100 }, .act = { 0, 0, 100 },
 			       .attn_sparsity = 1 };
-	struct fg_plan_env env = { 2, 1, 4 };
+	struct fg_plan_env env = { 2, 1, 4, 1 }, windows = { 2, 1, 4, 0 };
 	static struct fg_plan plan;
 	struct fg_model_config c;
 
@@ -650,6 +651,8 @@ static void check_window(const char *what, const char *text, int64_t window, int
 		ck_assert_int_eq(fg_plan_make(&c, &p, &env, refused - 8, 8, &plan), -ENOTSUP);
 		ck_assert_msg(strstr(fg_last_error(), "sliding_window"), "%s: %s", what,
 			      fg_last_error());
+		ck_assert_msg(fg_plan_make(&c, &p, &windows, refused - 8, 8, &plan) == 0, "%s: %s",
+			      what, fg_last_error());
 	}
 }
 

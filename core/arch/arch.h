@@ -24,6 +24,7 @@
 struct fg_arch;
 
 #define FG_ROPE_MAX 512 /* the largest rotary dimension (head_dim) */
+#define FG_WINDOW_LAYERS_MAX 256 /* layers whose sliding window a config can set */
 
 /* Optional tensors a config may have (fg_model_config.features). */
 #define FG_FEAT_QKV_BIAS 1u /* biases on q, k, v projections */
@@ -50,6 +51,8 @@ struct fg_model_config {
 	int32_t pad_id, bos_id, eos_id;
 	unsigned features;     /* FG_FEAT_*: which optional tensors the model has */
 	int64_t sliding_window; /* attention window (Mistral); 0: none */
+	/* which layers use it (bit l of word l / 64; fg_layer_window) */
+	uint64_t window_layers[FG_WINDOW_LAYERS_MAX / 64];
 	/* A mixture-of-experts MLP (FG_FEAT_MOE): each token's router picks
 	 * experts_per_tok of `experts` SwiGLU experts of ffn each. */
 	int64_t experts, experts_per_tok;
@@ -212,6 +215,15 @@ extern const struct fg_arch fg_arch_llama, fg_arch_mistral, fg_arch_qwen2, fg_ar
 int fg_model_preset(const char *name, struct fg_model_config *c);
 /* A Hugging Face config.json, by its model_type. */
 int fg_model_config_load(const char *path, struct fg_model_config *c);
+
+/* Layer l's attention window: the config's sliding_window where the layer
+ * is windowed, else 0 (full causal attention). */
+static inline int64_t fg_layer_window(const struct fg_model_config *c, int64_t l)
+{
+	if (c->sliding_window <= 0 || l < 0 || l >= FG_WINDOW_LAYERS_MAX)
+		return 0;
+	return (c->window_layers[l / 64] >> (l % 64)) & 1 ? c->sliding_window : 0;
+}
 
 /* The value of a symbolic dimension. */
 int64_t fg_dim_value(const struct fg_model_config *c, enum fg_dim d);

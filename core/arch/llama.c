@@ -125,6 +125,8 @@ static int llama_preset(const char *name, struct fg_model_config *c)
 		c->norm_eps = (float)p->eps;
 		c->features = p->features | (p->experts ? FG_FEAT_MOE : 0);
 		c->sliding_window = p->sliding_window;
+		for (int64_t l = 0; p->sliding_window && l < c->layers && l < FG_WINDOW_LAYERS_MAX; l++)
+			c->window_layers[l / 64] |= 1ull << (l % 64);
 		c->experts = p->experts;
 		c->experts_per_tok = p->experts_per_tok;
 		c->bos_id = 1, c->eos_id = 2, c->pad_id = 0;
@@ -226,15 +228,27 @@ static int llama_rope_config(const char *path, json_t *root, struct llama_rope *
 /* Qwen2Config's max_window_layers when the key is absent. */
 #define QWEN2_HF_WINDOW_LAYERS 28
 
+/* Layer l is windowed (fg_layer_window). */
+static int window_layer(const char *path, struct fg_model_config *c, int64_t l)
+{
+	if (l >= FG_WINDOW_LAYERS_MAX) {
+		FG_ERR("%s: layer %lld has a sliding window: windows are implemented for the first %d layers only",
+		       path, (long long)l, FG_WINDOW_LAYERS_MAX);
+		return -ENOTSUP;
+	}
+	c->window_layers[l / 64] |= 1ull << (l % 64);
+	return 0;
+}
+
 /* Sliding-window attention, read as Hugging Face's classes read it: Mistral
  * windows every layer by sliding_window (MistralConfig ignores layer_types);
  * Qwen2 has a window only with use_sliding_window, and windows the layers
  * layer_types names "sliding_attention" (without layer_types, those from
- * max_window_layers on); Llama has none.  The engine computes full attention
- * only, which is the same function while a run's positions fit the window:
- * c->sliding_window keeps the window of any windowed layer, and the plan
- * (core/plan) refuses a longer run.  A layer_types entry of another kind
- * changes the math and is refused by name. */
+ * max_window_layers on); Llama has none.  c->sliding_window keeps the
+ * window, c->window_layers which layers use it; attention applies it (compute
+ * ABI 1.11), and with an older backend the plan refuses a run longer than the
+ * window (where full attention is the same function).  A layer_types entry of
+ * another kind changes the math and is refused by name. */
 static int llama_window_config(const char *path, json_t *root, const struct fg_arch *arch,
 			       struct fg_model_config *c)
 {
@@ -289,6 +303,8 @@ static int llama_window_config(const char *path, json_t *root, const struct fg_a
 								"sliding_window is null");
 				return -ENOTSUP;
 			}
+			if ((rc = window_layer(path, c, (int64_t)i)))
+				return rc;
 			windowed = 1;
 		}
 	} else if (qwen && window) {
@@ -303,10 +319,19 @@ static int llama_window_config(const char *path, json_t *root, const struct fg_a
 			window_layers = json_integer_value(v);
 		}
 		windowed = window_layers < c->layers;
+		for (int64_t l = window_layers; l < c->layers; l++)
+			if ((rc = window_layer(path, c, l)))
+				return rc;
 	}
-	if (arch == &fg_arch_mistral || arch == &fg_arch_mixtral)
+	if ((arch == &fg_arch_mistral || arch == &fg_arch_mixtral) && window) {
 		windowed = 1;
+		for (int64_t l = 0; l < c->layers; l++)
+			if ((rc = window_layer(path, c, l)))
+				return rc;
+	}
 	c->sliding_window = windowed ? window : 0;
+	if (!windowed)
+		memset(c->window_layers, 0, sizeof(c->window_layers));
 	return 0;
 }
 

@@ -453,6 +453,15 @@ static int fg_attention_check(const struct fg_call *c, const struct fg_attention
 				    ", kv_heads %" PRId64 ", head_dim %" PRId64 ": need "
 				    "non-negative sizes", a->batch, a->seq, a->heads, a->kv_heads,
 				    a->head_dim);
+	if (a->window < 0)
+		return fg_call_fail(c, -EINVAL, "window %" PRId64 ": need 0 (none) or a positive "
+				    "sliding window", a->window);
+	if (a->window && b->minor < 11) {
+		uint32_t v = b->ph.plugin->abi_version;
+		return fg_call_fail(c, -ENOTSUP, "sliding-window attention needs a backend built for "
+				    "compute ABI 1.11, this plugin is built for %u.%u: use another "
+				    "backend", FG_ABI_MAJOR_OF(v), FG_ABI_MINOR_OF(v));
+	}
 	kvh = a->kv_heads ? a->kv_heads : a->heads;
 	gqa = kvh != a->heads;
 	if (gqa && (rc = fg_need_11(c, "grouped-query attention (kv_heads != heads)")))

@@ -37,6 +37,7 @@ static void plan_env(const struct fg_forward_env *env, struct fg_plan_env *out)
 	out->act_bytes = fg_dtype_size(env->be->info.act_dtype);
 	out->hidden_bytes = fg_dtype_size(env->be->info.hidden_dtype);
 	out->device = !(ct->info.flags & FG_STORAGE_HOST_MEMORY);
+	out->no_window = env->be->minor < 11;
 }
 
 /* The model as this stage's plan sees it: its own layers' cache and buffers. */

@@ -86,6 +86,7 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 			.len = f->step + n, .cache_stride = f->total, .heads = c->heads,
 			.head_dim = c->head_dim, .scale = 1.0f / sqrtf((float)c->head_dim),
 			.pad = fg_kv_attend_pad(f, x) + first, .kv_heads = c->kv_heads,
+			.window = fg_layer_window(c, f->m->stage.layer0 + l),
 		};
 		if ((rc = fg_attend_chunk(f, f->hb, hstream, l, "host attention", &at, n)))
 			return rc;

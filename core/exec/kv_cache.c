@@ -302,6 +302,7 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 		.scale = 1.0f / sqrtf((float)c->head_dim), .pad = pad, .kv_heads = c->kv_heads,
 		/* past the run's columns, positions wrap (fg_forward_wraps) */
 		.ring = f->step + n > f->total ? f->total : 0,
+		.window = fg_layer_window(c, f->m->stage.layer0 + l),
 	};
 	/* A prefill, and joining rows (join.c): attention within the step's
 	 * columns, with pads counted from the step's first column. */

@@ -465,7 +465,7 @@ int fg_cost_predict(const struct fg_cost_case *cc, const struct fg_policy *p,
 {
 	struct fg_cost_terms t;
 	struct fg_plan_env env = { (unsigned)cc->hw.act_bytes, !cc->hw.compute_host_memory,
-				   (unsigned)fg_hardware_hidden_bytes(&cc->hw) };
+				   (unsigned)fg_hardware_hidden_bytes(&cc->hw), 0 };
 	double x[FG_X_N];
 	int rc;
 

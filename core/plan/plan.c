@@ -161,8 +161,8 @@ int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 		       (long long)nb, (long long)bs, (long long)prompt_len, (long long)gen_len, asz);
 		return -EINVAL;
 	}
-	if (c->sliding_window > 0 && total > c->sliding_window) {
-		FG_ERR("%s: config.json sets sliding_window %lld, and this run needs %lld positions: sliding-window attention is not implemented; keep prompt + generation within %lld tokens",
+	if (env->no_window && c->sliding_window > 0 && total > c->sliding_window) {
+		FG_ERR("%s: config.json sets sliding_window %lld, and this run needs %lld positions: the compute backend cannot apply a sliding window (it needs compute ABI 1.11); use another backend, or keep prompt + generation within %lld tokens",
 		       c->name, (long long)c->sliding_window, (long long)total,
 		       (long long)c->sliding_window);
 		return -ENOTSUP;

@@ -86,6 +86,7 @@ struct fg_plan_env {
 	unsigned act_bytes; /* the backend's activation size: 2 (f16) or 4 (f32) */
 	int device;         /* compute-tier memory is not host memory (bounce buffers) */
 	unsigned hidden_bytes; /* the residual stream's element size; 0: act_bytes */
+	int no_window;      /* the backend cannot apply a sliding window (compute ABI < 1.11) */
 };
 
 struct fg_plan {

@@ -62,6 +62,9 @@
  *        rows of each expert times that expert's weights, in one call).
  *        The last minor shared with the other kinds: the next addition here
  *        is compute 1.11 and leaves storage, codec and transport plugins alone.
+ *   1.11 sliding-window attention (`window` in struct fg_attention_args):
+ *        each query sees only the last `window` positions up to its own
+ *        (Mistral's, Qwen2's windowed layers), in prefill and decode.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -79,7 +82,7 @@ extern "C" {
 /* The compute ABI of this header: a compute plugin declares
  * `.abi_version = FG_COMPUTE_ABI_VERSION`.  Bumped by additions to this
  * header only (and by a change to what every kind shares, fgcore/plugin.h). */
-#define FG_COMPUTE_ABI_MINOR 10
+#define FG_COMPUTE_ABI_MINOR 11
 #define FG_COMPUTE_ABI_VERSION FG_ABI(FG_ABI_MAJOR, FG_COMPUTE_ABI_MINOR)
 
 struct fg_compute_info {
@@ -215,6 +218,10 @@ struct fg_attention_args {
 	/* minor 9, decode: 0, or cache_stride: key position j of entry b is its
 	 * cache row j % ring (len may pass cache_stride; len - pad[b] <= ring). */
 	int64_t ring;
+	/* minor 11: 0, or a sliding window: the query at column i sees the key
+	 * columns j with i - window < j <= i (and j >= pad[b]), in prefill as in
+	 * decode (where i is len - 1). */
+	int64_t window;
 };
 
 /* Copy n new rows per batch entry into the cache:

@@ -323,6 +323,17 @@ static void skeleton_attend(const struct fg_attention_args *a, const float *q, i
 	}
 }
 
+/* The first key the query at column last of row b sees: the row's first
+ * real position, or the window's first (compute ABI 1.11). */
+static int64_t skeleton_first_key(const struct fg_attention_args *a, int64_t b, int64_t last)
+{
+	int64_t first = a->pad[b];
+
+	if (a->window > 0 && last - a->window + 1 > first)
+		first = last - a->window + 1;
+	return first;
+}
+
 static int skeleton_compute_attention_prefill(void *ctx, void *stream,
 					      const struct fg_attention_args *a)
 {
@@ -348,7 +359,8 @@ static int skeleton_compute_attention_prefill(void *ctx, void *stream,
 					continue;
 				}
 				/* causal: keys pad[b] .. i of the same sequence */
-				skeleton_attend(a, q, h, b * a->seq, a->pad[b], i, scores, o);
+				skeleton_attend(a, q, h, b * a->seq, skeleton_first_key(a, b, i), i,
+						scores, o);
 			}
 		}
 	}
@@ -377,8 +389,8 @@ static int skeleton_compute_attention_decode(void *ctx, void *stream,
 				memset(o + h * a->head_dim, 0, (size_t)a->head_dim * sizeof(*o));
 				continue;
 			}
-			skeleton_attend(a, q, h, b * a->cache_stride, a->pad[b], a->len - 1, scores,
-					o);
+			skeleton_attend(a, q, h, b * a->cache_stride,
+					skeleton_first_key(a, b, a->len - 1), a->len - 1, scores, o);
 		}
 	}
 	free(scores);

@@ -209,6 +209,14 @@ static void cb_attend(const struct cpu_blas_ctx *c, const float *q, const float 
 		       lo, hi, ring, hd, scale, sc, acc, out);
 }
 
+/* The first key column the query at column hi of row b sees: the row's
+ * first real one, or within the sliding window (compute ABI 1.11). */
+static int64_t cb_first_key(const struct fg_attention_args *a, int64_t b, int64_t hi)
+{
+	int64_t lo = a->pad[b];
+	return a->window > 0 && hi - a->window + 1 > lo ? hi - a->window + 1 : lo;
+}
+
 /* The most keys one query attends to: a ring holds `ring` of them. */
 static int64_t cb_keys(const struct fg_attention_args *a, int decode)
 {
@@ -223,7 +231,7 @@ static void cb_attn_widened(struct cb_attn *A, int64_t t, float *sc, float *acc)
 {
 	const struct fg_attention_args *a = A->a;
 	int64_t hd = a->head_dim, b = t / a->heads, h = t % a->heads, kc = h / A->group * hd;
-	int64_t krow = b * a->cache_stride, lo = a->pad[b], hi = a->len - 1;
+	int64_t krow = b * a->cache_stride, hi = a->len - 1, lo = cb_first_key(a, b, hi);
 	float *qb = acc + ((hd + 15) & ~(int64_t)15), *ob = qb + ((hd + 15) & ~(int64_t)15);
 	float *kb = ob + ((hd + 15) & ~(int64_t)15), *vb = kb + cb_keys(a, 1) * hd;
 	const float *q = cpu_blas_load(A->c->isa, &a->q, b, h * hd, hd, qb);
@@ -282,13 +290,12 @@ static void cb_attn_rows(void *arg, int64_t b0, int64_t e0, int tid)
 
 		if (A->decode) {
 			krow = b * a->cache_stride;
-			lo = a->pad[b];
 			hi = a->len - 1;
 		} else {
 			krow = b * a->seq;
-			lo = a->pad[b];
 			hi = i; /* i < pad[b] gives an empty range: zeros */
 		}
+		lo = cb_first_key(a, b, hi);
 		cb_attend(A->c, q, (const float *)a->k.data + krow * a->k.ld + kc, a->k.ld,
 			  (const float *)a->v.data + krow * a->v.ld + kc, a->v.ld, lo, hi,
 			  A->decode ? a->ring : 0, hd, a->scale, sc, acc, o);

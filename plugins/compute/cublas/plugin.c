@@ -825,7 +825,8 @@ static const struct fg_compute_ops cublas_ops = {
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	.abi_version	= FG_COMPUTE_ABI_VERSION,
+	/* 1.10: its attention does not apply compute 1.11's sliding window yet */
+	.abi_version	= FG_ABI(1, 10),
 	.kind		= FG_PLUGIN_COMPUTE,
 	.name		= "cublas",
 	.description	= "NVIDIA GPU backend: cuBLASLt fp16 GEMMs, fused 4-bit linear and "
