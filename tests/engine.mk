@@ -10,11 +10,18 @@ tests_test_golden_CFLAGS += -DFG_TEST_SRCDIR='"$(abs_top_srcdir)"'
 EXTRA_DIST += tests/reference/make_qwen2.py tests/data/qwen2-tiny/config.json \
 	tests/data/qwen2-tiny/generation_config.json tests/data/qwen2-tiny/model.safetensors \
 	tests/data/qwen2-tiny/golden.json tests/data/qwen2-tiny/golden_prefill_last_logits.f32
+EXTRA_DIST += tests/reference/make_window.py tests/data/mistral-window-tiny/config.json \
+	tests/data/mistral-window-tiny/generation_config.json tests/data/mistral-window- \
+	tiny/model.safetensors tests/data/mistral-window-tiny/golden.json tests/data/mistral- \
+	window-tiny/golden_prefill_last_logits.f32 tests/data/qwen2-window-tiny/config.json \
+	tests/data/qwen2-window-tiny/generation_config.json tests/data/qwen2-window- \
+	tiny/model.safetensors tests/data/qwen2-window-tiny/golden.json tests/data/qwen2-window- \
+	tiny/golden_prefill_last_logits.f32
 
 check_PROGRAMS += tests/test_policy
 TESTS += tests/test_policy
 tests_test_policy_SOURCES = tests/test_policy.c
-tests_test_policy_CFLAGS = $(TEST_CFLAGS)
+tests_test_policy_CFLAGS = $(TEST_CFLAGS) -DFG_TEST_SRCDIR='"$(abs_top_srcdir)"'
 # the NVMe variants run where configure built their plugin
 if HAVE_LIBURING
 tests_test_policy_CFLAGS += -DFG_TEST_IO_URING

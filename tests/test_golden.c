@@ -31,7 +31,8 @@ static const char *gpu_backend;
 #define GEN 32
 
 /* models[] by name; the in-tree ones last */
-enum { OPT_TINY_64, OPT_TINY_128, OPT_PY, LLAMA_PY, MIXTRAL_PY, QWEN3_PY, QWEN2_TINY, NMODELS };
+enum { OPT_TINY_64, OPT_TINY_128, OPT_PY, LLAMA_PY, MIXTRAL_PY, QWEN3_PY, QWEN2_TINY, MISTRAL_WINDOW,
+       QWEN2_WINDOW, NMODELS };
 
 static const struct model {
 	const char *dir;  /* below $FGCORE_TESTDATA, or (intree) below tests/data */
@@ -54,6 +55,11 @@ static const struct model {
 	/* Qwen2 with q, k, v biases, grouped-query heads, an untied lm_head and
 	 * config.json's layer_types (hf_fp16 0.0077 on the CPU) */
 	[QWEN2_TINY] = { "qwen2-tiny", 1, 25, 0, 0 },
+	/* Sliding windows of 8 over runs of up to 57 positions
+	 * (tests/reference/make_window.py): every layer of the Mistral, the
+	 * second of the Qwen2 (max_window_layers 1) */
+	[MISTRAL_WINDOW] = { "mistral-window-tiny", 1, 25, 0, 0 },
+	[QWEN2_WINDOW] = { "qwen2-window-tiny", 1, 25, 0, 0 },
 };
 _Static_assert(sizeof(models) / sizeof(models[0]) == NMODELS, "one models[] entry per name");
 
@@ -482,8 +488,8 @@ int main(void)
 		printf("backend %s: fp16 tolerance %g\n", b, TOL);
 	}
 	if (!td || !*td)
-		printf("FGCORE_TESTDATA is not set: the in-tree model (%s) only\n",
-		       models[QWEN2_TINY].dir);
+		printf("FGCORE_TESTDATA is not set: the in-tree models (%s) only\n",
+		       "qwen2-tiny, mistral-window-tiny, qwen2-window-tiny");
 	SRunner *sr = srunner_create(golden_suite(td && *td));
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);

@@ -184,7 +184,7 @@ static void run(struct fg_config *c, int32_t out[NPROMPT][NEW], float **lg)
 		pad[r] = (int32_t)(r % NPROMPT);
 		for (int i = 0; i < 12; i++)
 			pids[r * 12 + i] = i < pad[r] ? 1 : ids[r % NPROMPT][i - pad[r]];
-		next[r] = 1000 + (int32_t)r % NPROMPT;
+		next[r] = (int32_t)((1000 + r % NPROMPT) % V);
 	}
 	fg_engine_forward_env(e, e->policy.num_gpu_batches, &env);
 	ck_assert_msg(fg_forward_new(&f, &env, 12, 4) == 0, "%s", fg_last_error_text());
@@ -296,6 +296,19 @@ END_TEST
 START_TEST(test_equivalence_qwen3)
 {
 	snprintf(model, sizeof(model), "%s/llama/qwen3-py-128x4", getenv("FGCORE_TESTDATA"));
+	equivalence(&variants[_i]);
+}
+END_TEST
+
+/* And on an in-tree Mistral whose every layer has a sliding window of 8
+ * (tests/data/mistral-window-tiny): the runs pass the window, so each
+ * placement's attention (host attention too) applies it. */
+START_TEST(test_equivalence_window)
+{
+	const char *src = getenv("FGCORE_SRCDIR");
+
+	snprintf(model, sizeof(model), "%s/tests/data/mistral-window-tiny",
+		 src && *src ? src : FG_TEST_SRCDIR);
 	equivalence(&variants[_i]);
 }
 END_TEST
@@ -468,6 +481,7 @@ int main(void)
 	add_runnable(tc, test_equivalence_llama, NVARIANTS, llama_ok);
 	add_runnable(tc, test_equivalence_mixtral, NVARIANTS, mixtral_ok);
 	add_runnable(tc, test_equivalence_qwen3, NVARIANTS, qwen3_ok);
+	add_runnable(tc, test_equivalence_window, NVARIANTS, variant_ok);
 	tcase_add_test(tc, test_memory_accounting);
 	tcase_add_test(tc, test_capacity_refusal);
 	suite_add_tcase(s, tc);
