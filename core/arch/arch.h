@@ -33,6 +33,7 @@ struct fg_arch;
 #define FG_FEAT_TIED 8u     /* the output projection is the token embedding */
 #define FG_FEAT_MOE 16u     /* the MLP is a sparse mixture of experts */
 #define FG_FEAT_QK_NORM 32u /* RMSNorm of each head's q and k before rotary (Qwen3) */
+#define FG_FEAT_SHARED_EXPERT 64u /* a mixture's shared expert and its gate (Qwen2-MoE) */
 
 /* Hyper-parameters of a model, whatever its family. */
 struct fg_model_config {
@@ -56,6 +57,8 @@ struct fg_model_config {
 	/* A mixture-of-experts MLP (FG_FEAT_MOE): each token's router picks
 	 * experts_per_tok of `experts` SwiGLU experts of ffn each. */
 	int64_t experts, experts_per_tok;
+	int router_renorm;  /* the chosen experts' weights sum to 1 (else: softmax over all) */
+	int64_t shared_ffn; /* the shared expert's width (FG_FEAT_SHARED_EXPERT) */
 	/* Rotary positions (families that use them): the first rot_dim values
 	 * of each head rotate by position * rope_inv_freq[i] (scaling applied),
 	 * cos and sin multiplied by rope_attn_factor. */
@@ -75,6 +78,8 @@ enum fg_dim {
 	FG_DIM_KV,     /* kv_heads * head_dim */
 	FG_DIM_EXPERTS, /* experts: a router's logits */
 	FG_DIM_HEAD,   /* head_dim: a per-head vector */
+	FG_DIM_SHARED_FFN, /* a mixture's shared expert's width */
+	FG_DIM_ROW,    /* 1, as the rows of a matrix (a [1, n] weight: rank 2) */
 };
 
 /* The blocks FlexGen schedules: the input embedding, per layer an attention
@@ -209,7 +214,7 @@ int fg_arch_check(const struct fg_arch *a);
 const struct fg_arch *fg_arch_find(const char *model_type);
 extern const struct fg_arch fg_arch_opt;
 extern const struct fg_arch fg_arch_llama, fg_arch_mistral, fg_arch_qwen2, fg_arch_qwen3,
-	fg_arch_mixtral;
+	fg_arch_mixtral, fg_arch_qwen2_moe, fg_arch_qwen3_moe;
 
 /* "dummy:<preset>": the family whose preset it is. */
 int fg_model_preset(const char *name, struct fg_model_config *c);

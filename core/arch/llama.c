@@ -20,12 +20,19 @@
 #include <string.h>
 #include <strings.h>
 
+#include <fgcore/half.h>
+
 #include "core/arch/arch.h"
 #include "core/arch/block.h"
 #include "core/arch/config.h"
 #include "core/util/error.h"
 
 /* ---- hyper-parameters ------------------------------------------------------ */
+
+/* The experts a layer's table holds (Mixtral-8x7B and 8x22B have 8): the
+ * plan keeps a block's tensors in a fixed array, so experts beyond these
+ * wait for experts as placement units of their own. */
+#define MOE_EXPERTS_MAX 8
 
 enum { ROPE_DEFAULT, ROPE_LINEAR, ROPE_LLAMA3 };
 
@@ -100,6 +107,15 @@ static void llama_rope_table(struct fg_model_config *c, const struct llama_rope 
 	}
 }
 
+/* Published mixtures wider than the tables (MOE_EXPERTS_MAX): known, refused. */
+static const struct {
+	const char *name;
+	int experts;
+} moe_wide_presets[] = {
+	{ "qwen1.5-moe-a2.7b", 60 }, { "qwen2-57b-a14b", 64 }, { "qwen3-30b-a3b", 128 },
+	{ "qwen3-235b-a22b", 128 },
+};
+
 static int llama_preset(const char *name, struct fg_model_config *c)
 {
 	const char *base = name ? name : "";
@@ -107,6 +123,12 @@ static int llama_preset(const char *name, struct fg_model_config *c)
 
 	if (slash) /* "meta-llama/llama-2-7b" */
 		base = slash + 1;
+	for (size_t i = 0; i < sizeof(moe_wide_presets) / sizeof(moe_wide_presets[0]); i++)
+		if (strcasecmp(base, moe_wide_presets[i].name) == 0) {
+			FG_ERR("dummy:%s: %d experts per layer: at most %d are implemented (a layer's experts are still tensors of its block, whose table is fixed)",
+			       moe_wide_presets[i].name, moe_wide_presets[i].experts, MOE_EXPERTS_MAX);
+			return -ENOTSUP;
+		}
 	for (size_t i = 0; i < LLAMA_NPRESETS; i++) {
 		const struct llama_preset *p = &llama_presets[i];
 		if (strcasecmp(base, p->name) != 0)
@@ -129,6 +151,7 @@ static int llama_preset(const char *name, struct fg_model_config *c)
 			c->window_layers[l / 64] |= 1ull << (l % 64);
 		c->experts = p->experts;
 		c->experts_per_tok = p->experts_per_tok;
+		c->router_renorm = p->experts > 0; /* (Mixtral's) */
 		c->bos_id = 1, c->eos_id = 2, c->pad_id = 0;
 		struct llama_rope r = p->rope;
 		if (r.type == ROPE_DEFAULT)
@@ -256,7 +279,8 @@ static int llama_window_config(const char *path, json_t *root, const struct fg_a
 	int64_t window = 0, window_layers = QWEN2_HF_WINDOW_LAYERS;
 	int use_window = arch == &fg_arch_mistral || arch == &fg_arch_mixtral, windowed = 0, rc;
 
-	int qwen = arch == &fg_arch_qwen2 || arch == &fg_arch_qwen3;
+	int qwen = arch == &fg_arch_qwen2 || arch == &fg_arch_qwen3 || arch == &fg_arch_qwen2_moe ||
+		   arch == &fg_arch_qwen3_moe;
 
 	if (qwen && (rc = fg_json_bool(path, root, "use_sliding_window", &use_window)))
 		return rc;
@@ -335,32 +359,82 @@ static int llama_window_config(const char *path, json_t *root, const struct fg_a
 	return 0;
 }
 
-/* The experts this build's Mixtral table holds (Mixtral-8x7B and 8x22B have 8). */
-#define MIXTRAL_EXPERTS_MAX 8
 
-/* Mixtral's router: num_local_experts experts, num_experts_per_tok per
- * token; jitter noise and the auxiliary loss are training's only. */
-static int mixtral_experts_config(const char *path, json_t *root, struct fg_model_config *c)
+static int is_moe(const struct fg_arch *a)
 {
+	return a == &fg_arch_mixtral || a == &fg_arch_qwen2_moe || a == &fg_arch_qwen3_moe;
+}
+
+/* A key of Hugging Face's config.json that names the experts' count. */
+static int moe_count(const char *path, json_t *root, const char *key, int64_t *n, const char **by)
+{
+	int64_t v;
 	int rc;
 
-	c->experts = 8, c->experts_per_tok = 2; /* MixtralConfig's defaults */
-	if ((json_object_get(root, "num_local_experts") &&
-	     (rc = fg_json_dim(path, root, "num_local_experts", &c->experts))) ||
+	if (!json_object_get(root, key) || json_is_null(json_object_get(root, key)))
+		return 0;
+	if ((rc = fg_json_dim(path, root, key, &v)))
+		return rc;
+	if (*by && v != *n) {
+		FG_ERR("%s: %s %lld and %s %lld disagree: give one", path, *by, (long long)*n, key,
+		       (long long)v);
+		return -EINVAL;
+	}
+	*n = v, *by = key;
+	return 0;
+}
+
+/* The router of Mixtral (num_local_experts, softmax over the chosen) and of
+ * Qwen's MoE (num_experts, norm_topk_prob, moe_intermediate_size, a shared
+ * expert with its sigmoid gate in Qwen2-MoE); jitter noise and the auxiliary
+ * loss are training's only. */
+static int moe_config(const char *path, json_t *root, const struct fg_arch *arch,
+		      struct fg_model_config *c)
+{
+	const char *by = NULL, *name;
+	json_t *v;
+	int rc, renorm = arch == &fg_arch_mixtral;
+
+	/* MixtralConfig's defaults; Qwen2MoeConfig's and Qwen3MoeConfig's */
+	c->experts = arch == &fg_arch_mixtral ? 8 : arch == &fg_arch_qwen2_moe ? 60 : 128;
+	c->experts_per_tok = arch == &fg_arch_mixtral ? 2 : arch == &fg_arch_qwen2_moe ? 4 : 8;
+	if ((rc = moe_count(path, root, "num_local_experts", &c->experts, &by)) ||
+	    (arch != &fg_arch_mixtral && (rc = moe_count(path, root, "num_experts", &c->experts, &by))) ||
 	    (json_object_get(root, "num_experts_per_tok") &&
 	     (rc = fg_json_dim(path, root, "num_experts_per_tok", &c->experts_per_tok))))
 		return rc;
-	if (c->experts > MIXTRAL_EXPERTS_MAX) {
-		FG_ERR("%s: num_local_experts %lld: at most %d experts per layer are implemented for mixtral models",
-		       path, (long long)c->experts, MIXTRAL_EXPERTS_MAX);
+	name = by ? by : arch == &fg_arch_mixtral ? "num_local_experts" : "num_experts";
+	if (c->experts > MOE_EXPERTS_MAX) {
+		FG_ERR("%s: %s %lld: at most %d experts per layer are implemented for %s models",
+		       path, name, (long long)c->experts, MOE_EXPERTS_MAX, arch->name);
 		return -ENOTSUP;
 	}
 	if (c->experts_per_tok > c->experts || c->experts_per_tok > FG_ROUTE_TOP_MAX) {
-		FG_ERR("%s: num_experts_per_tok %lld must be at most num_local_experts (%lld)", path,
-		       (long long)c->experts_per_tok, (long long)c->experts);
+		FG_ERR("%s: num_experts_per_tok %lld must be at most %s (%lld)", path,
+		       (long long)c->experts_per_tok, name, (long long)c->experts);
 		return -EINVAL;
 	}
-	c->features |= FG_FEAT_MOE;
+	if (arch != &fg_arch_mixtral) {
+		int64_t step = 1;
+		if ((rc = fg_json_bool(path, root, "norm_topk_prob", &renorm)) ||
+		    (json_object_get(root, "decoder_sparse_step") &&
+		     (rc = fg_json_dim(path, root, "decoder_sparse_step", &step))))
+			return rc;
+		v = json_object_get(root, "mlp_only_layers");
+		if (step != 1 || (v && !json_is_null(v) && (!json_is_array(v) || json_array_size(v)))) {
+			FG_ERR("%s: %s: only models whose every layer is a mixture of experts are implemented (decoder_sparse_step 1, mlp_only_layers [])",
+			       path, step != 1 ? "decoder_sparse_step" : "mlp_only_layers");
+			return -ENOTSUP;
+		}
+		if ((rc = fg_json_dim(path, root, "moe_intermediate_size", &c->ffn)))
+			return rc;
+		if (arch == &fg_arch_qwen2_moe &&
+		    json_object_get(root, "shared_expert_intermediate_size") &&
+		    (rc = fg_json_dim(path, root, "shared_expert_intermediate_size", &c->shared_ffn)))
+			return rc;
+	}
+	c->router_renorm = renorm;
+	c->features |= FG_FEAT_MOE | (c->shared_ffn ? FG_FEAT_SHARED_EXPERT : 0);
 	return 0;
 }
 
@@ -421,8 +495,10 @@ static int llama_config_of(const char *path, json_t *root, const struct fg_arch 
 	}
 	for (size_t i = 0; i < sizeof(llama_refused_keys) / sizeof(llama_refused_keys[0]); i++) {
 		v = json_object_get(root, llama_refused_keys[i]);
-		if (arch == &fg_arch_mixtral && strcmp(llama_refused_keys[i], "num_local_experts") == 0)
-			continue; /* (read below) */
+		if (is_moe(arch) && (!strcmp(llama_refused_keys[i], "num_local_experts") ||
+				     !strcmp(llama_refused_keys[i], "num_experts") ||
+				     !strcmp(llama_refused_keys[i], "moe_intermediate_size")))
+			continue; /* (moe_config reads them) */
 		if (v && !json_is_null(v) && !json_is_false(v)) {
 			FG_ERR("%s: key \"%s\" changes the model's math and is not implemented for %s models",
 			       path, llama_refused_keys[i], arch->name);
@@ -446,6 +522,11 @@ static int llama_config_of(const char *path, json_t *root, const struct fg_arch 
 	c->features |= flag ? FG_FEAT_TIED : 0;
 	if (arch == &fg_arch_qwen2) {
 		c->features |= FG_FEAT_QKV_BIAS;
+	} else if (arch == &fg_arch_qwen2_moe) {
+		flag = 1; /* Qwen2MoeConfig's qkv_bias */
+		if ((rc = fg_json_bool(path, root, "qkv_bias", &flag)))
+			return rc;
+		c->features |= flag ? FG_FEAT_QKV_BIAS : 0;
 	} else {
 		/* (qwen3: no biases unless attention_bias, as Qwen3Config reads it) */
 		flag = 0;
@@ -453,7 +534,7 @@ static int llama_config_of(const char *path, json_t *root, const struct fg_arch 
 			return rc;
 		c->features |= flag ? FG_FEAT_QKV_BIAS | FG_FEAT_O_BIAS : 0;
 	}
-	if (arch == &fg_arch_qwen3)
+	if (arch == &fg_arch_qwen3 || arch == &fg_arch_qwen3_moe)
 		c->features |= FG_FEAT_QK_NORM;
 	flag = 0;
 	if ((rc = fg_json_bool(path, root, "mlp_bias", &flag)))
@@ -462,7 +543,7 @@ static int llama_config_of(const char *path, json_t *root, const struct fg_arch 
 
 	if ((rc = llama_window_config(path, root, arch, c)))
 		return rc;
-	if (arch == &fg_arch_mixtral && (rc = mixtral_experts_config(path, root, c)))
+	if (is_moe(arch) && (rc = moe_config(path, root, arch, c)))
 		return rc;
 
 	/* Token ids: all optional; a missing one falls back to another. */
@@ -521,6 +602,16 @@ static int mixtral_config(const char *path, const void *json, struct fg_model_co
 	return llama_config_of(path, (json_t *)json, &fg_arch_mixtral, c);
 }
 
+static int qwen2_moe_config(const char *path, const void *json, struct fg_model_config *c)
+{
+	return llama_config_of(path, (json_t *)json, &fg_arch_qwen2_moe, c);
+}
+
+static int qwen3_moe_config(const char *path, const void *json, struct fg_model_config *c)
+{
+	return llama_config_of(path, (json_t *)json, &fg_arch_qwen3_moe, c);
+}
+
 /* ---- the tensor table ------------------------------------------------------ */
 
 /* The tables are indexed by these enums, in the order a checkpoint's tensors
@@ -542,7 +633,7 @@ enum llama_layer {
  * the norm, the router, and each expert's w1 (gate), w3 (up), w2 (down). */
 enum mixtral_layer {
 	MX_N2 = LL_KN + 1, MX_ROUTER, MX_EXPERT0,
-	MX_NLAYER = MX_EXPERT0 + 3 * MIXTRAL_EXPERTS_MAX
+	MX_NLAYER = MX_EXPERT0 + 3 * MOE_EXPERTS_MAX
 };
 #define MX_W(e, j) (MX_EXPERT0 + 3 * (e) + (j)) /* j: 0 w1, 1 w3, 2 w2 */
 #define L "model.layers.%d."
@@ -590,6 +681,38 @@ FG_TABLE_CHECK(llama_layer, LL_NLAYER);
 	[MX_W(e, 2)] = { L "block_sparse_moe.experts." #e ".w2.weight", FG_BLOCK_MLP, FG_DIM_HIDDEN,    \
 			 FG_DIM_FFN, LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 }
 
+/* Qwen's MoE layer (qwen2_moe, qwen3_moe): the norm, the router, the shared
+ * expert and its gate (Qwen2-MoE), each expert's gate, up and down. */
+enum qwen_moe_layer {
+	QM_N2 = LL_KN + 1, QM_ROUTER, QM_SH_GATE, QM_SH_UP, QM_SH_DOWN, QM_SH_ROUTE, QM_EXPERT0,
+	QM_NLAYER = QM_EXPERT0 + 3 * MOE_EXPERTS_MAX
+};
+#define QM_W(e, j) (QM_EXPERT0 + 3 * (e) + (j)) /* j: 0 gate, 1 up, 2 down */
+#define SH FG_FEAT_SHARED_EXPERT
+
+#define QM_EXPERT(e)                                                                              \
+	[QM_W(e, 0)] = { L "mlp.experts." #e ".gate_proj.weight", FG_BLOCK_MLP, FG_DIM_FFN,            \
+			 FG_DIM_HIDDEN, LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 },            \
+	[QM_W(e, 1)] = { L "mlp.experts." #e ".up_proj.weight", FG_BLOCK_MLP, FG_DIM_FFN,              \
+			 FG_DIM_HIDDEN, LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 },            \
+	[QM_W(e, 2)] = { L "mlp.experts." #e ".down_proj.weight", FG_BLOCK_MLP, FG_DIM_HIDDEN,         \
+			 FG_DIM_FFN, LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 }
+
+static const struct fg_tensor_def qwen_moe_layer[] = {
+	LLAMA_ATTN_TENSORS,
+	[QM_N2]		= { L "post_attention_layernorm.weight", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+	[QM_ROUTER]	= { L "mlp.gate.weight", FG_BLOCK_MLP, FG_DIM_EXPERTS, FG_DIM_HIDDEN, 0, FG_INIT_MATRIX, 0, 0 },
+	[QM_SH_GATE]	= { L "mlp.shared_expert.gate_proj.weight", FG_BLOCK_MLP, FG_DIM_SHARED_FFN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, SH, 0 },
+	[QM_SH_UP]	= { L "mlp.shared_expert.up_proj.weight", FG_BLOCK_MLP, FG_DIM_SHARED_FFN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, SH, 0 },
+	[QM_SH_DOWN]	= { L "mlp.shared_expert.down_proj.weight", FG_BLOCK_MLP, FG_DIM_HIDDEN, FG_DIM_SHARED_FFN, LIN, FG_INIT_MATRIX, SH, 0 },
+	[QM_SH_ROUTE]	= { L "mlp.shared_expert_gate.weight", FG_BLOCK_MLP, FG_DIM_ROW, FG_DIM_HIDDEN, 0, FG_INIT_MATRIX, SH, 0 },
+	QM_EXPERT(0), QM_EXPERT(1), QM_EXPERT(2), QM_EXPERT(3),
+	QM_EXPERT(4), QM_EXPERT(5), QM_EXPERT(6), QM_EXPERT(7),
+};
+FG_TABLE_CHECK(qwen_moe_layer, QM_NLAYER);
+#undef QM_EXPERT
+#undef SH
+
 static const struct fg_tensor_def mixtral_layer[] = {
 	LLAMA_ATTN_TENSORS,
 	[MX_N2]		= { L "post_attention_layernorm.weight", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
@@ -598,7 +721,7 @@ static const struct fg_tensor_def mixtral_layer[] = {
 	MX_EXPERT(4), MX_EXPERT(5), MX_EXPERT(6), MX_EXPERT(7),
 };
 FG_TABLE_CHECK(mixtral_layer, MX_NLAYER);
-_Static_assert(MIXTRAL_EXPERTS_MAX == 8, "mixtral_layer lists 8 experts");
+_Static_assert(MOE_EXPERTS_MAX == 8, "mixtral_layer lists 8 experts");
 #undef MX_EXPERT
 #undef L
 #undef LIN
@@ -636,6 +759,26 @@ static const struct fg_workspace_def mixtral_workspace[] = {
 	[WS_XG]		= { "xg", FG_WS_PER_ROUTE, FG_DIM_HIDDEN },
 };
 FG_TABLE_CHECK(mixtral_workspace, MIXTRAL_NWS);
+
+/* Qwen's MoE: Mixtral's, and the shared expert's gate and up. */
+enum qwen_moe_ws { WS_SH_GATE = MIXTRAL_NWS, WS_SH_UP, QWEN_MOE_NWS };
+
+static const struct fg_workspace_def qwen_moe_workspace[] = {
+	[WS_X]		= { "x", FG_WS_PER_TOKEN, FG_DIM_HIDDEN },
+	[WS_Q]		= { "q", FG_WS_PER_TOKEN, FG_DIM_Q },
+	[WS_K]		= { "k", FG_WS_PER_TOKEN, FG_DIM_KV },
+	[WS_V]		= { "v", FG_WS_PER_TOKEN, FG_DIM_KV },
+	[WS_A]		= { "a", FG_WS_PER_TOKEN, FG_DIM_Q },
+	[WS_GATE]	= { "gate", FG_WS_PER_ROUTE, FG_DIM_FFN },
+	[WS_UP]		= { "up", FG_WS_PER_ROUTE, FG_DIM_FFN },
+	[WS_LOGITS]	= { "logits", FG_WS_PER_SEQ, FG_DIM_VOCAB },
+	[WS_ROUTER]	= { "router", FG_WS_PER_TOKEN, FG_DIM_EXPERTS },
+	[WS_XG]		= { "xg", FG_WS_PER_ROUTE, FG_DIM_HIDDEN },
+	[WS_SH_GATE]	= { "shared gate", FG_WS_PER_TOKEN, FG_DIM_SHARED_FFN },
+	[WS_SH_UP]	= { "shared up", FG_WS_PER_TOKEN, FG_DIM_SHARED_FFN },
+};
+FG_TABLE_CHECK(qwen_moe_workspace, QWEN_MOE_NWS);
+_Static_assert(QWEN_MOE_NWS <= FG_WS_MAX, "qwen_moe_workspace: more workspaces than a block has");
 _Static_assert(MIXTRAL_NWS <= FG_WS_MAX, "mixtral_workspace: more workspaces than a block has");
 _Static_assert(LLAMA_NWS <= FG_WS_MAX, "llama_workspace: more workspaces than a block has");
 
@@ -728,15 +871,25 @@ static int llama_mlp(struct fg_block_ctx *x)
  * SwiGLU (one grouped call each for up, gate and down when every expert's
  * weights are whole on the compute tier, else a call per expert and piece),
  * then each row's weighted sum added to h. */
-static int mixtral_mlp(struct fg_block_ctx *x)
+/* Where a family's mixture keeps its tensors: table entries of the norm, the
+ * router, expert 0's (gate, up, down: expert e's are 3 e further), and the
+ * shared expert's gate, up, down and sigmoid gate (-1: none). */
+struct moe_tabs {
+	int n2, router, expert0, shared;
+};
+#define EXP_W(t, e, j) ((int)((t)->expert0 + 3 * (e) + (j)))
+
+static int moe_shared(struct fg_block_ctx *x, const struct moe_tabs *t, struct fg_tensor in);
+
+static int moe_mlp(struct fg_block_ctx *x, const struct moe_tabs *t)
 {
 	const struct fg_model_config *c = x->cfg;
 	int64_t rows = x->h.rows, k = c->experts_per_tok, ne = c->experts, m = rows * k, n = 0;
 	struct fg_tensor in = fg_rows(x->ws[WS_X], 0, rows), r = fg_rows(x->ws[WS_ROUTER], 0, rows);
 	int32_t *ids = malloc((size_t)m * sizeof(*ids)), *row = malloc((size_t)m * sizeof(*row));
 	float *wt = malloc((size_t)m * sizeof(*wt)), *rw = malloc((size_t)m * sizeof(*rw));
-	int64_t off[MIXTRAL_EXPERTS_MAX + 1] = { 0 };
-	struct fg_tensor w[3][MIXTRAL_EXPERTS_MAX];
+	int64_t off[MOE_EXPERTS_MAX + 1] = { 0 };
+	struct fg_tensor w[3][MOE_EXPERTS_MAX];
 	int whole = 1, rc;
 
 	if (!ids || !row || !wt || !rw) {
@@ -745,10 +898,10 @@ static int mixtral_mlp(struct fg_block_ctx *x)
 		rc = -ENOMEM;
 		goto out;
 	}
-	struct fg_route_args ra = { .logits = r, .k = (int32_t)k, .renormalize = 1, .ids = ids,
-				    .weights = wt };
-	if ((rc = llama_norm(x, "post_attention_layernorm", x->h, MX_N2, in)) ||
-	    (rc = fg_block_linear(x, "router", MX_ROUTER, -1, in, FG_ACT_NONE, none, none, r)) ||
+	struct fg_route_args ra = { .logits = r, .k = (int32_t)k, .renormalize = c->router_renorm,
+				    .ids = ids, .weights = wt };
+	if ((rc = llama_norm(x, "post_attention_layernorm", x->h, t->n2, in)) ||
+	    (rc = fg_block_linear(x, "router", t->router, -1, in, FG_ACT_NONE, none, none, r)) ||
 	    (rc = fg_backend_route(x->be, x->stream, x->layer, "router top-k", &ra)))
 		goto out;
 	/* Group the (row, expert) pairs by expert, rows ascending within one
@@ -759,7 +912,7 @@ static int mixtral_mlp(struct fg_block_ctx *x)
 	for (int64_t e = 0; e < ne; e++)
 		off[e + 1] += off[e];
 	n = off[ne];
-	int64_t at[MIXTRAL_EXPERTS_MAX];
+	int64_t at[MOE_EXPERTS_MAX];
 	memcpy(at, off, sizeof(at));
 	for (int64_t i = 0; i < m; i++)
 		if (ids[i] >= 0 && ids[i] < ne) {
@@ -773,7 +926,7 @@ static int mixtral_mlp(struct fg_block_ctx *x)
 		goto out;
 	for (int j = 0; j < 3; j++)
 		for (int64_t e = 0; e < ne; e++) {
-			const struct fg_wview *v = fg_block_tensor(x, MX_W(e, j));
+			const struct fg_wview *v = fg_block_tensor(x, EXP_W(t, e, j));
 			whole &= v->npieces == 1;
 			w[j][e] = v->piece[0].t;
 		}
@@ -794,27 +947,94 @@ static int mixtral_mlp(struct fg_block_ctx *x)
 				continue;
 			struct fg_tensor xe = fg_rows(xg, r0, nr), ue = fg_rows(up, r0, nr);
 			struct fg_tensor ge = fg_rows(g, r0, nr);
-			if ((rc = fg_block_linear(x, "expert w3", MX_W(e, 1), -1, xe, FG_ACT_NONE, none,
+			if ((rc = fg_block_linear(x, "expert w3", EXP_W(t, e, 1), -1, xe, FG_ACT_NONE, none,
 						  none, ue)) ||
-			    (rc = fg_block_linear(x, "expert w1", MX_W(e, 0), -1, xe, FG_ACT_SILU, none,
+			    (rc = fg_block_linear(x, "expert w1", EXP_W(t, e, 0), -1, xe, FG_ACT_SILU, none,
 						  ue, ge)))
 				break;
 			/* (xe is read by now: the expert's output takes its rows) */
-			rc = fg_block_linear(x, "expert w2", MX_W(e, 2), -1, ge, FG_ACT_NONE, none, none,
+			rc = fg_block_linear(x, "expert w2", EXP_W(t, e, 2), -1, ge, FG_ACT_NONE, none, none,
 					     xe);
 		}
 		if (rc)
 			goto out;
 	}
 	struct fg_scatter_add_args sa = { .y = xg, .index = row, .weight = rw, .n = n, .out = x->h };
-	if (n)
-		rc = fg_backend_scatter_add(x->be, x->stream, x->layer, "experts' sum", &sa);
+	if (n && (rc = fg_backend_scatter_add(x->be, x->stream, x->layer, "experts' sum", &sa)))
+		goto out;
+	if (t->shared >= 0 && (c->features & FG_FEAT_SHARED_EXPERT))
+		rc = moe_shared(x, t, in);
 out:
 	free(ids);
 	free(row);
 	free(wt);
 	free(rw);
 	return rc;
+}
+
+/* Qwen2-MoE's shared expert, after the routed sum: h += sigmoid(x · g) ⊙
+ * down(silu(gate x) ⊙ up x), the sigmoid taken on the host from the gate's
+ * logits (one per token) and applied as the scatter-add's weights. */
+static int moe_shared(struct fg_block_ctx *x, const struct moe_tabs *t, struct fg_tensor in)
+{
+	int64_t rows = x->h.rows;
+	struct fg_tensor g = fg_rows(x->ws[WS_SH_GATE], 0, rows), u = fg_rows(x->ws[WS_SH_UP], 0, rows);
+	struct fg_tensor y = fg_rows(x->ws[WS_XG], 0, rows), r = fg_rows(x->ws[WS_ROUTER], 0, rows);
+	size_t esz = fg_dtype_size(r.dtype), bytes = (size_t)(rows * r.ld) * esz;
+	unsigned char *host = malloc(bytes ? bytes : 1);
+	int32_t *idx = malloc((size_t)(rows ? rows : 1) * sizeof(*idx));
+	float *wt = malloc((size_t)(rows ? rows : 1) * sizeof(*wt));
+	int rc;
+
+	if (!host || !idx || !wt) {
+		FG_ERR("layer %lld: out of memory for the shared expert's gate", (long long)x->layer);
+		rc = -ENOMEM;
+		goto out;
+	}
+	if ((rc = fg_block_linear(x, "shared_expert.up_proj", t->shared + 1, -1, in, FG_ACT_NONE,
+				  none, none, u)) ||
+	    (rc = fg_block_linear(x, "shared_expert.gate_proj", t->shared, -1, in, FG_ACT_SILU,
+				  none, u, g)) ||
+	    (rc = fg_block_linear(x, "shared_expert.down_proj", t->shared + 2, -1, g, FG_ACT_NONE,
+				  none, none, y)) ||
+	    (rc = fg_block_linear(x, "shared_expert_gate", t->shared + 3, -1, in, FG_ACT_NONE, none,
+				  none, fg_cols(r, 0, 1))) ||
+	    (rc = fg_backend_copy(x->be, x->stream, host, r.data, bytes)) ||
+	    (rc = fg_backend_stream_sync(x->be, x->stream)))
+		goto out;
+	for (int64_t i = 0; i < rows; i++) {
+		const unsigned char *at = host + (size_t)(i * r.ld) * esz;
+		float v;
+		if (r.dtype == FG_DTYPE_F16) {
+			uint16_t hv;
+			memcpy(&hv, at, sizeof(hv));
+			v = fg_half_to_float(hv);
+		} else {
+			memcpy(&v, at, sizeof(v));
+		}
+		idx[i] = (int32_t)i;
+		wt[i] = 1.0f / (1.0f + expf(-v));
+	}
+	struct fg_scatter_add_args sa = { .y = y, .index = idx, .weight = wt, .n = rows, .out = x->h };
+	if (rows)
+		rc = fg_backend_scatter_add(x->be, x->stream, x->layer, "shared expert", &sa);
+out:
+	free(host);
+	free(idx);
+	free(wt);
+	return rc;
+}
+
+static int mixtral_mlp(struct fg_block_ctx *x)
+{
+	static const struct moe_tabs t = { MX_N2, MX_ROUTER, MX_EXPERT0, -1 };
+	return moe_mlp(x, &t);
+}
+
+static int qwen_moe_mlp(struct fg_block_ctx *x)
+{
+	static const struct moe_tabs t = { QM_N2, QM_ROUTER, QM_EXPERT0, QM_SH_GATE };
+	return moe_mlp(x, &t);
 }
 
 /* The final norm of the rows asked for, then their logits. */
@@ -896,3 +1116,9 @@ const struct fg_arch fg_arch_qwen3 = LLAMA_DENSE("qwen3", 0, qwen3_config, NULL,
 const struct fg_arch fg_arch_mixtral = LLAMA_FAMILY("mixtral", 1, mixtral_config, NULL, NULL,
 						    mixtral_layer, MX_NLAYER, mixtral_workspace,
 						    MIXTRAL_NWS, mixtral_mlp);
+const struct fg_arch fg_arch_qwen2_moe = LLAMA_FAMILY("qwen2_moe", 0, qwen2_moe_config, NULL, NULL,
+						      qwen_moe_layer, QM_NLAYER, qwen_moe_workspace,
+						      QWEN_MOE_NWS, qwen_moe_mlp);
+const struct fg_arch fg_arch_qwen3_moe = LLAMA_FAMILY("qwen3_moe", 0, qwen3_moe_config, NULL, NULL,
+						      qwen_moe_layer, QM_NLAYER, qwen_moe_workspace,
+						      QWEN_MOE_NWS, qwen_moe_mlp);

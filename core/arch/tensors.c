@@ -28,6 +28,10 @@ int64_t fg_dim_value(const struct fg_model_config *c, enum fg_dim d)
 		return c->experts;
 	case FG_DIM_HEAD:
 		return c->head_dim;
+	case FG_DIM_SHARED_FFN:
+		return c->shared_ffn;
+	case FG_DIM_ROW:
+		return 1;
 	}
 	return 0;
 }
