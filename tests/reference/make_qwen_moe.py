@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""Build tests/data/qwen2-moe-tiny and tests/data/qwen3-moe-tiny: two tiny
+random mixture-of-experts Qwen models (Qwen2MoeForCausalLM, the Qwen1.5-MoE
+layout, and Qwen3MoeForCausalLM) saved the way current Hugging Face
+transformers saves them (config.json, fp16 model.safetensors with one tensor
+per expert projection), and Hugging Face's own outputs for them in the format
+of the shared reference data (FGCORE_TESTDATA's README: golden.json and
+golden_prefill_last_logits.f32), as tests/reference/make_qwen2.py does for
+qwen2-tiny.
+
+Only the making of the data needs Python, torch, transformers and
+safetensors; the files are committed and the engine and its tests never run
+this script.
+
+  python3 tests/reference/make_qwen_moe.py [data_dir]   (default tests/data)
+
+The models: vocab 512, hidden 64, 2 layers, 4 query heads over 2 key/value
+heads of 16, RMSNorm eps 1e-6, rotary theta 10000, 256 positions, an lm_head
+of its own (untied); every layer's MLP is a sparse MoE block (decoder_sparse_step
+1, mlp_only_layers []) of 8 SwiGLU experts of 64, 2 per token.
+  qwen2-moe-tiny: Qwen2's biases on q, k and v; norm_topk_prob false (as
+    Qwen1.5-MoE-A2.7B); a shared SwiGLU expert of 96 behind a sigmoid gate.
+  qwen3-moe-tiny: no attention biases; RMSNorm over each head's 16 values of
+    q and of k (q_norm, k_norm) before the rotary; norm_topk_prob true (as
+    Qwen3-30B-A3B); no shared expert; head_dim 16 written explicitly.
+`intermediate_size` (128) is written to config.json but unused: no layer is
+dense.  Weights are random but larger than Hugging Face's initialisation
+(std 0.15 for the projections and experts, 0.1 for the biases, RMSNorm
+weights around 1, router weights std 0.5 so that routing is decisive), so
+every part of the math, routing included, moves the logits.
+
+The references are computed in fp32 from a fresh load of the saved fp16
+weights, eager attention and eager experts, each prompt alone (positions from
+0, no padding, no cache: every step recomputes the whole sequence);
+golden.json lists the prompts left-padded with pad_token_id and their
+attention mask, as the shared data does.  golden.json also carries
+"router_topk_margin": the smallest gap, over every layer and every position
+the reference computes (each prompt and its first 31 greedy tokens), between
+the k-th and (k+1)-th largest router logit; the script moves to the next seed
+until that gap is at least 1e-3 (ROUTER_MARGIN_MIN), so that an fp32 engine
+must pick the same experts everywhere, and until every greedy step's
+top1-top2 margin is at least 2e-3 (GREEDY_MARGIN_MIN), so that test_golden.c
+checks all 32 tokens of every row (it stops at the first margin below 1e-3).  The script also recomputes every MoE
+block from the saved tensors by the math below and checks it against Hugging
+Face's block (1e-5).
+
+The MoE block as transformers 5.25 computes it (models/qwen2_moe and
+models/qwen3_moe modeling_*.py: *SparseMoeBlock, *TopKRouter, *Experts), per
+token, x = post_attention_layernorm(h) (hidden 64), E = 8 experts, k = 2:
+  router_logits = mlp.gate.weight @ x                      [E], no bias
+  p = softmax(router_logits) over all E, in fp32 (dtype=torch.float)
+  (w, idx) = topk(p, k)          largest first; torch.topk on the probabilities
+  if norm_topk_prob: w = w / sum(w)      (qwen3-moe: yes; qwen2-moe: no, the
+                                          raw softmax probabilities are used)
+  expert e: y_e = down_e @ (silu(gate_e @ x) * (up_e @ x))
+  moe = sum over the k chosen e of w_e * y_e; Hugging Face's eager experts add
+        them into a zero vector in ascending expert id (not in rank order):
+        for e in 0..E-1 hit by any token, out[tok] += w * y_e (index_add_)
+  qwen2-moe only, shared expert:
+        s = shared_expert.down_proj @ (silu(shared_expert.gate_proj @ x)
+                                       * (shared_expert.up_proj @ x))  (96 wide)
+        g = sigmoid(shared_expert_gate.weight @ x)   a scalar per token; the
+            weight is [1, hidden], no bias
+        mlp(x) = moe + g * s        (moe summed first, then the gated shared)
+  qwen3-moe: mlp(x) = moe.
+  Then h = h + mlp(x) (the decoder layer's residual).
+In memory transformers 5.25 fuses the experts into mlp.experts.gate_up_proj
+[E, 2*I, hidden] (gate rows first, then up) and mlp.experts.down_proj
+[E, hidden, I]; save_pretrained splits them back to the checkpoint layout, one
+[out, in] tensor per expert and projection (listed for layer 0 in the output:
+model.layers.0.mlp.experts.<e>.{gate_proj,up_proj,down_proj}.weight,
+model.layers.0.mlp.gate.weight [8, 64], and for qwen2-moe
+model.layers.0.mlp.shared_expert.{gate_proj,up_proj,down_proj}.weight and
+model.layers.0.mlp.shared_expert_gate.weight [1, 64]).
+
+config.json spellings to note (see the saved files): qwen3_moe's config is
+written with "num_local_experts" (its attribute_map maps num_experts to it),
+where the published Qwen3-MoE checkpoints spell "num_experts"; both write
+"rope_parameters": {"rope_theta", "rope_type"} where published checkpoints
+have a top-level "rope_theta"; qwen2_moe writes "qkv_bias" and "layer_types",
+qwen3_moe writes "attention_bias" and no layer_types.
+"""
+import json
+import os
+import sys
+
+import torch
+import transformers
+from safetensors.torch import load_file
+from transformers import (Qwen2MoeConfig, Qwen2MoeForCausalLM, Qwen3MoeConfig,
+                          Qwen3MoeForCausalLM)
+
+torch.set_num_threads(2)
+
+SEED = 20251206
+VOCAB = 512
+PAD, BOS, EOS = 0, 1, 2
+PROMPT_LENS = (25, 10, 17, 6)
+NEW_TOKENS = 32
+N_EXPERTS, TOP_K = 8, 2
+ROUTER_MARGIN_MIN = 1e-3
+GREEDY_MARGIN_MIN = 2e-3
+MAX_TRIES = 50
+
+COMMON = dict(
+    vocab_size=VOCAB,
+    hidden_size=64,
+    intermediate_size=128,  # unused: every layer is a MoE block
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=256,
+    rms_norm_eps=1e-6,
+    rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    tie_word_embeddings=False,
+    use_sliding_window=False,
+    num_experts=N_EXPERTS,
+    num_experts_per_tok=TOP_K,
+    moe_intermediate_size=64,
+    decoder_sparse_step=1,
+    mlp_only_layers=[],
+    pad_token_id=PAD,
+    bos_token_id=BOS,
+    eos_token_id=EOS,
+)
+
+MODELS = {
+    "qwen2-moe-tiny": dict(
+        cls=Qwen2MoeForCausalLM,
+        config=lambda: Qwen2MoeConfig(**COMMON, norm_topk_prob=False,
+                                      shared_expert_intermediate_size=96, qkv_bias=True),
+        shared=True, norm_topk=False, seed=SEED),
+    "qwen3-moe-tiny": dict(
+        cls=Qwen3MoeForCausalLM,
+        config=lambda: Qwen3MoeConfig(**COMMON, norm_topk_prob=True, head_dim=16,
+                                      attention_bias=False),
+        shared=False, norm_topk=True, seed=SEED + 100),
+}
+
+
+def make_model(spec, seed):
+    cfg = spec["config"]()
+    if cfg.model_type == "qwen2_moe" and getattr(cfg, "layer_types", None) is None:
+        cfg.layer_types = ["full_attention"] * cfg.num_hidden_layers
+    torch.manual_seed(seed)
+    model = spec["cls"](cfg).eval()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):  # layer norms, final norm, q_norm, k_norm
+                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
+            elif name.endswith(".bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+            elif "embed_tokens" in name:
+                p.copy_(torch.randn(p.shape, generator=g))
+            elif name.endswith("mlp.gate.weight"):  # the router
+                p.copy_(0.5 * torch.randn(p.shape, generator=g))
+            else:  # projections, experts, shared expert and its gate, lm_head
+                p.copy_(0.15 * torch.randn(p.shape, generator=g))
+    return model
+
+
+def prompts(seed):
+    g = torch.Generator().manual_seed(seed + 1)
+    # Ids above the special ones, so that no prompt holds pad, bos or eos.
+    return [torch.randint(3, VOCAB, (n,), generator=g).tolist() for n in PROMPT_LENS]
+
+
+class Capture:
+    """Forward hooks on every layer's MoE block: its input, output and router logits."""
+
+    def __init__(self, model):
+        self.calls, self.handles = [], []
+        for i, layer in enumerate(model.model.layers):
+            self.handles.append(layer.mlp.register_forward_hook(
+                lambda m, a, out, i=i: self.calls.append(("mlp", i, a[0].detach().clone(),
+                                                         out.detach().clone()))))
+            self.handles.append(layer.mlp.gate.register_forward_hook(
+                lambda m, a, out, i=i: self.calls.append(("router", i, out[0].detach().clone()))))
+
+    def reset(self):
+        self.calls = []
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+def reference(model, prompt, cap):
+    """Prefill logits, greedy tokens, margins and top-5 for one prompt alone;
+    also the router logits and MoE block inputs/outputs of the last step
+    (which covers every position the reference computes)."""
+    ids = list(prompt)
+    tokens, margins, top5, prefill = [], [], [], None
+    with torch.no_grad():
+        for _ in range(NEW_TOKENS):
+            cap.reset()
+            logits = model(torch.tensor([ids])).logits[0, -1].float()
+            if prefill is None:
+                prefill = logits.clone()
+            vals, idx = torch.topk(logits, 5)
+            tok = int(idx[0])
+            assert tok == int(torch.argmax(logits))
+            tokens.append(tok)
+            margins.append(float(vals[0] - vals[1]))
+            top5.append([[int(i), round(float(v), 5)] for i, v in zip(idx, vals)])
+            ids.append(tok)
+    return prefill, tokens, margins, top5, list(cap.calls)
+
+
+def silu(x):
+    return x * torch.sigmoid(x)
+
+
+def moe_by_hand(sd, layer, x, shared, norm_topk):
+    """The MoE block from the saved tensors, by the math in the docstring.
+    x: [tokens, hidden] fp32.  Returns (out, router_logits)."""
+    p = f"model.layers.{layer}.mlp."
+    f = lambda n: sd[p + n].float()
+    logits = x @ f("gate.weight").T
+    prob = torch.softmax(logits, dim=-1, dtype=torch.float32)
+    w, idx = torch.topk(prob, TOP_K, dim=-1)
+    if norm_topk:
+        w = w / w.sum(-1, keepdim=True)
+    out = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        for e in sorted(int(i) for i in idx[t]):  # ascending expert id, as HF's index_add_
+            r = int((idx[t] == e).nonzero()[0, 0])
+            xe = x[t]
+            y = f(f"experts.{e}.down_proj.weight") @ (
+                silu(f(f"experts.{e}.gate_proj.weight") @ xe) * (f(f"experts.{e}.up_proj.weight") @ xe))
+            out[t] += w[t, r] * y
+    if shared:
+        s = (silu(x @ f("shared_expert.gate_proj.weight").T) * (x @ f("shared_expert.up_proj.weight").T)) \
+            @ f("shared_expert.down_proj.weight").T
+        g = torch.sigmoid(x @ f("shared_expert_gate.weight").T)  # [tokens, 1]
+        out = out + g * s
+    return out, logits
+
+
+def build(out, spec, seed):
+    os.makedirs(out, exist_ok=True)
+    make_model(spec, seed).half().save_pretrained(out)
+    with open(os.path.join(out, "config.json")) as f:
+        saved = json.load(f)
+    if saved["model_type"] == "qwen2_moe":
+        assert saved.get("layer_types") == ["full_attention"] * 2, saved.get("layer_types")
+    sd = load_file(os.path.join(out, "model.safetensors"))
+
+    model = spec["cls"].from_pretrained(out, dtype=torch.float32, attn_implementation="eager",
+                                        experts_implementation="eager").eval()
+    cap = Capture(model)
+    rows = prompts(seed)
+    plen = max(len(p) for p in rows)
+    logits, greedy, margin, top5 = [], [], [], []
+    router_low = (float("inf"), None)
+    hand_err = 0.0
+    for r, p in enumerate(rows):
+        l, t, m, k, calls = reference(model, p, cap)
+        logits.append(l)
+        greedy.append(t)
+        margin.append(m)
+        top5.append(k)
+        for c in calls:
+            if c[0] == "router":
+                _, layer, rl = c
+                srt = torch.sort(rl.float(), dim=-1, descending=True).values
+                gap = srt[:, TOP_K - 1] - srt[:, TOP_K]
+                pos = int(torch.argmin(gap))
+                if float(gap[pos]) < router_low[0]:
+                    router_low = (float(gap[pos]), {"row": r, "layer": layer, "position": pos})
+            else:
+                _, layer, x, y = c
+                x = x.reshape(-1, x.shape[-1]).float()
+                mine, _ = moe_by_hand(sd, layer, x, spec["shared"], spec["norm_topk"])
+                hand_err = max(hand_err, float((mine - y.reshape(-1, y.shape[-1])).abs().max()))
+    cap.remove()
+    ok = (all(EOS not in t for t in greedy) and router_low[0] >= ROUTER_MARGIN_MIN
+          and min(min(m) for m in margin) >= GREEDY_MARGIN_MIN)
+    return dict(ok=ok, saved=saved, sd=sd, rows=rows, plen=plen, logits=logits, greedy=greedy,
+                margin=margin, top5=top5, router_low=router_low, hand_err=hand_err,
+                arch=saved["architectures"][0])
+
+
+def write(out, res, seed):
+    rows, plen = res["rows"], res["plen"]
+    low, where = res["router_low"]
+    golden = {
+        "reference": f"transformers {transformers.__version__} {res['arch']}, fp32 compute "
+                     "from the fp16 weights in model.safetensors, eager attention and experts; "
+                     "each row computed alone (positions from 0, no padding)",
+        "input_ids": [[PAD] * (plen - len(p)) + p for p in rows],
+        "attention_mask": [[0] * (plen - len(p)) + [1] * len(p) for p in rows],
+        "pad_token_id": PAD,
+        "prefill_last_logits": {"file": "golden_prefill_last_logits.f32", "dtype": "float32-le",
+                                "shape": [len(rows), VOCAB]},
+        "greedy_new_tokens": res["greedy"],
+        "greedy_top1_top2_margin": res["margin"],
+        "greedy_step_top5": {
+            "doc": "per row, per generated step: [token id, logit] of the 5 largest logits, "
+                   "with the reference's own greedy tokens as context",
+            "rows": res["top5"],
+        },
+        "max_new_tokens": NEW_TOKENS,
+        "router_topk_margin": {
+            "doc": f"smallest gap between the {TOP_K}th and {TOP_K + 1}th largest router logit "
+                   "over every layer and every position of each row alone (the prompt and its "
+                   f"first {NEW_TOKENS - 1} greedy tokens); position counts from the row's first "
+                   "prompt token",
+            "min": low, **where, "seed": seed,
+        },
+    }
+    with open(os.path.join(out, "golden.json"), "w") as f:
+        json.dump(golden, f, indent=1)
+        f.write("\n")
+    torch.stack(res["logits"]).numpy().astype("<f4").tofile(
+        os.path.join(out, "golden_prefill_last_logits.f32"))
+
+
+def report(out, res, seed):
+    lg = torch.stack(res["logits"])
+    low, where = res["router_low"]
+    print(f"== {out} ({res['arch']}, seed {seed})")
+    print(f"prefill logits in [{float(lg.min()):.3f}, {float(lg.max()):.3f}], smallest greedy "
+          "margin per row " + ", ".join(f"{min(m):.4f}" for m in res["margin"]))
+    print(f"router top-{TOP_K} margin (k-th minus (k+1)-th logit): min {low:.6f} at {where}")
+    print(f"MoE block by hand from the saved tensors vs Hugging Face: max |diff| {res['hand_err']:.2e}")
+    print("layer 0 tensors in model.safetensors:")
+    for n in sorted(k for k in res["sd"] if k.startswith("model.layers.0.")):
+        print(f"  {n} {list(res['sd'][n].shape)} {str(res['sd'][n].dtype).replace('torch.', '')}")
+    print("other tensors: " + ", ".join(
+        f"{n} {list(res['sd'][n].shape)}" for n in sorted(res["sd"]) if not n.startswith("model.layers.")))
+    print("config.json:")
+    with open(os.path.join(out, "config.json")) as f:
+        print(f.read())
+    print("files: " + ", ".join(f"{n} {os.path.getsize(os.path.join(out, n))}"
+                                for n in sorted(os.listdir(out))))
+
+
+def main():
+    data = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "data")
+    for name, spec in MODELS.items():
+        out = os.path.join(data, name)
+        for seed in range(spec["seed"], spec["seed"] + MAX_TRIES):
+            res = build(out, spec, seed)
+            if res["ok"]:
+                break
+            print(f"{name}: seed {seed} rejected (router margin {res['router_low'][0]:.2e}, "
+                  f"greedy margin {min(min(m) for m in res['margin']):.2e}, "
+                  f"eos in greedy: {any(EOS in t for t in res['greedy'])})")
+        else:
+            sys.exit(f"{name}: no seed in {MAX_TRIES} met the margins")
+        assert res["hand_err"] < 1e-5, res["hand_err"]
+        write(out, res, seed)
+        report(out, res, seed)
+
+
+if __name__ == "__main__":
+    main()
