@@ -32,7 +32,7 @@ static const char *gpu_backend;
 
 /* models[] by name; the in-tree ones last */
 enum { OPT_TINY_64, OPT_TINY_128, OPT_PY, LLAMA_PY, MIXTRAL_PY, QWEN3_PY, QWEN2_TINY, MISTRAL_WINDOW,
-       QWEN2_WINDOW, NMODELS };
+       QWEN2_WINDOW, QWEN2_MOE, QWEN3_MOE, NMODELS };
 
 static const struct model {
 	const char *dir;  /* below $FGCORE_TESTDATA, or (intree) below tests/data */
@@ -60,6 +60,11 @@ static const struct model {
 	 * second of the Qwen2 (max_window_layers 1) */
 	[MISTRAL_WINDOW] = { "mistral-window-tiny", 1, 25, 0, 0 },
 	[QWEN2_WINDOW] = { "qwen2-window-tiny", 1, 25, 0, 0 },
+	/* Qwen's mixtures of 8 experts, 2 per token (tests/reference/make_qwen_moe.py):
+	 * Qwen2-MoE's weights over all experts and its gated shared expert,
+	 * Qwen3-MoE's renormalised weights and per-head q/k norms */
+	[QWEN2_MOE] = { "qwen2-moe-tiny", 1, 25, 0, 0 },
+	[QWEN3_MOE] = { "qwen3-moe-tiny", 1, 25, 0, 0 },
 };
 _Static_assert(sizeof(models) / sizeof(models[0]) == NMODELS, "one models[] entry per name");
 
@@ -489,7 +494,7 @@ int main(void)
 	}
 	if (!td || !*td)
 		printf("FGCORE_TESTDATA is not set: the in-tree models (%s) only\n",
-		       "qwen2-tiny, mistral-window-tiny, qwen2-window-tiny");
+		       "qwen2-tiny, mistral-window-tiny, qwen2-window-tiny, qwen2-moe-tiny, qwen3-moe-tiny");
 	SRunner *sr = srunner_create(golden_suite(td && *td));
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);

@@ -239,6 +239,13 @@ END_TEST
 	" \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"num_hidden_layers\": 1,"   \
 	" \"intermediate_size\": 32, \"max_position_embeddings\": 64" extra "}"
 
+/* A minimal Qwen MoE config.json of model_type `type` with `extra` keys. */
+#define QWEN_MOE_CFG(type, extra)                                                         \
+	"{\"model_type\": \"" type "\", \"vocab_size\": 100, \"hidden_size\": 16,"          \
+	" \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"num_hidden_layers\": 1,"   \
+	" \"intermediate_size\": 32, \"moe_intermediate_size\": 8,"                           \
+	" \"max_position_embeddings\": 64" extra "}"
+
 START_TEST(test_llama_config)
 {
 	struct fg_model_config c;
@@ -338,6 +345,28 @@ START_TEST(test_llama_config)
 	ck_assert_int_eq(fg_model_preset("qwen3-32b", &c), 0);
 	ck_assert_int_eq(c.head_dim, 128);
 	ck_assert_uint_eq(fg_model_param_count(&c), 32762123264ull);
+	/* Qwen's MoE: the experts' width is moe_intermediate_size; Qwen2-MoE's
+	 * shared expert and its [1, hidden] gate, weights over all experts */
+	path = write_config("qwen2-moe", QWEN_MOE_CFG("qwen2_moe", ", \"num_experts\": 4,"
+				  " \"shared_expert_intermediate_size\": 24"));
+	ck_assert_msg(fg_model_config_load(path, &c) == 0, "%s", fg_last_error());
+	ck_assert(c.experts == 4 && c.experts_per_tok == 4 && c.ffn == 8 && c.shared_ffn == 24);
+	ck_assert(!c.router_renorm && (c.features & FG_FEAT_SHARED_EXPERT) &&
+		  (c.features & FG_FEAT_QKV_BIAS));
+	qn = fg_arch_tensor_index(&c, "model.layers.0.mlp.shared_expert_gate.weight");
+	ck_assert_int_ge(qn, 0);
+	ck_assert_int_eq(fg_arch_tensor_info(&c, qn, tn, sizeof(tn), &rank, &rows, &cols), 0);
+	ck_assert(rank == 2 && rows == 1 && cols == 16);
+	ck_assert_int_lt(fg_arch_tensor_index(&c, "model.layers.0.mlp.experts.4.up_proj.weight"), 0);
+	path = write_config("qwen3-moe", QWEN_MOE_CFG("qwen3_moe", ", \"num_experts\": 8,"
+				  " \"num_experts_per_tok\": 2, \"norm_topk_prob\": true"));
+	ck_assert_msg(fg_model_config_load(path, &c) == 0, "%s", fg_last_error());
+	ck_assert(c.router_renorm && !(c.features & FG_FEAT_SHARED_EXPERT) &&
+		  (c.features & FG_FEAT_QK_NORM));
+	ck_assert_int_lt(fg_arch_tensor_index(&c, "model.layers.0.mlp.shared_expert.up_proj.weight"), 0);
+	/* presets wider than the tables: known, refused by name */
+	ck_assert_int_eq(fg_model_preset("qwen3-30b-a3b", &c), -ENOTSUP);
+	ck_assert_ptr_nonnull(strstr(fg_last_error(), "128 experts per layer: at most 8"));
 	/* Mixtral-8x7B: 46.7 B parameters, as published */
 	ck_assert_int_eq(fg_model_preset("mixtral-8x7b", &c), 0);
 	ck_assert_str_eq(c.arch->name, "mixtral");
@@ -470,6 +499,14 @@ static const struct bad_case bad_cases[] = {
 	{ "mixtral: more per token than experts",
 	  MIXTRAL_CFG(", \"num_local_experts\": 4, \"num_experts_per_tok\": 5"), NULL, -EINVAL,
 	  "num_experts_per_tok 5 must be at most num_local_experts (4)" },
+	{ "qwen2_moe: 60 experts", QWEN_MOE_CFG("qwen2_moe", ", \"num_experts\": 60"), NULL, -ENOTSUP,
+	  "num_experts 60: at most 8 experts per layer are implemented for qwen2_moe models" },
+	{ "qwen3_moe: both counts", QWEN_MOE_CFG("qwen3_moe", ", \"num_experts\": 8, \"num_local_experts\": 4"),
+	  NULL, -EINVAL, "num_local_experts 4 and num_experts 8 disagree" },
+	{ "qwen2_moe: dense layers", QWEN_MOE_CFG("qwen2_moe", ", \"num_experts\": 8, \"mlp_only_layers\": [0]"),
+	  NULL, -ENOTSUP, "mlp_only_layers: only models whose every layer is a mixture of experts" },
+	{ "qwen2_moe: sparse step", QWEN_MOE_CFG("qwen2_moe", ", \"num_experts\": 8, \"decoder_sparse_step\": 2"),
+	  NULL, -ENOTSUP, "decoder_sparse_step: only models whose every layer" },
 	{ "llama: experts", LLAMA_CFG(", \"num_local_experts\": 8"), NULL, -ENOTSUP,
 	  "key \"num_local_experts\" changes the model's math" },
 	{ "llama: kv heads do not divide", LLAMA_CFG(", \"num_key_value_heads\": 3"), NULL, -EINVAL,

@@ -232,7 +232,7 @@ static void equivalence(const struct variant *v)
 	 * variant that moves something is checked against recorded steps (a
 	 * mixture of experts, whose router answers on the host, records none). */
 	const char *gb = getenv("FGCORE_TEST_BACKEND");
-	int moe = strstr(model, "mixtral") != NULL;
+	int moe = strstr(model, "mixtral") || strstr(model, "-moe-");
 	if (gb && (!strcmp(gb, "lazy_streams") || !strcmp(gb, "cublas")))
 		ck_assert_msg(graph_steps == (moe ? 0 : 2), "the all-compute run launched %llu of its 2 decode "
 			      "steps as graphs%s", (unsigned long long)graph_steps,
@@ -308,6 +308,18 @@ START_TEST(test_equivalence_window)
 	const char *src = getenv("FGCORE_SRCDIR");
 
 	snprintf(model, sizeof(model), "%s/tests/data/mistral-window-tiny",
+		 src && *src ? src : FG_TEST_SRCDIR);
+	equivalence(&variants[_i]);
+}
+END_TEST
+
+/* And on the in-tree Qwen2-MoE (tests/data/qwen2-moe-tiny): routed experts
+ * and the shared expert, whose gate comes back to the host mid-block. */
+START_TEST(test_equivalence_qwen2_moe)
+{
+	const char *src = getenv("FGCORE_SRCDIR");
+
+	snprintf(model, sizeof(model), "%s/tests/data/qwen2-moe-tiny",
 		 src && *src ? src : FG_TEST_SRCDIR);
 	equivalence(&variants[_i]);
 }
@@ -482,6 +494,7 @@ int main(void)
 	add_runnable(tc, test_equivalence_mixtral, NVARIANTS, mixtral_ok);
 	add_runnable(tc, test_equivalence_qwen3, NVARIANTS, qwen3_ok);
 	add_runnable(tc, test_equivalence_window, NVARIANTS, variant_ok);
+	add_runnable(tc, test_equivalence_qwen2_moe, NVARIANTS, variant_ok);
 	tcase_add_test(tc, test_memory_accounting);
 	tcase_add_test(tc, test_capacity_refusal);
 	suite_add_tcase(s, tc);
