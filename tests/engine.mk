@@ -11,19 +11,21 @@ EXTRA_DIST += tests/reference/make_qwen2.py tests/data/qwen2-tiny/config.json \
 	tests/data/qwen2-tiny/generation_config.json tests/data/qwen2-tiny/model.safetensors \
 	tests/data/qwen2-tiny/golden.json tests/data/qwen2-tiny/golden_prefill_last_logits.f32
 EXTRA_DIST += tests/reference/make_qwen_moe.py tests/data/qwen2-moe-tiny/config.json \
-	tests/data/qwen2-moe-tiny/generation_config.json tests/data/qwen2-moe- \
-	tiny/model.safetensors tests/data/qwen2-moe-tiny/golden.json tests/data/qwen2-moe- \
-	tiny/golden_prefill_last_logits.f32 tests/data/qwen3-moe-tiny/config.json \
-	tests/data/qwen3-moe-tiny/generation_config.json tests/data/qwen3-moe- \
-	tiny/model.safetensors tests/data/qwen3-moe-tiny/golden.json tests/data/qwen3-moe- \
-	tiny/golden_prefill_last_logits.f32
+	tests/data/qwen2-moe-tiny/generation_config.json \
+	tests/data/qwen2-moe-tiny/model.safetensors tests/data/qwen2-moe-tiny/golden.json \
+	tests/data/qwen2-moe-tiny/golden_prefill_last_logits.f32 \
+	tests/data/qwen3-moe-tiny/config.json tests/data/qwen3-moe-tiny/generation_config.json \
+	tests/data/qwen3-moe-tiny/model.safetensors tests/data/qwen3-moe-tiny/golden.json \
+	tests/data/qwen3-moe-tiny/golden_prefill_last_logits.f32
 EXTRA_DIST += tests/reference/make_window.py tests/data/mistral-window-tiny/config.json \
-	tests/data/mistral-window-tiny/generation_config.json tests/data/mistral-window- \
-	tiny/model.safetensors tests/data/mistral-window-tiny/golden.json tests/data/mistral- \
-	window-tiny/golden_prefill_last_logits.f32 tests/data/qwen2-window-tiny/config.json \
-	tests/data/qwen2-window-tiny/generation_config.json tests/data/qwen2-window- \
-	tiny/model.safetensors tests/data/qwen2-window-tiny/golden.json tests/data/qwen2-window- \
-	tiny/golden_prefill_last_logits.f32
+	tests/data/mistral-window-tiny/generation_config.json \
+	tests/data/mistral-window-tiny/model.safetensors \
+	tests/data/mistral-window-tiny/golden.json \
+	tests/data/mistral-window-tiny/golden_prefill_last_logits.f32 \
+	tests/data/qwen2-window-tiny/config.json \
+	tests/data/qwen2-window-tiny/generation_config.json \
+	tests/data/qwen2-window-tiny/model.safetensors tests/data/qwen2-window-tiny/golden.json \
+	tests/data/qwen2-window-tiny/golden_prefill_last_logits.f32
 
 check_PROGRAMS += tests/test_policy
 TESTS += tests/test_policy

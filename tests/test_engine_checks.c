@@ -97,22 +97,26 @@ START_TEST(test_plain_backend_accepted)
 }
 END_TEST
 
-/* Mistral's sliding window: a run longer than the window is refused (the
- * windowed attention is not implemented), a run within it is planned. */
+/* Mistral's sliding window: with a backend that cannot apply it (compute
+ * ABI < 1.11), a run longer than the window is refused and a run within it
+ * planned; with one that can, the longer run is planned too, and the engine
+ * opened on the real cpu_blas computes past the window. */
 START_TEST(test_sliding_window)
 {
 	struct fg_model_config c;
 	struct fg_policy p = { .gpu_batch_size = 1, .num_gpu_batches = 1,
 			       .weight = { 0, 0, 100 }, .cache = { 0, 0, 100 }, .act = { 0, 0, 100 },
 			       .attn_sparsity = 1 };
-	struct fg_plan_env env = { 2, 1, 4, 0 };
+	struct fg_plan_env old = { 2, 1, 4, 1 }, env = { 2, 1, 4, 0 };
 	static struct fg_plan plan;
 
 	ck_assert_int_eq(fg_model_preset("mistral-7b", &c), 0);
-	ck_assert_int_eq(fg_plan_make(&c, &p, &env, 4000, 96, &plan), 0);
-	ck_assert_int_eq(fg_plan_make(&c, &p, &env, 4000, 97, &plan), -ENOTSUP);
-	ck_assert_msg(strstr(fg_last_error_text(), "sliding_window 4096"), "%s",
-		      fg_last_error_text());
+	ck_assert(fg_layer_window(&c, 0) == 4096 && fg_layer_window(&c, 31) == 4096);
+	ck_assert_int_eq(fg_plan_make(&c, &p, &old, 4000, 96, &plan), 0);
+	ck_assert_int_eq(fg_plan_make(&c, &p, &old, 4000, 97, &plan), -ENOTSUP);
+	ck_assert_msg(strstr(fg_last_error_text(), "sliding_window 4096") &&
+		      strstr(fg_last_error_text(), "compute ABI 1.11"), "%s", fg_last_error_text());
+	ck_assert_int_eq(fg_plan_make(&c, &p, &env, 4000, 97, &plan), 0);
 }
 END_TEST
 

@@ -272,56 +272,40 @@ START_TEST(test_equivalence)
 }
 END_TEST
 
-/* The whole matrix again on the trained Llama checkpoint: grouped-query
- * attention (2 query heads over 1 key/value head), rotary positions, SwiGLU,
- * tied embeddings, through every placement. */
-START_TEST(test_equivalence_llama)
-{
-	snprintf(model, sizeof(model), "%s/llama/llama-py-128x4", getenv("FGCORE_TESTDATA"));
-	equivalence(&variants[_i]);
-}
-END_TEST
+/* The whole matrix again on more models, each with math the tiny OPT lacks. */
+static const struct matrix_model {
+	const char *dir; /* below $FGCORE_TESTDATA, or (intree) below tests/data */
+	int intree;
+} matrix_models[] = {
+	/* grouped-query attention (2 query heads over 1 key/value head), rotary
+	 * positions, SwiGLU, tied embeddings */
+	{ "llama/llama-py-128x4", 0 },
+	/* a sparse mixture of 4 experts, 2 per token, placed as any weight
+	 * (exact placement splits one, and the MLP then runs a product per
+	 * expert and piece instead of grouped ones) */
+	{ "moe/mixtral-py-128x4", 0 },
+	/* per-head q and k norms */
+	{ "llama/qwen3-py-128x4", 0 },
+	/* a sliding window of 8 on every layer, past which the runs go, so each
+	 * placement's attention (host attention too) applies it */
+	{ "mistral-window-tiny", 1 },
+	/* routed experts and a shared one, whose gate comes back to the host
+	 * mid-block */
+	{ "qwen2-moe-tiny", 1 },
+};
+#define NMATRIX (int)(sizeof(matrix_models) / sizeof(matrix_models[0]))
 
-/* And on the trained Mixtral: a sparse mixture of 4 experts, 2 per token,
- * whose experts are placed as any weight (exact placement splits one, and
- * the MLP then runs a product per expert and piece instead of grouped ones). */
-START_TEST(test_equivalence_mixtral)
+START_TEST(test_equivalence_models)
 {
-	snprintf(model, sizeof(model), "%s/moe/mixtral-py-128x4", getenv("FGCORE_TESTDATA"));
-	equivalence(&variants[_i]);
-}
-END_TEST
-
-/* And on the trained Qwen3 (per-head q and k norms). */
-START_TEST(test_equivalence_qwen3)
-{
-	snprintf(model, sizeof(model), "%s/llama/qwen3-py-128x4", getenv("FGCORE_TESTDATA"));
-	equivalence(&variants[_i]);
-}
-END_TEST
-
-/* And on an in-tree Mistral whose every layer has a sliding window of 8
- * (tests/data/mistral-window-tiny): the runs pass the window, so each
- * placement's attention (host attention too) applies it. */
-START_TEST(test_equivalence_window)
-{
+	const struct matrix_model *mm = &matrix_models[_i / NVARIANTS];
 	const char *src = getenv("FGCORE_SRCDIR");
 
-	snprintf(model, sizeof(model), "%s/tests/data/mistral-window-tiny",
-		 src && *src ? src : FG_TEST_SRCDIR);
-	equivalence(&variants[_i]);
-}
-END_TEST
-
-/* And on the in-tree Qwen2-MoE (tests/data/qwen2-moe-tiny): routed experts
- * and the shared expert, whose gate comes back to the host mid-block. */
-START_TEST(test_equivalence_qwen2_moe)
-{
-	const char *src = getenv("FGCORE_SRCDIR");
-
-	snprintf(model, sizeof(model), "%s/tests/data/qwen2-moe-tiny",
-		 src && *src ? src : FG_TEST_SRCDIR);
-	equivalence(&variants[_i]);
+	if (mm->intree)
+		snprintf(model, sizeof(model), "%s/tests/data/%s", src && *src ? src : FG_TEST_SRCDIR,
+			 mm->dir);
+	else
+		snprintf(model, sizeof(model), "%s/%s", getenv("FGCORE_TESTDATA"), mm->dir);
+	equivalence(&variants[_i % NVARIANTS]);
 }
 END_TEST
 
@@ -409,7 +393,7 @@ static int skipped;
 /* Register test over the indices of [0, n) for which ok(i), in runs. */
 static void add_runnable(TCase *tc, const TTest *test, int n, int (*ok)(int))
 {
-	int run[NVARIANTS + 12];
+	int run[NVARIANTS * (NMATRIX + 1)];
 	for (int i = 0; i < n; i++)
 		run[i] = ok(i);
 	for (int i = 0, j; i < n; i = j + 1) {
@@ -430,32 +414,18 @@ static int variant_ok(int i)
 	return !why;
 }
 
-static int trained_ok(const char *name, int i)
+static int matrix_ok(int i)
 {
+	const struct matrix_model *mm = &matrix_models[i / NVARIANTS];
 	const char *td = getenv("FGCORE_TESTDATA");
-	const char *why = cannot_run(&variants[i]);
-	if (!why && (!td || !*td))
+	const char *why = cannot_run(&variants[i % NVARIANTS]);
+	if (!why && !mm->intree && (!td || !*td))
 		why = "FGCORE_TESTDATA is not set";
 	if (why) {
-		printf("skipped: %s, %s: %s\n", name, variants[i].name, why);
+		printf("skipped: %s, %s: %s\n", mm->dir, variants[i % NVARIANTS].name, why);
 		skipped++;
 	}
 	return !why;
-}
-
-static int llama_ok(int i)
-{
-	return trained_ok("llama-py-128x4", i);
-}
-
-static int mixtral_ok(int i)
-{
-	return trained_ok("mixtral-py-128x4", i);
-}
-
-static int qwen3_ok(int i)
-{
-	return trained_ok("qwen3-py-128x4", i);
 }
 
 static int other_ok(int i)
@@ -490,11 +460,7 @@ int main(void)
 	tcase_set_timeout(tc, 900);
 	add_runnable(tc, test_equivalence, NVARIANTS, variant_ok);
 	add_runnable(tc, test_equivalence_other_models, 12, other_ok);
-	add_runnable(tc, test_equivalence_llama, NVARIANTS, llama_ok);
-	add_runnable(tc, test_equivalence_mixtral, NVARIANTS, mixtral_ok);
-	add_runnable(tc, test_equivalence_qwen3, NVARIANTS, qwen3_ok);
-	add_runnable(tc, test_equivalence_window, NVARIANTS, variant_ok);
-	add_runnable(tc, test_equivalence_qwen2_moe, NVARIANTS, variant_ok);
+	add_runnable(tc, test_equivalence_models, NMATRIX * NVARIANTS, matrix_ok);
 	tcase_add_test(tc, test_memory_accounting);
 	tcase_add_test(tc, test_capacity_refusal);
 	suite_add_tcase(s, tc);

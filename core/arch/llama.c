@@ -577,40 +577,20 @@ static int llama_config_of(const char *path, json_t *root, const struct fg_arch 
 	return 0;
 }
 
-static int llama_config(const char *path, const void *json, struct fg_model_config *c)
-{
-	return llama_config_of(path, (json_t *)json, &fg_arch_llama, c);
-}
-
-static int mistral_config(const char *path, const void *json, struct fg_model_config *c)
-{
-	return llama_config_of(path, (json_t *)json, &fg_arch_mistral, c);
-}
-
-static int qwen2_config(const char *path, const void *json, struct fg_model_config *c)
-{
-	return llama_config_of(path, (json_t *)json, &fg_arch_qwen2, c);
-}
-
-static int qwen3_config(const char *path, const void *json, struct fg_model_config *c)
-{
-	return llama_config_of(path, (json_t *)json, &fg_arch_qwen3, c);
-}
-
-static int mixtral_config(const char *path, const void *json, struct fg_model_config *c)
-{
-	return llama_config_of(path, (json_t *)json, &fg_arch_mixtral, c);
-}
-
-static int qwen2_moe_config(const char *path, const void *json, struct fg_model_config *c)
-{
-	return llama_config_of(path, (json_t *)json, &fg_arch_qwen2_moe, c);
-}
-
-static int qwen3_moe_config(const char *path, const void *json, struct fg_model_config *c)
-{
-	return llama_config_of(path, (json_t *)json, &fg_arch_qwen3_moe, c);
-}
+/* Each model type's config.json entry: the shared reader, told its type. */
+#define LLAMA_CONFIG_FN(fn, arch)                                                        \
+	static int fn(const char *path, const void *json, struct fg_model_config *c)      \
+	{                                                                                  \
+		return llama_config_of(path, (json_t *)json, &(arch), c);                  \
+	}
+LLAMA_CONFIG_FN(llama_config, fg_arch_llama)
+LLAMA_CONFIG_FN(mistral_config, fg_arch_mistral)
+LLAMA_CONFIG_FN(qwen2_config, fg_arch_qwen2)
+LLAMA_CONFIG_FN(qwen3_config, fg_arch_qwen3)
+LLAMA_CONFIG_FN(mixtral_config, fg_arch_mixtral)
+LLAMA_CONFIG_FN(qwen2_moe_config, fg_arch_qwen2_moe)
+LLAMA_CONFIG_FN(qwen3_moe_config, fg_arch_qwen3_moe)
+#undef LLAMA_CONFIG_FN
 
 /* ---- the tensor table ------------------------------------------------------ */
 
