@@ -7,6 +7,8 @@ tests_test_golden_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)
 # qwen2-tiny's checkpoint and Hugging Face references live in the tree (made
 # by make_qwen2.py): the test reads them from the source tree, without FGCORE_TESTDATA
 tests_test_golden_CFLAGS += -DFG_TEST_SRCDIR='"$(abs_top_srcdir)"'
+# The parts make_qwen2.py, make_window.py and make_qwen_moe.py share.
+EXTRA_DIST += tests/reference/hf_golden.py
 EXTRA_DIST += tests/reference/make_qwen2.py tests/data/qwen2-tiny/config.json \
 	tests/data/qwen2-tiny/generation_config.json tests/data/qwen2-tiny/model.safetensors \
 	tests/data/qwen2-tiny/golden.json tests/data/qwen2-tiny/golden_prefill_last_logits.f32

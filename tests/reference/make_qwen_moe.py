@@ -11,6 +11,8 @@ qwen2-tiny.
 Only the making of the data needs Python, torch, transformers and
 safetensors; the files are committed and the engine and its tests never run
 this script.
+What it shares with the other make_*.py scripts (random weights, prompts,
+fp16 save and fp32 reload, the references, golden.json) is in hf_golden.py.
 
   python3 tests/reference/make_qwen_moe.py [data_dir]   (default tests/data)
 
@@ -80,48 +82,35 @@ where the published Qwen3-MoE checkpoints spell "num_experts"; both write
 have a top-level "rope_theta"; qwen2_moe writes "qkv_bias" and "layer_types",
 qwen3_moe writes "attention_bias" and no layer_types.
 """
-import json
 import os
 import sys
 
 import torch
-import transformers
 from safetensors.torch import load_file
 from transformers import (Qwen2MoeConfig, Qwen2MoeForCausalLM, Qwen3MoeConfig,
                           Qwen3MoeForCausalLM)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_golden  # noqa: E402
+from hf_golden import EOS, NEW_TOKENS  # noqa: E402
+
 torch.set_num_threads(2)
 
 SEED = 20251206
-VOCAB = 512
-PAD, BOS, EOS = 0, 1, 2
-PROMPT_LENS = (25, 10, 17, 6)
-NEW_TOKENS = 32
 N_EXPERTS, TOP_K = 8, 2
 ROUTER_MARGIN_MIN = 1e-3
 GREEDY_MARGIN_MIN = 2e-3
 MAX_TRIES = 50
 
 COMMON = dict(
-    vocab_size=VOCAB,
-    hidden_size=64,
-    intermediate_size=128,  # unused: every layer is a MoE block
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=256,
+    **hf_golden.TINY,  # its intermediate_size (128) unused: every layer is a MoE block
     rms_norm_eps=1e-6,
-    rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-    tie_word_embeddings=False,
     use_sliding_window=False,
     num_experts=N_EXPERTS,
     num_experts_per_tok=TOP_K,
     moe_intermediate_size=64,
     decoder_sparse_step=1,
     mlp_only_layers=[],
-    pad_token_id=PAD,
-    bos_token_id=BOS,
-    eos_token_id=EOS,
 )
 
 MODELS = {
@@ -142,28 +131,9 @@ def make_model(spec, seed):
     cfg = spec["config"]()
     if cfg.model_type == "qwen2_moe" and getattr(cfg, "layer_types", None) is None:
         cfg.layer_types = ["full_attention"] * cfg.num_hidden_layers
-    torch.manual_seed(seed)
-    model = spec["cls"](cfg).eval()
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):  # layer norms, final norm, q_norm, k_norm
-                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
-            elif name.endswith(".bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=g))
-            elif "embed_tokens" in name:
-                p.copy_(torch.randn(p.shape, generator=g))
-            elif name.endswith("mlp.gate.weight"):  # the router
-                p.copy_(0.5 * torch.randn(p.shape, generator=g))
-            else:  # projections, experts, shared expert and its gate, lm_head
-                p.copy_(0.15 * torch.randn(p.shape, generator=g))
-    return model
-
-
-def prompts(seed):
-    g = torch.Generator().manual_seed(seed + 1)
-    # Ids above the special ones, so that no prompt holds pad, bos or eos.
-    return [torch.randint(3, VOCAB, (n,), generator=g).tolist() for n in PROMPT_LENS]
+    # The routers (mlp.gate.weight) std 0.5; the shared expert's gate is a
+    # projection (std 0.15).
+    return hf_golden.random_model(spec["cls"], cfg, seed, router_std=0.5)
 
 
 class Capture:
@@ -184,28 +154,6 @@ class Capture:
     def remove(self):
         for h in self.handles:
             h.remove()
-
-
-def reference(model, prompt, cap):
-    """Prefill logits, greedy tokens, margins and top-5 for one prompt alone;
-    also the router logits and MoE block inputs/outputs of the last step
-    (which covers every position the reference computes)."""
-    ids = list(prompt)
-    tokens, margins, top5, prefill = [], [], [], None
-    with torch.no_grad():
-        for _ in range(NEW_TOKENS):
-            cap.reset()
-            logits = model(torch.tensor([ids])).logits[0, -1].float()
-            if prefill is None:
-                prefill = logits.clone()
-            vals, idx = torch.topk(logits, 5)
-            tok = int(idx[0])
-            assert tok == int(torch.argmax(logits))
-            tokens.append(tok)
-            margins.append(float(vals[0] - vals[1]))
-            top5.append([[int(i), round(float(v), 5)] for i, v in zip(idx, vals)])
-            ids.append(tok)
-    return prefill, tokens, margins, top5, list(cap.calls)
 
 
 def silu(x):
@@ -239,29 +187,27 @@ def moe_by_hand(sd, layer, x, shared, norm_topk):
 
 
 def build(out, spec, seed):
-    os.makedirs(out, exist_ok=True)
-    make_model(spec, seed).half().save_pretrained(out)
-    with open(os.path.join(out, "config.json")) as f:
-        saved = json.load(f)
+    saved = hf_golden.save_fp16(make_model(spec, seed), out)
     if saved["model_type"] == "qwen2_moe":
         assert saved.get("layer_types") == ["full_attention"] * 2, saved.get("layer_types")
     sd = load_file(os.path.join(out, "model.safetensors"))
 
-    model = spec["cls"].from_pretrained(out, dtype=torch.float32, attn_implementation="eager",
-                                        experts_implementation="eager").eval()
+    model = hf_golden.load_fp32(spec["cls"], out, experts_implementation="eager")
     cap = Capture(model)
-    rows = prompts(seed)
-    plen = max(len(p) for p in rows)
-    logits, greedy, margin, top5 = [], [], [], []
+    rows = hf_golden.prompts(seed)
     router_low = (float("inf"), None)
     hand_err = 0.0
-    for r, p in enumerate(rows):
-        l, t, m, k, calls = reference(model, p, cap)
-        logits.append(l)
-        greedy.append(t)
-        margin.append(m)
-        top5.append(k)
-        for c in calls:
+
+    def step(model, ids):
+        # Only the last step's captures are kept: its sequence covers every
+        # position the reference computes.
+        cap.reset()
+        return hf_golden.last_logits(model, ids)
+
+    def after_row(r, p):
+        """The router logits and MoE block inputs/outputs of row r's last step."""
+        nonlocal router_low, hand_err
+        for c in cap.calls:
             if c[0] == "router":
                 _, layer, rl = c
                 srt = torch.sort(rl.float(), dim=-1, descending=True).values
@@ -274,34 +220,19 @@ def build(out, spec, seed):
                 x = x.reshape(-1, x.shape[-1]).float()
                 mine, _ = moe_by_hand(sd, layer, x, spec["shared"], spec["norm_topk"])
                 hand_err = max(hand_err, float((mine - y.reshape(-1, y.shape[-1])).abs().max()))
+
+    logits, greedy, margin, top5 = hf_golden.references(model, rows, step, after_row)
     cap.remove()
     ok = (all(EOS not in t for t in greedy) and router_low[0] >= ROUTER_MARGIN_MIN
           and min(min(m) for m in margin) >= GREEDY_MARGIN_MIN)
-    return dict(ok=ok, saved=saved, sd=sd, rows=rows, plen=plen, logits=logits, greedy=greedy,
+    return dict(ok=ok, saved=saved, sd=sd, rows=rows, logits=logits, greedy=greedy,
                 margin=margin, top5=top5, router_low=router_low, hand_err=hand_err,
                 arch=saved["architectures"][0])
 
 
 def write(out, res, seed):
-    rows, plen = res["rows"], res["plen"]
     low, where = res["router_low"]
-    golden = {
-        "reference": f"transformers {transformers.__version__} {res['arch']}, fp32 compute "
-                     "from the fp16 weights in model.safetensors, eager attention and experts; "
-                     "each row computed alone (positions from 0, no padding)",
-        "input_ids": [[PAD] * (plen - len(p)) + p for p in rows],
-        "attention_mask": [[0] * (plen - len(p)) + [1] * len(p) for p in rows],
-        "pad_token_id": PAD,
-        "prefill_last_logits": {"file": "golden_prefill_last_logits.f32", "dtype": "float32-le",
-                                "shape": [len(rows), VOCAB]},
-        "greedy_new_tokens": res["greedy"],
-        "greedy_top1_top2_margin": res["margin"],
-        "greedy_step_top5": {
-            "doc": "per row, per generated step: [token id, logit] of the 5 largest logits, "
-                   "with the reference's own greedy tokens as context",
-            "rows": res["top5"],
-        },
-        "max_new_tokens": NEW_TOKENS,
+    extra = {
         "router_topk_margin": {
             "doc": f"smallest gap between the {TOP_K}th and {TOP_K + 1}th largest router logit "
                    "over every layer and every position of each row alone (the prompt and its "
@@ -310,11 +241,9 @@ def write(out, res, seed):
             "min": low, **where, "seed": seed,
         },
     }
-    with open(os.path.join(out, "golden.json"), "w") as f:
-        json.dump(golden, f, indent=1)
-        f.write("\n")
-    torch.stack(res["logits"]).numpy().astype("<f4").tofile(
-        os.path.join(out, "golden_prefill_last_logits.f32"))
+    text = hf_golden.describe(res["arch"], compute=", eager attention and experts")
+    hf_golden.write_golden(out, text, res["rows"], res["logits"], res["greedy"], res["margin"],
+                           res["top5"], extra)
 
 
 def report(out, res, seed):
@@ -338,8 +267,7 @@ def report(out, res, seed):
 
 
 def main():
-    data = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "data")
+    data = hf_golden.out_dir()
     for name, spec in MODELS.items():
         out = os.path.join(data, name)
         for seed in range(spec["seed"], spec["seed"] + MAX_TRIES):

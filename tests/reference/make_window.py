@@ -8,6 +8,8 @@ the same files and keys as tests/data/qwen2-tiny (tests/reference/make_qwen2.py)
 
 Only the making of the data needs Python, torch and transformers; the files
 are committed and the engine and its tests never run this script.
+What it shares with the other make_*.py scripts (random weights, prompts,
+fp16 save and fp32 reload, the references, golden.json) is in hf_golden.py.
 
   python3 tests/reference/make_window.py [data_dir]   (default tests/data)
 
@@ -46,8 +48,6 @@ no cache: every step recomputes the whole sequence); golden.json lists the
 prompts left-padded with pad_token_id and their attention mask, as the
 shared data does.
 """
-import copy
-import json
 import os
 import sys
 
@@ -56,30 +56,16 @@ import transformers
 from transformers import (MistralConfig, MistralForCausalLM, Qwen2Config,
                           Qwen2ForCausalLM)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_golden  # noqa: E402
+from hf_golden import EOS, NEW_TOKENS  # noqa: E402
+
 torch.set_num_threads(2)
 
 SEED = 20251205
-VOCAB = 512
-PAD, BOS, EOS = 0, 1, 2
-PROMPT_LENS = (25, 10, 17, 6)
-NEW_TOKENS = 32
 WINDOW = 8
 
-COMMON = dict(
-    vocab_size=VOCAB,
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=256,
-    rms_norm_eps=1e-5,
-    rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-    tie_word_embeddings=False,
-    pad_token_id=PAD,
-    bos_token_id=BOS,
-    eos_token_id=EOS,
-)
+COMMON = dict(**hf_golden.TINY, rms_norm_eps=1e-5)
 
 MODELS = {
     "mistral-window-tiny": dict(
@@ -101,50 +87,11 @@ MODELS = {
 
 
 def make_model(spec):
-    cfg = spec["config"]()
-    torch.manual_seed(spec["seed"])
-    model = spec["cls"](cfg).eval()
-    g = torch.Generator().manual_seed(spec["seed"])
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
-            elif name.endswith(".bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=g))
-            elif "embed_tokens" in name:
-                p.copy_(torch.randn(p.shape, generator=g))
-            else:
-                p.copy_(0.15 * torch.randn(p.shape, generator=g))
-    return model
-
-
-def prompts():
-    g = torch.Generator().manual_seed(SEED + 1)
-    # Ids above the special ones, so that no prompt holds pad, bos or eos.
-    return [torch.randint(3, VOCAB, (n,), generator=g).tolist() for n in PROMPT_LENS]
+    return hf_golden.random_model(spec["cls"], spec["config"](), spec["seed"])
 
 
 def last_logits(model, ids):
     return model(torch.tensor([ids]), use_cache=False).logits[0, -1].float()
-
-
-def reference(model, prompt):
-    """Prefill logits, greedy tokens, margins and top-5 for one prompt alone."""
-    ids = list(prompt)
-    tokens, margins, top5, prefill = [], [], [], None
-    with torch.no_grad():
-        for _ in range(NEW_TOKENS):
-            logits = last_logits(model, ids)
-            if prefill is None:
-                prefill = logits.clone()
-            vals, idx = torch.topk(logits, 5)
-            tok = int(idx[0])
-            assert tok == int(torch.argmax(logits))
-            tokens.append(tok)
-            margins.append(float(vals[0] - vals[1]))
-            top5.append([[int(i), round(float(v), 5)] for i, v in zip(idx, vals)])
-            ids.append(tok)
-    return prefill, tokens, margins, top5
 
 
 def greedy(model, prompt):
@@ -274,24 +221,14 @@ def check(name, spec, model, out, rows, logits, tokens):
 
 
 def build(name, spec, out):
-    os.makedirs(out, exist_ok=True)
-    make_model(spec).half().save_pretrained(out)
-    with open(os.path.join(out, "config.json")) as f:
-        saved = json.load(f)
+    saved = hf_golden.save_fp16(make_model(spec), out)
     assert saved.get("layer_types") == spec["layer_types"], saved.get("layer_types")
     assert saved["sliding_window"] == WINDOW, saved["sliding_window"]
 
     cls = spec["cls"]
-    model = cls.from_pretrained(out, dtype=torch.float32, attn_implementation="eager").eval()
-    rows = prompts()
-    plen = max(len(p) for p in rows)
-    logits, greedy_tokens, margin, top5 = [], [], [], []
-    for p in rows:
-        l, t, m, k = reference(model, p)
-        logits.append(l)
-        greedy_tokens.append(t)
-        margin.append(m)
-        top5.append(k)
+    model = hf_golden.load_fp32(cls, out)
+    rows = hf_golden.prompts(SEED)
+    logits, greedy_tokens, margin, top5 = hf_golden.references(model, rows, last_logits)
     # fg_generate stops at eos: the references must run their 32 steps.
     assert all(EOS not in t for t in greedy_tokens), "a greedy row reached eos: change seed"
     # Nor pad or bos, so that no engine's special handling of them is in play.
@@ -299,30 +236,9 @@ def build(name, spec, out):
 
     windowed = ", ".join(f"layer {i} {'window ' + str(WINDOW) if w else 'full'}"
                          for i, w in enumerate(spec["windowed"]))
-    golden = {
-        "reference": f"transformers {transformers.__version__} {cls.__name__}, fp32 compute "
-                     "from the fp16 weights in model.safetensors; each row computed alone "
-                     "(positions from 0, no padding); sliding-window attention "
-                     f"({windowed}): query i sees keys j with i - {WINDOW} < j <= i",
-        "input_ids": [[PAD] * (plen - len(p)) + p for p in rows],
-        "attention_mask": [[0] * (plen - len(p)) + [1] * len(p) for p in rows],
-        "pad_token_id": PAD,
-        "prefill_last_logits": {"file": "golden_prefill_last_logits.f32", "dtype": "float32-le",
-                                "shape": [len(rows), VOCAB]},
-        "greedy_new_tokens": greedy_tokens,
-        "greedy_top1_top2_margin": margin,
-        "greedy_step_top5": {
-            "doc": "per row, per generated step: [token id, logit] of the 5 largest logits, "
-                   "with the reference's own greedy tokens as context",
-            "rows": top5,
-        },
-        "max_new_tokens": NEW_TOKENS,
-    }
-    with open(os.path.join(out, "golden.json"), "w") as f:
-        json.dump(golden, f, indent=1)
-        f.write("\n")
-    torch.stack(logits).numpy().astype("<f4").tofile(
-        os.path.join(out, "golden_prefill_last_logits.f32"))
+    text = hf_golden.describe(cls.__name__, rest="; sliding-window attention "
+                              f"({windowed}): query i sees keys j with i - {WINDOW} < j <= i")
+    hf_golden.write_golden(out, text, rows, logits, greedy_tokens, margin, top5)
 
     low = [min(m) for m in margin]
     print(f"{out}: layer_types in config.json {saved.get('layer_types')}, "
@@ -333,8 +249,7 @@ def build(name, spec, out):
 
 
 def main():
-    data = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "data")
+    data = hf_golden.out_dir()
     for name, spec in MODELS.items():
         build(name, spec, os.path.join(data, name))
 
