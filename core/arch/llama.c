@@ -722,28 +722,13 @@ static const struct fg_workspace_def llama_workspace[] = {
 };
 FG_TABLE_CHECK(llama_workspace, LLAMA_NWS);
 
-/* Mixtral's: gate and up hold a row per token's expert, as do the gathered
- * inputs (xg, then the experts' outputs); the router's logits. */
-enum mixtral_ws { WS_ROUTER = LLAMA_NWS, WS_XG, MIXTRAL_NWS };
+/* A mixture's (Mixtral's and Qwen's): gate and up hold a row per token's
+ * expert, as do the gathered inputs (xg, then the experts' outputs); the
+ * router's logits; Qwen2-MoE's shared expert's gate and up (no bytes
+ * without a shared expert). */
+enum moe_ws { WS_ROUTER = LLAMA_NWS, WS_XG, WS_SH_GATE, WS_SH_UP, MOE_NWS };
 
-static const struct fg_workspace_def mixtral_workspace[] = {
-	[WS_X]		= { "x", FG_WS_PER_TOKEN, FG_DIM_HIDDEN },
-	[WS_Q]		= { "q", FG_WS_PER_TOKEN, FG_DIM_Q },
-	[WS_K]		= { "k", FG_WS_PER_TOKEN, FG_DIM_KV },
-	[WS_V]		= { "v", FG_WS_PER_TOKEN, FG_DIM_KV },
-	[WS_A]		= { "a", FG_WS_PER_TOKEN, FG_DIM_Q },
-	[WS_GATE]	= { "gate", FG_WS_PER_ROUTE, FG_DIM_FFN },
-	[WS_UP]		= { "up", FG_WS_PER_ROUTE, FG_DIM_FFN },
-	[WS_LOGITS]	= { "logits", FG_WS_PER_SEQ, FG_DIM_VOCAB },
-	[WS_ROUTER]	= { "router", FG_WS_PER_TOKEN, FG_DIM_EXPERTS },
-	[WS_XG]		= { "xg", FG_WS_PER_ROUTE, FG_DIM_HIDDEN },
-};
-FG_TABLE_CHECK(mixtral_workspace, MIXTRAL_NWS);
-
-/* Qwen's MoE: Mixtral's, and the shared expert's gate and up. */
-enum qwen_moe_ws { WS_SH_GATE = MIXTRAL_NWS, WS_SH_UP, QWEN_MOE_NWS };
-
-static const struct fg_workspace_def qwen_moe_workspace[] = {
+static const struct fg_workspace_def moe_workspace[] = {
 	[WS_X]		= { "x", FG_WS_PER_TOKEN, FG_DIM_HIDDEN },
 	[WS_Q]		= { "q", FG_WS_PER_TOKEN, FG_DIM_Q },
 	[WS_K]		= { "k", FG_WS_PER_TOKEN, FG_DIM_KV },
@@ -757,9 +742,8 @@ static const struct fg_workspace_def qwen_moe_workspace[] = {
 	[WS_SH_GATE]	= { "shared gate", FG_WS_PER_TOKEN, FG_DIM_SHARED_FFN },
 	[WS_SH_UP]	= { "shared up", FG_WS_PER_TOKEN, FG_DIM_SHARED_FFN },
 };
-FG_TABLE_CHECK(qwen_moe_workspace, QWEN_MOE_NWS);
-_Static_assert(QWEN_MOE_NWS <= FG_WS_MAX, "qwen_moe_workspace: more workspaces than a block has");
-_Static_assert(MIXTRAL_NWS <= FG_WS_MAX, "mixtral_workspace: more workspaces than a block has");
+FG_TABLE_CHECK(moe_workspace, MOE_NWS);
+_Static_assert(MOE_NWS <= FG_WS_MAX, "moe_workspace: more workspaces than a block has");
 _Static_assert(LLAMA_NWS <= FG_WS_MAX, "llama_workspace: more workspaces than a block has");
 
 static const struct fg_tensor none;
@@ -1094,11 +1078,11 @@ const struct fg_arch fg_arch_mistral = LLAMA_DENSE("mistral", 1, mistral_config,
 const struct fg_arch fg_arch_qwen2 = LLAMA_DENSE("qwen2", 0, qwen2_config, NULL, NULL);
 const struct fg_arch fg_arch_qwen3 = LLAMA_DENSE("qwen3", 0, qwen3_config, NULL, NULL);
 const struct fg_arch fg_arch_mixtral = LLAMA_FAMILY("mixtral", 1, mixtral_config, NULL, NULL,
-						    mixtral_layer, MX_NLAYER, mixtral_workspace,
-						    MIXTRAL_NWS, mixtral_mlp);
+						    mixtral_layer, MX_NLAYER, moe_workspace,
+						    MOE_NWS, mixtral_mlp);
 const struct fg_arch fg_arch_qwen2_moe = LLAMA_FAMILY("qwen2_moe", 0, qwen2_moe_config, NULL, NULL,
-						      qwen_moe_layer, QM_NLAYER, qwen_moe_workspace,
-						      QWEN_MOE_NWS, qwen_moe_mlp);
+						      qwen_moe_layer, QM_NLAYER, moe_workspace,
+						      MOE_NWS, qwen_moe_mlp);
 const struct fg_arch fg_arch_qwen3_moe = LLAMA_FAMILY("qwen3_moe", 0, qwen3_moe_config, NULL, NULL,
-						      qwen_moe_layer, QM_NLAYER, qwen_moe_workspace,
-						      QWEN_MOE_NWS, qwen_moe_mlp);
+						      qwen_moe_layer, QM_NLAYER, moe_workspace,
+						      MOE_NWS, qwen_moe_mlp);
