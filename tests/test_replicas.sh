@@ -104,9 +104,14 @@ cmp -s "$tmp/o.jsonl" "$tmp/ref.jsonl" || die "resume: differs from one process:
 # sends its 3rd result; rank 3, the second stage of replica 1 of 2, at its
 # 6th command): its unfinished requests go to the others, nothing is lost,
 # the job says so.
+# The fault runs below end with a peer lost, so their survivors leave
+# without Open MPI's close (peer_lost) and its threads still run at exit,
+# where LeakSanitizer's tracer then crashes more often than not (CI: 2 tries
+# of 3 for one job): leak checking is off for these runs alone.
+nolsan="${LSAN_OPTIONS:+$LSAN_OPTIONS:}detect_leaks=0"
 kill_run() { # NP REPLICAS VICTIM AFTER: the job from scratch, VICTIM killed
 	rm -f "$tmp"/o.jsonl*
-	FGCORE_TEST_RANK_KILL=$3:$4 timeout 120 $mpi --enable-recovery -x FGCORE_TEST_RANK_KILL \
+	LSAN_OPTIONS=$nolsan FGCORE_TEST_RANK_KILL=$3:$4 timeout 120 $mpi --enable-recovery -x FGCORE_TEST_RANK_KILL \
 		-np "$1" "$fg" $m -o distributed.replicas=$2 -o distributed.timeout=10 -o policy.refill=0 $rb
 }
 for kill in 3:3:2:3 4:2:3:6; do
@@ -127,7 +132,7 @@ done
 # it comes back it leaves rather than hold the job up.
 stall_run() {
 	rm -f "$tmp"/o.jsonl*
-	FGCORE_TEST_RANK_STALL=1:2:6 timeout 60 $mpi --enable-recovery -x FGCORE_TEST_RANK_STALL \
+	LSAN_OPTIONS=$nolsan FGCORE_TEST_RANK_STALL=1:2:6 timeout 60 $mpi --enable-recovery -x FGCORE_TEST_RANK_STALL \
 		-np 2 "$fg" $m -o distributed.replicas=2 -o distributed.timeout=2 -o policy.refill=0 $rb
 }
 lsan_tries stall_run
