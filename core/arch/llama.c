@@ -653,13 +653,16 @@ static const struct fg_tensor_def llama_layer[] = {
 };
 FG_TABLE_CHECK(llama_layer, LL_NLAYER);
 
-#define MX_EXPERT(e)                                                                              \
-	[MX_W(e, 0)] = { L "block_sparse_moe.experts." #e ".w1.weight", FG_BLOCK_MLP, FG_DIM_FFN,       \
-			 FG_DIM_HIDDEN, LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 },                     \
-	[MX_W(e, 1)] = { L "block_sparse_moe.experts." #e ".w3.weight", FG_BLOCK_MLP, FG_DIM_FFN,       \
-			 FG_DIM_HIDDEN, LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 },                     \
-	[MX_W(e, 2)] = { L "block_sparse_moe.experts." #e ".w2.weight", FG_BLOCK_MLP, FG_DIM_HIDDEN,    \
-			 FG_DIM_FFN, LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 }
+/* Expert e's gate, up and down matrices at entries W(e, 0..2), named
+ * L <dir> "<e>." <gate|up|down> ".weight" as the family's checkpoints name them. */
+#define EXPERT_TENSORS(W, e, dir, gate, up, down)                                                  \
+	[W(e, 0)] = { L dir #e "." gate ".weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN,             \
+		      LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 },                                    \
+	[W(e, 1)] = { L dir #e "." up ".weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN,               \
+		      LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 },                                    \
+	[W(e, 2)] = { L dir #e "." down ".weight", FG_BLOCK_MLP, FG_DIM_HIDDEN, FG_DIM_FFN,             \
+		      LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 }
+#define MX_EXPERT(e) EXPERT_TENSORS(MX_W, e, "block_sparse_moe.experts.", "w1", "w3", "w2")
 
 /* Qwen's MoE layer (qwen2_moe, qwen3_moe): the norm, the router, the shared
  * expert and its gate (Qwen2-MoE), each expert's gate, up and down. */
@@ -670,13 +673,7 @@ enum qwen_moe_layer {
 #define QM_W(e, j) (QM_EXPERT0 + 3 * (e) + (j)) /* j: 0 gate, 1 up, 2 down */
 #define SH FG_FEAT_SHARED_EXPERT
 
-#define QM_EXPERT(e)                                                                              \
-	[QM_W(e, 0)] = { L "mlp.experts." #e ".gate_proj.weight", FG_BLOCK_MLP, FG_DIM_FFN,            \
-			 FG_DIM_HIDDEN, LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 },            \
-	[QM_W(e, 1)] = { L "mlp.experts." #e ".up_proj.weight", FG_BLOCK_MLP, FG_DIM_FFN,              \
-			 FG_DIM_HIDDEN, LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 },            \
-	[QM_W(e, 2)] = { L "mlp.experts." #e ".down_proj.weight", FG_BLOCK_MLP, FG_DIM_HIDDEN,         \
-			 FG_DIM_FFN, LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 }
+#define QM_EXPERT(e) EXPERT_TENSORS(QM_W, e, "mlp.experts.", "gate_proj", "up_proj", "down_proj")
 
 static const struct fg_tensor_def qwen_moe_layer[] = {
 	LLAMA_ATTN_TENSORS,
@@ -703,6 +700,7 @@ static const struct fg_tensor_def mixtral_layer[] = {
 FG_TABLE_CHECK(mixtral_layer, MX_NLAYER);
 _Static_assert(MOE_EXPERTS_MAX == 8, "mixtral_layer lists 8 experts");
 #undef MX_EXPERT
+#undef EXPERT_TENSORS
 #undef L
 #undef LIN
 
