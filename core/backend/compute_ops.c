@@ -93,6 +93,14 @@ const char *fg_op_name(enum fg_op op)
 		return "scatter_add";
 	case FG_OP_LINEAR_GROUPED:
 		return "grouped linear";
+	case FG_OP_LINEAR_GELU:
+		return "linear with GELU (tanh form)";
+	case FG_OP_NORM_SHIFT:
+		return "RMS norm with a gamma shift";
+	case FG_OP_ATTENTION_SOFTCAP:
+		return "attention with soft-capped scores";
+	case FG_OP_SOFTCAP:
+		return "softcap";
 	}
 	return "an unknown op";
 }

@@ -65,6 +65,10 @@
  *   1.11 sliding-window attention (`window` in struct fg_attention_args):
  *        each query sees only the last `window` positions up to its own
  *        (Mistral's, Qwen2's windowed layers), in prefill and decode.
+ *   1.12 Gemma 2's pieces: GELU (tanh form) in linear, RMS norm scaling by
+ *        gamma + a shift (`gamma_shift`: Gemma's 1 + w), attention scores
+ *        soft-capped (`softcap`), a softcap op for logits, and a ring of a
+ *        windowed decode as short as the window.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -82,7 +86,7 @@ extern "C" {
 /* The compute ABI of this header: a compute plugin declares
  * `.abi_version = FG_COMPUTE_ABI_VERSION`.  Bumped by additions to this
  * header only (and by a change to what every kind shares, fgcore/plugin.h). */
-#define FG_COMPUTE_ABI_MINOR 11
+#define FG_COMPUTE_ABI_MINOR 12
 #define FG_COMPUTE_ABI_VERSION FG_ABI(FG_ABI_MAJOR, FG_COMPUTE_ABI_MINOR)
 
 struct fg_compute_info {
@@ -104,6 +108,9 @@ enum fg_activation {
 	FG_ACT_NONE = 0,
 	FG_ACT_RELU = 1,
 	FG_ACT_SILU = 2, /* minor 1: x * sigmoid(x) */
+	/* minor 12: x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x³))), computed
+	 * in fp32 (PyTorch's gelu with approximate="tanh") */
+	FG_ACT_GELU_TANH = 3,
 };
 
 enum fg_norm_kind {
@@ -138,6 +145,10 @@ enum fg_op {
 	FG_OP_GATHER,             /* minor 10: gather; dtype: x's */
 	FG_OP_SCATTER_ADD,        /* minor 10: scatter_add; dtype: y's */
 	FG_OP_LINEAR_GROUPED,     /* minor 10: linear_grouped; dtype: the weights' (all one) */
+	FG_OP_LINEAR_GELU,        /* minor 12: linear (or linear_grouped) with act GELU_TANH; dtype: w's */
+	FG_OP_NORM_SHIFT,         /* minor 12: layer_norm with gamma_shift != 0; dtype: x's */
+	FG_OP_ATTENTION_SOFTCAP,  /* minor 12: either attention with softcap > 0; dtype: the cache's */
+	FG_OP_SOFTCAP,            /* minor 12: softcap; dtype: x's */
 };
 
 /* out[i,:] = tok[ids[i],:] + pos[positions[i],:] */
@@ -151,7 +162,9 @@ struct fg_embed_args {
 };
 
 /* Per row: FG_NORM_LAYER: out = (x - mean) / sqrt(var + eps) * gamma + beta
- * (biased variance); FG_NORM_RMS: out = x / sqrt(mean(x²) + eps) * gamma. */
+ * (biased variance); FG_NORM_RMS: out = x / sqrt(mean(x²) + eps) * gamma.
+ * Minor 12: gamma + gamma_shift in place of gamma, the sum taken in fp32
+ * (Gemma's RMS norm scales by 1 + w); 0 for every other model. */
 struct fg_layer_norm_args {
 	struct fg_tensor x;     /* [n, h] act */
 	struct fg_tensor gamma; /* [1, h] f16 */
@@ -159,6 +172,7 @@ struct fg_layer_norm_args {
 	float eps;
 	struct fg_tensor out;   /* [n, h] act; may be x */
 	enum fg_norm_kind kind; /* minor 1 */
+	float gamma_shift;      /* minor 12 */
 };
 
 /* out = act(x · wᵀ + bias) ⊙ mul + residual (⊙: element-wise product).
@@ -222,6 +236,12 @@ struct fg_attention_args {
 	 * columns j with i - window < j <= i (and j >= pad[b]), in prefill as in
 	 * decode (where i is len - 1). */
 	int64_t window;
+	/* minor 12: 0, or a cap on the scores: s = scale * q·k becomes
+	 * softcap * tanh(s / softcap), in fp32, before the mask and softmax
+	 * (Gemma 2).  Also minor 12, decode: with window > 0, a ring of at
+	 * least `window` rows suffices (len - pad[b] may pass ring), since no
+	 * position before len - window is read. */
+	float softcap;
 };
 
 /* Copy n new rows per batch entry into the cache:
@@ -329,6 +349,13 @@ struct fg_linear_grouped_args {
 	struct fg_tensor out;          /* [m, n] act */
 };
 
+/* minor 12: out = cap * tanh(x / cap), element by element, in fp32 (Gemma
+ * 2's final logits); out may be x. */
+struct fg_softcap_args {
+	struct fg_tensor x, out; /* [rows, cols], one type */
+	float cap;               /* > 0 */
+};
+
 struct fg_compute_ops {
 	int (*init)(const struct fg_host *host, const void *opts, void **ctx);
 	void (*fini)(void *ctx);
@@ -419,6 +446,9 @@ struct fg_compute_ops {
 	int (*gather)(void *ctx, void *stream, const struct fg_gather_args *a);
 	int (*scatter_add)(void *ctx, void *stream, const struct fg_scatter_add_args *a);
 	int (*linear_grouped)(void *ctx, void *stream, const struct fg_linear_grouped_args *a);
+
+	/* minor 12, optional (supports(FG_OP_SOFTCAP, ...)): struct fg_softcap_args. */
+	int (*softcap)(void *ctx, void *stream, const struct fg_softcap_args *a);
 };
 
 #ifdef __cplusplus

@@ -147,6 +147,11 @@ static int skeleton_compute_supports(void *ctx, enum fg_op op, enum fg_dtype dty
 	case FG_OP_SCATTER_ADD:
 	case FG_OP_LINEAR_GROUPED:
 		return 0; /* optional: only mixture-of-experts models need them */
+	case FG_OP_LINEAR_GELU:
+	case FG_OP_NORM_SHIFT:
+	case FG_OP_ATTENTION_SOFTCAP:
+	case FG_OP_SOFTCAP:
+		return 0; /* optional: only Gemma 2 needs them */
 	}
 	return 0; /* an op of a newer ABI */
 }

@@ -231,6 +231,11 @@ static int cpu_blas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16;
 	case FG_OP_LINEAR_GROUPED:
 		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS; /* linear per group */
+	case FG_OP_LINEAR_GELU:
+	case FG_OP_NORM_SHIFT:
+	case FG_OP_ATTENTION_SOFTCAP:
+	case FG_OP_SOFTCAP:
+		return 0; /* (compute ABI 1.12: not yet) */
 	}
 	return 0;
 }

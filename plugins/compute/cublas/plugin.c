@@ -776,6 +776,11 @@ static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 	case FG_OP_SCATTER_ADD:
 	case FG_OP_LINEAR_GROUPED:
 		return 0; /* (compute ABI 1.10's generic tier: not yet on the GPU) */
+	case FG_OP_LINEAR_GELU:
+	case FG_OP_NORM_SHIFT:
+	case FG_OP_ATTENTION_SOFTCAP:
+	case FG_OP_SOFTCAP:
+		return 0; /* (compute ABI 1.12: not yet on the GPU) */
 	}
 	return 0;
 }
