@@ -37,6 +37,15 @@
  * and its log-probabilities within 1e-5 relative, on the same fp16 values.
  * fp8 products (fp8_prefill) are compared with a host mirror of the backend's
  * row-wise E4M3 quantization, bounds argued where they are defined.
+ * The generic tier (ABI 1.10) and Gemma 2's pieces (1.12): add and softcap
+ * against double references (fp32 outputs 1e-6, fp16 1e-3), route against
+ * cpu_blas's choices on the same fp16 logits (ids exactly, weights 1e-6),
+ * gather exactly, scatter_add within its rounding and rows it must leave
+ * alone exact, the grouped linear bit for bit a linear per group, GELU (tanh
+ * form) in linear and RMS norm with a gamma shift at their ops' tolerances;
+ * sliding windows and soft-capped scores in every attention path (prefill
+ * with heads up to 256, over the cache, decode over fp16 and 4-bit caches
+ * and rings, 1.12's rings as short as the window) at attention's.
  * Argument validation is the core's (core/backend/compute_ops.c); only the
  * kernels' own limits are refused here.  Exits 77 without a GPU.
  */
@@ -1099,7 +1108,7 @@ static void run_decode(const struct dc_case *c, int q4, struct worst *w)
 	int32_t *pad = xmalloc((size_t)c->batch * 4);
 	struct dbuf dq, dk, dv, dout;
 	struct fg_attention_args ga, ca;
-	char label[128];
+	char label[200];
 	int64_t kld = ld;
 
 	make_pads(pad, c->batch, c->len, c->pads);
@@ -1185,6 +1194,17 @@ static double silu_d(double v)
 	return v / (1.0 + exp(-v));
 }
 
+static double gelu_tanh_d(double v)
+{
+	return 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+}
+
+/* What ref_attention and the attention runners apply besides the mask
+ * (compute ABI 1.11, 1.12): a sliding window (0: none) and a softcap on the
+ * scaled scores (0: none); set by test_window_softcap. */
+static int64_t ref_window;
+static double ref_softcap;
+
 /* Attention in double, grouped-query aware.  Prefill (decode 0): q, out rows
  * b * seq + i; k, v rows b * seq + j for pad[b] <= j <= i.  Decode: q, out row
  * b; k, v rows b * stride + t for pad[b] <= t < len.  Query head h reads k/v
@@ -1209,6 +1229,8 @@ static float *ref_attention(int decode, const float *q, int64_t ldq, const float
 				const float *qv = q + qr * ldq + h * hd;
 				double mx = -INFINITY, sum = 0;
 
+				if (ref_window && t1 - ref_window > t0) /* the query at t1 - 1 */
+					t0 = t1 - ref_window;
 				for (int64_t j = 0; j < hd; j++)
 					acc[j] = 0;
 				for (int64_t t = t0; t < t1; t++) {
@@ -1218,6 +1240,8 @@ static float *ref_attention(int decode, const float *q, int64_t ldq, const float
 					for (int64_t j = 0; j < hd; j++)
 						s += (double)qv[j] * kv[j];
 					sc[t] = s * scale;
+					if (ref_softcap > 0)
+						sc[t] = ref_softcap * tanh(sc[t] / ref_softcap);
 					mx = sc[t] > mx ? sc[t] : mx;
 				}
 				for (int64_t t = t0; t < t1; t++) {
@@ -1239,12 +1263,15 @@ static float *ref_attention(int decode, const float *q, int64_t ldq, const float
 
 START_TEST(test_norm_variants)
 {
-	static const struct { int64_t n, h, ldx, ldo; int alias, rms, beta; } cases[] = {
-		{ 1, 1, 1, 1, 0, 1, 0 },          { 3, 7, 8, 9, 0, 1, 0 },
-		{ 5, 64, 64, 64, 1, 1, 0 },       { 17, 4096, 4104, 4096, 0, 1, 0 },
-		{ 4, 1000, 1003, 1000, 0, 1, 0 }, { 2, 8192, 8192, 8192, 1, 1, 0 },
-		{ 300, 512, 512, 520, 0, 1, 0 },  { 17, 768, 776, 776, 0, 0, 0 },
-		{ 3, 7, 8, 9, 0, 0, 0 },          { 6, 2560, 2560, 2560, 1, 0, 0 },
+	/* shift: ABI 1.12's gamma_shift (Gemma's 1 + w, its w around 0) */
+	static const struct { int64_t n, h, ldx, ldo; int alias, rms, beta; float shift; } cases[] = {
+		{ 1, 1, 1, 1, 0, 1, 0, 0 },          { 3, 7, 8, 9, 0, 1, 0, 0 },
+		{ 5, 64, 64, 64, 1, 1, 0, 0 },       { 17, 4096, 4104, 4096, 0, 1, 0, 0 },
+		{ 4, 1000, 1003, 1000, 0, 1, 0, 0 }, { 2, 8192, 8192, 8192, 1, 1, 0, 0 },
+		{ 300, 512, 512, 520, 0, 1, 0, 0 },  { 17, 768, 776, 776, 0, 0, 0, 0 },
+		{ 3, 7, 8, 9, 0, 0, 0, 0 },          { 6, 2560, 2560, 2560, 1, 0, 0, 0 },
+		{ 9, 3584, 3584, 3584, 0, 1, 0, 1 }, { 3, 7, 8, 9, 1, 1, 0, 1 },
+		{ 40, 2304, 2304, 2312, 0, 1, 0, -0.25f },
 	};
 	struct worst w = { 0, "" };
 
@@ -1254,7 +1281,9 @@ START_TEST(test_norm_variants)
 		int64_t ldo = cases[ci].alias ? ldx : cases[ci].ldo;
 		int rms = cases[ci].rms;
 		float eps = rms ? 1e-6f : 1e-5f;
-		uint16_t *xh = rand_h((size_t)(n * ldx), -2, 3), *gh = rand_h((size_t)h, 0.5f, 1.5f);
+		float shift = cases[ci].shift;
+		uint16_t *xh = rand_h((size_t)(n * ldx), -2, 3);
+		uint16_t *gh = rand_h((size_t)h, 0.5f - shift, 1.5f - shift);
 		uint16_t *oh = xmalloc((size_t)(n * ldo) * 2);
 		float *ref = xmalloc((size_t)(n * h) * 4);
 		struct dbuf dx, dg, dout;
@@ -1277,7 +1306,8 @@ START_TEST(test_norm_variants)
 			var /= (double)h;
 			for (int64_t j = 0; j < h; j++)
 				ref[i * h + j] = (float)((fg_half_to_float(xh[i * ldx + j]) - mean) /
-							 sqrt(var + (double)eps) * fg_half_to_float(gh[j]));
+							 sqrt(var + (double)eps) *
+							 ((double)fg_half_to_float(gh[j]) + shift));
 		}
 		for (int64_t i = 0; i < n * ldo; i++)
 			oh[i] = SENTINEL;
@@ -1286,12 +1316,16 @@ START_TEST(test_norm_variants)
 		ga.gamma = tens(dput(&dg, gh, (size_t)h * 2), FG_DTYPE_F16, 1, h, h);
 		ga.eps = eps; /* beta.data NULL: none */
 		ga.kind = rms ? FG_NORM_RMS : FG_NORM_LAYER;
+		ga.gamma_shift = shift;
+		if (shift)
+			ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_NORM_SHIFT, FG_DTYPE_F16));
 		ga.out = cases[ci].alias ? ga.x
 					 : tens(dput(&dout, oh, (size_t)(n * ldo) * 2), FG_DTYPE_F16,
 						n, h, ldo);
 		ck_assert_msg(gpu.ops->layer_norm(gpu.ctx, NULL, &ga) == 0, "%s", fg_last_error());
-		snprintf(label, sizeof(label), "%s n=%" PRId64 " h=%" PRId64 "%s",
-			 rms ? "rms" : "layer, no beta", n, h, cases[ci].alias ? " out=x" : "");
+		snprintf(label, sizeof(label), "%s n=%" PRId64 " h=%" PRId64 "%s shift %g",
+			 rms ? "rms" : "layer, no beta", n, h, cases[ci].alias ? " out=x" : "",
+			 (double)shift);
 		if (cases[ci].alias) {
 			dget(&dx, oh);
 		} else {
@@ -1386,6 +1420,12 @@ static const struct gl_case gl_cases[] = {
 	{ 200, 256, 512, 0, 0, 1, FG_ACT_SILU, 0, 1, 1 },
 	{ 100, 128, 128, 0, 0, 2, FG_ACT_NONE, 0, 2, 1 },
 	{ 7, 300, 128, 8, 2, 2, FG_ACT_SILU, 1, 2, 1 },
+	/* GELU, tanh form (ABI 1.12, Gemma 2's GeGLU) */
+	{ 1, 256, 128, 0, 0, 0, FG_ACT_GELU_TANH, 1, 0, 0 },
+	{ 150, 352, 256, 8, 0, 1, FG_ACT_GELU_TANH, 1, 0, 0 },
+	{ 33, 130, 70, 0, 3, 0, FG_ACT_GELU_TANH, 0, 1, 0 },
+	{ 1, 1024, 512, 0, 0, 0, FG_ACT_GELU_TANH, 1, 0, 1 },
+	{ 200, 256, 512, 0, 0, 1, FG_ACT_GELU_TANH, 1, 0, 1 },
 };
 
 static void run_gated(struct fg_backend *g, const char *gname, const struct gl_case *c,
@@ -1419,6 +1459,8 @@ static void run_gated(struct fg_backend *g, const char *gname, const struct gl_c
 				v = v < 0 ? 0 : v;
 			else if (c->act == FG_ACT_SILU)
 				v = silu_d(v);
+			else if (c->act == FG_ACT_GELU_TANH)
+				v = gelu_tanh_d(v);
 			if (c->mul)
 				v *= fg_half_to_float(mh[i * ldm + j]);
 			if (c->res)
@@ -1448,7 +1490,8 @@ static void run_gated(struct fg_backend *g, const char *gname, const struct gl_c
 	snprintf(label, sizeof(label), "%s m=%" PRId64 " n=%" PRId64 " k=%" PRId64 "%s%s%s%s%s",
 		 gname, m, n, k, c->q4 ? " q4" : "", c->bias == 2 ? " bias(unaligned)" : c->bias
 		 ? " bias" : "", c->act == FG_ACT_SILU ? " silu" : c->act == FG_ACT_RELU ? " relu"
-		 : "", c->mul ? " mul" : "", c->res == 2 ? " res=out" : c->res ? " res" : "");
+		 : c->act == FG_ACT_GELU_TANH ? " gelu" : "", c->mul ? " mul" : "",
+		 c->res == 2 ? " res=out" : c->res ? " res" : "");
 	check_padding(label, oh, m, n, ldo);
 	double e = compare(w, label, ref, n, oh, ldo, m, n);
 	ck_assert_msg(e <= TOL_LINEAR, "linear %s: error %.3g > %.3g (%s)", label, e, TOL_LINEAR,
@@ -1929,7 +1972,8 @@ static int run_fp8(struct fg_backend *g, const char *gname, const struct f8_case
 	snprintf(label, sizeof(label), "%s m=%" PRId64 " n=%" PRId64 " k=%" PRId64 "%s%s%s%s%s%s%s",
 		 gname, m, n, k, c->q4 ? " q4" : "", c->bias == 2 ? " bias(unaligned)" : c->bias
 		 ? " bias" : "", c->act == FG_ACT_SILU ? " silu" : c->act == FG_ACT_RELU ? " relu"
-		 : "", c->mul ? " mul" : "", c->res == 2 ? " res=out" : c->res ? " res" : "",
+		 : c->act == FG_ACT_GELU_TANH ? " gelu" : "", c->mul ? " mul" : "",
+		 c->res == 2 ? " res=out" : c->res ? " res" : "",
 		 c->f32 ? " f32" : "", c->data == F8_ZEROS ? " zero-rows" : c->data == F8_TIES
 		 ? " ties" : c->data >= F8_EYE_W ? " identity" : "");
 	if (!c->f32)
@@ -2168,60 +2212,66 @@ static const struct gqa_pf_case {
 	{ 2, 64, 12, 4, 32, 0, 0 }, { 1, 150, 32, 8, 128, 0, 1 },
 };
 
+static void run_gqa_prefill(const struct gqa_pf_case *c, struct worst *w)
+{
+	int64_t rows = c->batch * c->seq, hc = c->heads * c->hd, kc = c->kvh * c->hd;
+	int64_t ldq = hc + c->ldpad, ldk = kc + c->ldpad;
+	size_t nq = (size_t)(rows * ldq), nk = (size_t)(rows * ldk);
+	uint16_t *qh = rand_h(nq, -2, 2), *kh = rand_h(nk, -2, 2), *vh = rand_h(nk, -1, 1);
+	uint16_t *oh = xmalloc(nq * 2);
+	float *qf = to_f32(qh, nq), *kf = to_f32(kh, nk), *vf = to_f32(vh, nk), *ref;
+	int32_t *pad = xmalloc((size_t)c->batch * 4);
+	struct dbuf dq, dk, dv, dout;
+	struct fg_attention_args ga;
+	char label[200];
+
+	make_pads(pad, c->batch, c->seq, c->pads);
+	for (size_t i = 0; i < nq; i++)
+		oh[i] = SENTINEL;
+	ref = ref_attention(0, qf, ldq, kf, vf, ldk, c->batch, c->seq, 0, 0, c->heads, c->kvh,
+			    c->hd, 1.0 / sqrt((double)c->hd), pad);
+	memset(&ga, 0, sizeof(ga));
+	ga.q = tens(dput(&dq, qh, nq * 2), FG_DTYPE_F16, rows, hc, ldq);
+	ga.k = tens(dput(&dk, kh, nk * 2), FG_DTYPE_F16, rows, kc, ldk);
+	ga.v = tens(dput(&dv, vh, nk * 2), FG_DTYPE_F16, rows, kc, ldk);
+	ga.out = tens(dput(&dout, oh, nq * 2), FG_DTYPE_F16, rows, hc, ldq);
+	ga.batch = c->batch;
+	ga.seq = c->seq;
+	ga.heads = c->heads;
+	ga.kv_heads = c->kvh;
+	ga.head_dim = c->hd;
+	ga.scale = 1.0f / sqrtf((float)c->hd);
+	ga.pad = pad;
+	ga.window = ref_window;
+	ga.softcap = (float)ref_softcap;
+	ck_assert_msg(gpu.ops->attention_prefill(gpu.ctx, NULL, &ga) == 0, "%s",
+		      fg_last_error());
+	dget(&dout, oh);
+	snprintf(label, sizeof(label), "gqa prefill b=%" PRId64 " seq=%" PRId64 " heads=%"
+		 PRId64 "/%" PRId64 " hd=%" PRId64 "%s window %" PRId64 " softcap %g",
+		 c->batch, c->seq, c->heads, c->kvh, c->hd, c->ldpad ? " ld>cols" : "",
+		 ref_window, ref_softcap);
+	check_padding(label, oh, rows, hc, ldq);
+	for (int64_t b = 0; b < c->batch; b++)
+		for (int64_t i = 0; i < pad[b] && i < c->seq; i++)
+			for (int64_t j = 0; j < hc; j++)
+				ck_assert_msg(oh[(b * c->seq + i) * ldq + j] == 0, "%s: padded row "
+					      "%" PRId64 " of sequence %" PRId64 " is not zero",
+					      label, i, b);
+	double e = compare(w, label, ref, hc, oh, ldq, rows, hc);
+	ck_assert_msg(e <= TOL_ATTN, "%s: error %.3g (%s)", label, e, w->where);
+	dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout);
+	free(qh), free(kh), free(vh), free(oh), free(qf), free(kf), free(vf), free(ref);
+	free(pad);
+}
+
 START_TEST(test_gqa_prefill)
 {
 	struct worst w = { 0, "" };
 
 	gpu_seed(717);
-	for (size_t ci = 0; ci < sizeof(gqa_pf_cases) / sizeof(gqa_pf_cases[0]); ci++) {
-		const struct gqa_pf_case *c = &gqa_pf_cases[ci];
-		int64_t rows = c->batch * c->seq, hc = c->heads * c->hd, kc = c->kvh * c->hd;
-		int64_t ldq = hc + c->ldpad, ldk = kc + c->ldpad;
-		size_t nq = (size_t)(rows * ldq), nk = (size_t)(rows * ldk);
-		uint16_t *qh = rand_h(nq, -2, 2), *kh = rand_h(nk, -2, 2), *vh = rand_h(nk, -1, 1);
-		uint16_t *oh = xmalloc(nq * 2);
-		float *qf = to_f32(qh, nq), *kf = to_f32(kh, nk), *vf = to_f32(vh, nk), *ref;
-		int32_t *pad = xmalloc((size_t)c->batch * 4);
-		struct dbuf dq, dk, dv, dout;
-		struct fg_attention_args ga;
-		char label[128];
-
-		make_pads(pad, c->batch, c->seq, c->pads);
-		for (size_t i = 0; i < nq; i++)
-			oh[i] = SENTINEL;
-		ref = ref_attention(0, qf, ldq, kf, vf, ldk, c->batch, c->seq, 0, 0, c->heads, c->kvh,
-				    c->hd, 1.0 / sqrt((double)c->hd), pad);
-		memset(&ga, 0, sizeof(ga));
-		ga.q = tens(dput(&dq, qh, nq * 2), FG_DTYPE_F16, rows, hc, ldq);
-		ga.k = tens(dput(&dk, kh, nk * 2), FG_DTYPE_F16, rows, kc, ldk);
-		ga.v = tens(dput(&dv, vh, nk * 2), FG_DTYPE_F16, rows, kc, ldk);
-		ga.out = tens(dput(&dout, oh, nq * 2), FG_DTYPE_F16, rows, hc, ldq);
-		ga.batch = c->batch;
-		ga.seq = c->seq;
-		ga.heads = c->heads;
-		ga.kv_heads = c->kvh;
-		ga.head_dim = c->hd;
-		ga.scale = 1.0f / sqrtf((float)c->hd);
-		ga.pad = pad;
-		ck_assert_msg(gpu.ops->attention_prefill(gpu.ctx, NULL, &ga) == 0, "%s",
-			      fg_last_error());
-		dget(&dout, oh);
-		snprintf(label, sizeof(label), "gqa prefill b=%" PRId64 " seq=%" PRId64 " heads=%"
-			 PRId64 "/%" PRId64 " hd=%" PRId64 "%s", c->batch, c->seq, c->heads, c->kvh,
-			 c->hd, c->ldpad ? " ld>cols" : "");
-		check_padding(label, oh, rows, hc, ldq);
-		for (int64_t b = 0; b < c->batch; b++)
-			for (int64_t i = 0; i < pad[b] && i < c->seq; i++)
-				for (int64_t j = 0; j < hc; j++)
-					ck_assert_msg(oh[(b * c->seq + i) * ldq + j] == 0, "%s: padded row "
-						      "%" PRId64 " of sequence %" PRId64 " is not zero",
-						      label, i, b);
-		double e = compare(&w, label, ref, hc, oh, ldq, rows, hc);
-		ck_assert_msg(e <= TOL_ATTN, "%s: error %.3g (%s)", label, e, w.where);
-		dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout);
-		free(qh), free(kh), free(vh), free(oh), free(qf), free(kf), free(vf), free(ref);
-		free(pad);
-	}
+	for (size_t ci = 0; ci < sizeof(gqa_pf_cases) / sizeof(gqa_pf_cases[0]); ci++)
+		run_gqa_prefill(&gqa_pf_cases[ci], &w);
 	report("gqa prefill", &w, TOL_ATTN);
 }
 END_TEST
@@ -2237,76 +2287,82 @@ static const struct cached_pf_case {
 	{ 2, 63, 65, 8, 2, 80, 130 },  { 4, 100, 7, 2, 1, 32, 200 }, { 1, 31, 200, 4, 4, 96, 231 },
 };
 
+static void run_cached_prefill(const struct cached_pf_case *c, struct worst *w)
+{
+	int64_t rows = c->batch * c->seq, hc = c->heads * c->hd, kc = c->kvh * c->hd;
+	int64_t crows = c->batch * c->stride, keys = c->start + c->seq;
+	size_t nq = (size_t)(rows * hc), nk = (size_t)(crows * kc);
+	uint16_t *qh = rand_h(nq, -2, 2), *kh = rand_h(nk, -2, 2), *vh = rand_h(nk, -1, 1);
+	uint16_t *oh = xmalloc(nq * 2);
+	float *qf = to_f32(qh, nq), *kf = to_f32(kh, nk), *vf = to_f32(vh, nk);
+	float *ref = xmalloc(nq * sizeof(float));
+	int32_t *pad = xmalloc((size_t)c->batch * 4);
+	struct dbuf dq, dk, dv, dout;
+	struct fg_attention_args ga;
+	char label[200];
+
+	/* pads anywhere in [0, keys]: inside the cache, inside the queries, all */
+	for (int64_t b = 0; b < c->batch; b++)
+		pad[b] = (int32_t)(b == 0 ? 0 : b == 1 ? keys
+						      : (int64_t)(gpu_next() % (uint64_t)(keys + 1)));
+	/* cache rows outside [pad, keys) hold anything: NaN here */
+	for (int64_t b = 0; b < c->batch; b++)
+		for (int64_t t = 0; t < c->stride; t++)
+			for (int64_t j = 0; (t < pad[b] || t >= keys) && j < kc; j++)
+				kh[(b * c->stride + t) * kc + j] = vh[(b * c->stride + t) * kc + j] =
+					0x7e00;
+	for (int64_t i = 0; i < c->seq; i++) {
+		float *r = ref_attention(1, qf + i * hc, hc * c->seq, kf, vf, kc, c->batch, 1,
+					 c->start + i + 1, c->stride, c->heads, c->kvh, c->hd,
+					 1.0 / sqrt((double)c->hd), pad);
+		for (int64_t b = 0; b < c->batch; b++)
+			memcpy(ref + (b * c->seq + i) * hc, r + b * hc, (size_t)hc * sizeof(float));
+		free(r);
+	}
+	memset(&ga, 0, sizeof(ga));
+	ga.q = tens(dput(&dq, qh, nq * 2), FG_DTYPE_F16, rows, hc, hc);
+	ga.k = tens(dput(&dk, kh, nk * 2), FG_DTYPE_F16, crows, kc, kc);
+	ga.v = tens(dput(&dv, vh, nk * 2), FG_DTYPE_F16, crows, kc, kc);
+	ga.out = tens(dput(&dout, oh, nq * 2), FG_DTYPE_F16, rows, hc, hc);
+	ga.batch = c->batch;
+	ga.seq = c->seq;
+	ga.start = c->start;
+	ga.cache_stride = c->stride;
+	ga.heads = c->heads;
+	ga.kv_heads = c->kvh;
+	ga.head_dim = c->hd;
+	ga.scale = 1.0f / sqrtf((float)c->hd);
+	ga.pad = pad;
+	ga.window = ref_window;
+	ga.softcap = (float)ref_softcap;
+	ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_CACHED, FG_DTYPE_F16));
+	ck_assert_msg(gpu.ops->attention_prefill(gpu.ctx, NULL, &ga) == 0, "%s",
+		      fg_last_error());
+	dget(&dout, oh);
+	snprintf(label, sizeof(label), "cached prefill b=%" PRId64 " start=%" PRId64 " seq=%"
+		 PRId64 " heads=%" PRId64 "/%" PRId64 " hd=%" PRId64 " window %" PRId64
+		 " softcap %g", c->batch, c->start, c->seq, c->heads, c->kvh, c->hd,
+		 ref_window, ref_softcap);
+	for (int64_t b = 0; b < c->batch; b++) /* queries before the pad: exact zeros */
+		for (int64_t i = 0; c->start + i < pad[b] && i < c->seq; i++)
+			for (int64_t j = 0; j < hc; j++)
+				ck_assert_msg(oh[(b * c->seq + i) * hc + j] == 0, "%s: query %" PRId64
+					      " of sequence %" PRId64 " before its pad is not zero",
+					      label, i, b);
+	double e = compare(w, label, ref, hc, oh, hc, rows, hc);
+	ck_assert_msg(e <= TOL_ATTN, "%s: error %.3g (%s)", label, e, w->where);
+	dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout);
+	free(qh), free(kh), free(vh), free(oh), free(qf), free(kf), free(vf), free(ref);
+	free(pad);
+}
+
 START_TEST(test_cached_prefill)
 {
 	struct worst w = { 0, "" };
 
 	gpu_seed(727);
-	for (size_t ci = 0; ci < sizeof(cached_pf_cases) / sizeof(cached_pf_cases[0]); ci++) {
-		const struct cached_pf_case *c = &cached_pf_cases[ci];
-		int64_t rows = c->batch * c->seq, hc = c->heads * c->hd, kc = c->kvh * c->hd;
-		int64_t crows = c->batch * c->stride, keys = c->start + c->seq;
-		size_t nq = (size_t)(rows * hc), nk = (size_t)(crows * kc);
-		uint16_t *qh = rand_h(nq, -2, 2), *kh = rand_h(nk, -2, 2), *vh = rand_h(nk, -1, 1);
-		uint16_t *oh = xmalloc(nq * 2);
-		float *qf = to_f32(qh, nq), *kf = to_f32(kh, nk), *vf = to_f32(vh, nk);
-		float *ref = xmalloc(nq * sizeof(float));
-		int32_t *pad = xmalloc((size_t)c->batch * 4);
-		struct dbuf dq, dk, dv, dout;
-		struct fg_attention_args ga;
-		char label[128];
-
-		/* pads anywhere in [0, keys]: inside the cache, inside the queries, all */
-		for (int64_t b = 0; b < c->batch; b++)
-			pad[b] = (int32_t)(b == 0 ? 0 : b == 1 ? keys
-							      : (int64_t)(gpu_next() % (uint64_t)(keys + 1)));
-		/* cache rows outside [pad, keys) hold anything: NaN here */
-		for (int64_t b = 0; b < c->batch; b++)
-			for (int64_t t = 0; t < c->stride; t++)
-				for (int64_t j = 0; (t < pad[b] || t >= keys) && j < kc; j++)
-					kh[(b * c->stride + t) * kc + j] = vh[(b * c->stride + t) * kc + j] =
-						0x7e00;
-		for (int64_t i = 0; i < c->seq; i++) {
-			float *r = ref_attention(1, qf + i * hc, hc * c->seq, kf, vf, kc, c->batch, 1,
-						 c->start + i + 1, c->stride, c->heads, c->kvh, c->hd,
-						 1.0 / sqrt((double)c->hd), pad);
-			for (int64_t b = 0; b < c->batch; b++)
-				memcpy(ref + (b * c->seq + i) * hc, r + b * hc, (size_t)hc * sizeof(float));
-			free(r);
-		}
-		memset(&ga, 0, sizeof(ga));
-		ga.q = tens(dput(&dq, qh, nq * 2), FG_DTYPE_F16, rows, hc, hc);
-		ga.k = tens(dput(&dk, kh, nk * 2), FG_DTYPE_F16, crows, kc, kc);
-		ga.v = tens(dput(&dv, vh, nk * 2), FG_DTYPE_F16, crows, kc, kc);
-		ga.out = tens(dput(&dout, oh, nq * 2), FG_DTYPE_F16, rows, hc, hc);
-		ga.batch = c->batch;
-		ga.seq = c->seq;
-		ga.start = c->start;
-		ga.cache_stride = c->stride;
-		ga.heads = c->heads;
-		ga.kv_heads = c->kvh;
-		ga.head_dim = c->hd;
-		ga.scale = 1.0f / sqrtf((float)c->hd);
-		ga.pad = pad;
-		ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_CACHED, FG_DTYPE_F16));
-		ck_assert_msg(gpu.ops->attention_prefill(gpu.ctx, NULL, &ga) == 0, "%s",
-			      fg_last_error());
-		dget(&dout, oh);
-		snprintf(label, sizeof(label), "cached prefill b=%" PRId64 " start=%" PRId64 " seq=%"
-			 PRId64 " heads=%" PRId64 "/%" PRId64 " hd=%" PRId64, c->batch, c->start,
-			 c->seq, c->heads, c->kvh, c->hd);
-		for (int64_t b = 0; b < c->batch; b++) /* queries before the pad: exact zeros */
-			for (int64_t i = 0; c->start + i < pad[b] && i < c->seq; i++)
-				for (int64_t j = 0; j < hc; j++)
-					ck_assert_msg(oh[(b * c->seq + i) * hc + j] == 0, "%s: query %" PRId64
-						      " of sequence %" PRId64 " before its pad is not zero",
-						      label, i, b);
-		double e = compare(&w, label, ref, hc, oh, hc, rows, hc);
-		ck_assert_msg(e <= TOL_ATTN, "%s: error %.3g (%s)", label, e, w.where);
-		dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout);
-		free(qh), free(kh), free(vh), free(oh), free(qf), free(kf), free(vf), free(ref);
-		free(pad);
-	}
+	for (size_t ci = 0; ci < sizeof(cached_pf_cases) / sizeof(cached_pf_cases[0]); ci++)
+		run_cached_prefill(&cached_pf_cases[ci], &w);
 	report("cached prefill", &w, TOL_ATTN);
 }
 END_TEST
@@ -2377,7 +2433,12 @@ static void run_gqa_decode(const struct gqa_dc_case *c, int q4, struct worst *w)
 		vo = xmalloc((size_t)(krows * kld) * 4);
 		gpad = xmalloc((size_t)c->batch * 4);
 		for (int64_t b = 0; b < c->batch; b++) {
-			gpad[b] = (int32_t)(pad[b] + c->wrap);
+			/* ABI 1.12: in a window no longer than the ring, a pad the
+			 * window hides may stay behind (len - pad past the ring) */
+			int hidden = ref_window && ref_window <= c->stride &&
+				     pad[b] <= c->len - ref_window;
+
+			gpad[b] = (int32_t)(hidden ? 0 : pad[b] + c->wrap);
 			for (int64_t p = 0; p < c->stride; p++) {
 				int64_t from = (b * c->stride + (p + c->wrap) % c->stride) * kld;
 				memcpy(ko + (b * c->stride + p) * kld, kf + from, (size_t)kld * 4);
@@ -2399,12 +2460,14 @@ static void run_gqa_decode(const struct gqa_dc_case *c, int q4, struct worst *w)
 	ga.head_dim = c->hd;
 	ga.scale = 1.0f / sqrtf((float)c->hd);
 	ga.pad = gpad;
+	ga.window = ref_window;
+	ga.softcap = (float)ref_softcap;
 	ck_assert_msg(gpu.ops->attention_decode(gpu.ctx, NULL, &ga) == 0, "%s", fg_last_error());
 	dget(&dout, oh);
 	snprintf(label, sizeof(label), "%s decode %s b=%" PRId64 " heads=%" PRId64 "/%" PRId64
-		 " hd=%" PRId64 " len=%" PRId64 " stride=%" PRId64 " wrap=%" PRId64,
-		 c->wrap ? "ring" : "gqa", q4 ? "q4" : "f16", c->batch, c->heads, c->kvh, c->hd,
-		 c->len, c->stride, c->wrap);
+		 " hd=%" PRId64 " len=%" PRId64 " stride=%" PRId64 " wrap=%" PRId64 " window %"
+		 PRId64 " softcap %g", c->wrap ? "ring" : "gqa", q4 ? "q4" : "f16", c->batch,
+		 c->heads, c->kvh, c->hd, c->len, c->stride, c->wrap, ref_window, ref_softcap);
 	check_padding(label, oh, c->batch, hc, ldq);
 	for (int64_t b = 0; b < c->batch; b++)
 		if (pad[b] >= c->len)
@@ -2464,6 +2527,399 @@ START_TEST(test_ring_decode)
 }
 END_TEST
 
+/* ---- the generic tier (ABI 1.10) and the softcap op (1.12) ------------------------------ */
+
+/* A [rows, cols] tensor with ld = cols + 3 of random values: fp16 bits, or
+ * fp32 rounded through fp16 (so both kinds hold the same numbers). */
+static void *rand_rows(int f32, int64_t rows, int64_t cols, float lo, float hi)
+{
+	int64_t n = rows * (cols + 3);
+	uint16_t *h = rand_h((size_t)n, lo, hi);
+	float *f;
+
+	if (!f32)
+		return h;
+	f = to_f32(h, (size_t)n);
+	free(h);
+	return f;
+}
+
+static double val_at(const void *p, int f32, int64_t i)
+{
+	return got_at(p, f32, i);
+}
+
+/* add: the residual stream (fp32) plus an fp16 block output (compute ABI
+ * 1.12's mixed operands, also through the core's check), fp16 alone, no y
+ * (a scale), out = x and out = y. */
+START_TEST(test_generic_add)
+{
+	static const struct { int64_t rows, cols; int x32, y; int alias; float al, be; } cases[] = {
+		{ 1, 1, 0, 1, 0, 1, 1 },      { 7, 300, 1, 1, 1, 1, 1 },   { 64, 3584, 1, 1, 1, 1, 1 },
+		{ 33, 77, 0, 1, 2, 0.5f, -2 }, { 5, 4096, 1, 0, 1, 59.875f, 0 }, { 300, 64, 0, 0, 0, -1, 0 },
+		{ 9, 130, 1, 2, 0, 1, 0.25f }, /* y: 0 none, 1 fp16, 2 x's type; alias: 1 out = x, 2 out = y */
+	};
+	struct worst w = { 0, "" };
+
+	gpu_seed(901);
+	ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ADD, FG_DTYPE_F16));
+	ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ADD, FG_DTYPE_F32));
+	for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+		int64_t r = cases[ci].rows, c = cases[ci].cols, ld = c + 3;
+		int x32 = cases[ci].x32, y32 = cases[ci].y == 2 && x32, alias = cases[ci].alias;
+		size_t xs = x32 ? 4 : 2, ys = y32 ? 4 : 2, n = (size_t)(r * ld);
+		void *xh = rand_rows(x32, r, c, -3, 3), *yh = rand_rows(y32, r, c, -3, 3);
+		void *got = xmalloc(n * xs);
+		float *ref = xmalloc((size_t)(r * c) * sizeof(float));
+		struct dbuf dx, dy = { 0 }, dout = { 0 };
+		struct fg_add_args a;
+		char label[128];
+
+		if (alias == 2 && xs != ys)
+			alias = 0; /* out = y only where they are one type */
+		for (int64_t i = 0; i < r; i++)
+			for (int64_t j = 0; j < c; j++)
+				ref[i * c + j] = (float)(cases[ci].al * val_at(xh, x32, i * ld + j) +
+							 (cases[ci].y ? cases[ci].be * val_at(yh, y32, i * ld + j)
+								      : 0.0));
+		memset(&a, 0, sizeof(a));
+		a.x = tens(dput(&dx, xh, n * xs), x32 ? FG_DTYPE_F32 : FG_DTYPE_F16, r, c, ld);
+		if (cases[ci].y)
+			a.y = tens(dput(&dy, yh, n * ys), y32 ? FG_DTYPE_F32 : FG_DTYPE_F16, r, c, ld);
+		a.out = alias == 1 ? a.x : alias == 2 ? a.y
+			: tens(dput(&dout, NULL, n * xs), a.x.dtype, r, c, ld);
+		a.alpha = cases[ci].al;
+		a.beta = cases[ci].be;
+		/* the core's check lets the mixed pair through (the residual stream is fp32) */
+		ck_assert_msg(fg_backend_add(&gpu, NULL, 0, "test", &a) == 0, "%s", fg_last_error());
+		dget(alias == 1 ? &dx : alias == 2 ? &dy : &dout, got);
+		snprintf(label, sizeof(label), "add %" PRId64 "x%" PRId64 " x %s y %s out=%s", r, c,
+			 x32 ? "f32" : "f16", !cases[ci].y ? "none" : y32 ? "f32" : "f16",
+			 alias == 1 ? "x" : alias == 2 ? "y" : "own");
+		double e = compare_as(&w, label, ref, c, got, x32, ld, r, c);
+		double tol = x32 ? 1e-6 : 1e-3;
+		ck_assert_msg(e <= tol, "%s: error %.3g > %.3g (%s)", label, e, tol, w.where);
+		dfree(&dx), dfree(&dy), dfree(&dout);
+		free(xh), free(yh), free(got), free(ref);
+	}
+	report("add", &w, 1e-3);
+}
+END_TEST
+
+/* softcap (ABI 1.12): cap tanh(x / cap) on logits, fp16 and fp32, in place. */
+START_TEST(test_softcap_op)
+{
+	static const struct { int64_t rows, cols; int f32, alias; float cap; } cases[] = {
+		{ 1, 256000, 0, 1, 30 }, { 7, 1000, 0, 0, 3 }, { 64, 513, 1, 1, 50 }, { 3, 5, 1, 0, 0.5f },
+	};
+	struct worst w = { 0, "" };
+
+	gpu_seed(902);
+	for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+		int64_t r = cases[ci].rows, c = cases[ci].cols, ld = c + 3;
+		int f32 = cases[ci].f32;
+		size_t es = f32 ? 4 : 2, n = (size_t)(r * ld);
+		void *xh = rand_rows(f32, r, c, -100, 100), *got = xmalloc(n * es);
+		float *ref = xmalloc((size_t)(r * c) * sizeof(float));
+		double cap = cases[ci].cap;
+		struct dbuf dx, dout = { 0 };
+		struct fg_softcap_args a;
+		char label[96];
+
+		ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_SOFTCAP, f32 ? FG_DTYPE_F32 : FG_DTYPE_F16));
+		for (int64_t i = 0; i < r; i++)
+			for (int64_t j = 0; j < c; j++)
+				ref[i * c + j] = (float)(cap * tanh(val_at(xh, f32, i * ld + j) / cap));
+		a.x = tens(dput(&dx, xh, n * es), f32 ? FG_DTYPE_F32 : FG_DTYPE_F16, r, c, ld);
+		a.out = cases[ci].alias ? a.x : tens(dput(&dout, NULL, n * es), a.x.dtype, r, c, ld);
+		a.cap = cases[ci].cap;
+		ck_assert_msg(gpu.ops->softcap(gpu.ctx, NULL, &a) == 0, "%s", fg_last_error());
+		dget(cases[ci].alias ? &dx : &dout, got);
+		snprintf(label, sizeof(label), "softcap %" PRId64 "x%" PRId64 " %s cap %g", r, c,
+			 f32 ? "f32" : "f16", cap);
+		double e = compare_as(&w, label, ref, c, got, f32, ld, r, c);
+		double tol = f32 ? 1e-6 : 1e-3;
+		ck_assert_msg(e <= tol, "%s: error %.3g > %.3g (%s)", label, e, tol, w.where);
+		dfree(&dx), dfree(&dout);
+		free(xh), free(got), free(ref);
+	}
+	report("softcap", &w, 1e-3);
+}
+END_TEST
+
+/* route against the reference backend (cpu_blas) on the same fp16 logits:
+ * ids exactly, weights within 1e-6; ties (logits on a grid of 1/4), a NaN
+ * row, a row of -inf, +inf logits. */
+START_TEST(test_route)
+{
+	static const struct { int64_t rows, experts; int k, renorm; } cases[] = {
+		{ 1, 8, 2, 1 },  { 37, 8, 2, 1 },  { 1000, 8, 2, 0 }, { 100, 60, 4, 0 },
+		{ 300, 128, 8, 1 }, { 5, 128, 64, 0 }, { 64, 8, 8, 1 }, { 7, 3, 1, 0 },
+	};
+
+	gpu_seed(903);
+	for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+		int64_t r = cases[ci].rows, e = cases[ci].experts, ld = e + 3;
+		int k = cases[ci].k;
+		size_t n = (size_t)(r * ld), nk = (size_t)(r * k);
+		uint16_t *lh = rand_h(n, -4, 4);
+		int32_t *gid = xmalloc(nk * 4), *cid = xmalloc(nk * 4);
+		float *gwt = xmalloc(nk * 4), *cwt = xmalloc(nk * 4);
+		struct dbuf dl;
+		struct fg_route_args a;
+
+		for (int64_t i = 0; i < r; i++)
+			for (int64_t j = 0; j < e; j++)
+				if (i % 3 == 1) /* ties */
+					lh[i * ld + j] = fg_float_to_half(
+						(float)(int)(4 * fg_half_to_float(lh[i * ld + j])) / 4);
+		if (r > 4) {
+			lh[2 * ld + 1] = 0x7e00u; /* NaN: no choice */
+			for (int64_t j = 0; j < e; j++)
+				lh[3 * ld + j] = 0xfc00u; /* all -inf: no choice */
+			lh[4 * ld + 0] = lh[4 * ld + e - 1] = 0x7c00u; /* two +inf share */
+		}
+		memset(&a, 0, sizeof(a));
+		a.logits = tens(lh, FG_DTYPE_F16, r, e, ld);
+		a.k = k;
+		a.renormalize = cases[ci].renorm;
+		a.ids = cid;
+		a.weights = cwt;
+		ck_assert_msg(cpu.ops->route(cpu.ctx, NULL, &a) == 0, "%s", fg_last_error());
+		a.logits.data = dput(&dl, lh, n * 2);
+		a.ids = gid;
+		a.weights = gwt;
+		ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ROUTE, FG_DTYPE_F16));
+		ck_assert_msg(gpu.ops->route(gpu.ctx, NULL, &a) == 0, "%s", fg_last_error());
+		for (size_t i = 0; i < nk; i++) {
+			ck_assert_msg(gid[i] == cid[i], "route rows %" PRId64 " experts %" PRId64 " k %d: "
+				      "row %zu choice %zu: id %d, cpu_blas %d", r, e, k, i / (size_t)k,
+				      i % (size_t)k, (int)gid[i], (int)cid[i]);
+			ck_assert_msg(fabsf(gwt[i] - cwt[i]) <= 1e-6f, "route: row %zu choice %zu: "
+				      "weight %.9g, cpu_blas %.9g", i / (size_t)k, i % (size_t)k,
+				      (double)gwt[i], (double)cwt[i]);
+		}
+		dfree(&dl);
+		free(lh), free(gid), free(cid), free(gwt), free(cwt);
+	}
+	printf("route                   ids equal to cpu_blas's, weights within 1e-6, %zu cases\n",
+	       sizeof(cases) / sizeof(cases[0]));
+}
+END_TEST
+
+/* gather (exact copies) and scatter_add: repeated indices, weights or
+ * none, fp16 rows into the fp32 residual stream (ABI 1.12) or into fp16;
+ * rows no index names stay as they were, bit for bit. */
+START_TEST(test_gather_scatter)
+{
+	static const struct { int64_t rows, cols, n; int f32, weights; } cases[] = {
+		{ 1, 1, 1, 0, 0 },     { 16, 4096, 32, 1, 1 }, { 100, 130, 300, 0, 1 },
+		{ 512, 64, 1024, 1, 0 }, { 7, 3584, 14, 0, 1 },  { 3, 8, 0, 1, 1 },
+	};
+
+	gpu_seed(904);
+	for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+		int64_t r = cases[ci].rows, c = cases[ci].cols, n = cases[ci].n, ld = c + 3;
+		int o32 = cases[ci].f32;
+		size_t os = o32 ? 4 : 2;
+		uint16_t *xh = rand_rows(0, r, c, -2, 2), *gh = xmalloc((size_t)((n ? n : 1) * ld) * 2);
+		void *oh = rand_rows(o32, r, c, -2, 2), *got = xmalloc((size_t)(r * ld) * os);
+		int32_t *idx = xmalloc((size_t)(n ? n : 1) * 4);
+		float *wt = xmalloc((size_t)(n ? n : 1) * 4), *ref = xmalloc((size_t)(r * c) * 4);
+		struct dbuf dx, dg, dout;
+		struct fg_gather_args ga;
+		struct fg_scatter_add_args sa;
+		char label[128];
+
+		for (int64_t i = 0; i < n; i++) {
+			idx[i] = (int32_t)(i % 5 == 4 ? idx[i / 2] : (int64_t)(gpu_next() % (uint64_t)r));
+			wt[i] = gpu_uniform(-1, 1);
+		}
+		/* gather: out[i] = x[idx[i]] */
+		memset(&ga, 0, sizeof(ga));
+		ga.x = tens(dput(&dx, xh, (size_t)(r * ld) * 2), FG_DTYPE_F16, r, c, ld);
+		ga.index = idx;
+		ga.n = n;
+		ga.out = tens(dput(&dg, NULL, (size_t)((n ? n : 1) * ld) * 2), FG_DTYPE_F16, n, c, ld);
+		ck_assert_msg(gpu.ops->gather(gpu.ctx, NULL, &ga) == 0, "%s", fg_last_error());
+		dget(&dg, gh);
+		for (int64_t i = 0; i < n; i++)
+			ck_assert_msg(memcmp(gh + i * ld, xh + (int64_t)idx[i] * ld, (size_t)c * 2) == 0,
+				      "gather %" PRId64 "x%" PRId64 ": row %" PRId64 " is not x's row %d",
+				      r, c, i, (int)idx[i]);
+		/* scatter_add the gathered rows back: out[idx[i]] += wt[i] * g[i] */
+		for (int64_t i = 0; i < r; i++)
+			for (int64_t j = 0; j < c; j++)
+				ref[i * c + j] = (float)val_at(oh, o32, i * ld + j);
+		for (int64_t i = 0; i < n; i++)
+			for (int64_t j = 0; j < c; j++)
+				ref[idx[i] * c + j] += (float)((cases[ci].weights ? wt[i] : 1.0) *
+							       fg_half_to_float(gh[i * ld + j]));
+		memset(&sa, 0, sizeof(sa));
+		sa.y = ga.out;
+		sa.index = idx;
+		sa.weight = cases[ci].weights ? wt : NULL;
+		sa.n = n;
+		sa.out = tens(dput(&dout, oh, (size_t)(r * ld) * os), o32 ? FG_DTYPE_F32 : FG_DTYPE_F16,
+			      r, c, ld);
+		ck_assert_msg(fg_backend_scatter_add(&gpu, NULL, 0, "test", &sa) == 0, "%s",
+			      fg_last_error());
+		dget(&dout, got);
+		snprintf(label, sizeof(label), "scatter_add %" PRId64 " rows into %" PRId64 "x%" PRId64
+			 " %s%s", n, r, c, o32 ? "f32" : "f16", cases[ci].weights ? " weighted" : "");
+		for (int64_t i = 0; i < r; i++) { /* rows no index names: untouched */
+			int named = 0;
+
+			for (int64_t t = 0; t < n && !named; t++)
+				named = idx[t] == i;
+			ck_assert_msg(named || memcmp((char *)got + i * ld * os, (char *)oh + i * ld * os,
+						      (size_t)c * os) == 0,
+				      "%s: row %" PRId64 " no index names changed", label, i);
+		}
+		struct worst w = { 0, "" };
+		double e = compare_as(&w, label, ref, c, got, o32, ld, r, c), tol = o32 ? 1e-5 : 2e-3;
+		ck_assert_msg(e <= tol, "%s: error %.3g > %.3g (%s)", label, e, tol, w.where);
+		dfree(&dx), dfree(&dg), dfree(&dout);
+		free(xh), free(gh), free(oh), free(got), free(idx), free(wt), free(ref);
+	}
+	printf("gather, scatter_add     gather exact, scatter_add within its rounding, %zu cases\n",
+	       sizeof(cases) / sizeof(cases[0]));
+}
+END_TEST
+
+/* The grouped linear: each group's rows equal, bit for bit, the backend's
+ * linear on that group alone (it is that linear): fp16 and 4-bit experts,
+ * empty groups, SiLU and GELU with a mul. */
+START_TEST(test_linear_grouped)
+{
+	static const struct { int64_t n, k; int groups, q4, act, mul; } cases[] = {
+		{ 352, 256, 8, 0, FG_ACT_SILU, 1 }, { 256, 352, 8, 0, FG_ACT_NONE, 0 },
+		{ 512, 1024, 4, 1, FG_ACT_SILU, 1 }, { 130, 64, 3, 0, FG_ACT_GELU_TANH, 1 },
+		{ 1024, 512, 8, 1, FG_ACT_NONE, 0 },
+	};
+
+	gpu_seed(905);
+	for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+		int64_t n = cases[ci].n, k = cases[ci].k, off[9] = { 0 };
+		int ng = cases[ci].groups, q4 = cases[ci].q4;
+		struct fg_tensor wt[8];
+		struct dbuf dw[8], dx, dm = { 0 }, dout, done;
+		uint8_t *enc[8] = { NULL };
+		for (int g = 0; g < ng; g++) /* group sizes 0 .. 70, every other case one empty */
+			off[g + 1] = off[g] + (g == 1 && ci % 2 ? 0 : (int64_t)(gpu_next() % 71));
+		int64_t m = off[ng];
+		uint16_t *xh = rand_h((size_t)((m ? m : 1) * k), -1, 1);
+		uint16_t *mh = rand_h((size_t)((m ? m : 1) * n), -2, 2);
+		uint16_t *got = xmalloc((size_t)((m ? m : 1) * n) * 2), *one = xmalloc((size_t)((m ? m : 1) * n) * 2);
+		float *wf = xmalloc((size_t)(n * k) * 4);
+		uint16_t *wh = xmalloc((size_t)(n * k) * 2);
+		struct fg_linear_grouped_args a;
+
+		for (int g = 0; g < ng; g++) {
+			enc[g] = lin_weights(n, k, q4, wf, wh);
+			wt[g] = q4 ? tens(dput(&dw[g], enc[g], (size_t)fg_q4_bytes((uint64_t)n, (uint64_t)k, 0)),
+					  FG_DTYPE_Q4_ROWS, n, k, k)
+				   : tens(dput(&dw[g], wh, (size_t)(n * k) * 2), FG_DTYPE_F16, n, k, k);
+		}
+		memset(&a, 0, sizeof(a));
+		a.x = tens(dput(&dx, xh, (size_t)((m ? m : 1) * k) * 2), FG_DTYPE_F16, m, k, k);
+		a.w = wt;
+		a.offset = off;
+		a.groups = ng;
+		a.act = (enum fg_activation)cases[ci].act;
+		if (cases[ci].mul)
+			a.mul = tens(dput(&dm, mh, (size_t)((m ? m : 1) * n) * 2), FG_DTYPE_F16, m, n, n);
+		a.out = tens(dput(&dout, NULL, (size_t)((m ? m : 1) * n) * 2), FG_DTYPE_F16, m, n, n);
+		ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_LINEAR_GROUPED,
+					    q4 ? FG_DTYPE_Q4_ROWS : FG_DTYPE_F16));
+		ck_assert_msg(gpu.ops->linear_grouped(gpu.ctx, NULL, &a) == 0, "%s", fg_last_error());
+		dget(&dout, got);
+		(void)dput(&done, NULL, (size_t)((m ? m : 1) * n) * 2);
+		for (int g = 0; g < ng; g++) {
+			int64_t r0 = off[g], nr = off[g + 1] - off[g];
+			struct fg_linear_args l;
+
+			if (!nr)
+				continue;
+			memset(&l, 0, sizeof(l));
+			l.x = tens((char *)a.x.data + r0 * k * 2, FG_DTYPE_F16, nr, k, k);
+			l.w = wt[g];
+			l.act = a.act;
+			l.out = tens((char *)done.r.addr + r0 * n * 2, FG_DTYPE_F16, nr, n, n);
+			if (cases[ci].mul)
+				l.mul = tens((char *)a.mul.data + r0 * n * 2, FG_DTYPE_F16, nr, n, n);
+			ck_assert_msg(gpu.ops->linear(gpu.ctx, NULL, &l) == 0, "%s", fg_last_error());
+		}
+		dget(&done, one);
+		ck_assert_msg(memcmp(got, one, (size_t)(m * n) * 2) == 0, "grouped linear n=%" PRId64
+			      " k=%" PRId64 " groups=%d%s: differs from a linear per group", n, k, ng,
+			      q4 ? " q4" : "");
+		for (int g = 0; g < ng; g++)
+			dfree(&dw[g]), free(enc[g]);
+		dfree(&dx), dfree(&dm), dfree(&dout), dfree(&done);
+		free(xh), free(mh), free(got), free(one), free(wf), free(wh);
+	}
+	printf("grouped linear          bit for bit a linear per group, %zu cases\n",
+	       sizeof(cases) / sizeof(cases[0]));
+}
+END_TEST
+
+/* ABI 1.11 and 1.12: sliding windows and soft-capped scores, alone and
+ * together, in prefill (heads up to 256: Gemma-2-9B's), prefill over the
+ * cache and decode over fp16 and 4-bit caches, with rings no longer than
+ * len - pad (1.12: a ring as short as the window). */
+static const struct gqa_pf_case wide_pf_cases[] = {
+	{ 2, 300, 8, 4, 256, 0, 1 }, { 1, 70, 4, 2, 256, 8, 2 }, { 2, 1100, 4, 2, 128, 0, 1 },
+};
+static const struct gqa_dc_case win_ring_cases[] = {
+	{ 2, 8, 4, 256, 64, 64, 1, 0, 700 }, /* rings of 64 and 100 hold the windows */
+	{ 3, 8, 2, 128, 100, 100, 2, 0, 333 },
+	{ 1, 4, 2, 64, 4096, 4096, 0, 0, 10000 },
+};
+
+START_TEST(test_window_softcap)
+{
+	static const struct { int64_t window; double softcap; } modes[] = {
+		{ 1, 0 }, { 8, 0 }, { 100, 0 }, { 0, 5.0 }, { 0, 0.5 }, { 64, 50.0 }, { 37, 2.0 },
+	};
+	struct worst wp = { 0, "" }, wc = { 0, "" }, wd = { 0, "" }, wq = { 0, "" };
+
+	gpu_seed(838);
+	ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_SOFTCAP, FG_DTYPE_F16));
+	ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_SOFTCAP, FG_DTYPE_Q4_COLS));
+	for (size_t mi = 0; mi < sizeof(modes) / sizeof(modes[0]); mi++) {
+		ref_window = modes[mi].window;
+		ref_softcap = modes[mi].softcap;
+		for (size_t ci = 0; ci < sizeof(gqa_pf_cases) / sizeof(gqa_pf_cases[0]); ci++)
+			run_gqa_prefill(&gqa_pf_cases[ci], &wp);
+		for (size_t ci = 0; ci < sizeof(wide_pf_cases) / sizeof(wide_pf_cases[0]); ci++)
+			run_gqa_prefill(&wide_pf_cases[ci], &wp);
+		for (size_t ci = 0; ci < sizeof(cached_pf_cases) / sizeof(cached_pf_cases[0]); ci++)
+			run_cached_prefill(&cached_pf_cases[ci], &wc);
+		for (size_t ci = 0; ci < sizeof(gqa_dc_cases) / sizeof(gqa_dc_cases[0]); ci++) {
+			run_gqa_decode(&gqa_dc_cases[ci], 0, &wd);
+			run_gqa_decode(&gqa_dc_cases[ci], 1, &wq);
+		}
+		for (size_t ci = 0; ci < sizeof(ring_cases) / sizeof(ring_cases[0]); ci++) {
+			run_gqa_decode(&ring_cases[ci], 0, &wd);
+			run_gqa_decode(&ring_cases[ci], 1, &wq);
+		}
+		for (size_t ci = 0; ci < sizeof(win_ring_cases) / sizeof(win_ring_cases[0]); ci++) {
+			if (!ref_window || ref_window > win_ring_cases[ci].stride)
+				continue;
+			run_gqa_decode(&win_ring_cases[ci], 0, &wd);
+			run_gqa_decode(&win_ring_cases[ci], 1, &wq);
+		}
+	}
+	ref_window = 0;
+	ref_softcap = 0;
+	report("window/softcap prefill", &wp, TOL_ATTN);
+	report("window/softcap cached", &wc, TOL_ATTN);
+	report("window/softcap dec f16", &wd, TOL_ATTN);
+	report("window/softcap dec q4", &wq, TOL_ATTN);
+}
+END_TEST
+
 /* ---- supports ------------------------------------------------------------------------------ */
 
 START_TEST(test_supports)
@@ -2487,6 +2943,16 @@ START_TEST(test_supports)
 		{ FG_OP_KV_APPEND, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
 		{ FG_OP_SAMPLE, 1u << FG_DTYPE_F16 },
 		{ FG_OP_ATTENTION_RING, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
+		/* ABI 1.10's generic tier; 1.12 */
+		{ FG_OP_ADD, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
+		{ FG_OP_ROUTE, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
+		{ FG_OP_GATHER, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
+		{ FG_OP_SCATTER_ADD, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
+		{ FG_OP_LINEAR_GROUPED, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS },
+		{ FG_OP_LINEAR_GELU, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS },
+		{ FG_OP_NORM_SHIFT, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
+		{ FG_OP_ATTENTION_SOFTCAP, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
+		{ FG_OP_SOFTCAP, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
 	};
 
 	ck_assert_ptr_nonnull(gpu.ops->supports);
@@ -2921,6 +3387,12 @@ static Suite *cublas_suite(void)
 	tcase_add_test(tc, test_cached_prefill);
 	tcase_add_test(tc, test_gqa_decode);
 	tcase_add_test(tc, test_ring_decode);
+	tcase_add_test(tc, test_window_softcap);
+	tcase_add_test(tc, test_generic_add);
+	tcase_add_test(tc, test_softcap_op);
+	tcase_add_test(tc, test_route);
+	tcase_add_test(tc, test_gather_scatter);
+	tcase_add_test(tc, test_linear_grouped);
 	tcase_add_test(tc, test_supports);
 	tcase_add_test(tc, test_streams_events);
 	tcase_add_test(tc, test_sample);

@@ -740,8 +740,12 @@ int fg_backend_add(struct fg_backend *b, void *stream, int64_t layer, const char
 		return fg_call_fail(&c, -EINVAL, "x is %s: add takes f32 or f16",
 				    fg_dtype_name(a->x.dtype));
 	has_y = a->y.data != NULL;
+	/* minor 12: y may be the activations' type where x and out are the
+	 * residual stream's (a block's output added into the stream) */
+	enum fg_dtype ty = has_y && b->minor >= 12 && a->x.dtype == b->info.hidden_dtype &&
+			   a->y.dtype == b->info.act_dtype ? b->info.act_dtype : a->x.dtype;
 	if ((rc = fg_check_tensor(&c, "x", &a->x, a->x.dtype, -1, -1)) ||
-	    (has_y && (rc = fg_check_tensor(&c, "y", &a->y, a->x.dtype, a->x.rows, a->x.cols))) ||
+	    (has_y && (rc = fg_check_tensor(&c, "y", &a->y, ty, a->x.rows, a->x.cols))) ||
 	    (rc = fg_check_tensor(&c, "out", &a->out, a->x.dtype, a->x.rows, a->x.cols)))
 		return rc;
 	if ((fg_overlap(&a->out, &a->x) && !fg_same(&a->out, &a->x)) ||
@@ -807,8 +811,11 @@ int fg_backend_scatter_add(struct fg_backend *b, void *stream, int64_t layer, co
 	if (!fg_plain(a->y.dtype))
 		return fg_call_fail(&c, -EINVAL, "y is %s: scatter_add takes f32 or f16",
 				    fg_dtype_name(a->y.dtype));
+	/* minor 12: out may be the residual stream (its type) where y holds activations */
+	enum fg_dtype to = b->minor >= 12 && a->y.dtype == b->info.act_dtype &&
+			   a->out.dtype == b->info.hidden_dtype ? b->info.hidden_dtype : a->y.dtype;
 	if ((rc = fg_check_tensor(&c, "y", &a->y, a->y.dtype, a->n, -1)) ||
-	    (rc = fg_check_tensor(&c, "out", &a->out, a->y.dtype, -1, a->y.cols)) ||
+	    (rc = fg_check_tensor(&c, "out", &a->out, to, -1, a->y.cols)) ||
 	    (rc = fg_check_index(&c, a->index, a->n, a->out.rows, "out")))
 		return rc;
 	for (int64_t i = 0; a->weight && i < a->n; i++)

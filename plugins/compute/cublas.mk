@@ -11,7 +11,8 @@ CUBLAS_CU = \
 	plugins/compute/cublas/k_decode.cu \
 	plugins/compute/cublas/k_sample.cu \
 	plugins/compute/cublas/k_logprob.cu \
-	plugins/compute/cublas/k_fp8.cu
+	plugins/compute/cublas/k_fp8.cu \
+	plugins/compute/cublas/k_generic.cu
 CUBLAS_CUH = \
 	plugins/compute/cublas/common.cuh \
 	plugins/compute/cublas/k_decode_mma.cuh \
@@ -58,6 +59,7 @@ plugins_compute_cublas_la_SOURCES = \
 	plugins/compute/cublas/check.c \
 	plugins/compute/cublas/graph.c \
 	plugins/compute/cublas/linear.c \
+	plugins/compute/cublas/generic.c \
 	plugins/compute/cublas/ops.c
 plugins_compute_cublas_la_CFLAGS = $(PLUGIN_CFLAGS) $(CUDA_CFLAGS)
 plugins_compute_cublas_la_LDFLAGS = $(PLUGIN_LDFLAGS) $(AM_LDFLAGS)

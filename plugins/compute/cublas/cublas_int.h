@@ -189,4 +189,13 @@ int cublas_kv_append(void *ctx, void *stream, const struct fg_kv_append_args *a)
 int cublas_attention_prefill(void *ctx, void *stream, const struct fg_attention_args *a);
 int cublas_attention_decode(void *ctx, void *stream, const struct fg_attention_args *a);
 
+/* ---- generic.c ------------------------------------------------------------------- */
+
+int cublas_add(void *ctx, void *stream, const struct fg_add_args *a);
+int cublas_route(void *ctx, void *stream, const struct fg_route_args *a);
+int cublas_gather(void *ctx, void *stream, const struct fg_gather_args *a);
+int cublas_scatter_add(void *ctx, void *stream, const struct fg_scatter_add_args *a);
+int cublas_linear_grouped(void *ctx, void *stream, const struct fg_linear_grouped_args *a);
+int cublas_softcap(void *ctx, void *stream, const struct fg_softcap_args *a);
+
 #endif

@@ -261,7 +261,8 @@ CB_DEV void dc_merge(const struct cublas_attn &a, const float *wm, const float *
 
 template <int KIND, int G>
 __global__ void __launch_bounds__(DC_THREADS)
-cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, int lpp, float *part)
+cb_decode_kernel(struct cublas_attn a, float sl2, float cap2, int64_t chunk, int splits, int lpp,
+		 float *part)
 {
 	constexpr bool Q4 = KIND == DC_Q4X || KIND == DC_Q4W || KIND == DC_Q4S;
 	constexpr bool RING = KIND == DC_F16 || KIND == DC_Q4X || KIND == DC_Q4W;
@@ -373,6 +374,8 @@ cb_decode_kernel(struct cublas_attn a, float sl2, int64_t chunk, int splits, int
 				if (AFFINE)
 					dot = 256.0f * sm.x * dot + (sm.y - 128.0f * sm.x) * qsum[g];
 				dot = cb_sum_xor(dot, lpp);
+				if (cap2 > 0.0f) /* softcap, in the log2 domain: cap2 = cap log2(e) */
+					dot = cap2 * tanhf(dot / cap2);
 				s[g][u] = ok ? dot : -INFINITY;
 			}
 		}
@@ -594,9 +597,10 @@ static void dc_launch(cudaStream_t s, const struct cublas_attn *a, const struct 
 		      float sl2, int64_t chunk, int splits, float *part)
 {
 	dim3 grid((unsigned)(a->batch * a->heads / G), (unsigned)splits);
+	float cap2 = a->softcap > 0.0f ? a->softcap * 1.4426950408889634f : 0.0f;
 
 	cb_decode_kernel<KIND, G><<<grid, DC_THREADS, dc_smem(p, a->head_dim), s>>>(
-		*a, sl2, chunk, splits, p->lpp, part);
+		*a, sl2, cap2, chunk, splits, p->lpp, part);
 }
 
 static cudaError_t dc_attention(cudaStream_t s, const struct cublas_attn *a, int splits,

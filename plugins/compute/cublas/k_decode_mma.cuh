@@ -444,8 +444,10 @@ static size_t dx_smem(void)
 
 static bool dx_ok(const struct cublas_attn *a)
 {
-	/* (a ring: k_decode.cu's kernels, whose lanes wrap) */
-	return a->q4 && !a->ring && (a->head_dim == 64 || a->head_dim == 128) &&
+	/* (a ring, a window or a softcap: k_decode.cu's kernels, whose lanes
+	 * wrap and start at lo) */
+	return a->q4 && !a->ring && !a->lo && a->softcap == 0.0f &&
+	       (a->head_dim == 64 || a->head_dim == 128) &&
 	       dc_aligned(a->k, 16) && dc_aligned(a->v, 16);
 }
 

@@ -43,6 +43,8 @@ CB_DEV float cb_epi_apply(const cublas_epi &e, int64_t i, int64_t j, float v)
 			v = 0.0f;
 	} else if (e.act == FG_ACT_SILU) {
 		v = v / (1.0f + expf(-v)); /* v large negative: v / inf = -0 */
+	} else if (e.act == FG_ACT_GELU_TANH) {
+		v = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
 	}
 	if (e.mul)
 		v *= cb_h2f(e.mul[i * e.ldm + j]);

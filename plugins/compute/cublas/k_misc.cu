@@ -72,7 +72,7 @@ CB_DEV float cb_block_sum(float v, float *red)
 template <typename TX, bool VEC, bool RMS>
 __global__ void cb_layer_norm_kernel(int64_t n, int64_t h, const TX *x, int64_t ldx,
 				     const uint16_t *gamma, const uint16_t *beta, float eps,
-				     uint16_t *out, int64_t ldo)
+				     float shift, uint16_t *out, int64_t ldo)
 {
 	__shared__ float red[32];
 	int64_t step = VEC ? 8 : 1;
@@ -123,12 +123,13 @@ __global__ void cb_layer_norm_kernel(int64_t n, int64_t h, const TX *x, int64_t 
 				if (beta)
 					cb_load8(beta + j, bt);
 				for (int e = 0; e < 8; e++)
-					v[e] = (v[e] - mean) * rstd * gm[e] + bt[e];
+					v[e] = (v[e] - mean) * rstd * (gm[e] + shift) + bt[e];
 				cb_store8(orow + j, v);
 			} else {
 				float v = (cb_ld(xr + j) - mean) * rstd;
 
-				orow[j] = cb_f2h(v * cb_h2f(gamma[j]) + (beta ? cb_h2f(beta[j]) : 0.0f));
+				orow[j] = cb_f2h(v * (cb_h2f(gamma[j]) + shift) +
+						 (beta ? cb_h2f(beta[j]) : 0.0f));
 			}
 		}
 		__syncthreads(); /* red is reused by the next row */
@@ -138,40 +139,41 @@ __global__ void cb_layer_norm_kernel(int64_t n, int64_t h, const TX *x, int64_t 
 template <typename TX, bool RMS>
 static void cb_layer_norm_launch(cudaStream_t s, int64_t n, int64_t h, const TX *x,
 				 int64_t ldx, const uint16_t *gamma, const uint16_t *beta,
-				 float eps, uint16_t *out, int64_t ldo)
+				 float eps, float shift, uint16_t *out, int64_t ldo)
 {
 	unsigned blocks = cb_blocks(n, 1, CB_ROWS_CAP), threads = h > 2048 ? 256 : 128;
 
 	if (cb_vec8(h, x, ldx) && cb_vec8(h, out, ldo) && cb_vec8(h, gamma, h) &&
 	    (!beta || cb_vec8(h, beta, h)))
 		cb_layer_norm_kernel<TX, true, RMS><<<blocks, threads, 0, s>>>(
-			n, h, x, ldx, gamma, beta, eps, out, ldo);
+			n, h, x, ldx, gamma, beta, eps, shift, out, ldo);
 	else
 		cb_layer_norm_kernel<TX, false, RMS><<<blocks, threads, 0, s>>>(
-			n, h, x, ldx, gamma, beta, eps, out, ldo);
+			n, h, x, ldx, gamma, beta, eps, shift, out, ldo);
 }
 
 template <typename TX>
 static void cb_layer_norm_kind(cudaStream_t s, int64_t n, int64_t h, const TX *x, int64_t ldx,
-			       const uint16_t *gamma, const uint16_t *beta, float eps, int rms,
-			       uint16_t *out, int64_t ldo)
+			       const uint16_t *gamma, const uint16_t *beta, float eps, float shift,
+			       int rms, uint16_t *out, int64_t ldo)
 {
 	if (rms)
-		cb_layer_norm_launch<TX, true>(s, n, h, x, ldx, gamma, beta, eps, out, ldo);
+		cb_layer_norm_launch<TX, true>(s, n, h, x, ldx, gamma, beta, eps, shift, out, ldo);
 	else
-		cb_layer_norm_launch<TX, false>(s, n, h, x, ldx, gamma, beta, eps, out, ldo);
+		cb_layer_norm_launch<TX, false>(s, n, h, x, ldx, gamma, beta, eps, shift, out, ldo);
 }
 
 extern "C" cudaError_t cublas_k_layer_norm(cudaStream_t s, int64_t n, int64_t h, const void *x,
 					   int x_f32, int64_t ldx, const uint16_t *gamma,
-					   const uint16_t *beta, float eps, int rms, uint16_t *out,
-					   int64_t ldo)
+					   const uint16_t *beta, float eps, float shift, int rms,
+					   uint16_t *out, int64_t ldo)
 {
 	if (x_f32)
-		cb_layer_norm_kind(s, n, h, (const float *)x, ldx, gamma, beta, eps, rms, out, ldo);
-	else
-		cb_layer_norm_kind(s, n, h, (const uint16_t *)x, ldx, gamma, beta, eps, rms, out,
+		cb_layer_norm_kind(s, n, h, (const float *)x, ldx, gamma, beta, eps, shift, rms, out,
 				   ldo);
+	else
+		cb_layer_norm_kind(s, n, h, (const uint16_t *)x, ldx, gamma, beta, eps, shift, rms,
+				   out, ldo);
 	return cudaGetLastError();
 }
 

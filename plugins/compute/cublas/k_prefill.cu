@@ -13,10 +13,12 @@
  * the next K the P·V product.  The Q fragments stay in registers where the
  * shape has room for them (QREG), else they are re-read per key step.
  *
- * Key j is visible to query i of sequence b when pad[b] <= j <= i; over the
+ * Key j is visible to query i of sequence b when pad[b] <= j <= i (and, in
+ * a sliding window W, i - W < j); over the
  * cache (start > 0) query i is position start + i and the keys are the
  * sequence's cache rows, stride rows apart, up to it.  Only a
- * tile that crosses a warp's diagonal or holds pad[b] is masked, and there
+ * tile that crosses a warp's diagonal, its window's edge or holds pad[b] is
+ * masked (key tiles wholly before a warp's window are skipped), and there
  * the products with keys past the warp's queries are skipped.  Key tiles
  * before pad[b] are never loaded, and warps whose queries all precede it
  * (their output is zero) compute nothing.  A (sequence, head)'s query tiles
@@ -24,8 +26,11 @@
  * tail of the grid.  The output goes back through each warp's rows of the
  * query tile, for whole-row stores.
  *
+ * Soft-capped scores (Gemma 2) become cap * tanh(score / cap) before the
+ * mask, in units of q·k (the scale stays folded into the exponent).
+ *
  * The head dimension is padded with zeros to the instantiated DP (32, 64,
- * 80, 96 or 128); any head_dim up to 128 works, multiples of 8 with aligned
+ * 80, 96, 128 or 256); any head_dim up to 256 works, multiples of 8 with aligned
  * rows take 16-byte asynchronous copies, anything else a scalar copy.
  * Grouped-query attention only changes which columns of k and v a block
  * reads.  The block shape is a template parameter (pf_shape);
@@ -58,6 +63,9 @@ struct pf_opts {
 	bool vec;    /* 16-byte copies of q, k and v */
 	bool ovec;   /* 16-byte stores of out */
 	bool neg;    /* scale < 0: softmax(scale q·k) = softmax(|scale| (-q)·k) */
+	/* a softcap: s -> cout * tanh(s * cin) in units of q·k (cin = |scale| /
+	 * cap, cout = cap / |scale|); cin = 0: none */
+	float cin, cout;
 };
 
 /* 2^x as one MUFU.EX2 (exp2f adds a fix-up for results below 2^-126); -inf gives 0. */
@@ -122,8 +130,10 @@ template <int DP, int MT, int MS, int BC, bool QREG, bool MASK>
 CB_DEV void pf_scores(uint32_t (&p)[MT][BC / 16][4], float (&o)[MT][DP / 8][4],
 		      float (&m)[MT][2], float (&l)[MT][2],
 		      const uint32_t (&qf)[MT][QREG ? DP / 16 : 1][4], const uint16_t *sq,
-		      const uint16_t *sk, int lane, int i0, int kb, int pad, float sl2)
+		      const uint16_t *sk, int lane, int i0, int kb, int pad, int win,
+		      const pf_opts &op)
 {
+	float sl2 = op.sl2;
 	constexpr int S = pf_srow<DP>();
 	int g = lane / 4, t = lane % 4, mi = lane / 8;
 
@@ -177,11 +187,13 @@ CB_DEV void pf_scores(uint32_t (&p)[MT][BC / 16][4], float (&o)[MT][DP / 8][4],
 			for (int n = 0; n < BC / 8; n++)
 #pragma unroll
 				for (int e = 0; e < 4; e++) {
+					if (op.cin > 0.0f)
+						s[u][n][e] = op.cout * tanhf(s[u][n][e] * op.cin);
 					if (MASK) {
 						int i = i0 + (m0 + u) * 16 + g + (e >= 2 ? 8 : 0);
 						int j = kb + n * 8 + 2 * t + (e & 1);
 
-						if (j < pad || j > i)
+						if (j < pad || j > i || (win && j <= i - win))
 							s[u][n][e] = -INFINITY;
 					}
 					mx[u][e >> 1] = fmaxf(mx[u][e >> 1], s[u][n][e]);
@@ -287,7 +299,8 @@ cb_prefill_kernel(struct cublas_attn a, struct pf_opts op)
 	bool live = ilast >= i0 && clast >= pad; /* some query of the warp sees a key */
 	/* keys [kstart, kend): from the tile holding pad to the block's last
 	 * query; none when every query of the block precedes pad */
-	int kstart = pad / BC * BC, kend = st + q0 + BR > pad ? min(nk, st + q0 + BR) : kstart;
+	int win = (int)a.window, kfirst = win ? max(pad, st + q0 - win + 1) : pad;
+	int kstart = kfirst / BC * BC, kend = st + q0 + BR > pad ? min(nk, st + q0 + BR) : kstart;
 	int64_t row0 = (int64_t)b * a.seq; /* first query row of sequence b */
 	int64_t krow0 = st ? (int64_t)b * a.stride : row0; /* its first key row */
 	int64_t hk = GQA ? h / a.group : h; /* the k/v head of query head h */
@@ -325,9 +338,11 @@ cb_prefill_kernel(struct cublas_attn a, struct pf_opts op)
 	}
 
 	for (int kb = kstart; kb < kend; kb += BC) {
-		/* the warp's queries see keys of this tile; those that cross its
-		 * diagonal or hold pad need the mask */
-		bool act = live && kb <= clast, mask = kb < pad || kb + BC - 1 > c0;
+		/* the warp's queries see keys of this tile (in a window: its
+		 * first query sees the tile's last key at least); those that
+		 * cross its diagonal or window edge or hold pad need the mask */
+		bool act = live && kb <= clast && (!win || kb + BC - 1 > c0 - win);
+		bool mask = kb < pad || kb + BC - 1 > c0 || (win && kb <= clast - win);
 		uint32_t p[MT][BC / 16][4];
 
 		cb_cp_wait<0>();
@@ -336,10 +351,10 @@ cb_prefill_kernel(struct cublas_attn a, struct pf_opts op)
 		vp += BC * a.ldv;
 		if (act && mask)
 			pf_scores<DP, MT, MS, BC, QREG, true>(p, o, m, l, qf, sqw, sk, lane, c0,
-							      kb, pad, op.sl2);
+							      kb, pad, win, op);
 		else if (act)
 			pf_scores<DP, MT, MS, BC, QREG, false>(p, o, m, l, qf, sqw, sk, lane, c0,
-							       kb, pad, op.sl2);
+							       kb, pad, win, op);
 
 		cb_cp_wait<0>();
 		__syncthreads(); /* V(kb) landed; every warp is done with K(kb) */
@@ -409,6 +424,12 @@ static struct pf_opts pf_opts_of(const struct cublas_attn *a)
 		 ((uintptr_t)a->v & 15) == 0;
 	op.ovec = d % 8 == 0 && a->ldo % 8 == 0 && ((uintptr_t)a->out & 15) == 0;
 	op.neg = a->scale < 0.0f;
+	/* (a scale too small to matter leaves nothing to cap) */
+	op.cin = op.cout = 0.0f;
+	if (a->softcap > 0.0f && fabsf(a->scale) >= 1e-30f) {
+		op.cin = fabsf(a->scale) / a->softcap;
+		op.cout = a->softcap / fabsf(a->scale);
+	}
 	return op;
 }
 
@@ -450,10 +471,16 @@ using pf_short = pf_shape<4, 1, 64, 3, QREG>;
 template <bool QREG>
 using pf_long = pf_shape<4, 2, 64, 1, QREG>;
 
+/* Heads of 256 (Gemma 2): one shape, 32-key tiles, Q re-read from shared
+ * memory (the accumulators alone take 128 registers). */
+using pf_wide = pf_shape<4, 1, 32, 1, false>;
+
 template <int DP>
 static void pf_launch_dp(cudaStream_t s, const struct cublas_attn *a)
 {
-	if (a->seq < 1024)
+	if constexpr (DP > 128)
+		pf_launch<DP, pf_wide>(s, a);
+	else if (a->seq < 1024)
 		pf_launch<DP, pf_short<(DP <= 80)> >(s, a);
 	else
 		pf_launch<DP, pf_long<(DP <= 80)> >(s, a);
@@ -462,9 +489,13 @@ static void pf_launch_dp(cudaStream_t s, const struct cublas_attn *a)
 template <int DP>
 static cudaError_t pf_setup_dp(void)
 {
-	cudaError_t e = pf_setup<DP, pf_short<(DP <= 80)> >();
+	if constexpr (DP > 128) {
+		return pf_setup<DP, pf_wide>();
+	} else {
+		cudaError_t e = pf_setup<DP, pf_short<(DP <= 80)> >();
 
-	return e == cudaSuccess ? pf_setup<DP, pf_long<(DP <= 80)> >() : e;
+		return e == cudaSuccess ? pf_setup<DP, pf_long<(DP <= 80)> >() : e;
+	}
 }
 
 extern "C" cudaError_t cublas_k_attention_prefill(cudaStream_t s, const struct cublas_attn *a)
@@ -479,8 +510,10 @@ extern "C" cudaError_t cublas_k_attention_prefill(cudaStream_t s, const struct c
 		pf_launch_dp<80>(s, a);
 	else if (d <= 96)
 		pf_launch_dp<96>(s, a);
-	else
+	else if (d <= 128)
 		pf_launch_dp<128>(s, a);
+	else
+		pf_launch_dp<256>(s, a);
 	return cudaGetLastError();
 }
 
@@ -496,5 +529,7 @@ extern "C" cudaError_t cublas_k_prefill_setup(void)
 		e = pf_setup_dp<96>();
 	if (e == cudaSuccess)
 		e = pf_setup_dp<128>();
+	if (e == cudaSuccess)
+		e = pf_setup_dp<256>();
 	return e;
 }

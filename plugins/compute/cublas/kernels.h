@@ -77,13 +77,14 @@ cudaError_t cublas_k_fp8_rows(cudaStream_t s, int64_t rows, int64_t cols, const 
 
 /* ---- k_misc.cu ------------------------------------------------------------------ */
 
-/* Per row: rms == 0: (x - mean) / sqrt(var + eps) * gamma + beta; rms != 0:
- * x / sqrt(mean(x²) + eps) * gamma + beta.  beta may be NULL (none).  x is
- * fp32 when x_f32 (the residual stream), else fp16; out is fp16. */
+/* Per row: rms == 0: (x - mean) / sqrt(var + eps) * (gamma + shift) + beta;
+ * rms != 0: x / sqrt(mean(x²) + eps) * (gamma + shift) + beta.  beta may be
+ * NULL (none).  x is fp32 when x_f32 (the residual stream), else fp16; out
+ * is fp16. */
 cudaError_t cublas_k_layer_norm(cudaStream_t s, int64_t n, int64_t h, const void *x,
 				int x_f32, int64_t ldx, const uint16_t *gamma,
-				const uint16_t *beta, float eps, int rms, uint16_t *out,
-				int64_t ldo);
+				const uint16_t *beta, float eps, float shift, int rms,
+				uint16_t *out, int64_t ldo);
 
 /* out[i, :] = tok[ids[i], :] + pos[positions[i], :]; ids/positions on the
  * device; pos NULL: out[i, :] = tok[ids[i], :] (positions unused).  out is
@@ -128,11 +129,14 @@ struct cublas_attn {
 	const int32_t *pad; /* device, batch entries */
 	int q4;             /* decode: k and v are Q4_COLS */
 	int64_t ring;       /* decode: 0, or stride: position j of a sequence at its row j % ring */
-	int64_t lo;         /* decode: the first position any row reads (len - ring in a ring) */
+	int64_t lo;         /* decode: the first position any row reads (len - ring in a
+			     * ring, len - window in a window) */
+	int64_t window;     /* 0, or a sliding window (compute ABI 1.11) */
+	float softcap;      /* 0, or the cap on scale * q·k (compute ABI 1.12) */
 };
 
 /* head_dim <= CUBLAS_PREFILL_MAX_D. */
-#define CUBLAS_PREFILL_MAX_D 128
+#define CUBLAS_PREFILL_MAX_D 256
 #define CUBLAS_DECODE_MAX_D 256
 cudaError_t cublas_k_attention_prefill(cudaStream_t s, const struct cublas_attn *a);
 cudaError_t cublas_k_prefill_setup(void);
@@ -147,6 +151,48 @@ cudaError_t cublas_k_decode_setup(void);
 /* out[r] = index of the largest value of row r of x [rows, cols] (first on ties). */
 cudaError_t cublas_k_argmax(cudaStream_t s, int64_t rows, int64_t cols, const uint16_t *x,
 			    int64_t ld, int32_t *out);
+
+/* ---- k_generic.cu ------------------------------------------------------------------ */
+
+/* out = alpha x + beta y element by element in fp32 (y NULL: alpha x); x and
+ * out of one type (fp32 when x_f32, else fp16), y fp32 when y_f32, else fp16;
+ * out may be x or y. */
+struct cublas_add {
+	int64_t rows, cols;
+	const void *x, *y;
+	void *out;
+	int64_t ldx, ldy, ldo;
+	float alpha, beta;
+	int x_f32, y_f32;
+};
+cudaError_t cublas_k_add(cudaStream_t s, const struct cublas_add *a);
+
+/* out = cap tanh(x / cap), element by element in fp32; out may be x. */
+cudaError_t cublas_k_softcap(cudaStream_t s, int64_t rows, int64_t cols, const void *x,
+			     int64_t ldx, int f32, float cap, void *out, int64_t ldo);
+
+/* The router's top k of each row of x [rows, cols] (struct fg_route_args),
+ * ids and weights [rows * k] on the device. */
+cudaError_t cublas_k_route(cudaStream_t s, int64_t rows, int64_t cols, const void *x,
+			   int64_t ld, int f32, int k, int renorm, int32_t *ids, float *wt);
+
+/* out[i, :] = x[index[i], :], i < n (index on the device). */
+cudaError_t cublas_k_gather(cudaStream_t s, int64_t n, int64_t cols, const void *x,
+			    int64_t ldx, int f32, const int32_t *index, void *out, int64_t ldo);
+
+/* A scatter-add by output row (device arrays): row rows[t] of out, t <
+ * nrows, adds weight[u] y[term[u], :] for u in [start[t], start[t + 1]), in
+ * that order, in fp32.  y fp16 or fp32 (y_f32); out fp16, or fp32 (out_f32). */
+struct cublas_scatter {
+	int64_t nrows, cols;
+	const int32_t *rows, *start, *term;
+	const float *weight;
+	const void *y;
+	void *out;
+	int64_t ldy, ldo;
+	int y_f32, out_f32;
+};
+cudaError_t cublas_k_scatter_add(cudaStream_t s, const struct cublas_scatter *a);
 
 /* ---- k_sample.cu ------------------------------------------------------------------ */
 

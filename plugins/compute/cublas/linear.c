@@ -77,12 +77,14 @@ static struct cublas_epi cb_epi_of(const struct cb_gemm *g, int64_t i0)
 }
 
 /* cuBLASLt fuses bias (16-byte aligned), ReLU and the residual, but not ReLU
- * with a residual, SiLU or mul: those need the epilogue kernel after a plain product. */
+ * with a residual, SiLU, GELU or mul: those need the epilogue kernel after a
+ * plain product.  (Its GELU epilogue is not PyTorch's tanh form to the bit.) */
 static int cb_lt_fuses(const struct cb_gemm *g)
 {
 	int bias_ok = !g->bias || ((uintptr_t)g->bias & 15) == 0;
+	int act_ok = g->act == FG_ACT_NONE || (g->act == FG_ACT_RELU && !g->res);
 
-	return bias_ok && g->act != FG_ACT_SILU && !g->mul && !(g->act == FG_ACT_RELU && g->res);
+	return bias_ok && act_ok && !g->mul;
 }
 
 static int cb_align(const void *p)

@@ -63,7 +63,8 @@ int cublas_layer_norm(void *ctx, void *stream, const struct fg_layer_norm_args *
 	return cb_launched(c, op, cublas_k_layer_norm(s->s, n, h, a->x.data,
 						      a->x.dtype == FG_DTYPE_F32, a->x.ld,
 						      a->gamma.data, a->beta.data, a->eps,
-						      a->kind == FG_NORM_RMS, a->out.data,
+						      a->gamma_shift, a->kind == FG_NORM_RMS,
+						      a->out.data,
 						      a->out.ld));
 }
 
@@ -187,6 +188,12 @@ static int cb_attention(struct cublas_ctx *c, void *stream, const struct fg_atte
 	k.q4 = q4;
 	k.ring = decode ? a->ring : 0;
 	k.lo = k.ring && a->len > k.ring ? a->len - k.ring : 0;
+	k.window = a->window;
+	k.softcap = a->softcap;
+	/* a window hides what precedes len - window (and a ring of at least
+	 * the window then holds every position read: compute ABI 1.12) */
+	if (decode && a->window && a->len - a->window > k.lo)
+		k.lo = a->len - a->window;
 	pthread_mutex_lock(&c->lock);
 	rc = cublas_stage(c, s, op, a->pad, (size_t)a->batch * sizeof(int32_t), NULL, 0, &dpad,
 			  NULL);

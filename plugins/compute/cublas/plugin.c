@@ -6,8 +6,10 @@
  * through cuBLASLt (with fp8_prefill, large products through its fp8 kernels,
  * linear.c), 4-bit weights (Q4_ROWS) through the backend's own
  * kernels; compute ABI 1.1 (RMS norm, rotary embedding, SiLU and the gating
- * multiplier in linear, grouped-query attention) up to 1.5 (sampling where
- * the logits are, k_sample.cu; decode steps as CUDA graphs, graph.c).  Every
+ * multiplier in linear, grouped-query attention) up to 1.12 (sampling where
+ * the logits are, k_sample.cu; decode steps as CUDA graphs, graph.c; the
+ * generic tier of mixture-of-experts layers, generic.c; sliding windows and
+ * Gemma 2's soft caps, GELU and shifted RMS norm).  Every
  * op but argmax and sample (which return tokens) is asynchronous on its stream; NULL names the backend's default
  * stream, created at init (a blocking stream, so the synchronous cudaMemcpy of
  * the storage tiers stays ordered with the work on it).
@@ -774,13 +776,15 @@ static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 	case FG_OP_ROUTE:
 	case FG_OP_GATHER:
 	case FG_OP_SCATTER_ADD:
-	case FG_OP_LINEAR_GROUPED:
-		return 0; /* (compute ABI 1.10's generic tier: not yet on the GPU) */
-	case FG_OP_LINEAR_GELU:
-	case FG_OP_NORM_SHIFT:
-	case FG_OP_ATTENTION_SOFTCAP:
 	case FG_OP_SOFTCAP:
-		return 0; /* (compute ABI 1.12: not yet on the GPU) */
+		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_F32;
+	case FG_OP_LINEAR_GROUPED:
+	case FG_OP_LINEAR_GELU:
+		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS;
+	case FG_OP_NORM_SHIFT:
+		return dtype == FG_DTYPE_F16 || (dtype == FG_DTYPE_F32 && c->f32_hidden);
+	case FG_OP_ATTENTION_SOFTCAP: /* (k_decode.cu's kernels for a 4-bit cache) */
+		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS;
 	}
 	return 0;
 }
@@ -827,11 +831,16 @@ static const struct fg_compute_ops cublas_ops = {
 	.logprob		= cublas_logprob,
 	.graph_begin		= cublas_graph_begin,
 	.graph_end		= cublas_graph_end,
+	.add			= cublas_add,
+	.route			= cublas_route,
+	.gather			= cublas_gather,
+	.scatter_add		= cublas_scatter_add,
+	.linear_grouped		= cublas_linear_grouped,
+	.softcap		= cublas_softcap,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
-	/* 1.10: its attention does not apply compute 1.11's sliding window yet */
-	.abi_version	= FG_ABI(1, 10),
+	.abi_version	= FG_COMPUTE_ABI_VERSION,
 	.kind		= FG_PLUGIN_COMPUTE,
 	.name		= "cublas",
 	.description	= "NVIDIA GPU backend: cuBLASLt fp16 GEMMs, fused 4-bit linear and "
