@@ -430,6 +430,54 @@ START_TEST(test_cost_model_sanity)
 }
 END_TEST
 
+/* A mixture's experts are priced for the tokens routed to them (issue 34):
+ * each of Mixtral's 8 is used with chance p = 1 - (1 - k/8)^m in a step of m
+ * rows, and then multiplies m k / (8 p) rows.  k = 2 costs far less than 8
+ * (every token through every expert, as if dense) in prefill and in a decode
+ * step of one row (an expert read with chance 1/4); where a product's time
+ * grows in step with its rows (a prefill of 64 x 512 rows), the device time
+ * is affine in k (k = 2, 4, 8 evenly spaced by the experts' share).  A decode
+ * step of 64 rows uses every expert, each read once: the same time for any k
+ * on this hardware, where those reads bound it.  The weight bytes do not
+ * depend on k. */
+START_TEST(test_cost_active_experts)
+{
+	struct fg_cost_case cc = { .prompt_len = 512, .gen_len = 32 };
+	struct fg_policy p = { .gpu_batch_size = 1, .num_gpu_batches = 1, .overlap = 1,
+			       .pin_weight = 1 };
+	struct fg_cost_prediction a[3];
+	static const int ks[3] = { 2, 4, 8 };
+
+	p.weight[FG_ROLE_COMPUTE] = p.cache[FG_ROLE_COMPUTE] = p.act[FG_ROLE_COMPUTE] = 100;
+	ck_assert_int_eq(fg_model_preset("mixtral-8x7b", &cc.model), 0);
+	ck_assert_int_eq(cc.model.experts_per_tok, 2);
+	t4(&cc.hw);
+	for (int bs = 1; bs <= 64; bs *= 64) {
+		p.gpu_batch_size = bs;
+		for (int i = 0; i < 3; i++) {
+			cc.model.experts_per_tok = ks[i];
+			ck_assert_msg(fg_cost_predict(&cc, &p, &a[i]) == 0, "%s", fg_last_error_text());
+		}
+		for (int st = 0; st < FG_STAGES; st++) {
+			double t2 = a[0].link[st][FG_LINK_COMP], t4_ = a[1].link[st][FG_LINK_COMP];
+			double t8 = a[2].link[st][FG_LINK_COMP];
+			printf("mixtral %d x 1, stage %d: device %.4f / %.4f / %.4f s with 2 / 4 / 8 "
+			       "experts a token\n", bs, st, t2, t4_, t8);
+			ck_assert(t2 <= t4_ && t4_ <= t8);
+			if (bs == 64 && st == FG_STAGE_DECODE) { /* every expert read once */
+				ck_assert_msg(fabs(t2 - t8) < 0.01 * t8, "%.4f against %.4f", t2, t8);
+				continue;
+			}
+			ck_assert_msg(t2 < 0.7 * t8, "stage %d: %.4f against %.4f", st, t2, t8);
+			if (bs == 64) /* 8 192 rows an expert and more */
+				ck_assert_msg(fabs((t4_ - t2) - 0.5 * (t8 - t4_)) < 0.05 * (t8 - t4_),
+					      "%.4f %.4f %.4f: not affine in k", t2, t4_, t8);
+		}
+		ck_assert_uint_eq(a[0].mem.weights[FG_ROLE_COMPUTE], a[2].mem.weights[FG_ROLE_COMPUTE]);
+	}
+}
+END_TEST
+
 /* A pipeline of N stages (issue 13): each stage holds ceil(L / N) layers, so
  * its memory is the plan of that many layers and its step time that of the
  * shorter model; the pipeline pays (N - 1) / m of a step for filling and
@@ -855,6 +903,7 @@ int main(void)
 	tcase_add_test(tc, test_no_glpk);
 #endif
 	tcase_add_test(tc, test_cost_model_sanity);
+	tcase_add_test(tc, test_cost_active_experts);
 	tcase_add_test(tc, test_pipeline_stages);
 	tcase_add_test(tc, test_small_products);
 	tcase_add_loop_test(tc, test_memory_matches_engine, 0, NMEM);

@@ -81,8 +81,20 @@ static double t_lin(const struct ctx *x, double m, double K, double N)
 	return t > packed ? t : packed;
 }
 
+/* Seconds of one expert's linear in a step of m token rows, each routed to
+ * k of E experts: the expert is used with p = 1 - (1 - k/E)^m and then
+ * multiplies the m k / (E p) rows routed to it (m k / E on average). */
+static double t_expert_lin(const struct ctx *x, double m, double K, double N)
+{
+	double k = (double)x->c->experts_per_tok, E = (double)x->c->experts;
+	double p = 1 - pow(1 - k / E, m);
+
+	return p > 0 ? p * t_lin(x, m * k / (E * p), K, N) : 0;
+}
+
 /* Seconds of the linear layers of a block kind over m rows: each linear
- * weight of the family's table, [N outputs, K inputs]. */
+ * weight of the family's table, [N outputs, K inputs]; an expert's over the
+ * rows routed to it. */
 static double t_block_lin(const struct ctx *x, enum fg_block_kind kind, double m)
 {
 	const struct fg_arch *a = x->c->arch;
@@ -93,9 +105,13 @@ static double t_block_lin(const struct ctx *x, enum fg_block_kind kind, double m
 	for (int g = 0; g < 2; g++)
 		for (int i = 0; i < counts[g]; i++) {
 			const struct fg_tensor_def *d = &defs[g][i];
-			if (d->block == kind && (d->flags & FG_TD_LINEAR) && fg_arch_present(x->c, d))
-				t += t_lin(x, m, (double)fg_dim_value(x->c, d->cols),
-					   (double)fg_dim_value(x->c, d->rows));
+			double K = (double)fg_dim_value(x->c, d->cols), N = (double)fg_dim_value(x->c, d->rows);
+			if (d->block != kind || !(d->flags & FG_TD_LINEAR) || !fg_arch_present(x->c, d))
+				continue;
+			if (FG_TD_EXPERT_OF(d->flags) >= 0 && x->c->experts > 0 && x->c->experts_per_tok > 0)
+				t += t_expert_lin(x, m, K, N);
+			else
+				t += t_lin(x, m, K, N);
 		}
 	return t;
 }
