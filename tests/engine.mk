@@ -7,7 +7,7 @@ tests_test_golden_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)
 # qwen2-tiny's checkpoint and Hugging Face references live in the tree (made
 # by make_qwen2.py): the test reads them from the source tree, without FGCORE_TESTDATA
 tests_test_golden_CFLAGS += -DFG_TEST_SRCDIR='"$(abs_top_srcdir)"'
-# The parts make_qwen2.py, make_window.py and make_qwen_moe.py share.
+# The parts make_qwen2.py, make_window.py, make_qwen_moe.py and make_gemma2.py share.
 EXTRA_DIST += tests/reference/hf_golden.py
 EXTRA_DIST += tests/reference/make_qwen2.py tests/data/qwen2-tiny/config.json \
 	tests/data/qwen2-tiny/generation_config.json tests/data/qwen2-tiny/model.safetensors \
@@ -28,6 +28,9 @@ EXTRA_DIST += tests/reference/make_window.py tests/data/mistral-window-tiny/conf
 	tests/data/qwen2-window-tiny/generation_config.json \
 	tests/data/qwen2-window-tiny/model.safetensors tests/data/qwen2-window-tiny/golden.json \
 	tests/data/qwen2-window-tiny/golden_prefill_last_logits.f32
+EXTRA_DIST += tests/reference/make_gemma2.py tests/data/gemma2-tiny/config.json \
+	tests/data/gemma2-tiny/generation_config.json tests/data/gemma2-tiny/model.safetensors \
+	tests/data/gemma2-tiny/golden.json tests/data/gemma2-tiny/golden_prefill_last_logits.f32
 
 check_PROGRAMS += tests/test_policy
 TESTS += tests/test_policy

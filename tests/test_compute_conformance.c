@@ -314,12 +314,15 @@ static double act_ref(double s, enum fg_activation act)
 		return s < 0 ? 0 : s;
 	if (act == FG_ACT_SILU)
 		return s / (1 + exp(-s));
+	if (act == FG_ACT_GELU_TANH) /* ABI 1.12 */
+		return 0.5 * s * (1 + tanh(sqrt(2 / M_PI) * (s + 0.044715 * s * s * s)));
 	return s;
 }
 
 static const char *act_name(enum fg_activation act)
 {
-	return act == FG_ACT_RELU ? "relu" : act == FG_ACT_SILU ? "silu" : "none";
+	return act == FG_ACT_RELU ? "relu" : act == FG_ACT_SILU ? "silu" :
+	       act == FG_ACT_GELU_TANH ? "gelu_tanh" : "none";
 }
 
 static void linear_case(struct env *e, int64_t m, int64_t n, int64_t k, int64_t pad, bool bias,
@@ -759,6 +762,8 @@ END_TEST
 /* ---- attention ----------------------------------------------------------------------- */
 
 /* Reference for one query: softmax(scale q·k_j) v_j over j in [lo, hi]. */
+static double capped(double s);
+
 static void attend_ref(const float *q, const float *k, int64_t ldk, const float *v, int64_t ldv,
 		       int64_t lo, int64_t hi, int64_t hd, double scale, double *out)
 {
@@ -775,7 +780,7 @@ static void attend_ref(const float *q, const float *k, int64_t ldk, const float 
 
 		for (int64_t d = 0; d < hd; d++)
 			t += (double)q[d] * k[j * ldk + d];
-		s[j - lo] = t * scale;
+		s[j - lo] = capped(t * scale);
 		mx = fmax(mx, s[j - lo]);
 	}
 	for (int64_t j = lo; j <= hi; j++) {
@@ -789,6 +794,16 @@ static void attend_ref(const float *q, const float *k, int64_t ldk, const float 
 }
 
 enum { PAD_ZERO, PAD_RANDOM, PAD_ALL_BUT_ONE, PAD_ALL, PAD_KINDS };
+
+/* The soft cap on the scores of the attention cases (ABI 1.12; 0: none):
+ * the references cap each scaled score at ±score_cap with tanh, as the
+ * calls pass it in fg_attention_args.softcap. */
+static double score_cap;
+
+static double capped(double s)
+{
+	return score_cap > 0 ? score_cap * tanh(s / score_cap) : s;
+}
 
 /* The sliding window of the attention cases (ABI 1.11; 0: none), and the
  * first key the query at column i of a row padded by pad sees under it. */
@@ -838,9 +853,11 @@ static void prefill_case(struct env *e, int64_t B, int64_t S, int64_t H, int64_t
 	a.scale = (float)scale;
 	a.pad = pad;
 	a.window = window;
+	a.softcap = (float)score_cap;
 	snprintf(what, sizeof(what), "%s: attention_prefill B=%lld S=%lld H=%lld KVH=%lld hd=%lld "
-		 "pad=%d%s window=%lld", e->label, (long long)B, (long long)S, (long long)H,
-		 (long long)KVH, (long long)hd, padkind, out_is_q ? " out=q" : "", (long long)window);
+		 "pad=%d%s window=%lld softcap=%g", e->label, (long long)B, (long long)S,
+		 (long long)H, (long long)KVH, (long long)hd, padkind, out_is_q ? " out=q" : "",
+		 (long long)window, score_cap);
 	EXPECT(op_prefill(e, &a) == 0, "%s: %s", what,
 		      fg_last_error());
 	expect_close(what, out, ldo, ref, R, C, e->tol);
@@ -951,10 +968,11 @@ static void decode_case(struct env *e, int64_t B, int64_t H, int64_t KVH, int64_
 	a.scale = (float)scale;
 	a.pad = pad;
 	a.window = window;
+	a.softcap = (float)score_cap;
 	snprintf(what, sizeof(what), "%s: attention_decode B=%lld H=%lld KVH=%lld hd=%lld len=%lld "
-		 "stride=%lld pad=%d%s window=%lld", e->label, (long long)B, (long long)H,
+		 "stride=%lld pad=%d%s window=%lld softcap=%g", e->label, (long long)B, (long long)H,
 		 (long long)KVH, (long long)hd, (long long)len, (long long)stride, padkind,
-		 out_is_q ? " out=q" : "", (long long)window);
+		 out_is_q ? " out=q" : "", (long long)window, score_cap);
 	EXPECT(op_decode(e, &a) == 0, "%s: %s", what,
 		      fg_last_error());
 	expect_close(what, out, ldo, ref, B, C, e->tol);
@@ -1271,8 +1289,8 @@ START_TEST(test_v11_invalid)
 	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "mul is out");
 	la = l, la.mul.ld = 4;
 	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "mul ld < cols");
-	la = l, la.act = (enum fg_activation)3;
-	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "activation 3");
+	la = l, la.act = (enum fg_activation)(FG_ACT_GELU_TANH + 1); /* (3 is 1.12's GELU) */
+	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "an unknown activation");
 	/* norms */
 	memset(&n, 0, sizeof(n));
 	n.x = tview(x, FG_DTYPE_F32, 4, 8, 8);
@@ -1623,7 +1641,7 @@ static void attend_ref_d(const double *q, const double *k, const double *v, int6
 
 		for (int64_t d = 0; d < hd; d++)
 			t += q[d] * k[j * ld + d];
-		s[j - lo] = t * scale;
+		s[j - lo] = capped(t * scale);
 		mx = fmax(mx, s[j - lo]);
 	}
 	for (int64_t j = lo; j <= hi; j++) {
@@ -1728,8 +1746,9 @@ static void decode_mixed_case(struct env *e, struct fg_codec *cd, int64_t B, int
 	for (int64_t b = 0; b < B; b++)
 		for (int64_t h = 0; h < H; h++)
 			attend_ref_d(qd + b * C + h * hd, kp + b * stride * KC + h / G * hd,
-				     vp + b * stride * KC + h / G * hd, KC, pad[b], len - 1, hd,
-				     (float)scale, ref + b * C + h * hd);
+				     vp + b * stride * KC + h / G * hd, KC,
+				     first_key(pad[b], len - 1), len - 1, hd, (float)scale,
+				     ref + b * C + h * hd);
 	memset(&a, 0, sizeof(a));
 	a.q = tview(q, act, B, C, ldq);
 	a.out = tview(out, act, B, C, ldo);
@@ -1738,11 +1757,14 @@ static void decode_mixed_case(struct env *e, struct fg_codec *cd, int64_t B, int
 	a.batch = B, a.seq = 1, a.len = len + wrap, a.cache_stride = stride;
 	a.heads = H, a.kv_heads = KVH, a.head_dim = hd, a.scale = (float)scale, a.pad = wpad;
 	a.ring = wrap ? stride : 0;
+	a.window = window;
+	a.softcap = (float)score_cap;
 	snprintf(what, sizeof(what), "%s: attention_decode %s/%s B=%lld H=%lld KVH=%lld hd=%lld "
-		 "len=%lld stride=%lld pad=%d%s wrap=%lld", e->label,
+		 "len=%lld stride=%lld pad=%d%s wrap=%lld window=%lld softcap=%g", e->label,
 		 act == FG_DTYPE_F16 ? "f16" : "f32", cache == FG_DTYPE_F16 ? "f16" : "q4",
 		 (long long)B, (long long)H, (long long)KVH, (long long)hd, (long long)len,
-		 (long long)stride, padkind, out_is_q ? " out=q" : "", (long long)wrap);
+		 (long long)stride, padkind, out_is_q ? " out=q" : "", (long long)wrap,
+		 (long long)window, score_cap);
 	EXPECT(op_decode(e, &a) == 0, "%s: %s", what,
 	       fg_last_error());
 	if (act == FG_DTYPE_F32) {
@@ -3029,15 +3051,21 @@ static void linear_grouped_case(struct env *e, struct fg_codec *cd, enum fg_dtyp
 			}
 		free(wd);
 	}
-	for (int v = 0; v < 18; v++) {
-		enum fg_activation act = (enum fg_activation)(v % 3);
-		int bmode = v / 3 % 3; /* 0: no bias array; 1: even groups; 2: odd groups */
-		bool with_mul = v >= 9;
+	for (int v = 0; v < 24; v++) {
+		enum fg_activation act = (enum fg_activation)(v % 4); /* 3: ABI 1.12's GELU */
+		int bmode = v / 4 % 3; /* 0: no bias array; 1: even groups; 2: odd groups */
+		bool with_mul = v >= 12;
 		struct fg_linear_grouped_args a;
 		char what[200];
 
 		if (!v11 && (act == FG_ACT_SILU || with_mul))
 			continue;
+		if (act == FG_ACT_GELU_TANH && !supports(e, FG_OP_LINEAR_GELU, wt)) {
+			EXPECT(e->b.minor < 12 || !have_cpu_blas || strcmp(e->b.ph.plugin->name,
+									   "cpu_blas"),
+			       "cpu_blas: no grouped linear with GELU over %s", fg_dtype_name(wt));
+			continue;
+		}
 		for (int32_t g = 0; g < G; g++) {
 			memset(&bias[g], 0, sizeof(bias[g])); /* data NULL: none */
 			if (bmode && g % 2 == bmode - 1)
@@ -3309,6 +3337,343 @@ START_TEST(test_generic_abi10)
 }
 END_TEST
 
+/* ---- compute ABI 1.12: Gemma 2's pieces ------------------------------------------------- */
+
+/* Does the backend run this 1.12 piece?  cpu_blas must; an older or other
+ * backend is skipped with a line. */
+static bool v12_runs(struct env *e, int ci, enum fg_op op, enum fg_dtype t)
+{
+	if (supports(e, op, t))
+		return true;
+	EXPECT(!conf_is_cpu_blas(ci), "%s: cpu_blas does not run %s on %s", e->label,
+	       fg_op_name(op), fg_dtype_name(t));
+	printf("%s: not run: the backend does not run %s on %s\n", e->label, fg_op_name(op),
+	       fg_dtype_name(t));
+	return false;
+}
+
+/* GELU (tanh form) in the linear: with and without the gating multiplier
+ * (GeGLU's gate), bias and residual, over the fused and BLAS shapes, fp16
+ * and 4-bit weights; the grouped linear's GELU is in test_linear_grouped. */
+START_TEST(test_linear_gelu)
+{
+	struct env e;
+	struct fg_codec cd;
+
+	env_open(&e, _i);
+	if (v12_runs(&e, _i, FG_OP_LINEAR_GELU, FG_DTYPE_F16)) {
+		for (size_t s = 0; s < sizeof(linear_shapes) / sizeof(linear_shapes[0]); s++)
+			for (int v = 0; v < 6; v++)
+				linear_case(&e, linear_shapes[s][0], linear_shapes[s][1],
+					    linear_shapes[s][2], (v & 1) ? 2 : 0, v & 2,
+					    FG_ACT_GELU_TANH, v % 3, v < 3);
+		linear_case(&e, 3, 5, 0, 0, true, FG_ACT_GELU_TANH, RES_ALIAS, true); /* k = 0 */
+	}
+	if (v12_runs(&e, _i, FG_OP_LINEAR_GELU, FG_DTYPE_Q4_ROWS) &&
+	    supports(&e, FG_OP_LINEAR_MUL, FG_DTYPE_Q4_ROWS)) {
+		static const int64_t shapes[][3] = { /* m, n, k */
+			{ 1, 70, 33 }, { 5, 130, 64 }, { 9, 100, 2100 }, { 65, 70, 130 },
+		};
+		codec_open_int4(&cd);
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+			for (int v = 0; v < 3; v++)
+				linear_q4_case(&e, &cd, shapes[s][0], shapes[s][1], shapes[s][2], v & 1,
+					       FG_ACT_GELU_TANH, v, v != 1);
+		fg_codec_close(&cd);
+	}
+	env_close(&e);
+}
+END_TEST
+
+/* RMS norm (and layer norm) scaling by gamma + gamma_shift: Gemma's 1 + w
+ * with w near 0, and a negative shift; in place and not. */
+START_TEST(test_norm_shift)
+{
+	static const int64_t shapes[][2] = { { 1, 1 }, { 7, 65 }, { 3, 768 } };
+	static const float shifts[] = { 1.0f, -0.75f };
+	struct env e;
+
+	env_open(&e, _i);
+	if (!v12_runs(&e, _i, FG_OP_NORM_SHIFT, FG_DTYPE_F32)) {
+		env_close(&e);
+		return;
+	}
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (int vi = 0; vi < 8; vi++) {
+			int inplace = vi & 1, rms = vi & 2;
+			float shift = shifts[vi / 4];
+			int64_t n = shapes[s][0], h = shapes[s][1], ldx = h + 2;
+			int64_t ldo = inplace ? ldx : h + 1;
+			float *x = f32_new(n, h, ldx, true), *out = inplace ? x : f32_new(n, h, ldo, false);
+			uint16_t *g = f16_new(1, h, h, 0.3f);
+			double *ref = malloc((size_t)(n * h) * sizeof(*ref));
+			struct fg_layer_norm_args a;
+			char what[96];
+
+			EXPECT_TRUE(ref);
+			for (int64_t i = 0; i < n; i++) {
+				double mean = 0, var = 0;
+
+				for (int64_t j = 0; j < h; j++)
+					x[i * ldx + j] += 2.0f;
+				for (int64_t j = 0; j < h && !rms; j++)
+					mean += x[i * ldx + j];
+				mean /= (double)h;
+				for (int64_t j = 0; j < h; j++)
+					var += (x[i * ldx + j] - mean) * (x[i * ldx + j] - mean);
+				var /= (double)h;
+				for (int64_t j = 0; j < h; j++)
+					ref[i * h + j] = (x[i * ldx + j] - mean) / sqrt(var + 1e-6) *
+							 (h2d(g[j]) + shift);
+			}
+			memset(&a, 0, sizeof(a));
+			a.x = tview(x, FG_DTYPE_F32, n, h, ldx);
+			a.gamma = tview(g, FG_DTYPE_F16, 1, h, h);
+			a.eps = 1e-6f;
+			a.out = tview(out, FG_DTYPE_F32, n, h, ldo);
+			a.kind = rms ? FG_NORM_RMS : FG_NORM_LAYER;
+			a.gamma_shift = shift;
+			snprintf(what, sizeof(what), "%s: %s [%lld, %lld] gamma_shift %g%s", e.label,
+				 rms ? "rms_norm" : "layer_norm without beta", (long long)n,
+				 (long long)h, (double)shift, inplace ? " in place" : "");
+			EXPECT(op_norm(&e, &a) == 0, "%s: %s", what, fg_last_error());
+			expect_close(what, out, ldo, ref, n, h, e.tol);
+			if (!inplace)
+				free(out);
+			free(x), free(g), free(ref);
+		}
+	env_close(&e);
+}
+END_TEST
+
+/* Soft-capped scores in prefill and decode: caps that bend every score
+ * (0.5) and only the largest (2), with and without a window, plain and
+ * grouped heads, every pad kind; decode over fp16 and 4-bit caches and a
+ * ring as well. */
+START_TEST(test_attention_softcap)
+{
+	static const double caps[] = { 0.5, 2.0 };
+	static const int64_t windows[] = { 0, 3 };
+	static const enum fg_dtype kinds[][2] = {
+		{ FG_DTYPE_F16, FG_DTYPE_F16 }, { FG_DTYPE_F32, FG_DTYPE_Q4_COLS },
+		{ FG_DTYPE_F16, FG_DTYPE_Q4_COLS },
+	};
+	struct env e;
+	struct fg_codec cd;
+
+	env_open(&e, _i);
+	if (!v12_runs(&e, _i, FG_OP_ATTENTION_SOFTCAP, FG_DTYPE_F32)) {
+		env_close(&e);
+		return;
+	}
+	codec_open_int4(&cd);
+	for (size_t c = 0; c < sizeof(caps) / sizeof(caps[0]); c++)
+		for (size_t w = 0; w < sizeof(windows) / sizeof(windows[0]); w++) {
+			score_cap = caps[c];
+			window = windows[w];
+			for (int p = 0; p < PAD_KINDS; p++) {
+				prefill_case(&e, 2, 9, 2, 0, 8, p, 1, false);
+				prefill_case(&e, 3, 17, 4, 2, 16, p, 0, false);
+				decode_case(&e, 3, 2, 0, 8, 6, 8, p, false);
+				decode_case(&e, 4, 4, 2, 16, 33, 40, p, false);
+			}
+			prefill_case(&e, 2, 6, 4, 2, 8, PAD_RANDOM, 1, true);
+			decode_case(&e, 3, 4, 2, 8, 6, 8, PAD_RANDOM, true);
+			for (size_t t = 0; t < 3; t++) {
+				enum fg_dtype act = kinds[t][0], cache = kinds[t][1];
+
+				if (!supports(&e, FG_OP_ATTENTION_SOFTCAP, cache) ||
+				    !supports(&e, FG_OP_ATTENTION_DECODE, act) ||
+				    !supports(&e, FG_OP_ATTENTION_DECODE, cache)) {
+					EXPECT(!conf_is_cpu_blas(_i), "cpu_blas: no soft-capped decode %s/%s",
+					       fg_dtype_name(act), fg_dtype_name(cache));
+					continue;
+				}
+				decode_mixed_case(&e, &cd, 3, 4, 2, 48, 17, 20, PAD_RANDOM, act, cache,
+						  false, 0);
+				decode_mixed_case(&e, &cd, 2, 3, 0, 8, 5, 9, PAD_ZERO, act, cache, false,
+						  0);
+				if (supports(&e, FG_OP_ATTENTION_RING, cache))
+					decode_mixed_case(&e, &cd, 2, 8, 2, 64, 33, 40, PAD_RANDOM, act,
+							  cache, false, 41);
+			}
+		}
+	score_cap = 0;
+	window = 0;
+	fg_codec_close(&cd);
+	env_close(&e);
+}
+END_TEST
+
+/* The softcap op: cap tanh(x / cap) on f32 and f16 rows with padding
+ * columns, in place and into another buffer, values far past the cap. */
+START_TEST(test_softcap)
+{
+	static const float caps[] = { 3.0f, 30.0f, 0.25f };
+	static const int64_t shapes[][2] = { { 1, 1 }, { 3, 512 }, { 17, 33 } };
+	struct env e;
+
+	env_open(&e, _i);
+	for (int ti = 0; ti < 2; ti++) {
+		enum fg_dtype t = plain_types[ti];
+
+		if (!v12_runs(&e, _i, FG_OP_SOFTCAP, t))
+			continue;
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+			for (int v = 0; v < 6; v++) {
+				int64_t rows = shapes[s][0], cols = shapes[s][1], ld = cols + 3;
+				bool inplace = v & 1;
+				float cap = caps[v / 2];
+				void *x = plain_new(t, rows, cols, ld, 20.0f);
+				void *out = inplace ? x : plain_new(t, rows, cols, ld, 0.0f);
+				double *ref = malloc((size_t)(rows * cols + 1) * sizeof(*ref));
+				struct fg_softcap_args a;
+				char what[128];
+
+				EXPECT_TRUE(ref);
+				for (int64_t r = 0; r < rows; r++)
+					for (int64_t c = 0; c < cols; c++)
+						ref[r * cols + c] = cap * tanh(plain_at(x, t, r * ld + c) / cap);
+				/* padding columns of a fresh out: what plain_new left there */
+				if (!inplace && t == FG_DTYPE_F32)
+					for (int64_t i = 0; i < rows * ld; i++)
+						if (i % ld < cols)
+							((float *)out)[i] = 0;
+				a.x = tview(x, t, rows, cols, ld);
+				a.out = tview(out, t, rows, cols, ld);
+				a.cap = cap;
+				snprintf(what, sizeof(what), "%s: softcap %s [%lld, %lld] cap %g%s",
+					 e.label, fg_dtype_name(t), (long long)rows, (long long)cols,
+					 (double)cap, inplace ? " in place" : "");
+				fg_clear_error();
+				EXPECT(fg_backend_softcap(&e.b, NULL, TEST_LAYER, "probe", &a) == 0,
+				       "%s: %s", what, fg_last_error());
+				expect_close_plain(what, out, t, ld, ref, rows, cols, tol_of(&e, t));
+				if (!inplace)
+					free(out);
+				free(x), free(ref);
+			}
+	}
+	env_close(&e);
+}
+END_TEST
+
+/* The core refuses 1.12's arguments outside the contract with one line. */
+START_TEST(test_v12_invalid)
+{
+	struct env e;
+	float x[64], out[64];
+	uint16_t g[8], w[64];
+	int32_t pad[2] = { 0, 0 };
+
+	memset(x, 0, sizeof(x)), memset(g, 0, sizeof(g)), memset(w, 0, sizeof(w));
+	env_open(&e, _i);
+	struct fg_layer_norm_args n = {
+		.x = tview(x, FG_DTYPE_F32, 2, 8, 8), .gamma = tview(g, FG_DTYPE_F16, 1, 8, 8),
+		.out = tview(out, FG_DTYPE_F32, 2, 8, 8), .eps = 1e-6f, .kind = FG_NORM_RMS,
+		.gamma_shift = NAN,
+	};
+	EXPECT_EINVAL(&e, op_norm(&e, &n), "rms_norm", "gamma_shift NaN");
+	n.gamma_shift = INFINITY;
+	EXPECT_EINVAL(&e, op_norm(&e, &n), "rms_norm", "gamma_shift inf");
+
+	struct fg_linear_args l = {
+		.x = tview(x, FG_DTYPE_F32, 2, 8, 8), .w = tview(w, FG_DTYPE_F16, 4, 8, 8),
+		.out = tview(out, FG_DTYPE_F32, 2, 4, 4), .act = (enum fg_activation)4,
+	};
+	EXPECT_EINVAL(&e, op_linear(&e, &l), "linear", "activation 4");
+
+	struct fg_attention_args a = {
+		.q = tview(x, FG_DTYPE_F32, 2, 8, 8), .k = tview(x + 16, FG_DTYPE_F32, 2, 8, 8),
+		.v = tview(x + 32, FG_DTYPE_F32, 2, 8, 8), .out = tview(out, FG_DTYPE_F32, 2, 8, 8),
+		.batch = 1, .seq = 2, .heads = 1, .head_dim = 8, .scale = 1, .pad = pad,
+		.softcap = -1,
+	};
+	EXPECT_EINVAL(&e, op_prefill(&e, &a), "attention_prefill", "softcap -1");
+	a.softcap = NAN;
+	EXPECT_EINVAL(&e, op_prefill(&e, &a), "attention_prefill", "softcap NaN");
+
+	struct fg_softcap_args c = {
+		.x = tview(x, FG_DTYPE_F32, 2, 8, 8), .out = tview(out, FG_DTYPE_F32, 2, 8, 8),
+		.cap = 0,
+	};
+#define SOFTCAP(args) fg_backend_softcap(&e.b, NULL, TEST_LAYER, "probe", (args))
+	EXPECT_EINVAL(&e, SOFTCAP(&c), "softcap", "cap 0");
+	c.cap = NAN;
+	EXPECT_EINVAL(&e, SOFTCAP(&c), "softcap", "cap NaN");
+	c.cap = 3;
+	c.out = tview(out, FG_DTYPE_F32, 2, 7, 8);
+	EXPECT_EINVAL(&e, SOFTCAP(&c), "softcap", "out of another shape");
+	c.out = tview(out, FG_DTYPE_F16, 2, 8, 8);
+	EXPECT_EINVAL(&e, SOFTCAP(&c), "softcap", "out of another type");
+	c.out = tview(x + 4, FG_DTYPE_F32, 2, 8, 8);
+	EXPECT_EINVAL(&e, SOFTCAP(&c), "softcap", "out partly over x");
+	c.x = tview(w, FG_DTYPE_Q4_ROWS, 2, 8, 8);
+	c.out = tview(out, FG_DTYPE_Q4_ROWS, 2, 8, 8);
+	EXPECT_EINVAL(&e, SOFTCAP(&c), "softcap", "4-bit x");
+	EXPECT_EINVAL(&e, SOFTCAP(NULL), "softcap", "no arguments");
+#undef SOFTCAP
+	env_close(&e);
+}
+END_TEST
+
+/* A plugin built for compute ABI 1.0 (tests/plugins/compute_abi10.c) is
+ * refused each 1.12 piece with a line naming 1.12, before it is called. */
+START_TEST(test_v12_old_plugin)
+{
+	const char *dir = getenv("FGCORE_BUILDDIR");
+	char path[PATH_MAX];
+	struct fg_plugin_handle ph;
+	struct env e;
+	float x[64], out[64];
+	uint16_t g[8], w[64];
+	int32_t pad[2] = { 0, 0 };
+
+	if (!dir || !*dir) {
+		printf("compute_abi10: not run: FGCORE_BUILDDIR is not set (make check sets it)\n");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/tests/plugins/.libs/compute_abi10.so", dir);
+	EXPECT(fg_plugin_open_file(path, FG_PLUGIN_COMPUTE, NULL, &ph) == 0, "%s",
+	       fg_last_error());
+	EXPECT(fg_backend_open(&e.b, &ph, fg_plugin_opts_new(ph.plugin)) == 0, "%s",
+	       fg_last_error());
+	e.tol = TOL_F32;
+	e.label = "compute_abi10";
+	memset(x, 0, sizeof(x)), memset(g, 0, sizeof(g)), memset(w, 0, sizeof(w));
+
+	struct fg_layer_norm_args n = {
+		.x = tview(x, FG_DTYPE_F32, 2, 8, 8), .gamma = tview(g, FG_DTYPE_F16, 1, 8, 8),
+		.beta = tview(g, FG_DTYPE_F16, 1, 8, 8), .out = tview(out, FG_DTYPE_F32, 2, 8, 8),
+		.eps = 1e-6f, .kind = FG_NORM_LAYER, .gamma_shift = 1,
+	};
+	struct fg_linear_args l = {
+		.x = tview(x, FG_DTYPE_F32, 2, 8, 8), .w = tview(w, FG_DTYPE_F16, 4, 8, 8),
+		.out = tview(out, FG_DTYPE_F32, 2, 4, 4), .act = FG_ACT_GELU_TANH,
+	};
+	struct fg_attention_args a = {
+		.q = tview(x, FG_DTYPE_F32, 2, 8, 8), .k = tview(x + 16, FG_DTYPE_F32, 2, 8, 8),
+		.v = tview(x + 32, FG_DTYPE_F32, 2, 8, 8), .out = tview(out, FG_DTYPE_F32, 2, 8, 8),
+		.batch = 1, .seq = 2, .heads = 1, .head_dim = 8, .scale = 1, .pad = pad,
+		.softcap = 5,
+	};
+	struct fg_softcap_args c = {
+		.x = tview(x, FG_DTYPE_F32, 2, 8, 8), .out = tview(x, FG_DTYPE_F32, 2, 8, 8),
+		.cap = 3,
+	};
+	EXPECT_REFUSED(&e, op_norm(&e, &n), -ENOTSUP, "layer_norm", "gamma_shift");
+	EXPECT(strstr(fg_last_error(), "compute ABI 1.12"), "%s", fg_last_error());
+	EXPECT_REFUSED(&e, op_linear(&e, &l), -ENOTSUP, "linear", "GELU");
+	EXPECT(strstr(fg_last_error(), "compute ABI 1.12"), "%s", fg_last_error());
+	EXPECT_REFUSED(&e, op_prefill(&e, &a), -ENOTSUP, "attention_prefill", "softcap");
+	EXPECT(strstr(fg_last_error(), "compute ABI 1.12"), "%s", fg_last_error());
+	EXPECT_REFUSED(&e, fg_backend_softcap(&e.b, NULL, TEST_LAYER, "probe", &c), -ENOTSUP,
+		       "softcap", "softcap op");
+	EXPECT(strstr(fg_last_error(), "compute ABI 1.12"), "%s", fg_last_error());
+	env_close(&e);
+}
+END_TEST
+
 static Suite *compute_conformance_suite(void)
 {
 	Suite *s = suite_create("compute_conformance");
@@ -3344,6 +3709,10 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_gather, 0, nconfs);
 	tcase_add_loop_test(tc, test_scatter_add, 0, nconfs);
 	tcase_add_loop_test(tc, test_linear_grouped, 0, nconfs);
+	tcase_add_loop_test(tc, test_linear_gelu, 0, nconfs);
+	tcase_add_loop_test(tc, test_norm_shift, 0, nconfs);
+	tcase_add_loop_test(tc, test_attention_softcap, 0, nconfs);
+	tcase_add_loop_test(tc, test_softcap, 0, nconfs);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("invalid");
@@ -3364,6 +3733,8 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_linear_grouped_invalid, 0, nconfs);
 	tcase_add_loop_test(tc, test_generic_unsupported, 0, nconfs);
 	tcase_add_test(tc, test_generic_abi10);
+	tcase_add_loop_test(tc, test_v12_invalid, 0, nconfs);
+	tcase_add_test(tc, test_v12_old_plugin);
 	suite_add_tcase(s, tc);
 
 	/* The fused kernel exists on x86-64 with AVX2, FMA and F16C only. */

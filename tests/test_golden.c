@@ -32,7 +32,7 @@ static const char *gpu_backend;
 
 /* models[] by name; the in-tree ones last */
 enum { OPT_TINY_64, OPT_TINY_128, OPT_PY, LLAMA_PY, MIXTRAL_PY, QWEN3_PY, QWEN2_TINY, MISTRAL_WINDOW,
-       QWEN2_WINDOW, QWEN2_MOE, QWEN3_MOE, NMODELS };
+       QWEN2_WINDOW, QWEN2_MOE, QWEN3_MOE, GEMMA2_TINY, NMODELS };
 
 static const struct model {
 	const char *dir;  /* below $FGCORE_TESTDATA, or (intree) below tests/data */
@@ -65,6 +65,12 @@ static const struct model {
 	 * Qwen3-MoE's renormalised weights and per-head q/k norms */
 	[QWEN2_MOE] = { "qwen2-moe-tiny", 1, 25, 0, 0 },
 	[QWEN3_MOE] = { "qwen3-moe-tiny", 1, 25, 0, 0 },
+	/* Gemma 2 (tests/reference/make_gemma2.py): embedding scaled by
+	 * sqrt(hidden), norms of 1 + w before and after each block, GeGLU,
+	 * head_dim 32 of hidden 64 over 4 heads, scores scaled by
+	 * query_pre_attn_scalar^-0.5 and soft-capped at 5, sliding (window 8),
+	 * full and sliding layers, final logits capped at 3, tied head */
+	[GEMMA2_TINY] = { "gemma2-tiny", 1, 25, 0, 0 },
 };
 _Static_assert(sizeof(models) / sizeof(models[0]) == NMODELS, "one models[] entry per name");
 
@@ -494,7 +500,8 @@ int main(void)
 	}
 	if (!td || !*td)
 		printf("FGCORE_TESTDATA is not set: the in-tree models (%s) only\n",
-		       "qwen2-tiny, mistral-window-tiny, qwen2-window-tiny, qwen2-moe-tiny, qwen3-moe-tiny");
+		       "qwen2-tiny, mistral-window-tiny, qwen2-window-tiny, qwen2-moe-tiny, qwen3-moe-tiny, "
+		       "gemma2-tiny");
 	SRunner *sr = srunner_create(golden_suite(td && *td));
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);

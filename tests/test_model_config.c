@@ -374,6 +374,78 @@ START_TEST(test_llama_config)
 }
 END_TEST
 
+/* A minimal Gemma 2 config.json of two layers with `extra` keys appended
+ * (Gemma2Config's defaults for the rest). */
+#define GEMMA2_CFG(extra)                                                                 \
+	"{\"model_type\": \"gemma2\", \"vocab_size\": 100, \"hidden_size\": 16,"               \
+	" \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8,"             \
+	" \"num_hidden_layers\": 2, \"intermediate_size\": 32, \"max_position_embeddings\": 256" \
+	extra "}"
+
+/* Gemma 2: Gemma2Config's defaults, layer_types, null caps, the presets'
+ * parameters as transformers counts them (Gemma2ForCausalLM on the meta
+ * device, transformers 5.25: 2614341888, 9241705984, 27227128320). */
+START_TEST(test_gemma2_config)
+{
+	struct fg_model_config c;
+	const char *path;
+
+	path = write_config("gemma2-small", GEMMA2_CFG(""));
+	ck_assert_msg(fg_model_config_load(path, &c) == 0, "%s", fg_last_error());
+	ck_assert_str_eq(c.arch->name, "gemma2");
+	ck_assert_int_eq(c.head_dim, 8);
+	ck_assert(c.features & FG_FEAT_TIED);
+	ck_assert(c.attn_softcap == 50.0f && c.final_softcap == 30.0f && c.norm_shift == 1.0f);
+	ck_assert(c.attn_scale == 0.0625f); /* 256^-0.5, not head_dim's */
+	ck_assert(c.embed_scale == 4.0f);
+	ck_assert(fg_attn_scale(&c) == 0.0625f);
+	/* even layers slide by 4096 */
+	ck_assert(fg_layer_window(&c, 0) == 4096 && fg_layer_window(&c, 1) == 0);
+	ck_assert(c.pad_id == 0 && c.eos_id == 1 && c.bos_id == 2);
+	/* 1 (tok) + 1 (norm) + 2 layers x (4 projections + 3 MLP + 4 norms); the
+	 * tied head is the embedding, not a tensor of its own */
+	ck_assert_int_eq(fg_arch_tensor_count(&c), 2 + 2 * 11);
+	ck_assert_int_ge(fg_arch_tensor_index(&c, "model.layers.1.pre_feedforward_layernorm.weight"), 0);
+	ck_assert_int_ge(fg_arch_tensor_index(&c, "model.layers.1.post_feedforward_layernorm.weight"), 0);
+	ck_assert_int_lt(fg_arch_tensor_index(&c, "lm_head.weight"), 0);
+
+	path = write_config("gemma2-types",
+			    GEMMA2_CFG(", \"layer_types\": [\"full_attention\", \"sliding_attention\"],"
+				       " \"sliding_window\": 16, \"attn_logit_softcapping\": null,"
+				       " \"final_logit_softcapping\": null, \"query_pre_attn_scalar\": 24,"
+				       " \"tie_word_embeddings\": false, \"eos_token_id\": [7, 1]"));
+	ck_assert_msg(fg_model_config_load(path, &c) == 0, "%s", fg_last_error());
+	ck_assert(fg_layer_window(&c, 0) == 0 && fg_layer_window(&c, 1) == 16);
+	ck_assert(c.attn_softcap == 0 && c.final_softcap == 0);
+	ck_assert(c.attn_scale == (float)pow(24, -0.5));
+	ck_assert_int_eq(c.eos_id, 7);
+	ck_assert_int_ge(fg_arch_tensor_index(&c, "lm_head.weight"), 0);
+
+	/* without caps, the family asks for neither softcap op */
+	enum fg_op ops[FG_ARCH_OPS_MAX];
+	enum fg_dtype dts[FG_ARCH_OPS_MAX];
+	int n = c.arch->ops(&c, FG_DTYPE_F16, FG_DTYPE_F32, FG_DTYPE_F32, ops, dts);
+	for (int i = 0; i < n; i++)
+		ck_assert(ops[i] != FG_OP_SOFTCAP && ops[i] != FG_OP_ATTENTION_SOFTCAP);
+
+	ck_assert_int_eq(fg_model_preset("gemma-2-2b", &c), 0);
+	ck_assert_uint_eq(fg_model_param_count(&c), 2614341888ull);
+	ck_assert_int_eq(fg_model_preset("google/gemma-2-9b", &c), 0);
+	ck_assert_str_eq(c.arch->name, "gemma2");
+	ck_assert_uint_eq(fg_model_param_count(&c), 9241705984ull);
+	ck_assert(fg_layer_window(&c, 40) == 4096 && fg_layer_window(&c, 41) == 0);
+	n = c.arch->ops(&c, FG_DTYPE_Q4_ROWS, FG_DTYPE_F32, FG_DTYPE_Q4_COLS, ops, dts);
+	ck_assert_int_eq(n, FG_ARCH_OPS_MAX); /* every op: GQA and both caps */
+	ck_assert_int_eq(ops[n - 1], FG_OP_SOFTCAP);
+	ck_assert_int_eq(ops[n - 2], FG_OP_ATTENTION_SOFTCAP);
+	ck_assert_int_eq(dts[n - 2], FG_DTYPE_Q4_COLS);
+	ck_assert_int_eq(fg_model_preset("gemma-2-27b", &c), 0);
+	ck_assert_int_eq(c.head_dim, 128);
+	ck_assert(c.attn_scale == (float)pow(144, -0.5));
+	ck_assert_uint_eq(fg_model_param_count(&c), 27227128320ull);
+}
+END_TEST
+
 START_TEST(test_config_testdata)
 {
 	const char *td = getenv("FGCORE_TESTDATA");
@@ -424,6 +496,7 @@ END_TEST
 	" \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"num_hidden_layers\": 4,"   \
 	" \"intermediate_size\": 32, \"max_position_embeddings\": 256" extra "}"
 #define FULL4 "\"full_attention\", \"full_attention\", \"full_attention\""
+
 
 struct bad_case {
 	const char *what;
@@ -565,6 +638,28 @@ static const struct bad_case bad_cases[] = {
 	{ "qwen2: negative max_window_layers",
 	  QWEN2_CFG(", \"use_sliding_window\": true, \"max_window_layers\": -1"), NULL, -EINVAL,
 	  "key \"max_window_layers\" must be an integer between 0 and" },
+	{ "gemma2: erf GELU", GEMMA2_CFG(", \"hidden_activation\": \"gelu\""), NULL, -ENOTSUP,
+	  "hidden_activation gelu is not supported; gemma2 models here compute \"gelu_pytorch_tanh\"" },
+	{ "gemma2: attention bias", GEMMA2_CFG(", \"attention_bias\": true"), NULL, -ENOTSUP,
+	  "key \"attention_bias\" changes the model's math and is not implemented for gemma2" },
+	{ "gemma2: scaled rope",
+	  GEMMA2_CFG(", \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2.0}"), NULL,
+	  -ENOTSUP, "rope_parameters.rope_type linear: only unscaled rotary embeddings" },
+	{ "gemma2: zero softcap", GEMMA2_CFG(", \"attn_logit_softcapping\": 0"), NULL, -EINVAL,
+	  "key \"attn_logit_softcapping\" must be a finite number above 0 (or null: none)" },
+	{ "gemma2: null query scalar", GEMMA2_CFG(", \"query_pre_attn_scalar\": null"), NULL,
+	  -EINVAL, "key \"query_pre_attn_scalar\" must be a finite number above 0" },
+	{ "gemma2: sliding without a window",
+	  GEMMA2_CFG(", \"sliding_window\": null"), NULL, -ENOTSUP,
+	  "layer 0 has a sliding window, but sliding_window is null" },
+	{ "gemma2: layer_types short", GEMMA2_CFG(", \"layer_types\": [\"full_attention\"]"), NULL,
+	  -EINVAL, "key \"layer_types\" must be an array of 2 strings, one per layer" },
+	{ "gemma2: chunked layer", GEMMA2_CFG(", \"layer_types\": [\"full_attention\", \"chunked_attention\"]"),
+	  NULL, -ENOTSUP, "layer_types[1] is \"chunked_attention\": only" },
+	{ "gemma2: bidirectional", GEMMA2_CFG(", \"use_bidirectional_attention\": true"), NULL,
+	  -ENOTSUP, "key \"use_bidirectional_attention\" changes the model's math" },
+	{ "gemma2: partial rotary", GEMMA2_CFG(", \"partial_rotary_factor\": 0.5"), NULL, -ENOTSUP,
+	  "partial_rotary_factor: only full rotary embeddings (1.0) are implemented" },
 	{ "project_in/out", NULL, ", \"word_embed_proj_dim\": 512", -ENOTSUP,
 	  "word_embed_proj_dim 512 differs from hidden_size 64" },
 	{ "gelu", NULL, ", \"activation_function\": \"gelu\"", -ENOTSUP,
@@ -757,7 +852,7 @@ END_TEST
  * its op list fits the backend check. */
 START_TEST(test_family_tables)
 {
-	const char *types[] = { "opt", "llama", "mistral", "qwen2" };
+	const char *types[] = { "opt", "llama", "mistral", "qwen2", "gemma2" };
 	struct fg_model_config c;
 	enum fg_op ops[FG_ARCH_OPS_MAX];
 	enum fg_dtype dts[FG_ARCH_OPS_MAX];
@@ -851,6 +946,7 @@ static Suite *model_config_suite(void)
 	tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
 	tcase_add_test(tc, test_config_written);
 	tcase_add_test(tc, test_llama_config);
+	tcase_add_test(tc, test_gemma2_config);
 	tcase_add_test(tc, test_config_malformed);
 	tcase_add_test(tc, test_rope_keys);
 	tcase_add_test(tc, test_layer_types);

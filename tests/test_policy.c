@@ -292,6 +292,10 @@ static const struct matrix_model {
 	/* routed experts and a shared one, whose gate comes back to the host
 	 * mid-block */
 	{ "qwen2-moe-tiny", 1 },
+	/* Gemma 2: soft-capped scores (host attention too), alternating
+	 * windows, norms after each block, final logits capped in the output
+	 * block */
+	{ "gemma2-tiny", 1 },
 };
 #define NMATRIX (int)(sizeof(matrix_models) / sizeof(matrix_models[0]))
 

@@ -16,6 +16,7 @@
 #ifndef FG_ARCH_ARCH_H
 #define FG_ARCH_ARCH_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -65,6 +66,12 @@ struct fg_model_config {
 	int64_t rot_dim;
 	float rope_attn_factor;
 	float rope_inv_freq[FG_ROPE_MAX / 2];
+	/* Gemma 2's departures from the usual math; 0 in every other family. */
+	float attn_scale;    /* multiplies q·k (query_pre_attn_scalar^-0.5); 0: 1/sqrt(head_dim) */
+	float attn_softcap;  /* attention scores capped at ±attn_softcap (tanh); 0: none */
+	float final_softcap; /* the final logits capped likewise; 0: none */
+	float norm_shift;    /* RMS norms scale by gamma + norm_shift (Gemma: 1 + w) */
+	float embed_scale;   /* the token embedding multiplied by it (sqrt(hidden)); 0: not */
 };
 
 /* Symbolic dimensions of the tensor table. */
@@ -192,6 +199,8 @@ enum fg_op_operand {
 };
 #define FG_OPW_GQA 1u /* only with fewer key/value heads than heads */
 #define FG_OPW_MOE 2u /* only with a mixture-of-experts MLP */
+#define FG_OPW_ATTN_SOFTCAP 4u /* only with capped attention scores (attn_softcap) */
+#define FG_OPW_FINAL_SOFTCAP 8u /* only with capped final logits (final_softcap) */
 
 struct fg_op_def {
 	enum fg_op op;
@@ -215,6 +224,7 @@ const struct fg_arch *fg_arch_find(const char *model_type);
 extern const struct fg_arch fg_arch_opt;
 extern const struct fg_arch fg_arch_llama, fg_arch_mistral, fg_arch_qwen2, fg_arch_qwen3,
 	fg_arch_mixtral, fg_arch_qwen2_moe, fg_arch_qwen3_moe;
+extern const struct fg_arch fg_arch_gemma2;
 
 /* "dummy:<preset>": the family whose preset it is. */
 int fg_model_preset(const char *name, struct fg_model_config *c);
@@ -228,6 +238,12 @@ static inline int64_t fg_layer_window(const struct fg_model_config *c, int64_t l
 	if (c->sliding_window <= 0 || l < 0 || l >= FG_WINDOW_LAYERS_MAX)
 		return 0;
 	return (c->window_layers[l / 64] >> (l % 64)) & 1 ? c->sliding_window : 0;
+}
+
+/* What multiplies q·k in the model's attention. */
+static inline float fg_attn_scale(const struct fg_model_config *c)
+{
+	return c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)c->head_dim);
 }
 
 /* The value of a symbolic dimension. */

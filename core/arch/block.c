@@ -80,6 +80,10 @@ int fg_arch_op_list(const struct fg_model_config *c, const struct fg_op_def *def
 			continue;
 		if ((defs[i].when & FG_OPW_MOE) && !(c->features & FG_FEAT_MOE))
 			continue;
+		if ((defs[i].when & FG_OPW_ATTN_SOFTCAP) && !(c->attn_softcap > 0))
+			continue;
+		if ((defs[i].when & FG_OPW_FINAL_SOFTCAP) && !(c->final_softcap > 0))
+			continue;
 		ops[k] = defs[i].op;
 		switch (defs[i].operand) {
 		case FG_OPND_F16:

@@ -16,7 +16,7 @@
 static const struct fg_arch *const fg_archs[] = { &fg_arch_opt, &fg_arch_llama, &fg_arch_mistral,
 						   &fg_arch_qwen2, &fg_arch_qwen3,
 						   &fg_arch_mixtral, &fg_arch_qwen2_moe,
-						   &fg_arch_qwen3_moe };
+						   &fg_arch_qwen3_moe, &fg_arch_gemma2 };
 #define FG_NARCHS (sizeof(fg_archs) / sizeof(fg_archs[0]))
 
 const struct fg_arch *fg_arch_find(const char *model_type)

@@ -54,6 +54,9 @@ int fg_backend_supports(const struct fg_backend *b, enum fg_op op, enum fg_dtype
 /* Names for messages: "f16", "q4_cols", ...; "RMS norm", "linear with SiLU", ... */
 const char *fg_dtype_name(enum fg_dtype t);
 const char *fg_op_name(enum fg_op op);
+/* The compute ABI minor that brought `op` (0 for the 1.0 ops): an op is
+ * never asked of an older plugin, and a refusal names the minor needed. */
+int fg_op_minor(enum fg_op op);
 
 /* The compute ops, validated once here against fgcore/compute.h: dtypes,
  * shapes, strides, aliasing, index ranges, that the plugin's ABI has the
@@ -102,6 +105,9 @@ int fg_backend_scatter_add(struct fg_backend *b, void *stream, int64_t layer, co
 			   const struct fg_scatter_add_args *a);
 int fg_backend_linear_grouped(struct fg_backend *b, void *stream, int64_t layer, const char *what,
 			      const struct fg_linear_grouped_args *a);
+/* minor 12: out = cap * tanh(x / cap) (Gemma 2's final logits). */
+int fg_backend_softcap(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+		       const struct fg_softcap_args *a);
 
 struct fg_codec {
 	struct fg_plugin_handle ph;

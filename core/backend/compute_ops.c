@@ -105,6 +105,40 @@ const char *fg_op_name(enum fg_op op)
 	return "an unknown op";
 }
 
+int fg_op_minor(enum fg_op op)
+{
+	switch (op) {
+	case FG_OP_EMBED:
+	case FG_OP_LAYER_NORM:
+	case FG_OP_LINEAR:
+	case FG_OP_ATTENTION_PREFILL:
+	case FG_OP_ATTENTION_DECODE:
+	case FG_OP_KV_APPEND:
+		return 0;
+	case FG_OP_SAMPLE:
+		return 4;
+	case FG_OP_LOGPROB:
+		return 6;
+	case FG_OP_ATTENTION_CACHED:
+		return 8;
+	case FG_OP_ATTENTION_RING:
+		return 9;
+	case FG_OP_ADD:
+	case FG_OP_ROUTE:
+	case FG_OP_GATHER:
+	case FG_OP_SCATTER_ADD:
+	case FG_OP_LINEAR_GROUPED:
+		return 10;
+	case FG_OP_LINEAR_GELU:
+	case FG_OP_NORM_SHIFT:
+	case FG_OP_ATTENTION_SOFTCAP:
+	case FG_OP_SOFTCAP:
+		return 12;
+	default:
+		return 1;
+	}
+}
+
 static int fg_call_fail(const struct fg_call *c, int rc, const char *fmt, ...) FG_PRINTF(3, 4);
 
 /* One line: "<plugin>: layer <l>: <what> (<op>): <msg>"; returns rc. */
@@ -131,8 +165,7 @@ int fg_backend_supports(const struct fg_backend *b, enum fg_op op, enum fg_dtype
 {
 	/* `supports` is a minor-1 member: never read from a 1.0 plugin's table;
 	 * an op of a later minor is never asked of an older plugin. */
-	if ((op == FG_OP_ATTENTION_CACHED && b->minor < 8) ||
-	    (op == FG_OP_ATTENTION_RING && b->minor < 9) || (op >= FG_OP_ADD && b->minor < 10))
+	if (b->minor < (uint32_t)fg_op_minor(op))
 		return 0;
 	if (b->minor >= 1)
 		return b->ops->supports(b->ctx, op, dtype) != 0;
@@ -154,8 +187,15 @@ int fg_backend_supports(const struct fg_backend *b, enum fg_op op, enum fg_dtype
 
 static int fg_need(const struct fg_call *c, enum fg_op op, enum fg_dtype dtype)
 {
+	uint32_t v = c->b->ph.plugin->abi_version;
+
 	if (fg_backend_supports(c->b, op, dtype))
 		return 0;
+	if (c->b->minor < (uint32_t)fg_op_minor(op))
+		return fg_call_fail(c, -ENOTSUP, "%s needs a backend built for compute ABI 1.%d, "
+				    "this plugin is built for %u.%u: use another backend",
+				    fg_op_name(op), fg_op_minor(op), FG_ABI_MAJOR_OF(v),
+				    FG_ABI_MINOR_OF(v));
 	return fg_call_fail(c, -ENOTSUP, "the backend does not run %s on %s operands (its "
 			    "`supports` says no): use another backend, codec or policy",
 			    fg_op_name(op), fg_dtype_name(dtype));
@@ -181,6 +221,19 @@ static enum fg_dtype fg_act_of(const struct fg_backend *b, enum fg_op op, enum f
 	    fg_backend_supports(b, op, t))
 		return t;
 	return b->info.act_dtype;
+}
+
+static int fg_act_known(enum fg_activation act)
+{
+	return act == FG_ACT_NONE || act == FG_ACT_RELU || act == FG_ACT_SILU ||
+	       act == FG_ACT_GELU_TANH;
+}
+
+/* The op `supports` is asked for a linear with this activation. */
+static enum fg_op fg_act_op(enum fg_activation act)
+{
+	return act == FG_ACT_SILU ? FG_OP_LINEAR_SILU :
+	       act == FG_ACT_GELU_TANH ? FG_OP_LINEAR_GELU : FG_OP_LINEAR;
 }
 
 /* ---- tensor views --------------------------------------------------------------- */
@@ -337,12 +390,16 @@ int fg_backend_norm(struct fg_backend *b, void *stream, int64_t layer, const cha
 	if (!isfinite(a->eps) || a->eps < 0)
 		return fg_call_fail(&c, -EINVAL, "eps = %g, expected a finite value >= 0",
 				    (double)a->eps);
+	/* (a plugin older than 1.12 never reads gamma_shift: fg_need refuses it) */
+	if (!isfinite(a->gamma_shift))
+		return fg_call_fail(&c, -EINVAL, "gamma_shift is not finite");
 	if (fg_overlap(&a->out, &a->x) && (!fg_same(&a->out, &a->x) || a->x.dtype != a->out.dtype))
 		return fg_call_fail(&c, -EINVAL, "out partly overlaps x: pass the same view for "
 				    "both or separate buffers");
 	if (fg_overlap(&a->out, &a->gamma) || (has_beta && fg_overlap(&a->out, &a->beta)))
 		return fg_call_fail(&c, -EINVAL, "out overlaps gamma or beta");
-	if ((rc = fg_need(&c, rms ? FG_OP_RMS_NORM : FG_OP_LAYER_NORM, a->x.dtype)))
+	if ((rc = fg_need(&c, rms ? FG_OP_RMS_NORM : FG_OP_LAYER_NORM, a->x.dtype)) ||
+	    (a->gamma_shift != 0 && (rc = fg_need(&c, FG_OP_NORM_SHIFT, a->x.dtype))))
 		return rc;
 	return b->ops->layer_norm(b->ctx, stream, a);
 }
@@ -360,9 +417,9 @@ int fg_backend_linear(struct fg_backend *b, void *stream, int64_t layer, const c
 
 	if (!a)
 		return fg_no_args(&c);
-	if (a->act != FG_ACT_NONE && a->act != FG_ACT_RELU && a->act != FG_ACT_SILU)
+	if (!fg_act_known(a->act))
 		return fg_call_fail(&c, -EINVAL, "unknown activation %d: use FG_ACT_NONE, "
-				    "FG_ACT_RELU or FG_ACT_SILU", (int)a->act);
+				    "FG_ACT_RELU, FG_ACT_SILU or FG_ACT_GELU_TANH", (int)a->act);
 	has_mul = a->mul.data != NULL;
 	if ((a->act == FG_ACT_SILU && (rc = fg_need_11(&c, "SiLU"))) ||
 	    (has_mul && (rc = fg_need_11(&c, "a gating multiplier (mul)"))))
@@ -389,8 +446,7 @@ int fg_backend_linear(struct fg_backend *b, void *stream, int64_t layer, const c
 				    "for both or separate buffers");
 	if (has_mul && fg_overlap(&a->out, &a->mul))
 		return fg_call_fail(&c, -EINVAL, "out overlaps mul: write to a separate buffer");
-	if ((rc = fg_need(&c, a->act == FG_ACT_SILU ? FG_OP_LINEAR_SILU : FG_OP_LINEAR,
-			  a->w.dtype)) ||
+	if ((rc = fg_need(&c, fg_act_op(a->act), a->w.dtype)) ||
 	    (has_mul && (rc = fg_need(&c, FG_OP_LINEAR_MUL, a->w.dtype))))
 		return rc;
 	return b->ops->linear(b->ctx, stream, a);
@@ -524,6 +580,9 @@ static int fg_attention_check(const struct fg_call *c, const struct fg_attention
 				    decode || cached ? "cache_stride" : "seq");
 	if (!isfinite(a->scale))
 		return fg_call_fail(c, -EINVAL, "scale is not finite");
+	if (!isfinite(a->softcap) || a->softcap < 0)
+		return fg_call_fail(c, -EINVAL, "softcap = %g: need 0 (none) or a finite cap above 0",
+				    (double)a->softcap);
 	if (qrows > 0 && hcols > 0) {
 		if (!a->pad)
 			return fg_call_fail(c, -EINVAL, "pad is NULL: pass the left-pad count of "
@@ -545,7 +604,8 @@ static int fg_attention_check(const struct fg_call *c, const struct fg_attention
 		return fg_call_fail(c, -EINVAL, "out overlaps k or v (or part of q): use a "
 				    "separate buffer");
 	if ((rc = fg_need(c, op, cache)) || (gqa && (rc = fg_need(c, FG_OP_ATTENTION_GQA, cache))) ||
-	    (ring && (rc = fg_need(c, FG_OP_ATTENTION_RING, cache))))
+	    (ring && (rc = fg_need(c, FG_OP_ATTENTION_RING, cache))) ||
+	    (a->softcap > 0 && (rc = fg_need(c, FG_OP_ATTENTION_SOFTCAP, cache))))
 		return rc;
 	return 0;
 }
@@ -843,9 +903,9 @@ int fg_backend_linear_grouped(struct fg_backend *b, void *stream, int64_t layer,
 	if (a->groups < 1 || !a->w || !a->offset)
 		return fg_call_fail(&c, -EINVAL, "groups = %d, w or offset NULL: need at least one "
 				    "group, its weights and offsets", (int)a->groups);
-	if (a->act != FG_ACT_NONE && a->act != FG_ACT_RELU && a->act != FG_ACT_SILU)
+	if (!fg_act_known(a->act))
 		return fg_call_fail(&c, -EINVAL, "unknown activation %d: use FG_ACT_NONE, "
-				    "FG_ACT_RELU or FG_ACT_SILU", (int)a->act);
+				    "FG_ACT_RELU, FG_ACT_SILU or FG_ACT_GELU_TANH", (int)a->act);
 	m = a->x.rows;
 	k = a->x.cols;
 	n = a->w[0].rows;
@@ -879,7 +939,40 @@ int fg_backend_linear_grouped(struct fg_backend *b, void *stream, int64_t layer,
 	if (fg_overlap(&a->out, &a->x) || (a->mul.data && fg_overlap(&a->out, &a->mul)))
 		return fg_call_fail(&c, -EINVAL, "out overlaps x or mul: write to a separate buffer");
 	if ((rc = fg_need_generic(&c, b->minor >= 10 && b->ops->linear_grouped,
-				  FG_OP_LINEAR_GROUPED, wt)))
+				  FG_OP_LINEAR_GROUPED, wt)) ||
+	    (a->act == FG_ACT_GELU_TANH && (rc = fg_need(&c, FG_OP_LINEAR_GELU, wt))))
 		return rc;
 	return b->ops->linear_grouped(b->ctx, stream, a);
+}
+
+/* ---- softcap (minor 12) ---------------------------------------------------------- */
+
+int fg_backend_softcap(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+		       const struct fg_softcap_args *a)
+{
+	struct fg_call c = { b, layer, what, "softcap" };
+	uint32_t v = b->ph.plugin->abi_version;
+	int rc;
+
+	if (!a)
+		return fg_no_args(&c);
+	if (!fg_plain(a->x.dtype))
+		return fg_call_fail(&c, -EINVAL, "x is %s: softcap takes f32 or f16",
+				    fg_dtype_name(a->x.dtype));
+	if (!isfinite(a->cap) || !(a->cap > 0))
+		return fg_call_fail(&c, -EINVAL, "cap = %g: need a finite cap above 0",
+				    (double)a->cap);
+	if ((rc = fg_check_tensor(&c, "x", &a->x, a->x.dtype, -1, -1)) ||
+	    (rc = fg_check_tensor(&c, "out", &a->out, a->x.dtype, a->x.rows, a->x.cols)))
+		return rc;
+	if (fg_overlap(&a->out, &a->x) && !fg_same(&a->out, &a->x))
+		return fg_call_fail(&c, -EINVAL, "out partly overlaps x: pass the same view or "
+				    "separate buffers");
+	if (b->minor < 12 || !b->ops->softcap)
+		return fg_call_fail(&c, -ENOTSUP, "the backend has no softcap (compute ABI 1.12; "
+				    "this plugin is built for %u.%u): use another backend",
+				    FG_ABI_MAJOR_OF(v), FG_ABI_MINOR_OF(v));
+	if ((rc = fg_need(&c, FG_OP_SOFTCAP, a->x.dtype)))
+		return rc;
+	return b->ops->softcap(b->ctx, stream, a);
 }

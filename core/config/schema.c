@@ -57,12 +57,12 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 
 	KEY("model", "path", FG_CFG_STRING, "dummy:opt-125m",
 	    "The model: a Hugging Face folder (config.json and safetensors) of an OPT, Llama, "
-	    "Mistral, Qwen2, Qwen3, Mixtral, Qwen2-MoE or Qwen3-MoE model, a FlexGen -np folder "
+	    "Mistral, Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE or Gemma 2 model, a FlexGen -np folder "
 	    "of .npy weights, or "
 	    "dummy:<preset> for random weights of a published size (opt-125m ... opt-175b, "
 	    "llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b, llama-3.1-8b, "
 	    "llama-3.1-70b, mistral-7b, qwen2-7b, qwen2-72b, qwen3-8b, qwen3-32b, mixtral-8x7b, "
-	    "mixtral-8x22b)."),
+	    "mixtral-8x22b, gemma-2-2b, gemma-2-9b, gemma-2-27b)."),
 	KEY("model", "tokenizer", FG_CFG_STRING, "",
 	    "Folder of the tokenizer files (tokenizer.json or vocab.json and merges.txt); "
 	    "empty: the model folder."),

@@ -128,7 +128,7 @@ static int check_ops(const struct fg_backend *be, const char *section,
 	for (int i = 0; i < n; i++) {
 		/* The host backend of cpu_cache_compute only appends and attends. */
 		if (host_only && ops[i] != FG_OP_ATTENTION_DECODE && ops[i] != FG_OP_KV_APPEND &&
-		    ops[i] != FG_OP_ATTENTION_GQA)
+		    ops[i] != FG_OP_ATTENTION_GQA && ops[i] != FG_OP_ATTENTION_SOFTCAP)
 			continue;
 		if (fg_backend_supports(be, ops[i], dts[i]))
 			continue;
@@ -138,6 +138,10 @@ static int check_ops(const struct fg_backend *be, const char *section,
 		else if (dts[i] == FG_DTYPE_Q4_COLS)
 			FG_ERR("[policy] compress_cache = true, but %s %s does not read a 4-bit (int4_group64) KV cache: set compress_cache = false or use a backend that does (cpu_blas, cublas)",
 			       section, name);
+		else if (be->minor < (uint32_t)fg_op_minor(ops[i]))
+			FG_ERR("model %s (%s family): %s %s is built for compute ABI 1.%u, and the family needs %s (compute ABI 1.%d): use a backend built for 1.%d or later (cpu_blas)",
+			       c->name, c->arch->name, section, name, be->minor, fg_op_name(ops[i]),
+			       fg_op_minor(ops[i]), fg_op_minor(ops[i]));
 		else
 			FG_ERR("model %s (%s family): %s %s does not run %s over %s, which the family needs: use a backend that does (cpu_blas, cublas)",
 			       c->name, c->arch->name, section, name, fg_op_name(ops[i]),

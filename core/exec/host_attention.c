@@ -84,7 +84,7 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 		struct fg_attention_args at = {
 			.q = hq, .k = kc, .v = vc, .out = ho, .batch = cnt, .seq = 1,
 			.len = f->step + n, .cache_stride = f->total, .heads = c->heads,
-			.head_dim = c->head_dim, .scale = 1.0f / sqrtf((float)c->head_dim),
+			.head_dim = c->head_dim, .scale = fg_attn_scale(c), .softcap = c->attn_softcap,
 			.pad = fg_kv_attend_pad(f, x) + first, .kv_heads = c->kv_heads,
 			.window = fg_layer_window(c, f->m->stage.layer0 + l),
 		};

@@ -299,7 +299,7 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 	struct fg_attention_args at = {
 		.batch = x->bs, .seq = n, .len = f->step + n, .cache_stride = f->total,
 		.heads = c->heads, .head_dim = c->head_dim,
-		.scale = 1.0f / sqrtf((float)c->head_dim), .pad = pad, .kv_heads = c->kv_heads,
+		.scale = fg_attn_scale(c), .softcap = c->attn_softcap, .pad = pad, .kv_heads = c->kv_heads,
 		/* past the run's columns, positions wrap (fg_forward_wraps) */
 		.ring = f->step + n > f->total ? f->total : 0,
 		.window = fg_layer_window(c, f->m->stage.layer0 + l),

@@ -643,7 +643,7 @@ static int layer_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_te
 	struct fg_attention_args at = {
 		.q = q, .k = k, .v = v, .out = out, .batch = x->bs, .seq = x->n, .len = x->n,
 		.cache_stride = x->n, .heads = c->heads, .head_dim = c->head_dim,
-		.scale = 1.0f / sqrtf((float)c->head_dim), .pad = x->pad, .kv_heads = c->kv_heads,
+		.scale = fg_attn_scale(c), .softcap = c->attn_softcap, .pad = x->pad, .kv_heads = c->kv_heads,
 	};
 	struct fg_kv_append_args ak = { k, l->kc, x->bs, x->n, 0, x->n };
 	struct fg_kv_append_args av = { v, l->vc, x->bs, x->n, 0, x->n };

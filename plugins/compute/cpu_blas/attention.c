@@ -3,7 +3,8 @@
  *
  * One task per (batch, head, query): a row of scores in per-thread scratch,
  * a softmax in fp32 with the maximum subtracted, then the weighted sum of v.
- * Nothing of size [seq, seq] is ever allocated.  Query head h reads the
+ * Nothing of size [seq, seq] is ever allocated; a soft cap on the scores
+ * (Gemma 2, compute ABI 1.12) is applied as each is made.  Query head h reads the
  * columns of key/value head h / (heads / kv_heads) (all heads: h itself).
  *
  * Decode also reads fp16 tensors (CPU attention delegation from an fp16 GPU
@@ -153,13 +154,15 @@ static inline size_t cb_key_row(int64_t j, int64_t ring)
 	return (size_t)(ring ? j % ring : j);
 }
 
-/* out = softmax(scale * q · k[j]) · v[j] over key positions j in [lo, hi],
- * position j at row cb_key_row(j, ring); rows are ldk and ldv bytes apart,
- * their elements what dot and axpy read.  sc: hi - lo + 1 floats; acc: hd
- * floats. */
+/* out = softmax(s_j) · v[j] over key positions j in [lo, hi], s_j = scale *
+ * q · k[j], soft-capped when cap > 0 (cap * tanh(s_j / cap), compute ABI
+ * 1.12: Gemma 2); position j at row cb_key_row(j, ring); rows are ldk and
+ * ldv bytes apart, their elements what dot and axpy read.  sc: hi - lo + 1
+ * floats; acc: hd floats. */
 static void cb_attend_rows(cb_dot_fn dot, cb_axpy_fn axpy, const float *q, const void *k,
 			   size_t ldk, const void *v, size_t ldv, int64_t lo, int64_t hi,
-			   int64_t ring, int64_t hd, float scale, float *sc, float *acc, float *out)
+			   int64_t ring, int64_t hd, float scale, float cap, float *sc, float *acc,
+			   float *out)
 {
 	float mx = -INFINITY, sum = 0, inv;
 	int64_t j;
@@ -171,6 +174,8 @@ static void cb_attend_rows(cb_dot_fn dot, cb_axpy_fn axpy, const float *q, const
 	for (j = lo; j <= hi; j++) {
 		float s = scale * dot(q, (const char *)k + cb_key_row(j, ring) * ldk, hd);
 
+		if (cap > 0)
+			s = tanhf(s / cap) * cap;
 		sc[j - lo] = s;
 		if (s > mx)
 			mx = s;
@@ -192,7 +197,7 @@ static void cb_attend_rows(cb_dot_fn dot, cb_axpy_fn axpy, const float *q, const
 /* cb_attend_rows over fp32 rows ld floats apart, with the machine's kernels. */
 static void cb_attend(const struct cpu_blas_ctx *c, const float *q, const float *k, int64_t ldk,
 		      const float *v, int64_t ldv, int64_t lo, int64_t hi, int64_t ring,
-		      int64_t hd, float scale, float *sc, float *acc, float *out)
+		      int64_t hd, float scale, float cap, float *sc, float *acc, float *out)
 {
 	cb_dot_fn dot = cb_dot_c;
 	cb_axpy_fn axpy = cb_axpy_c;
@@ -206,7 +211,7 @@ static void cb_attend(const struct cpu_blas_ctx *c, const float *q, const float 
 	(void)c;
 #endif
 	cb_attend_rows(dot, axpy, q, k, (size_t)ldk * sizeof(float), v, (size_t)ldv * sizeof(float),
-		       lo, hi, ring, hd, scale, sc, acc, out);
+		       lo, hi, ring, hd, scale, cap, sc, acc, out);
 }
 
 /* The first key column the query at column hi of row b sees: the row's
@@ -242,7 +247,7 @@ static void cb_attn_widened(struct cb_attn *A, int64_t t, float *sc, float *acc)
 		cb_attend_rows(cb_dot_f16_avx2, cb_axpy_f16_avx2, q,
 			       (const uint16_t *)a->k.data + krow * a->k.ld + kc, (size_t)a->k.ld * 2,
 			       (const uint16_t *)a->v.data + krow * a->v.ld + kc, (size_t)a->v.ld * 2,
-			       lo, hi, a->ring, hd, a->scale, sc, acc, o);
+			       lo, hi, a->ring, hd, a->scale, a->softcap, sc, acc, o);
 		if (o == ob)
 			fg_fp16_simd_from_f32((uint16_t *)a->out.data + b * a->out.ld + h * hd, ob,
 					      (size_t)hd);
@@ -262,7 +267,7 @@ static void cb_attn_widened(struct cb_attn *A, int64_t t, float *sc, float *acc)
 		if (vr != vd)
 			memcpy(vd, vr, (size_t)hd * sizeof(float));
 	}
-	cb_attend(A->c, q, kb, hd, vb, hd, 0, hi - lo, 0, hd, a->scale, sc, acc, o);
+	cb_attend(A->c, q, kb, hd, vb, hd, 0, hi - lo, 0, hd, a->scale, a->softcap, sc, acc, o);
 	if (o == ob)
 		fg_fp16_simd_from_f32((uint16_t *)a->out.data + b * a->out.ld + h * hd, ob,
 				      (size_t)hd);
@@ -298,7 +303,7 @@ static void cb_attn_rows(void *arg, int64_t b0, int64_t e0, int tid)
 		lo = cb_first_key(a, b, hi);
 		cb_attend(A->c, q, (const float *)a->k.data + krow * a->k.ld + kc, a->k.ld,
 			  (const float *)a->v.data + krow * a->v.ld + kc, a->v.ld, lo, hi,
-			  A->decode ? a->ring : 0, hd, a->scale, sc, acc, o);
+			  A->decode ? a->ring : 0, hd, a->scale, a->softcap, sc, acc, o);
 	}
 }
 

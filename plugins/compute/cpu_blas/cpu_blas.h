@@ -138,6 +138,8 @@ int cpu_blas_route(void *ctx, void *stream, const struct fg_route_args *a);
 int cpu_blas_gather(void *ctx, void *stream, const struct fg_gather_args *a);
 int cpu_blas_scatter_add(void *ctx, void *stream, const struct fg_scatter_add_args *a);
 int cpu_blas_linear_grouped(void *ctx, void *stream, const struct fg_linear_grouped_args *a);
+/* minor 12 (generic.c): out = cap * tanh(x / cap). */
+int cpu_blas_softcap(void *ctx, void *stream, const struct fg_softcap_args *a);
 int cpu_blas_timer_create(void *ctx, void **timer);
 void cpu_blas_timer_destroy(void *ctx, void *timer);
 int cpu_blas_timer_record(void *ctx, void *timer, void *stream);

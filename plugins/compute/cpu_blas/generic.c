@@ -1,6 +1,6 @@
 /* plugins/compute/cpu_blas/generic.c - the generic tier of compute ABI 1.10,
  * which mixture-of-experts layers are made of: add, route, gather,
- * scatter_add and the grouped linear.
+ * scatter_add and the grouped linear; and 1.12's softcap (Gemma 2's logits).
  *
  * add, gather and scatter_add take fp32 or fp16 rows (fp16 widened a block or
  * a row at a time, the arithmetic in fp32), rows spread over the pool.  The
@@ -339,5 +339,47 @@ int cpu_blas_linear_grouped(void *ctx, void *stream, const struct fg_linear_grou
 		if (rc)
 			return rc;
 	}
+	return 0;
+}
+
+/* ---- softcap (compute ABI 1.12) --------------------------------------------------- */
+
+/* cap * tanh(x / cap) in fp32, in the order Hugging Face's Gemma 2 takes it
+ * (divide, tanh, multiply). */
+static void cb_softcap_rows(void *arg, int64_t b, int64_t e, int tid)
+{
+	const struct fg_softcap_args *a = arg;
+	int64_t cols = a->x.cols;
+	float cap = a->cap;
+
+	(void)tid;
+	for (int64_t r = b; r < e; r++) {
+		if (a->x.dtype == FG_DTYPE_F32) {
+			const float *x = (const float *)a->x.data + r * a->x.ld;
+			float *o = (float *)a->out.data + r * a->out.ld;
+
+			for (int64_t j = 0; j < cols; j++)
+				o[j] = tanhf(x[j] / cap) * cap;
+			continue;
+		}
+		const uint16_t *x = (const uint16_t *)a->x.data + r * a->x.ld;
+		uint16_t *o = (uint16_t *)a->out.data + r * a->out.ld;
+
+		for (int64_t j = 0; j < cols; j++)
+			o[j] = fg_float_to_half(tanhf(fg_half_to_float(x[j]) / cap) * cap);
+	}
+}
+
+/* The core checked the arguments: one shape and plain type, out x or apart. */
+int cpu_blas_softcap(void *ctx, void *stream, const struct fg_softcap_args *a)
+{
+	struct cpu_blas_ctx *c = ctx;
+
+	(void)stream;
+	if (a->x.rows == 0 || a->x.cols == 0)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	cpu_blas_pool_run(c->pool, a->x.rows, 1 + 16384 / a->x.cols, cb_softcap_rows, (void *)a);
+	pthread_mutex_unlock(&c->lock);
 	return 0;
 }

@@ -1,5 +1,6 @@
 /* plugins/compute/cpu_blas/linear.c - out = act(x · wᵀ + bias) ⊙ mul + residual
- * with fp32 activations and fp16 or 4-bit weights (act: none, ReLU or SiLU).
+ * with fp32 activations and fp16 or 4-bit weights (act: none, ReLU, SiLU or
+ * GELU in its tanh form).
  *
  * Two paths, both bounded in memory:
  *  - BLAS (any m): blocks of w rows are widened to fp32 by the pool into one
@@ -51,7 +52,7 @@ struct cb_linear {
 	int64_t ldw;
 	const struct fg_tensor *wq; /* FG_DTYPE_Q4_ROWS weight, or NULL */
 	const float *bias; /* fp32 copy, n values, or NULL */
-	int relu, silu;
+	int relu, silu, gelu;
 	const float *mul;  /* gating multiplier, or NULL; never overlaps out */
 	int64_t ldm;
 	const float *res;  /* may equal out */
@@ -68,9 +69,19 @@ struct cb_linear {
 	int64_t ldp;
 };
 
+/* GELU, tanh form, in fp32 with PyTorch's constants and order of operations
+ * (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x³)))). */
+static inline float cb_gelu_tanh(float v)
+{
+	const float beta = 0.7978845608028654f, kappa = 0.044715f; /* sqrt(2/pi) */
+	float inner = beta * (v + kappa * (v * v * v));
+
+	return 0.5f * v * (1.0f + tanhf(inner));
+}
+
 /* The epilogue of one output, in fp32: + bias, activation, ⊙ mul, + residual. */
 static inline float cb_finish(float p, const float *bias, int64_t j, int relu, int silu,
-			      const float *mul, const float *res)
+			      int gelu, const float *mul, const float *res)
 {
 	float v = bias ? p + bias[j] : p;
 
@@ -78,6 +89,8 @@ static inline float cb_finish(float p, const float *bias, int64_t j, int relu, i
 		v = 0; /* NaN stays NaN */
 	if (silu)
 		v = v / (1.0f + expf(-v)); /* -inf and very negative v give -0 */
+	if (gelu)
+		v = cb_gelu_tanh(v);
 	if (mul)
 		v *= *mul;
 	return res ? v + *res : v;
@@ -137,7 +150,7 @@ CB_FIN_INLINE void cb_fin_c(const int B, const int R, const int S, float *o, con
 			    const float *bias, const float *res, int64_t n)
 {
 	for (int64_t j = 0; j < n; j++)
-		o[j] = cb_finish(p[j], B ? bias : NULL, j, R, 0, NULL, S ? res + j : NULL);
+		o[j] = cb_finish(p[j], B ? bias : NULL, j, R, 0, 0, NULL, S ? res + j : NULL);
 }
 
 #if FG_FP16_SIMD_X86
@@ -220,8 +233,8 @@ static cb_fin_fn cb_fin_pick(const struct cb_linear *L)
 	return cb_fin_fns_c[v];
 }
 
-/* out[i0 + r, j0 + j] = finish(prod[r, j]) for rows r in [b, e).  SiLU and
- * mul (the SwiGLU gate) take the scalar cb_finish; the rest the vector fins. */
+/* out[i0 + r, j0 + j] = finish(prod[r, j]) for rows r in [b, e).  SiLU, GELU
+ * and mul (the gated MLPs) take the scalar cb_finish; the rest the vector fins. */
 static void cb_epilogue_rows(void *arg, int64_t b, int64_t e, int tid)
 {
 	struct cb_linear *L = arg;
@@ -229,7 +242,7 @@ static void cb_epilogue_rows(void *arg, int64_t b, int64_t e, int tid)
 	const float *bias = L->bias ? L->bias + L->j0 : NULL;
 
 	(void)tid;
-	if (L->silu || L->mul) {
+	if (L->silu || L->gelu || L->mul) {
 		for (int64_t r = b; r < e; r++) {
 			int64_t i = L->i0 + r;
 			const float *p = L->prod + r * L->ldp;
@@ -238,7 +251,7 @@ static void cb_epilogue_rows(void *arg, int64_t b, int64_t e, int tid)
 			float *o = L->out + i * L->ldo + L->j0;
 
 			for (int64_t j = 0; j < L->jn; j++)
-				o[j] = cb_finish(p[j], bias, j, L->relu, L->silu,
+				o[j] = cb_finish(p[j], bias, j, L->relu, L->silu, L->gelu,
 						 mul ? mul + j : NULL, res ? res + j : NULL);
 		}
 		return;
@@ -319,7 +332,7 @@ static int cb_linear_blas(struct cb_linear *L)
 {
 	struct cpu_blas_ctx *c = L->c;
 	int alias = L->res && L->res == L->out;
-	int fused_epilogue = L->bias || L->relu || L->silu || L->mul || L->res;
+	int fused_epilogue = L->bias || L->relu || L->silu || L->gelu || L->mul || L->res;
 	int64_t nt, k1 = L->k ? L->k : 1;
 	int rc;
 
@@ -391,7 +404,7 @@ static void cb_fused_finish(struct cb_linear *L, int64_t i0, int im, int64_t j0,
 		const float *mul = L->mul ? L->mul + row * L->ldm + j0 : NULL;
 
 		for (int j = 0; j < jn; j++)
-			o[j] = cb_finish(acc[i][j], L->bias, j0 + j, L->relu, L->silu,
+			o[j] = cb_finish(acc[i][j], L->bias, j0 + j, L->relu, L->silu, L->gelu,
 					 mul ? mul + j : NULL, res ? res + j : NULL);
 	}
 }
@@ -624,6 +637,7 @@ int cpu_blas_linear(void *ctx, void *stream, const struct fg_linear_args *a)
 	L.wq = a->w.dtype == FG_DTYPE_Q4_ROWS ? &a->w : NULL;
 	L.relu = a->act == FG_ACT_RELU;
 	L.silu = a->act == FG_ACT_SILU;
+	L.gelu = a->act == FG_ACT_GELU_TANH;
 	L.mul = a->mul.data;
 	L.ldm = a->mul.ld;
 	L.res = a->residual.data;

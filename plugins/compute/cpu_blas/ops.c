@@ -138,6 +138,10 @@ int cpu_blas_layer_norm(void *ctx, void *stream, const struct fg_layer_norm_args
 		return -ENOMEM;
 	}
 	fg_fp16_simd_to_f32(gb, a->gamma.data, (size_t)h);
+	/* Gemma's 1 + w, summed in fp32 (compute ABI 1.12) */
+	if (a->gamma_shift != 0)
+		for (int64_t j = 0; j < h; j++)
+			gb[j] += a->gamma_shift;
 	N.gamma = gb;
 	if (a->beta.data) {
 		fg_fp16_simd_to_f32(gb + h, a->beta.data, (size_t)h);

@@ -196,7 +196,7 @@ static void cpu_blas_info(void *ctx, struct fg_compute_info *info)
 /* fp32 activations; fp16 or 4-bit weights (fused kernels or tile by tile);
  * decode attention and kv_append also over fp16 tensors (the attention an
  * fp16 GPU backend delegates) and a 4-bit cache; the generic tier's row ops
- * on either plain type. */
+ * and softcap on either plain type. */
 static int cpu_blas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 {
 	(void)ctx;
@@ -231,11 +231,15 @@ static int cpu_blas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16;
 	case FG_OP_LINEAR_GROUPED:
 		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS; /* linear per group */
+	/* compute ABI 1.12: Gemma 2's pieces */
 	case FG_OP_LINEAR_GELU:
+		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS; /* linear and grouped */
 	case FG_OP_NORM_SHIFT:
-	case FG_OP_ATTENTION_SOFTCAP:
+		return dtype == FG_DTYPE_F32;
+	case FG_OP_ATTENTION_SOFTCAP: /* prefill (f32) and decode, every cache */
+		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS;
 	case FG_OP_SOFTCAP:
-		return 0; /* (compute ABI 1.12: not yet) */
+		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16;
 	}
 	return 0;
 }
@@ -262,11 +266,12 @@ static const struct fg_compute_ops cpu_blas_ops = {
 	.gather			= cpu_blas_gather,
 	.scatter_add		= cpu_blas_scatter_add,
 	.linear_grouped		= cpu_blas_linear_grouped,
+	.softcap		= cpu_blas_softcap,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
 	/* 1.1: rope, supports, RMS norm, SiLU, mul, GQA; 1.2: timers; 1.6: logprob;
-	 * 1.10: the generic tier */
+	 * 1.10: the generic tier; 1.11: windows; 1.12: GELU, gamma shift, softcaps */
 	.abi_version	= FG_COMPUTE_ABI_VERSION,
 	.kind		= FG_PLUGIN_COMPUTE,
 	.name		= "cpu_blas",
