@@ -606,7 +606,7 @@ START_TEST(test_memory_matches_engine)
 		fg_forward_free(f);
 
 		struct fg_plan_env le = { fg_dtype_size(e->be.info.act_dtype), device,
-					   fg_dtype_size(e->be.info.hidden_dtype), 0 };
+					   fg_dtype_size(e->be.info.hidden_dtype), 0, 1 };
 		struct fg_plan lt;
 		ck_assert_int_eq(fg_plan_make(&e->model.cfg, &e->policy, &le, 24, 8, &lt), 0);
 		for (int r = 0; r < FG_ROLES; r++) {
