@@ -400,8 +400,8 @@ static int skipped;
  * and logits, bit for bit, under each placement of the cache (a 4-bit one
  * too), and the full cache's the all-compute run's. */
 #define RING_ROWS 8
-#define RP 14 /* the forward runs' prompt columns */
-#define RG 22 /* new tokens: 36 positions */
+#define RP 20 /* the forward runs' prompt columns: up to 2.5 windows */
+#define RG 22 /* new tokens: 42 positions */
 #define RWIN 8
 
 static const char *const ring_sets[][4] = {
@@ -439,7 +439,7 @@ struct ring_out {
 
 static int64_t ring_len(int64_t r)
 {
-	return 4 + (r * 3) % 11; /* 4 .. 14 tokens: most longer than the window */
+	return 4 + (r * 5) % 17; /* 4 .. 20 tokens: most longer than the window */
 }
 
 static void ring_run(const char *path, const char *const *sets, int ring, struct ring_out *o)
