@@ -9,11 +9,10 @@
  * a row at its column t % cols.  Sequences whose cache is off the compute
  * tier are computed in a compute-tier slot, loaded before and stored after
  * (host-tier sequences attend on the host instead with cpu_cache_compute).
- * In a decode step, a
- * finished sequence (fg_forward_set_live_rows) is neither loaded nor stored
- * and attends to no position; its K/V rows are still appended with its
- * batch's (one call for the group), which costs what its matrix-product
- * rows cost, not its length. */
+ * In a decode step, a finished sequence (fg_forward_set_live_rows) is
+ * neither loaded nor stored and attends to no position; its K/V rows are
+ * still appended with its batch's (one call for the group), which costs
+ * what its matrix-product rows cost, not its length. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
