@@ -343,6 +343,9 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 	}
 
 	struct fg_cost_case *cc = &prm.cc;
+	/* the engine keeps every position of a windowed model's cache then */
+	prm.no_window_ring = !fg_config_bool(cfg, "policy", "window_ring") ||
+			     fg_config_int(cfg, "policy", "share_prefix") > 0;
 	if (fg_hardware_from_config(cfg, &cc->hw)) {
 		fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
 		return FG_EXIT_USAGE;

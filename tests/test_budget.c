@@ -147,7 +147,7 @@ START_TEST(test_host_logits_accounted)
 	set(c, "policy.gpu_batch_size=64");
 	struct fg_engine *e = open_ok(c);
 	int64_t V = e->model.cfg.vocab, plen = 16, glen = 4;
-	struct fg_plan_env pe = { 4, 0, 4, 0 };
+	struct fg_plan_env pe = { 4, 0, 4, 0, 0 };
 	struct fg_plan pl;
 
 	ck_assert_int_eq(fg_plan_make(&e->model.cfg, &e->policy, &pe, plen, glen, &pl), 0);
@@ -187,7 +187,7 @@ static void assert_run_was(struct fg_engine *e, const uint64_t w[FG_ROLES], int6
 			   int64_t plen, int64_t glen, uint64_t extra)
 {
 	struct fg_policy q = e->policy;
-	struct fg_plan_env pe = { 4, 0, 4, 0 };
+	struct fg_plan_env pe = { 4, 0, 4, 0, 0 };
 	struct fg_plan pl;
 	q.gpu_batch_size = bs;
 	q.num_gpu_batches = nb;
@@ -393,7 +393,7 @@ START_TEST(test_budget_refuses_run_and_runs_a_fit)
 	uint64_t room = b->capacity - b->used;
 	int64_t plen = 512, glen = 8, bs = 0;
 	struct fg_policy q = e->policy;
-	struct fg_plan_env pe = { 4, 0, 4, 0 };
+	struct fg_plan_env pe = { 4, 0, 4, 0, 0 };
 	struct fg_plan pl;
 	/* The case this test is about: a batch whose run buffers fit on each
 	 * tier alone but not on both together. */

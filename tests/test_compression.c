@@ -539,7 +539,7 @@ START_TEST(test_175b_bytes)
 	struct fg_policy p = { .gpu_batch_size = 32, .num_gpu_batches = 1,
 			       .weight = { 0, 0, 100 }, .cache = { 0, 0, 100 }, .act = { 0, 0, 100 },
 			       .overlap = 1, .sep_layer = 1, .attn_sparsity = 1 };
-	struct fg_plan_env le = { 2, 1, 4, 0 };
+	struct fg_plan_env le = { 2, 1, 4, 0, 0 };
 	struct fg_plan fp16, q4;
 
 	ck_assert_int_eq(fg_model_preset("opt-175b", &c), 0);

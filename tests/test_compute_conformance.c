@@ -1857,6 +1857,179 @@ START_TEST(test_attention_decode_mixed)
 }
 END_TEST
 
+/* ABI 1.12: a windowed decode over a ring of `ring` rows (>= window) while
+ * the rows hold many more positions (len - pad > ring): position j of row b
+ * at cache row b * ring + j % ring, and only the last `window` positions
+ * read.  The ring's other rows - positions before the window, still there
+ * when ring > window - and every earlier position, whose rows later ones
+ * took, hold values that change the result if read.  act: F32 or F16 (q,
+ * out); cache: act's type or Q4_COLS. */
+static void decode_window_ring_case(struct env *e, struct fg_codec *cd, int64_t B, int64_t H,
+				    int64_t KVH, int64_t hd, int64_t ring, int64_t len,
+				    int64_t win, int padkind, enum fg_dtype act, enum fg_dtype cache)
+{
+	int64_t C = H * hd, R = B * ring, ldq = C + 1, ldo = C + 3;
+	int64_t G = KVH ? H / KVH : 1, KC = C / G, ldk = cache == FG_DTYPE_Q4_COLS ? KC : KC + 2;
+	size_t esz = cache == FG_DTYPE_F32 ? 4 : 2;
+	double scale = 0.7 / sqrt((double)hd);
+	double *qd = malloc((size_t)(B * C) * sizeof(double)), *ref = malloc((size_t)(B * C) * sizeof(double));
+	double *kd = malloc((size_t)(R * KC) * sizeof(double)), *vd = malloc((size_t)(R * KC) * sizeof(double));
+	double *kp = malloc((size_t)(ring * KC) * sizeof(double)), *vp = malloc((size_t)(ring * KC) * sizeof(double));
+	float *kf = malloc((size_t)(R * KC) * sizeof(float)), *vf = malloc((size_t)(R * KC) * sizeof(float));
+	int32_t *pad = malloc((size_t)B * sizeof(*pad));
+	void *q, *out, *k, *v;
+	struct fg_attention_args a;
+	char what[240];
+	size_t sz;
+
+	EXPECT_TRUE(qd && ref && kd && vd && kp && vp && kf && vf && pad);
+	for (int64_t i = 0; i < R * KC; i++)
+		kf[i] = urand() * 2, vf[i] = urand() * 2;
+	if (act == FG_DTYPE_F32) {
+		float *qq = f32_new(B, C, ldq, true);
+		for (int64_t i = 0; i < B * C; i++)
+			qd[i] = qq[i / C * ldq + i % C];
+		q = qq;
+		out = f32_new(B, C, ldo, false);
+	} else {
+		uint16_t *qq = f16_new(B, C, ldq, 1);
+		for (int64_t i = 0; i < B * C; i++)
+			qd[i] = h2d(qq[i / C * ldq + i % C]);
+		q = qq;
+		out = f16_new(B, C, ldo, 0);
+	}
+	if (cache == FG_DTYPE_Q4_COLS) {
+		k = q4_encode(cd, kf, R, KC, 1, &sz);
+		v = q4_encode(cd, vf, R, KC, 1, &sz);
+		for (int64_t r = 0; r < R; r++)
+			for (int64_t c = 0; c < KC; c++) {
+				kd[r * KC + c] = q4_value(k, R, KC, 1, r, c);
+				vd[r * KC + c] = q4_value(v, R, KC, 1, r, c);
+			}
+	} else {
+		k = malloc((size_t)(R * ldk) * esz + 2);
+		v = malloc((size_t)(R * ldk) * esz + 2);
+		EXPECT_TRUE(k && v);
+		for (int64_t r = 0; r < R; r++)
+			for (int64_t c = 0; c < ldk; c++) {
+				int64_t i = r * ldk + c;
+				if (cache == FG_DTYPE_F32) {
+					((float *)k)[i] = c < KC ? kf[r * KC + c] : SENTINEL;
+					((float *)v)[i] = c < KC ? vf[r * KC + c] : SENTINEL;
+					if (c < KC)
+						kd[r * KC + c] = kf[r * KC + c], vd[r * KC + c] = vf[r * KC + c];
+				} else {
+					((uint16_t *)k)[i] = c < KC ? fg_float_to_half(kf[r * KC + c]) : 0x7e00;
+					((uint16_t *)v)[i] = c < KC ? fg_float_to_half(vf[r * KC + c]) : 0x7e00;
+					if (c < KC) {
+						kd[r * KC + c] = h2d(((uint16_t *)k)[i]);
+						vd[r * KC + c] = h2d(((uint16_t *)v)[i]);
+					}
+				}
+			}
+	}
+	for (int64_t b = 0; b < B; b++)
+		pad[b] = decode_pad(padkind, b, len);
+	/* the reference: the window's positions, gathered from their ring rows */
+	for (int64_t b = 0; b < B; b++) {
+		int64_t lo = len - win > pad[b] ? len - win : pad[b], n = len - lo;
+		for (int64_t j = lo; j < len; j++) {
+			memcpy(kp + (j - lo) * KC, kd + (b * ring + j % ring) * KC, (size_t)KC * sizeof(double));
+			memcpy(vp + (j - lo) * KC, vd + (b * ring + j % ring) * KC, (size_t)KC * sizeof(double));
+		}
+		for (int64_t h = 0; h < H; h++)
+			attend_ref_d(qd + b * C + h * hd, kp + h / G * hd, vp + h / G * hd, KC, 0, n - 1,
+				     hd, scale, ref + b * C + h * hd);
+	}
+	memset(&a, 0, sizeof(a));
+	a.q = tview(q, act, B, C, ldq);
+	a.out = tview(out, act, B, C, ldo);
+	a.k = tview(k, cache, R, KC, ldk);
+	a.v = tview(v, cache, R, KC, ldk);
+	a.batch = B, a.seq = 1, a.len = len, a.cache_stride = ring, a.ring = ring;
+	a.heads = H, a.kv_heads = KVH, a.head_dim = hd, a.scale = (float)scale, a.pad = pad;
+	a.window = win;
+	snprintf(what, sizeof(what), "%s: attention_decode %s/%s B=%lld H=%lld KVH=%lld hd=%lld "
+		 "len=%lld ring=%lld window=%lld pad=%d", e->label, fg_dtype_name(act),
+		 fg_dtype_name(cache), (long long)B, (long long)H, (long long)KVH, (long long)hd,
+		 (long long)len, (long long)ring, (long long)win, padkind);
+	EXPECT(op_decode(e, &a) == 0, "%s: %s", what, fg_last_error());
+	if (act == FG_DTYPE_F32) {
+		expect_close(what, out, ldo, ref, B, C, TOL_F32);
+		expect_masked_zero(what, out, ldo, pad, B, C, len);
+	} else {
+		float *g = malloc((size_t)(B * ldo) * sizeof(float));
+		const uint16_t *o = out;
+		EXPECT_TRUE(g);
+		for (int64_t i = 0; i < B * ldo; i++)
+			g[i] = i % ldo < C ? fg_half_to_float(o[i]) : SENTINEL;
+		expect_close(what, g, ldo, ref, B, C, TOL_F16_OUT);
+		expect_masked_zero(what, g, ldo, pad, B, C, len);
+		free(g);
+	}
+	/* a ring shorter than the window, or no window: the positions do not
+	 * fit, refused with one line (where some row has more than the ring) */
+	int64_t most = 0;
+	for (int64_t b = 0; b < B; b++)
+		most = len - pad[b] > most ? len - pad[b] : most;
+	if (most > ring) {
+		a.window = ring + 1;
+		EXPECT(op_decode(e, &a) == -EINVAL && strstr(fg_last_error(), "ring"),
+		       "%s: a window of ring + 1: %s", what, fg_last_error());
+		a.window = 0;
+		EXPECT(op_decode(e, &a) == -EINVAL && strstr(fg_last_error(), "ring"),
+		       "%s: no window: %s", what, fg_last_error());
+	}
+	free(q), free(out), free(k), free(v), free(qd), free(ref), free(kd), free(vd);
+	free(kp), free(vp), free(kf), free(vf), free(pad);
+}
+
+START_TEST(test_attention_window_ring)
+{
+	static const int64_t shapes[][7] = { /* batch, heads, kv_heads, head_dim, ring, len, window */
+		{ 2, 2, 0, 8, 4, 13, 4 },    /* a ring of the window */
+		{ 3, 4, 2, 16, 7, 40, 5 },   /* longer than the window: stale rows inside */
+		{ 1, 2, 1, 64, 8, 100, 8 },
+		{ 2, 2, 0, 8, 1, 9, 1 },     /* a window of one */
+		{ 2, 3, 0, 8, 8, 5, 3 },     /* not wrapped yet */
+		{ 1, 1, 0, 64, 6, 1000, 6 }, /* wrapped many times */
+		{ 4, 6, 3, 32, 9, 31, 9 },
+	};
+	static const enum fg_dtype kinds[][2] = {
+		{ FG_DTYPE_F32, FG_DTYPE_F32 }, { FG_DTYPE_F32, FG_DTYPE_Q4_COLS },
+		{ FG_DTYPE_F16, FG_DTYPE_F16 }, { FG_DTYPE_F16, FG_DTYPE_Q4_COLS },
+	};
+	struct env e;
+	struct fg_codec cd;
+
+	env_open(&e, _i);
+	if (e.b.minor < 12) {
+		printf("%s: not run: built for compute minor %u, before rings as short as the window\n",
+		       e.label, e.b.minor);
+		env_close(&e);
+		return;
+	}
+	codec_open_int4(&cd);
+	for (size_t t = 0; t < sizeof(kinds) / sizeof(kinds[0]); t++) {
+		enum fg_dtype act = kinds[t][0], cache = kinds[t][1];
+		if ((act != e.b.info.act_dtype && !supports(&e, FG_OP_ATTENTION_DECODE, act)) ||
+		    !supports(&e, FG_OP_ATTENTION_RING, cache) ||
+		    !supports(&e, FG_OP_ATTENTION_GQA, cache)) {
+			EXPECT(!conf_is_cpu_blas(_i), "cpu_blas: no windowed ring over %s/%s",
+			       fg_dtype_name(act), fg_dtype_name(cache));
+			continue;
+		}
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+			for (int p = 0; p < PAD_KINDS; p++)
+				decode_window_ring_case(&e, &cd, shapes[s][0], shapes[s][1], shapes[s][2],
+							shapes[s][3], shapes[s][4], shapes[s][5],
+							shapes[s][6], p, act, cache);
+	}
+	fg_codec_close(&cd);
+	env_close(&e);
+}
+END_TEST
+
 static void linear_q4_case(struct env *e, struct fg_codec *cd, int64_t m, int64_t n, int64_t k,
 			   bool bias, enum fg_activation act, int res, bool mul)
 {
@@ -3696,6 +3869,7 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_kv_append_q4, 0, nconfs);
 	tcase_add_loop_test(tc, test_kv_append_f16, 0, nconfs);
 	tcase_add_loop_test(tc, test_attention_decode_mixed, 0, nconfs);
+	tcase_add_loop_test(tc, test_attention_window_ring, 0, nconfs);
 	tcase_add_loop_test(tc, test_linear_q4, 0, nconfs);
 	tcase_add_loop_test(tc, test_linear_q4_batch_invariance, 0, nconfs);
 	tcase_add_loop_test(tc, test_linear_silu_mul, 0, nconfs);

@@ -107,7 +107,7 @@ START_TEST(test_sliding_window)
 	struct fg_policy p = { .gpu_batch_size = 1, .num_gpu_batches = 1,
 			       .weight = { 0, 0, 100 }, .cache = { 0, 0, 100 }, .act = { 0, 0, 100 },
 			       .attn_sparsity = 1 };
-	struct fg_plan_env old = { 2, 1, 4, 1 }, env = { 2, 1, 4, 0 };
+	struct fg_plan_env old = { 2, 1, 4, 1, 0 }, env = { 2, 1, 4, 0, 0 };
 	static struct fg_plan plan;
 
 	ck_assert_int_eq(fg_model_preset("mistral-7b", &c), 0);

@@ -12,7 +12,10 @@
  * slot), on all three, and a 4-bit cache (offloaded: its rows named by
  * `start`); OPT and Llama.  Then rows joining again and again, well past
  * the run's columns (the cache a ring: fg_forward_wraps), each sequence
- * against itself alone.  Attention on the host is refused (-ENOTSUP), and
+ * against itself alone; and on a model with a sliding window of 8, whose
+ * cache is a ring of 8 columns (fg_plan_cache_cols), shorter than the
+ * joining prompts, each sequence against itself alone with every position
+ * cached (window_ring = false).  Attention on the host is refused (-ENOTSUP), and
  * so are joins that break forward.h's rules (one line).
  * FGCORE_TEST_BACKEND=cublas: the fp16 tolerance.  Needs FGCORE_TESTDATA (the trained opt-py-128x4, llama-py-128x4): else exit 77. */
 #include <check.h>
@@ -27,6 +30,7 @@
 #include "core/exec/forward.h"
 #include "core/sampling/logprob.h"
 #include "tests/test_engine.h"
+#include "tests/window_model.h"
 
 #define NB 2
 #define BS 4
@@ -40,7 +44,12 @@
 static const char *backend;
 static double tol;
 
-static const char *const models[] = { "opt/opt-py-128x4", "llama/llama-py-128x4" };
+/* and llama-py-128x4 with a sliding window of 8 (tests/window_model.h):
+ * its cache a ring of 8 columns, shorter than the joining prompts */
+static char window_dir[256];
+static const char *models[] = { "opt/opt-py-128x4", "llama/llama-py-128x4", window_dir };
+#define MODELS 3
+#define WINDOW 8
 static const char *const policies[] = {
 	"policy.percent=100 0 100 0 100 0",
 	"policy.percent=30 50 0 100 50 50", /* the cache off the compute tier: the slot */
@@ -56,17 +65,22 @@ static const int joining[JOINS] = { 1, 6, 3 };
 static const int join_len[JOINS] = { 10, 14, 8 };
 static const int join_at[JOINS] = { D + 1, D + 1, D + 3 };
 
-static struct fg_engine *open_engine(int model, int policy)
+static struct fg_engine *open_engine_with(int model, int policy, const char *more)
 {
 	/* a 4-bit cache offloaded too; attention on the host: with the cache
 	 * there (and on the compute tier) */
 	const char *set[] = { policies[policy],
 			      policy == 3   ? "policy.percent=30 50 0 100 50 50"
 			      : policy == 4 ? "policy.percent=100 0 50 50 100 0"
-					    : NULL,
-			      NULL };
+					    : more,
+			      policy == 3 || policy == 4 ? more : NULL, NULL };
 
 	return test_engine_open(models[model], BS, 0, set, backend);
+}
+
+static struct fg_engine *open_engine(int model, int policy)
+{
+	return open_engine_with(model, policy, NULL);
 }
 
 static struct fg_forward *new_run(struct fg_engine *e, int64_t nb, int64_t bs, int64_t plen,
@@ -306,6 +320,10 @@ START_TEST(test_join_wraps)
 	char what[256];
 
 	ck_assert(logits && fg_forward_wraps(f));
+	/* the windowed model: a ring of the window, its sequences alone with
+	 * every position cached */
+	struct fg_engine *alone = model == 2 ? open_engine_with(model, policy, "policy.window_ring=false") : e;
+	ck_assert_int_eq(fg_forward_cache_columns(f), model == 2 ? WINDOW : WP + WG);
 	for (int64_t r = 0; r < ROWS; r++)
 		for (int j = 0; j < WJOBS; j++)
 			wrap_job(e, r, j, &job[r][j]);
@@ -373,7 +391,8 @@ START_TEST(test_join_wraps)
 	for (int64_t r = 0; r < ROWS; r++)
 		for (int j = 0; j < WJOBS; j++) {
 			struct wjob *w = &job[r][j];
-			struct fg_forward *g = new_run(e, 1, 1, w->len, w->budget);
+			struct fg_forward *g = new_run(alone, 1, 1, w->len, w->budget);
+			ck_assert_int_eq(fg_forward_cache_columns(g), w->len + w->budget);
 			int32_t tok, pad0 = 0;
 			for (int64_t t = 0; t < w->budget; t++) {
 				ck_assert_msg((t ? fg_forward_decode(g, &tok, logits, &tok)
@@ -390,6 +409,8 @@ START_TEST(test_join_wraps)
 	       models[model], policies[policy], (long long)joins, (long long)most, WP + WG);
 	tol = tol0;
 	free(logits);
+	if (alone != e)
+		fg_engine_close(alone);
 	fg_engine_close(e);
 }
 END_TEST
@@ -450,13 +471,18 @@ int main(void)
 		backend = NULL;
 	tol = backend ? 2e-2 : 0;
 	tcase_set_timeout(tc, 300);
-	tcase_add_loop_test(tc, test_join, 0, 2 * POLICIES);
-	tcase_add_loop_test(tc, test_join_wraps, 0, 2 * POLICIES);
+	if (window_model_make(window_dir, sizeof(window_dir), WINDOW)) {
+		printf("could not make the windowed llama-py-128x4 in /var/tmp\n");
+		return 1;
+	}
+	tcase_add_loop_test(tc, test_join, 0, MODELS * POLICIES);
+	tcase_add_loop_test(tc, test_join_wraps, 0, MODELS * POLICIES);
 	tcase_add_loop_test(tc, test_join_refused, 0, 2);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
+	window_model_remove(window_dir);
 	return failed ? 1 : 0;
 }

@@ -769,7 +769,7 @@ static void check_window(const char *what, const char *text, int64_t window, int
 	struct fg_policy p = { .gpu_batch_size = 1, .num_gpu_batches = 1,
 			       .weight = { 0, 0, 100 }, .cache = { 0, 0, 100 }, .act = { 0, 0, 100 },
 			       .attn_sparsity = 1 };
-	struct fg_plan_env env = { 2, 1, 4, 1 }, windows = { 2, 1, 4, 0 };
+	struct fg_plan_env env = { 2, 1, 4, 1, 0 }, windows = { 2, 1, 4, 0, 0 };
 	static struct fg_plan plan;
 	struct fg_model_config c;
 

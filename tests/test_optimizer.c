@@ -329,6 +329,57 @@ START_TEST(test_lp_against_grid)
 }
 END_TEST
 
+/* A sliding window (Mistral-7B's 4096 on every layer) with a prompt of
+ * 8192: the cache a ring of the window's length fits half again the batch
+ * on the T4, and the optimizer finds the larger batch and a higher
+ * throughput; without the ring (no_window_ring), the cache of every
+ * position, the smaller one.  Within the window, the same policy. */
+START_TEST(test_window_ring_optimize)
+{
+	struct fg_optimize_params p;
+	struct fg_optimize_out ring, full;
+
+	t4_params(&p, "mistral-7b");
+	p.cc.prompt_len = 8192;
+	p.cc.gen_len = 1024;
+	p.no_compress = 1;
+	/* the GPU and 24 GiB of host memory, no disk: the cache bounds the batch */
+	p.cc.hw.cpu_mem = (uint64_t)(24 * GiB);
+	p.cc.hw.disk_mem = 0;
+	p.margin = 0.05;
+	ck_assert_msg(fg_optimize(&p, &ring) == 0, "%s", fg_last_error_text());
+	show("Mistral-7B on FlexGen's T4, 8192 + 1024 tokens, the window's ring", &ring);
+	p.no_window_ring = 1;
+	ck_assert_msg(fg_optimize(&p, &full) == 0, "%s", fg_last_error_text());
+	show("the same, every position cached", &full);
+	const struct fg_optimize_result *r = &ring.best[0], *f = &full.best[0];
+	ck_assert(r->policy.window_ring && !f->policy.window_ring);
+	ck_assert_int_eq(r->pred.mem.cols, 4096);
+	ck_assert_int_eq(f->pred.mem.cols, 8192 + 1024);
+	int64_t rb = r->policy.gpu_batch_size * r->policy.num_gpu_batches;
+	int64_t fb = f->policy.gpu_batch_size * f->policy.num_gpu_batches;
+	ck_assert_msg(rb > fb, "ring batch %lld, full %lld", (long long)rb, (long long)fb);
+	ck_assert_msg(r->pred.total_tps > 1.1 * f->pred.total_tps, "ring %.3f token/s, full %.3f",
+		      r->pred.total_tps, f->pred.total_tps);
+	fg_optimize_out_free(&ring);
+	fg_optimize_out_free(&full);
+
+	/* within the window the ring changes nothing */
+	p.cc.prompt_len = 512;
+	p.cc.gen_len = 32;
+	p.no_window_ring = 0;
+	ck_assert_int_eq(fg_optimize(&p, &ring), 0);
+	p.no_window_ring = 1;
+	ck_assert_int_eq(fg_optimize(&p, &full), 0);
+	ck_assert_int_eq(ring.best[0].pred.mem.cols, 512 + 32);
+	ck_assert(ring.best[0].policy.gpu_batch_size == full.best[0].policy.gpu_batch_size &&
+		  ring.best[0].policy.num_gpu_batches == full.best[0].policy.num_gpu_batches);
+	ck_assert(ring.best[0].pred.total_tps == full.best[0].pred.total_tps);
+	fg_optimize_out_free(&ring);
+	fg_optimize_out_free(&full);
+}
+END_TEST
+
 #else /* !HAVE_GLPK */
 
 START_TEST(test_no_glpk)
@@ -475,6 +526,66 @@ START_TEST(test_cost_active_experts)
 		}
 		ck_assert_uint_eq(a[0].mem.weights[FG_ROLE_COMPUTE], a[2].mem.weights[FG_ROLE_COMPUTE]);
 	}
+}
+END_TEST
+
+/* The cost model and a sliding window: the memory plan's cache is the
+ * window's ring (bytes in proportion), a decode step reads and loads only
+ * the window's positions of a windowed layer (cheaper than the same model
+ * without a window, the more the longer the run), and a prefill's
+ * attention sees at most the window.  A pipeline's stages keep every
+ * position. */
+START_TEST(test_window_cost_model)
+{
+	struct fg_cost_case cc = { .prompt_len = 8192, .gen_len = 1024 };
+	struct fg_policy p = { .gpu_batch_size = 4, .num_gpu_batches = 2,
+			       .weight = { 0, 100, 0 }, .cache = { 100, 0, 0 }, .act = { 0, 0, 100 },
+			       .overlap = 1, .pin_weight = 1, .attn_sparsity = 1, .exact = 1,
+			       .window_ring = 1 };
+	struct fg_cost_prediction ring, full, none;
+
+	ck_assert_int_eq(fg_model_preset("mistral-7b", &cc.model), 0);
+	t4(&cc.hw);
+	ck_assert_msg(fg_cost_predict(&cc, &p, &ring) == 0, "%s", fg_last_error_text());
+	struct fg_policy q = p;
+	q.window_ring = 0;
+	ck_assert_int_eq(fg_cost_predict(&cc, &q, &full), 0);
+	ck_assert_int_eq(ring.mem.cols, 4096);
+	ck_assert_int_eq(full.mem.cols, 9216);
+	/* the cache's bytes: the window's share of the positions */
+	uint64_t kv = (uint64_t)fg_dim_value(&cc.model, FG_DIM_KV) * 2;
+	ck_assert_uint_eq(ring.mem.kv[FG_ROLE_DISK], 4 * 4096 * kv);
+	ck_assert_uint_eq(full.mem.kv[FG_ROLE_DISK], 4 * 9216 * kv);
+	ck_assert_uint_eq(full.mem.total[FG_ROLE_DISK] - ring.mem.total[FG_ROLE_DISK],
+			  (uint64_t)cc.model.layers * p.num_gpu_batches * 2 *
+				  (full.mem.kv[FG_ROLE_DISK] - ring.mem.kv[FG_ROLE_DISK]));
+	/* traffic: the window's positions whether the cache is a ring or not */
+	ck_assert(fabs(ring.decode_s - full.decode_s) < 1e-9 * full.decode_s);
+	/* the same model without a window reads and loads every position */
+	struct fg_cost_case nw = cc;
+	nw.model.sliding_window = 0;
+	memset(nw.model.window_layers, 0, sizeof(nw.model.window_layers));
+	ck_assert_int_eq(fg_cost_predict(&nw, &p, &none), 0);
+	ck_assert_int_eq(none.mem.cols, 9216);
+	double wl = ring.link[FG_STAGE_DECODE][FG_LINK_DTOC], nl = none.link[FG_STAGE_DECODE][FG_LINK_DTOC];
+	printf("decode disk reads: windowed %.3f s, without a window %.3f s\n", wl, nl);
+	/* loads of (4096 - 1) against ~ 8192 + 512 - 1 positions a step */
+	ck_assert_msg(wl < 0.5 * nl && wl > 0.45 * nl, "windowed %.3f s, without %.3f s", wl, nl);
+	ck_assert(ring.decode_s < none.decode_s && ring.prefill_s < none.prefill_s);
+	/* within the window, nothing changes */
+	cc.prompt_len = nw.prompt_len = 512;
+	cc.gen_len = nw.gen_len = 32;
+	ck_assert_int_eq(fg_cost_predict(&cc, &p, &ring), 0);
+	ck_assert_int_eq(fg_cost_predict(&nw, &p, &none), 0);
+	ck_assert_int_eq(ring.mem.cols, 544);
+	ck_assert(ring.decode_s == none.decode_s && ring.prefill_s == none.prefill_s &&
+		  ring.mem.total[FG_ROLE_DISK] == none.mem.total[FG_ROLE_DISK]);
+	/* two pipeline stages: every position */
+	cc.prompt_len = 8192;
+	cc.gen_len = 1024;
+	cc.stages = 2;
+	ck_assert_int_eq(fg_cost_predict(&cc, &p, &ring), 0);
+	ck_assert_int_eq(ring.mem.cols, 9216);
 }
 END_TEST
 
@@ -654,7 +765,7 @@ START_TEST(test_memory_matches_engine)
 		fg_forward_free(f);
 
 		struct fg_plan_env le = { fg_dtype_size(e->be.info.act_dtype), device,
-					   fg_dtype_size(e->be.info.hidden_dtype), 0 };
+					   fg_dtype_size(e->be.info.hidden_dtype), 0, 1 };
 		struct fg_plan lt;
 		ck_assert_int_eq(fg_plan_make(&e->model.cfg, &e->policy, &le, 24, 8, &lt), 0);
 		for (int r = 0; r < FG_ROLES; r++) {
@@ -899,11 +1010,13 @@ int main(void)
 	tcase_add_test(tc, test_infeasible);
 	tcase_add_test(tc, test_monotone_gpu_memory);
 	tcase_add_test(tc, test_lp_against_grid);
+	tcase_add_test(tc, test_window_ring_optimize);
 #else
 	tcase_add_test(tc, test_no_glpk);
 #endif
 	tcase_add_test(tc, test_cost_model_sanity);
 	tcase_add_test(tc, test_cost_active_experts);
+	tcase_add_test(tc, test_window_cost_model);
 	tcase_add_test(tc, test_pipeline_stages);
 	tcase_add_test(tc, test_small_products);
 	tcase_add_loop_test(tc, test_memory_matches_engine, 0, NMEM);

@@ -23,6 +23,7 @@
 #include "core/exec/forward.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
+#include "tests/window_model.h"
 
 #define NPROMPT 8
 #define NEW 6
@@ -394,6 +395,288 @@ END_TEST
 
 static int skipped;
 
+/* ---- a window's ring against the full cache ------------------------------------ */
+
+/* A model windowed on every layer keeps its cache as a ring of the window's
+ * 8 positions ([policy] window_ring, on by default); window_ring = false
+ * keeps every position.  Runs well past the window - prompts longer than
+ * the ring, 4.5 windows in all - must give the same tokens, log-probabilities
+ * and logits, bit for bit, under each placement of the cache (a 4-bit one
+ * too), and the full cache's the all-compute run's. */
+#define RING_ROWS 8
+#define RP 20 /* the forward runs' prompt columns: up to 2.5 windows */
+#define RG 22 /* new tokens: 42 positions */
+#define RWIN 8
+
+static const char *const ring_sets[][4] = {
+	{ NULL },
+	{ "policy.percent=100 0 0 100 100 0" },
+	{ "policy.percent=100 0 0 0 100 0" },
+	{ "policy.percent=100 0 30 50 100 0" },
+	{ "policy.percent=100 0 0 100 100 0", "policy.cpu_cache_compute=true" },
+	{ "policy.percent=100 0 30 50 100 0", "policy.cpu_cache_compute=true" },
+	{ "policy.percent=0 50 0 50 0 100", "policy.gpu_batch_size=2", "policy.num_gpu_batches=4" },
+	{ "policy.percent=0 50 0 50 0 100", "policy.overlap=false", "policy.sep_layer=false" },
+	/* a 4-bit cache: only where the key/value width is a multiple of 64 */
+	{ "policy.compress_cache=true" },
+	{ "policy.compress_cache=true", "policy.percent=100 0 30 50 100 0" },
+	{ "policy.compress_cache=true", "policy.percent=100 0 0 100 100 0",
+	  "policy.cpu_cache_compute=true" },
+};
+#define RING_SETS (int)(sizeof(ring_sets) / sizeof(ring_sets[0]))
+#define RING_PLAIN 8 /* the sets before the 4-bit ones */
+
+/* The models: in tree, windowed on every layer (kv width 32) and on one of
+ * two layers (Qwen2's max_window_layers: no ring, every position kept, a
+ * windowed layer's loads cut to the window); and tests/window_model.h's. */
+enum { RM_MISTRAL, RM_QWEN2_MIXED, RM_WINDOW_LLAMA, RING_MODELS };
+
+struct ring_out {
+	float *logits; /* RG steps x RING_ROWS x vocab: the forward run's */
+	int32_t tok[RG][RING_ROWS];
+	int32_t gen[RING_ROWS][RG];   /* fg_generate's tokens, */
+	float glp[RING_ROWS][RG];     /* their log-probabilities */
+	float plp[RING_ROWS][RP];     /* and the prompts' */
+	int64_t cols, vocab;
+	uint64_t bytes[FG_ROLES];
+};
+
+static int64_t ring_len(int64_t r)
+{
+	return 4 + (r * 5) % 17; /* 4 .. 20 tokens: most longer than the window */
+}
+
+static void ring_run(const char *path, const char *const *sets, int ring, struct ring_out *o)
+{
+	struct fg_config *c;
+	struct fg_engine *e;
+	struct fg_request req[RING_ROWS];
+	struct fg_result res[RING_ROWS];
+	int32_t ids[RING_ROWS][RP];
+
+	snprintf(model, sizeof(model), "%s", path);
+	c = base_config();
+	for (int i = 0; i < 4 && sets[i]; i++)
+		set(c, sets[i]);
+	set(c, ring ? "policy.window_ring=true" : "policy.window_ring=false");
+	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
+	int64_t V = e->model.cfg.vocab;
+	o->vocab = V;
+	memset(req, 0, sizeof(req));
+	for (int r = 0; r < RING_ROWS; r++) {
+		for (int i = 0; i < RP; i++)
+			ids[r][i] = (int32_t)(4 + (7 * r + 13 * i + i * i) % (V - 4));
+		req[r].prompt_ids = ids[r];
+		req[r].n_prompt_ids = (size_t)ring_len(r);
+		req[r].max_new_tokens = RG;
+		req[r].logprobs = 1;
+		req[r].score_prompt = 1;
+	}
+	ck_assert_msg(fg_generate(e, req, RING_ROWS, res) == 0, "%s", fg_last_error_text());
+	memset(o->plp, 0, sizeof(o->plp));
+	for (int r = 0; r < RING_ROWS; r++) {
+		ck_assert_msg(res[r].n_tokens == RG, "row %d: %zu tokens", r, res[r].n_tokens);
+		memcpy(o->gen[r], res[r].token_ids, sizeof(int32_t) * RG);
+		memcpy(o->glp[r], res[r].token_logprobs, sizeof(float) * RG);
+		/* (position 0's score is NAN: nothing precedes it) */
+		memcpy(o->plp[r], res[r].prompt_logprobs + 1, sizeof(float) * (size_t)(ring_len(r) - 1));
+		fg_result_clear(&res[r]);
+	}
+	/* The executor itself: a prefill and RG - 1 greedy steps, every step's logits. */
+	struct fg_forward_env env;
+	struct fg_forward *f;
+	int32_t pids[RING_ROWS * RP], pad[RING_ROWS];
+	float *l = malloc(sizeof(float) * (size_t)(RING_ROWS * V));
+	ck_assert_ptr_nonnull(o->logits = malloc(sizeof(float) * (size_t)(RG * RING_ROWS * V)));
+	ck_assert_ptr_nonnull(l);
+	for (int r = 0; r < RING_ROWS; r++) {
+		pad[r] = (int32_t)(RP - ring_len(r));
+		for (int i = 0; i < RP; i++)
+			pids[r * RP + i] = i < pad[r] ? (int32_t)e->model.cfg.pad_id : ids[r][i - pad[r]];
+	}
+	fg_engine_forward_env(e, e->policy.num_gpu_batches, &env);
+	ck_assert_msg(fg_forward_new(&f, &env, RP, RG) == 0, "%s", fg_last_error_text());
+	o->cols = fg_forward_cache_columns(f);
+	fg_forward_bytes(f, o->bytes);
+	for (int s = 0; s < RG; s++) {
+		int rc = s == 0 ? fg_forward_prefill(f, pids, pad, l, o->tok[s])
+				: fg_forward_decode(f, o->tok[s - 1], l, o->tok[s]);
+		ck_assert_msg(rc == 0, "step %d: %s", s, fg_last_error_text());
+		memcpy(o->logits + (size_t)s * RING_ROWS * V, l, sizeof(float) * (size_t)(RING_ROWS * V));
+	}
+	fg_forward_free(f);
+	free(l);
+	fg_engine_close(e);
+	fg_config_free(c);
+}
+
+/* a and b the same, bit for bit. */
+static void ring_same(const char *what, const struct ring_out *a, const struct ring_out *b)
+{
+	size_t n = (size_t)(RG * RING_ROWS * a->vocab);
+	ck_assert_msg(!memcmp(a->gen, b->gen, sizeof(a->gen)), "%s: generated tokens differ", what);
+	ck_assert_msg(!memcmp(a->glp, b->glp, sizeof(a->glp)), "%s: token log-probabilities differ",
+		      what);
+	ck_assert_msg(!memcmp(a->plp, b->plp, sizeof(a->plp)), "%s: prompt log-probabilities differ",
+		      what);
+	ck_assert_msg(!memcmp(a->tok, b->tok, sizeof(a->tok)), "%s: the forward run's tokens differ",
+		      what);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(!memcmp(&a->logits[i], &b->logits[i], sizeof(float)),
+			      "%s: logit %zu (step %zu) %.9g != %.9g", what, i,
+			      i / (size_t)(RING_ROWS * a->vocab), a->logits[i], b->logits[i]);
+}
+
+static char window_dir[256];
+
+START_TEST(test_window_ring)
+{
+	int m = _i / RING_SETS, si = _i % RING_SETS;
+	const char *const *sets = ring_sets[si];
+	const char *src = getenv("FGCORE_SRCDIR");
+	char path[4200], what[4600];
+	struct ring_out full, ringed, ref;
+
+	if (m == RM_WINDOW_LLAMA)
+		snprintf(path, sizeof(path), "%s", window_dir);
+	else
+		snprintf(path, sizeof(path), "%s/tests/data/%s", src && *src ? src : FG_TEST_SRCDIR,
+			 m == RM_MISTRAL ? "mistral-window-tiny" : "qwen2-window-tiny");
+	ring_run(path, sets, 0, &full);
+	ring_run(path, sets, 1, &ringed);
+	snprintf(what, sizeof(what), "%s, %s%s%s: the ring against the full cache", path,
+		 sets[0] ? sets[0] : "all on the compute tier", sets[0] && sets[1] ? ", " : "",
+		 sets[0] && sets[1] ? sets[1] : "");
+	/* the ring is in force where the model is windowed on every layer */
+	ck_assert_int_eq(full.cols, RP + RG);
+	ck_assert_msg(ringed.cols == (m == RM_QWEN2_MIXED ? RP + RG : RWIN), "%s: %lld columns",
+		      what, (long long)ringed.cols);
+	uint64_t fb = 0, rb = 0;
+	for (int r = 0; r < FG_ROLES; r++)
+		fb += full.bytes[r], rb += ringed.bytes[r];
+	ck_assert_msg(m == RM_QWEN2_MIXED ? rb == fb : rb < fb, "%s: %llu bytes, full %llu", what,
+		      (unsigned long long)rb, (unsigned long long)fb);
+	ring_same(what, &ringed, &full);
+	/* the full cache (windowed loads: core/exec/schedule.c) as the
+	 * all-compute run, where the products keep their shapes */
+	int reshaped = 0;
+	for (int i = 0; i < 4 && sets[i]; i++)
+		reshaped |= strstr(sets[i], "gpu_batch_size") != NULL;
+	if (si > 0 && si != RING_PLAIN && !reshaped) {
+		const char *none[1] = { NULL };
+		const char *q4[2] = { "policy.compress_cache=true", NULL };
+		ring_run(path, si >= RING_PLAIN ? q4 : none, 0, &ref);
+		snprintf(what, sizeof(what), "%s, %s: the full cache against the all-compute run",
+			 path, sets[0]);
+		ring_same(what, &full, &ref);
+		free(ref.logits);
+	}
+	printf("%s, %s: ring of %lld columns (%llu bytes) as the full cache of %d (%llu bytes)\n",
+	       path, sets[0] ? sets[0] : "all compute", (long long)ringed.cols,
+	       (unsigned long long)rb, RP + RG, (unsigned long long)fb);
+	free(full.logits);
+	free(ringed.logits);
+}
+END_TEST
+
+static int ring_ok(int i)
+{
+	int m = i / RING_SETS, si = i % RING_SETS;
+	if (m != RM_WINDOW_LLAMA)
+		return si < RING_PLAIN; /* (kv width 32: no 4-bit cache) */
+	if (!window_dir[0]) {
+		printf("skipped: the 4-bit ring cases: FGCORE_TESTDATA is not set\n");
+		skipped++;
+		return 0;
+	}
+	return 1;
+}
+
+/* The plan: a windowed model's cache is the window's, so a batch that did
+ * not fit does; a mixed model's, a pipeline stage's and share_prefix keep
+ * every position. */
+START_TEST(test_window_ring_plan)
+{
+	const char *src = getenv("FGCORE_SRCDIR");
+	char path[4200];
+	struct fg_config *c;
+	struct fg_engine *e;
+
+	snprintf(path, sizeof(path), "%s/tests/data/mistral-window-tiny",
+		 src && *src ? src : FG_TEST_SRCDIR);
+	snprintf(model, sizeof(model), "%s", path);
+	c = base_config();
+	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
+	struct fg_model_config mc = e->model.cfg;
+	struct fg_policy p = e->policy;
+	struct fg_plan_env env = { 4, 0, 4, 0, 1 }, no = env;
+	struct fg_plan ring, full;
+	no.window_ring = 0;
+	ck_assert_int_eq(fg_plan_ring_window(&mc), RWIN);
+	ck_assert_int_eq(fg_plan_make(&mc, &p, &env, 100, 100, &ring), 0);
+	ck_assert_int_eq(fg_plan_make(&mc, &p, &no, 100, 100, &full), 0);
+	ck_assert_int_eq(ring.cols, RWIN);
+	ck_assert_int_eq(full.cols, 200);
+	/* one K (or V) of a GPU batch: the window's rows, fp32 activations */
+	uint64_t kvw = (uint64_t)(mc.kv_heads * mc.head_dim);
+	ck_assert_uint_eq(ring.kv[FG_ROLE_COMPUTE], (uint64_t)p.gpu_batch_size * RWIN * kvw * 4);
+	ck_assert_uint_eq(full.kv[FG_ROLE_COMPUTE], (uint64_t)p.gpu_batch_size * 200 * kvw * 4);
+	ck_assert_uint_eq(full.run[FG_ROLE_COMPUTE] - ring.run[FG_ROLE_COMPUTE],
+			  (uint64_t)mc.layers * 2 * (full.kv[FG_ROLE_COMPUTE] - ring.kv[FG_ROLE_COMPUTE]));
+	/* a compute tier that holds the ring's batch and not the full one's */
+	uint64_t avail[FG_ROLES] = { UINT64_MAX, UINT64_MAX, ring.run[FG_ROLE_COMPUTE] };
+	const char *names[FG_ROLES] = { "disk", "host", "compute" };
+	ck_assert_int_eq(fg_plan_fits(&mc, &p, &env, 100, 100, avail, names), 0);
+	ck_assert_int_eq(fg_plan_fits(&mc, &p, &no, 100, 100, avail, names), -ENOSPC);
+	/* a run within the window: every position; share_prefix, window_ring
+	 * off: every position */
+	ck_assert_int_eq(fg_plan_cache_cols(&mc, &p, &env, RWIN), RWIN);
+	ck_assert_int_eq(fg_plan_cache_cols(&mc, &p, &env, 5), 5);
+	p.share_prefix = 32;
+	ck_assert_int_eq(fg_plan_cache_cols(&mc, &p, &env, 100), 100);
+	p.share_prefix = 0;
+	p.window_ring = 0;
+	ck_assert_int_eq(fg_plan_cache_cols(&mc, &p, &env, 100), 100);
+	p.window_ring = 1;
+	/* one layer without the window: every position */
+	mc.window_layers[0] &= ~1ull;
+	ck_assert_int_eq(fg_plan_ring_window(&mc), 0);
+	ck_assert_int_eq(fg_plan_cache_cols(&mc, &p, &env, 100), 100);
+	fg_engine_close(e);
+	fg_config_free(c);
+}
+END_TEST
+
+/* share_prefix's prefill steps attend over the cache many tokens at a
+ * time: a run with the ring refuses them in one line. */
+START_TEST(test_window_ring_share_refused)
+{
+	const char *src = getenv("FGCORE_SRCDIR");
+	struct fg_config *c;
+	struct fg_engine *e;
+	struct fg_forward_env env;
+	struct fg_forward *f;
+
+	snprintf(model, sizeof(model), "%s/tests/data/mistral-window-tiny",
+		 src && *src ? src : FG_TEST_SRCDIR);
+	c = base_config();
+	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
+	fg_engine_forward_env(e, 1, &env);
+	ck_assert_msg(fg_forward_new(&f, &env, 12, 8) == 0, "%s", fg_last_error_text());
+	ck_assert_int_eq(fg_forward_cache_columns(f), RWIN);
+	int32_t ids[8 * 12], pad[8] = { 0 }, src0[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+	for (int i = 0; i < 8 * 12; i++)
+		ids[i] = 5 + i % 12;
+	struct fg_prefix_share sh = { .levels = 1, .split = { 6 }, .src = { src0 } };
+	fg_forward_set_shared_prefix(f, &sh);
+	ck_assert_int_eq(fg_forward_prefill(f, ids, pad, NULL, NULL), -ENOTSUP);
+	ck_assert_msg(strstr(fg_last_error_text(), "share_prefix"), "%s", fg_last_error_text());
+	fg_forward_free(f);
+	fg_engine_close(e);
+	fg_config_free(c);
+}
+END_TEST
+
 /* Register test over the indices of [0, n) for which ok(i), in runs. */
 static void add_runnable(TCase *tc, const TTest *test, int n, int (*ok)(int))
 {
@@ -465,6 +748,18 @@ int main(void)
 	add_runnable(tc, test_equivalence, NVARIANTS, variant_ok);
 	add_runnable(tc, test_equivalence_other_models, 12, other_ok);
 	add_runnable(tc, test_equivalence_models, NMATRIX * NVARIANTS, matrix_ok);
+	if (td && *td && window_model_make(window_dir, sizeof(window_dir), RWIN)) {
+		printf("could not make the windowed llama-py-128x4 in /var/tmp\n");
+		return 1;
+	}
+	/* (CK_RUN_CASE="window ring": these alone) */
+	TCase *rc = tcase_create("window ring");
+	tcase_add_checked_fixture(rc, setup, teardown);
+	tcase_set_timeout(rc, 900);
+	add_runnable(rc, test_window_ring, RING_MODELS * RING_SETS, ring_ok);
+	tcase_add_test(rc, test_window_ring_plan);
+	tcase_add_test(rc, test_window_ring_share_refused);
+	suite_add_tcase(s, rc);
 	tcase_add_test(tc, test_memory_accounting);
 	tcase_add_test(tc, test_capacity_refusal);
 	suite_add_tcase(s, tc);
@@ -472,6 +767,8 @@ int main(void)
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
+	if (window_dir[0])
+		window_model_remove(window_dir);
 	if (!failed && skipped)
 		printf("%d cases could not run here: skip\n", skipped);
 	return failed ? 1 : skipped ? 77 : 0;

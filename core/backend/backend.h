@@ -50,6 +50,10 @@ int fg_backend_copy(struct fg_backend *b, void *stream, void *dst, const void *s
  * which operand): a 1.1 plugin's `supports`, or for a 1.0 plugin the 1.0 op
  * set with the codecs its native_codecs names. */
 int fg_backend_supports(const struct fg_backend *b, enum fg_op op, enum fg_dtype dtype);
+/* Does decode attention over a `dtype` cache run on a ring as short as a
+ * sliding window, whatever the row's length (compute ABI 1.12 with
+ * FG_OP_ATTENTION_RING)? */
+int fg_backend_window_ring(const struct fg_backend *b, enum fg_dtype dtype);
 
 /* Names for messages: "f16", "q4_cols", ...; "RMS norm", "linear with SiLU", ... */
 const char *fg_dtype_name(enum fg_dtype t);

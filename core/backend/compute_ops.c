@@ -185,6 +185,11 @@ int fg_backend_supports(const struct fg_backend *b, enum fg_op op, enum fg_dtype
 	}
 }
 
+int fg_backend_window_ring(const struct fg_backend *b, enum fg_dtype dtype)
+{
+	return b->minor >= 12 && fg_backend_supports(b, FG_OP_ATTENTION_RING, dtype);
+}
+
 static int fg_need(const struct fg_call *c, enum fg_op op, enum fg_dtype dtype)
 {
 	uint32_t v = c->b->ph.plugin->abi_version;
@@ -502,6 +507,9 @@ static int fg_attention_check(const struct fg_call *c, const struct fg_attention
 	const struct fg_backend *b = c->b;
 	int cached = !decode && a && a->start != 0;
 	int ring = decode && a && a->ring != 0;
+	/* minor 12: a windowed decode reads only the last `window` positions,
+	 * so a ring of at least the window holds whatever len - pad is */
+	int window_ring = ring && b->minor >= 12 && a->window > 0 && a->ring >= a->window;
 	enum fg_op op = decode ? FG_OP_ATTENTION_DECODE
 			       : cached ? FG_OP_ATTENTION_CACHED : FG_OP_ATTENTION_PREFILL;
 	int64_t kvh, hcols, kvcols, qrows, kvrows, keys;
@@ -592,8 +600,9 @@ static int fg_attention_check(const struct fg_call *c, const struct fg_attention
 				return fg_call_fail(c, -EINVAL, "pad[%" PRId64 "] = %" PRId32
 						    " is outside [0, %" PRId64 "]", i, a->pad[i],
 						    keys);
-			/* a ring holds a row's last `ring` positions only */
-			if (ring && keys - a->pad[i] > a->ring)
+			/* a ring holds a row's last `ring` positions only; a window
+			 * no longer than it reads no others (minor 12) */
+			if (ring && keys - a->pad[i] > a->ring && !window_ring)
 				return fg_call_fail(c, -EINVAL, "pad[%" PRId64 "] = %" PRId32
 						    ": %" PRId64 " positions do not fit the ring of %"
 						    PRId64, i, a->pad[i], keys - a->pad[i], a->ring);

@@ -123,6 +123,14 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		"their tokens so that such prompts share batches.  Results agree with each "
 		"prompt computed alone to rounding (a 4-bit cache: to its quantization).  "
 		"0: off."),
+	KEY("policy", "window_ring", FG_CFG_BOOL, "true",
+	    "A model whose every layer has a sliding window (Mistral) keeps each sequence's KV "
+	    "cache as a ring of the window's length instead of every position of the run, "
+	    "where the compute backend runs one (compute ABI 1.12: cpu_blas) and the run is "
+	    "one process without share_prefix: the cache, its moves and its attention then "
+	    "cost the window, not the run's length, and the results are the same.  Models "
+	    "that mix windowed and full layers (Qwen2's max_window_layers) keep every "
+	    "position.  false: every position, always."),
 
 	KEY_INT("bench", "prompt_len", "512", 1, 1048576, "Tokens of each synthetic prompt."),
 	KEY_INT("bench", "gen_len", "32", 1, 1048576, "Tokens generated for each prompt."),

@@ -38,6 +38,13 @@ static void plan_env(const struct fg_forward_env *env, struct fg_plan_env *out)
 	out->hidden_bytes = fg_dtype_size(env->be->info.hidden_dtype);
 	out->device = !(ct->info.flags & FG_STORAGE_HOST_MEMORY);
 	out->no_window = env->be->minor < 11;
+	/* A ring of the window's length: every backend that reads the cache
+	 * runs one (the host's too, with cpu_cache_compute); one process only,
+	 * a pipeline's stages keep every position. */
+	enum fg_dtype cdt = env->policy.compress_cache ? FG_DTYPE_Q4_COLS : env->be->info.act_dtype;
+	const struct fg_backend *hb = env->host_be ? env->host_be : env->be;
+	out->window_ring = !env->dist && fg_backend_window_ring(env->be, cdt) &&
+			   (!env->policy.cpu_cache_compute || fg_backend_window_ring(hb, cdt));
 }
 
 /* The model as this stage's plan sees it: its own layers' cache and buffers. */
@@ -178,6 +185,7 @@ static int forward_new(struct fg_forward **out, const struct fg_forward_env *env
 	f->nb = nb;
 	f->plen = prompt_len;
 	f->total = pl->positions;
+	f->cols = pl->cols;
 	f->nslots = pl->nslots;
 	if ((rc = fg_mover_init(&f->mv, f->be, f->tier)))
 		goto fail;
@@ -374,6 +382,11 @@ void fg_forward_free(struct fg_forward *f)
 	free(f->ufirst);
 	free(f->ucount);
 	free(f);
+}
+
+int64_t fg_forward_cache_columns(const struct fg_forward *f)
+{
+	return f->cols;
 }
 
 void fg_forward_bytes(const struct fg_forward *f, uint64_t bytes[FG_ROLES])

@@ -196,6 +196,10 @@ struct fg_token_scores {
 };
 int fg_forward_set_token_scores(struct fg_forward *f, const struct fg_token_scores *s);
 
+/* A row's KV cache columns: the run's positions, or for a model windowed on
+ * every layer a ring of the window's length (fg_plan_cache_cols). */
+int64_t fg_forward_cache_columns(const struct fg_forward *f);
+
 /* Bytes this run holds per tier (cache, activations, buffers), as allocated. */
 void fg_forward_bytes(const struct fg_forward *f, uint64_t bytes[FG_ROLES]);
 

@@ -80,6 +80,9 @@ struct fg_forward {
 	enum fg_dtype hid;      /* the residual stream (hidden states) */
 	unsigned asz;
 	int64_t bs, nb, plen, total, step;
+	int64_t cols;           /* cache columns a row: total, or a ring of the window's
+				 * length (fg_plan_cache_cols); position t at column t % cols
+				 * once the positions pass them */
 	int64_t cap_plen;       /* the prompt length the buffers hold (fg_forward_reuse) */
 	int64_t kvw;            /* K (or V) row width: kv_heads * head_dim */
 	struct gpu_batch *gb;
@@ -191,8 +194,18 @@ void fg_block_views(const struct fg_forward *f, int64_t bi, int slot, struct fg_
 uint64_t fg_kv_bytes(const struct fg_forward *f, int64_t nseq);
 /* Where positions [p0, p0 + n) lie in the cache's columns: up to two runs
  * {first column, count}, the second from column 0 where the positions wrap
- * past the run's columns (fg_forward_wraps); their number. */
-int64_t fg_kv_columns(const struct fg_forward *f, int64_t p0, int64_t n, int64_t seg[2][2]);
+ * past the cache's columns (fg_forward_wraps, a window's ring); their
+ * number.  More positions than columns: only the last f->cols of them are
+ * kept, and *skip (when not NULL) says how many come first; with skip NULL
+ * (moves, where any order will do) that is one run of every column. */
+int64_t fg_kv_columns(const struct fg_forward *f, int64_t p0, int64_t n, int64_t seg[2][2],
+		      int64_t *skip);
+/* Append n new K (or V) rows of each of sequences [s, s + seqs) of a cache
+ * c (all its sequences, as fg_kv_views gives them) on backend be, from
+ * position f->step on; src holds seqs * n rows. */
+int fg_kv_append_cols(struct fg_forward *f, struct fg_backend *be, void *stream, int64_t layer,
+		      const char *what, struct fg_tensor src, struct fg_tensor c, int64_t s,
+		      int64_t seqs, int64_t n);
 void fg_kv_views(const struct fg_forward *f, void *base, int64_t nseq, struct fg_tensor *k,
 		 struct fg_tensor *v);
 /* Move rows [r0, r0 + nr) of every slot-held sequence of layer l of GPU

@@ -10,22 +10,27 @@
 
 /* The new K and V rows of the host-cache sequences straight from the device
  * into their cache rows (a plain cache of the activations' type; a 4-bit one
- * is encoded on the host): one copy per sequence and tensor where the rows
- * are dense, else one a row. */
+ * is encoded on the host): one copy per sequence, tensor and run of columns
+ * (two where a window's ring wraps) where the rows are dense, else one a
+ * row. */
 static int fg_host_cache_copy(struct fg_forward *f, const struct fg_tensor *src,
 			      const struct fg_tensor *dst, int64_t cnt, int64_t n)
 {
 	size_t row = (size_t)src->cols * f->asz;
 	int dense = src->ld == src->cols && dst->ld == dst->cols;
+	int64_t seg[2][2], skip, parts = fg_kv_columns(f, f->step, n, seg, &skip);
 	int rc;
 
 	for (int64_t i = 0; i < cnt; i++)
-		for (int64_t j = 0; j < n; j += dense ? n : 1) {
-			char *d = (char *)dst->data + (size_t)((i * f->total + f->step + j) * dst->ld) * f->asz;
-			const char *sp = (const char *)src->data + (size_t)((i * n + j) * src->ld) * f->asz;
-			if ((rc = fg_backend_copy(f->be, f->stream, d, sp, dense ? row * (size_t)n : row)))
-				return rc;
-		}
+		for (int64_t p = 0, off = skip; p < parts; off += seg[p][1], p++)
+			for (int64_t j = 0; j < seg[p][1]; j += dense ? seg[p][1] : 1) {
+				int64_t to = i * f->cols + seg[p][0] + j, from = i * n + off + j;
+				char *d = (char *)dst->data + (size_t)(to * dst->ld) * f->asz;
+				const char *sp = (const char *)src->data + (size_t)(from * src->ld) * f->asz;
+				if ((rc = fg_backend_copy(f->be, f->stream, d, sp,
+							  dense ? row * (size_t)seg[p][1] : row)))
+					return rc;
+			}
 	return 0;
 }
 
@@ -75,18 +80,20 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 		if ((rc = fg_backend_stream_sync(f->be, f->stream)))
 			return rc;
 	}
-	struct fg_kv_append_args ak = { hk, kc, cnt, n, f->step, f->total };
-	struct fg_kv_append_args av = { hv, vc, cnt, n, f->step, f->total };
-	if (!direct && ((rc = fg_backend_kv_append(f->hb, hstream, l, "host k cache", &ak)) ||
-			(rc = fg_backend_kv_append(f->hb, hstream, l, "host v cache", &av))))
+	if (!direct && ((rc = fg_kv_append_cols(f, f->hb, hstream, l, "host k cache", hk, kc, 0,
+						cnt, n)) ||
+			(rc = fg_kv_append_cols(f, f->hb, hstream, l, "host v cache", hv, vc, 0,
+						cnt, n))))
 		return rc;
 	if (f->step > 0) {
 		struct fg_attention_args at = {
 			.q = hq, .k = kc, .v = vc, .out = ho, .batch = cnt, .seq = 1,
-			.len = f->step + n, .cache_stride = f->total, .heads = c->heads,
+			.len = f->step + n, .cache_stride = f->cols, .heads = c->heads,
 			.head_dim = c->head_dim, .scale = fg_attn_scale(c), .softcap = c->attn_softcap,
 			.pad = fg_kv_attend_pad(f, x) + first, .kv_heads = c->kv_heads,
 			.window = fg_layer_window(c, f->m->stage.layer0 + l),
+			/* a window's ring, once the positions pass its columns */
+			.ring = f->step + n > f->cols ? f->cols : 0,
 		};
 		if ((rc = fg_attend_chunk(f, f->hb, hstream, l, "host attention", &at, n)))
 			return rc;

@@ -3,14 +3,16 @@
  *
  * Each GPU batch's sequences are split over the tiers by the policy's cache
  * shares; per layer, a tier holds K then V of its sequences, each
- * [nseq * total, kv width] in the cache dtype (act, or 4-bit groups along a
- * row).  Sequences whose cache is off the compute tier are computed in a
- * compute-tier slot, loaded before and stored after (host-tier sequences
- * attend on the host instead with cpu_cache_compute).  In a decode step, a
- * finished sequence (fg_forward_set_live_rows) is neither loaded nor stored
- * and attends to no position; its K/V rows are still appended with its
- * batch's (one call for the group), which costs what its matrix-product
- * rows cost, not its length. */
+ * [nseq * cols, kv width] in the cache dtype (act, or 4-bit groups along a
+ * row), cols being the run's positions or, for a model windowed on every
+ * layer, a ring of the window's length (fg_plan_cache_cols): position t of
+ * a row at its column t % cols.  Sequences whose cache is off the compute
+ * tier are computed in a compute-tier slot, loaded before and stored after
+ * (host-tier sequences attend on the host instead with cpu_cache_compute).
+ * In a decode step, a finished sequence (fg_forward_set_live_rows) is
+ * neither loaded nor stored and attends to no position; its K/V rows are
+ * still appended with its batch's (one call for the group), which costs
+ * what its matrix-product rows cost, not its length. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -18,14 +20,21 @@
 #include <fgcore/q4.h>
 #include "core/exec/forward_int.h"
 
-int64_t fg_kv_columns(const struct fg_forward *f, int64_t p0, int64_t n, int64_t seg[2][2])
+int64_t fg_kv_columns(const struct fg_forward *f, int64_t p0, int64_t n, int64_t seg[2][2],
+		      int64_t *skip)
 {
-	int64_t t = f->total, a = p0 % t;
+	int64_t t = f->cols, a;
 
-	if (n >= t) {
+	if (n >= t && !skip) {
 		seg[0][0] = 0, seg[0][1] = t;
 		return 1;
 	}
+	if (skip) { /* the positions that stay: the last t */
+		*skip = n > t ? n - t : 0;
+		p0 += *skip;
+		n -= *skip;
+	}
+	a = p0 % t;
 	seg[0][0] = a;
 	seg[0][1] = a + n <= t ? n : t - a;
 	seg[1][0] = 0;
@@ -35,13 +44,13 @@ int64_t fg_kv_columns(const struct fg_forward *f, int64_t p0, int64_t n, int64_t
 
 uint64_t fg_kv_bytes(const struct fg_forward *f, int64_t nseq)
 {
-	return fg_plan_kv_bytes(f->cfg, nseq, f->total, f->asz, f->cdt == FG_DTYPE_Q4_COLS);
+	return fg_plan_kv_bytes(f->cfg, nseq, f->cols, f->asz, f->cdt == FG_DTYPE_Q4_COLS);
 }
 
 void fg_kv_views(const struct fg_forward *f, void *base, int64_t nseq, struct fg_tensor *k,
 		 struct fg_tensor *v)
 {
-	*k = fg_view(base, f->cdt, nseq * f->total, f->kvw);
+	*k = fg_view(base, f->cdt, nseq * f->cols, f->kvw);
 	*v = *k;
 	v->data = (char *)base + fg_kv_bytes(f, nseq);
 }
@@ -51,7 +60,7 @@ void fg_kv_views(const struct fg_forward *f, void *base, int64_t nseq, struct fg
 static int fg_kv_ranges(const struct fg_forward *f, int64_t nseq, int64_t s, int64_t r0,
 			int64_t nr, uint64_t off[2], uint64_t len[2])
 {
-	uint64_t w = (uint64_t)f->kvw, row = (uint64_t)(s * f->total + r0);
+	uint64_t w = (uint64_t)f->kvw, row = (uint64_t)(s * f->cols + r0);
 	if (f->cdt != FG_DTYPE_Q4_COLS) {
 		off[0] = row * w * f->asz;
 		len[0] = (uint64_t)nr * w * f->asz;
@@ -60,7 +69,7 @@ static int fg_kv_ranges(const struct fg_forward *f, int64_t nseq, int64_t s, int
 	uint64_t groups = w / FG_Q4_GROUP;
 	off[0] = row * w / 2;
 	len[0] = (uint64_t)nr * w / 2;
-	off[1] = fg_q4_data_bytes((uint64_t)(nseq * f->total), w) + row * groups * 4;
+	off[1] = fg_q4_data_bytes((uint64_t)(nseq * f->cols), w) + row * groups * 4;
 	len[1] = (uint64_t)nr * groups * 4;
 	return 2;
 }
@@ -73,7 +82,7 @@ static int64_t fg_kv_slot_index(const struct fg_forward *f, enum fg_role role, i
 	return role == FG_ROLE_HOST ? i : f->plan.ccount[FG_ROLE_HOST] + i;
 }
 
-/* fg_kv_move over columns [r0, r0 + nr) of the cache's own (r0 + nr <= total). */
+/* fg_kv_move over columns [r0, r0 + nr) of the cache's own (r0 + nr <= cols). */
 static int kv_move_cols(struct fg_forward *f, struct fg_xfer *x, int load, int64_t b, int64_t l,
 			int slot, int64_t r0, int64_t nr)
 {
@@ -118,7 +127,7 @@ static int kv_move_cols(struct fg_forward *f, struct fg_xfer *x, int load, int64
 int fg_kv_move(struct fg_forward *f, struct fg_xfer *x, int load, int64_t b, int64_t l, int slot,
 	       int64_t r0, int64_t nr)
 {
-	int64_t seg[2][2], n = fg_kv_columns(f, r0, nr, seg);
+	int64_t seg[2][2], n = fg_kv_columns(f, r0, nr, seg, NULL);
 	int rc = 0;
 
 	for (int64_t i = 0; i < n && !rc; i++)
@@ -220,37 +229,43 @@ const int32_t *fg_kv_attend_pad(const struct fg_forward *f, const struct fg_bloc
 	return fg_rows_masked(f) ? f->mask.attn_pad + f->cur_k * f->bs : x->pad;
 }
 
-/* Append n new K (or V) rows of each of sequences [s, s + seqs) of a group's
- * cache c (all its sequences, as fg_kv_views gives them), from position
- * f->step on; src holds seqs * n rows.  One op where it can; else one a
- * sequence and run of columns: where the positions wrap past the run's
- * columns (joining prompts), and for a 4-bit cache after its first
- * sequence (its rows are addressed from the tensor's start: the sequence is
- * named by `start` over a stride of the whole tensor). */
-static int append_kv(struct fg_forward *f, struct fg_block_ctx *x, const char *what,
-		     struct fg_tensor src, struct fg_tensor c, int64_t s, int64_t seqs, int64_t n)
+/* One op where it can; else one a sequence and run of columns: where the
+ * positions wrap past the cache's columns (joining prompts, a window's
+ * ring), where only the last of them stay (a prompt longer than the ring),
+ * and for a 4-bit cache after its first sequence (its rows are addressed
+ * from the tensor's start: the sequence is named by `start` over a stride
+ * of the whole tensor). */
+int fg_kv_append_cols(struct fg_forward *f, struct fg_backend *be, void *stream, int64_t layer,
+		      const char *what, struct fg_tensor src, struct fg_tensor c, int64_t s,
+		      int64_t seqs, int64_t n)
 {
-	int64_t seg[2][2], parts = fg_kv_columns(f, f->step, n, seg);
+	int64_t seg[2][2], skip, parts = fg_kv_columns(f, f->step, n, seg, &skip);
 	int q4 = c.dtype == FG_DTYPE_Q4_COLS, rc;
 
-	if (parts == 1 && (!q4 || s == 0)) {
+	if (parts == 1 && !skip && (!q4 || s == 0)) {
 		struct fg_tensor cs = c;
 		if (!q4) {
-			cs.data = (char *)c.data + (size_t)(s * f->total * c.ld) * fg_dtype_size(c.dtype);
-			cs.rows = seqs * f->total;
+			cs.data = (char *)c.data + (size_t)(s * f->cols * c.ld) * fg_dtype_size(c.dtype);
+			cs.rows = seqs * f->cols;
 		}
-		struct fg_kv_append_args a = { src, cs, seqs, n, seg[0][0], f->total };
-		return fg_backend_kv_append(x->be, x->stream, x->layer, what, &a);
+		struct fg_kv_append_args a = { src, cs, seqs, n, seg[0][0], f->cols };
+		return fg_backend_kv_append(be, stream, layer, what, &a);
 	}
 	for (int64_t i = 0; i < seqs; i++)
-		for (int64_t p = 0, off = 0; p < parts; off += seg[p][1], p++) {
+		for (int64_t p = 0, off = skip; p < parts; off += seg[p][1], p++) {
 			struct fg_kv_append_args a = { fg_rows(src, i * n + off, seg[p][1]), c, 1,
-						       seg[p][1], (s + i) * f->total + seg[p][0],
+						       seg[p][1], (s + i) * f->cols + seg[p][0],
 						       c.rows };
-			if ((rc = fg_backend_kv_append(x->be, x->stream, x->layer, what, &a)))
+			if ((rc = fg_backend_kv_append(be, stream, layer, what, &a)))
 				return rc;
 		}
 	return 0;
+}
+
+static int append_kv(struct fg_forward *f, struct fg_block_ctx *x, const char *what,
+		     struct fg_tensor src, struct fg_tensor c, int64_t s, int64_t seqs, int64_t n)
+{
+	return fg_kv_append_cols(f, x->be, x->stream, x->layer, what, src, c, s, seqs, n);
 }
 
 /* Joining rows' K/V (join.c), run by run of them among rows [s0, s0 + m)
@@ -297,11 +312,12 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 	int rc;
 
 	struct fg_attention_args at = {
-		.batch = x->bs, .seq = n, .len = f->step + n, .cache_stride = f->total,
+		.batch = x->bs, .seq = n, .len = f->step + n, .cache_stride = f->cols,
 		.heads = c->heads, .head_dim = c->head_dim,
 		.scale = fg_attn_scale(c), .softcap = c->attn_softcap, .pad = pad, .kv_heads = c->kv_heads,
-		/* past the run's columns, positions wrap (fg_forward_wraps) */
-		.ring = f->step + n > f->total ? f->total : 0,
+		/* past the cache's columns, positions wrap (fg_forward_wraps, a
+		 * window's ring) */
+		.ring = f->step + n > f->cols ? f->cols : 0,
 		.window = fg_layer_window(c, f->m->stage.layer0 + l),
 	};
 	/* A prefill, and joining rows (join.c): attention within the step's

@@ -56,6 +56,14 @@ static int share_check(const struct fg_forward *f, const int32_t *ids)
 	const struct fg_prefix_share *sh = f->share;
 	int64_t P = f->plen, rows = f->nb * f->bs;
 
+	/* Its steps attend over the cache many tokens at a time, which a ring
+	 * of the window's length cannot hold ([policy] share_prefix turns the
+	 * ring off: fg_plan_cache_cols). */
+	if (f->cols < f->total) {
+		FG_ERR("shared prefixes: this run keeps its cache as a ring of the window's %lld positions; make the run with [policy] share_prefix set (or window_ring = false)",
+		       (long long)f->cols);
+		return -ENOTSUP;
+	}
 	if (sh->levels < 1 || sh->levels > FG_SHARE_LEVELS) {
 		FG_ERR("shared prefixes: %d levels, need 1 to %d", sh->levels, FG_SHARE_LEVELS);
 		return -EINVAL;

@@ -64,7 +64,11 @@ static int cache_prefetch(struct fg_forward *f, const struct item *it)
 		 (long long)unit_layer(f, it->u), (long long)it->k);
 	if ((rc = fg_xfer_reset(&f->cload[slot], what)))
 		return rc;
-	return fg_kv_move(f, &f->cload[slot], 1, it->k, unit_layer(f, it->u), slot, 0, f->step);
+	/* A windowed layer's step reads only the last window - 1 positions before
+	 * its new one (a step taking shared prefixes copies from column 0). */
+	int64_t l = unit_layer(f, it->u), w = fg_layer_window(f->cfg, f->m->stage.layer0 + l);
+	int64_t r0 = w > 0 && !f->sharing && f->step > w - 1 ? f->step - (w - 1) : 0;
+	return fg_kv_move(f, &f->cload[slot], 1, it->k, l, slot, r0, f->step - r0);
 }
 
 static void *hidden_addr(const struct fg_forward *f, int64_t k, int slot)

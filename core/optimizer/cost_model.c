@@ -30,7 +30,23 @@ struct ctx {
 	double ctog_w, ctog, gtoc, dtoc, ctod; /* bytes per second */
 	double hmem;                 /* host memory under copies and host attention; 0: no bound */
 	int hl;                      /* the link of the host's work (FG_LINK_HOST on a device) */
+	double cols;                 /* cache columns a sequence (a window's ring, or s + n) */
+	double w, fw;                /* the sliding window, the share of layers that have it */
 };
+
+/* The mean of min(L, w) over the integers L in [a, b] (a when b < a). */
+static double mean_min(double a, double b, double w)
+{
+	if (b < a)
+		b = a;
+	if (b <= w)
+		return (a + b) / 2;
+	if (a >= w)
+		return w;
+	/* a .. w - 1 as they are, w .. b capped at w */
+	double below = (a + w - 1) / 2 * (w - a);
+	return (below + w * (b - w + 1)) / (b - a + 1);
+}
 
 /* Bytes through host memory by a copy or the host's own work: the shared bound. */
 static void host_mem(const struct ctx *x, struct fg_lin *L, int share, double bytes)
@@ -157,7 +173,13 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, double 
 {
 	double tok = decode ? 1 : x->s, m = x->gbs * tok, h = x->h;
 	double kvrow = 2 * x->kv * x->e, seqs = x->gbs * x->nb;
-	double load_len = x->s + x->n / 2 - 1, attn_len = x->s + x->n / 2;
+	/* Per decode step, at the average length: a windowed layer reads its
+	 * last `w` positions only, and loads the w - 1 before the new one
+	 * (core/exec/schedule.c), whether its cache is a ring or not. */
+	double load_len = (1 - x->fw) * (x->s + x->n / 2 - 1) +
+			  x->fw * mean_min(x->s, x->s + x->n - 2, x->w - 1);
+	double attn_len = (1 - x->fw) * (x->s + x->n / 2) +
+			  x->fw * mean_min(x->s + 1, x->s + x->n - 1, x->w);
 	double hid = x->gbs * tok * h * x->hb * x->nb; /* every GPU batch's activations */
 	double units = x->sep ? 2 : 1;
 
@@ -176,7 +198,8 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, double 
 	load(x, L, FG_X_HC, FG_X_HN, units * hid, x->ctog, 1);
 	store(x, L, FG_X_HC, FG_X_HN, units * hid);
 
-	double cache_tok = seqs * tok * kvrow; /* new K, V rows */
+	/* new K, V rows; a prompt longer than a window's ring keeps its last ones */
+	double cache_tok = seqs * (tok < x->cols ? tok : x->cols) * kvrow;
 	/* Appends that run on the host, waited for: the delegated sequences'
 	 * (the whole prompt in prefill) and, on a CPU run, every one.  From a
 	 * device, a plain cache takes the rows by copy (below), and only a 4-bit
@@ -191,7 +214,10 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, double 
 		}
 	}
 	if (!decode) {
-		L[FG_LINK_COMP].c += x->nb * 4 * x->gbs * x->s * x->s * x->qw / (x->hw->attn_flops * TFLOPS);
+		/* a windowed layer's query i sees min(i + 1, w) keys, not i + 1 */
+		double seen = (1 - x->fw) + x->fw * mean_min(1, x->s, x->w) / ((1 + x->s) / 2);
+		L[FG_LINK_COMP].c += x->nb * 4 * x->gbs * x->s * x->s * x->qw * seen /
+				     (x->hw->attn_flops * TFLOPS);
 		if (x->hw->prefill_other_bdw > 0) /* norms, epilogues, appends: profiled as a whole */
 			L[FG_LINK_COMP].c += hid / (x->hw->prefill_other_bdw * GBPS);
 		/* New rows of slot-held sequences go home from the slot. */
@@ -199,7 +225,7 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, double 
 		/* Delegated sequences: the prompt's k and v copied to the host (into
 		 * the cache, or staged for the encoding), synchronously. */
 		if (x->cpu && x->dev)
-			L[FG_LINK_HOST].a[FG_X_CC] += seqs * tok * 2 * x->kv * x->a / x->gtoc;
+			L[FG_LINK_HOST].a[FG_X_CC] += cache_tok / kvrow * 2 * x->kv * x->a / x->gtoc;
 		return;
 	}
 	double q4_attn = x->hw->attn_decode_q4_bdw > 0 ? x->hw->attn_decode_q4_bdw
@@ -262,6 +288,17 @@ static int rates_ok(const struct fg_hardware *hw, const struct fg_policy *p)
 	return 0;
 }
 
+/* The plan's view of the case: one process may keep a window's ring (the
+ * model assumes a backend of compute ABI 1.12, as cpu_blas; cublas, of
+ * 1.10, has no sliding window at all), a pipeline's stages do not. */
+static struct fg_plan_env plan_env(const struct fg_cost_case *cc)
+{
+	return (struct fg_plan_env){ .act_bytes = (unsigned)cc->hw.act_bytes,
+				     .device = !cc->hw.compute_host_memory,
+				     .hidden_bytes = (unsigned)fg_hardware_hidden_bytes(&cc->hw),
+				     .window_ring = cc->stages <= 1 };
+}
+
 int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 		  struct fg_cost_terms *t)
 {
@@ -310,6 +347,13 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 	x.hmem = hw->cpu_mem_bdw * GBPS;
 	x.hl = x.dev ? FG_LINK_HOST : FG_LINK_COMP;
 	x.ctog_w = !p->pin_weight && hw->ctog_bdw_pageable > 0 ? hw->ctog_bdw_pageable * GBPS : x.ctog;
+	struct fg_plan_env pe = plan_env(cc);
+	x.cols = (double)fg_plan_cache_cols(c, p, &pe, cc->prompt_len + cc->gen_len);
+	int64_t windowed = 0;
+	for (int64_t l = 0; l < c->layers; l++)
+		windowed += fg_layer_window(c, l) > 0;
+	x.w = (double)c->sliding_window;
+	x.fw = c->layers > 0 && x.w > 0 ? (double)windowed / (double)c->layers : 0;
 
 	for (int st = 0; st < FG_STAGES; st++) {
 		layer_terms(&x, t->t[st][FG_PART_LAYER], Wa + Wm, Wa, st == FG_STAGE_DECODE);
@@ -321,7 +365,7 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 	t->tokens = x.gbs * x.nb * x.n;
 
 	/* Memory, linear in the shares (exact for a concrete policy: core/plan). */
-	double T = x.s + x.n, kvs = T * x.kv * x.e; /* one K (or V) of one sequence */
+	double kvs = x.cols * x.kv * x.e; /* one K (or V) of one sequence */
 	double hsz = x.gbs * x.s * x.h * x.hb, nb = x.nb, gbs = x.gbs, l = x.l;
 	double scratch = 0; /* the family's workspaces */
 	for (int i = 0; i < c->arch->nworkspace; i++) {
@@ -480,8 +524,7 @@ int fg_cost_predict(const struct fg_cost_case *cc, const struct fg_policy *p,
 		    struct fg_cost_prediction *o)
 {
 	struct fg_cost_terms t;
-	struct fg_plan_env env = { (unsigned)cc->hw.act_bytes, !cc->hw.compute_host_memory,
-				   (unsigned)fg_hardware_hidden_bytes(&cc->hw), 0 };
+	struct fg_plan_env env = plan_env(cc);
 	double x[FG_X_N];
 	int rc;
 

@@ -27,7 +27,7 @@ void fg_optimize_out_free(struct fg_optimize_out *out)
 int fg_optimize_policy_keys(const struct fg_policy *p,
 			    int (*set)(void *user, const char *assignment), void *user)
 {
-	char kv[10][96];
+	char kv[11][96];
 	int n = 0, rc;
 #define KV(...) snprintf(kv[n++], sizeof(kv[0]), __VA_ARGS__)
 #define BOOL(x) ((x) ? "true" : "false")
@@ -43,6 +43,7 @@ int fg_optimize_policy_keys(const struct fg_policy *p,
 	KV("policy.cpu_cache_compute=%s", BOOL(p->cpu_cache_compute));
 	KV("policy.compress_weight=%s", BOOL(p->compress_weight));
 	KV("policy.compress_cache=%s", BOOL(p->compress_cache));
+	KV("policy.window_ring=%s", BOOL(p->window_ring));
 #undef BOOL
 #undef KV
 	for (int i = 0; i < n; i++)
@@ -226,9 +227,12 @@ struct search {
 
 /* The policy whose flags the cost terms read for a choice; its shares are
  * only mode markers (disk in use, activations off the compute tier). */
-static void mode_policy(struct fg_policy *p, int64_t gbs, int64_t nb, const struct choice *ch)
+static void mode_policy(const struct search *s, struct fg_policy *p, int64_t gbs, int64_t nb,
+			const struct choice *ch)
 {
 	memset(p, 0, sizeof(*p));
+	/* a windowed model's cache a ring of the window, as the engine keeps it */
+	p->window_ring = !s->prm->no_window_ring;
 	p->gpu_batch_size = gbs;
 	p->num_gpu_batches = nb;
 	p->overlap = ch->overlap;
@@ -505,7 +509,7 @@ static int realize(struct search *s, int64_t gbs, int64_t nb, const struct choic
 			if (ia && a1[1] == a1[0])
 				continue;
 			struct fg_policy p;
-			mode_policy(&p, gbs, nb, ch);
+			mode_policy(s, &p, gbs, nb, ch);
 			int64_t pw1 = w1[iw1] < 0 ? 0 : w1[iw1] > 100 ? 100 : w1[iw1];
 			int64_t pw12 = w12[iw12] < pw1 ? pw1 : w12[iw12] > 100 ? 100 : w12[iw12];
 			int64_t kk1 = k1[ik1] < 0 ? 0 : k1[ik1] > gbs ? gbs : k1[ik1];
@@ -554,7 +558,7 @@ static int try_shape(struct search *s, int64_t gbs, int64_t nb, const struct cho
 	struct fg_cost_terms t;
 	double caps[FG_ROLES], x[FG_X_N], obj, over[FG_ROLES];
 
-	mode_policy(&mp, gbs, nb, ch);
+	mode_policy(s, &mp, gbs, nb, ch);
 	if (fg_cost_terms(s->cc, &mp, &t))
 		return -1;
 	memcpy(caps, s->cap, sizeof(caps));
@@ -585,7 +589,7 @@ static int feasible(struct search *s, int64_t gbs, int64_t nb, const struct choi
 	struct fg_policy mp;
 	struct fg_cost_terms t;
 	double x[FG_X_N], obj;
-	mode_policy(&mp, gbs, nb, ch);
+	mode_policy(s, &mp, gbs, nb, ch);
 	return !fg_cost_terms(s->cc, &mp, &t) && !solve(s, &t, ch, nb, s->cap, NULL, &obj, x);
 }
 
@@ -654,7 +658,7 @@ static void report_missing(struct search *s, struct fg_optimize_out *out)
 	for (int i = 0; i < n; i++) {
 		struct fg_policy mp;
 		struct fg_cost_terms t;
-		mode_policy(&mp, gbs, nb, &ch[i]);
+		mode_policy(s, &mp, gbs, nb, &ch[i]);
 		if (fg_cost_terms(s->cc, &mp, &t) || solve(s, &t, &ch[i], nb, s->cap, miss, &obj, x))
 			continue;
 		if (obj < best) {

@@ -20,6 +20,8 @@ struct fg_optimize_params {
 	int64_t num_gpu_batches; /* > 0: only this one */
 	int no_compress;        /* never compress (else: when [hardware] has an int4 rate) */
 	int no_cpu_attention;   /* never delegate attention to the host */
+	int no_window_ring;     /* price a windowed model's cache at every position, not
+				 * the window's ring ([policy] window_ring = false) */
 	int top;                /* policies kept (0: 5) */
 };
 

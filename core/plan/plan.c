@@ -146,6 +146,26 @@ uint64_t fg_plan_kv_bytes(const struct fg_model_config *c, int64_t nseq, int64_t
 	return ALIGN(rows * w * act_bytes, 64);
 }
 
+int64_t fg_plan_ring_window(const struct fg_model_config *c)
+{
+	if (c->sliding_window <= 0 || c->layers < 1)
+		return 0;
+	for (int64_t l = 0; l < c->layers; l++)
+		if (fg_layer_window(c, l) <= 0)
+			return 0;
+	return c->sliding_window;
+}
+
+int64_t fg_plan_cache_cols(const struct fg_model_config *c, const struct fg_policy *p,
+			   const struct fg_plan_env *env, int64_t total)
+{
+	int64_t w = fg_plan_ring_window(c);
+
+	if (!env->window_ring || !p->window_ring || p->share_prefix > 0 || w <= 0 || w >= total)
+		return total;
+	return w;
+}
+
 int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 		 const struct fg_plan_env *env, int64_t prompt_len, int64_t gen_len,
 		 struct fg_plan *o)
@@ -181,6 +201,7 @@ int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 	o->nb = nb;
 	o->prompt_len = prompt_len;
 	o->positions = total;
+	o->cols = fg_plan_cache_cols(c, p, env, total);
 
 	/* Weights. */
 	for (int k = 0; k < FG_BLOCK_KINDS; k++)
@@ -223,13 +244,15 @@ int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 	int any_disk = o->weights[FG_ROLE_DISK] > 0;
 	o->wbounce = env->device && any_disk ? o->wslot : 0;
 
-	/* KV cache: homes per tier, slots for the sequences computed off their home. */
+	/* KV cache: homes per tier, slots for the sequences computed off their
+	 * home; o->cols columns a sequence (a ring of the window's, or every
+	 * position). */
 	for (int r = 0; r < FG_ROLES; r++) {
-		o->kv[r] = o->ccount[r] ? fg_plan_kv_bytes(c, o->ccount[r], total, asz, compress) : 0;
+		o->kv[r] = o->ccount[r] ? fg_plan_kv_bytes(c, o->ccount[r], o->cols, asz, compress) : 0;
 		o->cache[r] = 2 * o->kv[r];
 	}
 	if (o->n_off) {
-		o->kv_slot = fg_plan_kv_bytes(c, o->n_off, total, asz, compress);
+		o->kv_slot = fg_plan_kv_bytes(c, o->n_off, o->cols, asz, compress);
 		o->cslot = 2 * o->kv_slot;
 		o->cbounce = env->device && o->ccount[FG_ROLE_DISK] ? o->cslot : 0;
 	}

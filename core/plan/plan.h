@@ -87,12 +87,18 @@ struct fg_plan_env {
 	int device;         /* compute-tier memory is not host memory (bounce buffers) */
 	unsigned hidden_bytes; /* the residual stream's element size; 0: act_bytes */
 	int no_window;      /* the backend cannot apply a sliding window (compute ABI < 1.11) */
+	/* The run may keep a windowed model's cache as a ring of the window's
+	 * length: one process (not a pipeline stage), and the backends that
+	 * decode over it run a ring as short as the window (compute ABI 1.12). */
+	int window_ring;
 };
 
 struct fg_plan {
 	struct fg_plan_block block[FG_BLOCK_KINDS];
 	uint64_t weights[FG_ROLES];   /* every block's regions */
 	int64_t bs, nb, prompt_len, positions; /* positions = prompt_len + gen_len */
+	int64_t cols;                 /* cache columns a sequence: positions, or a ring
+				       * of the window's length (fg_plan_cache_cols) */
 	int64_t cfirst[FG_ROLES], ccount[FG_ROLES]; /* a GPU batch's sequences by cache tier */
 	int64_t afirst[FG_ROLES], acount[FG_ROLES]; /* GPU batches by activation tier */
 	int64_t n_off;                /* sequences held in the KV cache slots */
@@ -121,6 +127,22 @@ struct fg_plan {
 int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 		 const struct fg_plan_env *env, int64_t prompt_len, int64_t gen_len,
 		 struct fg_plan *out);
+
+/* The sliding window of every layer of c (0: some layer has none, or no
+ * window).  Only then can the cache be one ring a row: its layout gives all
+ * layers one length, so a model that mixes windowed and full layers (Qwen2
+ * with max_window_layers, Gemma 2) keeps every position. */
+int64_t fg_plan_ring_window(const struct fg_model_config *c);
+
+/* A sequence's cache columns in a run of `total` positions: the window's,
+ * as a ring, where the model, the backends and the policy allow (env's
+ * window_ring, [policy] window_ring, no shared prompt prefixes, whose
+ * prefill steps attend over the cache many tokens at a time), else total.
+ * Decode appends one token and reads the last `window` positions, so a
+ * ring of `window` rows holds all it reads; a prefill attends over its
+ * fresh K/V and keeps the last `window` of them; joining prompts too. */
+int64_t fg_plan_cache_cols(const struct fg_model_config *c, const struct fg_policy *p,
+			   const struct fg_plan_env *env, int64_t total);
 
 /* Bytes of one K (or V) tensor of nseq sequences of `total` positions. */
 uint64_t fg_plan_kv_bytes(const struct fg_model_config *c, int64_t nseq, int64_t total,

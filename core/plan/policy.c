@@ -106,6 +106,7 @@ int fg_policy_from_config(const struct fg_config *c, struct fg_policy *p)
 	p->compress_cache = fg_config_bool(c, "policy", "compress_cache");
 	p->score_chunk = fg_config_size(c, "policy", "score_chunk");
 	p->share_prefix = fg_config_int(c, "policy", "share_prefix");
+	p->window_ring = fg_config_bool(c, "policy", "window_ring");
 	p->refill = fg_config_double(c, "policy", "refill");
 	p->exact = !strcmp(fg_config_str(c, "policy", "placement"), "exact");
 	if (p->attn_sparsity < 1) {

@@ -29,6 +29,8 @@ struct fg_policy {
 	int exact;              /* placement = exact: split tensors by rows */
 	uint64_t score_chunk;   /* bytes of compute tier for scored positions' logits */
 	int64_t share_prefix;   /* shortest prompt prefix worth sharing (0: off) */
+	int window_ring;        /* a windowed model's cache a ring of the window's length
+				 * where the run allows (fg_plan_cache_cols) */
 	double refill;          /* share of a batch's rows free before they take waiting
 				 * requests between decode steps (0: never) */
 };

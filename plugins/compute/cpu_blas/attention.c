@@ -222,12 +222,13 @@ static int64_t cb_first_key(const struct fg_attention_args *a, int64_t b, int64_
 	return a->window > 0 && hi - a->window + 1 > lo ? hi - a->window + 1 : lo;
 }
 
-/* The most keys one query attends to: a ring holds `ring` of them. */
+/* The most keys one query attends to: a ring holds `ring` of them, a
+ * window sees `window` (compute ABI 1.12: a ring as short as the window,
+ * whatever len - pad is, since cb_first_key starts within it). */
 static int64_t cb_keys(const struct fg_attention_args *a, int decode)
 {
-	if (!decode)
-		return a->seq;
-	return a->ring && a->ring < a->len ? a->ring : a->len;
+	int64_t n = !decode ? a->seq : a->ring && a->ring < a->len ? a->ring : a->len;
+	return a->window > 0 && a->window < n ? a->window : n;
 }
 
 /* One (batch, head) decode task over fp16 or 4-bit tensors: q and the cache
