@@ -293,3 +293,77 @@ void fg_json_name_from_path(const char *path, const char *fallback, char *name, 
 	}
 	free(real);
 }
+
+int fg_json_eos(const char *path, json_t *root, int64_t vocab, int32_t *out)
+{
+	json_t *v = json_object_get(root, "eos_token_id"), *first;
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_array(v))
+		return fg_json_token(path, root, "eos_token_id", vocab, out);
+	first = json_array_get(v, 0);
+	if (!json_is_integer(first) || json_integer_value(first) < 0 ||
+	    json_integer_value(first) >= vocab) {
+		FG_ERR("%s: eos_token_id[0] must be a token id in [0, %lld)", path, (long long)vocab);
+		return -EINVAL;
+	}
+	*out = (int32_t)json_integer_value(first);
+	return 0;
+}
+
+int fg_json_eps(const char *path, json_t *root, const char *key, float *out)
+{
+	double eps = *out;
+	int rc = fg_json_number(path, root, key, &eps);
+
+	if (rc)
+		return rc;
+	if (!(eps > 0) || eps > 1) {
+		FG_ERR("%s: %s %g must be in (0, 1]", path, key, eps);
+		return -EINVAL;
+	}
+	*out = (float)eps;
+	return 0;
+}
+
+int fg_json_head_dim_ok(const char *path, int64_t head_dim)
+{
+	if (head_dim % 2 || head_dim > FG_ROPE_MAX) {
+		FG_ERR("%s: head_dim %lld must be even and at most %d", path, (long long)head_dim,
+		       FG_ROPE_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int fg_json_activation(const char *path, json_t *root, const char *key, const char *want,
+		       const char *family, const char *what)
+{
+	json_t *v = json_object_get(root, key);
+
+	if (v && (!json_is_string(v) || strcmp(json_string_value(v), want) != 0)) {
+		FG_ERR("%s: %s %s is not supported; %s models here compute \"%s\" (%s)", path, key,
+		       json_is_string(v) ? json_string_value(v) : "(not a string)", family, want, what);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+int fg_json_refused(const char *path, json_t *root, const char *const *keys, size_t n,
+		    const char *const *skip, const char *family)
+{
+	for (size_t i = 0; i < n; i++) {
+		json_t *v = json_object_get(root, keys[i]);
+		int skipped = 0;
+
+		for (const char *const *k = skip; k && *k && !skipped; k++)
+			skipped = !strcmp(*k, keys[i]);
+		if (!skipped && v && !json_is_null(v) && !json_is_false(v)) {
+			FG_ERR("%s: key \"%s\" changes the model's math and is not implemented for %s models",
+			       path, keys[i], family);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}

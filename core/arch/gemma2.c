@@ -239,7 +239,7 @@ static int gemma2_window_config(const char *path, json_t *root, struct fg_model_
 static int gemma2_config(const char *path, const void *json, struct fg_model_config *c)
 {
 	json_t *root = (json_t *)json, *v;
-	double eps = GEMMA2_EPS, theta, qs = GEMMA2_QUERY_SCALAR;
+	double theta, qs = GEMMA2_QUERY_SCALAR;
 	double attn_cap = GEMMA2_ATTN_SOFTCAP, final_cap = GEMMA2_FINAL_SOFTCAP;
 	int tied = 1, none, rc;
 
@@ -264,34 +264,17 @@ static int gemma2_config(const char *path, const void *json, struct fg_model_con
 		       path, (long long)c->kv_heads, (long long)c->heads);
 		return -EINVAL;
 	}
-	if (c->head_dim % 2 || c->head_dim > FG_ROPE_MAX) {
-		FG_ERR("%s: head_dim %lld must be even and at most %d", path, (long long)c->head_dim,
-		       FG_ROPE_MAX);
-		return -EINVAL;
-	}
-	if ((rc = fg_json_number(path, root, "rms_norm_eps", &eps)))
-		return rc;
-	if (!(eps > 0) || eps > 1) {
-		FG_ERR("%s: rms_norm_eps %g must be in (0, 1]", path, eps);
-		return -EINVAL;
-	}
-	c->norm_eps = (float)eps;
 	/* Gemma2MLP reads hidden_activation; a legacy hidden_act beside it is
 	 * ignored by the model, and so here. */
-	v = json_object_get(root, "hidden_activation");
-	if (v && (!json_is_string(v) || strcmp(json_string_value(v), "gelu_pytorch_tanh") != 0)) {
-		FG_ERR("%s: hidden_activation %s is not supported; gemma2 models here compute \"gelu_pytorch_tanh\" (GeGLU with GELU's tanh form)",
-		       path, json_is_string(v) ? json_string_value(v) : "(not a string)");
-		return -ENOTSUP;
-	}
-	for (size_t i = 0; i < sizeof(gemma2_refused_keys) / sizeof(gemma2_refused_keys[0]); i++) {
-		v = json_object_get(root, gemma2_refused_keys[i]);
-		if (v && !json_is_null(v) && !json_is_false(v)) {
-			FG_ERR("%s: key \"%s\" changes the model's math and is not implemented for gemma2 models",
-			       path, gemma2_refused_keys[i]);
-			return -ENOTSUP;
-		}
-	}
+	c->norm_eps = (float)GEMMA2_EPS;
+	if ((rc = fg_json_head_dim_ok(path, c->head_dim)) ||
+	    (rc = fg_json_eps(path, root, "rms_norm_eps", &c->norm_eps)) ||
+	    (rc = fg_json_activation(path, root, "hidden_activation", "gelu_pytorch_tanh", "gemma2",
+				     "GeGLU with GELU's tanh form")) ||
+	    (rc = fg_json_refused(path, root, gemma2_refused_keys,
+				  sizeof(gemma2_refused_keys) / sizeof(gemma2_refused_keys[0]), NULL,
+				  "gemma2")))
+		return rc;
 	v = json_object_get(root, "partial_rotary_factor");
 	if (v && !json_is_null(v) && (!json_is_number(v) || json_number_value(v) != 1)) {
 		FG_ERR("%s: partial_rotary_factor: only full rotary embeddings (1.0) are implemented",
@@ -317,20 +300,8 @@ static int gemma2_config(const char *path, const void *json, struct fg_model_con
 	c->pad_id = 0, c->eos_id = 1, c->bos_id = 2;
 	if (c->vocab <= 2)
 		c->pad_id = c->eos_id = c->bos_id = 0;
-	v = json_object_get(root, "eos_token_id");
-	if (v && json_is_array(v)) { /* several: the first ends a sequence here */
-		json_t *first = json_array_get(v, 0);
-		if (!json_is_integer(first) || json_integer_value(first) < 0 ||
-		    json_integer_value(first) >= c->vocab) {
-			FG_ERR("%s: eos_token_id[0] must be a token id in [0, %lld)", path,
-			       (long long)c->vocab);
-			return -EINVAL;
-		}
-		c->eos_id = (int32_t)json_integer_value(first);
-	} else if (v && !json_is_null(v) &&
-		   (rc = fg_json_token(path, root, "eos_token_id", c->vocab, &c->eos_id))) {
+	if ((rc = fg_json_eos(path, root, c->vocab, &c->eos_id)))
 		return rc;
-	}
 	if ((json_object_get(root, "bos_token_id") && !json_is_null(json_object_get(root, "bos_token_id")) &&
 	     (rc = fg_json_token(path, root, "bos_token_id", c->vocab, &c->bos_id))) ||
 	    (json_object_get(root, "pad_token_id") && !json_is_null(json_object_get(root, "pad_token_id")) &&

@@ -169,6 +169,9 @@ static const char *const llama_refused_keys[] = {
 	"use_qk_norm", "embedding_multiplier", "residual_multiplier", "attention_multiplier",
 	"logits_scaling", "logit_scale", "no_rope_layers",
 };
+/* (a mixture's family reads these: moe_config) */
+static const char *const moe_keys[] = { "num_local_experts", "num_experts", "moe_intermediate_size",
+					NULL };
 
 /* rope_theta and the scaling: the newer `rope_parameters` object, or the
  * older `rope_theta` + `rope_scaling` keys. */
@@ -442,9 +445,8 @@ static int llama_config_of(const char *path, json_t *root, const struct fg_arch 
 			   struct fg_model_config *c)
 {
 	struct llama_rope rope;
-	double eps = 1e-6, partial = 1;
+	double partial = 1;
 	int flag, rc;
-	json_t *v;
 
 	memset(c, 0, sizeof(*c));
 	c->arch = arch;
@@ -475,36 +477,14 @@ static int llama_config_of(const char *path, json_t *root, const struct fg_arch 
 	} else {
 		c->head_dim = c->hidden / c->heads;
 	}
-	if (c->head_dim % 2 || c->head_dim > FG_ROPE_MAX) {
-		FG_ERR("%s: head_dim %lld must be even and at most %d", path, (long long)c->head_dim,
-		       FG_ROPE_MAX);
-		return -EINVAL;
-	}
-	if ((rc = fg_json_number(path, root, "rms_norm_eps", &eps)))
+	c->norm_eps = 1e-6f;
+	if ((rc = fg_json_head_dim_ok(path, c->head_dim)) ||
+	    (rc = fg_json_eps(path, root, "rms_norm_eps", &c->norm_eps)) ||
+	    (rc = fg_json_activation(path, root, "hidden_act", "silu", arch->name, "SwiGLU")) ||
+	    (rc = fg_json_refused(path, root, llama_refused_keys,
+				  sizeof(llama_refused_keys) / sizeof(llama_refused_keys[0]),
+				  is_moe(arch) ? moe_keys : NULL, arch->name)))
 		return rc;
-	if (!(eps > 0) || eps > 1) {
-		FG_ERR("%s: rms_norm_eps %g must be in (0, 1]", path, eps);
-		return -EINVAL;
-	}
-	c->norm_eps = (float)eps;
-	v = json_object_get(root, "hidden_act");
-	if (v && (!json_is_string(v) || strcmp(json_string_value(v), "silu") != 0)) {
-		FG_ERR("%s: hidden_act %s is not supported; this family computes \"silu\" (SwiGLU)",
-		       path, json_is_string(v) ? json_string_value(v) : "(not a string)");
-		return -ENOTSUP;
-	}
-	for (size_t i = 0; i < sizeof(llama_refused_keys) / sizeof(llama_refused_keys[0]); i++) {
-		v = json_object_get(root, llama_refused_keys[i]);
-		if (is_moe(arch) && (!strcmp(llama_refused_keys[i], "num_local_experts") ||
-				     !strcmp(llama_refused_keys[i], "num_experts") ||
-				     !strcmp(llama_refused_keys[i], "moe_intermediate_size")))
-			continue; /* (moe_config reads them) */
-		if (v && !json_is_null(v) && !json_is_false(v)) {
-			FG_ERR("%s: key \"%s\" changes the model's math and is not implemented for %s models",
-			       path, llama_refused_keys[i], arch->name);
-			return -ENOTSUP;
-		}
-	}
 	if ((rc = fg_json_number(path, root, "partial_rotary_factor", &partial)))
 		return rc;
 	if (partial != 1) {
@@ -550,21 +530,8 @@ static int llama_config_of(const char *path, json_t *root, const struct fg_arch 
 	c->pad_id = c->bos_id = c->eos_id = -1;
 	if ((rc = fg_json_token(path, root, "bos_token_id", c->vocab, &c->bos_id)))
 		return rc;
-	v = json_object_get(root, "eos_token_id");
-	if (v && json_is_array(v)) { /* Llama 3 lists several: the first ends a sequence here */
-		json_t *first = json_array_get(v, 0);
-		if (!json_is_integer(first) || json_integer_value(first) < 0 ||
-		    json_integer_value(first) >= c->vocab) {
-			FG_ERR("%s: eos_token_id[0] must be a token id in [0, %lld)", path,
-			       (long long)c->vocab);
-			return -EINVAL;
-		}
-		c->eos_id = (int32_t)json_integer_value(first);
-	} else if (v && !json_is_null(v) &&
-		   (rc = fg_json_token(path, root, "eos_token_id", c->vocab, &c->eos_id))) {
-		return rc;
-	}
-	if ((rc = fg_json_token(path, root, "pad_token_id", c->vocab, &c->pad_id)))
+	if ((rc = fg_json_eos(path, root, c->vocab, &c->eos_id)) ||
+	    (rc = fg_json_token(path, root, "pad_token_id", c->vocab, &c->pad_id)))
 		return rc;
 	if (c->pad_id < 0)
 		c->pad_id = c->eos_id >= 0 ? c->eos_id : 0;
