@@ -161,11 +161,40 @@ static int fg_call_fail(const struct fg_call *c, int rc, const char *fmt, ...)
 
 /* ---- what the backend runs ------------------------------------------------------ */
 
+/* The ops with an optional hook of their own: a yes from `supports` counts
+ * only with the hook set, so that a run is refused before it starts rather
+ * than failing at the op. */
+static int fg_has_hook(const struct fg_backend *b, enum fg_op op)
+{
+	const struct fg_compute_ops *o = b->ops;
+
+	switch (op) {
+	case FG_OP_SAMPLE:
+		return o->sample != NULL;
+	case FG_OP_LOGPROB:
+		return o->logprob != NULL;
+	case FG_OP_ADD:
+		return o->add != NULL;
+	case FG_OP_ROUTE:
+		return o->route != NULL;
+	case FG_OP_GATHER:
+		return o->gather != NULL;
+	case FG_OP_SCATTER_ADD:
+		return o->scatter_add != NULL;
+	case FG_OP_LINEAR_GROUPED:
+		return o->linear_grouped != NULL;
+	case FG_OP_SOFTCAP:
+		return o->softcap != NULL;
+	default:
+		return 1;
+	}
+}
+
 int fg_backend_supports(const struct fg_backend *b, enum fg_op op, enum fg_dtype dtype)
 {
 	/* `supports` is a minor-1 member: never read from a 1.0 plugin's table;
 	 * an op of a later minor is never asked of an older plugin. */
-	if (b->minor < (uint32_t)fg_op_minor(op))
+	if (b->minor < (uint32_t)fg_op_minor(op) || !fg_has_hook(b, op))
 		return 0;
 	if (b->minor >= 1)
 		return b->ops->supports(b->ctx, op, dtype) != 0;

@@ -46,7 +46,7 @@ static const struct fg_option ls_options[] = {
 };
 
 enum ls_kind { LS_EMBED, LS_NORM, LS_LINEAR, LS_PREFILL, LS_DECODE, LS_APPEND, LS_ROPE,
-	       LS_COPY, LS_WAIT, LS_ADD, LS_GATHER, LS_SCATTER_ADD, LS_GROUPED };
+	       LS_COPY, LS_WAIT, LS_ADD, LS_GATHER, LS_SCATTER_ADD, LS_GROUPED, LS_SOFTCAP };
 
 struct ls_stream;
 
@@ -64,6 +64,7 @@ struct ls_op {
 		struct fg_gather_args gather;
 		struct fg_scatter_add_args scatter;
 		struct fg_linear_grouped_args grouped;
+		struct fg_softcap_args softcap;
 		struct { void *dst; const void *src; size_t len; } copy;
 		struct { struct ls_stream *s; uint64_t pos; } wait;
 	} a;
@@ -163,6 +164,8 @@ static int ls_exec(struct ls_ctx *c, struct ls_op *o)
 		return in->scatter_add(c->in_ctx, NULL, &o->a.scatter);
 	case LS_GROUPED:
 		return in->linear_grouped(c->in_ctx, NULL, &o->a.grouped);
+	case LS_SOFTCAP:
+		return in->softcap(c->in_ctx, NULL, &o->a.softcap);
 	case LS_WAIT:
 		break;
 	}
@@ -307,6 +310,16 @@ static int ls_add(void *ctx, void *stream, const struct fg_add_args *a)
 	if (!o)
 		return -ENOMEM;
 	o->a.add = *a;
+	return ls_queue(ctx, stream, o, 0, NULL, NULL);
+}
+
+/* compute ABI 1.12's softcap (Gemma 2's logits), queued likewise */
+static int ls_softcap(void *ctx, void *stream, const struct fg_softcap_args *a)
+{
+	struct ls_op *o = ls_op(LS_SOFTCAP);
+	if (!o)
+		return -ENOMEM;
+	o->a.softcap = *a;
 	return ls_queue(ctx, stream, o, 0, NULL, NULL);
 }
 
@@ -636,6 +649,7 @@ static const struct fg_compute_ops ls_ops = {
 	.gather			= ls_gather,
 	.scatter_add		= ls_scatter_add,
 	.linear_grouped		= ls_linear_grouped,
+	.softcap		= ls_softcap,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
