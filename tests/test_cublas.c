@@ -3304,17 +3304,17 @@ START_TEST(test_device_limits)
 	void *c = gpu.ctx;
 
 	memset(&aa, 0, sizeof(aa));
-	aa.q = tens(p, FG_DTYPE_F16, 16, 136, 136);
-	aa.k = tens((char *)p + 65536, FG_DTYPE_F16, 16, 136, 136);
-	aa.v = tens((char *)p + 262144, FG_DTYPE_F16, 16, 136, 136);
-	aa.out = tens((char *)p + 524288, FG_DTYPE_F16, 16, 136, 136);
+	aa.q = tens(p, FG_DTYPE_F16, 16, 264, 264);
+	aa.k = tens((char *)p + 65536, FG_DTYPE_F16, 16, 264, 264);
+	aa.v = tens((char *)p + 262144, FG_DTYPE_F16, 16, 264, 264);
+	aa.out = tens((char *)p + 524288, FG_DTYPE_F16, 16, 264, 264);
 	aa.batch = 2;
 	aa.seq = 8;
 	aa.heads = 1;
-	aa.head_dim = 136;
+	aa.head_dim = 264;
 	aa.scale = 0.125f;
 	aa.pad = pad;
-	expect_refused(o->attention_prefill(c, NULL, &aa), -ENOTSUP, "prefill with head_dim 136");
+	expect_refused(o->attention_prefill(c, NULL, &aa), -ENOTSUP, "prefill with head_dim 264");
 	aa.q = tens(p, FG_DTYPE_F16, 2, 264, 264);
 	aa.k = tens((char *)p + 65536, FG_DTYPE_F16, 16, 264, 264);
 	aa.v = tens((char *)p + 262144, FG_DTYPE_F16, 16, 264, 264);
