@@ -2544,11 +2544,6 @@ static void *rand_rows(int f32, int64_t rows, int64_t cols, float lo, float hi)
 	return f;
 }
 
-static double val_at(const void *p, int f32, int64_t i)
-{
-	return got_at(p, f32, i);
-}
-
 /* add: the residual stream (fp32) plus an fp16 block output (compute ABI
  * 1.12's mixed operands, also through the core's check), fp16 alone, no y
  * (a scale), out = x and out = y. */
@@ -2579,8 +2574,8 @@ START_TEST(test_generic_add)
 			alias = 0; /* out = y only where they are one type */
 		for (int64_t i = 0; i < r; i++)
 			for (int64_t j = 0; j < c; j++)
-				ref[i * c + j] = (float)(cases[ci].al * val_at(xh, x32, i * ld + j) +
-							 (cases[ci].y ? cases[ci].be * val_at(yh, y32, i * ld + j)
+				ref[i * c + j] = (float)(cases[ci].al * got_at(xh, x32, i * ld + j) +
+							 (cases[ci].y ? cases[ci].be * got_at(yh, y32, i * ld + j)
 								      : 0.0));
 		memset(&a, 0, sizeof(a));
 		a.x = tens(dput(&dx, xh, n * xs), x32 ? FG_DTYPE_F32 : FG_DTYPE_F16, r, c, ld);
@@ -2629,7 +2624,7 @@ START_TEST(test_softcap_op)
 		ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_SOFTCAP, f32 ? FG_DTYPE_F32 : FG_DTYPE_F16));
 		for (int64_t i = 0; i < r; i++)
 			for (int64_t j = 0; j < c; j++)
-				ref[i * c + j] = (float)(cap * tanh(val_at(xh, f32, i * ld + j) / cap));
+				ref[i * c + j] = (float)(cap * tanh(got_at(xh, f32, i * ld + j) / cap));
 		a.x = tens(dput(&dx, xh, n * es), f32 ? FG_DTYPE_F32 : FG_DTYPE_F16, r, c, ld);
 		a.out = cases[ci].alias ? a.x : tens(dput(&dout, NULL, n * es), a.x.dtype, r, c, ld);
 		a.cap = cases[ci].cap;
@@ -2750,7 +2745,7 @@ START_TEST(test_gather_scatter)
 		/* scatter_add the gathered rows back: out[idx[i]] += wt[i] * g[i] */
 		for (int64_t i = 0; i < r; i++)
 			for (int64_t j = 0; j < c; j++)
-				ref[i * c + j] = (float)val_at(oh, o32, i * ld + j);
+				ref[i * c + j] = (float)got_at(oh, o32, i * ld + j);
 		for (int64_t i = 0; i < n; i++)
 			for (int64_t j = 0; j < c; j++)
 				ref[idx[i] * c + j] += (float)((cases[ci].weights ? wt[i] : 1.0) *
