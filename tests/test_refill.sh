@@ -2,11 +2,11 @@
 # tests/test_refill.sh - [policy] refill (continuous batching) end to end: a
 # run-batch job of prompts of many lengths and budgets, ending on their
 # budget or on end of text, some with log-probabilities, some sampled, some
-# echoed (they do not join), gives with refill each request's tokens as it
+# echoed (scored in the join's step), gives with refill each request's tokens as it
 # run alone (GPU batches of 1) and its log-probabilities within 1e-4; the
 # summary says how many requests joined running batches, in fewer batches
-# than without; the cache offloaded too, and 4-bit (against alone with it);
-# with attention on the host nothing joins and the results stay; with
+# than without; the cache offloaded too, and 4-bit (against alone with it),
+# and with attention on the host over half the cache; with
 # [bench] end_chance, requests end early at the same tokens joined as alone.
 # On the trained OPT and Llama of $FGCORE_TESTDATA.
 set -u
@@ -77,6 +77,18 @@ for k in a:
 assert worst <= float(os.environ.get("TOL", "1e-4")), worst
 PY
 }
+
+# echoed requests only (prompts scored, then tokens), for a batch of 2 rows
+python3 - "$tmp/echo.jsonl" <<'PY'
+import json, random, sys
+rng = random.Random(5)
+with open(sys.argv[1], "w") as f:
+    for i in range(8):  # (short prompts, longer budgets: each can join)
+        n = rng.randint(3, 8)
+        f.write(json.dumps({"custom_id": "e%d" % i, "echo": True, "logprobs": 2,
+                            "max_tokens": rng.randint(6, 12), "ignore_eos": True,
+                            "prompt_token_ids": [2] + [rng.randint(4, 7999) for _ in range(n - 1)]}) + "\n")
+PY
 
 joined() { sed -n 's/.*; \([0-9]*\) requests joined running batches.*/\1/p' "$1"; }
 batches() { sed -n 's/.* positions in \([0-9]*\) batches.*/\1/p' "$1"; }
@@ -149,14 +161,28 @@ PY
 		fail "$model, 4-bit cache: not each request's alone"
 	[ "$(joined "$tmp/refill.err")" -gt 0 ] 2>/dev/null || fail "$model, 4-bit cache: no request joined"
 	echo "$model, 4-bit cache: $(joined "$tmp/refill.err") requests joined"
-	# attention on the host: nothing joins, and the results stay
+	# attention on the host, over half the cache: requests join, each as
+	# it runs alone
 	"$fg" $m -o policy.gpu_batch_size=6 -o policy.num_gpu_batches=2 \
-		-o policy.cpu_cache_compute=true -o "policy.percent=100 0 0 100 100 0" run-batch \
+		-o policy.cpu_cache_compute=true -o "policy.percent=100 0 50 50 100 0" run-batch \
 		--input "$tmp/in.jsonl" --output "$tmp/refill.jsonl" 2>"$tmp/refill.err" ||
 		fail "$model, cpu_cache_compute: failed"
-	[ -z "$(joined "$tmp/refill.err")" ] || fail "$model, cpu_cache_compute: requests joined"
+	[ "$(joined "$tmp/refill.err")" -gt 0 ] 2>/dev/null ||
+		fail "$model, cpu_cache_compute: no request joined"
 	compare "$tmp/alone.jsonl" "$tmp/refill.jsonl" ||
 		fail "$model, cpu_cache_compute: not each request's alone"
+	echo "$model, attention on the host: $(joined "$tmp/refill.err") requests joined"
+	# echoed requests join too, their prompts scored in the join's step:
+	# one batch of 2 rows takes all 8
+	"$fg" $m -o policy.gpu_batch_size=1 -o policy.refill=0 run-batch -q \
+		--input "$tmp/echo.jsonl" --output "$tmp/alone_echo.jsonl" || fail "$model: echoed alone"
+	"$fg" $m -o policy.gpu_batch_size=2 -o policy.refill=1 run-batch \
+		--input "$tmp/echo.jsonl" --output "$tmp/refill.jsonl" 2>"$tmp/refill.err" ||
+		fail "$model, echoed: $(tail -1 "$tmp/refill.err")"
+	KCOUNT=8 compare "$tmp/alone_echo.jsonl" "$tmp/refill.jsonl" ||
+		fail "$model, echoed: not each request's alone"
+	[ "$(joined "$tmp/refill.err")" = 6 ] && [ "$(batches "$tmp/refill.err")" = 1 ] ||
+		fail "$model, echoed: not 6 joined in 1 batch: $(tail -1 "$tmp/refill.err")"
 done
 [ $failures -eq 0 ] || exit 1
 exit 0

@@ -179,8 +179,8 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	KEY_INT("serve", "join_wait_ms", "1000", 0, 3600000,
 		"Requests arriving while a batch runs take its finished rows' places between "
 		"decode steps ([policy] refill above 0; requests whose prompt and budget fit "
-		"its columns, without echo).  One that cannot join (an echoed one, a longer "
-		"one) waits for the next batch: once it has waited this long, the running "
+		"its columns; an echoed one's prompt scored as it joins).  One that cannot join "
+		"(a longer one) waits for the next batch: once it has waited this long, the running "
 		"batch takes no one else and ends, so that the next one begins."),
 	KEY("serve", "max_body_bytes", FG_CFG_SIZE, "1M",
 	    "Largest request body; a larger one is answered 413 without being read."),

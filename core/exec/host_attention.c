@@ -8,13 +8,13 @@
 #include "core/exec/forward_int.h"
 #include "core/util/clock.h"
 
-/* The new K and V rows of the host-cache sequences straight from the device
- * into their cache rows (a plain cache of the activations' type; a 4-bit one
- * is encoded on the host): one copy per sequence, tensor and run of columns
- * (two where a window's ring wraps) where the rows are dense, else one a
- * row. */
+/* The new K and V rows of host-cache sequences [s, s + cnt) straight from
+ * the device into their cache rows (a plain cache of the activations' type;
+ * a 4-bit one is encoded on the host): one copy per sequence, tensor and run
+ * of columns (two where a window's ring wraps) where the rows are dense,
+ * else one a row. */
 static int fg_host_cache_copy(struct fg_forward *f, const struct fg_tensor *src,
-			      const struct fg_tensor *dst, int64_t cnt, int64_t n)
+			      const struct fg_tensor *dst, int64_t s, int64_t cnt, int64_t n)
 {
 	size_t row = (size_t)src->cols * f->asz;
 	int dense = src->ld == src->cols && dst->ld == dst->cols;
@@ -24,13 +24,44 @@ static int fg_host_cache_copy(struct fg_forward *f, const struct fg_tensor *src,
 	for (int64_t i = 0; i < cnt; i++)
 		for (int64_t p = 0, off = skip; p < parts; off += seg[p][1], p++)
 			for (int64_t j = 0; j < seg[p][1]; j += dense ? seg[p][1] : 1) {
-				int64_t to = i * f->cols + seg[p][0] + j, from = i * n + off + j;
+				int64_t to = (s + i) * f->cols + seg[p][0] + j, from = i * n + off + j;
 				char *d = (char *)dst->data + (size_t)(to * dst->ld) * f->asz;
 				const char *sp = (const char *)src->data + (size_t)(from * src->ld) * f->asz;
 				if ((rc = fg_backend_copy(f->be, f->stream, d, sp,
 							  dense ? row * (size_t)seg[p][1] : row)))
 					return rc;
 			}
+	return 0;
+}
+
+/* Appends the new K/V rows of the host-cache sequences: all cnt of them,
+ * or, for joining rows (join.c), run by run of the live ones: the rows left
+ * out keep their cache. */
+static int host_append(struct fg_forward *f, const struct fg_block_ctx *x, int direct,
+		       void *hstream, struct fg_tensor hk, struct fg_tensor hv, struct fg_tensor kc,
+		       struct fg_tensor vc, int64_t first, int64_t cnt)
+{
+	int64_t n = x->n;
+	int rc;
+
+	for (int64_t a = 0; a < cnt;) {
+		int64_t b = a + 1;
+		if (f->joining && fg_row_dead(f, f->cur_k, first + a)) {
+			a++;
+			continue;
+		}
+		while (b < cnt && !(f->joining && fg_row_dead(f, f->cur_k, first + b)))
+			b++;
+		struct fg_tensor k = fg_rows(hk, a * n, (b - a) * n), v = fg_rows(hv, a * n, (b - a) * n);
+		if (direct ? (rc = fg_host_cache_copy(f, &k, &kc, a, b - a, n)) ||
+				     (rc = fg_host_cache_copy(f, &v, &vc, a, b - a, n))
+			   : (rc = fg_kv_append_cols(f, f->hb, hstream, x->layer, "host k cache", k,
+						     kc, a, b - a, n)) ||
+				     (rc = fg_kv_append_cols(f, f->hb, hstream, x->layer,
+							     "host v cache", v, vc, a, b - a, n)))
+			return rc;
+		a = b;
+	}
 	return 0;
 }
 
@@ -50,6 +81,9 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 	 * (and encodes) only a 4-bit one. */
 	int direct = f->mv.device && f->cdt == f->act;
 	struct fg_tensor kc, vc;
+	/* A prefill's and joining rows' attention (within the step's columns)
+	 * was the compute tier's (fg_kv_attend): here only their K/V go home. */
+	int decode = f->step > 0 && !f->joining;
 	double t0 = fg_now();
 	int rc;
 
@@ -64,12 +98,11 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 		size_t at = 0;
 		if ((rc = fg_backend_stream_sync(f->be, f->stream)))
 			return rc;
-		if (direct && ((rc = fg_host_cache_copy(f, &hk, &kc, cnt, n)) ||
-			       (rc = fg_host_cache_copy(f, &hv, &vc, cnt, n))))
+		if (direct && (rc = host_append(f, x, 1, hstream, hk, hv, kc, vc, first, cnt)))
 			return rc;
 		for (int i = 0; i < 3; i++) {
 			size_t sz = (size_t)(src[i].rows * src[i].cols) * f->asz;
-			if ((i == 0 && f->step == 0) || (i > 0 && direct))
+			if ((i == 0 && !decode) || (i > 0 && direct))
 				continue;
 			if ((rc = fg_backend_copy(f->be, f->stream, hs + at, src[i].data, sz)))
 				return rc;
@@ -80,12 +113,9 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 		if ((rc = fg_backend_stream_sync(f->be, f->stream)))
 			return rc;
 	}
-	if (!direct && ((rc = fg_kv_append_cols(f, f->hb, hstream, l, "host k cache", hk, kc, 0,
-						cnt, n)) ||
-			(rc = fg_kv_append_cols(f, f->hb, hstream, l, "host v cache", hv, vc, 0,
-						cnt, n))))
+	if (!direct && (rc = host_append(f, x, 0, hstream, hk, hv, kc, vc, first, cnt)))
 		return rc;
-	if (f->step > 0) {
+	if (decode) {
 		struct fg_attention_args at = {
 			.q = hq, .k = kc, .v = vc, .out = ho, .batch = cnt, .seq = 1,
 			.len = f->step + n, .cache_stride = f->cols, .heads = c->heads,

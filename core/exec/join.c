@@ -19,7 +19,7 @@
 
 int fg_forward_can_join(const struct fg_forward *f)
 {
-	return !f->pipe && !f->plan.delegate;
+	return !f->pipe;
 }
 
 int fg_forward_wraps(const struct fg_forward *f)

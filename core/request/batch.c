@@ -66,15 +66,19 @@ static void batch_scores_free(struct batch_scores *b)
 }
 
 /* The arrays, and each scoring row's targets: position p names the
- * prompt's token after it (ids are the batch's left-padded rows). */
+ * prompt's token after it (ids are the batch's left-padded rows); of the
+ * rows `only` marks (NULL: all). */
 static int batch_scores_new(struct batch_scores *b, struct fg_job **jobs, size_t count,
-			    int64_t rows, int64_t plen, const int32_t *ids, const int32_t *pad)
+			    int64_t rows, int64_t plen, const int32_t *ids, const int32_t *pad,
+			    const unsigned char *only)
 {
 	size_t pos = (size_t)(rows * plen), n = (size_t)rows;
 	int scored = 0, logprobs = 0;
 
 	for (size_t i = 0; i < count; i++) {
 		const struct fg_request *q = jobs[i]->req;
+		if (only && !only[i])
+			continue;
 		scored |= q->score_prompt;
 		logprobs |= q->logprobs;
 		if (q->score_prompt && q->top_logprobs > b->pk)
@@ -90,7 +94,7 @@ static int batch_scores_new(struct batch_scores *b, struct fg_job **jobs, size_t
 		if (!b->target || !b->p.lp || !b->p.top_id || !b->p.top_lp)
 			goto oom;
 		for (int64_t r = 0; r < rows; r++) {
-			int on = r < (int64_t)count && jobs[r]->req->score_prompt;
+			int on = r < (int64_t)count && jobs[r]->req->score_prompt && (!only || only[r]);
 			for (int64_t p = 0; p < plen; p++)
 				b->target[r * plen + p] = on && p >= pad[r] && p + 1 < plen
 								  ? ids[r * plen + p + 1] : -1;
@@ -111,16 +115,17 @@ oom:
 	return -ENOMEM;
 }
 
-/* The scored prefill's numbers into each scoring job's prompt arrays:
- * prompt token i (i >= 1) was scored at position pad + i - 1. */
+/* The scored prefill's numbers into each scoring job's prompt arrays (of
+ * the rows `only` marks; NULL: all): prompt token i (i >= 1) was scored at
+ * position pad + i - 1. */
 static void batch_scores_prompt(const struct batch_scores *b, struct fg_job **jobs, size_t count,
-				int64_t plen, const int32_t *pad)
+				int64_t plen, const int32_t *pad, const unsigned char *only)
 {
 	for (size_t r = 0; r < count; r++) {
 		struct fg_job *j = jobs[r];
 		int k = j->req->top_logprobs;
 
-		if (!j->req->score_prompt)
+		if (!j->req->score_prompt || (only && !only[r]))
 			continue;
 		for (size_t i = 1; i < j->n_prompt; i++) {
 			size_t at = (size_t)((int64_t)r * plen + pad[r]) + i - 1;
@@ -337,8 +342,9 @@ struct join_room {
 	struct fg_sampler **smp; /* (the host's samplers) */
 };
 
-/* Can job j take a finished row's place: its prompt not scored, its
- * log-probabilities (if any) within what the batch computes, its prompt
+/* Can job j take a finished row's place (an echoed one's prompt is scored
+ * in the join's step): its log-probabilities (if any) within what the
+ * batch computes, its prompt
  * within the columns computed and the run's buffers, its budget within the
  * columns left (where the columns wrap, its prompt and budget within them);
  * a sampled job where the batch draws tokens (with log-probabilities: where
@@ -348,7 +354,7 @@ static int joinable(const struct fg_job *j, const struct join_room *m)
 	const struct fg_request *q = j->req;
 	int64_t n = (int64_t)j->n_prompt;
 
-	return !q->known && !j->done && !q->score_prompt &&
+	return !q->known && !j->done &&
 	       (!q->logprobs || q->top_logprobs <= m->scores_k) && q->max_new_tokens > 0 &&
 	       n <= m->col && n <= m->cap && (m->wraps ? n : m->col) + q->max_new_tokens <= m->total &&
 	       (q->temperature <= 0 || m->dd || (m->logits && !q->logprobs));
@@ -370,6 +376,7 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 	int64_t n = 0;
 	unsigned char *on = NULL;
 	int32_t *ids = NULL, *pad = NULL, *top = NULL;
+	struct batch_scores js = { 0 }; /* echoed joining prompts' */
 	int joined = 0, rc = 0;
 
 	size_t free_rows = 0, live = 0;
@@ -450,8 +457,16 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 	float *jl = sampled && !m->dd ? m->logits : NULL;
 	if (jl && !m->smp[0] && (rc = fg_sampler_new(&m->smp[0], c->vocab)))
 		goto out;
-	if ((rc = fg_forward_join(run->f, on, ids, pad, n, jl, top, NULL)))
+	/* echoed joining prompts: scored in the join's step */
+	int echo = 0;
+	for (int64_t r = 0; r < rows; r++)
+		echo |= on[r] && jobs[r]->req->score_prompt;
+	if (echo && (rc = batch_scores_new(&js, jobs, count, rows, n, ids, pad, on)))
 		goto out;
+	if ((rc = fg_forward_join(run->f, on, ids, pad, n, jl, top, echo ? &js.p : NULL)))
+		goto out;
+	if (echo)
+		batch_scores_prompt(&js, jobs, count, n, pad, on);
 	e->stats.joined += (uint64_t)joined;
 
 	for (int64_t r = 0; r < rows; r++) {
@@ -468,6 +483,7 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 		row_live[r] = !jobs[r]->done;
 	}
 out:
+	batch_scores_free(&js);
 	free(on);
 	free(ids);
 	free(pad);
@@ -584,7 +600,7 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 		};
 		fg_share_plan(&sp, &sh);
 	}
-	if ((rc = batch_scores_new(&sc, jobs, count, rows, plen, ids, pad)) ||
+	if ((rc = batch_scores_new(&sc, jobs, count, rows, plen, ids, pad, NULL)) ||
 	    (rc = batch_forward(e, run, nb, bs, plen, glen)))
 		goto out;
 	f = run->f;
@@ -623,7 +639,7 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 			    : fg_forward_prefill(f, ids, pad, greedy ? NULL : logits, top)))
 		goto out;
 	if (sc.target)
-		batch_scores_prompt(&sc, jobs, count, plen, pad);
+		batch_scores_prompt(&sc, jobs, count, plen, pad, NULL);
 	/* Continuous batching: batches of one process whose run can take
 	 * joining rows. */
 	refilling = run->wait && (run->n_wait || run->top_up) && run->finished &&
