@@ -109,12 +109,14 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 
 	KEY_DOUBLE("policy", "refill", "0.25", 0, 1,
 		   "Continuous batching: rows whose requests finished take the next waiting "
-		   "requests between decode steps (their prompts computed in one step beside the "
-		   "others' decoding) once this share of a batch's rows is free, or when the "
-		   "batch would end, while the run has columns left for them.  Greedy requests "
-		   "that do not echo their prompt join; the others wait for the next batch.  "
-		   "Results are each request's alone, to rounding.  0: off.  Not in a pipeline, "
-		   "with attention on the host or a 4-bit cache."),
+		   "requests between decode steps (their prompts computed in one step, the other "
+		   "rows left out) once this share of a batch's rows is free, or when the batch "
+		   "would end.  Requests arriving at a server join as soon as a row is free, but "
+		   "after a join step decode steps lasting (1 / refill - 1) times it pass first, "
+		   "so that joins take about this share of the time at most.  Greedy, sampled "
+		   "and echoed requests join (an echoed one's prompt scored as it joins) when "
+		   "their prompt and budget fit the run's columns.  Results are each request's "
+		   "alone, to rounding.  0: off.  Not in a pipeline."),
 	KEY_INT("policy", "share_prefix", "0", 0, 1048576,
 		"Shared prompt prefixes: prompts of a GPU batch that begin alike for at least "
 		"this many tokens compute that beginning once, the others taking its KV cache "

@@ -360,6 +360,17 @@ static int joinable(const struct fg_job *j, const struct join_room *m)
 	       (q->temperature <= 0 || m->dd || (m->logits && !q->logprobs));
 }
 
+/* Requests arriving meanwhile (a server's) join as soon as a row is free,
+ * but a join step holds every row up: after one, decode steps lasting
+ * (1 / refill - 1) times it pass first, so that joins take about `refill`
+ * of the time at most and a request waits about that long to join. */
+static int join_due(const struct fg_engine *e, const struct fg_batch_run *run)
+{
+	double r = e->policy.refill;
+
+	return run->top_up && fg_now() - run->join_end >= run->join_took * (1 - r) / r;
+}
+
 /* How far down the waiting jobs a finished row looks for one that can join. */
 #define JOIN_LOOKAHEAD 256
 
@@ -387,12 +398,11 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 		live += !jobs[r]->done;
 	}
 	/* Rows join a few at a time ([policy] refill), or when the batch
-	 * would end; requests arriving meanwhile (a server's) as soon as a
-	 * row is free; none once the caller stops. */
+	 * would end; none once the caller stops. */
 	if ((run->stop && *run->stop) || (run->halt && *run->halt))
 		return 0;
-	if (!free_rows || (live && !run->top_up &&
-			   (double)free_rows < e->policy.refill * (double)count))
+	if (!free_rows || (live && (double)free_rows < e->policy.refill * (double)count &&
+			   !join_due(e, run)))
 		return 0;
 	if (run->top_up && run->taken == run->n_wait)
 		run->top_up(run->arg);
@@ -463,8 +473,11 @@ static int refill(struct fg_engine *e, struct fg_batch_run *run, struct fg_job *
 		echo |= on[r] && jobs[r]->req->score_prompt;
 	if (echo && (rc = batch_scores_new(&js, jobs, count, rows, n, ids, pad, on)))
 		goto out;
+	double t0 = fg_now();
 	if ((rc = fg_forward_join(run->f, on, ids, pad, n, jl, top, echo ? &js.p : NULL)))
 		goto out;
+	run->join_end = fg_now();
+	run->join_took = run->join_end - t0;
 	if (echo)
 		batch_scores_prompt(&js, jobs, count, n, pad, on);
 	e->stats.joined += (uint64_t)joined;

@@ -74,6 +74,7 @@ struct fg_batch_run {
 	 * (n_wait grows); 0 when none came.  NULL: a fixed list. */
 	int (*top_up)(void *arg);
 	double wait_s; /* fg_run_opts.more_wait_ms */
+	double join_end, join_took; /* the last join step's end and seconds (fg_now) */
 	void *arg;
 	/* Set: the batch takes no more waiting jobs, it ends (a stop). */
 	const volatile sig_atomic_t *stop;
