@@ -533,7 +533,7 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 	 * join shortest first (a join computes rows up to the last joining one,
 	 * and the rows that finish first are those), or with shared prefixes in
 	 * groups that begin alike. */
-	int may_join = (run->n_wait || run->top_up) && e->policy.refill > 0 && !e->dist;
+	int may_join = (run->n_wait || run->top_up) && e->policy.refill > 0;
 	for (int64_t g = 0; g * bs < (int64_t)count; g++) {
 		size_t a = (size_t)(g * bs), n = count - a < (size_t)bs ? count - a : (size_t)bs;
 		if (share)
@@ -624,8 +624,8 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 		goto out;
 	if (sc.target)
 		batch_scores_prompt(&sc, jobs, count, plen, pad);
-	/* Continuous batching: batches of one process whose run can take
-	 * joining rows. */
+	/* Continuous batching: batches whose run can take joining rows (in a
+	 * pipeline, on every stage). */
 	refilling = run->wait && (run->n_wait || run->top_up) && run->finished &&
 		    e->policy.refill > 0 && fg_forward_can_join(f);
 	struct join_room room = { .scores_k = dev_scores ? sc.tk : -1, .dd = on_device ? &dd : NULL,
