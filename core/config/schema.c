@@ -113,8 +113,8 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		   "others' decoding) once this share of a batch's rows is free, or when the "
 		   "batch would end, while the run has columns left for them.  Greedy requests "
 		   "that do not echo their prompt join; the others wait for the next batch.  "
-		   "Results are each request's alone, to rounding.  0: off.  Not in a pipeline, "
-		   "with attention on the host or a 4-bit cache."),
+		   "Results are each request's alone, to rounding.  0: off.  Also through "
+		   "pipeline stages; not with attention on the host."),
 	KEY_INT("policy", "share_prefix", "0", 0, 1048576,
 		"Shared prompt prefixes: prompts of a GPU batch that begin alike for at least "
 		"this many tokens compute that beginning once, the others taking its KV cache "
