@@ -2,7 +2,8 @@
 # tests/test_pipeline.sh - pipeline stages over MPI on the CPU backend:
 # `mpirun -np 2` and `-np 3` give exactly the one-process output of generate
 # (greedy) and run-batch (greedy and seeded sampling; scored prompts, also
-# with shared prompt prefixes) on the trained OPT and
+# with shared prompt prefixes; requests joining running batches, their
+# columns wrapping) on the trained OPT and
 # Llama checkpoints, with each stage's own offloading policy (weights, cache
 # and activations on the host and disk tiers); mismatched configurations and
 # a killed rank stop the job with a line naming the rank, within bounded time;
@@ -57,6 +58,62 @@ cmp -s "$tmp/one.jsonl" "$tmp/two.jsonl" || die "run-batch -np 2 differs: $(diff
 run_np 3 "$fg" $m -o "distributed.percent=50 50 100 0 100 0 | 100 0 0 100 100 0 | 0 0 100 0 0 100" \
 	run-batch --input "$tmp/in.jsonl" --output "$tmp/three.jsonl" 2>"$tmp/err" || die "run-batch -np 3: $(cat "$tmp/err")"
 cmp -s "$tmp/one.jsonl" "$tmp/three.jsonl" || die "run-batch -np 3 differs: $(diff "$tmp/one.jsonl" "$tmp/three.jsonl" | head -4)"
+
+# Continuous batching through the stages: rank 0's joins (the rows, their
+# pads) and each decode step's live rows reach every stage, which joins
+# alike, gathering joining rows only where every stage can.  30 requests,
+# greedy and seeded sampled, in 6 rows; the first batch (--order input,
+# greedy: sampled requests join it all the same) makes the run's 12 + 12
+# columns, the others join as rows finish: one
+# batch in all, whose steps go past its columns (6 tokens a step at most,
+# more than 6 x 12 after the prefill: the columns wrap).  The one-process
+# bytes and joins over 2 and 3 stages, each stage with its own placement
+# (-np 3: stage 1's cache on the host, so no stage gathers rows), and over 2
+# with attention on the host.
+python3 - "$tmp/join.jsonl" <<'PY'
+import json, random, sys
+rng = random.Random(29)
+with open(sys.argv[1], "w") as f:
+    for i in range(30):
+        first = i < 6
+        n = 12 if first else rng.randint(3, 12)
+        r = {"custom_id": "w%d" % i, "max_tokens": 12 if first else rng.randint(1, 12),
+             "prompt_token_ids": [2] + [rng.randint(4, 7999) for _ in range(n - 1)]}
+        if i % 2 or first:
+            r["ignore_eos"] = True
+        if i % 5 == 3 and not first:
+            r.update(temperature=0.8, seed=i)
+        f.write(json.dumps(r) + "\n")
+PY
+summary() { # what, file: the summary's number before "what"
+	sed -n "s/.*[ ;] *\([0-9][0-9]*\) $1.*/\1/p" "$2" | tail -1
+}
+for model in opt/opt-py-128x4 llama/llama-py-128x4; do
+	j="-o model.path=$td/$model $base -o policy.gpu_batch_size=2 -o policy.num_gpu_batches=3 -o policy.refill=0.25"
+	rb="run-batch --order input --input $tmp/join.jsonl"
+	"$fg" $j $rb --output "$tmp/join1.jsonl" 2>"$tmp/err" || { die "joins, $model, one process: $(cat "$tmp/err")"; continue; }
+	joined=$(summary "requests joined" "$tmp/err")
+	[ "${joined:-0}" -gt 0 ] || die "joins, $model, one process: none joined: $(tail -1 "$tmp/err")"
+	[ "$(summary "batches" "$tmp/err")" = 1 ] && [ "$(summary "tokens generated" "$tmp/err")" -gt 72 ] ||
+		die "joins, $model, one process: not one batch past its columns: $(tail -1 "$tmp/err")"
+	for v in 2 3 2h; do
+		np=${v%h} p= h=
+		[ $v = 3 ] && p="distributed.percent=50 50 100 0 100 0 | 100 0 0 100 100 0 | 0 0 100 0 0 100"
+		# attention on the host over half of each stage's cache
+		[ $v = 2h ] && p="distributed.percent=100 0 50 50 100 0 | 100 0 50 50 100 0" &&
+			h=policy.cpu_cache_compute=true
+		run_np $np "$fg" $j ${p:+-o "$p"} ${h:+-o $h} $rb --output "$tmp/join$np.jsonl" 2>"$tmp/err" ||
+			{ die "joins, $model, -np $v: $(cat "$tmp/err")"; continue; }
+		if ! cmp -s "$tmp/join1.jsonl" "$tmp/join$np.jsonl"; then
+			die "joins, $model, -np $v differ: $(diff "$tmp/join1.jsonl" "$tmp/join$np.jsonl" | head -4)"
+		elif [ "$(summary "requests joined" "$tmp/err")" != "$joined" ] ||
+		     [ "$(summary "batches" "$tmp/err")" != 1 ]; then
+			die "joins, $model, -np $v: not the $joined joins of one batch: $(grep 'run-batch:' "$tmp/err")"
+		else
+			echo "joins, $model, -np $v: the one-process bytes and its $joined joins in one batch"
+		fi
+	done
+done
 
 # Mismatched configurations (one rank with another batch shape): one line
 # naming the rank, every rank stops, non-zero exit.

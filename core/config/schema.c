@@ -116,7 +116,8 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		   "so that joins take about this share of the time at most.  Greedy, sampled "
 		   "and echoed requests join (an echoed one's prompt scored as it joins) when "
 		   "their prompt and budget fit the run's columns.  Results are each request's "
-		   "alone, to rounding.  0: off.  Not in a pipeline."),
+		   "alone, to rounding.  0: off.  Also through pipeline stages (there echoed "
+		   "requests and ones with log-probabilities wait for the next batch)."),
 	KEY_INT("policy", "share_prefix", "0", 0, 1048576,
 		"Shared prompt prefixes: prompts of a GPU batch that begin alike for at least "
 		"this many tokens compute that beginning once, the others taking its KV cache "

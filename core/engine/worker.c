@@ -48,6 +48,7 @@ int fg_engine_follow_stage(struct fg_engine *e)
 		}
 		case FG_PIPE_PREFILL:
 		case FG_PIPE_DECODE:
+		case FG_PIPE_JOIN:
 			fg_pipe_follow_step(d, f, &c, pad);
 			break;
 		case FG_PIPE_FREE:

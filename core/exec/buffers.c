@@ -301,6 +301,9 @@ int fg_forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 		fg_forward_free(*out);
 		*out = NULL;
 	}
+	/* Rows join on every stage alike, or on none. */
+	if (env->dist && !rc)
+		fg_pipe_agree_join_caps(*out);
 	return rc;
 }
 

@@ -102,14 +102,14 @@ const struct fg_forward_stats *fg_forward_stats(const struct fg_forward *f);
  * written).  A finished row's outputs are garbage, and it stays finished
  * (a later 1 does not revive it: its cache has gaps) until the next
  * prefill, which computes every row again; a live row's results never
- * depend on the finished ones.  A pipeline of stages computes every row
- * (the other stages do not see the mask). */
+ * depend on the finished ones.  In a pipeline of stages, rank 0's decode
+ * commands carry the mask to the others. */
 void fg_forward_set_live_rows(struct fg_forward *f, const unsigned char *row_live);
 /* The rows that hold a sequence: the following prefills compute only the
  * first `rows` rows (a GPU batch after them is left out, as a finished one),
  * and the others stay finished in the decode steps after, until one joins
  * (fg_forward_join); 0: every row.  A partly filled batch costs its
- * sequences only.  A pipeline computes every row. */
+ * sequences only.  A pipeline's prefill computes every row. */
 void fg_forward_set_filled_rows(struct fg_forward *f, int64_t rows);
 
 /* Continuous batching: between decode steps, each row r with join[r] takes
@@ -124,14 +124,12 @@ void fg_forward_set_filled_rows(struct fg_forward *f, int64_t rows);
  * prompts' scores, as fg_forward_prefill_scored's with n columns, or
  * NULL); rows drawn by the backend (fg_forward_set_sampling) take their
  * draws from its arrays, by their rows.  The joined rows are live for the
- * next decode steps.  -ENOTSUP,
- * with no error line, where rows cannot join: a pipeline of stages,
- * attention on the host (cpu_cache_compute). */
+ * next decode steps.  Under every placement; in a pipeline, rank 0's join
+ * makes the same join on the other stages, whose ids are NULL (stage 0
+ * embeds them); s must be NULL there (-ENOTSUP). */
 int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32_t *ids,
 		    const int32_t *pad, int64_t n, float *logits, int32_t *top,
 		    const struct fg_prompt_scores *s);
-/* Can rows join this run (fg_forward_join)? */
-int fg_forward_can_join(const struct fg_forward *f);
 /* Do the run's columns wrap: may its steps go past its columns, as long as
  * each live row's positions fit them (the cache a ring; compute ABI 1.9)?
  * Rows then join for as long as a job lasts, not only until the columns

@@ -116,7 +116,6 @@ struct fg_forward {
 	struct fg_score_buf sbuf;
 	const struct fg_token_scores *tok_scores; /* next tokens' log-probabilities */
 	const struct fg_prefix_share *share; /* the next prefill's shared prefixes */
-	int share_masks;                /* a shared prefill's row masks, the same on every stage */
 	int sharing;                    /* this step takes shared prefixes' cache (prefix.c): */
 	const int32_t *share_src;       /* each row's source, */
 	int64_t share_end;              /* up to this column */
@@ -134,14 +133,12 @@ static inline struct fg_tensor fg_view(void *addr, enum fg_dtype dt, int64_t row
 }
 
 /* Does this step leave finished rows out (fg_forward_set_live_rows)?  Decode
- * steps of one process, and a prefill of a partly filled batch
- * (fg_forward_set_filled_rows); the other stages of a pipeline do not see
- * the mask, so a pipeline computes them all, but in a prefill with shared
- * prefixes, whose masks every stage makes alike from rank 0's command. */
+ * steps and joins, a prefill of a partly filled batch of one process
+ * (fg_forward_set_filled_rows), a prefill's steps with shared prefixes.  A
+ * pipeline's stages hold the same masks: rank 0's commands carry them. */
 static inline int fg_rows_masked(const struct fg_forward *f)
 {
-	return f->mask.row_live && (f->step > 0 || f->prefill_masked) &&
-	       (!f->pipe || f->share_masks);
+	return f->mask.row_live && (f->step > 0 || f->prefill_masked);
 }
 
 /* Is row s of GPU batch k left out of this step? */
@@ -175,6 +172,10 @@ static inline int64_t fg_rows_computed(const struct fg_forward *f, int64_t k)
 
 /* schedule.c: one step of n tokens a row from column f->step on. */
 int fg_step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logits, int32_t *top);
+/* Does the next step run GPU batch k: one with a row to compute, or the
+ * first of a micro-batch with none (it computes nothing)?  A pipeline's
+ * transfers are those of the batches run. */
+int fg_step_runs(const struct fg_forward *f, int64_t k);
 /* The row mask's arrays (every row live at first); -ENOMEM. */
 int fg_mask_alloc(struct fg_forward *f);
 
@@ -243,6 +244,13 @@ int fg_pipe_run_new(struct fg_forward *f);
 void fg_pipe_run_free(struct fg_forward *f);
 /* Rank 0: tell the other stages what this step computes (before any transfer). */
 int fg_pipe_step_command(struct fg_forward *f, const int32_t *pad, int want_logits, int want_top);
+/* Rank 0: tell them that the rows join[r] join with n prompt columns, pads pad. */
+int fg_pipe_join_command(struct fg_forward *f, const unsigned char *join, const int32_t *pad,
+			 int64_t n, int want_logits, int want_top);
+/* Every stage, once a run is made: what all of them allow a join
+ * (fg_join_own_caps ANDed over the stages); then fg_pipe_join_caps. */
+void fg_pipe_agree_join_caps(struct fg_forward *f);
+unsigned fg_pipe_join_caps(const struct fg_forward *f);
 /* Post the step's receives (activations from the previous stage; on rank 0,
  * the last stage's results into logits/top). */
 void fg_pipe_step_begin(struct fg_forward *f, int64_t n, float *logits, int32_t *top);
@@ -261,6 +269,10 @@ void fg_pipe_fatal(struct fg_forward *f);
 /* Is this stage the first / last one? */
 int fg_pipe_has_prev(const struct fg_forward *f);
 int fg_pipe_has_next(const struct fg_forward *f);
+
+/* join.c: what this stage's run allows a join (a pipeline's stages agree). */
+enum { FG_JOIN_DENSE = 1, FG_JOIN_RING = 2 };
+unsigned fg_join_own_caps(const struct fg_forward *f);
 
 /* logits.c */
 /* The first `rows` sequences' logits and/or greedy tokens of the GPU batch

@@ -8,7 +8,12 @@
  * whole: their attention sees nothing this step, only the joining rows'
  * K/V rows are appended to the cache (kv_cache.c), and the cache moves skip
  * the rows left out.  The joining rows attend within the step's columns
- * with a prefill's op, as they would have alone. */
+ * with a prefill's op, as they would have alone.
+ *
+ * In a pipeline, rank 0's join first sends the joining rows and their pads
+ * to the other stages (pipe.c), which make the same join on their layers;
+ * what a join may do there is what every stage allows (agreed once a run is
+ * made: fg_pipe_agree_join_caps), so that the rows they exchange lie alike. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,14 +22,29 @@
 #include "core/exec/forward_int.h"
 #include "core/util/error.h"
 
-int fg_forward_can_join(const struct fg_forward *f)
+/* Dense: the joining rows of each GPU batch gathered at its first rows for
+ * the step (their K/V go to their own cache rows), where every row's cache
+ * lives on the compute tier: the step then computes the joining prompts
+ * only, not the rows before the last joining one.  Ring: the columns wrap
+ * where the backend runs decode attention over a ring. */
+unsigned fg_join_own_caps(const struct fg_forward *f)
 {
-	return !f->pipe;
+	unsigned caps = 0;
+	if (f->plan.ccount[FG_ROLE_COMPUTE] == f->bs)
+		caps |= FG_JOIN_DENSE;
+	if (fg_backend_supports(f->be, FG_OP_ATTENTION_RING, f->cdt))
+		caps |= FG_JOIN_RING;
+	return caps;
+}
+
+static unsigned caps(const struct fg_forward *f)
+{
+	return f->pipe ? fg_pipe_join_caps(f) : fg_join_own_caps(f);
 }
 
 int fg_forward_wraps(const struct fg_forward *f)
 {
-	return fg_forward_can_join(f) && fg_backend_supports(f->be, FG_OP_ATTENTION_RING, f->cdt);
+	return (caps(f) & FG_JOIN_RING) != 0;
 }
 
 void fg_forward_columns(const struct fg_forward *f, int64_t *now, int64_t *total,
@@ -35,13 +55,9 @@ void fg_forward_columns(const struct fg_forward *f, int64_t *now, int64_t *total
 	*prompt_cap = f->cap_plen;
 }
 
-/* Dense: the joining rows of each GPU batch gathered at its first rows for
- * the step (their K/V go to their own cache rows), where every row's cache
- * lives on the compute tier: the step then computes the joining prompts
- * only, not the rows before the last joining one. */
 static int dense(const struct fg_forward *f)
 {
-	return f->plan.ccount[FG_ROLE_COMPUTE] == f->bs;
+	return (caps(f) & FG_JOIN_DENSE) != 0;
 }
 
 /* The step's outputs of dense row i of GPU batch k moved to row join_row[i]
@@ -80,20 +96,28 @@ static void spread(struct fg_forward *f, const int64_t *cnt, float *logits, int3
 		}
 }
 
-int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32_t *ids,
-		    const int32_t *pad, int64_t n, float *logits, int32_t *top,
-		    const struct fg_prompt_scores *s)
+/* Is the join one this run makes?  1: rows join, 0: none, else -errno.
+ * ids may be NULL on a pipeline's stage that does not embed them. */
+static int check(const struct fg_forward *f, const unsigned char *join, const int32_t *ids,
+		 const int32_t *pad, int64_t n, const struct fg_prompt_scores *s)
 {
-	int64_t rows = f->nb * f->bs, c = f->step, plen = f->plen;
-	int rc, any = 0, packed = dense(f);
+	int64_t rows = f->nb * f->bs, c = f->step;
+	int any = 0;
 
-	if (!fg_forward_can_join(f))
-		return -ENOTSUP;
 	if (c == 0 || n < 1 || n > c || n > f->cap_plen || c >= INT32_MAX ||
 	    (c >= f->total && !fg_forward_wraps(f))) {
 		FG_ERR("join: %lld prompt columns at column %lld of %lld: need 1 <= n <= the columns computed and the run's %lld prompt columns, and room after",
 		       (long long)n, (long long)c, (long long)f->total, (long long)f->cap_plen);
 		return -EINVAL;
+	}
+	if (!ids && fg_stage_first(&f->m->stage)) {
+		FG_ERR("join: no token ids for the stage that embeds them");
+		return -EINVAL;
+	}
+	/* (the last stage would need the targets, rank 0 the scores) */
+	if (s && f->pipe) {
+		FG_ERR("join: a pipeline of stages scores no joining prompts");
+		return -ENOTSUP;
 	}
 	for (int64_t r = 0; r < rows; r++) {
 		if (!join[r])
@@ -103,7 +127,7 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 			       (long long)r, pad[r], (long long)n);
 			return -EINVAL;
 		}
-		for (int64_t i = pad[r]; i < n; i++)
+		for (int64_t i = pad[r]; ids && i < n; i++)
 			if (ids[r * n + i] < 0 || ids[r * n + i] >= f->cfg->vocab) {
 				FG_ERR("join: row %lld: token id %d out of range: %s has %lld tokens",
 				       (long long)r, ids[r * n + i], f->cfg->name,
@@ -112,8 +136,18 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 			}
 		any = 1;
 	}
-	if (!any)
-		return 0;
+	return any;
+}
+
+int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32_t *ids,
+		    const int32_t *pad, int64_t n, float *logits, int32_t *top,
+		    const struct fg_prompt_scores *s)
+{
+	int64_t rows = f->nb * f->bs, c = f->step, plen = f->plen;
+	int rc, packed = dense(f);
+
+	if ((rc = check(f, join, ids, pad, n, s)) <= 0)
+		return rc;
 	if ((rc = fg_mask_alloc(f)))
 		return rc;
 	if (!f->join_pad && !(f->join_pad = malloc(sizeof(int32_t) * (size_t)rows)))
@@ -121,7 +155,7 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 	if (packed && !f->join_row && !(f->join_row = malloc(sizeof(int32_t) * (size_t)rows)))
 		return -ENOMEM;
 	unsigned char *was = malloc((size_t)rows);
-	int32_t *win = malloc(sizeof(int32_t) * (size_t)(rows * n));
+	int32_t *win = ids ? malloc(sizeof(int32_t) * (size_t)(rows * n)) : NULL;
 	int32_t *pads = malloc(sizeof(int32_t) * (size_t)rows); /* the GPU batches' own */
 	int32_t *target = s && packed ? malloc(sizeof(int32_t) * (size_t)(rows * n)) : NULL;
 	int64_t *cnt = calloc((size_t)f->nb, sizeof(int64_t));
@@ -132,7 +166,7 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 	int32_t *gk = drawn ? calloc((size_t)rows, sizeof(int32_t)) : NULL;
 	uint64_t *gd = drawn ? calloc((size_t)rows, sizeof(uint64_t)) : NULL;
 	struct fg_row_sampling gs = { gt, gk, gp, gd };
-	if (!was || !win || !pads || !cnt || (s && packed && !target) ||
+	if (!was || (ids && !win) || !pads || !cnt || (s && packed && !target) ||
 	    (drawn && (!gt || !gp || !gk || !gd))) {
 		rc = -ENOMEM;
 		goto out;
@@ -162,7 +196,8 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 		f->join_pad[i] = pad[r];
 		f->gb[k].pad[i % f->bs] = (int32_t)(c - n + pad[r]);
 		for (int64_t j = 0; j < n; j++) {
-			win[i * n + j] = j >= pad[r] ? ids[r * n + j] : f->cfg->pad_id;
+			if (win)
+				win[i * n + j] = j >= pad[r] ? ids[r * n + j] : f->cfg->pad_id;
 			if (target)
 				target[i * n + j] = s->target[r * n + j];
 		}
@@ -173,7 +208,8 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 		if (!on) {
 			f->join_pad[r] = (int32_t)n;
 			for (int64_t j = 0; j < n; j++) {
-				win[r * n + j] = f->cfg->pad_id;
+				if (win)
+					win[r * n + j] = f->cfg->pad_id;
 				if (target)
 					target[r * n + j] = -1;
 			}
@@ -197,6 +233,9 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 		f->plen = n;
 		rc = fg_workspace_views(f);
 	}
+	/* (the other stages hear of it once nothing can fail before the step) */
+	if (!rc && f->pipe)
+		rc = fg_pipe_join_command(f, join, pad, n, logits != NULL, top != NULL);
 	if (!rc)
 		rc = fg_step(f, win, n, logits, top); /* (back at column c when it succeeds) */
 	f->step = c;

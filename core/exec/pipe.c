@@ -1,8 +1,10 @@
 /* core/exec/pipe.c - a pipeline stage's side of the forward pass.
  *
- * Rank 0 owns the requests: its fg_forward_new / prefill / decode / free
- * send the same command to every other rank first, whose worker loop
- * (fg_engine_follow_stage, core/engine/worker.c) makes the same call on its own stage.  Within a step,
+ * Rank 0 owns the requests: its fg_forward_new / prefill / decode / join /
+ * free send the same command to every other rank first, whose worker loop
+ * (fg_engine_follow_stage, core/engine/worker.c) makes the same call on its
+ * own stage; a decode or join command carries rank 0's row masks, so that
+ * every stage computes the same rows in the same layout.  Within a step,
  * each stage receives a GPU batch's activations from the previous stage
  * before its first unit and sends them to the next after its last one; the
  * last stage sends each GPU batch's greedy tokens (and logits, when asked)
@@ -31,7 +33,8 @@
 enum { WANT_TOP = 1, WANT_LOGITS = 2, WANT_SCORES = 4 };
 enum {
 	TAG_CMD = 1, TAG_PAD = 2, TAG_STATUS = 3, TAG_VERDICT = 4, TAG_TARGETS = 5,
-	TAG_SCORE_LP = 6, TAG_SCORE_ID = 7, TAG_SCORE_TOP = 8, TAG_SHARE = 9,
+	TAG_SCORE_LP = 6, TAG_SCORE_ID = 7, TAG_SCORE_TOP = 8, TAG_SHARE = 9, TAG_ROWS = 10,
+	TAG_JOIN_CAPS = 11,
 	TAG_HIDDEN = 16, TAG_TOP = 8192, TAG_LOGITS = 16384,
 	/* + GPU batch (< 4096) */
 };
@@ -50,6 +53,8 @@ struct fg_pipe_run {
 	uint64_t stride;         /* bytes of one GPU batch's activation buffer */
 	struct fg_region rbuf, sbuf; /* host staging: received / sent activations */
 	void **rreq, **sreq, **treq, **lreq; /* per GPU batch */
+	unsigned join_caps;      /* what every stage allows a join (FG_JOIN_*) */
+	unsigned char *rows;     /* rank 0's live or joining rows (not rank 0) */
 	int32_t *top;            /* the last stage's results (not rank 0) */
 	float *logits;
 	double t_step, wall;     /* this step's start; seconds inside steps */
@@ -58,8 +63,9 @@ struct fg_pipe_run {
 
 static const char *cmd_name(int op)
 {
-	static const char *const names[] = { "?", "new run", "prefill", "decode", "free", "exit" };
-	return op > 0 && op <= FG_PIPE_EXIT ? names[op] : names[0];
+	static const char *const names[] = { "?",    "new run", "prefill", "decode",
+					     "free", "exit",    "join" };
+	return op > 0 && op <= FG_PIPE_JOIN ? names[op] : names[0];
 }
 
 /* Every failure in here ends the job: one line, every rank stops. */
@@ -206,13 +212,20 @@ int fg_pipe_announce_new(const struct fg_forward_env *env, int64_t prompt_len, i
 	return 0;
 }
 
+static int32_t wants(int logits, int top)
+{
+	return (top ? WANT_TOP : 0) | (logits ? WANT_LOGITS : 0);
+}
+
 int fg_pipe_step_command(struct fg_forward *f, const int32_t *pad, int want_logits, int want_top)
 {
 	struct fg_pipe_run *p = f->pipe;
+	size_t rows = (size_t)(f->nb * f->bs);
 	struct fg_pipe_cmd c = { .op = pad ? FG_PIPE_PREFILL : FG_PIPE_DECODE,
-			      .want = (want_top ? WANT_TOP : 0) | (want_logits ? WANT_LOGITS : 0) |
-				      (pad && f->score ? WANT_SCORES : 0),
-			      .score_k = pad && f->score ? f->score->k : 0 };
+			      .want = wants(want_logits, want_top) | (pad && f->score ? WANT_SCORES : 0),
+			      .score_k = pad && f->score ? f->score->k : 0,
+			      /* a decode step computes the same rows on every stage */
+			      .live_rows = !pad && f->mask.row_live };
 
 	_Static_assert(FG_SHARE_LEVELS <= 4, "fg_pipe_cmd.share_split holds 4 levels");
 	if (p->rank != 0)
@@ -222,7 +235,9 @@ int fg_pipe_step_command(struct fg_forward *f, const int32_t *pad, int want_logi
 		for (int k = 0; k < f->share->levels && k < FG_SHARE_LEVELS; k++)
 			c.share_split[k] = f->share->split[k];
 	}
-	send_command(p->d, &c, pad, pad ? (size_t)(f->nb * f->bs) : 0);
+	send_command(p->d, &c, pad, pad ? rows : 0);
+	for (int r = 1; c.live_rows && r < p->size; r++)
+		send_or_die(p->d, r, TAG_ROWS, f->mask.row_live, rows, "live rows");
 	/* shared prefixes: every stage runs the same steps of the same rows */
 	for (int r = 1; r < p->size; r++)
 		for (int k = 0; k < c.share_levels && k < FG_SHARE_LEVELS; k++)
@@ -232,6 +247,49 @@ int fg_pipe_step_command(struct fg_forward *f, const int32_t *pad, int want_logi
 		send_or_die(p->d, p->size - 1, TAG_TARGETS, f->score->target,
 			    (size_t)(f->nb * f->bs * f->plen) * sizeof(int32_t), "scored targets");
 	return 0;
+}
+
+int fg_pipe_join_command(struct fg_forward *f, const unsigned char *join, const int32_t *pad,
+			 int64_t n, int want_logits, int want_top)
+{
+	struct fg_pipe_run *p = f->pipe;
+	size_t rows = (size_t)(f->nb * f->bs);
+	struct fg_pipe_cmd c = { .op = FG_PIPE_JOIN, .want = wants(want_logits, want_top),
+			      .join_n = n };
+
+	if (p->rank != 0)
+		return 0;
+	/* (the ids only matter to stage 0, which embeds them) */
+	send_command(p->d, &c, pad, rows);
+	for (int r = 1; r < p->size; r++)
+		send_or_die(p->d, r, TAG_ROWS, join, rows, "joining rows");
+	return 0;
+}
+
+/* Stage 0 ANDs every stage's caps and sends the outcome back. */
+void fg_pipe_agree_join_caps(struct fg_forward *f)
+{
+	struct fg_pipe_run *p = f->pipe;
+	uint32_t caps = fg_join_own_caps(f), theirs;
+
+	if (p->rank != 0) {
+		send_or_die(p->d, 0, TAG_JOIN_CAPS, &caps, sizeof(caps), "join caps");
+		recv_or_die(p->d, 0, TAG_JOIN_CAPS, &caps, sizeof(caps), p->d->timeout, "join caps");
+	} else {
+		for (int r = 1; r < p->size; r++) {
+			recv_or_die(p->d, r, TAG_JOIN_CAPS, &theirs, sizeof(theirs), p->d->timeout,
+				    "join caps");
+			caps &= theirs;
+		}
+		for (int r = 1; r < p->size; r++)
+			send_or_die(p->d, r, TAG_JOIN_CAPS, &caps, sizeof(caps), "join caps");
+	}
+	p->join_caps = caps;
+}
+
+unsigned fg_pipe_join_caps(const struct fg_forward *f)
+{
+	return f->pipe->join_caps;
 }
 
 /* ---- a run's buffers --------------------------------------------------------- */
@@ -307,6 +365,10 @@ int fg_pipe_run_new(struct fg_forward *f)
 			return -ENOMEM;
 		}
 	}
+	if (p->rank != 0 && (!(p->rows = malloc(nb * (size_t)f->bs)) || fg_mask_alloc(f))) {
+		FG_ERR("pipeline: out of memory for the masks of %zu sequences", nb * (size_t)f->bs);
+		return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -330,6 +392,7 @@ void fg_pipe_run_free(struct fg_forward *f)
 	free(p->sreq);
 	free(p->treq);
 	free(p->lreq);
+	free(p->rows);
 	free(p->top);
 	free(p->logits);
 	free(p);
@@ -357,10 +420,12 @@ void fg_pipe_step_begin(struct fg_forward *f, int64_t n, float *logits, int32_t 
 	p->t_step = fg_now();
 	/* Every receive of the step, posted now: into host staging, or (CUDA-aware
 	 * MPI) straight into each GPU batch's activations on the compute tier,
-	 * which nothing touches before fg_pipe_recv_hidden waits for them. */
+	 * which nothing touches before fg_pipe_recv_hidden waits for them.  Of
+	 * the GPU batches the step runs: the same on every stage, whose masks
+	 * rank 0's commands make alike. */
 	if (!p->device && fg_pipe_has_prev(f))
 		for (int64_t k = 0; k < f->nb; k++)
-			if (fg_dist_irecv(d, p->rank - 1, TAG_HIDDEN + (int)k,
+			if (fg_step_runs(f, k) && fg_dist_irecv(d, p->rank - 1, TAG_HIDDEN + (int)k,
 					  p->device_sync ? f->gb[k].hidden_home.addr
 							 : (char *)p->rbuf.addr + (uint64_t)k * p->stride,
 					  fg_hidden_len(f, n),
@@ -371,6 +436,8 @@ void fg_pipe_step_begin(struct fg_forward *f, int64_t n, float *logits, int32_t 
 		return;
 	/* Rank 0: the last stage's results land in the caller's arrays. */
 	for (int64_t k = 0; k < f->nb; k++) {
+		if (!fg_step_runs(f, k))
+			continue;
 		if (top && fg_dist_irecv(d, last, TAG_TOP + (int)k, top + k * f->bs,
 					 (size_t)f->bs * sizeof(int32_t), FG_TRANSPORT_HOST, NULL,
 					 &p->treq[k]))
@@ -565,45 +632,77 @@ static int follow_scored(struct fg_dist *d, struct fg_forward *f, const struct f
 	return rc;
 }
 
+static void follow_prefill(struct fg_dist *d, struct fg_forward *f, const struct fg_pipe_cmd *c,
+			   int32_t *pad)
+{
+	size_t rows = (size_t)(f->nb * f->bs);
+	int levels = c->share_levels, rc;
+	struct fg_prefix_share sh = { .levels = levels };
+	int32_t *src = NULL;
+
+	recv_or_die(d, 0, TAG_PAD, pad, rows * sizeof(int32_t), d->timeout, "paddings");
+	if (levels < 0 || levels > FG_SHARE_LEVELS ||
+	    (levels && !(src = malloc(rows * (size_t)levels * sizeof(int32_t))))) {
+		FG_ERR("rank %d: no room for %d levels of shared prefixes", d->world_rank, levels);
+		fatal(d);
+	}
+	for (int k = 0; k < levels; k++) {
+		recv_or_die(d, 0, TAG_SHARE, src + (size_t)k * rows, rows * sizeof(int32_t),
+			    d->timeout, "shared prefixes");
+		sh.split[k] = c->share_split[k];
+		sh.src[k] = src + (size_t)k * rows;
+	}
+	if (levels)
+		fg_forward_set_shared_prefix(f, &sh);
+	/* the last stage scores the prompt positions for rank 0 */
+	rc = (c->want & WANT_SCORES) && !fg_pipe_has_next(f) ? follow_scored(d, f, c, pad)
+							      : fg_forward_prefill(f, NULL, pad, NULL, NULL);
+	free(src);
+	if (rc)
+		fatal(d);
+}
+
+/* Rank 0's live rows, as its fg_forward_set_live_rows left them. */
+static void follow_decode(struct fg_dist *d, struct fg_forward *f, const struct fg_pipe_cmd *c)
+{
+	struct fg_pipe_run *p = f->pipe;
+
+	if (c->live_rows) {
+		recv_or_die(d, 0, TAG_ROWS, p->rows, (size_t)(f->nb * f->bs), d->timeout,
+			    "live rows");
+		fg_forward_set_live_rows(f, p->rows);
+	}
+	if (fg_forward_decode(f, NULL, NULL, NULL))
+		fatal(d);
+}
+
+/* The joining rows' prompts on this stage (stage 0 embeds their ids). */
+static void follow_join(struct fg_dist *d, struct fg_forward *f, const struct fg_pipe_cmd *c,
+			int32_t *pad)
+{
+	struct fg_pipe_run *p = f->pipe;
+	size_t rows = (size_t)(f->nb * f->bs);
+
+	recv_or_die(d, 0, TAG_PAD, pad, rows * sizeof(int32_t), d->timeout, "paddings");
+	recv_or_die(d, 0, TAG_ROWS, p->rows, rows, d->timeout, "joining rows");
+	if (fg_forward_join(f, p->rows, NULL, pad, c->join_n, NULL, NULL, NULL))
+		fatal(d);
+}
+
 void fg_pipe_follow_step(struct fg_dist *d, struct fg_forward *f, const struct fg_pipe_cmd *c,
 			 int32_t *pad)
 {
-	int rc;
-
 	if (!f) {
 		FG_ERR("rank %d: stage 0 asked for a %s without a run", d->world_rank, cmd_name(c->op));
 		fatal(d);
 	}
 	f->pipe->want = c->want;
-	if (c->op == FG_PIPE_PREFILL) {
-		size_t rows = (size_t)(f->nb * f->bs);
-		int levels = c->share_levels;
-		struct fg_prefix_share sh = { .levels = levels };
-		int32_t *src = NULL;
-		recv_or_die(d, 0, TAG_PAD, pad, rows * sizeof(int32_t), d->timeout, "paddings");
-		if (levels < 0 || levels > FG_SHARE_LEVELS ||
-		    (levels && !(src = malloc(rows * (size_t)levels * sizeof(int32_t))))) {
-			FG_ERR("rank %d: no room for %d levels of shared prefixes", d->world_rank, levels);
-			fatal(d);
-		}
-		for (int k = 0; k < levels; k++) {
-			recv_or_die(d, 0, TAG_SHARE, src + (size_t)k * rows, rows * sizeof(int32_t),
-				    d->timeout, "shared prefixes");
-			sh.split[k] = c->share_split[k];
-			sh.src[k] = src + (size_t)k * rows;
-		}
-		if (levels)
-			fg_forward_set_shared_prefix(f, &sh);
-		/* the last stage scores the prompt positions for rank 0 */
-		rc = (c->want & WANT_SCORES) && !fg_pipe_has_next(f)
-			     ? follow_scored(d, f, c, pad)
-			     : fg_forward_prefill(f, NULL, pad, NULL, NULL);
-		free(src);
-	} else {
-		rc = fg_forward_decode(f, NULL, NULL, NULL);
-	}
-	if (rc)
-		fatal(d);
+	if (c->op == FG_PIPE_PREFILL)
+		follow_prefill(d, f, c, pad);
+	else if (c->op == FG_PIPE_JOIN)
+		follow_join(d, f, c, pad);
+	else
+		follow_decode(d, f, c);
 }
 
 void fg_pipe_die(struct fg_dist *d)

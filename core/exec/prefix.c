@@ -213,14 +213,7 @@ int fg_prefill_shared(struct fg_forward *f, const int32_t *ids, float *logits, i
 			if (k && live && sh->src[k - 1][r] != r && row_pad(f, r) < c0)
 				f->stats.shared_positions += (uint64_t)(c0 - row_pad(f, r));
 		}
-		/* A pipeline runs every GPU batch (its results cross for each): one
-		 * with no row here computes its first, attending to nothing (its
-		 * columns are taken again from its source at the next step). */
-		for (int64_t b = 0; f->pipe && b < f->nb; b++)
-			if (!f->mask.live[b])
-				f->mask.live[b] = f->mask.row_live[b * f->bs] = 1;
 		f->prefill_masked = 1;
-		f->share_masks = 1;
 		f->sharing = k > 0;
 		f->share_src = k ? sh->src[k - 1] : NULL;
 		f->share_end = c0;
@@ -229,7 +222,6 @@ int fg_prefill_shared(struct fg_forward *f, const int32_t *ids, float *logits, i
 		int out = k == steps - 1 || f->pipe;
 		rc = fg_step(f, ids ? cols : NULL, n, out ? logits : NULL, out ? top : NULL);
 		f->sharing = 0;
-		f->share_masks = 0;
 	}
 	for (int64_t r = 0; !rc && s && r < rows; r++)
 		for (int64_t p = 0; p < P; p++) {

@@ -143,6 +143,10 @@ static int compute_item(struct fg_forward *f, const struct item *it, const int32
 
 	f->cur_k = it->k;
 	f->cur_slot = (int)(it->t % SLOTS);
+	/* The first GPU batch of a micro-batch with no row to compute runs
+	 * for the weight slots' chain and a pipeline's transfers only. */
+	if (!rows)
+		return 0;
 	for (int64_t bi = f->ufirst[it->u]; bi < f->ufirst[it->u] + f->ucount[it->u]; bi++) {
 		const struct fg_block *b = &f->m->blocks[bi];
 		struct fg_block_ctx x = {
@@ -330,10 +334,9 @@ static void group_range(const struct fg_forward *f, int64_t gi, int64_t *k0, int
 	*k1 = (gi + 1) * f->nb / f->ngroups;
 }
 
-/* Does GPU batch k compute this step?  Every one in prefill and in a
- * pipeline; in a decode step of one process, those with a row that
- * fg_forward_set_live_rows left live (a batch whose rows have all finished
- * costs nothing more). */
+/* Does GPU batch k compute this step?  Every one in prefill; in a decode
+ * step, those with a row that fg_forward_set_live_rows left live (a batch
+ * whose rows have all finished costs nothing more). */
 static int computes(const struct fg_forward *f, int64_t k)
 {
 	return !fg_rows_masked(f) || f->mask.live[k];
@@ -378,6 +381,17 @@ static int64_t last_k(const struct fg_forward *f, int64_t gi)
 	for (int64_t k = next_k(f, gi, last); k < k1; k = next_k(f, gi, k))
 		last = k;
 	return last;
+}
+
+int fg_step_runs(const struct fg_forward *f, int64_t k)
+{
+	for (int64_t gi = 0; gi < f->ngroups; gi++) {
+		int64_t k0, k1;
+		group_range(f, gi, &k0, &k1);
+		if (k >= k0 && k < k1)
+			return computes(f, k) || k == first_k(f, gi);
+	}
+	return 0;
 }
 
 /* The item after (u, k) of micro-batch gi: the next computing GPU batch,

@@ -337,13 +337,14 @@ static int32_t left_pad(const struct fg_model_config *c, int32_t *row, int64_t w
 struct join_room {
 	int64_t col, total, cap;
 	int wraps, scores_k;
+	int echo;                /* prompts scored as they join (not in a pipeline) */
 	struct device_draws *dd; /* where the logits are (NULL: not there) */
 	float *logits;           /* or on the host from these (NULL: neither) */
 	struct fg_sampler **smp; /* (the host's samplers) */
 };
 
 /* Can job j take a finished row's place (an echoed one's prompt is scored
- * in the join's step): its log-probabilities (if any) within what the
+ * in the join's step, where the run can): its log-probabilities (if any) within what the
  * batch computes, its prompt
  * within the columns computed and the run's buffers, its budget within the
  * columns left (where the columns wrap, its prompt and budget within them);
@@ -354,7 +355,7 @@ static int joinable(const struct fg_job *j, const struct join_room *m)
 	const struct fg_request *q = j->req;
 	int64_t n = (int64_t)j->n_prompt;
 
-	return !q->known && !j->done &&
+	return !q->known && !j->done && (!q->score_prompt || m->echo) &&
 	       (!q->logprobs || q->top_logprobs <= m->scores_k) && q->max_new_tokens > 0 &&
 	       n <= m->col && n <= m->cap && (m->wraps ? n : m->col) + q->max_new_tokens <= m->total &&
 	       (q->temperature <= 0 || m->dd || (m->logits && !q->logprobs));
@@ -562,7 +563,7 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 	 * join shortest first (a join computes rows up to the last joining one,
 	 * and the rows that finish first are those), or with shared prefixes in
 	 * groups that begin alike. */
-	int may_join = (run->n_wait || run->top_up) && e->policy.refill > 0 && !e->dist;
+	int may_join = (run->n_wait || run->top_up) && e->policy.refill > 0;
 	for (int64_t g = 0; g * bs < (int64_t)count; g++) {
 		size_t a = (size_t)(g * bs), n = count - a < (size_t)bs ? count - a : (size_t)bs;
 		if (share)
@@ -653,12 +654,11 @@ int fg_batch_run(struct fg_engine *e, struct fg_batch_run *run, struct fg_job **
 		goto out;
 	if (sc.target)
 		batch_scores_prompt(&sc, jobs, count, plen, pad, NULL);
-	/* Continuous batching: batches of one process whose run can take
-	 * joining rows. */
+	/* Continuous batching (in a pipeline, on every stage). */
 	refilling = run->wait && (run->n_wait || run->top_up) && run->finished &&
-		    e->policy.refill > 0 && fg_forward_can_join(f);
-	struct join_room room = { .scores_k = dev_scores ? sc.tk : -1, .dd = on_device ? &dd : NULL,
-				  .logits = logits, .smp = smp };
+		    e->policy.refill > 0;
+	struct join_room room = { .scores_k = dev_scores ? sc.tk : -1, .echo = !e->dist,
+				  .dd = on_device ? &dd : NULL, .logits = logits, .smp = smp };
 	for (int64_t t = 0;; t++) {
 		int live = 0;
 		/* A finished row's token and logits are garbage: never read. */
