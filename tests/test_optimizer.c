@@ -447,6 +447,36 @@ START_TEST(test_refill_optimize)
 	ck_assert(rp.total_tps >= sp.total_tps * (1 - 1e-9));
 	fg_optimize_out_free(&st);
 	fg_optimize_out_free(&rf);
+
+	/* At the refilled pick's shape (12 x 5, int4 weights and cache) no
+	 * policy of a grid of placements, refilled, fitting the same memory,
+	 * beats the search's. */
+	p.gpu_batch_size = 12;
+	p.num_gpu_batches = 5;
+	ck_assert_msg(fg_optimize(&p, &rf) == 0, "%s", fg_last_error_text());
+	double grid = 0;
+	static const int cgs[] = { 0, 25, 50, 75, 92, 100 };
+	for (int wg = 0; wg <= 30; wg++)
+		for (size_t i = 0; i < sizeof(cgs) / sizeof(cgs[0]); i++) {
+			struct fg_policy q = { .gpu_batch_size = 12, .num_gpu_batches = 5,
+					       .weight = { 0, 100 - wg, wg },
+					       .cache = { 0, 100 - cgs[i], cgs[i] },
+					       .act = { 0, 0, 100 }, .overlap = 1, .pin_weight = 1,
+					       .compress_weight = 1, .compress_cache = 1,
+					       .attn_sparsity = 1, .exact = 1 };
+			struct fg_cost_prediction g;
+			predict_ok(&p.cc, &q, &g);
+			int ok = 1;
+			for (int r = 0; r < FG_ROLES; r++)
+				ok &= (double)g.mem.total[r] <= (double)g.capacity[r] * (1 - p.margin);
+			if (ok && g.total_tps > grid)
+				grid = g.total_tps;
+		}
+	printf("refilled, 12 x 5: the search %.3f token/s, a grid's best %.3f\n",
+	       rf.best[0].pred.total_tps, grid);
+	ck_assert(grid > 0);
+	ck_assert(rf.best[0].pred.total_tps >= grid * (1 - 1e-3));
+	fg_optimize_out_free(&rf);
 }
 END_TEST
 
