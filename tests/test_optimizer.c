@@ -476,6 +476,11 @@ START_TEST(test_refill_optimize)
 	       rf.best[0].pred.total_tps, grid);
 	ck_assert(grid > 0);
 	ck_assert(rf.best[0].pred.total_tps >= grid * (1 - 1e-3));
+	/* the LP prices the same turnover: its optimum is the pick's, to the
+	 * rounding of the shares */
+	printf("the LP's optimum %.3f token/s\n", rf.best[0].lp_tps);
+	ck_assert_double_eq_tol(rf.best[0].lp_tps, rf.best[0].pred.total_tps,
+				0.01 * rf.best[0].pred.total_tps);
 	fg_optimize_out_free(&rf);
 }
 END_TEST
