@@ -111,10 +111,12 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		   "Continuous batching: rows whose requests finished take the next waiting "
 		   "requests between decode steps (their prompts computed in one step beside the "
 		   "others' decoding) once this share of a batch's rows is free, or when the "
-		   "batch would end, while the run has columns left for them.  Greedy requests "
-		   "that do not echo their prompt join; the others wait for the next batch.  "
-		   "Results are each request's alone, to rounding.  0: off.  Not in a pipeline, "
-		   "with attention on the host or a 4-bit cache."),
+		   "batch would end, while the run has columns left for them.  Greedy and sampled "
+		   "requests that do not echo their prompt join; the others wait for the next batch.  "
+		   "Results are each request's alone, to rounding.  0: off.  Not in a pipeline "
+		   "or with replicas, nor with attention on the host over host-tier sequences.  "
+		   "`fgcore optimize` prices a stream refilling the batch at this share beside "
+		   "one static batch, and ranks policies by it with --refill."),
 	KEY_INT("policy", "share_prefix", "0", 0, 1048576,
 		"Shared prompt prefixes: prompts of a GPU batch that begin alike for at least "
 		"this many tokens compute that beginning once, the others taking its KV cache "
