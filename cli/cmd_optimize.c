@@ -44,6 +44,11 @@ static void optimize_usage(FILE *f)
 		"  --no-compress          never compress weights or cache\n"
 		"  --no-cpu-attention     never compute attention on the host\n"
 		"  --top N                policies printed (default 5)\n"
+		"  --refill               rank by the steady state of a stream of requests\n"
+		"                         refilling the batch ([policy] refill of its rows\n"
+		"                         join at once; run-batch and serve), not by one\n"
+		"                         static batch (bench); one process only.  Without\n"
+		"                         it the best policy's steady state is printed too\n"
 		"  --stages N             plan one stage of an N-stage pipeline (mpirun -np N):\n"
 		"                         each stage a machine like [hardware] holding 1/N of\n"
 		"                         the layers with the same policy\n"
@@ -164,6 +169,41 @@ static void print_job(const struct fg_cost_prediction *p, int64_t replicas, int6
 	       r * p->prefill_tps, r * p->decode_tps, r * p->total_tps);
 }
 
+/* --refill: the engine's joins run in one process, with refill on. */
+static int refill_refused(double refill, int64_t stages, int64_t replicas, int64_t gpus)
+{
+	if (!(refill > 0)) {
+		fprintf(stderr, "fgcore: optimize: --refill: [policy] refill is 0 (continuous batching off); set it, e.g. -o policy.refill=0.25\n");
+		return 1;
+	}
+	if (stages > 1 || replicas > 1 || gpus > 1) {
+		fprintf(stderr, "fgcore: optimize: --refill: rows join running batches in one process only (not with --stages, --replicas or --gpus above 1)\n");
+		return 1;
+	}
+	return 0;
+}
+
+/* The best policy as a stream refilling its batch and as one static batch,
+ * beside each other. */
+static void print_refill(const struct fg_cost_case *cc, const struct fg_policy *p, double refill)
+{
+	struct fg_cost_case st = *cc, ss = *cc;
+	struct fg_cost_prediction a, b;
+
+	st.refill = 0;
+	ss.refill = refill;
+	if (fg_cost_predict(&st, p, &a) || fg_cost_predict(&ss, p, &b))
+		return;
+	if (!b.steady) {
+		printf("a stream of requests: host attention takes no joins, static batches at %.3f token/s\n",
+		       a.total_tps);
+		return;
+	}
+	printf("a stream refilling the batch ([policy] refill %g): %lld rows a join, %.2f joins per turnover: predicted total throughput %.3f token/s (static batch %.3f); time per turnover: joins %.3f s, decode %.3f s\n",
+	       refill, (long long)b.join_rows, b.join_steps, b.total_tps, a.total_tps, b.prefill_s,
+	       b.decode_s);
+}
+
 /* With --output: the plugins of the machine planned for, then the file. */
 static int write_best(struct fg_config *cfg, const struct fg_hardware *hw,
 		      const struct fg_policy *p, int64_t replicas, int64_t stages,
@@ -230,6 +270,7 @@ const struct option fg_optimize_longopts[] = {
 	{ "no-compress", no_argument, NULL, 'C' },
 	{ "no-cpu-attention", no_argument, NULL, 'A' },
 	{ "top", required_argument, NULL, 't' },
+	{ "refill", no_argument, NULL, 'R' },
 	{ "stages", required_argument, NULL, 's' },
 	{ "replicas", required_argument, NULL, 'r' },
 	{ "gpus", required_argument, NULL, 'G' },
@@ -247,7 +288,7 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 	const char *layout_opt = NULL;
 	const char *output = NULL, *hwfile = NULL;
 	char why[128];
-	int c, li = -1;
+	int c, li = -1, rank_refill = 0;
 
 	optind = 0;
 	opterr = 0;
@@ -315,6 +356,9 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 		case 'A':
 			prm.no_cpu_attention = 1;
 			break;
+		case 'R':
+			rank_refill = 1;
+			break;
 		case 'O':
 			output = optarg;
 			break;
@@ -337,6 +381,11 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 			layout_opt);
 		return FG_EXIT_USAGE;
 	}
+	double refill = fg_config_double(cfg, "policy", "refill");
+	if (rank_refill && refill_refused(refill, stages, replicas, gpus))
+		return FG_EXIT_USAGE;
+	if (rank_refill)
+		prm.cc.refill = refill;
 	if (hwfile && fg_hardware_load(cfg, hwfile)) {
 		fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
 		return FG_EXIT_USAGE;
@@ -398,6 +447,9 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 	printf("model %s, prompt %lld + %lld tokens; %d policies, %lld linear programs\n",
 	       cc->model.name, (long long)cc->prompt_len, (long long)cc->gen_len, out.nbest,
 	       (long long)out.lps);
+	if (rank_refill)
+		printf("ranked by a stream's steady state, [policy] refill %g: throughput per turnover of the batch, its join steps as prefill\n",
+		       refill);
 	if (stages > 1)
 		print_stage(cc);
 	if (replicas > 1)
@@ -407,6 +459,8 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 	fg_optimize_print(stdout, &out);
 	printf("best:\n");
 	fg_cost_print(stdout, &out.best[0].pred, NULL);
+	if (stages == 1 && replicas == 1 && refill > 0)
+		print_refill(cc, &out.best[0].policy, refill);
 	if (replicas > 1)
 		print_job(&out.best[0].pred, replicas, stages);
 	rc = write_best(cfg, &cc->hw, &out.best[0].policy, replicas, stages, output);

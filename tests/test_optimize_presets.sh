@@ -68,6 +68,21 @@ out=$("$fg" -c "$tmp/h200.ini" -o policy.percent='100 0 100 0 100 0' bench --pre
 [ $? -eq 1 ] && echo "$out" | grep -q '^does not fit:.*compute [0-9.]* of 16.000 GB (over)' ||
 	die "an over-capacity plan: $out"
 
+# a stream refilling the batch: its steady state beside the static batch,
+# --refill ranks by it (and writes the pick); refused where nothing joins
+out=$("$fg" --model facebook/opt-6.7b --path _DUMMY_ optimize --hardware t4 --top 1 2>&1) ||
+	die "optimize opt-6.7b on t4: $out"
+echo "$out" | grep -q '^a stream refilling the batch (\[policy\] refill 0.25): .* rows a join, 4.00 joins per turnover: predicted total throughput [0-9.]* token/s (static batch [0-9.]*)' ||
+	die "no steady state beside the static batch: $out"
+out=$("$fg" --model facebook/opt-6.7b --path _DUMMY_ -o policy.refill=0.5 optimize --hardware t4 --top 1 \
+	--refill --output "$tmp/refill.ini" 2>&1) || die "optimize --refill: $out"
+echo "$out" | grep -q '^ranked by a stream.s steady state, \[policy\] refill 0.5' || die "optimize --refill: $out"
+grep -q '^refill = 0.5$' "$tmp/refill.ini" || die "optimize --refill: the written configuration's refill"
+out=$("$fg" --model facebook/opt-6.7b --path _DUMMY_ -o policy.refill=0 optimize --hardware t4 --refill 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q -- '--refill: \[policy\] refill is 0' || die "--refill with refill 0: $out"
+out=$("$fg" --model facebook/opt-6.7b --path _DUMMY_ optimize --hardware t4 --refill --stages 2 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q 'one process only' || die "--refill --stages 2: $out"
+
 # profile's output drops into a preset folder and is found by name
 "$fg" -o model.path=dummy:opt-125m -o policy.gpu_batch_size=2 -o bench.prompt_len=16 \
 	-o bench.gen_len=4 profile --quick --no-disk --copy-size 4M --min-time 0.01 \

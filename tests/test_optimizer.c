@@ -78,6 +78,36 @@ static void t4_params(struct fg_optimize_params *p, const char *model)
 	p->margin = 0.2; /* FlexGen's alpha = 0.8 */
 }
 
+/* A stream of requests refilling the batch, priced in its steady state
+ * (doc/COST_MODEL.md, "A stream of requests"): OPT-6.7B, prompt 512 + 32,
+ * on FlexGen's T4 with room for any placement. */
+static void refill_case(struct fg_cost_case *cc, double refill)
+{
+	memset(cc, 0, sizeof(*cc));
+	ck_assert_int_eq(fg_model_preset("opt-6.7b", &cc->model), 0);
+	cc->prompt_len = 512;
+	cc->gen_len = 32;
+	t4(&cc->hw);
+	cc->hw.gpu_mem = (uint64_t)(80 * GiB);
+	cc->refill = refill;
+}
+
+/* wg and cg percent of the weights and the cache on the GPU, the rest on the host */
+static struct fg_policy refill_policy(int64_t gbs, int64_t nb, int wg, int cg)
+{
+	struct fg_policy p = { .gpu_batch_size = gbs, .num_gpu_batches = nb,
+			       .weight = { 0, 100 - wg, wg }, .cache = { 0, 100 - cg, cg },
+			       .act = { 0, 0, 100 }, .overlap = 1, .pin_weight = 1,
+			       .attn_sparsity = 1, .exact = 1 };
+	return p;
+}
+
+static void predict_ok(const struct fg_cost_case *cc, const struct fg_policy *p,
+		       struct fg_cost_prediction *o)
+{
+	ck_assert_msg(fg_cost_predict(cc, p, o) == 0, "%s", fg_last_error_text());
+}
+
 #ifdef HAVE_GLPK
 
 static void show(const char *title, const struct fg_optimize_out *o)
@@ -377,6 +407,81 @@ START_TEST(test_window_ring_optimize)
 	ck_assert(ring.best[0].pred.total_tps == full.best[0].pred.total_tps);
 	fg_optimize_out_free(&ring);
 	fg_optimize_out_free(&full);
+}
+END_TEST
+
+
+/* The optimizer under refill: its pick is at least as good, priced as a
+ * refilled stream, as the static pick priced the same way, and its
+ * prediction is that price.  OPT-30B on the H200 preset capped to 16 GiB,
+ * where the static pick keeps the cache on the host (a join there computes
+ * about its whole GPU batch) and the refilled one may not. */
+START_TEST(test_refill_optimize)
+{
+	struct fg_optimize_params p;
+	struct fg_optimize_out st, rf;
+	struct fg_config *c;
+	struct fg_cost_prediction sp, rp;
+
+	memset(&p, 0, sizeof(p));
+	ck_assert_int_eq(fg_model_preset("opt-30b", &p.cc.model), 0);
+	ck_assert_int_eq(fg_config_new(&c), 0);
+	ck_assert_msg(fg_hardware_load(c, "h200") == 0, "%s", fg_last_error_text());
+	ck_assert_int_eq(fg_hardware_from_config(c, &p.cc.hw), 0);
+	fg_config_free(c);
+	p.cc.hw.gpu_mem = (uint64_t)(16 * GiB);
+	p.cc.prompt_len = 512;
+	p.cc.gen_len = 32;
+	p.margin = 0.05;
+	ck_assert_msg(fg_optimize(&p, &st) == 0, "%s", fg_last_error_text());
+	p.cc.refill = 0.25;
+	ck_assert_msg(fg_optimize(&p, &rf) == 0, "%s", fg_last_error_text());
+	show("OPT-30B, H200 under 16 GiB, static", &st);
+	show("the same, a stream refilling a quarter of the batch", &rf);
+	predict_ok(&p.cc, &st.best[0].policy, &sp);
+	predict_ok(&p.cc, &rf.best[0].policy, &rp);
+	printf("refilled: the static pick %.3f token/s, the refilled pick %.3f\n", sp.total_tps,
+	       rp.total_tps);
+	ck_assert_double_eq_tol(rf.best[0].pred.total_tps, rp.total_tps, 1e-12 * rp.total_tps);
+	ck_assert_int_eq(rf.best[0].pred.steady, fg_cost_refills(&p.cc, &rf.best[0].policy));
+	ck_assert(rp.total_tps >= sp.total_tps * (1 - 1e-9));
+	fg_optimize_out_free(&st);
+	fg_optimize_out_free(&rf);
+
+	/* At the refilled pick's shape (12 x 5, int4 weights and cache) no
+	 * policy of a grid of placements, refilled, fitting the same memory,
+	 * beats the search's. */
+	p.gpu_batch_size = 12;
+	p.num_gpu_batches = 5;
+	ck_assert_msg(fg_optimize(&p, &rf) == 0, "%s", fg_last_error_text());
+	double grid = 0;
+	static const int cgs[] = { 0, 25, 50, 75, 92, 100 };
+	for (int wg = 0; wg <= 30; wg++)
+		for (size_t i = 0; i < sizeof(cgs) / sizeof(cgs[0]); i++) {
+			struct fg_policy q = { .gpu_batch_size = 12, .num_gpu_batches = 5,
+					       .weight = { 0, 100 - wg, wg },
+					       .cache = { 0, 100 - cgs[i], cgs[i] },
+					       .act = { 0, 0, 100 }, .overlap = 1, .pin_weight = 1,
+					       .compress_weight = 1, .compress_cache = 1,
+					       .attn_sparsity = 1, .exact = 1 };
+			struct fg_cost_prediction g;
+			predict_ok(&p.cc, &q, &g);
+			int ok = 1;
+			for (int r = 0; r < FG_ROLES; r++)
+				ok &= (double)g.mem.total[r] <= (double)g.capacity[r] * (1 - p.margin);
+			if (ok && g.total_tps > grid)
+				grid = g.total_tps;
+		}
+	printf("refilled, 12 x 5: the search %.3f token/s, a grid's best %.3f\n",
+	       rf.best[0].pred.total_tps, grid);
+	ck_assert(grid > 0);
+	ck_assert(rf.best[0].pred.total_tps >= grid * (1 - 1e-3));
+	/* the LP prices the same turnover: its optimum is the pick's, to the
+	 * rounding of the shares */
+	printf("the LP's optimum %.3f token/s\n", rf.best[0].lp_tps);
+	ck_assert_double_eq_tol(rf.best[0].lp_tps, rf.best[0].pred.total_tps,
+				0.01 * rf.best[0].pred.total_tps);
+	fg_optimize_out_free(&rf);
 }
 END_TEST
 
@@ -996,6 +1101,135 @@ START_TEST(test_profile_cpu)
 }
 END_TEST
 
+/* refill = 1: rows join only when every row is free, all of them at once:
+ * one join of the whole batch (a prefill) per turnover and gen_len - 1
+ * decode steps: the static price exactly, where the cache is on the GPU.
+ * With a slot-held cache (host) the run's column is past the ring's end:
+ * each decode step, and the join for its rows, load the whole ring of
+ * prompt + gen columns, not the static run's s + n/2 - 1 on average. */
+START_TEST(test_refill_whole_batch)
+{
+	struct fg_cost_case st, ss;
+	struct fg_cost_prediction a, b;
+	struct fg_policy p = refill_policy(32, 2, 100, 100);
+
+	refill_case(&st, 0);
+	refill_case(&ss, 1);
+	predict_ok(&st, &p, &a);
+	predict_ok(&ss, &p, &b);
+	ck_assert(!a.steady && b.steady);
+	ck_assert_int_eq(b.join_rows, 64);
+	ck_assert_double_eq_tol(b.join_steps, 1, 1e-12);
+	ck_assert_double_eq_tol(b.prefill_s, a.prefill_s, 1e-9 * a.prefill_s);
+	ck_assert_double_eq_tol(b.decode_s, a.decode_s, 1e-9 * a.decode_s);
+	ck_assert_double_eq_tol(b.total_tps, a.total_tps, 1e-9 * a.total_tps);
+
+	p = refill_policy(32, 2, 0, 0);
+	predict_ok(&st, &p, &a);
+	predict_ok(&ss, &p, &b);
+	double l = (double)st.model.layers, rows = 64, ctog = st.hw.ctog_bdw * 1e9;
+	double kvrow = 2.0 * (double)st.model.hidden * 2, cols = 512 + 32;
+	double join_load = l * rows * cols * kvrow / ctog;
+	double decode_load = 31 * l * rows * (cols - (512 + 16 - 1)) * kvrow / ctog;
+	printf("refill 1, cache on the host: join %.3f s (prefill %.3f + ring %.3f), decode %.3f s (static %.3f + ring %.3f)\n",
+	       b.prefill_s, a.prefill_s, join_load, b.decode_s, a.decode_s, decode_load);
+	ck_assert_double_eq_tol(b.prefill_s - a.prefill_s, join_load, 1e-9 * a.prefill_s);
+	ck_assert_double_eq_tol(b.decode_s - a.decode_s, decode_load, 1e-9 * a.decode_s);
+}
+END_TEST
+
+/* With the weights on the host every join step streams all of them: a
+ * quarter of the batch at a time takes 4 joins a turnover, half of it 2;
+ * where a product's time is in step with its rows (one rate for every
+ * product: FlexGen's decode rate) the joins' compute is that of the same
+ * B x prompt tokens either way, and the difference is exactly the two
+ * extra joins' weight traffic.  Decode steps do not depend on refill. */
+START_TEST(test_refill_join_weights)
+{
+	struct fg_cost_case q, h;
+	struct fg_cost_prediction a, b;
+	struct fg_policy p = refill_policy(256, 1, 0, 100);
+
+	refill_case(&q, 0.25);
+	refill_case(&h, 0.5);
+	q.hw.mm_flops_prefill = h.hw.mm_flops_prefill = q.hw.mm_flops_decode;
+	predict_ok(&q, &p, &a);
+	predict_ok(&h, &p, &b);
+	ck_assert_int_eq(a.join_rows, 64);
+	ck_assert_int_eq(b.join_rows, 128);
+	ck_assert_double_eq_tol(a.join_steps, 4, 1e-12);
+	ck_assert_double_eq_tol(b.join_steps, 2, 1e-12);
+	ck_assert_double_eq_tol(a.decode_s, b.decode_s, 1e-12 * a.decode_s);
+	double w = (double)a.mem.weights[FG_ROLE_HOST] / (q.hw.ctog_bdw * 1e9);
+	printf("weights on the host: joins %.3f s (refill 0.25), %.3f s (0.5); a pass of the weights %.3f s\n",
+	       a.prefill_s, b.prefill_s, w);
+	ck_assert_double_eq_tol(a.prefill_s - b.prefill_s, 2 * w, 1e-9 * a.prefill_s);
+	ck_assert(a.total_tps < b.total_tps);
+}
+END_TEST
+
+/* Everything on the GPU: no traffic per join, and with products in step
+ * with their rows the steady state is the static price for any refill.
+ * At the T4's own rates a product of fewer rows than the prefill rate's
+ * turning point costs as many (FlexGen's memory-bound rule): the joins'
+ * logits are that fixed cost, so more joins cost a little more, and never
+ * more than the logits' product at its 64-row time per extra join. */
+START_TEST(test_refill_all_gpu)
+{
+	static const double r[3] = { 0.25, 0.5, 1 };
+	struct fg_cost_case cc;
+	struct fg_cost_prediction st, o[3];
+	struct fg_policy p = refill_policy(256, 1, 100, 100);
+
+	for (int flat = 1; flat >= 0; flat--) {
+		refill_case(&cc, 0);
+		if (flat)
+			cc.hw.mm_flops_prefill = cc.hw.mm_flops_decode;
+		predict_ok(&cc, &p, &st);
+		for (int i = 0; i < 3; i++) {
+			cc.refill = r[i];
+			predict_ok(&cc, &p, &o[i]);
+			printf("all on the GPU, %s rates, refill %.2f: %.4f token/s (static %.4f)\n",
+			       flat ? "one" : "the T4's", r[i], o[i].total_tps, st.total_tps);
+			ck_assert_double_eq_tol(o[i].decode_s, st.decode_s, 1e-12 * st.decode_s);
+			if (flat)
+				ck_assert_double_eq_tol(o[i].prefill_s, st.prefill_s, 1e-9 * st.prefill_s);
+		}
+		if (flat)
+			continue;
+		ck_assert_double_eq_tol(o[2].prefill_s, st.prefill_s, 1e-9 * st.prefill_s);
+		ck_assert(o[0].prefill_s > o[1].prefill_s && o[1].prefill_s > o[2].prefill_s);
+		/* the logits' product of 64 rows: 2 x hidden x vocab x 64 at the decode rate */
+		double logits64 = 2.0 * (double)cc.model.hidden * (double)cc.model.vocab * 64 /
+				  (cc.hw.mm_flops_decode * 1e12);
+		ck_assert(o[0].prefill_s - o[2].prefill_s <= 3 * logits64);
+	}
+}
+END_TEST
+
+/* Where some sequence's cache is off the GPU a join step cannot gather its
+ * rows (core/exec/join.c): it computes every row up to the last joining
+ * one, k (gbs + 1) / (k + 1) of them for k joining rows at random places.
+ * With attention nearly free and one rate for every product, the joins'
+ * device work is the gathered joins' times (gbs + 1) / (k + 1). */
+START_TEST(test_refill_join_rows)
+{
+	struct fg_cost_case cc;
+	struct fg_cost_prediction g, w;
+	struct fg_policy on = refill_policy(256, 1, 100, 100), off = refill_policy(256, 1, 100, 0);
+
+	refill_case(&cc, 0.25);
+	cc.hw.mm_flops_prefill = cc.hw.mm_flops_decode;
+	cc.hw.attn_flops = 1e9;
+	predict_ok(&cc, &on, &g);
+	predict_ok(&cc, &off, &w);
+	double ratio = w.link[FG_STAGE_PREFILL][FG_LINK_COMP] / g.link[FG_STAGE_PREFILL][FG_LINK_COMP];
+	printf("joins of 64 rows of 256: device work %.3f s gathered, %.3f s in place (x %.4f)\n",
+	       g.link[FG_STAGE_PREFILL][FG_LINK_COMP], w.link[FG_STAGE_PREFILL][FG_LINK_COMP], ratio);
+	ck_assert_double_eq_tol(ratio, 257.0 / 65, 1e-6);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("optimizer");
@@ -1011,6 +1245,7 @@ int main(void)
 	tcase_add_test(tc, test_monotone_gpu_memory);
 	tcase_add_test(tc, test_lp_against_grid);
 	tcase_add_test(tc, test_window_ring_optimize);
+	tcase_add_test(tc, test_refill_optimize);
 #else
 	tcase_add_test(tc, test_no_glpk);
 #endif
@@ -1026,6 +1261,10 @@ int main(void)
 	tcase_add_test(tc, test_batch_rows_point);
 	tcase_add_test(tc, test_t4_preset);
 	tcase_add_test(tc, test_profile_model_shapes);
+	tcase_add_test(tc, test_refill_whole_batch);
+	tcase_add_test(tc, test_refill_join_weights);
+	tcase_add_test(tc, test_refill_all_gpu);
+	tcase_add_test(tc, test_refill_join_rows);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -117,7 +117,9 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		   "and echoed requests join (an echoed one's prompt scored as it joins) when "
 		   "their prompt and budget fit the run's columns.  Results are each request's "
 		   "alone, to rounding.  0: off.  Also through pipeline stages (there echoed "
-		   "requests and ones with log-probabilities wait for the next batch)."),
+		   "requests and ones with log-probabilities wait for the next batch).  `fgcore "
+		   "optimize` prices a stream refilling the batch at this share beside one "
+		   "static batch, and ranks policies by it with --refill."),
 	KEY_INT("policy", "share_prefix", "0", 0, 1048576,
 		"Shared prompt prefixes: prompts of a GPU batch that begin alike for at least "
 		"this many tokens compute that beginning once, the others taking its KV cache "

@@ -25,6 +25,11 @@ struct ctx {
 	const struct fg_hardware *hw;
 	const struct fg_model_config *c;
 	double h, kv, qw, l, s, n, gbs, nb, a, e;
+	/* rows of a GPU batch through the linear layers: gbs, but a refilled
+	 * run's join step attends and caches its joining rows (gbs) and, unless
+	 * it gathers them, computes every row before the last one */
+	double gbs_lin;
+	int ring_load;               /* a decode step loads a slot-held cache's whole ring */
 	double hb; /* bytes of a residual-stream element (the hidden states) */
 	int dev, cpu, cw, cq, sep;
 	double ctog_w, ctog, gtoc, dtoc, ctod; /* bytes per second */
@@ -167,20 +172,31 @@ static void store(const struct ctx *x, struct fg_lin *L, int host_i, int disk_i,
 		L[FG_LINK_GTOC].a[disk_i] += bytes / x->gtoc;
 }
 
+/* Cache positions a decode step loads into the slot for a slot-held
+ * sequence: those before the new one, on average over the run (a windowed
+ * layer: its last w - 1 only, core/exec/schedule.c, whether its cache is a
+ * ring or not).  Once a refilled run's column has passed the ring's end,
+ * every step loads the whole ring (fg_kv_columns), a windowed layer still
+ * its w - 1. */
+static double decode_load_len(const struct ctx *x)
+{
+	if (x->ring_load)
+		return (1 - x->fw) * x->cols + x->fw * fmin(x->w - 1, x->cols);
+	return (1 - x->fw) * (x->s + x->n / 2 - 1) +
+	       x->fw * mean_min(x->s, x->s + x->n - 2, x->w - 1);
+}
+
 /* One layer (attention + MLP) of a prefill or decode step whose weights W
- * bytes; decode at the average cache length (s + n/2 - 1 rows loaded). */
+ * bytes; decode at the average cache length. */
 static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, double Wa, int decode)
 {
-	double tok = decode ? 1 : x->s, m = x->gbs * tok, h = x->h;
+	double tok = decode ? 1 : x->s, m = x->gbs_lin * tok, h = x->h;
 	double kvrow = 2 * x->kv * x->e, seqs = x->gbs * x->nb;
-	/* Per decode step, at the average length: a windowed layer reads its
-	 * last `w` positions only, and loads the w - 1 before the new one
-	 * (core/exec/schedule.c), whether its cache is a ring or not. */
-	double load_len = (1 - x->fw) * (x->s + x->n / 2 - 1) +
-			  x->fw * mean_min(x->s, x->s + x->n - 2, x->w - 1);
+	double load_len = decode_load_len(x);
+	/* a row attends its own positions: at the average length over its decode steps */
 	double attn_len = (1 - x->fw) * (x->s + x->n / 2) +
 			  x->fw * mean_min(x->s + 1, x->s + x->n - 1, x->w);
-	double hid = x->gbs * tok * h * x->hb * x->nb; /* every GPU batch's activations */
+	double hid = x->gbs_lin * tok * h * x->hb * x->nb; /* every GPU batch's activations */
 	double units = x->sep ? 2 : 1;
 
 	/* Weights: once per layer and step, shared by the GPU batches. */
@@ -222,6 +238,11 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, double 
 			L[FG_LINK_COMP].c += hid / (x->hw->prefill_other_bdw * GBPS);
 		/* New rows of slot-held sequences go home from the slot. */
 		store(x, L, x->cpu ? -1 : FG_X_CC, FG_X_CN, cache_tok);
+		/* A join step loads its rows' slots with the columns before it, as
+		 * a decode step does (schedule.c): old ones, the ring, unused. */
+		if (x->ring_load)
+			load(x, L, x->cpu ? -1 : FG_X_CC, FG_X_CN, seqs * decode_load_len(x) * kvrow,
+			     x->ctog, 0);
 		/* Delegated sequences: the prompt's k and v copied to the host (into
 		 * the cache, or staged for the encoding), synchronously. */
 		if (x->cpu && x->dev)
@@ -253,7 +274,7 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, double 
 static void io_terms(const struct ctx *x, struct fg_lin *L, double W, int decode)
 {
 	double tok = decode ? 1 : x->s;
-	double hid = x->gbs * tok * x->h * x->hb * x->nb;
+	double hid = x->gbs_lin * tok * x->h * x->hb * x->nb;
 
 	load(x, L, FG_X_IC, FG_X_IN, W, x->ctog_w, 0);
 	/* A host-tier token table is staged by rows when the step's ids are few
@@ -262,8 +283,8 @@ static void io_terms(const struct ctx *x, struct fg_lin *L, double W, int decode
 	if (decode && fg_plan_rows_staged(ids, V))
 		L[FG_LINK_CTOG].a[FG_X_IC] -= (table - ids * x->h * 2) / x->ctog_w;
 	/* logits of each sequence's last position, copied to the host at once */
-	L[FG_LINK_COMP].c += x->nb * (t_block_lin(x, FG_BLOCK_OUTPUT, x->gbs) +
-				      x->gbs * V * x->a / x->gtoc);
+	L[FG_LINK_COMP].c += x->nb * (t_block_lin(x, FG_BLOCK_OUTPUT, x->gbs_lin) +
+				      x->gbs_lin * V * x->a / x->gtoc);
 	load(x, L, FG_X_HC, FG_X_HN, hid, x->ctog, 1); /* output block */
 	store(x, L, FG_X_HC, FG_X_HN, hid);            /* input block */
 }
@@ -286,6 +307,58 @@ static int rates_ok(const struct fg_hardware *hw, const struct fg_policy *p)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/* Sequences of each GPU batch whose cache is on `role`, as the plan splits them. */
+static int64_t cache_seqs(const struct fg_policy *p, int role)
+{
+	int64_t first[FG_ROLES], cnt[FG_ROLES];
+	fg_policy_split(p->cache, p->gpu_batch_size, first, cnt);
+	return cnt[role];
+}
+
+int fg_cost_refills(const struct fg_cost_case *cc, const struct fg_policy *p)
+{
+	int delegates = p->cpu_cache_compute && cache_seqs(p, FG_ROLE_HOST) > 0; /* the plan's */
+	return cc->refill > 0 && cc->stages <= 1 && !delegates;
+}
+
+int64_t fg_cost_join_rows(const struct fg_cost_case *cc, const struct fg_policy *p)
+{
+	int64_t rows = p->gpu_batch_size * p->num_gpu_batches;
+	/* (the tolerance: 0.25 x 256 is 64 rows, not 65) */
+	int64_t j = (int64_t)ceil(cc->refill * (double)rows - 1e-9);
+	return j < 1 ? 1 : j > rows ? rows : j;
+}
+
+/* Rows of a GPU batch a join step of k joining rows (of gbs) computes
+ * through the linear layers (core/exec/join.c): they alone where every
+ * sequence's cache is on the compute tier (the step gathers them);
+ * elsewhere every row up to the last joining one, which for k rows at
+ * random places of gbs is k (gbs + 1) / (k + 1) on average. */
+static double join_rows_computed(const struct fg_policy *p, double k)
+{
+	double gbs = (double)p->gpu_batch_size;
+	if (cache_seqs(p, FG_ROLE_COMPUTE) == p->gpu_batch_size)
+		return k;
+	return fmin(gbs, k * (gbs + 1) / (k + 1));
+}
+
+/* A stage's context: the run's, or in a refilled steady state a join step
+ * (the joining rows spread over the GPU batches) and decode steps that load
+ * the ring. */
+static struct ctx stage_ctx(const struct ctx *x, const struct fg_cost_case *cc,
+			    const struct fg_policy *p, int stage)
+{
+	struct ctx s = *x;
+	if (!fg_cost_refills(cc, p))
+		return s;
+	s.ring_load = 1;
+	if (stage == FG_STAGE_DECODE)
+		return s;
+	s.gbs = (double)fg_cost_join_rows(cc, p) / x->nb;
+	s.gbs_lin = join_rows_computed(p, s.gbs);
+	return s;
 }
 
 /* The plan's view of the case: one process may keep a window's ring (the
@@ -335,6 +408,7 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 		.qw = (double)fg_dim_value(c, FG_DIM_Q),
 		.l = (double)layers, .s = (double)cc->prompt_len, .n = (double)cc->gen_len,
 		.gbs = (double)p->gpu_batch_size, .nb = (double)p->num_gpu_batches,
+		.gbs_lin = (double)p->gpu_batch_size,
 		.a = hw->act_bytes, .hb = fg_hardware_hidden_bytes(hw),
 		.dev = !hw->compute_host_memory, .cpu = p->cpu_cache_compute,
 		.cw = p->compress_weight, .cq = p->compress_cache, .sep = p->sep_layer,
@@ -356,12 +430,17 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 	x.fw = c->layers > 0 && x.w > 0 ? (double)windowed / (double)c->layers : 0;
 
 	for (int st = 0; st < FG_STAGES; st++) {
-		layer_terms(&x, t->t[st][FG_PART_LAYER], Wa + Wm, Wa, st == FG_STAGE_DECODE);
-		io_terms(&x, t->t[st][FG_PART_IO], Wi + Wo, st == FG_STAGE_DECODE);
+		struct ctx sx = stage_ctx(&x, cc, p, st);
+		layer_terms(&sx, t->t[st][FG_PART_LAYER], Wa + Wm, Wa, st == FG_STAGE_DECODE);
+		io_terms(&sx, t->t[st][FG_PART_IO], Wi + Wo, st == FG_STAGE_DECODE);
 	}
 	t->serial = !p->overlap || hw->compute_host_memory;
 	t->layers = layers;
 	t->decode_steps = cc->gen_len - 1;
+	/* A turnover of a refilled batch: every row joins once, join_rows at a
+	 * time, and lives gen_len - 1 decode steps after its join's token. */
+	t->steady = fg_cost_refills(cc, p);
+	t->prefill_steps = t->steady ? x.gbs * x.nb / (double)fg_cost_join_rows(cc, p) : 1;
 	t->tokens = x.gbs * x.nb * x.n;
 
 	/* Memory, linear in the shares (exact for a concrete policy: core/plan). */
@@ -539,7 +618,7 @@ int fg_cost_predict(const struct fg_cost_case *cc, const struct fg_policy *p,
 	double stage_s[FG_STAGES];
 	for (int st = 0; st < FG_STAGES; st++) {
 		double k[FG_PARTS][FG_LINKS];
-		double mult = st == FG_STAGE_DECODE ? (double)t.decode_steps : 1;
+		double mult = st == FG_STAGE_DECODE ? (double)t.decode_steps : t.prefill_steps;
 		for (int part = 0; part < FG_PARTS; part++)
 			for (int i = 0; i < FG_LINKS; i++) {
 				k[part][i] = fg_lin_eval(&t.t[st][part][i], x);
@@ -560,6 +639,9 @@ int fg_cost_predict(const struct fg_cost_case *cc, const struct fg_policy *p,
 	o->capacity[FG_ROLE_COMPUTE] = cc->hw.gpu_mem;
 	o->capacity[FG_ROLE_HOST] = cc->hw.cpu_mem;
 	o->capacity[FG_ROLE_DISK] = cc->hw.disk_mem;
+	o->steady = t.steady;
+	o->join_rows = t.steady ? fg_cost_join_rows(cc, p) : 0;
+	o->join_steps = t.steady ? t.prefill_steps : 0;
 	o->fits = 1;
 	for (int r = 0; r < FG_ROLES; r++)
 		if (o->mem.total[r] > o->capacity[r])

@@ -5,7 +5,10 @@
  * the slowest of the links it uses (host->compute, compute->host,
  * disk->host, host->disk) and of its computation, with a rule for which of
  * them overlap (FlexGen's, with the host's work apart: fg_cost_rule); the
- * run is prefill + (gen_len - 1) decode steps at the average cache length.
+ * run is prefill + (gen_len - 1) decode steps at the average cache length,
+ * or, for a stream of requests refilling the batch ([policy] refill), one
+ * turnover of its steady state: B / join_rows join steps (a prefill of the
+ * joining rows) + (gen_len - 1) decode steps over the cache's ring.
  * Extended with host attention (cpu_cache_compute),
  * 4-bit weights and cache, the input and output blocks, activations off the
  * compute tier, and this engine's exact buffers (the memory plan, core/plan/plan.h).
@@ -61,7 +64,18 @@ struct fg_cost_case {
 	 * micro-batches each step, and the activations passed between stages. */
 	int64_t stages;
 	int64_t micro_batches; /* [distributed] micro_batches; 0: min(stages, num_gpu_batches) */
+	/* A stream of requests that refill the batch ([policy] refill, in
+	 * (0, 1]): priced in its steady state (fg_cost_refills).  0: one static
+	 * batch, as `fgcore bench` runs it. */
+	double refill;
 };
+
+/* Does the case price `p` in a refilled steady state?  Refill on, one
+ * process, no host attention: the engine's joins need every sequence's
+ * attention on the compute backend (fg_forward_can_join). */
+int fg_cost_refills(const struct fg_cost_case *cc, const struct fg_policy *p);
+/* Rows that join at once in that steady state: ceil(refill x batch), 1..batch. */
+int64_t fg_cost_join_rows(const struct fg_cost_case *cc, const struct fg_policy *p);
 
 /* What a stage's time is made of: the links between tiers, the compute
  * backend's work (and the transfers it waits for), the host's work for a
@@ -92,6 +106,11 @@ struct fg_cost_terms {
 	struct fg_lin t[FG_STAGES][FG_PARTS][FG_LINKS]; /* seconds */
 	int serial;             /* links run one after another (no overlap) */
 	int64_t layers, decode_steps;
+	/* Prefill steps a run prices: 1; a refilled steady state's join steps
+	 * per turnover of the batch, batch / join rows (the prefill stage's
+	 * terms are then a join step's). */
+	double prefill_steps;
+	int steady;             /* priced as a refilled steady state */
 	/* bytes per tier = mem[r] + slot[r] * S, S >= unit[u] for every unit u */
 	struct fg_lin mem[FG_ROLES];
 	double slot[FG_ROLES];
@@ -115,12 +134,17 @@ double fg_cost_combine(const struct fg_cost_terms *t, int stage, const double li
 void fg_cost_shares(const struct fg_cost_case *cc, const struct fg_policy *p, double x[FG_X_N]);
 
 struct fg_cost_prediction {
-	double prefill_s, decode_s;          /* whole run */
+	/* whole run; a refilled steady state: one turnover of the batch, its
+	 * join steps as prefill */
+	double prefill_s, decode_s;
 	double prefill_tps, decode_tps, total_tps; /* as `fgcore bench` counts them */
 	double link[FG_STAGES][FG_LINKS];    /* seconds per run on each link */
 	struct fg_plan mem;                  /* the memory plan: bytes per tier, exact */
 	uint64_t capacity[FG_ROLES];
 	int fits;                            /* every tier within its capacity */
+	int steady;                          /* a refilled steady state (fg_cost_refills) */
+	int64_t join_rows;                   /* steady: rows of each join step */
+	double join_steps;                   /* steady: join steps per turnover */
 };
 
 /* Predict a policy on a case: time from the cost model, memory exact. */

@@ -202,9 +202,18 @@ int fg_optimize(const struct fg_optimize_params *p, struct fg_optimize_out *out)
 
 #else
 
+/* How a refilled run's join steps compute (cost_model.c, join_gathers). */
+enum join_kind {
+	JOIN_ANY,    /* static batches, or host attention (no joins): the cache anywhere */
+	JOIN_GATHER, /* every sequence's cache on the compute tier: the joining rows alone */
+	JOIN_WHOLE,  /* some off it: the join computes the whole GPU batch */
+	JOIN_NONE,   /* host attention over host sequences: no joins, static batches */
+};
+
 /* The discrete part of a policy. */
 struct choice {
 	int cpu, cw, cq, sep, act_off, dw, dc, overlap;
+	enum join_kind join;
 };
 
 /* LP columns (1-based, as GLPK numbers them). */
@@ -247,6 +256,10 @@ static void mode_policy(const struct search *s, struct fg_policy *p, int64_t gbs
 	p->weight[FG_ROLE_COMPUTE] = 100 - ch->dw;
 	p->cache[FG_ROLE_DISK] = ch->dc;
 	p->cache[FG_ROLE_COMPUTE] = 100 - ch->dc;
+	if (ch->join == JOIN_WHOLE || ch->join == JOIN_NONE) { /* markers: sequences off it */
+		p->cache[FG_ROLE_COMPUTE] = 0;
+		p->cache[FG_ROLE_HOST] = 100 - ch->dc;
+	}
 	p->act[FG_ROLE_COMPUTE] = ch->act_off ? 50 : 100;
 	p->act[FG_ROLE_HOST] = ch->act_off ? 50 : 0;
 }
@@ -296,7 +309,7 @@ static void row_add(glp_prob *lp, struct row *r, int type, double lo, double hi)
  * overflow is what is minimized, and missing[] receives it.
  * Returns 0 with *obj and x[] set, 1 when infeasible. */
 static int solve(struct search *s, const struct fg_cost_terms *t, const struct choice *ch,
-		 int64_t nb, const double caps[FG_ROLES], double *missing, double *obj,
+		 int64_t gbs, int64_t nb, const double caps[FG_ROLES], double *missing, double *obj,
 		 double x[FG_X_N])
 {
 	glp_prob *lp = glp_create_prob();
@@ -316,6 +329,17 @@ static int solve(struct search *s, const struct fg_cost_terms *t, const struct c
 	}
 	if (!ch->dc)
 		glp_set_col_bnds(lp, COL_X(FG_X_CN), GLP_FX, 0, 0);
+	/* A join gathers its rows only with every sequence on the compute
+	 * tier; the other choice keeps at least one off it. */
+	if (ch->join == JOIN_GATHER)
+		glp_set_col_bnds(lp, COL_X(FG_X_CG), GLP_FX, 1, 1);
+	else if (ch->join == JOIN_WHOLE && gbs > 1)
+		glp_set_col_bnds(lp, COL_X(FG_X_CG), GLP_DB, 0, (double)(gbs - 1) / (double)gbs);
+	else if (ch->join == JOIN_WHOLE)
+		glp_set_col_bnds(lp, COL_X(FG_X_CG), GLP_FX, 0, 0);
+	/* Host attention refuses joins only with a host sequence to attend. */
+	if (ch->join == JOIN_NONE)
+		glp_set_col_bnds(lp, COL_X(FG_X_CC), GLP_DB, 1 / (double)gbs, 1);
 	glp_set_col_bnds(lp, COL_X(FG_X_HN), GLP_FX, 0, 0); /* activations: compute or host */
 	if (!ch->act_off) {
 		glp_set_col_bnds(lp, COL_X(FG_X_HG), GLP_FX, 1, 1);
@@ -373,16 +397,17 @@ static int solve(struct search *s, const struct fg_cost_terms *t, const struct c
 				row_add(lp, &r, GLP_LO, -r.c, 0);
 			}
 		}
-	/* Objective: the run's time, or the memory missing. */
-	double l = (double)t->layers, steps = (double)t->decode_steps;
+	/* Objective: the run's time (a refilled turnover's: its join steps as
+	 * prefill), or the memory missing. */
+	double l = (double)t->layers, steps = (double)t->decode_steps, pre = t->prefill_steps;
 	if (missing) {
 		/* Prefer to report what is missing on the cheaper, larger tiers. */
 		static const double w[FG_ROLES] = { 1, 2, 4 };
 		for (int ro = 0; ro < FG_ROLES; ro++)
 			glp_set_obj_coef(lp, COL_O(ro), w[ro]);
 	} else {
-		glp_set_obj_coef(lp, COL_T(FG_STAGE_PREFILL, FG_PART_LAYER), l);
-		glp_set_obj_coef(lp, COL_T(FG_STAGE_PREFILL, FG_PART_IO), 1);
+		glp_set_obj_coef(lp, COL_T(FG_STAGE_PREFILL, FG_PART_LAYER), l * pre);
+		glp_set_obj_coef(lp, COL_T(FG_STAGE_PREFILL, FG_PART_IO), pre);
 		glp_set_obj_coef(lp, COL_T(FG_STAGE_DECODE, FG_PART_LAYER), l * steps);
 		glp_set_obj_coef(lp, COL_T(FG_STAGE_DECODE, FG_PART_IO), steps);
 	}
@@ -563,7 +588,7 @@ static int try_shape(struct search *s, int64_t gbs, int64_t nb, const struct cho
 		return -1;
 	memcpy(caps, s->cap, sizeof(caps));
 	for (int round = 0; round < 4; round++) {
-		if (solve(s, &t, ch, nb, caps, NULL, &obj, x))
+		if (solve(s, &t, ch, gbs, nb, caps, NULL, &obj, x))
 			return round == 0 ? -1 : 1;
 		double tps = t.tokens / obj;
 		if (round == 0)
@@ -590,7 +615,7 @@ static int feasible(struct search *s, int64_t gbs, int64_t nb, const struct choi
 	struct fg_cost_terms t;
 	double x[FG_X_N], obj;
 	mode_policy(s, &mp, gbs, nb, ch);
-	return !fg_cost_terms(s->cc, &mp, &t) && !solve(s, &t, ch, nb, s->cap, NULL, &obj, x);
+	return !fg_cost_terms(s->cc, &mp, &t) && !solve(s, &t, ch, gbs, nb, s->cap, NULL, &obj, x);
 }
 
 static int64_t largest_nb(struct search *s, int64_t gbs, int64_t cap, const struct choice *ch)
@@ -626,6 +651,27 @@ static int64_t next_size(int64_t v)
 	return v == p ? p + p / 2 : 2 * p;
 }
 
+/* A refilled run's join steps compute the joining rows alone or the whole
+ * GPU batch, by where the cache is: two choices where the case refills, and
+ * host attention (which then has a host sequence: without one it is the
+ * same policy as no host attention, which joins) none. */
+static int join_choices(const struct search *s, const struct choice *c, struct choice *out)
+{
+	int n = 0;
+	if (!(s->cc->refill > 0 && s->cc->stages <= 1) || c->cpu) {
+		out[n] = *c;
+		out[n++].join = c->cpu && s->cc->refill > 0 && s->cc->stages <= 1 ? JOIN_NONE : JOIN_ANY;
+		return n;
+	}
+	if (!c->dc) {
+		out[n] = *c;
+		out[n++].join = JOIN_GATHER;
+	}
+	out[n] = *c;
+	out[n++].join = JOIN_WHOLE;
+	return n;
+}
+
 static int nchoices(const struct search *s, int any_disk, int overlap, struct choice *out)
 {
 	const struct fg_hardware *hw = &s->cc->hw;
@@ -641,8 +687,9 @@ static int nchoices(const struct search *s, int any_disk, int overlap, struct ch
 					for (int act = 0; act <= 1; act++)
 						for (int dw = dev ? 0 : disk; dw <= disk; dw++)
 							for (int dc = dev ? 0 : disk; dc <= disk; dc++)
-								out[n++] = (struct choice){ c, cw, cq, sep, act,
-											    dw, dc, overlap };
+								n += join_choices(s, &(struct choice){
+									c, cw, cq, sep, act, dw, dc, overlap,
+									JOIN_ANY }, out + n);
 	return n;
 }
 
@@ -659,7 +706,8 @@ static void report_missing(struct search *s, struct fg_optimize_out *out)
 		struct fg_policy mp;
 		struct fg_cost_terms t;
 		mode_policy(s, &mp, gbs, nb, &ch[i]);
-		if (fg_cost_terms(s->cc, &mp, &t) || solve(s, &t, &ch[i], nb, s->cap, miss, &obj, x))
+		if (fg_cost_terms(s->cc, &mp, &t) ||
+		    solve(s, &t, &ch[i], gbs, nb, s->cap, miss, &obj, x))
 			continue;
 		if (obj < best) {
 			best = obj;
