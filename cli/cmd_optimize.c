@@ -169,7 +169,7 @@ static void print_job(const struct fg_cost_prediction *p, int64_t replicas, int6
 	       r * p->prefill_tps, r * p->decode_tps, r * p->total_tps);
 }
 
-/* --refill: the engine's joins run in one process, with refill on. */
+/* --refill: refill on, one process (a pipeline's joins are not priced yet). */
 static int refill_refused(double refill, int64_t stages, int64_t replicas, int64_t gpus)
 {
 	if (!(refill > 0)) {
@@ -177,7 +177,7 @@ static int refill_refused(double refill, int64_t stages, int64_t replicas, int64
 		return 1;
 	}
 	if (stages > 1 || replicas > 1 || gpus > 1) {
-		fprintf(stderr, "fgcore: optimize: --refill: rows join running batches in one process only (not with --stages, --replicas or --gpus above 1)\n");
+		fprintf(stderr, "fgcore: optimize: --refill: the steady state is priced for one process only (not with --stages, --replicas or --gpus above 1)\n");
 		return 1;
 	}
 	return 0;

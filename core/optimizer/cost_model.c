@@ -317,10 +317,9 @@ static int64_t cache_seqs(const struct fg_policy *p, int role)
 	return cnt[role];
 }
 
-int fg_cost_refills(const struct fg_cost_case *cc, const struct fg_policy *p)
+int fg_cost_refills(const struct fg_cost_case *cc)
 {
-	int delegates = p->cpu_cache_compute && cache_seqs(p, FG_ROLE_HOST) > 0; /* the plan's */
-	return cc->refill > 0 && cc->stages <= 1 && !delegates;
+	return cc->refill > 0 && cc->stages <= 1;
 }
 
 int64_t fg_cost_join_rows(const struct fg_cost_case *cc, const struct fg_policy *p)
@@ -351,7 +350,7 @@ static struct ctx stage_ctx(const struct ctx *x, const struct fg_cost_case *cc,
 			    const struct fg_policy *p, int stage)
 {
 	struct ctx s = *x;
-	if (!fg_cost_refills(cc, p))
+	if (!fg_cost_refills(cc))
 		return s;
 	s.ring_load = 1;
 	if (stage == FG_STAGE_DECODE)
@@ -439,7 +438,7 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 	t->decode_steps = cc->gen_len - 1;
 	/* A turnover of a refilled batch: every row joins once, join_rows at a
 	 * time, and lives gen_len - 1 decode steps after its join's token. */
-	t->steady = fg_cost_refills(cc, p);
+	t->steady = fg_cost_refills(cc);
 	t->prefill_steps = t->steady ? x.gbs * x.nb / (double)fg_cost_join_rows(cc, p) : 1;
 	t->tokens = x.gbs * x.nb * x.n;
 

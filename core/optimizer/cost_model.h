@@ -70,10 +70,10 @@ struct fg_cost_case {
 	double refill;
 };
 
-/* Does the case price `p` in a refilled steady state?  Refill on, one
- * process, no host attention: the engine's joins need every sequence's
- * attention on the compute backend (fg_forward_can_join). */
-int fg_cost_refills(const struct fg_cost_case *cc, const struct fg_policy *p);
+/* Does the case price its policies in a refilled steady state?  Refill on,
+ * one process (a pipeline's joins are not priced yet: its stages' static
+ * batches are). */
+int fg_cost_refills(const struct fg_cost_case *cc);
 /* Rows that join at once in that steady state: ceil(refill x batch), 1..batch. */
 int64_t fg_cost_join_rows(const struct fg_cost_case *cc, const struct fg_policy *p);
 
