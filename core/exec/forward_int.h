@@ -123,7 +123,8 @@ struct fg_forward {
 	int joining;                    /* this step computes joining rows' prompts (join.c): */
 	int32_t *join_pad;              /* each row's pad within the step's columns (n: none) */
 	int join_dense;                 /* the joining rows gathered at each GPU batch's first: */
-	int32_t *join_row;              /* the step's row i of a GPU batch is its row join_row[i] */
+	int32_t *join_row;              /* the step's row i of a GPU batch is its row join_row[i], */
+	const unsigned char *join_on;   /* whose cache (by its own rows) is the step's */
 	struct fg_forward_stats stats;
 };
 
@@ -145,6 +146,15 @@ static inline int fg_rows_masked(const struct fg_forward *f)
 static inline int fg_row_dead(const struct fg_forward *f, int64_t k, int64_t s)
 {
 	return fg_rows_masked(f) && !f->mask.row_live[k * f->bs + s];
+}
+
+/* Is the cache of row s of GPU batch k left alone this step?  Its row's
+ * mask, but in a join that gathers its rows, whether the row joins. */
+static inline int fg_cache_dead(const struct fg_forward *f, int64_t k, int64_t s)
+{
+	if (f->joining && f->join_dense)
+		return !f->join_on[k * f->bs + s];
+	return fg_row_dead(f, k, s);
 }
 
 /* Bytes of one GPU batch's hidden states for n tokens a row. */

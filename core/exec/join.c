@@ -23,14 +23,15 @@
 #include "core/util/error.h"
 
 /* Dense: the joining rows of each GPU batch gathered at its first rows for
- * the step (their K/V go to their own cache rows), where every row's cache
- * lives on the compute tier: the step then computes the joining prompts
- * only, not the rows before the last joining one.  Ring: the columns wrap
- * where the backend runs decode attention over a ring. */
+ * the step (their K/V go to their own cache rows, on the compute tier or in
+ * the cache slot, which moves their rows: fg_cache_dead), unless attention
+ * is on the host: the step then computes the joining prompts only, not the
+ * rows before the last joining one.  Ring: the columns wrap where the
+ * backend runs decode attention over a ring. */
 unsigned fg_join_own_caps(const struct fg_forward *f)
 {
 	unsigned caps = 0;
-	if (f->plan.ccount[FG_ROLE_COMPUTE] == f->bs)
+	if (!f->plan.delegate)
 		caps |= FG_JOIN_DENSE;
 	if (fg_backend_supports(f->be, FG_OP_ATTENTION_RING, f->cdt))
 		caps |= FG_JOIN_RING;
@@ -223,6 +224,7 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 	}
 	int masked = f->prefill_masked;
 	f->joining = 1;
+	f->join_on = join;
 	f->join_dense = packed;
 	f->prefill_masked = 1; /* (the mask holds from column 0 on too) */
 	f->score = target ? &ps : s;
@@ -242,6 +244,7 @@ int fg_forward_join(struct fg_forward *f, const unsigned char *join, const int32
 	if (drawn)
 		f->sampling = drawn;
 	f->joining = 0;
+	f->join_on = NULL;
 	f->join_dense = 0;
 	f->prefill_masked = masked;
 	f->score = NULL;

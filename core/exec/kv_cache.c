@@ -98,7 +98,7 @@ static int kv_move_cols(struct fg_forward *f, struct fg_xfer *x, int load, int64
 			int64_t j = fg_kv_slot_index(f, role, i);
 			/* No one reads a finished row's cache again: its slot rows
 			 * keep whatever they held, its home stops growing. */
-			int dead = fg_row_dead(f, b, p->cfirst[role] + i);
+			int dead = fg_cache_dead(f, b, p->cfirst[role] + i);
 			for (int kv = 0; kv < 2; kv++) {
 				uint64_t ho[2], so[2], len[2];
 				int n = fg_kv_ranges(f, cnt, i, r0, nr, ho, len);
@@ -269,8 +269,7 @@ static int append_kv(struct fg_forward *f, struct fg_block_ctx *x, const char *w
 }
 
 /* Joining rows' K/V (join.c), run by run of them among rows [s0, s0 + m)
- * of a group whose cache views are kc, vc, or gathered each to its own row:
- * the rows left out keep theirs. */
+ * of a group whose cache views are kc, vc: the rows left out keep theirs. */
 static int append_joining(struct fg_forward *f, struct fg_block_ctx *x, struct fg_tensor k,
 			  struct fg_tensor v, struct fg_tensor kc, struct fg_tensor vc, int64_t s0,
 			  int64_t m)
@@ -283,16 +282,45 @@ static int append_joining(struct fg_forward *f, struct fg_block_ctx *x, struct f
 			a++;
 			continue;
 		}
-		/* gathered rows (join.c): each to its own row's cache */
-		int64_t b = a + 1, to = f->join_dense ? f->join_row[kb * f->bs + a] : a;
-		while (!f->join_dense && b < s0 + m && !fg_row_dead(f, kb, b))
+		int64_t b = a + 1;
+		while (b < s0 + m && !fg_row_dead(f, kb, b))
 			b++;
-		if ((rc = append_kv(f, x, "k cache", fg_rows(k, a * n, (b - a) * n), kc, to - s0,
+		if ((rc = append_kv(f, x, "k cache", fg_rows(k, a * n, (b - a) * n), kc, a - s0,
 				    b - a, n)) ||
-		    (rc = append_kv(f, x, "v cache", fg_rows(v, a * n, (b - a) * n), vc, to - s0,
+		    (rc = append_kv(f, x, "v cache", fg_rows(v, a * n, (b - a) * n), vc, a - s0,
 				    b - a, n)))
 			return rc;
 		a = b;
+	}
+	return 0;
+}
+
+/* The sequences of one kind of cache home: from `first`, cnt of them, in a
+ * cache of cache_seqs sequences. */
+struct kv_group {
+	int64_t first, cnt;
+	void *cache;
+	int64_t cache_seqs;
+};
+
+/* Gathered joining rows (join.c): the step's row a to its own row's cache,
+ * in whichever group that row's cache is. */
+static int append_gathered(struct fg_forward *f, struct fg_block_ctx *x, struct fg_tensor k,
+			   struct fg_tensor v, const struct kv_group grp[2])
+{
+	int64_t n = x->n, kb = f->cur_k;
+	struct fg_tensor kc, vc;
+	int rc;
+
+	for (int64_t a = 0; a < x->bs; a++) {
+		if (fg_row_dead(f, kb, a))
+			continue;
+		int64_t to = f->join_row[kb * f->bs + a];
+		const struct kv_group *g = &grp[to >= grp[0].first + grp[0].cnt];
+		fg_kv_views(f, g->cache, g->cache_seqs, &kc, &vc);
+		if ((rc = append_kv(f, x, "k cache", fg_rows(k, a * n, n), kc, to - g->first, 1, n)) ||
+		    (rc = append_kv(f, x, "v cache", fg_rows(v, a * n, n), vc, to - g->first, 1, n)))
+			return rc;
 	}
 	return 0;
 }
@@ -331,18 +359,16 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 		if ((rc = fg_backend_attention_prefill(x->be, x->stream, l, "attention", &at)))
 			return rc;
 	}
-	struct {
-		int64_t first, cnt;
-		void *cache;
-		int64_t cache_seqs;
-	} grp[2] = {
+	struct kv_group grp[2] = {
 		{ 0, cc, cc ? f->gb[kb].cache[FG_ROLE_COMPUTE][l].addr : NULL, cc },
 		{ p->delegate ? p->cfirst[FG_ROLE_DISK] : cc,
 		  p->delegate ? p->ccount[FG_ROLE_DISK] : p->n_off, f->cslot[cs].addr, p->n_off },
 	};
 	if (f->sharing && (rc = fg_kv_share(f, kb, l, x->bs)))
 		return rc;
-	for (int gi = 0; gi < 2; gi++) {
+	if (f->joining && f->join_dense && (rc = append_gathered(f, x, k, v, grp)))
+		return rc;
+	for (int gi = 0; gi < 2 && !(f->joining && f->join_dense); gi++) {
 		/* only the rows computed (x->bs: up to the last live one) */
 		int64_t s0 = grp[gi].first, m = fg_rows_within(s0, grp[gi].cnt, x->bs);
 		if (!m)

@@ -52,7 +52,8 @@ static int cache_prefetch(struct fg_forward *f, const struct item *it)
 	char what[64];
 	int rc;
 
-	if (f->step == 0 || !f->plan.n_off || !unit_has_attn(f, it->u))
+	/* (a prefill's and a join's attention reads only the step's columns) */
+	if (f->step == 0 || f->joining || !f->plan.n_off || !unit_has_attn(f, it->u))
 		return 0;
 	double t0 = fg_now();
 	/* The slot's last store and its last reader come first. */

@@ -238,11 +238,6 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, double 
 			L[FG_LINK_COMP].c += hid / (x->hw->prefill_other_bdw * GBPS);
 		/* New rows of slot-held sequences go home from the slot. */
 		store(x, L, x->cpu ? -1 : FG_X_CC, FG_X_CN, cache_tok);
-		/* A join step loads its rows' slots with the columns before it, as
-		 * a decode step does (schedule.c): old ones, the ring, unused. */
-		if (x->ring_load)
-			load(x, L, x->cpu ? -1 : FG_X_CC, FG_X_CN, seqs * decode_load_len(x) * kvrow,
-			     x->ctog, 0);
 		/* Delegated sequences: the prompt's k and v copied to the host (into
 		 * the cache, or staged for the encoding), synchronously. */
 		if (x->cpu && x->dev)
@@ -331,14 +326,14 @@ int64_t fg_cost_join_rows(const struct fg_cost_case *cc, const struct fg_policy 
 }
 
 /* Rows of a GPU batch a join step of k joining rows (of gbs) computes
- * through the linear layers (core/exec/join.c): they alone where every
- * sequence's cache is on the compute tier (the step gathers them);
- * elsewhere every row up to the last joining one, which for k rows at
- * random places of gbs is k (gbs + 1) / (k + 1) on average. */
+ * through the linear layers (core/exec/join.c): they alone (the step
+ * gathers them), but with attention on the host over host sequences every
+ * row up to the last joining one, which for k rows at random places of gbs
+ * is k (gbs + 1) / (k + 1) on average. */
 static double join_rows_computed(const struct fg_policy *p, double k)
 {
 	double gbs = (double)p->gpu_batch_size;
-	if (cache_seqs(p, FG_ROLE_COMPUTE) == p->gpu_batch_size)
+	if (!p->cpu_cache_compute || cache_seqs(p, FG_ROLE_HOST) == 0)
 		return k;
 	return fmin(gbs, k * (gbs + 1) / (k + 1));
 }

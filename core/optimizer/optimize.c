@@ -204,9 +204,9 @@ int fg_optimize(const struct fg_optimize_params *p, struct fg_optimize_out *out)
 
 /* How a refilled run's join steps compute (cost_model.c, join_gathers). */
 enum join_kind {
-	JOIN_ANY,    /* static batches: the cache anywhere */
-	JOIN_GATHER, /* every sequence's cache on the compute tier: the joining rows alone */
-	JOIN_WHOLE,  /* some off it: the join computes the whole GPU batch */
+	JOIN_ANY,    /* static batches */
+	JOIN_GATHER, /* no host attention: the joining rows alone */
+	JOIN_WHOLE,  /* host attention over host sequences: the whole GPU batch */
 };
 
 /* The discrete part of a policy. */
@@ -255,7 +255,7 @@ static void mode_policy(const struct search *s, struct fg_policy *p, int64_t gbs
 	p->weight[FG_ROLE_COMPUTE] = 100 - ch->dw;
 	p->cache[FG_ROLE_DISK] = ch->dc;
 	p->cache[FG_ROLE_COMPUTE] = 100 - ch->dc;
-	if (ch->join == JOIN_WHOLE) { /* a marker: sequences off it */
+	if (ch->join == JOIN_WHOLE) { /* a marker: host sequences */
 		p->cache[FG_ROLE_COMPUTE] = 0;
 		p->cache[FG_ROLE_HOST] = 100 - ch->dc;
 	}
@@ -328,14 +328,10 @@ static int solve(struct search *s, const struct fg_cost_terms *t, const struct c
 	}
 	if (!ch->dc)
 		glp_set_col_bnds(lp, COL_X(FG_X_CN), GLP_FX, 0, 0);
-	/* A join gathers its rows only with every sequence on the compute
-	 * tier; the other choice keeps at least one off it. */
-	if (ch->join == JOIN_GATHER)
-		glp_set_col_bnds(lp, COL_X(FG_X_CG), GLP_FX, 1, 1);
-	else if (ch->join == JOIN_WHOLE && gbs > 1)
-		glp_set_col_bnds(lp, COL_X(FG_X_CG), GLP_DB, 0, (double)(gbs - 1) / (double)gbs);
-	else if (ch->join == JOIN_WHOLE)
-		glp_set_col_bnds(lp, COL_X(FG_X_CG), GLP_FX, 0, 0);
+	/* A join gathers its rows but with host attention over a host
+	 * sequence (without one it is the policy without host attention). */
+	if (ch->join == JOIN_WHOLE)
+		glp_set_col_bnds(lp, COL_X(FG_X_CC), GLP_DB, 1 / (double)gbs, 1);
 	glp_set_col_bnds(lp, COL_X(FG_X_HN), GLP_FX, 0, 0); /* activations: compute or host */
 	if (!ch->act_off) {
 		glp_set_col_bnds(lp, COL_X(FG_X_HG), GLP_FX, 1, 1);
@@ -647,25 +643,14 @@ static int64_t next_size(int64_t v)
 	return v == p ? p + p / 2 : 2 * p;
 }
 
-/* A refilled run's join steps compute the joining rows alone or the whole
- * GPU batch, by where the cache is: two choices where the case refills
- * (host attention only the second: with every sequence on the compute
- * tier it is the policy without it). */
+/* How a refilled run's join steps compute (JOIN_ANY: not refilled). */
 static int join_choices(const struct search *s, const struct choice *c, struct choice *out)
 {
-	int n = 0;
-	if (!(s->cc->refill > 0 && s->cc->stages <= 1)) {
-		out[n] = *c;
-		out[n++].join = JOIN_ANY;
-		return n;
-	}
-	if (!c->dc && !c->cpu) {
-		out[n] = *c;
-		out[n++].join = JOIN_GATHER;
-	}
-	out[n] = *c;
-	out[n++].join = JOIN_WHOLE;
-	return n;
+	out[0] = *c;
+	out[0].join = !(s->cc->refill > 0 && s->cc->stages <= 1) ? JOIN_ANY
+		      : c->cpu					 ? JOIN_WHOLE
+								 : JOIN_GATHER;
+	return 1;
 }
 
 static int nchoices(const struct search *s, int any_disk, int overlap, struct choice *out)
