@@ -1574,6 +1574,9 @@ START_TEST(test_kv_append_q4)
 	static const int64_t shapes[][5] = { /* batch, n, start, cache_stride, cols */
 		{ 1, 1, 0, 1, 1 }, { 3, 2, 4, 9, 33 }, { 2, 5, 0, 5, 64 }, { 4, 1, 7, 8, 129 },
 		{ 2, 3, 1, 6, 7 }, { 1, 2, 2, 4, 200 },
+		/* rows enough to spread over threads (chunks of 1 + 16384 / cols rows):
+		 * even widths in parallel, odd ones (bytes shared between rows) on one */
+		{ 3, 70, 5, 80, 256 }, { 2, 300, 0, 301, 72 }, { 4, 150, 3, 160, 99 },
 	};
 	struct env e;
 	struct fg_codec cd;
@@ -1806,6 +1809,9 @@ START_TEST(test_attention_decode_mixed)
 	static const int64_t gqa[][6] = {
 		{ 1, 2, 1, 1, 1, 1 }, { 2, 6, 3, 8, 5, 9 }, { 3, 4, 2, 48, 17, 20 },
 		{ 2, 8, 2, 64, 33, 40 }, { 1, 6, 1, 7, 70, 70 },
+		/* 8 query heads a key/value head, heads of two 4-bit groups; a head
+		 * of 72 straddling a group boundary; one row for several threads */
+		{ 2, 16, 2, 128, 150, 160 }, { 3, 6, 2, 72, 40, 41 }, { 1, 8, 1, 40, 90, 90 },
 	};
 	struct env e;
 	struct fg_codec cd;

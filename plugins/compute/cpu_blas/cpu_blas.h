@@ -116,9 +116,10 @@ const float *cpu_blas_load(int isa, const struct fg_tensor *t, int64_t r, int64_
 /* dst[0..cols) = row r of a checked FG_DTYPE_Q4_ROWS view, decoded. */
 void cpu_blas_q4_rows_row(const struct fg_tensor *t, int64_t r, float *dst);
 /* Encode x[0..cols) as row r of a checked FG_DTYPE_Q4_COLS view, byte for byte
- * what the int4_group64 codec writes for that row (the nibble of a byte shared
- * with a neighbouring row is kept). */
-void cpu_blas_q4_cols_store(const struct fg_tensor *t, int64_t r, const float *x);
+ * what the int4_group64 codec writes for that row (fgcore/q4.h's rule; the
+ * nibble of a byte shared with a neighbouring row is kept), with the isa's
+ * vector kernels. */
+void cpu_blas_q4_cols_store(int isa, const struct fg_tensor *t, int64_t r, const float *x);
 
 /* ---- ops ----------------------------------------------------------------------
  * The core validates every argument against fgcore/compute.h before calling

@@ -3,7 +3,8 @@
  *
  * kv_append copies fp32 or fp16 rows into a cache of the same type, or encodes
  * them into a FG_DTYPE_Q4_COLS cache with the int4_group64 codec's exact rules
- * (plugins cannot call each other, hence the second encoder here). */
+ * (fgcore/q4.h's parameters and codes; the min/max and the codes vectorized
+ * where the isa allows, the rows spread over the thread pool). */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -157,8 +158,6 @@ int cpu_blas_layer_norm(void *ctx, void *stream, const struct fg_layer_norm_args
 
 /* ---- 4-bit groups (fgcore/q4.h) ------------------------------------------------- */
 
-#define CB_F16_MAX 65504.0f
-
 static const uint8_t *cb_q4_params(const struct fg_tensor *t)
 {
 	return (const uint8_t *)t->data + fg_q4_data_bytes((uint64_t)t->rows, (uint64_t)t->cols);
@@ -222,94 +221,145 @@ void cpu_blas_q4_rows_row(const struct fg_tensor *t, int64_t r, float *dst)
 	}
 }
 
-/* The fp16 one step below / above h (h finite, not at the range's end). */
-static uint16_t cb_half_down(uint16_t h)
+#if FG_FP16_SIMD_X86
+/* Minimum and maximum of x[0..n), NaN skipped, 8 lanes then across them:
+ * minps(x, lo) is x < lo ? x : lo, fg_q4_range's comparison (the order only
+ * picks between -0 and +0, which fg_q4_param_of makes +0). */
+__attribute__((target("avx2")))
+static void cb_q4_range_avx2(const float *x, int64_t n, float *lo, float *hi)
 {
-	if (h == 0 || h == 0x8000)
-		return 0x8001;
-	return h & 0x8000 ? (uint16_t)(h + 1) : (uint16_t)(h - 1);
+	__m256 l = _mm256_set1_ps(INFINITY), h = _mm256_set1_ps(-INFINITY);
+	float a[8], b[8], tl, th;
+	int64_t j = 0;
+
+	for (; j + 8 <= n; j += 8) {
+		l = _mm256_min_ps(_mm256_loadu_ps(x + j), l);
+		h = _mm256_max_ps(_mm256_loadu_ps(x + j), h);
+	}
+	_mm256_storeu_ps(a, l);
+	_mm256_storeu_ps(b, h);
+	fg_q4_range(x + j, (size_t)(n - j), &tl, &th);
+	for (int k = 0; k < 8; k++) {
+		tl = a[k] < tl ? a[k] : tl;
+		th = b[k] > th ? b[k] : th;
+	}
+	*lo = tl;
+	*hi = th;
 }
 
-/* Largest fp16 <= v and smallest fp16 >= v, for |v| <= 65504. */
-static uint16_t cb_half_floor(float v)
+/* q[j] of x[j], n a multiple of 8: fg_q4_code's operations (maxps(t, 0) is
+ * t > 0 ? t : 0, NaN to 0; cvtps2dq rounds to nearest, ties to even). */
+__attribute__((target("avx2")))
+static void cb_q4_codes_avx2(const float *x, int64_t n, float m, float inv, uint8_t *q)
 {
-	uint16_t h = fg_float_to_half(v);
+	__m256 vm = _mm256_set1_ps(m), vi = _mm256_set1_ps(inv), z = _mm256_setzero_ps();
+	__m256 top = _mm256_set1_ps(15.0f);
 
-	return fg_half_to_float(h) > v ? cb_half_down(h) : h;
+	for (int64_t j = 0; j < n; j += 8) {
+		__m256 t = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), vm), vi);
+		__m256i c = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(t, z), top));
+		__m128i w = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+
+		_mm_storel_epi64((__m128i *)(q + j), _mm_packus_epi16(w, w));
+	}
 }
 
-static uint16_t cb_half_ceil(float v) /* v >= 0 */
+/* out[i] = q[2i] << 4 | q[2i + 1] for 2i < n, n a multiple of 16. */
+__attribute__((target("avx2")))
+static void cb_q4_pack_avx2(const uint8_t *q, int64_t n, uint8_t *out)
 {
-	uint16_t h = fg_float_to_half(v);
+	__m128i wt = _mm_set1_epi16(0x0110); /* q[2i] * 16 + q[2i + 1] * 1 */
 
-	return fg_half_to_float(h) < v ? (uint16_t)(h + 1) : h;
+	for (int64_t j = 0; j < n; j += 16) {
+		__m128i p = _mm_maddubs_epi16(_mm_loadu_si128((const __m128i *)(q + j)), wt);
+
+		_mm_storel_epi64((__m128i *)(out + j / 2), _mm_packus_epi16(p, p));
+	}
+}
+#endif
+
+/* One group of x[0..n): its parameters and q[j] of x[j] (fg_q4_encode_group). */
+static void cb_q4_encode_group(int isa, const float *x, int64_t n, struct fg_q4_param *p,
+			       uint8_t *q)
+{
+	int64_t j = 0;
+	float lo, hi;
+
+#if FG_FP16_SIMD_X86
+	if (isa != CPU_BLAS_ISA_NONE) {
+		cb_q4_range_avx2(x, n, &lo, &hi);
+		*p = fg_q4_param_of(lo, hi);
+		j = n & ~(int64_t)7;
+		cb_q4_codes_avx2(x, j, p->m, p->inv, q);
+	} else
+#endif
+	{
+		(void)isa;
+		fg_q4_range(x, (size_t)n, &lo, &hi);
+		*p = fg_q4_param_of(lo, hi);
+	}
+	for (; j < n; j++)
+		q[j] = (uint8_t)fg_q4_code(x[j], p->m, p->inv);
 }
 
-/* Both fp16, so the sum in double is exact. */
-static int cb_q4_covers(double m, uint16_t hs, float hi)
-{
-	return m + 15.0 * (double)fg_half_to_float(hs) >= (double)hi;
-}
-
-void cpu_blas_q4_cols_store(const struct fg_tensor *t, int64_t r, const float *x)
+void cpu_blas_q4_cols_store(int isa, const struct fg_tensor *t, int64_t r, const float *x)
 {
 	uint8_t *data = t->data, *params = (uint8_t *)cb_q4_params(t);
 	uint64_t cols = (uint64_t)t->cols, gcols = fg_q4_grid_cols(cols, 1);
 	uint64_t e0 = (uint64_t)r * cols;
+	uint8_t q[FG_Q4_GROUP];
 
 	for (uint64_t g = 0; g < gcols; g++) {
 		uint64_t c0 = g * FG_Q4_GROUP, w = cols - c0 < FG_Q4_GROUP ? cols - c0 : FG_Q4_GROUP;
-		float lo = INFINITY, hi = -INFINITY, m, s, inv;
-		uint16_t hm, hs;
-		uint8_t *b;
+		struct fg_q4_param p;
 
-		for (uint64_t j = c0; j < c0 + w; j++) { /* NaN never wins */
-			lo = x[j] < lo ? x[j] : lo;
-			hi = x[j] > hi ? x[j] : hi;
-		}
-		if (!(lo <= hi))
-			lo = hi = 0.0f;
-		lo = lo < -CB_F16_MAX ? -CB_F16_MAX : lo > CB_F16_MAX ? CB_F16_MAX : lo;
-		hi = hi < -CB_F16_MAX ? -CB_F16_MAX : hi > CB_F16_MAX ? CB_F16_MAX : hi;
-		lo += 0.0f; /* -0 -> +0, as the codec does */
-		hi += 0.0f;
-		hm = cb_half_floor(lo);
-		m = fg_half_to_float(hm);
-		hs = cb_half_ceil((float)(((double)hi - m) / 15.0));
-		while (hs < 0x7bffu && !cb_q4_covers(m, hs, hi))
-			hs++;
-		while (hs > 0 && cb_q4_covers(m, (uint16_t)(hs - 1), hi))
-			hs--;
-		s = fg_half_to_float(hs);
-		inv = s > 0.0f ? 1.0f / s : 0.0f;
-		b = params + 4 * (r * gcols + g);
-		b[0] = (uint8_t)hs;
-		b[1] = (uint8_t)(hs >> 8);
-		b[2] = (uint8_t)hm;
-		b[3] = (uint8_t)(hm >> 8);
-		for (uint64_t j = c0; j < c0 + w; j++) {
-			float q = (x[j] - m) * inv;
-			uint64_t e = e0 + j;
-			uint8_t v;
+		cb_q4_encode_group(isa, x + c0, (int64_t)w, &p, q);
+		fg_q4_param_store(params, (uint64_t)r * gcols + g, &p);
+		uint64_t j = 0, e = e0 + c0;
 
-			q = q > 0.0f ? q : 0.0f; /* NaN -> 0 */
-			q = q < 15.0f ? q : 15.0f;
-			v = (uint8_t)nearbyintf(q); /* default rounding: nearest, ties to even */
-			data[e / 2] = e & 1 ? (uint8_t)((data[e / 2] & 0xf0u) | v) :
-					      (uint8_t)((data[e / 2] & 0x0fu) | v << 4);
+#if FG_FP16_SIMD_X86
+		if (e % 2 == 0 && isa != CPU_BLAS_ISA_NONE) {
+			j = w & ~(uint64_t)15;
+			cb_q4_pack_avx2(q, (int64_t)j, data + e / 2);
 		}
+#endif
+		if (e % 2 == 0) /* whole bytes */
+			for (; j + 1 < w; j += 2)
+				data[(e + j) / 2] = (uint8_t)(q[j] << 4 | q[j + 1]);
+		for (; j < w; j++) /* bytes shared with the row before or after */
+			fg_q4_set_nibble(data, e + j, q[j]);
 	}
 }
 
 /* ---- KV append ----------------------------------------------------------------- */
+
+struct cb_append {
+	struct cpu_blas_ctx *c;
+	const struct fg_kv_append_args *a;
+};
+
+/* Source rows [i0, i1) (row i: sequence i / n, position start + i % n) encoded
+ * into a 4-bit cache; fp16 rows widened in the thread's scratch. */
+static void cb_append_q4_rows(void *arg, int64_t i0, int64_t i1, int tid)
+{
+	struct cb_append *A = arg;
+	const struct fg_kv_append_args *a = A->a;
+
+	for (int64_t i = i0; i < i1; i++)
+		cpu_blas_q4_cols_store(A->c->isa, &a->cache,
+				       i / a->n * a->cache_stride + a->start + i % a->n,
+				       cpu_blas_load(A->c->isa, &a->src, i, 0, a->src.cols,
+						     A->c->scratch[tid]));
+}
 
 /* The core checked the arguments: src fp32 or fp16, the cache the same type or
  * FG_DTYPE_Q4_COLS, separate buffers. */
 int cpu_blas_kv_append(void *ctx, void *stream, const struct fg_kv_append_args *a)
 {
 	struct cpu_blas_ctx *c = ctx;
+	struct cb_append A = { .c = c, .a = a };
 	int64_t h = a->src.cols;
-	float *buf;
+	int rc;
 
 	(void)stream;
 	if (h == 0 || a->n == 0 || a->batch == 0)
@@ -327,16 +377,12 @@ int cpu_blas_kv_append(void *ctx, void *stream, const struct fg_kv_append_args *
 				       (size_t)h * es);
 		return 0;
 	}
-	buf = malloc((size_t)h * sizeof(float));
-	if (!buf) {
-		fg_error(c->host, "cpu_blas: kv_append: out of memory for a row of %" PRId64
-			 " values", h);
-		return -ENOMEM;
-	}
-	for (int64_t b = 0; b < a->batch; b++)
-		for (int64_t i = 0; i < a->n; i++)
-			cpu_blas_q4_cols_store(&a->cache, b * a->cache_stride + a->start + i,
-					       cpu_blas_load(c->isa, &a->src, b * a->n + i, 0, h, buf));
-	free(buf);
-	return 0;
+	/* odd rows share bytes: one thread, or neighbours would race on them */
+	pthread_mutex_lock(&c->lock);
+	rc = cpu_blas_scratch(c, (size_t)h);
+	if (!rc)
+		cpu_blas_pool_run_on(c->pool, h % 2 ? 1 : c->threads, a->batch * a->n,
+				     1 + 16384 / h, cb_append_q4_rows, &A);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
 }
