@@ -153,9 +153,12 @@ static void hand_done(struct runner *r, struct fg_job *j, int ran)
 	struct fg_result res;
 	struct fg_run_stats *s = &r->e->stats;
 
-	if (j->req->known || j->handed)
+	if (j->handed)
 		return;
+	/* (a known one hands nothing, but its row is free as in the first run) */
 	j->handed = 1;
+	if (j->req->known)
+		return;
 	if (fg_job_finish(r->e, j, &res)) {
 		fg_result_clear(&res);
 		hand_error(r, j->index, fg_last_error(), 0);
