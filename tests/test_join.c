@@ -275,6 +275,17 @@ START_TEST(test_join)
 }
 END_TEST
 
+/* The first largest of x[0..n). */
+static int32_t argmax(const float *x, int64_t n)
+{
+	int64_t best = 0;
+
+	for (int64_t i = 1; i < n; i++)
+		if (x[i] > x[best])
+			best = i;
+	return (int32_t)best;
+}
+
 /* Rows take new sequences again and again, the run going on well past its
  * columns (they wrap), joins straddling the wrap: every sequence's logits,
  * token by token, against its prompt alone. */
@@ -388,7 +399,9 @@ START_TEST(test_join_wraps)
 	most = col;
 	fg_forward_free(f);
 	ck_assert_msg(most > 2 * (WP + WG), "the run ended at column %lld", (long long)most);
-	/* each sequence alone, in a run of one row */
+	/* each sequence alone, in a run of one row, fed the batch's tokens (the
+	 * argmax of its logits: on a GPU a near tie may go the other way alone,
+	 * and the sequences would part) */
 	for (int64_t r = 0; r < ROWS; r++)
 		for (int j = 0; j < WJOBS; j++) {
 			struct wjob *w = &job[r][j];
@@ -399,6 +412,9 @@ START_TEST(test_join_wraps)
 				ck_assert_msg((t ? fg_forward_decode(g, &tok, logits, &tok)
 						 : fg_forward_prefill(g, w->ids, &pad0, logits, &tok)) == 0,
 					      "%s", fg_last_error_text());
+				if (tol == 0)
+					ck_assert_int_eq(tok, argmax(w->logits + t * V, V));
+				tok = argmax(w->logits + t * V, V);
 				snprintf(what, sizeof(what), "%s, %s: row %lld, sequence %d, token %lld",
 					 models[model], policies[policy], (long long)r, j, (long long)t);
 				expect_same(what, w->logits + t * V, logits, V);
