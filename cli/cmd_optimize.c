@@ -59,7 +59,8 @@ static void optimize_usage(FILE *f)
 		"                         N stages with R x N = G and N at most the model's\n"
 		"                         layers: the best policy of each, best layout first;\n"
 		"                         --output writes the best (not with --stages, --replicas)\n"
-		"  --output FILE          write the configuration with the best policy to FILE\n");
+		"  --output FILE          write the configuration with the best policy to FILE\n"
+		"                         (its [bench] the workload planned for)\n");
 }
 
 /* Bytes of the backend's activations, asked from the backend itself. */
@@ -204,14 +205,19 @@ static void print_refill(const struct fg_cost_case *cc, const struct fg_policy *
 	       b.decode_s);
 }
 
-/* With --output: the plugins of the machine planned for, then the file. */
-static int write_best(struct fg_config *cfg, const struct fg_hardware *hw,
+/* With --output: the plugins of the machine planned for, the workload
+ * planned for ([bench]: --prompt-len and --gen-len), then the file. */
+static int write_best(struct fg_config *cfg, const struct fg_cost_case *cc,
 		      const struct fg_policy *p, int64_t replicas, int64_t stages,
 		      const char *output)
 {
+	char plen[64], glen[64];
+
 	if (!output)
 		return FG_EXIT_OK;
-	if (plan_plugins(cfg, hw)) {
+	snprintf(plen, sizeof(plen), "bench.prompt_len=%lld", (long long)cc->prompt_len);
+	snprintf(glen, sizeof(glen), "bench.gen_len=%lld", (long long)cc->gen_len);
+	if (plan_plugins(cfg, &cc->hw) || set_key(cfg, plen) || set_key(cfg, glen)) {
 		fprintf(stderr, "fgcore: optimize: %s\n", fg_last_error_text());
 		return FG_EXIT_RUNTIME;
 	}
@@ -249,7 +255,7 @@ static int optimize_gpus(struct fg_config *cfg, const struct fg_optimize_params 
 		print_stage(&cc);
 	fg_cost_print(stdout, &l[0].best.pred, NULL);
 	print_job(&l[0].best.pred, l[0].replicas, l[0].stages);
-	rc = write_best(cfg, &cc.hw, &l[0].best.policy, l[0].replicas, l[0].stages, output);
+	rc = write_best(cfg, &cc, &l[0].best.policy, l[0].replicas, l[0].stages, output);
 	free(l);
 	return rc;
 }
@@ -463,7 +469,7 @@ int fg_cmd_optimize(struct fg_config *cfg, int argc, char **argv)
 		print_refill(cc, &out.best[0].policy, refill);
 	if (replicas > 1)
 		print_job(&out.best[0].pred, replicas, stages);
-	rc = write_best(cfg, &cc->hw, &out.best[0].policy, replicas, stages, output);
+	rc = write_best(cfg, cc, &out.best[0].policy, replicas, stages, output);
 	fg_optimize_out_free(&out);
 	return rc;
 }

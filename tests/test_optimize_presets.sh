@@ -56,9 +56,12 @@ out=$("$fg" -c "$tmp/t4.ini" bench --predict-only 2>&1) || die "the T4 plan does
 echo "$out" | grep -q '^fits:.*compute [0-9.]* of 16.000 GB' || die "T4 fit line: $out"
 
 # OPT-30B on the H200 capped to 16 GiB: the cap goes into the plan
+# (and the workload planned for into [bench])
 out=$("$fg" --model facebook/opt-30b --path _DUMMY_ optimize --hardware h200 --gpu-mem 16G \
-	--output "$tmp/h200.ini" 2>&1) || die "optimize --hardware h200 --gpu-mem 16G: $out"
+	--gen-len 40 --output "$tmp/h200.ini" 2>&1) || die "optimize --hardware h200 --gpu-mem 16G: $out"
 "$fg" -c "$tmp/h200.ini" config >/dev/null 2>"$tmp/err" || die "the H200 plan does not validate: $(cat "$tmp/err")"
+sed -n '/^\[bench\]/,/^\[/p' "$tmp/h200.ini" | grep -q '^gen_len = 40$' ||
+	die "--gen-len 40 is not the written [bench] gen_len"
 sed -n '/^\[tier.compute\]/,/^\[/p' "$tmp/h200.ini" | grep -q '^capacity = 16G$' ||
 	die "--gpu-mem 16G did not cap [tier.compute]"
 out=$("$fg" -c "$tmp/h200.ini" bench --predict-only 2>&1) || die "the H200 plan does not fit: $out"
