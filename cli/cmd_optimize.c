@@ -195,11 +195,6 @@ static void print_refill(const struct fg_cost_case *cc, const struct fg_policy *
 	ss.refill = refill;
 	if (fg_cost_predict(&st, p, &a) || fg_cost_predict(&ss, p, &b))
 		return;
-	if (!b.steady) {
-		printf("a stream of requests: host attention takes no joins, static batches at %.3f token/s\n",
-		       a.total_tps);
-		return;
-	}
 	printf("a stream refilling the batch ([policy] refill %g): %lld rows a join, %.2f joins per turnover: predicted total throughput %.3f token/s (static batch %.3f); time per turnover: joins %.3f s, decode %.3f s\n",
 	       refill, (long long)b.join_rows, b.join_steps, b.total_tps, a.total_tps, b.prefill_s,
 	       b.decode_s);

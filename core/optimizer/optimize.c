@@ -202,17 +202,9 @@ int fg_optimize(const struct fg_optimize_params *p, struct fg_optimize_out *out)
 
 #else
 
-/* How a refilled run's join steps compute (cost_model.c, join_gathers). */
-enum join_kind {
-	JOIN_ANY,    /* static batches */
-	JOIN_GATHER, /* no host attention: the joining rows alone */
-	JOIN_WHOLE,  /* host attention over host sequences: the whole GPU batch */
-};
-
 /* The discrete part of a policy. */
 struct choice {
 	int cpu, cw, cq, sep, act_off, dw, dc, overlap;
-	enum join_kind join;
 };
 
 /* LP columns (1-based, as GLPK numbers them). */
@@ -232,6 +224,14 @@ struct search {
 	int nbest;
 	int64_t lps;
 };
+
+/* Does a refilled run of this choice join with attention on the host over
+ * host sequences (its join steps computing the whole GPU batch, not the
+ * joining rows alone: cost_model.c, join_rows_computed)? */
+static int joins_whole(const struct search *s, const struct choice *ch)
+{
+	return ch->cpu && fg_cost_refills(s->cc);
+}
 
 /* The policy whose flags the cost terms read for a choice; its shares are
  * only mode markers (disk in use, activations off the compute tier). */
@@ -255,7 +255,7 @@ static void mode_policy(const struct search *s, struct fg_policy *p, int64_t gbs
 	p->weight[FG_ROLE_COMPUTE] = 100 - ch->dw;
 	p->cache[FG_ROLE_DISK] = ch->dc;
 	p->cache[FG_ROLE_COMPUTE] = 100 - ch->dc;
-	if (ch->join == JOIN_WHOLE) { /* a marker: host sequences */
+	if (joins_whole(s, ch)) { /* a marker: host sequences */
 		p->cache[FG_ROLE_COMPUTE] = 0;
 		p->cache[FG_ROLE_HOST] = 100 - ch->dc;
 	}
@@ -330,7 +330,7 @@ static int solve(struct search *s, const struct fg_cost_terms *t, const struct c
 		glp_set_col_bnds(lp, COL_X(FG_X_CN), GLP_FX, 0, 0);
 	/* A join gathers its rows but with host attention over a host
 	 * sequence (without one it is the policy without host attention). */
-	if (ch->join == JOIN_WHOLE)
+	if (joins_whole(s, ch))
 		glp_set_col_bnds(lp, COL_X(FG_X_CC), GLP_DB, 1 / (double)gbs, 1);
 	glp_set_col_bnds(lp, COL_X(FG_X_HN), GLP_FX, 0, 0); /* activations: compute or host */
 	if (!ch->act_off) {
@@ -643,16 +643,6 @@ static int64_t next_size(int64_t v)
 	return v == p ? p + p / 2 : 2 * p;
 }
 
-/* How a refilled run's join steps compute (JOIN_ANY: not refilled). */
-static int join_choices(const struct search *s, const struct choice *c, struct choice *out)
-{
-	out[0] = *c;
-	out[0].join = !(s->cc->refill > 0 && s->cc->stages <= 1) ? JOIN_ANY
-		      : c->cpu					 ? JOIN_WHOLE
-								 : JOIN_GATHER;
-	return 1;
-}
-
 static int nchoices(const struct search *s, int any_disk, int overlap, struct choice *out)
 {
 	const struct fg_hardware *hw = &s->cc->hw;
@@ -668,9 +658,8 @@ static int nchoices(const struct search *s, int any_disk, int overlap, struct ch
 					for (int act = 0; act <= 1; act++)
 						for (int dw = dev ? 0 : disk; dw <= disk; dw++)
 							for (int dc = dev ? 0 : disk; dc <= disk; dc++)
-								n += join_choices(s, &(struct choice){
-									c, cw, cq, sep, act, dw, dc, overlap,
-									JOIN_ANY }, out + n);
+								out[n++] = (struct choice){ c, cw, cq, sep, act,
+											    dw, dc, overlap };
 	return n;
 }
 
