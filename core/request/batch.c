@@ -66,8 +66,9 @@ static void batch_scores_free(struct batch_scores *b)
 }
 
 /* The arrays, and each scoring row's targets: position p names the
- * prompt's token after it (ids are the batch's left-padded rows); of the
- * rows `only` marks (NULL: all). */
+ * prompt's token after it (ids are the batch's left-padded rows).  With
+ * `only`, of the rows it marks and their prompts alone (joining rows: their
+ * new tokens are scored in the batch's arrays). */
 static int batch_scores_new(struct batch_scores *b, struct fg_job **jobs, size_t count,
 			    int64_t rows, int64_t plen, const int32_t *ids, const int32_t *pad,
 			    const unsigned char *only)
@@ -100,7 +101,7 @@ static int batch_scores_new(struct batch_scores *b, struct fg_job **jobs, size_t
 								  ? ids[r * plen + p + 1] : -1;
 		}
 	}
-	if (logprobs) {
+	if (logprobs && !only) {
 		b->tok = malloc(n * sizeof(int32_t));
 		b->t = (struct fg_token_scores){ b->tk, malloc(n * sizeof(float)),
 						 malloc(n * (size_t)b->tk * sizeof(int32_t) + 1),
@@ -344,12 +345,12 @@ struct join_room {
 };
 
 /* Can job j take a finished row's place (an echoed one's prompt is scored
- * in the join's step, where the run can): its log-probabilities (if any) within what the
- * batch computes, its prompt
- * within the columns computed and the run's buffers, its budget within the
- * columns left (where the columns wrap, its prompt and budget within them);
- * a sampled job where the batch draws tokens (with log-probabilities: where
- * the logits are, which scores the drawn token). */
+ * in the join's step, where the run can): its log-probabilities (if any)
+ * within what the batch computes, its prompt within the columns computed
+ * and the run's buffers, its budget within the columns left (where the
+ * columns wrap, its prompt and budget within them); a sampled job where the
+ * batch draws tokens (with log-probabilities: where the logits are, which
+ * scores the drawn token). */
 static int joinable(const struct fg_job *j, const struct join_room *m)
 {
 	const struct fg_request *q = j->req;
