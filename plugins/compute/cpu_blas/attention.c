@@ -370,7 +370,7 @@ static void cb_attn_widened(struct cb_attn *A, int64_t t, float *sc, float *acc)
 	int64_t krow = b * a->cache_stride, hi = a->len - 1, lo = cb_first_key(a, b, hi);
 	float *qb = acc + ((hd + 15) & ~(int64_t)15), *ob = qb + ((hd + 15) & ~(int64_t)15);
 	float *kb = ob + ((hd + 15) & ~(int64_t)15), *vb = kb + cb_keys(a, 1) * hd;
-	const float *q = cpu_blas_load(A->c->isa, &a->q, b, h * hd, hd, qb);
+	const float *q = cpu_blas_load(&a->q, b, h * hd, hd, qb);
 	float *o = a->out.dtype == FG_DTYPE_F32 ? (float *)a->out.data + b * a->out.ld + h * hd : ob;
 
 #if FG_FP16_SIMD_X86
@@ -389,8 +389,8 @@ static void cb_attn_widened(struct cb_attn *A, int64_t t, float *sc, float *acc)
 	for (int64_t j = lo; j <= hi; j++) {
 		int64_t row = krow + (int64_t)cb_key_row(j, a->ring);
 		float *kd = kb + (j - lo) * hd, *vd = vb + (j - lo) * hd;
-		const float *kr = cpu_blas_load(A->c->isa, &a->k, row, kc, hd, kd);
-		const float *vr = cpu_blas_load(A->c->isa, &a->v, row, kc, hd, vd);
+		const float *kr = cpu_blas_load(&a->k, row, kc, hd, kd);
+		const float *vr = cpu_blas_load(&a->v, row, kc, hd, vd);
 
 		/* fp32 k or v: pointers into the cache itself, copied for one layout */
 		if (kr != kd)
@@ -443,7 +443,7 @@ static void cb_attn_q4(struct cb_attn *A, int64_t b, int64_t kh, int64_t h0, int
 
 	cb_f32_kernels(A->c, &dot, &axpy);
 	for (i = 0; i < hn; i++) {
-		const float *qi = cpu_blas_load(A->c->isa, &a->q, b, (h0 + i) * hd, hd, q + i * hdp);
+		const float *qi = cpu_blas_load(&a->q, b, (h0 + i) * hd, hd, q + i * hdp);
 
 		if (qi != q + i * hdp) /* fp32 q: the tensor itself */
 			memcpy(q + i * hdp, qi, (size_t)hd * sizeof(float));

@@ -106,13 +106,12 @@ void cpu_blas_q4_dot(int isa, int im, int jn, const float *x, int64_t ldx, const
 void cpu_blas_q4_decode(int isa, const uint8_t *w, const float *s, const float *mn, int64_t k,
 			float *dst);
 
-/* ---- 4-bit groups (ops.c; layout: fgcore/q4.h) ------------------------------------- */
-
-/* dst[0..w) = columns [c0, c0 + w) of row r of a checked view: fp32, fp16 or
- * FG_DTYPE_Q4_COLS (decoded as q * scale + min in fp32, with the isa's
- * vector decoder).  Returns dst, or the view's own memory for fp32. */
-const float *cpu_blas_load(int isa, const struct fg_tensor *t, int64_t r, int64_t c0, int64_t w,
+/* dst[0..w) = columns [c0, c0 + w) of row r of a checked fp32 or fp16 view
+ * (ops.c).  Returns dst, or the view's own memory for fp32. */
+const float *cpu_blas_load(const struct fg_tensor *t, int64_t r, int64_t c0, int64_t w,
 			   float *dst);
+
+/* ---- 4-bit groups (ops.c; layout: fgcore/q4.h) ------------------------------------- */
 /* dst[0..cols) = row r of a checked FG_DTYPE_Q4_ROWS view, decoded. */
 void cpu_blas_q4_rows_row(const struct fg_tensor *t, int64_t r, float *dst);
 /* Encode x[0..cols) as row r of a checked FG_DTYPE_Q4_COLS view, byte for byte

@@ -1,5 +1,5 @@
 /* plugins/compute/cpu_blas/ops.c - embedding gather, layer and RMS norm, KV append, and
- * the 4-bit row codec (fgcore/q4.h) that kv_append, attention and linear use.
+ * the 4-bit rows (fgcore/q4.h) that kv_append writes and linear reads.
  *
  * kv_append copies fp32 or fp16 rows into a cache of the same type, or encodes
  * them into a FG_DTYPE_Q4_COLS cache with the int4_group64 codec's exact rules
@@ -156,56 +156,20 @@ int cpu_blas_layer_norm(void *ctx, void *stream, const struct fg_layer_norm_args
 	return 0;
 }
 
+const float *cpu_blas_load(const struct fg_tensor *t, int64_t r, int64_t c0, int64_t w,
+			   float *dst)
+{
+	if (t->dtype == FG_DTYPE_F32)
+		return (const float *)t->data + r * t->ld + c0;
+	fg_fp16_simd_to_f32(dst, (const uint16_t *)t->data + r * t->ld + c0, (size_t)w);
+	return dst;
+}
+
 /* ---- 4-bit groups (fgcore/q4.h) ------------------------------------------------- */
 
 static const uint8_t *cb_q4_params(const struct fg_tensor *t)
 {
 	return (const uint8_t *)t->data + fg_q4_data_bytes((uint64_t)t->rows, (uint64_t)t->cols);
-}
-
-static inline void cb_q4_param(const uint8_t *params, uint64_t g, float *s, float *m)
-{
-	const uint8_t *b = params + 4 * g;
-
-	*s = fg_half_to_float((uint16_t)(b[0] | b[1] << 8));
-	*m = fg_half_to_float((uint16_t)(b[2] | b[3] << 8));
-}
-
-const float *cpu_blas_load(int isa, const struct fg_tensor *t, int64_t r, int64_t c0, int64_t w,
-			   float *dst)
-{
-	if (t->dtype == FG_DTYPE_F32)
-		return (const float *)t->data + r * t->ld + c0;
-	if (t->dtype == FG_DTYPE_F16) {
-		fg_fp16_simd_to_f32(dst, (const uint16_t *)t->data + r * t->ld + c0, (size_t)w);
-		return dst;
-	}
-	/* FG_DTYPE_Q4_COLS: groups of 64 along the row, one scale and minimum each */
-	const uint8_t *data = t->data, *params = cb_q4_params(t);
-	uint64_t gcols = fg_q4_grid_cols((uint64_t)t->cols, 1);
-	uint64_t e0 = (uint64_t)r * (uint64_t)t->cols;
-	float s[FG_Q4_GROUP], m[FG_Q4_GROUP];
-	int64_t c = c0;
-
-	while (c < c0 + w) {
-		int64_t g = c / FG_Q4_GROUP, end = (g + 1) * FG_Q4_GROUP;
-
-		if (end > c0 + w)
-			end = c0 + w;
-		cb_q4_param(params, (uint64_t)r * gcols + (uint64_t)g, &s[0], &m[0]);
-		if ((e0 + (uint64_t)c) % 2 == 0) {
-			/* whole bytes: the vector decoder, the group's scale and minimum per lane */
-			for (int64_t i = 1; i < end - c; i++)
-				s[i] = s[0], m[i] = m[0];
-			cpu_blas_q4_decode(isa, data + (e0 + (uint64_t)c) / 2, s, m, end - c,
-					   dst + (c - c0));
-			c = end;
-			continue;
-		}
-		for (; c < end; c++)
-			dst[c - c0] = (float)fg_q4_nibble(data, e0 + (uint64_t)c) * s[0] + m[0];
-	}
-	return dst;
 }
 
 void cpu_blas_q4_rows_row(const struct fg_tensor *t, int64_t r, float *dst)
@@ -216,7 +180,7 @@ void cpu_blas_q4_rows_row(const struct fg_tensor *t, int64_t r, float *dst)
 	float s, m;
 
 	for (uint64_t c = 0; c < cols; c++) {
-		cb_q4_param(params, g0 + c, &s, &m);
+		fg_q4_param_load(params, g0 + c, &s, &m);
 		dst[c] = (float)fg_q4_nibble(data, e0 + c) * s + m;
 	}
 }
@@ -348,7 +312,7 @@ static void cb_append_q4_rows(void *arg, int64_t i0, int64_t i1, int tid)
 	for (int64_t i = i0; i < i1; i++)
 		cpu_blas_q4_cols_store(A->c->isa, &a->cache,
 				       i / a->n * a->cache_stride + a->start + i % a->n,
-				       cpu_blas_load(A->c->isa, &a->src, i, 0, a->src.cols,
+				       cpu_blas_load(&a->src, i, 0, a->src.cols,
 						     A->c->scratch[tid]));
 }
 
