@@ -12,7 +12,7 @@ AM_TESTS_ENVIRONMENT = \
 
 # the tests' shared pseudo-random generator and temporary folders
 noinst_HEADERS += tests/test_rng.h tests/test_tmpdir.h tests/logprob_ref.h tests/test_engine.h \
-	tests/window_model.h
+	tests/window_model.h tests/argmax.h
 
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = libfgcore_internal.la $(CHECK_LIBS) -lm

@@ -20,6 +20,7 @@
 #include <fgcore/fgcore.h>
 #include "core/engine/engine.h"
 #include "core/exec/forward.h"
+#include "tests/argmax.h"
 #include "core/sampling/sample.h"
 
 /* fp32 compute path; FGCORE_TEST_BACKEND=cublas runs the fp16 GPU path with
@@ -170,15 +171,6 @@ static struct fg_engine *open_engine(const struct model *m, int bs, int nb)
 	ck_assert_msg(fg_engine_open(c, &e) == 0, "%s", fg_last_error_text());
 	fg_config_free(c);
 	return e;
-}
-
-static int32_t argmax(const float *x, int64_t n)
-{
-	int64_t b = 0;
-	for (int64_t i = 1; i < n; i++)
-		if (x[i] > x[b])
-			b = i;
-	return (int32_t)b;
 }
 
 /* Steps up to (excluding) the first low-margin one must agree. */

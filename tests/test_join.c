@@ -30,6 +30,7 @@
 #include "core/engine/engine.h"
 #include "core/exec/forward.h"
 #include "core/sampling/logprob.h"
+#include "tests/argmax.h"
 #include "tests/test_engine.h"
 #include "tests/window_model.h"
 
@@ -274,17 +275,6 @@ START_TEST(test_join)
 	fg_engine_close(e);
 }
 END_TEST
-
-/* The first largest of x[0..n). */
-static int32_t argmax(const float *x, int64_t n)
-{
-	int64_t best = 0;
-
-	for (int64_t i = 1; i < n; i++)
-		if (x[i] > x[best])
-			best = i;
-	return (int32_t)best;
-}
 
 /* Rows take new sequences again and again, the run going on well past its
  * columns (they wrap), joins straddling the wrap: every sequence's logits,
