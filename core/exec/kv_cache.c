@@ -366,9 +366,10 @@ int fg_kv_attend(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
 	};
 	if (f->sharing && (rc = fg_kv_share(f, kb, l, x->bs)))
 		return rc;
-	if (f->joining && f->join_dense && (rc = append_gathered(f, x, k, v, grp)))
-		return rc;
-	for (int gi = 0; gi < 2 && !(f->joining && f->join_dense); gi++) {
+	/* (gathered joins: no attention on the host, join.c) */
+	if (f->joining && f->join_dense)
+		return append_gathered(f, x, k, v, grp);
+	for (int gi = 0; gi < 2; gi++) {
 		/* only the rows computed (x->bs: up to the last live one) */
 		int64_t s0 = grp[gi].first, m = fg_rows_within(s0, grp[gi].cnt, x->bs);
 		if (!m)
