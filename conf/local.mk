@@ -9,5 +9,5 @@ dist_pkgdata_DATA += conf/default.ini conf/cpu_opt125m.ini conf/cpu_opt1.3b.ini 
 # NAME`, installed to $(pkgdatadir)/hardware (a `fgcore profile --output`
 # file dropped there is one more).
 hardwaredir = $(pkgdatadir)/hardware
-dist_hardware_DATA = conf/hardware/t4.ini conf/hardware/h200.ini \
+dist_hardware_DATA = conf/hardware/t4.ini conf/hardware/h200.ini conf/hardware/h100.ini \
 	conf/hardware/a100-80g.ini conf/hardware/l4.ini

@@ -28,7 +28,7 @@ done
 # bad names and files: one line naming the presets, usage status
 out=$("$fg" optimize --hardware no-such-gpu 2>&1)
 [ $? -eq 2 ] || die "an unknown preset must be a usage error: $out"
-[ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q 'no such hardware preset.*a100-80g, h200, l4, t4' ||
+[ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q 'no such hardware preset.*a100-80g, h100, h200, l4, t4' ||
 	die "unknown preset message: $out"
 out=$("$fg" bench --predict-only --hardware "$tmp/missing.ini" 2>&1)
 [ $? -eq 2 ] && echo "$out" | grep -q 'cannot read that file.*t4' || die "missing file: $out"
