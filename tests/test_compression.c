@@ -460,21 +460,28 @@ START_TEST(test_gather_layout)
 	for (int cw = 0; cw < 2; cw++) {
 		p.compress_weight = cw;
 		for (int k = FG_BLOCK_ATTN; k <= FG_BLOCK_MLP; k++) {
-			struct fg_plan_block plain, g;
+			struct fg_plan_block plain, g, sum;
+			struct fg_plan_tensor pt[32], gt[32];
 			uint64_t end = 0;
 			int gathered = 0;
 
-			fg_plan_block(&c, &p, (enum fg_block_kind)k, 0, &plain);
-			fg_plan_block(&c, &p, (enum fg_block_kind)k, 1, &g);
+			ck_assert_int_le(fg_plan_block_tensors(&c, (enum fg_block_kind)k), 32);
+			fg_plan_block(&c, &p, (enum fg_block_kind)k, 0, &plain, pt);
+			fg_plan_block(&c, &p, (enum fg_block_kind)k, 1, &g, gt);
+			/* the summary alone is the same summary */
+			fg_plan_block(&c, &p, (enum fg_block_kind)k, 1, &sum, NULL);
+			ck_assert(sum.ntensors == g.ntensors && sum.staged == g.staged);
 			for (int r = 0; r < FG_ROLES; r++) {
+				ck_assert_uint_eq(sum.bytes[r], g.bytes[r]);
+				ck_assert_uint_eq(sum.bulk[r], g.bulk[r]);
 				ck_assert_uint_eq(g.bytes[r], plain.bytes[r]);
 				ck_assert_uint_le(g.bulk[r], g.bytes[r]);
 			}
 			end = g.bulk[FG_ROLE_HOST] + g.bulk[FG_ROLE_DISK];
 			for (int i = 0; i < g.ntensors; i++) {
-				const struct fg_plan_tensor *t = &g.t[i];
+				const struct fg_plan_tensor *t = &gt[i];
 				ck_assert_int_eq(t->gathered, t->npieces > 1);
-				ck_assert_int_eq(plain.t[i].gathered, 0);
+				ck_assert_int_eq(pt[i].gathered, 0);
 				if (!t->gathered) {
 					for (int j = 0; j < t->npieces; j++)
 						ck_assert_uint_le(t->piece[j].offset + t->piece[j].bytes,
