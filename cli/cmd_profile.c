@@ -30,7 +30,7 @@ static uint64_t disk_burst(const struct fg_config *cfg, const struct fg_model_co
 	if (fg_policy_from_config(cfg, &pol))
 		return 0;
 	for (int k = FG_BLOCK_ATTN; k <= FG_BLOCK_MLP; k++) {
-		fg_plan_block(model, &pol, (enum fg_block_kind)k, 1, &pb);
+		fg_plan_block(model, &pol, (enum fg_block_kind)k, 1, &pb, NULL);
 		uint64_t d = pb.bytes[FG_ROLE_DISK];
 		uint64_t a = d + pb.bytes[FG_ROLE_HOST] + pb.bytes[FG_ROLE_COMPUTE];
 		disk = pol.sep_layer ? (d > disk ? d : disk) : disk + d;

@@ -18,7 +18,15 @@ EXTRA_DIST += tests/reference/make_qwen_moe.py tests/data/qwen2-moe-tiny/config.
 	tests/data/qwen2-moe-tiny/golden_prefill_last_logits.f32 \
 	tests/data/qwen3-moe-tiny/config.json tests/data/qwen3-moe-tiny/generation_config.json \
 	tests/data/qwen3-moe-tiny/model.safetensors tests/data/qwen3-moe-tiny/golden.json \
-	tests/data/qwen3-moe-tiny/golden_prefill_last_logits.f32
+	tests/data/qwen3-moe-tiny/golden_prefill_last_logits.f32 \
+	tests/data/qwen2-moe-wide-tiny/config.json \
+	tests/data/qwen2-moe-wide-tiny/generation_config.json \
+	tests/data/qwen2-moe-wide-tiny/model.safetensors tests/data/qwen2-moe-wide-tiny/golden.json \
+	tests/data/qwen2-moe-wide-tiny/golden_prefill_last_logits.f32 \
+	tests/data/qwen3-moe-wide-tiny/config.json \
+	tests/data/qwen3-moe-wide-tiny/generation_config.json \
+	tests/data/qwen3-moe-wide-tiny/model.safetensors tests/data/qwen3-moe-wide-tiny/golden.json \
+	tests/data/qwen3-moe-wide-tiny/golden_prefill_last_logits.f32
 EXTRA_DIST += tests/reference/make_window.py tests/data/mistral-window-tiny/config.json \
 	tests/data/mistral-window-tiny/generation_config.json \
 	tests/data/mistral-window-tiny/model.safetensors \
@@ -76,7 +84,7 @@ $(mpi_second_log): tests/test_pipeline.sh.log
 check_PROGRAMS += tests/test_compression
 TESTS += tests/test_compression
 tests_test_compression_SOURCES = tests/test_compression.c tests/heldout.c tests/heldout.h
-tests_test_compression_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS)
+tests_test_compression_CFLAGS = $(TEST_CFLAGS) $(JANSSON_CFLAGS) -DFG_TEST_SRCDIR='"$(abs_top_srcdir)"'
 tests_test_compression_LDADD = $(TEST_LIBS) $(JANSSON_LIBS)
 
 # the mover: failed disk requests surface from reset and fini

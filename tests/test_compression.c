@@ -31,6 +31,7 @@
 #define PLEN 8     /* the random checkpoints' golden prompts, and test_placements_agree's */
 #define MAXPLEN 32 /* opt-py-128x4's are 25 long */
 #define GEN 32
+#define TINY_VOCAB 512 /* the in-tree models' (tests/reference/hf_golden.py) */
 
 static char tmpdir[256] = "/var/tmp";
 static const char *gpu_backend; /* FGCORE_TEST_BACKEND, when not cpu_blas */
@@ -443,6 +444,150 @@ START_TEST(test_placements_agree)
 }
 END_TEST
 
+/* A mixture's MLP block places one tensor per expert and matrix (Mixtral's
+ * 8, Qwen1.5-MoE's 60 with a shared expert, Qwen3-30B-A3B's 128), and the
+ * summary alone (no tensor array: how the plan and the optimizer ask, whole
+ * experts on one tier added at once) is the summary of the full walk, for
+ * weight shares all over, both placements, fp16 and 4-bit, gathered or not.
+ * The pieces cover each tensor's rows in order and lie apart within their
+ * tier's region. */
+static int by_offset(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+START_TEST(test_expert_layout)
+{
+	static const char *const presets[] = { "mixtral-8x7b", "qwen1.5-moe-a2.7b", "qwen3-30b-a3b" };
+	struct fg_model_config c;
+	uint32_t seed = 12345;
+
+	for (size_t m = 0; m < sizeof(presets) / sizeof(presets[0]); m++) {
+		ck_assert_int_eq(fg_model_preset(presets[m], &c), 0);
+		int64_t n = fg_plan_block_tensors(&c, FG_BLOCK_MLP);
+		int64_t first = n - 3 * c.experts; /* the norm, the router, the shared expert's */
+		ck_assert_int_eq(first, c.shared_ffn ? 6 : strcmp(c.arch->name, "mixtral") ? 6 : 2);
+		struct fg_plan_tensor *t = calloc((size_t)n, sizeof(*t));
+		uint64_t(*span)[2] = calloc((size_t)n * 3, sizeof(*span));
+		ck_assert(t && span);
+		for (int trial = 0; trial < 200; trial++) {
+			seed = seed * 1103515245u + 12345u;
+			int d = (int)(seed >> 8) % 101, h = (int)(seed >> 20) % (101 - d);
+			struct fg_policy p = { .gpu_batch_size = 4, .num_gpu_batches = 1,
+					       .weight = { [FG_ROLE_DISK] = d, [FG_ROLE_HOST] = h,
+							   [FG_ROLE_COMPUTE] = 100 - d - h },
+					       .cache = { 0, 0, 100 }, .act = { 0, 0, 100 },
+					       .exact = trial & 1, .compress_weight = (trial >> 1) & 1,
+					       .attn_sparsity = 1 };
+			int gather = (trial >> 2) & 1;
+			struct fg_plan_block full, sum;
+			fg_plan_block(&c, &p, FG_BLOCK_MLP, gather, &full, t);
+			fg_plan_block(&c, &p, FG_BLOCK_MLP, gather, &sum, NULL);
+			ck_assert_int_eq(full.ntensors, n);
+			ck_assert_msg(sum.ntensors == n && sum.staged == full.staged,
+				      "%s, trial %d: staged %llu, full walk %llu", presets[m], trial,
+				      (unsigned long long)sum.staged, (unsigned long long)full.staged);
+			for (int r = 0; r < FG_ROLES; r++)
+				ck_assert_msg(sum.bytes[r] == full.bytes[r] && sum.bulk[r] == full.bulk[r],
+					      "%s, trial %d (%d %d, exact %d, 4-bit %d): %s tier %llu/%llu, full walk %llu/%llu",
+					      presets[m], trial, d, h, p.exact, p.compress_weight,
+					      fg_role_name(r), (unsigned long long)sum.bytes[r],
+					      (unsigned long long)sum.bulk[r],
+					      (unsigned long long)full.bytes[r],
+					      (unsigned long long)full.bulk[r]);
+			for (int r = 0; r < FG_ROLES; r++) {
+				int64_t k = 0;
+				for (int64_t i = 0; i < n; i++)
+					for (int j = 0; j < t[i].npieces; j++)
+						if ((int)t[i].piece[j].role == r) {
+							span[k][0] = t[i].piece[j].offset;
+							span[k++][1] = t[i].piece[j].bytes;
+						}
+				qsort(span, (size_t)k, sizeof(*span), by_offset);
+				for (int64_t i = 0; i < k; i++)
+					ck_assert(span[i][0] + span[i][1] <=
+						  (i + 1 < k ? span[i + 1][0] : full.bytes[r]));
+			}
+			for (int64_t i = 0; i < n; i++) {
+				int64_t e = i < first ? -1 : (i - first) / 3, rows = 0;
+				ck_assert_int_eq(t[i].expert, e);
+				ck_assert_int_eq(!!(t[i].def->flags & FG_TD_EXPERTS), e >= 0);
+				for (int j = 0; j < t[i].npieces; j++) {
+					ck_assert_int_eq(t[i].piece[j].row0, rows);
+					rows += t[i].piece[j].rows;
+				}
+				ck_assert_int_eq(rows, t[i].present ? t[i].rows : 0);
+				ck_assert_int_eq(t[i].gathered, gather && t[i].npieces > 1);
+			}
+		}
+		free(t);
+		free(span);
+	}
+}
+END_TEST
+
+/* A wide mixture's experts with 4-bit weights, spread over the tiers by each
+ * placement (on the host, on the disk, over all three by share, split by
+ * rows at the cuts with placement = exact; the cache and attention moved
+ * too): the in-tree models of 60 experts (4 a token, a shared one) and of
+ * 64 (8 a token) give the all-compute run's tokens and prefill logits bit
+ * for bit.  (Their key/value width, 32, is not a multiple of 64: the cache
+ * stays fp16.)  On a GPU, host attention computes in fp32 where the GPU
+ * computes in fp16: those placements are not compared there. */
+START_TEST(test_experts_placements_agree)
+{
+	static const char *const models[] = { "qwen2-moe-wide-tiny", "qwen3-moe-wide-tiny" };
+	static const char *const placements[][4] = {
+		{ "policy.percent=0 100 100 0 100 0", NULL },
+		{ "policy.percent=0 0 100 0 100 0", NULL },
+		{ "policy.percent=30 50 30 50 100 0", NULL },
+		{ "policy.percent=30 50 100 0 100 0", "policy.placement=exact", NULL },
+		{ "policy.percent=20 30 0 100 100 0", "policy.cpu_cache_compute=true", NULL },
+		{ "policy.percent=0 50 0 50 0 100", "policy.overlap=false", "policy.sep_layer=false", NULL },
+	};
+	static const char *const int4[] = { "policy.compress_weight=true", NULL };
+	const char *src = getenv("FGCORE_SRCDIR");
+	char dir[4300];
+	int32_t ids[ROWS * MAXPLEN], pad[ROWS], greedy[ROWS][GEN], want[ROWS][GEN], got[ROWS][GEN];
+	float *ref, *lw, *lg;
+	int plen;
+
+	snprintf(dir, sizeof(dir), "%s/tests/data/%s", src && *src ? src : FG_TEST_SRCDIR, models[_i]);
+	struct fg_config *c = config(dir, int4);
+	load_prompts(dir, ids, &plen, pad, greedy, &ref, TINY_VOCAB);
+	run_golden(c, plen, ids, pad, &lw, want);
+	for (size_t p = 0; p < sizeof(placements) / sizeof(placements[0]); p++) {
+		struct fg_config *cp = config(dir, int4);
+		int host_attn = 0;
+		for (int i = 0; placements[p][i]; i++) {
+			set(cp, placements[p][i]);
+			host_attn |= strstr(placements[p][i], "cpu_cache_compute=true") != NULL;
+		}
+		if (gpu_backend && host_attn) {
+			printf("%s, int4 weights, %s: host attention in fp32, not compared on %s\n",
+			       models[_i], placements[p][0], gpu_backend);
+			fg_config_free(cp);
+			continue;
+		}
+		run_golden(cp, plen, ids, pad, &lg, got);
+		printf("%s, int4 weights, %s%s%s: %s\n", models[_i], placements[p][0],
+		       placements[p][1] ? ", " : "", placements[p][1] ? placements[p][1] : "",
+		       memcmp(want, got, sizeof(want)) ? "DIFFERENT" : "same tokens");
+		fflush(stdout);
+		ck_assert_msg(!memcmp(want, got, sizeof(want)), "%s, %s: tokens differ", models[_i],
+			      placements[p][0]);
+		ck_assert_msg(!memcmp(lw, lg, sizeof(float) * ROWS * TINY_VOCAB),
+			      "%s, %s: prefill logits differ", models[_i], placements[p][0]);
+		free(lg);
+		fg_config_free(cp);
+	}
+	free(ref);
+	free(lw);
+	fg_config_free(c);
+}
+END_TEST
+
 /* OPT-175B: compressed weight bytes against fp16 ones, from the placement. */
 /* placement = exact on a device gathers a split tensor whole into the weight
  * slot (core/exec/weight_slots.c): the plan puts the gathered tensors' pieces
@@ -460,21 +605,28 @@ START_TEST(test_gather_layout)
 	for (int cw = 0; cw < 2; cw++) {
 		p.compress_weight = cw;
 		for (int k = FG_BLOCK_ATTN; k <= FG_BLOCK_MLP; k++) {
-			struct fg_plan_block plain, g;
+			struct fg_plan_block plain, g, sum;
+			struct fg_plan_tensor pt[32], gt[32];
 			uint64_t end = 0;
 			int gathered = 0;
 
-			fg_plan_block(&c, &p, (enum fg_block_kind)k, 0, &plain);
-			fg_plan_block(&c, &p, (enum fg_block_kind)k, 1, &g);
+			ck_assert_int_le(fg_plan_block_tensors(&c, (enum fg_block_kind)k), 32);
+			fg_plan_block(&c, &p, (enum fg_block_kind)k, 0, &plain, pt);
+			fg_plan_block(&c, &p, (enum fg_block_kind)k, 1, &g, gt);
+			/* the summary alone is the same summary */
+			fg_plan_block(&c, &p, (enum fg_block_kind)k, 1, &sum, NULL);
+			ck_assert(sum.ntensors == g.ntensors && sum.staged == g.staged);
 			for (int r = 0; r < FG_ROLES; r++) {
+				ck_assert_uint_eq(sum.bytes[r], g.bytes[r]);
+				ck_assert_uint_eq(sum.bulk[r], g.bulk[r]);
 				ck_assert_uint_eq(g.bytes[r], plain.bytes[r]);
 				ck_assert_uint_le(g.bulk[r], g.bytes[r]);
 			}
 			end = g.bulk[FG_ROLE_HOST] + g.bulk[FG_ROLE_DISK];
 			for (int i = 0; i < g.ntensors; i++) {
-				const struct fg_plan_tensor *t = &g.t[i];
+				const struct fg_plan_tensor *t = &gt[i];
 				ck_assert_int_eq(t->gathered, t->npieces > 1);
-				ck_assert_int_eq(plain.t[i].gathered, 0);
+				ck_assert_int_eq(pt[i].gathered, 0);
 				if (!t->gathered) {
 					for (int j = 0; j < t->npieces; j++)
 						ck_assert_uint_le(t->piece[j].offset + t->piece[j].bytes,
@@ -572,8 +724,10 @@ int main(void)
 		printf("FGCORE_TESTDATA is not set: the Hugging Face reference cases are skipped\n");
 	}
 	tcase_add_test(tc, test_placements_agree);
+	tcase_add_loop_test(tc, test_experts_placements_agree, 0, 2);
 	tcase_add_test(tc, test_175b_bytes);
 	tcase_add_test(tc, test_gather_layout);
+	tcase_add_test(tc, test_expert_layout);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

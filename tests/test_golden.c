@@ -33,7 +33,7 @@ static const char *gpu_backend;
 
 /* models[] by name; the in-tree ones last */
 enum { OPT_TINY_64, OPT_TINY_128, OPT_PY, LLAMA_PY, MIXTRAL_PY, QWEN3_PY, QWEN2_TINY, MISTRAL_WINDOW,
-       QWEN2_WINDOW, QWEN2_MOE, QWEN3_MOE, GEMMA2_TINY, NMODELS };
+       QWEN2_WINDOW, QWEN2_MOE, QWEN3_MOE, QWEN2_MOE_WIDE, QWEN3_MOE_WIDE, GEMMA2_TINY, NMODELS };
 
 static const struct model {
 	const char *dir;  /* below $FGCORE_TESTDATA, or (intree) below tests/data */
@@ -66,6 +66,10 @@ static const struct model {
 	 * Qwen3-MoE's renormalised weights and per-head q/k norms */
 	[QWEN2_MOE] = { "qwen2-moe-tiny", 1, 25, 0, 0 },
 	[QWEN3_MOE] = { "qwen3-moe-tiny", 1, 25, 0, 0 },
+	/* wide mixtures of narrow experts, as the published ones: 60 experts,
+	 * 4 per token and a shared one (Qwen1.5-MoE's); 64 experts, 8 per token */
+	[QWEN2_MOE_WIDE] = { "qwen2-moe-wide-tiny", 1, 25, 0, 0 },
+	[QWEN3_MOE_WIDE] = { "qwen3-moe-wide-tiny", 1, 25, 0, 0 },
 	/* Gemma 2 (tests/reference/make_gemma2.py): embedding scaled by
 	 * sqrt(hidden), norms of 1 + w before and after each block, GeGLU,
 	 * head_dim 32 of hidden 64 over 4 heads, scores scaled by
@@ -493,6 +497,7 @@ int main(void)
 	if (!td || !*td)
 		printf("FGCORE_TESTDATA is not set: the in-tree models (%s) only\n",
 		       "qwen2-tiny, mistral-window-tiny, qwen2-window-tiny, qwen2-moe-tiny, qwen3-moe-tiny, "
+		       "qwen2-moe-wide-tiny, qwen3-moe-wide-tiny, "
 		       "gemma2-tiny");
 	SRunner *sr = srunner_create(golden_suite(td && *td));
 	srunner_run_all(sr, CK_NORMAL);

@@ -364,13 +364,56 @@ START_TEST(test_llama_config)
 	ck_assert(c.router_renorm && !(c.features & FG_FEAT_SHARED_EXPERT) &&
 		  (c.features & FG_FEAT_QK_NORM));
 	ck_assert_int_lt(fg_arch_tensor_index(&c, "model.layers.0.mlp.shared_expert.up_proj.weight"), 0);
-	/* presets wider than the tables: known, refused by name */
-	ck_assert_int_eq(fg_model_preset("qwen3-30b-a3b", &c), -ENOTSUP);
-	ck_assert_ptr_nonnull(strstr(fg_last_error(), "128 experts per layer: at most 8"));
-	/* Mixtral-8x7B: 46.7 B parameters, as published */
-	ck_assert_int_eq(fg_model_preset("mixtral-8x7b", &c), 0);
-	ck_assert_str_eq(c.arch->name, "mixtral");
-	ck_assert_uint_eq(fg_model_param_count(&c), 46702792704ull);
+	/* as many experts as config.json says: 64, top-8, a shared expert */
+	path = write_config("qwen2-moe-64", QWEN_MOE_CFG("qwen2_moe", ", \"num_experts\": 64,"
+				  " \"num_experts_per_tok\": 8, \"shared_expert_intermediate_size\": 24"));
+	ck_assert_msg(fg_model_config_load(path, &c) == 0, "%s", fg_last_error());
+	ck_assert(c.experts == 64 && c.experts_per_tok == 8);
+	/* 3 globals + 4 projections, 3 biases, 2 norms, the router, the shared
+	 * expert's 4, 64 experts x 3, the last expert's down_proj last */
+	ck_assert_int_eq(fg_arch_tensor_count(&c), 3 + 14 + 64 * 3);
+	qn = fg_arch_tensor_index(&c, "model.layers.0.mlp.experts.63.down_proj.weight");
+	ck_assert_int_eq(qn, 3 + 14 + 64 * 3 - 1);
+	ck_assert_int_eq(fg_arch_tensor_info(&c, qn, tn, sizeof(tn), &rank, &rows, &cols), 0);
+	ck_assert_str_eq(tn, "model.layers.0.mlp.experts.63.down_proj.weight");
+	ck_assert(rows == 16 && cols == 8);
+	ck_assert_int_eq(fg_arch_tensor_index(&c, "model.layers.0.mlp.experts.1.gate_proj.weight"),
+			 3 + 14 + 3);
+	ck_assert_int_lt(fg_arch_tensor_index(&c, "model.layers.0.mlp.experts.64.down_proj.weight"), 0);
+	ck_assert_int_lt(fg_arch_tensor_index(&c, "model.layers.0.mlp.experts.07.down_proj.weight"), 0);
+	ck_assert_int_lt(fg_arch_tensor_index(&c, "model.layers.0.mlp.experts..down_proj.weight"), 0);
+	ck_assert_int_lt(fg_arch_tensor_index(&c, "model.layers.0.mlp.experts.-1.down_proj.weight"), 0);
+	ck_assert_int_lt(fg_arch_tensor_index(&c, "model.layers.1.mlp.experts.0.down_proj.weight"), 0);
+	for (int64_t i = 0; i < fg_arch_tensor_count(&c); i++) {
+		ck_assert_int_eq(fg_arch_tensor_info(&c, i, tn, sizeof(tn), &rank, &rows, &cols), 0);
+		ck_assert_int_eq(fg_arch_tensor_index(&c, tn), i);
+	}
+	/* The presets' parameters, as published (the checkpoints' safetensors
+	 * totals on the Hugging Face Hub): Mixtral-8x7B's; Qwen1.5-MoE-A2.7B's
+	 * 60 experts of 1408, top-4, a shared expert of 5632; Qwen2-57B-A14B's
+	 * 64 of 2560, top-8, shared 20480; Qwen3's 128 of 768 (30B-A3B) and of
+	 * 1536 (235B-A22B), top-8. */
+	static const struct {
+		const char *name, *type;
+		uint64_t params;
+		int64_t experts, top;
+	} moe[] = {
+		{ "mixtral-8x7b", "mixtral", 46702792704ull, 8, 2 },
+		{ "qwen1.5-moe-a2.7b", "qwen2_moe", 14315784192ull, 60, 4 },
+		{ "qwen2-57b-a14b", "qwen2_moe", 57408658944ull, 64, 8 },
+		{ "qwen3-30b-a3b", "qwen3_moe", 30532122624ull, 128, 8 },
+		{ "qwen3-235b-a22b", "qwen3_moe", 235093634560ull, 128, 8 },
+	};
+	for (size_t i = 0; i < sizeof(moe) / sizeof(moe[0]); i++) {
+		ck_assert_msg(fg_model_preset(moe[i].name, &c) == 0, "%s: %s", moe[i].name,
+			      fg_last_error());
+		ck_assert_str_eq(c.arch->name, moe[i].type);
+		ck_assert(c.experts == moe[i].experts && c.experts_per_tok == moe[i].top);
+		ck_assert_msg(fg_model_param_count(&c) == moe[i].params, "%s: %llu parameters",
+			      moe[i].name, (unsigned long long)fg_model_param_count(&c));
+		/* Qwen2-MoE weighs by the softmax over all experts */
+		ck_assert_int_eq(c.router_renorm, strcmp(moe[i].type, "qwen2_moe") != 0);
+	}
 }
 END_TEST
 
@@ -567,13 +610,13 @@ static const struct bad_case bad_cases[] = {
 	  "another OPT size" },
 	{ "unknown family", "{\"model_type\": \"gemma\", \"hidden_size\": 4096}", NULL, -ENOTSUP,
 	  "model_type \"gemma\" is not supported; supported: \"opt\", \"llama\"" },
-	{ "mixtral: 16 experts", MIXTRAL_CFG(", \"num_local_experts\": 16"), NULL, -ENOTSUP,
-	  "num_local_experts 16: at most 8 experts per layer are implemented" },
+	{ "mixtral: no experts", MIXTRAL_CFG(", \"num_local_experts\": 0"), NULL, -EINVAL,
+	  "\"num_local_experts\" is 0; it must be between 1 and" },
 	{ "mixtral: more per token than experts",
 	  MIXTRAL_CFG(", \"num_local_experts\": 4, \"num_experts_per_tok\": 5"), NULL, -EINVAL,
 	  "num_experts_per_tok 5 must be at most num_local_experts (4)" },
-	{ "qwen2_moe: 60 experts", QWEN_MOE_CFG("qwen2_moe", ", \"num_experts\": 60"), NULL, -ENOTSUP,
-	  "num_experts 60: at most 8 experts per layer are implemented for qwen2_moe models" },
+	{ "qwen2_moe: experts past any size", QWEN_MOE_CFG("qwen2_moe", ", \"num_experts\": 2000000"),
+	  NULL, -EINVAL, "\"num_experts\" is 2000000; it must be between 1 and" },
 	{ "qwen3_moe: both counts", QWEN_MOE_CFG("qwen3_moe", ", \"num_experts\": 8, \"num_local_experts\": 4"),
 	  NULL, -EINVAL, "num_local_experts 4 and num_experts 8 disagree" },
 	{ "qwen2_moe: dense layers", QWEN_MOE_CFG("qwen2_moe", ", \"num_experts\": 8, \"mlp_only_layers\": [0]"),
@@ -894,6 +937,26 @@ START_TEST(test_family_tables)
 	t.nlayer = 1;
 	ck_assert_int_eq(fg_arch_check(&t), -EINVAL);
 	ck_assert_msg(strstr(fg_last_error(), "(l.%s.a) is malformed"), "%s", fg_last_error());
+	/* an expert's entry names the layer and the expert; the experts'
+	 * entries are one run, repeated per expert */
+	static const struct fg_tensor_def one_number[] = {
+		{ "l.%d.e.w", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN, FG_TD_EXPERTS, FG_INIT_MATRIX, 0, 0 },
+	};
+	static const struct fg_tensor_def apart[] = {
+		{ "l.%d.e.%d.a", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN, FG_TD_EXPERTS, FG_INIT_MATRIX, 0, 0 },
+		{ "l.%d.n", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
+		{ "l.%d.e.%d.b", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN, FG_TD_EXPERTS, FG_INIT_MATRIX, 0, 0 },
+	};
+	t.layer = one_number;
+	ck_assert_int_eq(fg_arch_check(&t), -EINVAL);
+	ck_assert_msg(strstr(fg_last_error(), "(l.%d.e.w) is malformed"), "%s", fg_last_error());
+	t.layer = apart;
+	t.nlayer = 3;
+	ck_assert_int_eq(fg_arch_check(&t), -EINVAL);
+	ck_assert_msg(strstr(fg_last_error(), "tensor 2 (l.%d.e.%d.b) is an expert's apart"), "%s",
+		      fg_last_error());
+	t.nlayer = 2; /* the run, then others */
+	ck_assert_int_eq(fg_arch_check(&t), 0);
 }
 END_TEST
 

@@ -293,6 +293,11 @@ static const struct matrix_model {
 	/* routed experts and a shared one, whose gate comes back to the host
 	 * mid-block */
 	{ "qwen2-moe-tiny", 1 },
+	/* 60 narrow experts, 4 per token, and the shared one: each placement
+	 * spreads the experts over the tiers (exact placement splits some) */
+	{ "qwen2-moe-wide-tiny", 1 },
+	/* 64 experts, 8 per token, renormalised */
+	{ "qwen3-moe-wide-tiny", 1 },
 	/* Gemma 2: soft-capped scores (host attention too), alternating
 	 * windows, norms after each block, final logits capped in the output
 	 * block */

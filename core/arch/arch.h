@@ -98,9 +98,12 @@ enum fg_init { FG_INIT_MATRIX, FG_INIT_BIAS, FG_INIT_ONES };
 
 #define FG_TD_LINEAR 1u /* a linear layer's weight: split by rows, 4-bit encoded with compress_weight */
 #define FG_TD_TIED 2u   /* reads the tensor of the same name listed before it (tied embeddings) */
-/* Expert e's tensor: it exists while e is below the config's experts. */
-#define FG_TD_EXPERT(e) ((unsigned)((e) + 1) << 8)
-#define FG_TD_EXPERT_OF(flags) ((int64_t)((flags) >> 8) - 1) /* -1: no expert's */
+/* One tensor per expert of the config (the name's second "%d" is the
+ * expert's index): a layer's experts are as many as its config.json says,
+ * so the table holds one entry per matrix of an expert, not per expert.  A
+ * table's expert entries are consecutive (fg_arch_check); the model lists
+ * them once per expert, expert 0's run, then expert 1's (fg_tensor_list). */
+#define FG_TD_EXPERTS 4u
 
 /* A family's tables are arrays indexed by its own enums, filled with
  * designated initialisers ([T_X] = { ... }); this checks that the array has
@@ -123,6 +126,49 @@ struct fg_tensor_def {
 
 /* Does the model have this tensor of its table? */
 int fg_arch_present(const struct fg_model_config *c, const struct fg_tensor_def *d);
+
+/* How many tensors entry d stands for: the config's experts for an
+ * FG_TD_EXPERTS entry (0 without experts), else 1. */
+int64_t fg_arch_copies(const struct fg_model_config *c, const struct fg_tensor_def *d);
+
+/* Canonical name of entry d's tensor of layer `layer` (a global: -1) and
+ * expert `expert` (-1: not an expert's); 0, or -EINVAL when it does not
+ * fit in len bytes. */
+int fg_arch_tensor_name(const struct fg_tensor_def *d, int64_t layer, int64_t expert, char *name,
+			size_t len);
+
+#define FG_ARCH_TABLE_MAX 64 /* entries of a family's table (globals, or a layer's) */
+
+/* A tensor of a list: its entry in the family's table and its expert (-1:
+ * not an expert's). */
+struct fg_tensor_ref {
+	int entry;
+	int64_t expert;
+};
+
+/* Some entries of one of a family's tables as the model's tensors, in
+ * table order: the entries before the expert entries, those once per
+ * expert (expert 0's, then expert 1's, ...), the entries after.  Counting,
+ * indexing and finding a tensor take no walk over the experts. */
+struct fg_tensor_list {
+	const struct fg_tensor_def *tab;
+	int pre[FG_ARCH_TABLE_MAX], run[FG_ARCH_TABLE_MAX], post[FG_ARCH_TABLE_MAX];
+	int npre, nrun, npost;
+	int64_t experts; /* copies of the run */
+};
+
+/* The tensors of the blocks of a kind: every entry of that block, those
+ * this config lacks too (a body finds its tensors by entry). */
+void fg_tensor_list_block(struct fg_tensor_list *l, const struct fg_model_config *c,
+			  enum fg_block_kind kind);
+/* The tensors a checkpoint holds, of the globals (per_layer 0) or of one
+ * layer: those the config has, less the tied ones. */
+void fg_tensor_list_held(struct fg_tensor_list *l, const struct fg_model_config *c, int per_layer);
+int64_t fg_tensor_list_count(const struct fg_tensor_list *l);
+/* Tensor i (0 <= i < count). */
+struct fg_tensor_ref fg_tensor_list_at(const struct fg_tensor_list *l, int64_t i);
+/* The index of (entry, expert) in the list, or -1 when it is not there. */
+int64_t fg_tensor_list_find(const struct fg_tensor_list *l, int entry, int64_t expert);
 
 /* The operands of a block body that live in the compute tier's workspace
  * (sized by the memory plan), and how many rows each has: one per token of
@@ -214,8 +260,9 @@ int fg_arch_op_list(const struct fg_model_config *c, const struct fg_op_def *def
 		    enum fg_op ops[FG_ARCH_OPS_MAX], enum fg_dtype dts[FG_ARCH_OPS_MAX]);
 
 /* A family's tables are well formed: every entry named, per-layer names with
- * one "%d" and globals with none, blocks where the schedule looks for them,
- * counts within the engine's limits.  0, or -EINVAL naming the family and
+ * one "%d" (an expert's with two: layer, expert) and globals with none,
+ * blocks where the schedule looks for them, the expert entries consecutive
+ * in one block of the layer, counts within the engine's limits.  0, or -EINVAL naming the family and
  * the entry (a build's mistake, caught before a model loads). */
 int fg_arch_check(const struct fg_arch *a);
 
@@ -249,7 +296,8 @@ static inline float fg_attn_scale(const struct fg_model_config *c)
 /* The value of a symbolic dimension. */
 int64_t fg_dim_value(const struct fg_model_config *c, enum fg_dim d);
 
-/* The model's tensors in table order: globals, then layer 0, 1, ... */
+/* The model's tensors: the globals held, then layer 0's, 1's, ... (each as
+ * fg_tensor_list_held lists them). */
 int64_t fg_arch_tensor_count(const struct fg_model_config *c);
 /* Canonical name, rank (1 for vectors, whose rows are 1), shape and
  * definition of tensor idx; -EINVAL when idx is out of range or the name

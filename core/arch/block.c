@@ -18,19 +18,32 @@ struct fg_tensor fg_cols(struct fg_tensor t, int64_t first, int64_t n)
 	return t;
 }
 
-/* The schedule hands a body its block's tensors in table order (core/plan
- * lists them so): entry t is preceded there by the entries of its table
- * that belong to the same block. */
+/* The schedule hands a body its block's tensors as the block's list has
+ * them (core/plan places them so). */
 const struct fg_wview *fg_block_tensor(const struct fg_block_ctx *x, int t)
 {
 	const struct fg_arch *a = x->cfg->arch;
 	const struct fg_tensor_def *tab = x->layer < 0 ? a->globals : a->layer;
-	int slot = 0;
+	struct fg_tensor_list l;
 
 	assert(t >= 0 && t < (x->layer < 0 ? a->nglobals : a->nlayer));
-	for (int i = 0; i < t; i++)
-		slot += tab[i].block == tab[t].block;
-	return &x->w[slot];
+	fg_tensor_list_block(&l, x->cfg, tab[t].block);
+	int64_t i = fg_tensor_list_find(&l, t, -1);
+	assert(i >= 0);
+	return &x->w[i];
+}
+
+const struct fg_wview *fg_block_experts(const struct fg_block_ctx *x, int t, int64_t *stride)
+{
+	const struct fg_arch *a = x->cfg->arch;
+	struct fg_tensor_list l;
+
+	assert(x->layer >= 0 && t >= 0 && t < a->nlayer && (a->layer[t].flags & FG_TD_EXPERTS));
+	fg_tensor_list_block(&l, x->cfg, a->layer[t].block);
+	int64_t i = fg_tensor_list_find(&l, t, 0);
+	assert(i >= 0);
+	*stride = l.nrun;
+	return &x->w[i];
 }
 
 struct fg_tensor fg_block_weight(const struct fg_block_ctx *x, int t)
@@ -38,25 +51,20 @@ struct fg_tensor fg_block_weight(const struct fg_block_ctx *x, int t)
 	return fg_block_tensor(x, t)->piece[0].t;
 }
 
-int fg_block_linear(struct fg_block_ctx *x, const char *what, int w, int b, struct fg_tensor in,
-		    enum fg_activation act, struct fg_tensor res, struct fg_tensor mul,
-		    struct fg_tensor out)
+/* One op per piece of wv: each piece holds a range of W's rows, a range of
+ * out's columns. */
+static int fg_block_pieces(struct fg_block_ctx *x, const char *what, const struct fg_wview *wv,
+			   struct fg_tensor bias, struct fg_tensor in, enum fg_activation act,
+			   struct fg_tensor res, struct fg_tensor mul, struct fg_tensor out)
 {
-	const struct fg_wview *wv = fg_block_tensor(x, w);
-	struct fg_tensor bias = { 0 };
 	int rc;
 
-	if (b >= 0 && fg_block_tensor(x, b)->npieces)
-		bias = fg_block_weight(x, b);
-	else
-		b = -1; /* no bias, or one this config does not have */
-	/* Each piece holds a range of W's rows: a range of out's columns. */
 	for (int i = 0; i < wv->npieces; i++) {
 		int64_t r0 = wv->piece[i].row0, nr = wv->piece[i].t.rows;
 		struct fg_linear_args a = {
 			.x = in,
 			.w = wv->piece[i].t,
-			.bias = b >= 0 ? fg_cols(bias, r0, nr) : bias,
+			.bias = bias.data ? fg_cols(bias, r0, nr) : bias,
 			.act = act,
 			.residual = fg_cols(res, r0, nr),
 			.out = fg_cols(out, r0, nr),
@@ -66,6 +74,26 @@ int fg_block_linear(struct fg_block_ctx *x, const char *what, int w, int b, stru
 			return rc;
 	}
 	return 0;
+}
+
+int fg_block_linear(struct fg_block_ctx *x, const char *what, int w, int b, struct fg_tensor in,
+		    enum fg_activation act, struct fg_tensor res, struct fg_tensor mul,
+		    struct fg_tensor out)
+{
+	struct fg_tensor bias = { 0 };
+
+	/* (no bias, or one this config does not have: data NULL) */
+	if (b >= 0 && fg_block_tensor(x, b)->npieces)
+		bias = fg_block_weight(x, b);
+	return fg_block_pieces(x, what, fg_block_tensor(x, w), bias, in, act, res, mul, out);
+}
+
+int fg_block_linear_view(struct fg_block_ctx *x, const char *what, const struct fg_wview *w,
+			 struct fg_tensor in, enum fg_activation act, struct fg_tensor res,
+			 struct fg_tensor mul, struct fg_tensor out)
+{
+	static const struct fg_tensor none;
+	return fg_block_pieces(x, what, w, none, in, act, res, mul, out);
 }
 
 int fg_arch_op_list(const struct fg_model_config *c, const struct fg_op_def *defs, int n,

@@ -40,9 +40,10 @@ struct fg_block_ctx {
 	 * (each sequence's last position, but when scoring a prompt), at most
 	 * bs * n, and the [out_rows.rows, vocab] tensor it writes them to. */
 	struct fg_tensor out_rows, logits;
-	const struct fg_wview *w;       /* the block's tensors, in table order
-					 * (a body reads them by table entry:
-					 * fg_block_tensor) */
+	const struct fg_wview *w;       /* the block's tensors, as its
+					 * fg_tensor_list_block lists them (a
+					 * body reads them by table entry:
+					 * fg_block_tensor, fg_block_experts) */
 	/* Append k and v (the new rows) to this layer's cache of the GPU batch and
 	 * attend q over it into out (prefill: over the rows themselves). */
 	int (*attend)(struct fg_block_ctx *x, struct fg_tensor q, struct fg_tensor k,
@@ -56,6 +57,10 @@ struct fg_block_ctx {
  * table places the block's other tensors. */
 const struct fg_wview *fg_block_tensor(const struct fg_block_ctx *x, int t);
 
+/* The views of every expert's tensor of entry t (an FG_TD_EXPERTS one):
+ * expert e's at [e * *stride] of what it returns. */
+const struct fg_wview *fg_block_experts(const struct fg_block_ctx *x, int t, int64_t *stride);
+
 /* A vector (or a whole matrix) of the block, by table entry: its only piece
  * (data NULL for an optional tensor the model does not have). */
 struct fg_tensor fg_block_weight(const struct fg_block_ctx *x, int t);
@@ -66,6 +71,10 @@ struct fg_tensor fg_block_weight(const struct fg_block_ctx *x, int t);
 int fg_block_linear(struct fg_block_ctx *x, const char *what, int w, int b, struct fg_tensor in,
 		    enum fg_activation act, struct fg_tensor res, struct fg_tensor mul,
 		    struct fg_tensor out);
+/* The same for a weight given by its view (an expert's), without bias. */
+int fg_block_linear_view(struct fg_block_ctx *x, const char *what, const struct fg_wview *w,
+			 struct fg_tensor in, enum fg_activation act, struct fg_tensor res,
+			 struct fg_tensor mul, struct fg_tensor out);
 
 /* Rows [first, first + n) of a view; columns [first, first + n) of a view. */
 struct fg_tensor fg_rows(struct fg_tensor t, int64_t first, int64_t n);

@@ -29,11 +29,6 @@
 
 /* ---- hyper-parameters ------------------------------------------------------ */
 
-/* The experts a layer's table holds (Mixtral-8x7B and 8x22B have 8): the
- * plan keeps a block's tensors in a fixed array, so experts beyond these
- * wait for experts as placement units of their own. */
-#define MOE_EXPERTS_MAX 8
-
 enum { ROPE_DEFAULT, ROPE_LINEAR, ROPE_LLAMA3 };
 
 struct llama_rope {
@@ -49,30 +44,35 @@ struct llama_preset {
 	unsigned features;
 	int64_t sliding_window;
 	struct llama_rope rope; /* type ROPE_DEFAULT unless scaled */
-	int64_t experts, experts_per_tok; /* mixtral */
+	int64_t experts, experts_per_tok; /* a mixture's; its experts are ffn wide */
 	int64_t head_dim;                 /* 0: hidden / heads */
+	int64_t shared_ffn;               /* Qwen2-MoE's shared expert */
 };
 
 #define Q FG_FEAT_QKV_BIAS
 #define N FG_FEAT_QK_NORM
 /* Published shapes (each model's config.json on the Hugging Face Hub). */
 static const struct llama_preset llama_presets[] = {
-	{ "llama-2-7b", &fg_arch_llama, 32000, 4096, 32, 32, 32, 11008, 4096, 1e4, 1e-5, 0, 0, { 0 }, 0, 0, 0 },
-	{ "llama-2-13b", &fg_arch_llama, 32000, 5120, 40, 40, 40, 13824, 4096, 1e4, 1e-5, 0, 0, { 0 }, 0, 0, 0 },
-	{ "llama-2-70b", &fg_arch_llama, 32000, 8192, 80, 64, 8, 28672, 4096, 1e4, 1e-5, 0, 0, { 0 }, 0, 0, 0 },
-	{ "llama-3-8b", &fg_arch_llama, 128256, 4096, 32, 32, 8, 14336, 8192, 5e5, 1e-5, 0, 0, { 0 }, 0, 0, 0 },
-	{ "llama-3-70b", &fg_arch_llama, 128256, 8192, 80, 64, 8, 28672, 8192, 5e5, 1e-5, 0, 0, { 0 }, 0, 0, 0 },
+	{ "llama-2-7b", &fg_arch_llama, 32000, 4096, 32, 32, 32, 11008, 4096, 1e4, 1e-5, 0, 0, { 0 }, 0, 0, 0, 0 },
+	{ "llama-2-13b", &fg_arch_llama, 32000, 5120, 40, 40, 40, 13824, 4096, 1e4, 1e-5, 0, 0, { 0 }, 0, 0, 0, 0 },
+	{ "llama-2-70b", &fg_arch_llama, 32000, 8192, 80, 64, 8, 28672, 4096, 1e4, 1e-5, 0, 0, { 0 }, 0, 0, 0, 0 },
+	{ "llama-3-8b", &fg_arch_llama, 128256, 4096, 32, 32, 8, 14336, 8192, 5e5, 1e-5, 0, 0, { 0 }, 0, 0, 0, 0 },
+	{ "llama-3-70b", &fg_arch_llama, 128256, 8192, 80, 64, 8, 28672, 8192, 5e5, 1e-5, 0, 0, { 0 }, 0, 0, 0, 0 },
 	{ "llama-3.1-8b", &fg_arch_llama, 128256, 4096, 32, 32, 8, 14336, 131072, 5e5, 1e-5, 0, 0,
-	  { ROPE_LLAMA3, 5e5, 8, 1, 4, 8192 }, 0, 0, 0 },
+	  { ROPE_LLAMA3, 5e5, 8, 1, 4, 8192 }, 0, 0, 0, 0 },
 	{ "llama-3.1-70b", &fg_arch_llama, 128256, 8192, 80, 64, 8, 28672, 131072, 5e5, 1e-5, 0, 0,
-	  { ROPE_LLAMA3, 5e5, 8, 1, 4, 8192 }, 0, 0, 0 },
-	{ "mistral-7b", &fg_arch_mistral, 32000, 4096, 32, 32, 8, 14336, 32768, 1e4, 1e-5, 0, 4096, { 0 }, 0, 0, 0 },
-	{ "qwen2-7b", &fg_arch_qwen2, 152064, 3584, 28, 28, 4, 18944, 32768, 1e6, 1e-6, Q, 0, { 0 }, 0, 0, 0 },
-	{ "qwen2-72b", &fg_arch_qwen2, 152064, 8192, 80, 64, 8, 29568, 32768, 1e6, 1e-5, Q, 0, { 0 }, 0, 0, 0 },
-	{ "mixtral-8x7b", &fg_arch_mixtral, 32000, 4096, 32, 32, 8, 14336, 32768, 1e6, 1e-5, 0, 0, { 0 }, 8, 2, 0 },
-	{ "mixtral-8x22b", &fg_arch_mixtral, 32768, 6144, 56, 48, 8, 16384, 65536, 1e6, 1e-5, 0, 0, { 0 }, 8, 2, 0 },
-	{ "qwen3-8b", &fg_arch_qwen3, 151936, 4096, 36, 32, 8, 12288, 40960, 1e6, 1e-6, N, 0, { 0 }, 0, 0, 128 },
-	{ "qwen3-32b", &fg_arch_qwen3, 151936, 5120, 64, 64, 8, 25600, 40960, 1e6, 1e-6, N, 0, { 0 }, 0, 0, 128 },
+	  { ROPE_LLAMA3, 5e5, 8, 1, 4, 8192 }, 0, 0, 0, 0 },
+	{ "mistral-7b", &fg_arch_mistral, 32000, 4096, 32, 32, 8, 14336, 32768, 1e4, 1e-5, 0, 4096, { 0 }, 0, 0, 0, 0 },
+	{ "qwen2-7b", &fg_arch_qwen2, 152064, 3584, 28, 28, 4, 18944, 32768, 1e6, 1e-6, Q, 0, { 0 }, 0, 0, 0, 0 },
+	{ "qwen2-72b", &fg_arch_qwen2, 152064, 8192, 80, 64, 8, 29568, 32768, 1e6, 1e-5, Q, 0, { 0 }, 0, 0, 0, 0 },
+	{ "mixtral-8x7b", &fg_arch_mixtral, 32000, 4096, 32, 32, 8, 14336, 32768, 1e6, 1e-5, 0, 0, { 0 }, 8, 2, 0, 0 },
+	{ "mixtral-8x22b", &fg_arch_mixtral, 32768, 6144, 56, 48, 8, 16384, 65536, 1e6, 1e-5, 0, 0, { 0 }, 8, 2, 0, 0 },
+	{ "qwen3-8b", &fg_arch_qwen3, 151936, 4096, 36, 32, 8, 12288, 40960, 1e6, 1e-6, N, 0, { 0 }, 0, 0, 128, 0 },
+	{ "qwen3-32b", &fg_arch_qwen3, 151936, 5120, 64, 64, 8, 25600, 40960, 1e6, 1e-6, N, 0, { 0 }, 0, 0, 128, 0 },
+	{ "qwen1.5-moe-a2.7b", &fg_arch_qwen2_moe, 151936, 2048, 24, 16, 16, 1408, 8192, 1e6, 1e-6, Q, 0, { 0 }, 60, 4, 0, 5632 },
+	{ "qwen2-57b-a14b", &fg_arch_qwen2_moe, 151936, 3584, 28, 28, 4, 2560, 131072, 1e6, 1e-6, Q, 0, { 0 }, 64, 8, 0, 20480 },
+	{ "qwen3-30b-a3b", &fg_arch_qwen3_moe, 151936, 2048, 48, 32, 4, 768, 40960, 1e6, 1e-6, N, 0, { 0 }, 128, 8, 128, 0 },
+	{ "qwen3-235b-a22b", &fg_arch_qwen3_moe, 151936, 4096, 94, 64, 4, 1536, 40960, 1e6, 1e-6, N, 0, { 0 }, 128, 8, 128, 0 },
 };
 #undef Q
 #undef N
@@ -107,15 +107,6 @@ static void llama_rope_table(struct fg_model_config *c, const struct llama_rope 
 	}
 }
 
-/* Published mixtures wider than the tables (MOE_EXPERTS_MAX): known, refused. */
-static const struct {
-	const char *name;
-	int experts;
-} moe_wide_presets[] = {
-	{ "qwen1.5-moe-a2.7b", 60 }, { "qwen2-57b-a14b", 64 }, { "qwen3-30b-a3b", 128 },
-	{ "qwen3-235b-a22b", 128 },
-};
-
 static int llama_preset(const char *name, struct fg_model_config *c)
 {
 	const char *base = name ? name : "";
@@ -123,12 +114,6 @@ static int llama_preset(const char *name, struct fg_model_config *c)
 
 	if (slash) /* "meta-llama/llama-2-7b" */
 		base = slash + 1;
-	for (size_t i = 0; i < sizeof(moe_wide_presets) / sizeof(moe_wide_presets[0]); i++)
-		if (strcasecmp(base, moe_wide_presets[i].name) == 0) {
-			FG_ERR("dummy:%s: %d experts per layer: at most %d are implemented (a layer's experts are still tensors of its block, whose table is fixed)",
-			       moe_wide_presets[i].name, moe_wide_presets[i].experts, MOE_EXPERTS_MAX);
-			return -ENOTSUP;
-		}
 	for (size_t i = 0; i < LLAMA_NPRESETS; i++) {
 		const struct llama_preset *p = &llama_presets[i];
 		if (strcasecmp(base, p->name) != 0)
@@ -145,13 +130,17 @@ static int llama_preset(const char *name, struct fg_model_config *c)
 		c->ffn = p->ffn;
 		c->max_pos = p->max_pos;
 		c->norm_eps = (float)p->eps;
-		c->features = p->features | (p->experts ? FG_FEAT_MOE : 0);
+		c->features = p->features | (p->experts ? FG_FEAT_MOE : 0) |
+			      (p->shared_ffn ? FG_FEAT_SHARED_EXPERT : 0);
 		c->sliding_window = p->sliding_window;
 		for (int64_t l = 0; p->sliding_window && l < c->layers && l < FG_WINDOW_LAYERS_MAX; l++)
 			c->window_layers[l / 64] |= 1ull << (l % 64);
 		c->experts = p->experts;
 		c->experts_per_tok = p->experts_per_tok;
-		c->router_renorm = p->experts > 0; /* (Mixtral's) */
+		c->shared_ffn = p->shared_ffn;
+		/* Mixtral's and Qwen3-MoE's (norm_topk_prob true); Qwen2-MoE's
+		 * weigh the chosen experts by their softmax over all */
+		c->router_renorm = p->experts > 0 && p->arch != &fg_arch_qwen2_moe;
 		c->bos_id = 1, c->eos_id = 2, c->pad_id = 0;
 		struct llama_rope r = p->rope;
 		if (r.type == ROPE_DEFAULT)
@@ -407,11 +396,6 @@ static int moe_config(const char *path, json_t *root, const struct fg_arch *arch
 	     (rc = fg_json_dim(path, root, "num_experts_per_tok", &c->experts_per_tok))))
 		return rc;
 	name = by ? by : arch == &fg_arch_mixtral ? "num_local_experts" : "num_experts";
-	if (c->experts > MOE_EXPERTS_MAX) {
-		FG_ERR("%s: %s %lld: at most %d experts per layer are implemented for %s models",
-		       path, name, (long long)c->experts, MOE_EXPERTS_MAX, arch->name);
-		return -ENOTSUP;
-	}
 	if (c->experts_per_tok > c->experts || c->experts_per_tok > FG_ROUTE_TOP_MAX) {
 		FG_ERR("%s: num_experts_per_tok %lld must be at most %s (%lld)", path,
 		       (long long)c->experts_per_tok, name, (long long)c->experts);
@@ -577,12 +561,9 @@ enum llama_layer {
 	LL_NLAYER
 };
 /* Mixtral's layer: the same attention block, then a mixture's MLP block:
- * the norm, the router, and each expert's w1 (gate), w3 (up), w2 (down). */
-enum mixtral_layer {
-	MX_N2 = LL_KN + 1, MX_ROUTER, MX_EXPERT0,
-	MX_NLAYER = MX_EXPERT0 + 3 * MOE_EXPERTS_MAX
-};
-#define MX_W(e, j) (MX_EXPERT0 + 3 * (e) + (j)) /* j: 0 w1, 1 w3, 2 w2 */
+ * the norm, the router, and each expert's w1 (gate), w3 (up), w2 (down)
+ * (entries of every expert: FG_TD_EXPERTS). */
+enum mixtral_layer { MX_N2 = LL_KN + 1, MX_ROUTER, MX_W1, MX_W3, MX_W2, MX_NLAYER };
 #define L "model.layers.%d."
 #define LIN FG_TD_LINEAR
 
@@ -620,27 +601,24 @@ static const struct fg_tensor_def llama_layer[] = {
 };
 FG_TABLE_CHECK(llama_layer, LL_NLAYER);
 
-/* Expert e's gate, up and down matrices at entries W(e, 0..2), named
- * L <dir> "<e>." <gate|up|down> ".weight" as the family's checkpoints name them. */
-#define EXPERT_TENSORS(W, e, dir, gate, up, down)                                                  \
-	[W(e, 0)] = { L dir #e "." gate ".weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN,             \
-		      LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 },                                    \
-	[W(e, 1)] = { L dir #e "." up ".weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN,               \
-		      LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 },                                    \
-	[W(e, 2)] = { L dir #e "." down ".weight", FG_BLOCK_MLP, FG_DIM_HIDDEN, FG_DIM_FFN,             \
-		      LIN | FG_TD_EXPERT(e), FG_INIT_MATRIX, 0, 0 }
-#define MX_EXPERT(e) EXPERT_TENSORS(MX_W, e, "block_sparse_moe.experts.", "w1", "w3", "w2")
+/* An expert's gate, up and down matrices at entries W, W + 1, W + 2 (each
+ * standing for every expert's), named L <dir> "<e>." <gate|up|down>
+ * ".weight" as the family's checkpoints name them. */
+#define EXPERT_TENSORS(W, dir, gate, up, down)                                                    \
+	[W] = { L dir "%d." gate ".weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN,                  \
+		LIN | FG_TD_EXPERTS, FG_INIT_MATRIX, 0, 0 },                                        \
+	[W + 1] = { L dir "%d." up ".weight", FG_BLOCK_MLP, FG_DIM_FFN, FG_DIM_HIDDEN,                \
+		    LIN | FG_TD_EXPERTS, FG_INIT_MATRIX, 0, 0 },                                    \
+	[W + 2] = { L dir "%d." down ".weight", FG_BLOCK_MLP, FG_DIM_HIDDEN, FG_DIM_FFN,              \
+		    LIN | FG_TD_EXPERTS, FG_INIT_MATRIX, 0, 0 }
 
 /* Qwen's MoE layer (qwen2_moe, qwen3_moe): the norm, the router, the shared
  * expert and its gate (Qwen2-MoE), each expert's gate, up and down. */
 enum qwen_moe_layer {
-	QM_N2 = LL_KN + 1, QM_ROUTER, QM_SH_GATE, QM_SH_UP, QM_SH_DOWN, QM_SH_ROUTE, QM_EXPERT0,
-	QM_NLAYER = QM_EXPERT0 + 3 * MOE_EXPERTS_MAX
+	QM_N2 = LL_KN + 1, QM_ROUTER, QM_SH_GATE, QM_SH_UP, QM_SH_DOWN, QM_SH_ROUTE, QM_GATE, QM_UP,
+	QM_DOWN, QM_NLAYER
 };
-#define QM_W(e, j) (QM_EXPERT0 + 3 * (e) + (j)) /* j: 0 gate, 1 up, 2 down */
 #define SH FG_FEAT_SHARED_EXPERT
-
-#define QM_EXPERT(e) EXPERT_TENSORS(QM_W, e, "mlp.experts.", "gate_proj", "up_proj", "down_proj")
 
 static const struct fg_tensor_def qwen_moe_layer[] = {
 	LLAMA_ATTN_TENSORS,
@@ -650,23 +628,18 @@ static const struct fg_tensor_def qwen_moe_layer[] = {
 	[QM_SH_UP]	= { L "mlp.shared_expert.up_proj.weight", FG_BLOCK_MLP, FG_DIM_SHARED_FFN, FG_DIM_HIDDEN, LIN, FG_INIT_MATRIX, SH, 0 },
 	[QM_SH_DOWN]	= { L "mlp.shared_expert.down_proj.weight", FG_BLOCK_MLP, FG_DIM_HIDDEN, FG_DIM_SHARED_FFN, LIN, FG_INIT_MATRIX, SH, 0 },
 	[QM_SH_ROUTE]	= { L "mlp.shared_expert_gate.weight", FG_BLOCK_MLP, FG_DIM_ROW, FG_DIM_HIDDEN, 0, FG_INIT_MATRIX, SH, 0 },
-	QM_EXPERT(0), QM_EXPERT(1), QM_EXPERT(2), QM_EXPERT(3),
-	QM_EXPERT(4), QM_EXPERT(5), QM_EXPERT(6), QM_EXPERT(7),
+	EXPERT_TENSORS(QM_GATE, "mlp.experts.", "gate_proj", "up_proj", "down_proj"),
 };
 FG_TABLE_CHECK(qwen_moe_layer, QM_NLAYER);
-#undef QM_EXPERT
 #undef SH
 
 static const struct fg_tensor_def mixtral_layer[] = {
 	LLAMA_ATTN_TENSORS,
 	[MX_N2]		= { L "post_attention_layernorm.weight", FG_BLOCK_MLP, FG_DIM_ONE, FG_DIM_HIDDEN, 0, FG_INIT_ONES, 0, 0 },
 	[MX_ROUTER]	= { L "block_sparse_moe.gate.weight", FG_BLOCK_MLP, FG_DIM_EXPERTS, FG_DIM_HIDDEN, 0, FG_INIT_MATRIX, 0, 0 },
-	MX_EXPERT(0), MX_EXPERT(1), MX_EXPERT(2), MX_EXPERT(3),
-	MX_EXPERT(4), MX_EXPERT(5), MX_EXPERT(6), MX_EXPERT(7),
+	EXPERT_TENSORS(MX_W1, "block_sparse_moe.experts.", "w1", "w3", "w2"),
 };
 FG_TABLE_CHECK(mixtral_layer, MX_NLAYER);
-_Static_assert(MOE_EXPERTS_MAX == 8, "mixtral_layer lists 8 experts");
-#undef MX_EXPERT
 #undef EXPERT_TENSORS
 #undef L
 #undef LIN
@@ -801,12 +774,11 @@ static int llama_mlp(struct fg_block_ctx *x)
  * weights are whole on the compute tier, else a call per expert and piece),
  * then each row's weighted sum added to h. */
 /* Where a family's mixture keeps its tensors: table entries of the norm, the
- * router, expert 0's (gate, up, down: expert e's are 3 e further), and the
- * shared expert's gate, up, down and sigmoid gate (-1: none). */
+ * router, the experts' gate (up and down follow it), and the shared
+ * expert's gate, up, down and sigmoid gate (-1: none). */
 struct moe_tabs {
-	int n2, router, expert0, shared;
+	int n2, router, experts, shared;
 };
-#define EXP_W(t, e, j) ((int)((t)->expert0 + 3 * (e) + (j)))
 
 static int moe_shared(struct fg_block_ctx *x, const struct moe_tabs *t, struct fg_tensor in);
 
@@ -817,13 +789,17 @@ static int moe_mlp(struct fg_block_ctx *x, const struct moe_tabs *t)
 	struct fg_tensor in = fg_rows(x->ws[WS_X], 0, rows), r = fg_rows(x->ws[WS_ROUTER], 0, rows);
 	int32_t *ids = malloc((size_t)m * sizeof(*ids)), *row = malloc((size_t)m * sizeof(*row));
 	float *wt = malloc((size_t)m * sizeof(*wt)), *rw = malloc((size_t)m * sizeof(*rw));
-	int64_t off[MOE_EXPERTS_MAX + 1] = { 0 };
-	struct fg_tensor w[3][MOE_EXPERTS_MAX];
+	/* per expert: its rows' offset (off[e] .. off[e + 1]), a cursor, and
+	 * its gate, up and down weights for a grouped product */
+	int64_t *off = calloc((size_t)(2 * ne + 1), sizeof(*off)), *at = off ? off + ne + 1 : NULL;
+	struct fg_tensor *w = malloc((size_t)(3 * ne) * sizeof(*w));
+	const struct fg_wview *ev[3];
+	int64_t stride = 0;
 	int whole = 1, rc;
 
-	if (!ids || !row || !wt || !rw) {
-		FG_ERR("layer %lld: out of memory routing %lld rows to experts", (long long)x->layer,
-		       (long long)rows);
+	if (!ids || !row || !wt || !rw || !off || !w) {
+		FG_ERR("layer %lld: out of memory routing %lld rows to %lld experts",
+		       (long long)x->layer, (long long)rows, (long long)ne);
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -841,8 +817,7 @@ static int moe_mlp(struct fg_block_ctx *x, const struct moe_tabs *t)
 	for (int64_t e = 0; e < ne; e++)
 		off[e + 1] += off[e];
 	n = off[ne];
-	int64_t at[MOE_EXPERTS_MAX];
-	memcpy(at, off, sizeof(at));
+	memcpy(at, off, (size_t)ne * sizeof(*at));
 	for (int64_t i = 0; i < m; i++)
 		if (ids[i] >= 0 && ids[i] < ne) {
 			row[at[ids[i]]] = (int32_t)(i / k);
@@ -853,18 +828,21 @@ static int moe_mlp(struct fg_block_ctx *x, const struct moe_tabs *t)
 	struct fg_gather_args ga = { .x = in, .index = row, .n = n, .out = xg };
 	if (n && (rc = fg_backend_gather(x->be, x->stream, x->layer, "experts' rows", &ga)))
 		goto out;
-	for (int j = 0; j < 3; j++)
+	/* (j: 0 gate, 1 up, 2 down; expert e's view at ev[j][e * stride]) */
+	for (int j = 0; j < 3; j++) {
+		ev[j] = fg_block_experts(x, t->experts + j, &stride);
 		for (int64_t e = 0; e < ne; e++) {
-			const struct fg_wview *v = fg_block_tensor(x, EXP_W(t, e, j));
+			const struct fg_wview *v = &ev[j][e * stride];
 			whole &= v->npieces == 1;
-			w[j][e] = v->piece[0].t;
+			w[j * ne + e] = v->piece[0].t;
 		}
+	}
 	if (n && whole) {
-		struct fg_linear_grouped_args lu = { .x = xg, .w = w[1], .offset = off,
+		struct fg_linear_grouped_args lu = { .x = xg, .w = w + ne, .offset = off,
 						     .groups = (int32_t)ne, .act = FG_ACT_NONE, .out = up };
 		struct fg_linear_grouped_args lg = lu, ld = lu;
-		lg.w = w[0], lg.act = FG_ACT_SILU, lg.mul = up, lg.out = g;
-		ld.x = g, ld.w = w[2], ld.out = xg; /* (xg is read by now) */
+		lg.w = w, lg.act = FG_ACT_SILU, lg.mul = up, lg.out = g;
+		ld.x = g, ld.w = w + 2 * ne, ld.out = xg; /* (xg is read by now) */
 		if ((rc = fg_backend_linear_grouped(x->be, x->stream, x->layer, "experts' w3", &lu)) ||
 		    (rc = fg_backend_linear_grouped(x->be, x->stream, x->layer, "experts' w1", &lg)) ||
 		    (rc = fg_backend_linear_grouped(x->be, x->stream, x->layer, "experts' w2", &ld)))
@@ -876,14 +854,14 @@ static int moe_mlp(struct fg_block_ctx *x, const struct moe_tabs *t)
 				continue;
 			struct fg_tensor xe = fg_rows(xg, r0, nr), ue = fg_rows(up, r0, nr);
 			struct fg_tensor ge = fg_rows(g, r0, nr);
-			if ((rc = fg_block_linear(x, "expert w3", EXP_W(t, e, 1), -1, xe, FG_ACT_NONE, none,
-						  none, ue)) ||
-			    (rc = fg_block_linear(x, "expert w1", EXP_W(t, e, 0), -1, xe, FG_ACT_SILU, none,
-						  ue, ge)))
+			if ((rc = fg_block_linear_view(x, "expert w3", &ev[1][e * stride], xe, FG_ACT_NONE,
+						       none, none, ue)) ||
+			    (rc = fg_block_linear_view(x, "expert w1", &ev[0][e * stride], xe,
+						       FG_ACT_SILU, none, ue, ge)))
 				break;
 			/* (xe is read by now: the expert's output takes its rows) */
-			rc = fg_block_linear(x, "expert w2", EXP_W(t, e, 2), -1, ge, FG_ACT_NONE, none, none,
-					     xe);
+			rc = fg_block_linear_view(x, "expert w2", &ev[2][e * stride], ge, FG_ACT_NONE,
+						  none, none, xe);
 		}
 		if (rc)
 			goto out;
@@ -898,6 +876,8 @@ out:
 	free(row);
 	free(wt);
 	free(rw);
+	free(off);
+	free(w);
 	return rc;
 }
 
@@ -956,13 +936,13 @@ out:
 
 static int mixtral_mlp(struct fg_block_ctx *x)
 {
-	static const struct moe_tabs t = { MX_N2, MX_ROUTER, MX_EXPERT0, -1 };
+	static const struct moe_tabs t = { MX_N2, MX_ROUTER, MX_W1, -1 };
 	return moe_mlp(x, &t);
 }
 
 static int qwen_moe_mlp(struct fg_block_ctx *x)
 {
-	static const struct moe_tabs t = { QM_N2, QM_ROUTER, QM_EXPERT0, QM_SH_GATE };
+	static const struct moe_tabs t = { QM_N2, QM_ROUTER, QM_GATE, QM_SH_GATE };
 	return moe_mlp(x, &t);
 }
 
@@ -1013,7 +993,7 @@ static int llama_ops(const struct fg_model_config *c, enum fg_dtype wdt, enum fg
 	return fg_arch_op_list(c, llama_op_defs, LL_NOPS, wdt, act, cdt, ops, dts);
 }
 
-#define LLAMA_PRESETS "llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, mistral-7b, qwen2-7b, qwen2-72b, qwen3-8b, qwen3-32b, mixtral-8x7b, mixtral-8x22b"
+#define LLAMA_PRESETS "llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, mistral-7b, qwen2-7b, qwen2-72b, qwen3-8b, qwen3-32b, mixtral-8x7b, mixtral-8x22b, qwen1.5-moe-a2.7b, qwen2-57b-a14b, qwen3-30b-a3b, qwen3-235b-a22b"
 
 /* The dense types share the table and the blocks; Mixtral has its MLP's. */
 #define LLAMA_FAMILY(type, bos, cfg_fn, preset_fn, preset_names, layer_tab, nlayer_tab, ws, nws, \

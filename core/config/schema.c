@@ -62,7 +62,8 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	    "dummy:<preset> for random weights of a published size (opt-125m ... opt-175b, "
 	    "llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b, llama-3.1-8b, "
 	    "llama-3.1-70b, mistral-7b, qwen2-7b, qwen2-72b, qwen3-8b, qwen3-32b, mixtral-8x7b, "
-	    "mixtral-8x22b, gemma-2-2b, gemma-2-9b, gemma-2-27b)."),
+	    "mixtral-8x22b, qwen1.5-moe-a2.7b, qwen2-57b-a14b, qwen3-30b-a3b, qwen3-235b-a22b, "
+	    "gemma-2-2b, gemma-2-9b, gemma-2-27b)."),
 	KEY("model", "tokenizer", FG_CFG_STRING, "",
 	    "Folder of the tokenizer files (tokenizer.json or vocab.json and merges.txt); "
 	    "empty: the model folder."),

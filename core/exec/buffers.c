@@ -192,8 +192,22 @@ static int forward_new(struct fg_forward **out, const struct fg_forward_env *env
 	f->stream = f->mv.compute_stream;
 	/* requests per group: K and V, up to two ranges each, per sequence; or a
 	 * unit's weights: two bulk ranges per block, and two ranges per piece of
-	 * each gathered tensor */
-	size_t cap = (size_t)(4 * bs + 16) + 2 * 2 * FG_PLAN_BLOCK_MAX * FG_ROLES;
+	 * each gathered tensor (a token table's rows: one per sequence) */
+	size_t cap = (size_t)(4 * bs + 16), most = 1;
+	for (int k = 0; k < FG_BLOCK_KINDS; k++) {
+		const struct fg_plan_block *pb = &f->m->kind[k];
+		for (int64_t i = 0; i < pb->ntensors; i++)
+			if (f->m->placed[k][i].gathered)
+				cap += 2 * (size_t)f->m->placed[k][i].npieces;
+		cap += 2;
+		most = (size_t)pb->ntensors > most ? (size_t)pb->ntensors : most;
+	}
+	f->views = calloc(most, sizeof(*f->views));
+	if (!f->views) {
+		FG_ERR("forward: out of memory for the views of %zu weights", most);
+		rc = -ENOMEM;
+		goto fail;
+	}
 	for (int s = 0; s < SLOTS; s++) {
 		if ((rc = fg_xfer_init(&f->wload[s], &f->mv, cap)) ||
 		    (rc = fg_xfer_init(&f->cload[s], &f->mv, cap)) ||
@@ -384,6 +398,7 @@ void fg_forward_free(struct fg_forward *f)
 	free(f->gb);
 	free(f->ufirst);
 	free(f->ucount);
+	free(f->views);
 	free(f);
 }
 

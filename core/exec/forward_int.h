@@ -96,6 +96,8 @@ struct fg_forward {
 	struct fg_region hstage;           /* host staging of delegated attention */
 	struct fg_region scratch;
 	struct fg_tensor ws[FG_WS_MAX];    /* the family's workspaces */
+	struct fg_wview *views;            /* a block's tensors as the bodies see them
+					    * (as many as the largest block has) */
 	struct fg_tensor logits;           /* the "logits" workspace */
 	struct fg_read_out out;
 	int xfer_ready;

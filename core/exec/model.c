@@ -17,9 +17,16 @@ static int fill_block(struct fg_model *m, struct fg_block *b, struct fg_weights 
 	char name[128];
 	int rc;
 
-	for (int i = 0; i < pb->ntensors; i++) {
-		const struct fg_plan_tensor *t = &pb->t[i];
-		snprintf(name, sizeof(name), t->def->name, (int)(m->stage.layer0 + b->layer));
+	for (int64_t i = 0; i < pb->ntensors; i++) {
+		const struct fg_plan_tensor *t = &b->t[i];
+		if (!t->npieces)
+			continue;
+		if (fg_arch_tensor_name(t->def, b->layer < 0 ? -1 : m->stage.layer0 + b->layer,
+					t->expert, name, sizeof(name))) {
+			FG_ERR("model: the name of a tensor of %s (%s) is too long", m->cfg.name,
+			       t->def->name);
+			return -EINVAL;
+		}
 		for (int k = 0; k < t->npieces; k++) {
 			const struct fg_plan_piece *pp = &t->piece[k];
 			const void *src = f16;
@@ -67,11 +74,19 @@ int fg_model_load_stage(struct fg_model *m, const struct fg_model_config *cfg,
 	for (int r = 0; r < FG_ROLES; r++)
 		m->tier[r] = tiers[r];
 	for (int k = 0; k < FG_BLOCK_KINDS; k++) {
+		int64_t n = fg_plan_block_tensors(cfg, (enum fg_block_kind)k);
+		m->placed[k] = calloc((size_t)(n ? n : 1), sizeof(*m->placed[k]));
+		if (!m->placed[k]) {
+			FG_ERR("model: out of memory placing %lld tensors", (long long)n);
+			fg_model_unload(m);
+			return -ENOMEM;
+		}
 		fg_plan_block(cfg, p, (enum fg_block_kind)k,
-			      !(tiers[FG_ROLE_COMPUTE]->info.flags & FG_STORAGE_HOST_MEMORY), &m->kind[k]);
-		for (int t = 0; t < m->kind[k].ntensors; t++) {
-			uint64_t n = (uint64_t)m->kind[k].t[t].rows * (uint64_t)m->kind[k].t[t].cols * 2;
-			largest = n > largest ? n : largest;
+			      !(tiers[FG_ROLE_COMPUTE]->info.flags & FG_STORAGE_HOST_MEMORY), &m->kind[k],
+			      m->placed[k]);
+		for (int64_t t = 0; t < n; t++) {
+			uint64_t b = (uint64_t)m->placed[k][t].rows * (uint64_t)m->placed[k][t].cols * 2;
+			largest = b > largest ? b : largest;
 		}
 	}
 	int first = fg_stage_first(stage), last = fg_stage_last(stage);
@@ -79,6 +94,7 @@ int fg_model_load_stage(struct fg_model *m, const struct fg_model_config *cfg,
 	m->blocks = calloc((size_t)m->nblocks, sizeof(*m->blocks));
 	if (!m->blocks) {
 		FG_ERR("model: out of memory");
+		fg_model_unload(m);
 		return -ENOMEM;
 	}
 	for (int64_t i = 0; i < m->nblocks; i++) {
@@ -88,6 +104,7 @@ int fg_model_load_stage(struct fg_model *m, const struct fg_model_config *cfg,
 				       : j % 2 == 0		      ? FG_BLOCK_ATTN
 								      : FG_BLOCK_MLP;
 		m->blocks[i].plan = &m->kind[k];
+		m->blocks[i].t = m->placed[k];
 		m->blocks[i].layer = k == FG_BLOCK_INPUT || k == FG_BLOCK_OUTPUT ? -1 : j / 2;
 	}
 	/* Allocate everything first: a placement that does not fit fails before any reading. */
@@ -133,4 +150,8 @@ void fg_model_unload(struct fg_model *m)
 				fg_tier_free(m->tier[r], &m->blocks[i].region[r]);
 	free(m->blocks);
 	m->blocks = NULL;
+	for (int k = 0; k < FG_BLOCK_KINDS; k++) {
+		free(m->placed[k]);
+		m->placed[k] = NULL;
+	}
 }

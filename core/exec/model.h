@@ -18,7 +18,8 @@
 struct fg_codec;
 
 struct fg_block {
-	const struct fg_plan_block *plan; /* its tensors and their pieces */
+	const struct fg_plan_block *plan; /* its regions' sizes */
+	const struct fg_plan_tensor *t;   /* its plan->ntensors tensors and their pieces */
 	int64_t layer;                    /* -1 for the input and output blocks; else the
 					     stage's own index (stage.layer0 + layer in the model) */
 	struct fg_region region[FG_ROLES];
@@ -27,7 +28,8 @@ struct fg_block {
 struct fg_model {
 	struct fg_model_config cfg;
 	struct fg_tier *tier[FG_ROLES];
-	struct fg_plan_block kind[FG_BLOCK_KINDS]; /* placement of each block kind */
+	struct fg_plan_block kind[FG_BLOCK_KINDS]; /* placement of each block kind ... */
+	struct fg_plan_tensor *placed[FG_BLOCK_KINDS]; /* ... and of its tensors */
 	struct fg_stage stage;     /* the layers (and end blocks) this process holds */
 	struct fg_block *blocks;   /* the stage's blocks, in schedule order */
 	int64_t nblocks;

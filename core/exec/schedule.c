@@ -137,7 +137,7 @@ static int graph_cut(struct fg_forward *f)
 static int compute_item(struct fg_forward *f, const struct item *it, const int32_t *ids,
 			int64_t n, void *h, float *logits, int32_t *top)
 {
-	struct fg_wview w[FG_PLAN_BLOCK_MAX];
+	struct fg_wview *w = f->views;
 	int ws = it->ws;
 	int64_t rows = fg_rows_computed(f, it->k);
 	int rc;

@@ -28,8 +28,8 @@ void fg_block_views(const struct fg_forward *f, int64_t bi, int slot, struct fg_
 	const struct fg_plan_block *pb = b->plan;
 	char *staged = fg_staged(f, bi, slot);
 
-	for (int i = 0; i < pb->ntensors; i++) {
-		const struct fg_plan_tensor *t = &pb->t[i];
+	for (int64_t i = 0; i < pb->ntensors; i++) {
+		const struct fg_plan_tensor *t = &b->t[i];
 		out[i].npieces = t->npieces;
 		out[i].piece[0].t = (struct fg_tensor){ 0 }; /* an absent tensor: no data */
 		out[i].piece[0].row0 = 0;
@@ -135,8 +135,8 @@ int fg_unit_weights_load(struct fg_forward *f, int64_t u, int slot)
 				       &b->region[FG_ROLE_DISK], 0, bulk[FG_ROLE_DISK], bounce)))
 			return rc;
 		f->stats.weight_bytes += bulk[FG_ROLE_HOST] + bulk[FG_ROLE_DISK];
-		for (int i = 0; i < pb->ntensors; i++) {
-			const struct fg_plan_tensor *t = &pb->t[i];
+		for (int64_t i = 0; i < pb->ntensors; i++) {
+			const struct fg_plan_tensor *t = &b->t[i];
 			if (!t->gathered)
 				continue;
 			if (t->by_rows) {

@@ -129,10 +129,12 @@ static double t_block_lin(const struct ctx *x, enum fg_block_kind kind, double m
 			double K = (double)fg_dim_value(x->c, d->cols), N = (double)fg_dim_value(x->c, d->rows);
 			if (d->block != kind || !(d->flags & FG_TD_LINEAR) || !fg_arch_present(x->c, d))
 				continue;
-			if (FG_TD_EXPERT_OF(d->flags) >= 0 && x->c->experts > 0 && x->c->experts_per_tok > 0)
-				t += t_expert_lin(x, m, K, N);
+			/* (an expert entry: every expert's alike) */
+			double copies = (double)fg_arch_copies(x->c, d);
+			if ((d->flags & FG_TD_EXPERTS) && x->c->experts_per_tok > 0)
+				t += copies * t_expert_lin(x, m, K, N);
 			else
-				t += t_lin(x, m, K, N);
+				t += copies * t_lin(x, m, K, N);
 		}
 	return t;
 }
@@ -389,7 +391,7 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 	whole.weight[FG_ROLE_COMPUTE] = 100;
 	whole.weight[FG_ROLE_HOST] = whole.weight[FG_ROLE_DISK] = 0;
 	for (int k = 0; k < FG_BLOCK_KINDS; k++)
-		fg_plan_block(c, &whole, (enum fg_block_kind)k, !hw->compute_host_memory, &blk[k]);
+		fg_plan_block(c, &whole, (enum fg_block_kind)k, !hw->compute_host_memory, &blk[k], NULL);
 	double Wa = (double)blk[FG_BLOCK_ATTN].bytes[FG_ROLE_COMPUTE];
 	double Wm = (double)blk[FG_BLOCK_MLP].bytes[FG_ROLE_COMPUTE];
 	double Wi = (double)blk[FG_BLOCK_INPUT].bytes[FG_ROLE_COMPUTE];
@@ -544,7 +546,7 @@ void fg_cost_shares(const struct fg_cost_case *cc, const struct fg_policy *p, do
 	double lw = 0, iw = 0;
 
 	for (int k = 0; k < FG_BLOCK_KINDS; k++) {
-		fg_plan_block(c, p, (enum fg_block_kind)k, !cc->hw.compute_host_memory, &pb[k]);
+		fg_plan_block(c, p, (enum fg_block_kind)k, !cc->hw.compute_host_memory, &pb[k], NULL);
 		for (int r = 0; r < FG_ROLES; r++)
 			b[k][r] = pb[k].bytes[r];
 	}

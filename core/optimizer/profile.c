@@ -624,12 +624,12 @@ static int compute(struct prof *p, const struct shapes *sh, int32_t *pad, struct
  * model per byte of residual-stream rows (prefill_other_bdw). */
 
 #define LAYER_ROWS 8192 /* enough rows for the products' full rate, buffers of a few hundred MB */
-#define LAYER_TENSORS 32 /* of a family's layer table (OPT has 16) */
+#define LAYER_TENSORS FG_ARCH_TABLE_MAX /* entries of a family's layer table */
 
 struct layer_arg {
 	struct fg_backend *be;
 	struct fg_block_ctx x;
-	struct fg_wview w[FG_BLOCK_KINDS][LAYER_TENSORS];
+	struct fg_wview *w[FG_BLOCK_KINDS]; /* each block's tensors, as its list has them */
 	struct fg_tensor kc, vc; /* the layer's cache: seq rows per sequence */
 };
 
@@ -677,7 +677,7 @@ static int prefill_layer(struct prof *p, const struct shapes *sh, int32_t *pad,
 	struct fg_region r[3 + FG_WS_MAX + LAYER_TENSORS] = { 0 };
 	struct layer_arg *l = calloc(1, sizeof(*l));
 	int32_t *pos = calloc((size_t)(bs * s), sizeof(int32_t));
-	int nr = 0, nw[FG_BLOCK_KINDS] = { 0 }, rc = 0;
+	int nr = 0, rc = 0;
 	double secs;
 
 	bs = bs < sh->prefill_batch ? bs : sh->prefill_batch;
@@ -705,16 +705,32 @@ static int prefill_layer(struct prof *p, const struct shapes *sh, int32_t *pad,
 		rc = ctensor(p, &r[nr++], act, fg_ws_rows(c, d, bs, s), fg_dim_value(c, d->cols), 0,
 			     &l->x.ws[i]);
 	}
-	/* The layer's tensors, each block's in table order. */
+	/* The layer's tensors, one per table entry: every expert of an expert
+	 * entry computes with the same matrix (a product's time does not
+	 * depend on its values), so a wide mixture's layer fits a device. */
+	struct fg_tensor one[LAYER_TENSORS];
 	for (int i = 0; i < a->nlayer && !rc; i++) {
 		const struct fg_tensor_def *d = &a->layer[i];
-		struct fg_wview *w = &l->w[d->block][nw[d->block]++];
-
-		if (!fg_arch_present(c, d))
-			continue;
-		w->npieces = 1;
-		rc = ctensor(p, &r[nr++], FG_DTYPE_F16, fg_dim_value(c, d->rows),
-			     fg_dim_value(c, d->cols), 0, &w->piece[0].t);
+		if (fg_arch_present(c, d))
+			rc = ctensor(p, &r[nr++], FG_DTYPE_F16, fg_dim_value(c, d->rows),
+				     fg_dim_value(c, d->cols), 0, &one[i]);
+	}
+	for (int k = FG_BLOCK_ATTN; k <= FG_BLOCK_MLP && !rc; k++) {
+		struct fg_tensor_list tl;
+		fg_tensor_list_block(&tl, c, (enum fg_block_kind)k);
+		int64_t n = fg_tensor_list_count(&tl);
+		if (!(l->w[k] = calloc((size_t)(n ? n : 1), sizeof(*l->w[k])))) {
+			FG_ERR("profile: out of memory");
+			rc = -ENOMEM;
+			break;
+		}
+		for (int64_t i = 0; i < n; i++) {
+			struct fg_tensor_ref ref = fg_tensor_list_at(&tl, i);
+			if (!fg_arch_present(c, &a->layer[ref.entry]))
+				continue;
+			l->w[k][i].npieces = 1;
+			l->w[k][i].piece[0].t = one[ref.entry];
+		}
 	}
 	if (rc || (rc = timed(p, do_layer, l, &secs)))
 		goto out;
@@ -730,6 +746,8 @@ out:
 	for (int i = 0; i < nr; i++)
 		if (r[i].size)
 			fg_tier_free(&p->tier[T_COMPUTE], &r[i]);
+	for (int k = 0; l && k < FG_BLOCK_KINDS; k++)
+		free(l->w[k]);
 	free(pos);
 	free(l);
 	return rc;

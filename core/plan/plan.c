@@ -26,95 +26,177 @@ static void fg_plan_add_piece(struct fg_plan_tensor *t, enum fg_role role, int64
 	t->piece[t->npieces++] = (struct fg_plan_piece){ .role = role, .row0 = row0, .rows = rows };
 }
 
-/* The block's tensors in table order (FlexGen's: its midpoint rule depends on it). */
-static void fg_plan_describe(const struct fg_model_config *c, const struct fg_policy *p,
-			     enum fg_block_kind kind, struct fg_plan_block *b)
+int64_t fg_plan_block_tensors(const struct fg_model_config *c, enum fg_block_kind kind)
 {
-	const struct fg_arch *a = c->arch;
-	const struct fg_tensor_def *defs[2] = { a->globals, a->layer };
-	int counts[2] = { a->nglobals, a->nlayer };
+	struct fg_tensor_list l;
 
-	memset(b, 0, sizeof(*b));
-	b->kind = kind;
-	for (int g = 0; g < 2; g++)
-		for (int i = 0; i < counts[g]; i++) {
-			const struct fg_tensor_def *d = &defs[g][i];
-			if (d->block != kind || b->ntensors == FG_PLAN_BLOCK_MAX)
-				continue;
-			struct fg_plan_tensor *t = &b->t[b->ntensors++];
-			t->def = d;
+	fg_tensor_list_block(&l, c, kind);
+	return fg_tensor_list_count(&l);
+}
+
+/* Where the policy's weight shares cut a block of `total` elements: disk
+ * below cut[0], host below cut[1], compute above. */
+struct fg_plan_cuts {
+	const int *pc;
+	double total, cut[2];
+	int exact;
+};
+
+/* Tensor t's pieces, its first element `pos` elements into the block (the
+ * tensors before it, in list order: FlexGen's midpoint rule depends on it). */
+static void fg_plan_pieces(const struct fg_plan_cuts *k, enum fg_block_kind kind, double pos,
+			   struct fg_plan_tensor *t)
+{
+	double size = (double)t->rows * (double)t->cols, row = (double)t->cols;
+
+	/* The input block's tables are gathered from, never split. */
+	if (k->exact && kind != FG_BLOCK_INPUT && t->rows > 1) {
+		int64_t g = t->dtype == FG_DTYPE_Q4_ROWS ? FG_Q4_GROUP : 1;
+		int64_t r1 = (int64_t)((k->cut[0] - pos) / row / (double)g + 0.5) * g;
+		int64_t r2 = (int64_t)((k->cut[1] - pos) / row / (double)g + 0.5) * g;
+		r1 = r1 < 0 ? 0 : r1 > t->rows ? t->rows : r1;
+		r2 = r2 < r1 ? r1 : r2 > t->rows ? t->rows : r2;
+		fg_plan_add_piece(t, FG_ROLE_DISK, 0, r1);
+		fg_plan_add_piece(t, FG_ROLE_HOST, r1, r2 - r1);
+		fg_plan_add_piece(t, FG_ROLE_COMPUTE, r2, t->rows - r2);
+	} else {
+		fg_plan_add_piece(t, fg_policy_choice(k->pc, (pos + size / 2) / k->total * 100.0), 0,
+				  t->rows);
+	}
+}
+
+/* Do the tensors of the expert run, `at` elements into the block, lie whole
+ * on one tier, `role`?  (An absent entry is none of them.) */
+static int fg_plan_group_on(const struct fg_plan_cuts *k, enum fg_block_kind kind,
+			    const struct fg_tensor_list *l, const struct fg_plan_tensor *model,
+			    double at, enum fg_role role)
+{
+	for (int j = 0; j < l->nrun; j++) {
+		struct fg_plan_tensor t = model[l->run[j]];
+		if (!t.present)
+			continue;
+		fg_plan_pieces(k, kind, at, &t);
+		if (t.npieces != 1 || t.piece[0].role != role)
+			return 0;
+		at += (double)t.rows * (double)t.cols;
+	}
+	return 1;
+}
+
+/* The experts from e on whose tensors all lie whole on expert e's tier (or
+ * 0): a summary adds them at once instead of one tensor at a time, wide
+ * mixtures having hundreds.  Tiers follow positions in order (disk, host,
+ * compute; a split tensor between two), so for each matrix of an expert
+ * "on e's tier" holds for a run of experts from e on and then never: the
+ * experts that qualify are a prefix, found by bisection with the very
+ * placement the walk would make.  group: the elements of one expert. */
+static int64_t fg_plan_same_tier(const struct fg_plan_cuts *k, enum fg_block_kind kind,
+				 const struct fg_tensor_list *l, const struct fg_plan_tensor *model,
+				 int64_t e, double pos, double group, enum fg_role *role)
+{
+	struct fg_plan_tensor t = model[l->run[0]];
+	int64_t lo = 1, hi = l->experts - e;
+
+	if (!t.present)
+		return 0;
+	fg_plan_pieces(k, kind, pos, &t);
+	*role = t.piece[0].role;
+	if (t.npieces != 1 || !fg_plan_group_on(k, kind, l, model, pos, *role))
+		return 0;
+	while (lo < hi) { /* groups e .. e + lo - 1 qualify */
+		int64_t mid = lo + (hi - lo + 1) / 2;
+		if (fg_plan_group_on(k, kind, l, model, pos + (double)(mid - 1) * group, *role))
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+void fg_plan_block(const struct fg_model_config *c, const struct fg_policy *p,
+		   enum fg_block_kind kind, int gather, struct fg_plan_block *b,
+		   struct fg_plan_tensor *out)
+{
+	struct fg_tensor_list l;
+	/* each entry's tensor before placement, an expert entry's for every expert */
+	struct fg_plan_tensor model[FG_ARCH_TABLE_MAX];
+	struct fg_plan_cuts k = { .pc = p->weight, .exact = p->exact };
+	const int *runs[3] = { l.pre, l.run, l.post };
+	uint64_t late[FG_ROLES] = { 0 }, gathered = 0, group_bytes = 0;
+	double pos = 0, group = 0;
+
+	fg_tensor_list_block(&l, c, kind);
+	int counts[3] = { l.npre, l.nrun, l.npost };
+	for (int r = 0; r < 3; r++)
+		for (int i = 0; i < counts[r]; i++) {
+			const struct fg_tensor_def *d = &l.tab[runs[r][i]];
+			struct fg_plan_tensor *t = &model[runs[r][i]];
+			*t = (struct fg_plan_tensor){ .def = d, .expert = -1 };
 			t->present = fg_arch_present(c, d);
 			t->rows = fg_dim_value(c, d->rows);
 			t->cols = fg_dim_value(c, d->cols);
 			t->dtype = (d->flags & FG_TD_LINEAR) && p->compress_weight ? FG_DTYPE_Q4_ROWS
 										    : FG_DTYPE_F16;
+			if (!t->present)
+				continue;
+			k.total += (double)t->rows * (double)t->cols * (double)(r == 1 ? l.experts : 1);
+			if (r == 1) {
+				group += (double)t->rows * (double)t->cols;
+				group_bytes += ALIGN(fg_plan_tensor_bytes(t, t->rows), 64);
+			}
 		}
-}
+	k.cut[0] = k.total * k.pc[FG_ROLE_DISK] / 100.0;
+	k.cut[1] = k.total * (k.pc[FG_ROLE_DISK] + k.pc[FG_ROLE_HOST]) / 100.0;
+	*b = (struct fg_plan_block){ .kind = kind, .ntensors = fg_tensor_list_count(&l) };
 
-void fg_plan_block(const struct fg_model_config *c, const struct fg_policy *p,
-		   enum fg_block_kind kind, int gather, struct fg_plan_block *b)
-{
-	double total = 0, pos = 0;
-	const int *pc = p->weight;
-
-	fg_plan_describe(c, p, kind, b);
-	for (int i = 0; i < b->ntensors; i++)
-		if (b->t[i].present)
-			total += (double)b->t[i].rows * (double)b->t[i].cols;
-	double cut1 = total * pc[FG_ROLE_DISK] / 100.0;
-	double cut2 = total * (pc[FG_ROLE_DISK] + pc[FG_ROLE_HOST]) / 100.0;
-	for (int i = 0; i < b->ntensors; i++) {
-		struct fg_plan_tensor *t = &b->t[i];
-		double size = (double)t->rows * (double)t->cols, row = (double)t->cols;
+	/* Pieces at 64-byte aligned offsets, those of gathered tensors after the
+	 * rest (which are staged in bulk): counted apart in `late` here, moved
+	 * behind the bulk below; each tier's region a whole page. */
+	for (int64_t i = 0; i < b->ntensors; i++) {
+		struct fg_tensor_ref ref = fg_tensor_list_at(&l, i);
+		struct fg_plan_tensor one, *t = out ? &out[i] : &one;
+		enum fg_role role;
+		int64_t n;
+		/* (whole experts on one tier take no gather and pack in bulk) */
+		if (!out && ref.expert >= 0 && ref.entry == l.run[0] &&
+		    (n = fg_plan_same_tier(&k, kind, &l, model, ref.expert, pos, group, &role))) {
+			b->bulk[role] += (uint64_t)n * group_bytes;
+			pos += (double)n * group;
+			i += n * l.nrun - 1;
+			continue;
+		}
+		*t = model[ref.entry];
+		t->expert = ref.expert;
 		if (!t->present)
 			continue;
-		/* The input block's tables are gathered from, never split. */
-		if (p->exact && kind != FG_BLOCK_INPUT && t->rows > 1) {
-			int64_t g = t->dtype == FG_DTYPE_Q4_ROWS ? FG_Q4_GROUP : 1;
-			int64_t r1 = (int64_t)((cut1 - pos) / row / (double)g + 0.5) * g;
-			int64_t r2 = (int64_t)((cut2 - pos) / row / (double)g + 0.5) * g;
-			r1 = r1 < 0 ? 0 : r1 > t->rows ? t->rows : r1;
-			r2 = r2 < r1 ? r1 : r2 > t->rows ? t->rows : r2;
-			fg_plan_add_piece(t, FG_ROLE_DISK, 0, r1);
-			fg_plan_add_piece(t, FG_ROLE_HOST, r1, r2 - r1);
-			fg_plan_add_piece(t, FG_ROLE_COMPUTE, r2, t->rows - r2);
-		} else {
-			fg_plan_add_piece(t, fg_policy_choice(pc, (pos + size / 2) / total * 100.0), 0,
-					  t->rows);
-		}
-		pos += size;
-	}
-	/* Pieces at 64-byte aligned offsets, those of gathered tensors after the
-	 * rest (which are staged in bulk); each tier's region a whole page. */
-	for (int i = 0; i < b->ntensors; i++) {
-		struct fg_plan_tensor *t = &b->t[i];
+		fg_plan_pieces(&k, kind, pos, t);
+		pos += (double)t->rows * (double)t->cols;
 		t->by_rows = kind == FG_BLOCK_INPUT && t->def->rows == FG_DIM_VOCAB &&
 			     t->npieces == 1 && t->piece[0].role == FG_ROLE_HOST;
 		t->gathered = (gather && t->npieces > 1) || t->by_rows;
-	}
-	for (int pass = 0; pass < 2; pass++) {
-		for (int i = 0; i < b->ntensors; i++) {
-			if (b->t[i].gathered != pass)
-				continue;
-			for (int k = 0; k < b->t[i].npieces; k++) {
-				struct fg_plan_piece *pp = &b->t[i].piece[k];
-				pp->bytes = fg_plan_tensor_bytes(&b->t[i], pp->rows);
-				pp->offset = b->bytes[pp->role];
-				b->bytes[pp->role] += ALIGN(pp->bytes, 64);
-			}
+		uint64_t *at = t->gathered ? late : b->bulk;
+		for (int j = 0; j < t->npieces; j++) {
+			struct fg_plan_piece *pp = &t->piece[j];
+			pp->bytes = fg_plan_tensor_bytes(t, pp->rows);
+			pp->offset = at[pp->role];
+			at[pp->role] += ALIGN(pp->bytes, 64);
 		}
-		if (pass == 0)
-			memcpy(b->bulk, b->bytes, sizeof(b->bulk));
-	}
-	uint64_t staged = b->bulk[FG_ROLE_HOST] + b->bulk[FG_ROLE_DISK];
-	for (int i = 0; i < b->ntensors; i++)
-		if (b->t[i].gathered) {
-			b->t[i].gather = staged;
-			staged += ALIGN(fg_plan_tensor_bytes(&b->t[i], b->t[i].rows), 64);
+		if (t->gathered) {
+			t->gather = gathered;
+			gathered += ALIGN(fg_plan_tensor_bytes(t, t->rows), 64);
 		}
+	}
+	uint64_t bulk = b->bulk[FG_ROLE_HOST] + b->bulk[FG_ROLE_DISK];
+	for (int64_t i = 0; out && i < b->ntensors; i++) {
+		if (!out[i].gathered)
+			continue;
+		out[i].gather += bulk;
+		for (int j = 0; j < out[i].npieces; j++)
+			out[i].piece[j].offset += b->bulk[out[i].piece[j].role];
+	}
 	for (int r = 0; r < FG_ROLES; r++)
-		b->bytes[r] = ALIGN(b->bytes[r], 4096);
-	b->staged = ALIGN(staged, 4096);
+		b->bytes[r] = ALIGN(b->bulk[r] + late[r], 4096);
+	b->staged = ALIGN(bulk + gathered, 4096);
 }
 
 int fg_plan_gather_ranges(const struct fg_plan_tensor *t, int k, uint64_t src[2], uint64_t at[2],
@@ -205,7 +287,7 @@ int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 
 	/* Weights. */
 	for (int k = 0; k < FG_BLOCK_KINDS; k++)
-		fg_plan_block(c, p, (enum fg_block_kind)k, env->device, &o->block[k]);
+		fg_plan_block(c, p, (enum fg_block_kind)k, env->device, &o->block[k], NULL);
 	for (int r = 0; r < FG_ROLES; r++)
 		o->weights[r] = o->block[FG_BLOCK_INPUT].bytes[r] + o->block[FG_BLOCK_OUTPUT].bytes[r] +
 				(uint64_t)c->layers * (o->block[FG_BLOCK_ATTN].bytes[r] +

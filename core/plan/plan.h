@@ -16,7 +16,6 @@
 #include "core/plan/policy.h"
 
 #define FG_PLAN_SLOTS 2         /* double buffers of the schedule (with overlap) */
-#define FG_PLAN_BLOCK_MAX 32    /* tensors of one block (a Mixtral MLP block has 26) */
 
 /* Rows [row0, row0 + rows) of a tensor, stored on one tier. */
 struct fg_plan_piece {
@@ -28,6 +27,7 @@ struct fg_plan_piece {
 
 struct fg_plan_tensor {
 	const struct fg_tensor_def *def;
+	int64_t expert;      /* the expert whose tensor it is (FG_TD_EXPERTS), else -1 */
 	int present;         /* 0: an optional tensor this config does not have (no pieces) */
 	int64_t rows, cols;
 	enum fg_dtype dtype; /* F16, or Q4_ROWS for compressed linear weights */
@@ -47,11 +47,14 @@ struct fg_plan_tensor {
 /* A block's tensors placed by the policy's weight shares: FlexGen's rule puts
  * a whole tensor on the tier whose cumulative share holds its midpoint;
  * `placement = exact` splits linear weights by rows so the byte shares match.
- * Every layer's blocks of a kind are placed alike. */
+ * Every layer's blocks of a kind are placed alike.  This is the block's
+ * summary, the same size whatever the model: its tensors (a mixture's MLP
+ * block has one per expert and matrix, hundreds) are an array of their own,
+ * filled only for whoever reads them (fg_plan_block's `t`): the engine, once
+ * a run; the cost model prices placements by these bytes alone. */
 struct fg_plan_block {
 	enum fg_block_kind kind;
-	int ntensors;
-	struct fg_plan_tensor t[FG_PLAN_BLOCK_MAX];
+	int64_t ntensors;         /* its tensors: fg_plan_block_tensors */
 	uint64_t bytes[FG_ROLES]; /* the block's region on each tier */
 	/* Staged in a weight slot: the first bulk[host] bytes of the host region,
 	 * then the first bulk[disk] of the disk region (the tensors kept whole),
@@ -67,11 +70,16 @@ static inline int fg_plan_rows_staged(double ids, double rows)
 	return ids * 16 <= rows;
 }
 
-/* gather: split tensors are assembled whole in the slot (a device compute
+/* The tensors of the blocks of a kind (fg_tensor_list_block's list). */
+int64_t fg_plan_block_tensors(const struct fg_model_config *c, enum fg_block_kind kind);
+/* Place the blocks of a kind: the summary into *out and, unless t is NULL,
+ * each tensor into t[0 .. fg_plan_block_tensors) in the list's order.
+ * gather: split tensors are assembled whole in the slot (a device compute
  * tier: core/exec/weight_slots.c); their pieces follow the unsplit
  * tensors' in each region. */
 void fg_plan_block(const struct fg_model_config *c, const struct fg_policy *p,
-		   enum fg_block_kind kind, int gather, struct fg_plan_block *out);
+		   enum fg_block_kind kind, int gather, struct fg_plan_block *out,
+		   struct fg_plan_tensor *t);
 /* Where piece k of a gathered tensor goes in the whole one: n (1 or 2)
  * ranges of len[i] bytes from src[i] in the piece to at[i] in the whole.
  * 4-bit rows are two ranges, codes and group parameters, which the whole

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Build tests/data/qwen2-moe-tiny and tests/data/qwen3-moe-tiny: two tiny
 random mixture-of-experts Qwen models (Qwen2MoeForCausalLM, the Qwen1.5-MoE
-layout, and Qwen3MoeForCausalLM) saved the way current Hugging Face
+layout, and Qwen3MoeForCausalLM), and their wide kin qwen2-moe-wide-tiny and
+qwen3-moe-wide-tiny (many narrow experts, as the published mixtures have),
+saved the way current Hugging Face
 transformers saves them (config.json, fp16 model.safetensors with one tensor
 per expert projection), and Hugging Face's own outputs for them in the format
 of the shared reference data (FGCORE_TESTDATA's README: golden.json and
@@ -14,7 +16,8 @@ this script.
 What it shares with the other make_*.py scripts (random weights, prompts,
 fp16 save and fp32 reload, the references, golden.json) is in hf_golden.py.
 
-  python3 tests/reference/make_qwen_moe.py [data_dir]   (default tests/data)
+  python3 tests/reference/make_qwen_moe.py [data_dir [model ...]]
+      (default tests/data, every model; name models to build only those)
 
 The models: vocab 512, hidden 64, 2 layers, 4 query heads over 2 key/value
 heads of 16, RMSNorm eps 1e-6, rotary theta 10000, 256 positions, an lm_head
@@ -25,6 +28,11 @@ of its own (untied); every layer's MLP is a sparse MoE block (decoder_sparse_ste
   qwen3-moe-tiny: no attention biases; RMSNorm over each head's 16 values of
     q and of k (q_norm, k_norm) before the rotary; norm_topk_prob true (as
     Qwen3-30B-A3B); no shared expert; head_dim 16 written explicitly.
+The wide ones have the same shape but for the mixture: experts of 8 (so that
+the files stay small: each expert is 3 x 8 x 64 weights)
+  qwen2-moe-wide-tiny: as qwen2-moe-tiny, but 60 experts, 4 per token (as
+    Qwen1.5-MoE-A2.7B), a shared expert of 32.
+  qwen3-moe-wide-tiny: as qwen3-moe-tiny, but 64 experts, 8 per token.
 `intermediate_size` (128) is written to config.json but unused: no layer is
 dense.  Weights are random but larger than Hugging Face's initialisation
 (std 0.15 for the projections and experts, 0.1 for the biases, RMSNorm
@@ -48,7 +56,8 @@ Face's block (1e-5).
 
 The MoE block as transformers 5.25 computes it (models/qwen2_moe and
 models/qwen3_moe modeling_*.py: *SparseMoeBlock, *TopKRouter, *Experts), per
-token, x = post_attention_layernorm(h) (hidden 64), E = 8 experts, k = 2:
+token, x = post_attention_layernorm(h) (hidden 64), E = 8 experts, k = 2 (the
+wide models: E = 60, k = 4 and E = 64, k = 8):
   router_logits = mlp.gate.weight @ x                      [E], no bias
   p = softmax(router_logits) over all E, in fp32 (dtype=torch.float)
   (w, idx) = topk(p, k)          largest first; torch.topk on the probabilities
@@ -97,7 +106,6 @@ from hf_golden import EOS, NEW_TOKENS  # noqa: E402
 torch.set_num_threads(2)
 
 SEED = 20251206
-N_EXPERTS, TOP_K = 8, 2
 ROUTER_MARGIN_MIN = 1e-3
 GREEDY_MARGIN_MIN = 2e-3
 MAX_TRIES = 50
@@ -106,24 +114,37 @@ COMMON = dict(
     **hf_golden.TINY,  # its intermediate_size (128) unused: every layer is a MoE block
     rms_norm_eps=1e-6,
     use_sliding_window=False,
-    num_experts=N_EXPERTS,
-    num_experts_per_tok=TOP_K,
-    moe_intermediate_size=64,
     decoder_sparse_step=1,
     mlp_only_layers=[],
 )
 
+
+def mixture(experts, top_k, width):
+    """A mixture's config arguments: `experts` experts of `width`, top_k a token."""
+    return dict(num_experts=experts, num_experts_per_tok=top_k, moe_intermediate_size=width)
+
+
 MODELS = {
     "qwen2-moe-tiny": dict(
         cls=Qwen2MoeForCausalLM,
-        config=lambda: Qwen2MoeConfig(**COMMON, norm_topk_prob=False,
+        config=lambda: Qwen2MoeConfig(**COMMON, **mixture(8, 2, 64), norm_topk_prob=False,
                                       shared_expert_intermediate_size=96, qkv_bias=True),
-        shared=True, norm_topk=False, seed=SEED),
+        shared=True, norm_topk=False, top_k=2, seed=SEED),
     "qwen3-moe-tiny": dict(
         cls=Qwen3MoeForCausalLM,
-        config=lambda: Qwen3MoeConfig(**COMMON, norm_topk_prob=True, head_dim=16,
-                                      attention_bias=False),
-        shared=False, norm_topk=True, seed=SEED + 100),
+        config=lambda: Qwen3MoeConfig(**COMMON, **mixture(8, 2, 64), norm_topk_prob=True,
+                                      head_dim=16, attention_bias=False),
+        shared=False, norm_topk=True, top_k=2, seed=SEED + 100),
+    "qwen2-moe-wide-tiny": dict(
+        cls=Qwen2MoeForCausalLM,
+        config=lambda: Qwen2MoeConfig(**COMMON, **mixture(60, 4, 8), norm_topk_prob=False,
+                                      shared_expert_intermediate_size=32, qkv_bias=True),
+        shared=True, norm_topk=False, top_k=4, seed=SEED + 200),
+    "qwen3-moe-wide-tiny": dict(
+        cls=Qwen3MoeForCausalLM,
+        config=lambda: Qwen3MoeConfig(**COMMON, **mixture(64, 8, 8), norm_topk_prob=True,
+                                      head_dim=16, attention_bias=False),
+        shared=False, norm_topk=True, top_k=8, seed=SEED + 300),
 }
 
 
@@ -160,14 +181,14 @@ def silu(x):
     return x * torch.sigmoid(x)
 
 
-def moe_by_hand(sd, layer, x, shared, norm_topk):
+def moe_by_hand(sd, layer, x, shared, norm_topk, top_k):
     """The MoE block from the saved tensors, by the math in the docstring.
     x: [tokens, hidden] fp32.  Returns (out, router_logits)."""
     p = f"model.layers.{layer}.mlp."
     f = lambda n: sd[p + n].float()
     logits = x @ f("gate.weight").T
     prob = torch.softmax(logits, dim=-1, dtype=torch.float32)
-    w, idx = torch.topk(prob, TOP_K, dim=-1)
+    w, idx = torch.topk(prob, top_k, dim=-1)
     if norm_topk:
         w = w / w.sum(-1, keepdim=True)
     out = torch.zeros_like(x)
@@ -195,6 +216,7 @@ def build(out, spec, seed):
     model = hf_golden.load_fp32(spec["cls"], out, experts_implementation="eager")
     cap = Capture(model)
     rows = hf_golden.prompts(seed)
+    top_k = spec["top_k"]
     router_low = (float("inf"), None)
     hand_err = 0.0
 
@@ -211,14 +233,14 @@ def build(out, spec, seed):
             if c[0] == "router":
                 _, layer, rl = c
                 srt = torch.sort(rl.float(), dim=-1, descending=True).values
-                gap = srt[:, TOP_K - 1] - srt[:, TOP_K]
+                gap = srt[:, top_k - 1] - srt[:, top_k]
                 pos = int(torch.argmin(gap))
                 if float(gap[pos]) < router_low[0]:
                     router_low = (float(gap[pos]), {"row": r, "layer": layer, "position": pos})
             else:
                 _, layer, x, y = c
                 x = x.reshape(-1, x.shape[-1]).float()
-                mine, _ = moe_by_hand(sd, layer, x, spec["shared"], spec["norm_topk"])
+                mine, _ = moe_by_hand(sd, layer, x, spec["shared"], spec["norm_topk"], top_k)
                 hand_err = max(hand_err, float((mine - y.reshape(-1, y.shape[-1])).abs().max()))
 
     logits, greedy, margin, top5 = hf_golden.references(model, rows, step, after_row)
@@ -227,14 +249,15 @@ def build(out, spec, seed):
           and min(min(m) for m in margin) >= GREEDY_MARGIN_MIN)
     return dict(ok=ok, saved=saved, sd=sd, rows=rows, logits=logits, greedy=greedy,
                 margin=margin, top5=top5, router_low=router_low, hand_err=hand_err,
-                arch=saved["architectures"][0])
+                arch=saved["architectures"][0], top_k=top_k)
 
 
 def write(out, res, seed):
     low, where = res["router_low"]
+    top_k = res["top_k"]
     extra = {
         "router_topk_margin": {
-            "doc": f"smallest gap between the {TOP_K}th and {TOP_K + 1}th largest router logit "
+            "doc": f"smallest gap between the {top_k}th and {top_k + 1}th largest router logit "
                    "over every layer and every position of each row alone (the prompt and its "
                    f"first {NEW_TOKENS - 1} greedy tokens); position counts from the row's first "
                    "prompt token",
@@ -252,7 +275,7 @@ def report(out, res, seed):
     print(f"== {out} ({res['arch']}, seed {seed})")
     print(f"prefill logits in [{float(lg.min()):.3f}, {float(lg.max()):.3f}], smallest greedy "
           "margin per row " + ", ".join(f"{min(m):.4f}" for m in res["margin"]))
-    print(f"router top-{TOP_K} margin (k-th minus (k+1)-th logit): min {low:.6f} at {where}")
+    print(f"router top-{res['top_k']} margin (k-th minus (k+1)-th logit): min {low:.6f} at {where}")
     print(f"MoE block by hand from the saved tensors vs Hugging Face: max |diff| {res['hand_err']:.2e}")
     print("layer 0 tensors in model.safetensors:")
     for n in sorted(k for k in res["sd"] if k.startswith("model.layers.0.")):
@@ -268,7 +291,12 @@ def report(out, res, seed):
 
 def main():
     data = hf_golden.out_dir()
-    for name, spec in MODELS.items():
+    names = sys.argv[2:] or list(MODELS)
+    for name in names:
+        if name not in MODELS:
+            sys.exit(f"{name}: not a model of this script ({', '.join(MODELS)})")
+    for name in names:
+        spec = MODELS[name]
         out = os.path.join(data, name)
         for seed in range(spec["seed"], spec["seed"] + MAX_TRIES):
             res = build(out, spec, seed)
