@@ -69,26 +69,38 @@ static inline float q4_pow2(int k)
 	return fg_bits_to_float((uint32_t)(127 + k) << 23);
 }
 
-/* One block of rows of one key/value head, as the kernels see it.  Arrays per
- * (query head i, segment g) hold Q4_BLOCK entries: [(i * ns + g) * Q4_BLOCK + t]. */
+/* A block of Q4_BLOCK positions of one cache: where each row starts.  Past
+ * the nr rows the entries repeat the last (whose codes then weigh 0). */
+struct q4_rows {
+	int nr;
+	uint64_t re[Q4_BLOCK];       /* element */
+	uint64_t rg[Q4_BLOCK];       /* group */
+	const uint8_t *rb[Q4_BLOCK]; /* byte (exact when re is even) */
+	const uint8_t *rp[Q4_BLOCK]; /* parameters */
+};
+
+/* One key/value head over a block of rows, as the kernels see it.  The code of
+ * column d of row t is element r->re[t] + kc + d of data; the parameters of
+ * its segment g are group r->rg[t] + sg[0].g + g.  Arrays per (query head i,
+ * segment g) hold Q4_BLOCK entries: [(i * ns + g) * Q4_BLOCK + t]. */
 struct q4_blk {
-	const uint8_t *data;   /* the cache's codes */
-	uint64_t e[Q4_BLOCK];  /* element of column 0 of the head in row t */
-	int nr;                /* rows; past them e[] and the parameters repeat the last */
+	const uint8_t *data;
+	const struct q4_rows *r;
+	int64_t kc;
 	const struct q4_seg *sg;
 	int ns;
-	float *sc, *mn;        /* [g * Q4_BLOCK + t]: the rows' scale and min */
+	float *sc, *mn; /* [g * Q4_BLOCK + t]: the rows' scale and min */
 };
 
 /* ---- plain C ------------------------------------------------------------------------ */
 
-/* sc, mn of group gi[t] + g for t < Q4_BLOCK, g < ns (exact conversions) */
-static void q4_params_c(const uint8_t *params, const uint64_t *gi, int ns, float *sc, float *mn)
+/* k->sc, k->mn of every row and segment (exact conversions) */
+static void q4_params_c(const uint8_t *params, struct q4_blk *k)
 {
-	for (int g = 0; g < ns; g++)
+	for (int g = 0; g < k->ns; g++)
 		for (int t = 0; t < Q4_BLOCK; t++)
-			fg_q4_param_load(params, gi[t] + (uint64_t)g, &sc[g * Q4_BLOCK + t],
-					 &mn[g * Q4_BLOCK + t]);
+			fg_q4_param_load(params, k->r->rg[t] + (uint64_t)(k->sg[0].g + g),
+					 &k->sc[g * Q4_BLOCK + t], &k->mn[g * Q4_BLOCK + t]);
 }
 
 /* I[i][g][t] = sum over segment g of q_i[d] c_t[d] for t < nr (0 past it),
@@ -100,8 +112,9 @@ static void q4_scores_c(const struct q4_blk *k, const int16_t *q, int64_t ldq, i
 			for (int t = 0; t < Q4_BLOCK; t++) {
 				int32_t s = 0;
 
-				for (int64_t d = k->sg[g].d0; t < k->nr && d < k->sg[g].d0 + k->sg[g].len; d++)
-					s += q[i * ldq + d] * (int32_t)fg_q4_nibble(k->data, k->e[t] + d);
+				for (int64_t d = k->sg[g].d0; t < k->r->nr && d < k->sg[g].d0 + k->sg[g].len; d++)
+					s += q[i * ldq + d] * (int32_t)fg_q4_nibble(k->data, k->r->re[t] +
+											(uint64_t)(k->kc + d));
 				I[(i * k->ns + g) * Q4_BLOCK + t] = s;
 			}
 }
@@ -121,55 +134,82 @@ static void q4_finish_scores_c(const struct q4_blk *k, const int32_t *I, const f
 	}
 }
 
-/* The int16 x rounded as cvtps2dq then packssdw do: nearest, ties to even;
- * out of range (or NaN) as 0x80000000; then saturated. */
-static inline int16_t q4_sat16(float x)
+/* x rounded as cvtps2dq does: to nearest, ties to even; out of range or NaN
+ * 0x80000000. */
+static inline int32_t q4_cvt(float x)
 {
-	long r = fabsf(x) < 2147483648.0f ? lrintf(x) : -2147483647L - 1;
-
-	return (int16_t)(r > 32767 ? 32767 : r < -32768 ? -32768 : r);
+	return fabsf(x) < 2147483648.0f ? (int32_t)lrintf(x) : INT32_MIN;
 }
 
-/* Segment g of one head: w[t] = p[t] sc_tg; W[t] = w[t] * 2^k rounded, k the
- * largest with max|w| 2^k < 2^15 (at most 100: weights that small add
- * nothing), *ks = 2^-k; ml[t % 8] += p[t] mn_tg, t in order. */
-static void q4_weights_c(const struct q4_blk *k, int g, const float *p, int16_t *W, float *ks,
-			 float *ml)
+/* x saturated to int16, as packssdw does. */
+static inline int16_t q4_sat16(int32_t x)
+{
+	return (int16_t)(x > 32767 ? 32767 : x < -32768 ? -32768 : x);
+}
+
+/* One row of int16 weights of a block over one segment, for q4_values_*:
+ * acc[d] += ks * sum_t W[t] c_t[d]. */
+struct q4_wrow {
+	const int16_t *W;
+	float ks;   /* a power of two */
+	float *acc; /* the head's sums, column order */
+};
+
+/* The weights of one head over segment g of a block: w[t] = p[t] sc_tg as
+ * W[t] 2^-k.  Rounded to 16 bits (k the largest with max|w| 2^k < 2^15), one
+ * row r[0]; where the block holds a weight p_t >= psum / 64, whose rounding
+ * errors would show, to 31 bits (max|w| 2^k < 2^30) as two rows, the high 16
+ * bits (r[0], 2^(15-k)) then the low 15 (r[1], 2^-k).  k is at most 115: weights
+ * that small add nothing.  Returns the rows; W: 2 * Q4_BLOCK entries.  And
+ * ml[t % 8] += p[t] mn_tg, t in order. */
+static int q4_weights_c(const struct q4_blk *k, int g, const float *p, float psum, int16_t *W,
+			float *acc, struct q4_wrow *r, float *ml)
 {
 	const float *sc = k->sc + g * Q4_BLOCK, *mn = k->mn + g * Q4_BLOCK;
-	float w[Q4_BLOCK], mw = 0, two;
-	int e;
+	float w[Q4_BLOCK], mw = 0, mp = 0, two;
+	int e, fine;
 
 	for (int t = 0; t < Q4_BLOCK; t++) {
 		w[t] = p[t] * sc[t];
 		mw = fabsf(w[t]) > mw ? fabsf(w[t]) : mw;
+		mp = p[t] > mp ? p[t] : mp;
 	}
-	e = 141 - (int)(fg_float_to_bits(mw) >> 23 & 255); /* 15 - frexp's exponent */
-	e = e < 100 ? e : 100;
-	two = q4_pow2(e);
-	*ks = q4_pow2(-e);
-	for (int t = 0; t < Q4_BLOCK; t++)
-		W[t] = q4_sat16(w[t] * two);
 	for (int t = 0; t < Q4_BLOCK; t++)
 		ml[t % 8] = fmaf(p[t], mn[t], ml[t % 8]);
+	fine = mp * 64 >= psum;
+	/* 15 (or 30) - frexp's exponent of mw */
+	e = (fine ? 156 : 141) - (int)(fg_float_to_bits(mw) >> 23 & 255);
+	e = e < 115 ? e : 115;
+	two = q4_pow2(e);
+	if (!fine) {
+		for (int t = 0; t < Q4_BLOCK; t++)
+			W[t] = q4_sat16(q4_cvt(w[t] * two));
+		r[0] = (struct q4_wrow){ W, q4_pow2(-e), acc };
+		return 1;
+	}
+	for (int t = 0; t < Q4_BLOCK; t++) {
+		int32_t x = q4_cvt(w[t] * two);
+
+		W[t] = q4_sat16((x - (x & 32767)) / 32768); /* x >> 15, as vpsrad */
+		W[Q4_BLOCK + t] = (int16_t)(x & 32767);
+	}
+	r[0] = (struct q4_wrow){ W, q4_pow2(15 - e), acc };
+	r[1] = (struct q4_wrow){ W + Q4_BLOCK, q4_pow2(-e), acc };
+	return 2;
 }
 
-/* acc_i[d] += ks[i][g] * sum_{t < nr} W[i][g][t] c_t[d] for d in segment g, i < nq;
- * acc_i at acc + i * lda.  The sum is exact in fp32 and ks a power of two. */
-static void q4_values_c(const struct q4_blk *k, const int16_t *W, const float *ks, int nq,
-			float *acc, int64_t lda)
+/* For each row r[j] in order: r[j].acc[d] += ks * sum_{t < nr} W[t] c_t[d],
+ * d in segment g.  The sum is exact in fp32 and ks a power of two. */
+static void q4_values_c(const struct q4_blk *k, int g, const struct q4_wrow *r, int n)
 {
-	for (int i = 0; i < nq; i++)
-		for (int g = 0; g < k->ns; g++) {
-			const int16_t *w = W + (i * k->ns + g) * Q4_BLOCK;
+	for (int j = 0; j < n; j++)
+		for (int64_t d = k->sg[g].d0; d < k->sg[g].d0 + k->sg[g].len; d++) {
+			int32_t s = 0;
 
-			for (int64_t d = k->sg[g].d0; d < k->sg[g].d0 + k->sg[g].len; d++) {
-				int32_t s = 0;
-
-				for (int t = 0; t < k->nr; t++)
-					s += w[t] * (int32_t)fg_q4_nibble(k->data, k->e[t] + d);
-				acc[i * lda + d] += (float)s * ks[i * k->ns + g];
-			}
+			for (int t = 0; t < k->r->nr; t++)
+				s += r[j].W[t] * (int32_t)fg_q4_nibble(k->data, k->r->re[t] +
+									   (uint64_t)(k->kc + d));
+			r[j].acc[d] += (float)s * r[j].ks;
 		}
 }
 
@@ -261,43 +301,44 @@ static inline void q4_split_halves(__m256i v, __m256 *lo, __m256 *hi)
  * widened, transposed 4 x 4 in each half.  Else the pairs of 8 rows at once,
  * gathered (their byte offsets fit an int32, checked by the caller). */
 __attribute__((target("avx2,f16c")))
-static void q4_params_avx2(const uint8_t *params, const uint64_t *gi, int ns, float *sc,
-			   float *mn)
+static void q4_params_avx2(const uint8_t *params, struct q4_blk *k)
 {
+	const uint8_t *const *rp = k->r->rp;
+	int64_t g0 = 4 * k->sg[0].g;
 	int32_t o[Q4_BLOCK];
 
-	if (ns == 2) {
+	if (k->ns == 2) {
 		for (int t = 0; t < Q4_BLOCK; t += 8) {
 			__m256 r[4], u0, u1, u2, u3;
 
 			for (int i = 0; i < 4; i++) {
-				__m128i x = _mm_loadl_epi64((const __m128i *)(params + 4 * gi[t + i]));
+				__m128i x = _mm_loadl_epi64((const __m128i *)(rp[t + i] + g0));
 
 				x = _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(x),
-								  (const double *)(params + 4 * gi[t + i + 4])));
+								  (const double *)(rp[t + i + 4] + g0)));
 				r[i] = _mm256_cvtph_ps(x); /* s0 m0 s1 m1 of rows t + i, t + i + 4 */
 			}
 			u0 = _mm256_unpacklo_ps(r[0], r[1]), u1 = _mm256_unpacklo_ps(r[2], r[3]);
 			u2 = _mm256_unpackhi_ps(r[0], r[1]), u3 = _mm256_unpackhi_ps(r[2], r[3]);
-			_mm256_storeu_ps(sc + t, _mm256_shuffle_ps(u0, u1, 0x44));
-			_mm256_storeu_ps(mn + t, _mm256_shuffle_ps(u0, u1, 0xee));
-			_mm256_storeu_ps(sc + Q4_BLOCK + t, _mm256_shuffle_ps(u2, u3, 0x44));
-			_mm256_storeu_ps(mn + Q4_BLOCK + t, _mm256_shuffle_ps(u2, u3, 0xee));
+			_mm256_storeu_ps(k->sc + t, _mm256_shuffle_ps(u0, u1, 0x44));
+			_mm256_storeu_ps(k->mn + t, _mm256_shuffle_ps(u0, u1, 0xee));
+			_mm256_storeu_ps(k->sc + Q4_BLOCK + t, _mm256_shuffle_ps(u2, u3, 0x44));
+			_mm256_storeu_ps(k->mn + Q4_BLOCK + t, _mm256_shuffle_ps(u2, u3, 0xee));
 		}
 		return;
 	}
 	for (int t = 0; t < Q4_BLOCK; t++)
-		o[t] = (int32_t)(4 * gi[t]);
+		o[t] = (int32_t)(rp[t] - params + g0);
 	for (int t = 0; t < Q4_BLOCK; t += 8) {
 		__m256i off = _mm256_loadu_si256((const __m256i *)(o + t));
 
-		for (int g = 0; g < ns; g++) {
+		for (int g = 0; g < k->ns; g++) {
 			__m256i v = _mm256_i32gather_epi32((const int *)(params + 4 * g), off, 1);
-			__m256 s, m;
+			__m256 sc, mn;
 
-			q4_split_halves(v, &s, &m);
-			_mm256_storeu_ps(sc + g * Q4_BLOCK + t, s);
-			_mm256_storeu_ps(mn + g * Q4_BLOCK + t, m);
+			q4_split_halves(v, &sc, &mn);
+			_mm256_storeu_ps(k->sc + g * Q4_BLOCK + t, sc);
+			_mm256_storeu_ps(k->mn + g * Q4_BLOCK + t, mn);
 		}
 	}
 }
@@ -310,20 +351,22 @@ static inline void q4_scores_avx2_n(const int NH, const struct q4_blk *k, const 
 {
 	const __m256i m15 = _mm256_set1_epi16(15);
 
-	for (int t = 0; t < k->nr; t++) {
-		const uint8_t *p = k->data + k->e[t] / 2;
+	for (int t = 0; t < k->r->nr; t++) {
+		const uint8_t *p = k->r->rb[t] + k->kc / 2;
 
 		for (int g = 0; g < k->ns; g++) {
 			int64_t d = k->sg[g].d0, end = d + k->sg[g].len;
 			__m256i acc[4];
 			int32_t rest[4] = { 0, 0, 0, 0 };
 
+			_Pragma("GCC unroll 4")
 			for (int h = 0; h < NH; h++)
 				acc[h] = _mm256_setzero_si256();
 			for (; d + 32 <= end; d += 32) {
 				__m256i x = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(p + d / 2)));
 				__m256i lo = _mm256_and_si256(x, m15), hi = _mm256_srli_epi16(x, 4);
 
+				_Pragma("GCC unroll 4")
 				for (int h = 0; h < NH; h++) {
 					const int16_t *qh = q + h * ldq + d;
 					__m256i s = _mm256_madd_epi16(lo, _mm256_loadu_si256((const __m256i *)qh));
@@ -337,6 +380,7 @@ static inline void q4_scores_avx2_n(const int NH, const struct q4_blk *k, const 
 				__m128i lo = _mm_and_si128(x, _mm256_castsi256_si128(m15));
 				__m128i hi = _mm_srli_epi16(x, 4);
 
+				_Pragma("GCC unroll 4")
 				for (int h = 0; h < NH; h++) {
 					const int16_t *qh = q + h * ldq + d;
 					__m128i s = _mm_madd_epi16(lo, _mm_loadu_si128((const __m128i *)qh));
@@ -349,9 +393,11 @@ static inline void q4_scores_avx2_n(const int NH, const struct q4_blk *k, const 
 			for (; d < end; d++) { /* the last codes, in column order */
 				int32_t c = (int32_t)fg_q4_nibble(p, (uint64_t)d);
 
+				_Pragma("GCC unroll 4")
 				for (int h = 0; h < NH; h++)
 					rest[h] += q[h * ldq + d] * c;
 			}
+			_Pragma("GCC unroll 4")
 			for (int h = 0; h < NH; h++) {
 				int32_t *o = part + ((h * k->ns + g) * Q4_BLOCK + t) * 8;
 
@@ -369,8 +415,8 @@ static inline void q4_scores_avx2_g(const int NH, const struct q4_blk *k, const 
 {
 	const __m256i m15 = _mm256_set1_epi16(15);
 
-	for (int t = 0; t < k->nr; t++) {
-		const uint8_t *p = k->data + k->e[t] / 2;
+	for (int t = 0; t < k->r->nr; t++) {
+		const uint8_t *p = k->r->rb[t] + k->kc / 2;
 
 		for (int g = 0; g < k->ns; g++, p += 32) {
 			__m256i x0 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p));
@@ -378,6 +424,7 @@ static inline void q4_scores_avx2_g(const int NH, const struct q4_blk *k, const 
 			__m256i l0 = _mm256_and_si256(x0, m15), h0 = _mm256_srli_epi16(x0, 4);
 			__m256i l1 = _mm256_and_si256(x1, m15), h1 = _mm256_srli_epi16(x1, 4);
 
+			_Pragma("GCC unroll 4")
 			for (int h = 0; h < NH; h++) {
 				const __m256i *qh = (const __m256i *)(q + h * ldq + 64 * g);
 				__m256i s0 = _mm256_madd_epi16(l0, _mm256_loadu_si256(qh));
@@ -417,7 +464,7 @@ static void q4_scores_avx2(const struct q4_blk *k, const int16_t *q, int64_t ldq
 	for (int r = 0; r < nq * k->ns; r++) {
 		__m256i *v = (__m256i *)(part + r * Q4_BLOCK * 8);
 
-		for (int t = k->nr; t < Q4_BLOCK; t++) /* rows past the last: zeros */
+		for (int t = k->r->nr; t < Q4_BLOCK; t++) /* rows past the last: zeros */
 			v[t] = _mm256_setzero_si256();
 		_mm256_storeu_si256((__m256i *)(I + r * Q4_BLOCK), q4_reduce8(v));
 		_mm256_storeu_si256((__m256i *)(I + r * Q4_BLOCK + 8), q4_reduce8(v + 8));
@@ -452,8 +499,8 @@ static inline float q4_hmax(__m256 v)
 }
 
 __attribute__((target("avx2,fma")))
-static void q4_weights_avx2(const struct q4_blk *k, int g, const float *p, int16_t *W, float *ks,
-			    float *ml)
+static int q4_weights_avx2(const struct q4_blk *k, int g, const float *p, float psum, int16_t *W,
+			   float *acc, struct q4_wrow *r, float *ml)
 {
 	const float *sc = k->sc + g * Q4_BLOCK, *mn = k->mn + g * Q4_BLOCK;
 	const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -461,17 +508,32 @@ static void q4_weights_avx2(const struct q4_blk *k, int g, const float *p, int16
 	__m256 w0 = _mm256_mul_ps(p0, _mm256_loadu_ps(sc));
 	__m256 w1 = _mm256_mul_ps(p1, _mm256_loadu_ps(sc + 8));
 	float mw = q4_hmax(_mm256_max_ps(_mm256_and_ps(w0, abs), _mm256_and_ps(w1, abs)));
-	int e = 141 - (int)(fg_float_to_bits(mw) >> 23 & 255);
-	__m256i c;
+	int fine = q4_hmax(_mm256_max_ps(p0, p1)) * 64 >= psum;
+	int e = (fine ? 156 : 141) - (int)(fg_float_to_bits(mw) >> 23 & 255);
+	__m256i x0, x1;
 
-	e = e < 100 ? e : 100;
-	two = _mm256_set1_ps(q4_pow2(e));
-	*ks = q4_pow2(-e);
-	c = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(w0, two)),
-			       _mm256_cvtps_epi32(_mm256_mul_ps(w1, two)));
-	_mm256_storeu_si256((__m256i *)W, _mm256_permute4x64_epi64(c, 0xd8));
 	l = _mm256_fmadd_ps(p0, _mm256_loadu_ps(mn), _mm256_loadu_ps(ml));
 	_mm256_storeu_ps(ml, _mm256_fmadd_ps(p1, _mm256_loadu_ps(mn + 8), l));
+	e = e < 115 ? e : 115;
+	two = _mm256_set1_ps(q4_pow2(e));
+	x0 = _mm256_cvtps_epi32(_mm256_mul_ps(w0, two));
+	x1 = _mm256_cvtps_epi32(_mm256_mul_ps(w1, two));
+	if (!fine) {
+		_mm256_storeu_si256((__m256i *)W,
+				    _mm256_permute4x64_epi64(_mm256_packs_epi32(x0, x1), 0xd8));
+		r[0] = (struct q4_wrow){ W, q4_pow2(-e), acc };
+		return 1;
+	}
+	_mm256_storeu_si256((__m256i *)W,
+			    _mm256_permute4x64_epi64(_mm256_packs_epi32(_mm256_srai_epi32(x0, 15),
+									_mm256_srai_epi32(x1, 15)), 0xd8));
+	x0 = _mm256_and_si256(x0, _mm256_set1_epi32(32767));
+	x1 = _mm256_and_si256(x1, _mm256_set1_epi32(32767));
+	_mm256_storeu_si256((__m256i *)(W + Q4_BLOCK),
+			    _mm256_permute4x64_epi64(_mm256_packs_epi32(x0, x1), 0xd8));
+	r[0] = (struct q4_wrow){ W, q4_pow2(15 - e), acc };
+	r[1] = (struct q4_wrow){ W + Q4_BLOCK, q4_pow2(-e), acc };
+	return 2;
 }
 
 /* dst[0..16) += s * (the sums of columns 2k in even, 2k + 1 in odd, k < 8):
@@ -568,51 +630,38 @@ static inline void q4_values16(const uint8_t *const *bp, int np, int64_t d, cons
 		q4_flush16(acc1 + d, c1, c0, ks1);
 }
 
-/* q4_values_c for heads i and, if two, i + 1. */
-__attribute__((target("avx2"), always_inline))
-static inline void q4_values_avx2_n(const int two, const struct q4_blk *k, const uint8_t *const *bp,
-				    const int16_t *W, const float *ks, float *acc, int64_t lda)
+/* q4_values_c with AVX2, rows two at a time. */
+__attribute__((target("avx2")))
+static void q4_values_avx2(const struct q4_blk *k, int g, const struct q4_wrow *r, int n)
 {
-	int np = (k->nr + 1) / 2;
+	const uint8_t *bp[Q4_BLOCK];
+	int np = (k->r->nr + 1) / 2;
+	int64_t d0 = k->sg[g].d0, end = d0 + k->sg[g].len;
 
-	for (int g = 0; g < k->ns; g++) {
-		int64_t d = k->sg[g].d0, end = d + k->sg[g].len;
-		const int16_t *W0 = W + g * Q4_BLOCK, *W1 = two ? W0 + k->ns * Q4_BLOCK : NULL;
-		__m256 s0 = _mm256_set1_ps(ks[g]), s1 = _mm256_set1_ps(two ? ks[k->ns + g] : 0);
+	for (int t = 0; t < Q4_BLOCK; t++)
+		bp[t] = k->r->rb[t] + k->kc / 2;
+	for (int j = 0; j < n; j += 2) {
+		const struct q4_wrow *r1 = j + 1 < n ? &r[j + 1] : NULL;
+		__m256 s0 = _mm256_set1_ps(r[j].ks), s1 = _mm256_set1_ps(r1 ? r1->ks : 0);
+		int64_t d = d0;
 
 		for (; d + 32 <= end; d += 32)
-			q4_values32(bp, np, d, W0, W1, s0, s1, acc, acc + lda);
+			q4_values32(bp, np, d, r[j].W, r1 ? r1->W : NULL, s0, s1, r[j].acc,
+				    r1 ? r1->acc : NULL);
 		if (d + 16 <= end) {
-			q4_values16(bp, np, d, W0, W1, s0, s1, acc, acc + lda);
+			q4_values16(bp, np, d, r[j].W, r1 ? r1->W : NULL, s0, s1, r[j].acc,
+				    r1 ? r1->acc : NULL);
 			d += 16;
 		}
 		for (; d < end; d++) /* the last columns, one at a time */
-			for (int h = 0; h <= two; h++) {
-				const int16_t *w = W0 + h * k->ns * Q4_BLOCK;
+			for (int h = j; h < j + 1 + (r1 != NULL); h++) {
 				int32_t x = 0;
 
-				for (int t = 0; t < k->nr; t++)
-					x += w[t] * (int32_t)fg_q4_nibble(k->data, k->e[t] + (uint64_t)d);
-				acc[h * lda + d] += (float)x * ks[h * k->ns + g];
+				for (int t = 0; t < k->r->nr; t++)
+					x += r[h].W[t] * (int32_t)fg_q4_nibble(bp[t], (uint64_t)d);
+				r[h].acc[d] += (float)x * r[h].ks;
 			}
 	}
-}
-
-__attribute__((target("avx2")))
-static void q4_values_avx2(const struct q4_blk *k, const int16_t *W, const float *ks, int nq,
-			   float *acc, int64_t lda)
-{
-	const uint8_t *bp[Q4_BLOCK];
-	int i = 0;
-
-	for (int t = 0; t < Q4_BLOCK; t++)
-		bp[t] = k->data + k->e[t] / 2;
-	for (; i + 2 <= nq; i += 2)
-		q4_values_avx2_n(1, k, bp, W + i * k->ns * Q4_BLOCK, ks + i * k->ns,
-				 acc + i * lda, lda);
-	if (i < nq)
-		q4_values_avx2_n(0, k, bp, W + i * k->ns * Q4_BLOCK, ks + i * k->ns,
-				 acc + i * lda, lda);
 }
 
 /* q4_exp_c, 8 lanes. */
@@ -701,8 +750,8 @@ struct q4_ws {
 	int *ns;           /* [kb] their count */
 	float *sc, *mn;    /* [nseg][Q4_BLOCK] */
 	int32_t *I;        /* [part][nseg][Q4_BLOCK] */
-	int16_t *W;        /* [part][nseg][Q4_BLOCK] */
-	float *ks;         /* [part][nseg] 2^-k */
+	int16_t *W;        /* [part][2 * Q4_BLOCK] a segment's weights */
+	struct q4_wrow *wr; /* [2 * part] their rows */
 	int32_t *part;     /* AVX2: [part][nseg][Q4_BLOCK][8] */
 };
 
@@ -736,46 +785,41 @@ static size_t q4_ws_layout(const struct q4_plan *P, char *base, struct q4_ws *w)
 	w->sc = q4_take(base, &o, ns * Q4_BLOCK * f);
 	w->mn = q4_take(base, &o, ns * Q4_BLOCK * f);
 	w->I = q4_take(base, &o, pt * ns * Q4_BLOCK * sizeof(int32_t));
-	w->W = q4_take(base, &o, pt * ns * Q4_BLOCK * sizeof(int16_t));
-	w->ks = q4_take(base, &o, pt * ns * f);
+	w->W = q4_take(base, &o, pt * 2 * Q4_BLOCK * sizeof(int16_t));
+	w->wr = q4_take(base, &o, pt * 2 * sizeof(struct q4_wrow));
 	w->part = q4_take(base, &o, P->simd ? pt * ns * Q4_BLOCK * 8 * sizeof(int32_t) : 0);
 	return o;
 }
 
-/* x rounded to nearest, ties to even (|x| < 2^51). */
-static inline double q4_round(double x)
-{
-	return (x + 0x1.8p52) - 0x1.8p52;
-}
-
 /* q (hd floats) as int16: qi = round(q * 32767 / max|q|); qI[g] = the sum of
- * qi over segment g; *qsc = max|q| / 32767 * scale (NaN when q is not finite).
- * Stored in column order (C kernels) or in the AVX2 kernels' order: per
- * segment, 32 columns at a time as [q[2k + 1] k < 16][q[2k] k < 16], then 16
- * as [q[2k + 1] k < 8][q[2k] k < 8], then the rest in column order. */
+ * qi over segment g; *qsc = max|q| / 32767 * scale (NaN when q is not
+ * finite; 0 when max|q| < 2^-100: scores that small are 0).  Stored in column
+ * order (C kernels) or in the AVX2 kernels' order: per segment, 32 columns at
+ * a time as [q[2k + 1] k < 16][q[2k] k < 16], then 16 as [q[2k + 1] k < 8]
+ * [q[2k] k < 8], then the rest in column order.  Shared by both paths. */
 static void q4_quant_q(const float *q, int64_t hd, const struct q4_seg *sg, int ns, float scale,
 		       int kernel_order, int16_t *qi, float *qI, float *qsc)
 {
-	double amax = 0, inv;
+	float amax = 0, inv;
 	int finite = 1;
 
 	for (int64_t d = 0; d < hd; d++) {
-		double v = fabs((double)q[d]);
+		float v = fabsf(q[d]);
 
 		finite &= v <= FLT_MAX;
 		amax = v > amax ? v : amax;
 	}
-	inv = finite && amax > 0 ? 32767.0 / amax : 0;
+	inv = finite && amax >= 0x1p-100f ? 32767.0f / amax : 0;
 	for (int g = 0; g < ns; g++) {
 		int64_t d0 = sg[g].d0, end = d0 + sg[g].len, d = d0;
 		int32_t sum = 0;
 
 		for (int64_t j = d0; j < end; j++) {
-			double x = q4_round((double)q[j] * inv);
-			int16_t v = (int16_t)(x > 32767 ? 32767 : x < -32767 ? -32767 : x);
+			/* |q * inv| <= 32767 (1 + 2^-23): no clamp; 1.5 * 2^23 rounds */
+			int32_t v = inv > 0 ? (int32_t)((q[j] * inv + 12582912.0f) - 12582912.0f) : 0;
 
 			sum += v;
-			qi[j] = v; /* column order; reordered below */
+			qi[j] = (int16_t)v; /* column order; reordered below */
 		}
 		qI[g] = (float)sum; /* |sum| <= 64 * 32767 < 2^24: exact */
 		if (!kernel_order)
@@ -795,7 +839,7 @@ static void q4_quant_q(const float *q, int64_t hd, const struct q4_seg *sg, int 
 			memcpy(qi + d, t, sizeof(t));
 		}
 	}
-	*qsc = finite ? (float)(amax / 32767.0) * scale : NAN;
+	*qsc = !finite ? NAN : inv > 0 ? amax / 32767.0f * scale : 0;
 }
 
 /* A 4-bit cache as the task reads it. */
@@ -812,63 +856,59 @@ static struct q4_cache q4_cache(const struct fg_tensor *t)
 	return c;
 }
 
-/* The rows of positions [j0, j0 + Q4_BLOCK) up to hi: where each starts in
- * c (element re[t], group rg[t]), the last repeated past them; returns their
- * count (0 past hi). */
-static int q4_rows(const struct fg_attention_args *a, const struct q4_cache *c, int64_t krow,
-		   int64_t j0, int64_t hi, uint64_t *re, uint64_t *rg)
+/* r = the rows of positions [j0, j0 + Q4_BLOCK) up to hi in c (none past hi). */
+static void q4_rows(const struct fg_attention_args *a, const struct q4_cache *c, int64_t krow,
+		    int64_t j0, int64_t hi, struct q4_rows *r)
 {
 	int n = 0;
 
 	for (int64_t j = j0; j <= hi && n < Q4_BLOCK; j++, n++) {
-		uint64_t r = (uint64_t)krow + cpu_blas_key_row(j, a->ring);
+		uint64_t row = (uint64_t)krow + cpu_blas_key_row(j, a->ring);
 
-		re[n] = r * c->cols;
-		rg[n] = r * c->gcols;
+		r->re[n] = row * c->cols;
+		r->rg[n] = row * c->gcols;
+		r->rb[n] = c->data + r->re[n] / 2;
+		r->rp[n] = c->params + 4 * r->rg[n];
 	}
-	for (int t = n; n > 0 && t < Q4_BLOCK; t++)
-		re[t] = re[n - 1], rg[t] = rg[n - 1];
-	return n;
-}
-
-/* Prefetch columns [kc, kc + hd) of rows re/rg[0..nr) and their parameters:
- * the rows are a cache width apart, too far for the hardware prefetcher. */
-static void q4_prefetch(const struct q4_cache *c, const uint64_t *re, const uint64_t *rg, int nr,
-			int64_t kc, int64_t hd)
-{
-	uint64_t g0 = (uint64_t)kc / FG_Q4_GROUP, g1 = (uint64_t)(kc + hd - 1) / FG_Q4_GROUP;
-
-	for (int r = 0; r < nr; r++) {
-		uint64_t e0 = re[r] + (uint64_t)kc, e1 = e0 + (uint64_t)hd - 1;
-
-		for (uint64_t b = e0 / 2; b < e1 / 2; b += 64)
-			__builtin_prefetch(c->data + b);
-		__builtin_prefetch(c->data + e1 / 2);
-		__builtin_prefetch(c->params + 4 * (rg[r] + g0));
-		__builtin_prefetch(c->params + 4 * (rg[r] + g1));
+	r->nr = n;
+	for (int t = n; n > 0 && t < Q4_BLOCK; t++) {
+		r->re[t] = r->re[n - 1], r->rg[t] = r->rg[n - 1];
+		r->rb[t] = r->rb[n - 1], r->rp[t] = r->rp[n - 1];
 	}
 }
 
-/* Block k for the key/value head at column kc of rows re/rg: elements,
- * parameters. */
-static void q4_block(const struct q4_plan *P, const struct q4_cache *c, const uint64_t *re,
-		     const uint64_t *rg, int nr, int64_t kc, struct q4_blk *k)
+/* Prefetch the lines of columns [kc, kc + hd) of rows r and of their first
+ * parameters (segment groups g0.., 16 bytes at most: one line or two).  A
+ * block's rows are a cache width apart: too many streams for the hardware
+ * prefetcher to follow. */
+static void q4_prefetch(const struct q4_rows *r, int64_t kc, int64_t hd, int64_t g0)
 {
-	uint64_t gi[Q4_BLOCK];
+	for (int t = 0; t < r->nr; t++) {
+		uintptr_t l0 = (uintptr_t)(r->rb[t] + kc / 2) >> 6;
+		uintptr_t l1 = (uintptr_t)(r->rb[t] + (kc + hd - 1) / 2) >> 6;
 
+		for (uintptr_t l = l0; l <= l1; l++)
+			__builtin_prefetch((const void *)(l << 6));
+		__builtin_prefetch(r->rp[t] + 4 * g0);
+	}
+}
+
+/* k = key/value head kk's view of rows r; its rows' parameters decoded. */
+static void q4_block(const struct q4_plan *P, const struct q4_cache *c, const struct q4_rows *r,
+		     const struct q4_ws *w, int64_t kk, int64_t kc, struct q4_blk *k)
+{
 	k->data = c->data;
-	k->nr = nr;
-	for (int t = 0; t < Q4_BLOCK; t++) {
-		k->e[t] = re[t] + (uint64_t)kc;
-		gi[t] = rg[t] + (uint64_t)k->sg[0].g;
-	}
+	k->r = r;
+	k->kc = kc;
+	k->sg = w->sg + kk * P->nseg;
+	k->ns = w->ns[kk];
 #if FG_FP16_SIMD_X86
-	if (P->simd && P->gather) {
-		q4_params_avx2(c->params, gi, k->ns, k->sc, k->mn);
+	if (P->simd && (P->gather || k->ns == 2)) {
+		q4_params_avx2(c->params, k);
 		return;
 	}
 #endif
-	q4_params_c(c->params, gi, k->ns, k->sc, k->mn);
+	q4_params_c(c->params, k);
 }
 
 /* Query heads h(kk, i) = (k0 + kk) * group + p0 + i (kk < kn, i < pn) of batch
@@ -880,10 +920,11 @@ static void q4_task(const struct q4_plan *P, int64_t b, int64_t k0, int64_t kn, 
 	int64_t hd = a->head_dim, hdp = P->hdp, nseg = P->nseg, lds = P->lds, nh = kn * pn;
 	int64_t krow = b * a->cache_stride, hi = a->len - 1, lo = cpu_blas_attn_first_key(a, b, hi);
 	int64_t n = hi - lo + 1;
-	uint64_t re[Q4_BLOCK], rg[Q4_BLOCK], ne[Q4_BLOCK], ng[Q4_BLOCK];
 	struct q4_cache K = q4_cache(&a->k), V = q4_cache(&a->v);
+	struct q4_rows rows[2];
 	struct q4_blk k;
 	struct q4_ws w;
+	int cur = 0;
 
 	q4_ws_layout(P, base, &w);
 	k.sc = w.sc, k.mn = w.mn;
@@ -899,16 +940,15 @@ static void q4_task(const struct q4_plan *P, int64_t b, int64_t k0, int64_t kn, 
 		}
 
 	/* scores, Q4_BLOCK positions at a time, every head of the block */
-	for (int64_t j0 = lo; j0 <= hi; j0 += Q4_BLOCK) {
-		int nr = q4_rows(a, &K, krow, j0, hi, re, rg);
-		int nn = q4_rows(a, &K, krow, j0 + Q4_BLOCK, hi, ne, ng);
-
+	q4_rows(a, &K, krow, lo, hi, &rows[cur]);
+	for (int64_t j0 = lo; j0 <= hi; j0 += Q4_BLOCK, cur ^= 1) {
+		q4_rows(a, &K, krow, j0 + Q4_BLOCK, hi, &rows[cur ^ 1]);
 		for (int64_t kk = 0; kk < kn; kk++) {
 			const int16_t *q = w.qi + kk * pn * hdp;
+			int64_t kc = (k0 + kk) * hd;
 
-			k.sg = w.sg + kk * nseg, k.ns = w.ns[kk];
-			q4_prefetch(&K, ne, ng, nn, (k0 + kk) * hd, hd);
-			q4_block(P, &K, re, rg, nr, (k0 + kk) * hd, &k);
+			q4_prefetch(&rows[cur ^ 1], kc, hd, w.sg[kk * nseg].g);
+			q4_block(P, &K, &rows[cur], &w, kk, kc, &k);
 #if FG_FP16_SIMD_X86
 			if (P->simd) {
 				q4_scores_avx2(&k, q, hdp, (int)pn, w.I, w.part);
@@ -942,39 +982,41 @@ static void q4_task(const struct q4_plan *P, int64_t b, int64_t k0, int64_t kn, 
 	/* values: per (head, segment, block) the weights p sc as int16 W */
 	memset(w.acc, 0, (size_t)(nh * hdp) * sizeof(float));
 	memset(w.ml, 0, (size_t)(nh * nseg * 8) * sizeof(float));
-	for (int64_t j0 = lo; j0 <= hi; j0 += Q4_BLOCK) {
-		int nr = q4_rows(a, &V, krow, j0, hi, re, rg);
-		int nn = q4_rows(a, &V, krow, j0 + Q4_BLOCK, hi, ne, ng);
-
+	q4_rows(a, &V, krow, lo, hi, &rows[cur]);
+	for (int64_t j0 = lo; j0 <= hi; j0 += Q4_BLOCK, cur ^= 1) {
+		q4_rows(a, &V, krow, j0 + Q4_BLOCK, hi, &rows[cur ^ 1]);
 		for (int64_t kk = 0; kk < kn; kk++) {
 			float *acc = w.acc + kk * pn * hdp;
+			int64_t kc = (k0 + kk) * hd;
 
-			k.sg = w.sg + kk * nseg, k.ns = w.ns[kk];
-			q4_prefetch(&V, ne, ng, nn, (k0 + kk) * hd, hd);
-			q4_block(P, &V, re, rg, nr, (k0 + kk) * hd, &k);
-			for (int64_t i = 0; i < pn; i++) {
-				int64_t hh = kk * pn + i;
-				const float *p = w.s + hh * lds + (j0 - lo);
+			q4_prefetch(&rows[cur ^ 1], kc, hd, w.sg[kk * nseg].g);
+			q4_block(P, &V, &rows[cur], &w, kk, kc, &k);
+			for (int g = 0; g < k.ns; g++) {
+				int nw = 0;
 
-				for (int g = 0; g < k.ns; g++) {
-					int16_t *W = w.W + (i * k.ns + g) * Q4_BLOCK;
-					float *ks = &w.ks[i * k.ns + g], *ml = w.ml + (hh * nseg + g) * 8;
+				for (int64_t i = 0; i < pn; i++) {
+					int64_t hh = kk * pn + i;
+					const float *p = w.s + hh * lds + (j0 - lo);
+					int16_t *W = w.W + i * 2 * Q4_BLOCK;
+					float *ml = w.ml + (hh * nseg + g) * 8;
 #if FG_FP16_SIMD_X86
 					if (P->simd) {
-						q4_weights_avx2(&k, g, p, W, ks, ml);
+						nw += q4_weights_avx2(&k, g, p, w.sum[hh], W, acc + i * hdp,
+								      w.wr + nw, ml);
 						continue;
 					}
 #endif
-					q4_weights_c(&k, g, p, W, ks, ml);
+					nw += q4_weights_c(&k, g, p, w.sum[hh], W, acc + i * hdp, w.wr + nw,
+							   ml);
 				}
-			}
 #if FG_FP16_SIMD_X86
-			if (P->simd) {
-				q4_values_avx2(&k, w.W, w.ks, (int)pn, acc, hdp);
-				continue;
-			}
+				if (P->simd) {
+					q4_values_avx2(&k, g, w.wr, nw);
+					continue;
+				}
 #endif
-			q4_values_c(&k, w.W, w.ks, (int)pn, acc, hdp);
+				q4_values_c(&k, g, w.wr, nw);
+			}
 		}
 	}
 
