@@ -7,12 +7,15 @@
  *   scores  q . k_t = qs * sum_g (sc_tg * I_tg + m_tg * QI_g),
  *           I_tg = sum_{d in g} qi_d c_td and QI_g = sum_{d in g} qi_d;
  *   output  o_d = (sum_t w_tg c_td + sum_t p_t m_tg) / sum_t p_t, w_tg = p_t sc_tg,
- *           w rounded to int16 per (head, segment, block of Q4_BLOCK positions)
- *           with a power-of-two scale 2^-k: sum_t W_t c_td is below 2^24, so
- *           exact in fp32, and 2^-k times it exact too.
- * The integer sums use codes widened to int16 and vpmaddwd.  Rounding q costs
- * at most max|q| / 65534 a value, W one part in 2^15 of its block's largest
- * weight: far below the 4-bit codes' own error.
+ *           w rounded per (head, segment, block of Q4_BLOCK positions) to
+ *           int16 W with a power-of-two scale 2^-k: sum_t W_t c_td is below
+ *           2^24, so exact in fp32, and 2^-k times it exact too.
+ * The integer sums use codes widened to int16 and vpmaddwd; Q4_BLOCK keeps
+ * them far from overflow however long the column.  Rounding q costs at most
+ * max|q| / 65534 a value.  W keeps 15 bits of its block's largest weight,
+ * which a peaked softmax would show (1e-4 of the output): a block holding a
+ * weight of 1/64 of the softmax sum or more is rounded to 30 bits instead,
+ * its W split into high and low int16 rows summed alike.
  *
  * Every kernel has an AVX2 version and a plain C one that make the same IEEE
  * operations on each value (FMA written out in both, fmaf in C), with sums
@@ -23,8 +26,8 @@
  * Tasks: (batch row, block of adjacent key/value heads, part of their groups
  * of query heads).  A block's columns are one run of bytes in each cache row,
  * and a task walks Q4_BLOCK rows at a time through every head of its block,
- * prefetching the next rows as it goes: the cache streams past nearly in
- * address order, not a row width apart per head.
+ * prefetching the same head's columns of the next Q4_BLOCK rows: the cache
+ * streams past nearly in address order, not a row width apart per head.
  */
 #include <float.h>
 #include <math.h>
@@ -110,11 +113,12 @@ static void q4_scores_c(const struct q4_blk *k, const int16_t *q, int64_t ldq, i
 	for (int i = 0; i < nq; i++)
 		for (int g = 0; g < k->ns; g++)
 			for (int t = 0; t < Q4_BLOCK; t++) {
+				uint64_t e = k->r->re[t] + (uint64_t)k->kc;
 				int32_t s = 0;
 
-				for (int64_t d = k->sg[g].d0; t < k->r->nr && d < k->sg[g].d0 + k->sg[g].len; d++)
-					s += q[i * ldq + d] * (int32_t)fg_q4_nibble(k->data, k->r->re[t] +
-											(uint64_t)(k->kc + d));
+				for (int64_t d = k->sg[g].d0; t < k->r->nr && d < k->sg[g].d0 + k->sg[g].len;
+				     d++)
+					s += q[i * ldq + d] * (int32_t)fg_q4_nibble(k->data, e + (uint64_t)d);
 				I[(i * k->ns + g) * Q4_BLOCK + t] = s;
 			}
 }
@@ -156,12 +160,12 @@ struct q4_wrow {
 };
 
 /* The weights of one head over segment g of a block: w[t] = p[t] sc_tg as
- * W[t] 2^-k.  Rounded to 16 bits (k the largest with max|w| 2^k < 2^15), one
+ * W[t] 2^-k.  Rounded to 15 bits (k the largest with max|w| 2^k < 2^15), one
  * row r[0]; where the block holds a weight p_t >= psum / 64, whose rounding
- * errors would show, to 31 bits (max|w| 2^k < 2^30) as two rows, the high 16
- * bits (r[0], 2^(15-k)) then the low 15 (r[1], 2^-k).  k is at most 115: weights
- * that small add nothing.  Returns the rows; W: 2 * Q4_BLOCK entries.  And
- * ml[t % 8] += p[t] mn_tg, t in order. */
+ * errors would show, to 30 bits (max|w| 2^k < 2^30) as two rows, the high 15
+ * bits (r[0], 2^(15-k)) then the low 15 (r[1], 2^-k).  k is at most 115:
+ * weights that small add nothing.  Returns the rows; W: 2 * Q4_BLOCK entries.
+ * And ml[t % 8] += p[t] mn_tg, t in order. */
 static int q4_weights_c(const struct q4_blk *k, int g, const float *p, float psum, int16_t *W,
 			float *acc, struct q4_wrow *r, float *ml)
 {
