@@ -1657,6 +1657,10 @@ static void attend_ref_d(const double *q, const double *k, const double *v, int6
 	free(s);
 }
 
+/* q of decode_mixed_case: urand() times q_gain (1: scores within about ±1;
+ * 8: softmax weights spread over orders of magnitude). */
+static double q_gain = 1;
+
 /* act: F32 or F16 (q, out); cache: F16 or Q4_COLS (k, v). */
 /* wrap > 0 (ABI 1.9): the cache a ring of `stride` rows, the call's positions
  * wrap more: len + wrap of them, each row's pad + wrap, position j at row
@@ -1690,11 +1694,11 @@ static void decode_mixed_case(struct env *e, struct fg_codec *cd, int64_t B, int
 
 		for (int64_t b = 0; b < B; b++)
 			for (int64_t c = 0; c < C; c++)
-				qd[b * C + c] = qq[b * ldq + c];
+				qd[b * C + c] = qq[b * ldq + c] *= (float)q_gain;
 		q = qq;
 		out = out_is_q ? q : f32_new(B, C, ldo, false);
 	} else {
-		uint16_t *qq = f16_new(B, C, ldq, 1);
+		uint16_t *qq = f16_new(B, C, ldq, (float)q_gain);
 
 		for (int64_t b = 0; b < B; b++)
 			for (int64_t c = 0; c < C; c++)
@@ -1860,6 +1864,191 @@ START_TEST(test_attention_decode_mixed)
 	}
 	fg_codec_close(&cd);
 	env_close(&e);
+}
+END_TEST
+
+/* Decode over a 4-bit cache at the shapes of cpu_blas's integer kernels'
+ * edges (plugins/compute/cpu_blas/attention_q4.c): heads of 64, 80, 128 and
+ * 256 columns (80: groups of 64 straddle heads, segments of 48, 32, 16),
+ * 8 query heads a key/value head, columns long enough for many blocks of
+ * 16 positions and a length that is not a multiple of 16, softmax weights
+ * spread over orders of magnitude (q_gain 8: each block's weights rounded
+ * with its own scale), rings; against the double reference. */
+START_TEST(test_attention_decode_q4)
+{
+	static const int64_t shapes[][6] = { /* batch, heads, kv_heads, head_dim, len, stride */
+		{ 2, 4, 0, 64, 37, 40 },   { 2, 4, 0, 80, 50, 52 },   { 1, 3, 0, 128, 33, 33 },
+		{ 2, 2, 0, 256, 21, 24 },  { 2, 16, 2, 80, 45, 47 },  { 1, 16, 2, 64, 70, 70 },
+		{ 3, 8, 1, 128, 19, 32 },  { 1, 8, 1, 256, 40, 40 },  { 2, 2, 1, 64, 1500, 1501 },
+		{ 1, 8, 2, 128, 1111, 1200 },
+	};
+	static const enum fg_dtype acts[] = { FG_DTYPE_F32, FG_DTYPE_F16 };
+	struct env e;
+	struct fg_codec cd;
+
+	if (!env_open_for(&e, _i, FG_OP_ATTENTION_DECODE, FG_DTYPE_Q4_COLS))
+		return;
+	codec_open_int4(&cd);
+	for (size_t t = 0; t < 2; t++) {
+		if (acts[t] != e.b.info.act_dtype && !supports(&e, FG_OP_ATTENTION_DECODE, acts[t])) {
+			EXPECT(!conf_is_cpu_blas(_i), "cpu_blas: no decode %s/q4",
+			       fg_dtype_name(acts[t]));
+			continue;
+		}
+		for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+			const int64_t *x = shapes[i];
+
+			if (x[2] && !supports(&e, FG_OP_ATTENTION_GQA, FG_DTYPE_Q4_COLS))
+				continue;
+			for (int p = 0; p < PAD_KINDS; p += 1 + (x[4] > 100)) /* long: 2 pads */
+				decode_mixed_case(&e, &cd, x[0], x[1], x[2], x[3], x[4], x[5], p,
+						  acts[t], FG_DTYPE_Q4_COLS, false, 0);
+			q_gain = 8;
+			decode_mixed_case(&e, &cd, x[0], x[1], x[2], x[3], x[4], x[5], PAD_RANDOM,
+					  acts[t], FG_DTYPE_Q4_COLS, false, 0);
+			q_gain = 1;
+			if (supports(&e, FG_OP_ATTENTION_RING, FG_DTYPE_Q4_COLS))
+				decode_mixed_case(&e, &cd, x[0], x[1], x[2], x[3], x[4], x[5],
+						  PAD_RANDOM, acts[t], FG_DTYPE_Q4_COLS, false,
+						  x[5] / 2 + 3);
+		}
+	}
+	fg_codec_close(&cd);
+	env_close(&e);
+}
+END_TEST
+
+static bool cpu_has_avx2(void);
+
+/* cpu_blas opened from configuration ci's file with isa and threads (NULL:
+ * its defaults). */
+static void cpu_blas_open(struct fg_backend *b, int ci, const char *isa, const char *threads)
+{
+	struct fg_plugin_handle ph;
+	void *opts;
+
+	EXPECT(fg_plugin_open_file(confs[ci].path, FG_PLUGIN_COMPUTE, NULL, &ph) == 0, "%s",
+	       fg_last_error());
+	opts = fg_plugin_opts_new(ph.plugin);
+	EXPECT(opts, "%s", fg_last_error());
+	EXPECT(!isa || fg_plugin_opts_set(ph.plugin, opts, "isa", isa, "test") == 0, "%s",
+	       fg_last_error());
+	EXPECT(!threads || fg_plugin_opts_set(ph.plugin, opts, "threads", threads, "test") == 0,
+	       "%s", fg_last_error());
+	EXPECT(fg_backend_open(b, &ph, opts) == 0, "cpu_blas isa=%s threads=%s: %s",
+	       isa ? isa : "auto", threads ? threads : "auto", fg_last_error());
+}
+
+/* One decode over a 4-bit cache of random codes and parameters (scales of 0
+ * among them) on each of the n backends: their outputs must agree bit for
+ * bit.  ring: the cache a ring of `stride` rows, positions wrapped past it. */
+static void q4_bitwise_case(struct fg_backend *be, const char *const *label, int n, int64_t B,
+			    int64_t H, int64_t KVH, int64_t hd, int64_t len, int64_t stride,
+			    enum fg_dtype act, bool ring, int64_t win, double cap, double gain)
+{
+	int64_t C = H * hd, KC = KVH * hd, R = B * stride, es = act == FG_DTYPE_F32 ? 4 : 2;
+	size_t db = (size_t)fg_q4_data_bytes((uint64_t)R, (uint64_t)KC);
+	size_t cb = (size_t)fg_q4_bytes((uint64_t)R, (uint64_t)KC, 1);
+	uint8_t *k = malloc(cb), *v = malloc(cb), *q = malloc((size_t)(B * C * es));
+	uint8_t *out[4];
+	int32_t *pad = malloc((size_t)B * sizeof(*pad));
+	struct fg_attention_args a;
+	char what[200];
+
+	EXPECT_TRUE(k && v && q && pad && n <= 4);
+	rnd_fill(k, db), rnd_fill(v, db);
+	for (size_t g = db; g + 4 <= cb; g += 4) /* (scale, min) pairs */
+		for (int t = 0; t < 2; t++) {
+			uint16_t sc = fg_float_to_half(rnd() % 9 ? (float)(rnd() % 1000) * 2e-4f : 0.0f);
+			uint16_t mn = fg_float_to_half(-urand() * urand());
+			uint8_t *p = (t ? v : k) + g;
+
+			p[0] = (uint8_t)sc, p[1] = (uint8_t)(sc >> 8), p[2] = (uint8_t)mn;
+			p[3] = (uint8_t)(mn >> 8);
+		}
+	for (int64_t i = 0; i < B * C; i++) {
+		float x = urand() * (float)gain;
+
+		if (act == FG_DTYPE_F32)
+			((float *)q)[i] = x;
+		else
+			((uint16_t *)q)[i] = fg_float_to_half(x);
+	}
+	for (int64_t b = 0; b < B; b++)
+		pad[b] = (int32_t)(ring ? len - stride + irand(stride + 1) : irand(len + 1));
+	memset(&a, 0, sizeof(a));
+	a.q = tview(q, act, B, C, C);
+	a.k = tview(k, FG_DTYPE_Q4_COLS, R, KC, KC);
+	a.v = tview(v, FG_DTYPE_Q4_COLS, R, KC, KC);
+	a.batch = B, a.seq = 1, a.len = len, a.cache_stride = stride, a.ring = ring ? stride : 0;
+	a.heads = H, a.kv_heads = KVH, a.head_dim = hd, a.scale = (float)(0.7 / sqrt((double)hd));
+	a.pad = pad, a.window = win, a.softcap = (float)cap;
+	snprintf(what, sizeof(what), "q4 decode B=%lld H=%lld KVH=%lld hd=%lld len=%lld stride=%lld "
+		 "%s ring=%d window=%lld softcap=%g gain=%g", (long long)B, (long long)H,
+		 (long long)KVH, (long long)hd, (long long)len, (long long)stride,
+		 fg_dtype_name(act), ring, (long long)win, cap, gain);
+	for (int i = 0; i < n; i++) {
+		out[i] = malloc((size_t)(B * C * es));
+		EXPECT_TRUE(out[i]);
+		memset(out[i], 0x5a, (size_t)(B * C * es));
+		a.out = tview(out[i], act, B, C, C);
+		EXPECT(fg_backend_attention_decode(&be[i], NULL, TEST_LAYER, "probe", &a) == 0,
+		       "%s: %s: %s", label[i], what, fg_last_error());
+		for (int64_t j = 0; i > 0 && j < B * C * es; j++)
+			EXPECT(out[i][j] == out[0][j], "%s: %s differs from %s at byte %lld", what,
+			       label[i], label[0], (long long)j);
+	}
+	for (int i = 0; i < n; i++)
+		free(out[i]);
+	free(k), free(v), free(q), free(pad);
+}
+
+/* cpu_blas's decode over a 4-bit cache gives the same bits with its plain C
+ * kernels (isa = none), its AVX2 ones and any thread count: head dims
+ * from 1 to 256 (odd ones: codes that start mid-byte), MHA and GQA, lengths
+ * around the kernels' block of 16, padding, rings, windows, soft caps and
+ * widely spread weights. */
+START_TEST(test_attention_q4_bitwise)
+{
+	static const int64_t hds[] = { 1, 2, 7, 8, 24, 40, 48, 64, 72, 80, 96, 100, 128, 130, 192, 256 };
+	static const int64_t heads[][2] = { { 1, 1 }, { 3, 3 }, { 8, 1 }, { 6, 2 }, { 16, 2 } };
+	static const int64_t lens[] = { 1, 15, 16, 17, 40, 300 };
+	static const char *const labels[] = { "isa=none threads=1", "isa=none threads=3",
+					      "isa=avx2 threads=1", "isa=avx2 threads=3" };
+	struct fg_backend be[4];
+	int ci = -1, n = cpu_has_avx2() ? 4 : 2;
+
+	for (int i = 0; i < nconfs; i++)
+		if (conf_is_cpu_blas(i) && confs[i].nopts == 0)
+			ci = i;
+	EXPECT(ci >= 0, "no cpu_blas configuration");
+	rng_state = 0x5bd1e9955bd1e995ull;
+	cpu_blas_open(&be[0], ci, "none", "1");
+	cpu_blas_open(&be[1], ci, "none", "3");
+	if (n == 4) {
+		cpu_blas_open(&be[2], ci, "avx2", "1");
+		cpu_blas_open(&be[3], ci, "avx2", "3");
+	} else {
+		printf("test_attention_q4_bitwise: no AVX2 here: plain C kernels only\n");
+	}
+	for (size_t i = 0; i < sizeof(hds) / sizeof(hds[0]); i++)
+		for (size_t j = 0; j < sizeof(heads) / sizeof(heads[0]); j++) {
+			size_t c = i * 5 + j;
+			int64_t len = lens[c % 6], B = 1 + (int64_t)(c % 3);
+			bool ring = c % 4 == 1 && len > 2;
+			int64_t stride = ring ? len / 2 + 1 : len + (int64_t)(c % 2);
+
+			q4_bitwise_case(be, labels, n, B, heads[j][0], heads[j][1], hds[i], len, stride,
+					c % 2 ? FG_DTYPE_F16 : FG_DTYPE_F32, ring,
+					ring ? stride : c % 7 == 3 ? 5 : 0, c % 5 == 2 ? 1.5 : 0,
+					c % 3 == 0 ? 8 : 1);
+		}
+	/* many blocks, a key/value head for 8 query heads, many key/value heads a task */
+	q4_bitwise_case(be, labels, n, 2, 16, 2, 128, 1100, 1100, FG_DTYPE_F16, false, 0, 0, 4);
+	q4_bitwise_case(be, labels, n, 3, 56, 56, 128, 77, 80, FG_DTYPE_F32, false, 0, 0, 1);
+	q4_bitwise_case(be, labels, n, 1, 64, 8, 64, 600, 600, FG_DTYPE_F32, false, 0, 0, 8);
+	for (int i = 0; i < n; i++)
+		fg_backend_close(&be[i]);
 }
 END_TEST
 
@@ -3875,6 +4064,7 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_kv_append_q4, 0, nconfs);
 	tcase_add_loop_test(tc, test_kv_append_f16, 0, nconfs);
 	tcase_add_loop_test(tc, test_attention_decode_mixed, 0, nconfs);
+	tcase_add_loop_test(tc, test_attention_decode_q4, 0, nconfs);
 	tcase_add_loop_test(tc, test_attention_window_ring, 0, nconfs);
 	tcase_add_loop_test(tc, test_linear_q4, 0, nconfs);
 	tcase_add_loop_test(tc, test_linear_q4_batch_invariance, 0, nconfs);
@@ -3923,6 +4113,8 @@ static Suite *compute_conformance_suite(void)
 	for (int i = 0; i < nconfs && cpu_has_avx2(); i++)
 		if (strstr(confs[i].label, "fused_max_m=1000000"))
 			tcase_add_loop_test(tc, test_linear_batch_invariance, i, i + 1);
+	if (have_cpu_blas)
+		tcase_add_test(tc, test_attention_q4_bitwise);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -8,6 +8,7 @@ plugins_compute_cpu_blas_la_SOURCES = \
 	plugins/compute/cpu_blas/linear.c \
 	plugins/compute/cpu_blas/fused.c \
 	plugins/compute/cpu_blas/attention.c \
+	plugins/compute/cpu_blas/attention_q4.c \
 	plugins/compute/cpu_blas/ops.c \
 	plugins/compute/cpu_blas/rope.c \
 	plugins/compute/cpu_blas/logprob.c \

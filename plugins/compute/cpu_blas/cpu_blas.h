@@ -120,6 +120,35 @@ void cpu_blas_q4_rows_row(const struct fg_tensor *t, int64_t r, float *dst);
  * vector kernels. */
 void cpu_blas_q4_cols_store(int isa, const struct fg_tensor *t, int64_t r, const float *x);
 
+/* ---- attention (attention.c, attention_q4.c) ---------------------------------------- */
+
+/* The row that holds key position j: j itself, or j % ring in a ring. */
+static inline size_t cpu_blas_key_row(int64_t j, int64_t ring)
+{
+	return (size_t)(ring ? j % ring : j);
+}
+
+/* The first key column the query at column hi of row b sees: the row's
+ * first real one, or within the sliding window (compute ABI 1.11). */
+static inline int64_t cpu_blas_attn_first_key(const struct fg_attention_args *a, int64_t b,
+					      int64_t hi)
+{
+	int64_t lo = a->pad[b];
+	return a->window > 0 && hi - a->window + 1 > lo ? hi - a->window + 1 : lo;
+}
+
+/* The most keys one query attends to: a ring holds `ring` of them, a
+ * window sees `window` (compute ABI 1.12: a ring as short as the window,
+ * whatever len - pad is, since cpu_blas_attn_first_key starts within it). */
+static inline int64_t cpu_blas_attn_keys(const struct fg_attention_args *a, int decode)
+{
+	int64_t n = !decode ? a->seq : a->ring && a->ring < a->len ? a->ring : a->len;
+	return a->window > 0 && a->window < n ? a->window : n;
+}
+
+/* Decode over a 4-bit cache (FG_DTYPE_Q4_COLS k and v), arguments checked. */
+int cpu_blas_attention_q4(struct cpu_blas_ctx *c, const struct fg_attention_args *a);
+
 /* ---- ops ----------------------------------------------------------------------
  * The core validates every argument against fgcore/compute.h before calling
  * these (core/backend/compute_ops.c); they check only this backend's limits. */
