@@ -42,13 +42,14 @@ for v in ASAN_OPTIONS UBSAN_OPTIONS; do eval "[ -n \"\${$v:-}\" ]" && mpi="$mpi 
 # LeakSanitizer's own tracer at times crashes at a process's exit ("Tracer
 # caught signal 11 ... LeakSanitizer has encountered a fatal error": no leak
 # found, the check itself failed; google/sanitizers#1353): `lsan_tries CMD`
-# runs a command again when it ended so, up to three times in all, its
-# earlier output dropped (CMD may be a function that first clears what a try
+# runs a command again when it ended so, up to five times in all (on a
+# loaded 2-core machine it crashed three times running), its earlier output
+# dropped (CMD may be a function that first clears what a try
 # leaves).  Its output is in $tmp/try.out and $tmp/try.err, its status
 # returned.  Anything else stands.
 lsan_tries() {
-	for try in 1 2 3; do
-		[ "$try" = 1 ] || sleep 2
+	for try in 1 2 3 4 5; do
+		[ "$try" = 1 ] || sleep 3
 		"$@" > "$tmp/try.out" 2> "$tmp/try.err"
 		rc=$?
 		grep -q "LeakSanitizer has encountered a fatal error" "$tmp/try.err" || break
