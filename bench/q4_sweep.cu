@@ -39,9 +39,9 @@ static variant make(const char *name)
 	typedef q4_cfg<NT, RT, WR, WK, CW> C;
 	int bps = 0;
 
-	CK(cudaFuncSetAttribute(cb_q4_mma<NT, RT, WR, WK, CW, MINB>,
+	CK(cudaFuncSetAttribute(cb_q4_mma<NT, RT, WR, WK, CW, MINB, false>,
 				cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
-	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, cb_q4_mma<NT, RT, WR, WK, CW, MINB>,
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, cb_q4_mma<NT, RT, WR, WK, CW, MINB, false>,
 							 C::THREADS, C::SMEM));
 	return variant{ name, q4_shape_of<NT, RT, WR, WK, CW, MINB>(), bps,
 			cb_q4_launch<NT, RT, WR, WK, CW, MINB> };

@@ -2859,6 +2859,153 @@ START_TEST(test_linear_grouped)
 }
 END_TEST
 
+/* The backend's own composition of a mixture's experts (what the core
+ * runs without the experts op): route, the pairs grouped on the host by
+ * expert (rows ascending), gather, the three grouped linears, scatter_add. */
+static void experts_composed(const struct fg_experts_args *a)
+{
+	int64_t rows = a->x.rows, k = a->k, ne = a->experts, m = rows * k, n = 0;
+	int32_t *ids = xmalloc((size_t)m * 4), *row = xmalloc((size_t)m * 4);
+	float *wt = xmalloc((size_t)m * 4), *rw = xmalloc((size_t)m * 4);
+	int64_t *off = calloc((size_t)ne + 1, sizeof(*off)), *at = xmalloc((size_t)ne * 8);
+	struct fg_route_args ra = { .logits = a->logits, .k = a->k, .renormalize = a->renormalize,
+				    .ids = ids, .weights = wt };
+
+	ck_assert(off);
+	ck_assert_msg(fg_backend_route(&gpu, NULL, 0, "test", &ra) == 0, "%s", fg_last_error());
+	for (int64_t i = 0; i < m; i++)
+		if (ids[i] >= 0)
+			off[ids[i] + 1]++;
+	for (int64_t e = 0; e < ne; e++)
+		off[e + 1] += off[e];
+	n = off[ne];
+	memcpy(at, off, (size_t)ne * 8);
+	for (int64_t i = 0; i < m; i++)
+		if (ids[i] >= 0) {
+			row[at[ids[i]]] = (int32_t)(i / k);
+			rw[at[ids[i]]++] = wt[i];
+		}
+	struct fg_tensor xg = a->xg, g = a->gate, up = a->up;
+	xg.rows = g.rows = up.rows = n;
+	struct fg_gather_args ga = { .x = a->x, .index = row, .n = n, .out = xg };
+	struct fg_linear_grouped_args lu = { .x = xg, .w = a->w_up, .offset = off,
+					     .groups = (int32_t)ne, .act = FG_ACT_NONE, .out = up };
+	struct fg_linear_grouped_args lg = lu, ld = lu;
+	struct fg_scatter_add_args sa = { .y = xg, .index = row, .weight = rw, .n = n, .out = a->out };
+
+	lg.w = a->w_gate, lg.act = FG_ACT_SILU, lg.mul = up, lg.out = g;
+	ld.x = g, ld.w = a->w_down, ld.out = xg;
+	if (n)
+		ck_assert_msg(fg_backend_gather(&gpu, NULL, 0, "test", &ga) == 0 &&
+				      fg_backend_linear_grouped(&gpu, NULL, 0, "test", &lu) == 0 &&
+				      fg_backend_linear_grouped(&gpu, NULL, 0, "test", &lg) == 0 &&
+				      fg_backend_linear_grouped(&gpu, NULL, 0, "test", &ld) == 0 &&
+				      fg_backend_scatter_add(&gpu, NULL, 0, "test", &sa) == 0,
+			      "%s", fg_last_error());
+	free(ids), free(row), free(wt), free(rw), free(off), free(at);
+}
+
+/* The experts op (compute 1.13) against the composition above: the same
+ * sums but for the grouped kernel's order within the products (an fp16
+ * intermediate may round apart), so within 4e-3 of the output's scale;
+ * rows whose logits hold a NaN (no expert) left bit for bit; two runs the
+ * same bits; calls it declines (fp16 experts; more rows an expert than the
+ * fused kernel takes) answer -ENOTSUP and touch nothing. */
+START_TEST(test_experts)
+{
+	static const struct { int64_t rows, experts, hidden, ffn; int k, renorm, f32; } cases[] = {
+		{ 1, 8, 256, 512, 2, 1, 1 },    { 128, 8, 512, 1024, 2, 1, 1 },
+		{ 37, 60, 256, 352, 4, 0, 0 },  { 100, 128, 128, 192, 8, 1, 1 },
+		{ 64, 8, 4096, 1024, 2, 1, 1 }, { 600, 8, 64, 64, 2, 1, 1 }, /* declined: 150 an expert */
+	};
+
+	gpu_seed(906);
+	for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+		int64_t r = cases[ci].rows, ne = cases[ci].experts, h = cases[ci].hidden;
+		int64_t f = cases[ci].ffn, k = cases[ci].k, m = r * k;
+		int o32 = cases[ci].f32, declined = ci == sizeof(cases) / sizeof(cases[0]) - 1;
+		size_t os = o32 ? 4 : 2;
+		struct fg_tensor *w = xmalloc((size_t)(3 * ne) * sizeof(*w));
+		struct dbuf *dw = xmalloc((size_t)(3 * ne) * sizeof(*dw));
+		struct dbuf dx, dl, dxg, dg, du, dout;
+		uint16_t *xh = rand_h((size_t)(r * h), -1, 1), *lh = rand_h((size_t)(r * ne), -4, 4);
+		void *oh = rand_rows(o32, r, h, -2, 2);
+		void *got = xmalloc((size_t)(r * (h + 3)) * os), *again = xmalloc((size_t)(r * (h + 3)) * os);
+		void *ref = xmalloc((size_t)(r * (h + 3)) * os);
+		float *reff = xmalloc((size_t)(r * h) * 4);
+		float *wf = xmalloc((size_t)(h * f) * 4);
+		uint16_t *wh = xmalloc((size_t)(h * f) * 2);
+		struct fg_experts_args a;
+		char label[160];
+
+		if (r > 4)
+			lh[2 * ne + 1] = 0x7e00u; /* row 2: a NaN logit, no expert */
+		for (int64_t i = 0; i < 3 * ne; i++) {
+			int64_t rows_w = i < 2 * ne ? f : h, cols_w = i < 2 * ne ? h : f;
+			uint8_t *enc = lin_weights(rows_w, cols_w, 1, wf, wh);
+
+			w[i] = tens(dput(&dw[i], enc, (size_t)fg_q4_bytes((uint64_t)rows_w,
+									  (uint64_t)cols_w, 0)),
+				    FG_DTYPE_Q4_ROWS, rows_w, cols_w, cols_w);
+			free(enc);
+		}
+		memset(&a, 0, sizeof(a));
+		a.x = tens(dput(&dx, xh, (size_t)(r * h) * 2), FG_DTYPE_F16, r, h, h);
+		a.logits = tens(dput(&dl, lh, (size_t)(r * ne) * 2), FG_DTYPE_F16, r, ne, ne);
+		a.k = (int32_t)k;
+		a.renormalize = cases[ci].renorm;
+		a.experts = (int32_t)ne;
+		a.w_gate = w, a.w_up = w + ne, a.w_down = w + 2 * ne;
+		a.xg = tens(dput(&dxg, NULL, (size_t)(m * h) * 2), FG_DTYPE_F16, m, h, h);
+		a.gate = tens(dput(&dg, NULL, (size_t)(m * f) * 2), FG_DTYPE_F16, m, f, f);
+		a.up = tens(dput(&du, NULL, (size_t)(m * f) * 2), FG_DTYPE_F16, m, f, f);
+		a.out = tens(dput(&dout, oh, (size_t)(r * (h + 3)) * os),
+			     o32 ? FG_DTYPE_F32 : FG_DTYPE_F16, r, h, h + 3);
+		snprintf(label, sizeof(label), "experts rows %" PRId64 " of %" PRId64 " experts, k %d, "
+			 "hidden %" PRId64 ", ffn %" PRId64 " into %s", r, ne, (int)k, h, f,
+			 o32 ? "f32" : "f16");
+		ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_EXPERTS, FG_DTYPE_Q4_ROWS));
+		ck_assert(!gpu.ops->supports(gpu.ctx, FG_OP_EXPERTS, FG_DTYPE_F16));
+		if (declined) {
+			ck_assert_int_eq(fg_backend_experts(&gpu, NULL, 0, "test", &a), -ENOTSUP);
+			dget(&dout, got);
+			ck_assert_msg(memcmp(got, oh, (size_t)(r * (h + 3)) * os) == 0,
+				      "%s: a declined call changed out", label);
+		} else {
+			ck_assert_msg(fg_backend_experts(&gpu, NULL, 0, "test", &a) == 0, "%s: %s", label,
+				      fg_last_error());
+			dget(&dout, got);
+			ck_assert(fg_tier_write(&dev, &dout.r, 0, oh, dout.bytes) == 0);
+			ck_assert(fg_backend_experts(&gpu, NULL, 0, "test", &a) == 0);
+			dget(&dout, again);
+			ck_assert_msg(memcmp(got, again, (size_t)(r * (h + 3)) * os) == 0,
+				      "%s: two runs differ", label);
+			ck_assert(fg_tier_write(&dev, &dout.r, 0, oh, dout.bytes) == 0);
+			experts_composed(&a);
+			dget(&dout, ref);
+			for (int64_t i = 0; i < r; i++)
+				for (int64_t j = 0; j < h; j++)
+					reff[i * h + j] = (float)got_at(ref, o32, i * (h + 3) + j);
+			struct worst wo = { 0, "" };
+			double e = compare_as(&wo, label, reff, h, got, o32, h + 3, r, h);
+			ck_assert_msg(e <= 4e-3, "%s: error %.3g against the composition (%s)", label, e,
+				      wo.where);
+			if (r > 4)
+				ck_assert_msg(memcmp((char *)got + 2 * (h + 3) * os,
+						     (char *)oh + 2 * (h + 3) * os, (size_t)h * os) == 0,
+					      "%s: the row with no expert changed", label);
+		}
+		for (int64_t i = 0; i < 3 * ne; i++)
+			dfree(&dw[i]);
+		dfree(&dx), dfree(&dl), dfree(&dxg), dfree(&dg), dfree(&du), dfree(&dout);
+		free(w), free(dw), free(xh), free(lh), free(oh), free(got), free(again), free(ref);
+		free(reff), free(wf), free(wh);
+	}
+	printf("experts                 within 4e-3 of the composed generic ops, deterministic, "
+	       "%zu cases\n", sizeof(cases) / sizeof(cases[0]));
+}
+END_TEST
+
 /* ABI 1.11 and 1.12: sliding windows and soft-capped scores, alone and
  * together, in prefill (heads up to 256: Gemma-2-9B's), prefill over the
  * cache and decode over fp16 and 4-bit caches, with rings no longer than
@@ -2948,6 +3095,7 @@ START_TEST(test_supports)
 		{ FG_OP_NORM_SHIFT, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
 		{ FG_OP_ATTENTION_SOFTCAP, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
 		{ FG_OP_SOFTCAP, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
+		{ FG_OP_EXPERTS, 1u << FG_DTYPE_Q4_ROWS }, /* 1.13; fp16 experts: composed */
 	};
 
 	ck_assert_ptr_nonnull(gpu.ops->supports);
@@ -3388,6 +3536,7 @@ static Suite *cublas_suite(void)
 	tcase_add_test(tc, test_route);
 	tcase_add_test(tc, test_gather_scatter);
 	tcase_add_test(tc, test_linear_grouped);
+	tcase_add_test(tc, test_experts);
 	tcase_add_test(tc, test_supports);
 	tcase_add_test(tc, test_streams_events);
 	tcase_add_test(tc, test_sample);

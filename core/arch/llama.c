@@ -772,7 +772,8 @@ static int llama_mlp(struct fg_block_ctx *x)
 /* Each token's experts: route, gather the rows by expert, the experts'
  * SwiGLU (one grouped call each for up, gate and down when every expert's
  * weights are whole on the compute tier, else a call per expert and piece),
- * then each row's weighted sum added to h. */
+ * then each row's weighted sum added to h.  With whole weights a backend
+ * with the experts op (compute 1.13) does all of it in one call. */
 /* Where a family's mixture keeps its tensors: table entries of the norm, the
  * router, the experts' gate (up and down follow it), and the shared
  * expert's gate, up, down and sigmoid gate (-1: none). */
@@ -782,22 +783,22 @@ struct moe_tabs {
 
 static int moe_shared(struct fg_block_ctx *x, const struct moe_tabs *t, struct fg_tensor in);
 
-static int moe_mlp(struct fg_block_ctx *x, const struct moe_tabs *t)
+/* The routed experts as the generic tier: route (the choices come to the
+ * host), group the (row, expert) pairs, gather, the products, scatter-add.
+ * w holds the experts' gate, up and down tensors (ne each), ev their views. */
+static int moe_routed(struct fg_block_ctx *x, struct fg_tensor in, struct fg_tensor r,
+		      const struct fg_tensor *w, const struct fg_wview *const ev[3],
+		      int64_t stride, int whole)
 {
 	const struct fg_model_config *c = x->cfg;
 	int64_t rows = x->h.rows, k = c->experts_per_tok, ne = c->experts, m = rows * k, n = 0;
-	struct fg_tensor in = fg_rows(x->ws[WS_X], 0, rows), r = fg_rows(x->ws[WS_ROUTER], 0, rows);
 	int32_t *ids = malloc((size_t)m * sizeof(*ids)), *row = malloc((size_t)m * sizeof(*row));
 	float *wt = malloc((size_t)m * sizeof(*wt)), *rw = malloc((size_t)m * sizeof(*rw));
-	/* per expert: its rows' offset (off[e] .. off[e + 1]), a cursor, and
-	 * its gate, up and down weights for a grouped product */
+	/* per expert: its rows' offset (off[e] .. off[e + 1]) and a cursor */
 	int64_t *off = calloc((size_t)(2 * ne + 1), sizeof(*off)), *at = off ? off + ne + 1 : NULL;
-	struct fg_tensor *w = malloc((size_t)(3 * ne) * sizeof(*w));
-	const struct fg_wview *ev[3];
-	int64_t stride = 0;
-	int whole = 1, rc;
+	int rc;
 
-	if (!ids || !row || !wt || !rw || !off || !w) {
+	if (!ids || !row || !wt || !rw || !off) {
 		FG_ERR("layer %lld: out of memory routing %lld rows to %lld experts",
 		       (long long)x->layer, (long long)rows, (long long)ne);
 		rc = -ENOMEM;
@@ -805,9 +806,7 @@ static int moe_mlp(struct fg_block_ctx *x, const struct moe_tabs *t)
 	}
 	struct fg_route_args ra = { .logits = r, .k = (int32_t)k, .renormalize = c->router_renorm,
 				    .ids = ids, .weights = wt };
-	if ((rc = llama_norm(x, "post_attention_layernorm", x->h, t->n2, in)) ||
-	    (rc = fg_block_linear(x, "router", t->router, -1, in, FG_ACT_NONE, none, none, r)) ||
-	    (rc = fg_backend_route(x->be, x->stream, x->layer, "router top-k", &ra)))
+	if ((rc = fg_backend_route(x->be, x->stream, x->layer, "router top-k", &ra)))
 		goto out;
 	/* Group the (row, expert) pairs by expert, rows ascending within one
 	 * (a row no expert took, its logits NaN, gets nothing). */
@@ -823,21 +822,14 @@ static int moe_mlp(struct fg_block_ctx *x, const struct moe_tabs *t)
 			row[at[ids[i]]] = (int32_t)(i / k);
 			rw[at[ids[i]]++] = wt[i];
 		}
+	if (!n)
+		goto out;
 	struct fg_tensor xg = fg_rows(x->ws[WS_XG], 0, n), up = fg_rows(x->ws[WS_UP], 0, n);
 	struct fg_tensor g = fg_rows(x->ws[WS_GATE], 0, n);
 	struct fg_gather_args ga = { .x = in, .index = row, .n = n, .out = xg };
-	if (n && (rc = fg_backend_gather(x->be, x->stream, x->layer, "experts' rows", &ga)))
+	if ((rc = fg_backend_gather(x->be, x->stream, x->layer, "experts' rows", &ga)))
 		goto out;
-	/* (j: 0 gate, 1 up, 2 down; expert e's view at ev[j][e * stride]) */
-	for (int j = 0; j < 3; j++) {
-		ev[j] = fg_block_experts(x, t->experts + j, &stride);
-		for (int64_t e = 0; e < ne; e++) {
-			const struct fg_wview *v = &ev[j][e * stride];
-			whole &= v->npieces == 1;
-			w[j * ne + e] = v->piece[0].t;
-		}
-	}
-	if (n && whole) {
+	if (whole) {
 		struct fg_linear_grouped_args lu = { .x = xg, .w = w + ne, .offset = off,
 						     .groups = (int32_t)ne, .act = FG_ACT_NONE, .out = up };
 		struct fg_linear_grouped_args lg = lu, ld = lu;
@@ -867,16 +859,62 @@ static int moe_mlp(struct fg_block_ctx *x, const struct moe_tabs *t)
 			goto out;
 	}
 	struct fg_scatter_add_args sa = { .y = xg, .index = row, .weight = rw, .n = n, .out = x->h };
-	if (n && (rc = fg_backend_scatter_add(x->be, x->stream, x->layer, "experts' sum", &sa)))
-		goto out;
-	if (t->shared >= 0 && (c->features & FG_FEAT_SHARED_EXPERT))
-		rc = moe_shared(x, t, in);
+	rc = fg_backend_scatter_add(x->be, x->stream, x->layer, "experts' sum", &sa);
 out:
 	free(ids);
 	free(row);
 	free(wt);
 	free(rw);
 	free(off);
+	return rc;
+}
+
+static int moe_mlp(struct fg_block_ctx *x, const struct moe_tabs *t)
+{
+	const struct fg_model_config *c = x->cfg;
+	int64_t rows = x->h.rows, k = c->experts_per_tok, ne = c->experts;
+	struct fg_tensor in = fg_rows(x->ws[WS_X], 0, rows), r = fg_rows(x->ws[WS_ROUTER], 0, rows);
+	/* the experts' gate, up and down weights (ne each) */
+	struct fg_tensor *w = malloc((size_t)(3 * ne) * sizeof(*w));
+	const struct fg_wview *ev[3];
+	int64_t stride = 0;
+	int whole = 1, rc = -ENOTSUP;
+
+	if (!w) {
+		FG_ERR("layer %lld: out of memory for %lld experts' weights", (long long)x->layer,
+		       (long long)ne);
+		return -ENOMEM;
+	}
+	/* (j: 0 gate, 1 up, 2 down; expert e's view at ev[j][e * stride]) */
+	for (int j = 0; j < 3; j++) {
+		ev[j] = fg_block_experts(x, t->experts + j, &stride);
+		for (int64_t e = 0; e < ne; e++) {
+			const struct fg_wview *v = &ev[j][e * stride];
+			whole &= v->npieces == 1;
+			w[j * ne + e] = v->piece[0].t;
+		}
+	}
+	if ((rc = llama_norm(x, "post_attention_layernorm", x->h, t->n2, in)) ||
+	    (rc = fg_block_linear(x, "router", t->router, -1, in, FG_ACT_NONE, none, none, r)))
+		goto out;
+	/* Whole experts where the backend computes: it may route and group
+	 * the rows itself, with no round trip to the host. */
+	rc = -ENOTSUP;
+	if (whole) {
+		struct fg_experts_args ea = {
+			.x = in, .logits = r, .k = (int32_t)k, .renormalize = c->router_renorm,
+			.experts = (int32_t)ne, .w_gate = w, .w_up = w + ne, .w_down = w + 2 * ne,
+			.xg = fg_rows(x->ws[WS_XG], 0, rows * k),
+			.gate = fg_rows(x->ws[WS_GATE], 0, rows * k),
+			.up = fg_rows(x->ws[WS_UP], 0, rows * k), .out = x->h,
+		};
+		rc = fg_backend_experts(x->be, x->stream, x->layer, "experts", &ea);
+	}
+	if (rc == -ENOTSUP)
+		rc = moe_routed(x, in, r, w, ev, stride, whole);
+	if (!rc && t->shared >= 0 && (c->features & FG_FEAT_SHARED_EXPERT))
+		rc = moe_shared(x, t, in);
+out:
 	free(w);
 	return rc;
 }

@@ -112,6 +112,11 @@ int fg_backend_linear_grouped(struct fg_backend *b, void *stream, int64_t layer,
 /* minor 12: out = cap * tanh(x / cap) (Gemma 2's final logits). */
 int fg_backend_softcap(struct fg_backend *b, void *stream, int64_t layer, const char *what,
 		       const struct fg_softcap_args *a);
+/* minor 13: a mixture's routed experts in one call, checked as the ops
+ * above; -ENOTSUP, with no error line, where the backend has no such op or
+ * declines this call (the caller then composes the generic ops). */
+int fg_backend_experts(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+		       const struct fg_experts_args *a);
 
 struct fg_codec {
 	struct fg_plugin_handle ph;

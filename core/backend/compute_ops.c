@@ -101,6 +101,8 @@ const char *fg_op_name(enum fg_op op)
 		return "attention with soft-capped scores";
 	case FG_OP_SOFTCAP:
 		return "softcap";
+	case FG_OP_EXPERTS:
+		return "experts";
 	}
 	return "an unknown op";
 }
@@ -134,6 +136,8 @@ int fg_op_minor(enum fg_op op)
 	case FG_OP_ATTENTION_SOFTCAP:
 	case FG_OP_SOFTCAP:
 		return 12;
+	case FG_OP_EXPERTS:
+		return 13;
 	default:
 		return 1;
 	}
@@ -185,6 +189,8 @@ static int fg_has_hook(const struct fg_backend *b, enum fg_op op)
 		return o->linear_grouped != NULL;
 	case FG_OP_SOFTCAP:
 		return o->softcap != NULL;
+	case FG_OP_EXPERTS:
+		return o->experts != NULL;
 	default:
 		return 1;
 	}
@@ -1013,4 +1019,80 @@ int fg_backend_softcap(struct fg_backend *b, void *stream, int64_t layer, const 
 	if ((rc = fg_need(&c, FG_OP_SOFTCAP, a->x.dtype)))
 		return rc;
 	return b->ops->softcap(b->ctx, stream, a);
+}
+
+/* ---- experts (minor 13) ---------------------------------------------------------- */
+
+static int check_expert_weights(const struct fg_call *c, const char *name,
+				const struct fg_tensor *w, int32_t experts, enum fg_dtype wt,
+				int64_t rows, int64_t cols)
+{
+	char what[48];
+	int rc;
+
+	if (!w)
+		return fg_call_fail(c, -EINVAL, "%s is NULL", name);
+	for (int32_t e = 0; e < experts; e++) {
+		snprintf(what, sizeof(what), "%s[%d]", name, (int)e);
+		if ((rc = fg_check_tensor(c, what, &w[e], wt, rows, cols)))
+			return rc;
+	}
+	return 0;
+}
+
+int fg_backend_experts(struct fg_backend *b, void *stream, int64_t layer, const char *what,
+		       const struct fg_experts_args *a)
+{
+	struct fg_call c = { b, layer, what, "experts" };
+	enum fg_dtype act = b->info.act_dtype, wt;
+	int64_t rows, hidden, ffn, m;
+	int rc;
+
+	if (!a)
+		return fg_no_args(&c);
+	if (b->minor < 13 || !b->ops->experts)
+		return -ENOTSUP; /* the caller composes the generic ops */
+	if (a->experts < 1 || !a->w_gate || !a->w_up || !a->w_down)
+		return fg_call_fail(&c, -EINVAL, "experts = %d, or a weights array NULL: need at "
+				    "least one expert and its gate, up and down", (int)a->experts);
+	rows = a->x.rows;
+	hidden = a->x.cols;
+	ffn = a->w_gate[0].rows;
+	m = rows * a->k;
+	wt = a->w_gate[0].dtype == FG_DTYPE_Q4_ROWS ? FG_DTYPE_Q4_ROWS : FG_DTYPE_F16;
+	if ((rc = fg_check_tensor(&c, "x", &a->x, act, -1, -1)) ||
+	    (rc = check_logits(&c, "logits", &a->logits)))
+		return rc;
+	if (a->logits.rows != rows || a->logits.cols != a->experts)
+		return fg_call_fail(&c, -EINVAL, "logits are [%" PRId64 ", %" PRId64 "], expected [%"
+				    PRId64 ", %d]", a->logits.rows, a->logits.cols, rows,
+				    (int)a->experts);
+	if (a->k < 1 || a->k > a->experts || a->k > FG_ROUTE_TOP_MAX)
+		return fg_call_fail(&c, -EINVAL, "k = %d: it must lie in [1, min(experts = %d, %d)]",
+				    (int)a->k, (int)a->experts, FG_ROUTE_TOP_MAX);
+	if ((rc = check_expert_weights(&c, "w_gate", a->w_gate, a->experts, wt, ffn, hidden)) ||
+	    (rc = check_expert_weights(&c, "w_up", a->w_up, a->experts, wt, ffn, hidden)) ||
+	    (rc = check_expert_weights(&c, "w_down", a->w_down, a->experts, wt, hidden, ffn)) ||
+	    (rc = fg_check_tensor(&c, "xg", &a->xg, act, -1, hidden)) ||
+	    (rc = fg_check_tensor(&c, "gate", &a->gate, act, -1, ffn)) ||
+	    (rc = fg_check_tensor(&c, "up", &a->up, act, -1, ffn)))
+		return rc;
+	if (a->xg.rows < m || a->gate.rows < m || a->up.rows < m)
+		return fg_call_fail(&c, -EINVAL, "workspaces of %" PRId64 ", %" PRId64 " and %" PRId64
+				    " rows: xg, gate and up need rows * k = %" PRId64, a->xg.rows,
+				    a->gate.rows, a->up.rows, m);
+	enum fg_dtype to = a->out.dtype == b->info.hidden_dtype ? b->info.hidden_dtype : act;
+	if ((rc = fg_check_tensor(&c, "out", &a->out, to, rows, hidden)))
+		return rc;
+	if (fg_overlap(&a->xg, &a->gate) || fg_overlap(&a->xg, &a->up) ||
+	    fg_overlap(&a->gate, &a->up) || fg_overlap(&a->out, &a->xg) ||
+	    fg_overlap(&a->out, &a->gate) || fg_overlap(&a->out, &a->up) ||
+	    fg_overlap(&a->x, &a->xg) || fg_overlap(&a->x, &a->out))
+		return fg_call_fail(&c, -EINVAL, "x, out and the workspaces xg, gate, up must be "
+				    "separate buffers");
+	if (!fg_backend_supports(b, FG_OP_EXPERTS, wt))
+		return -ENOTSUP;
+	if (rows == 0)
+		return 0;
+	return b->ops->experts(b->ctx, stream, a);
 }

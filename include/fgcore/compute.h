@@ -69,6 +69,10 @@
  *        gamma + a shift (`gamma_shift`: Gemma's 1 + w), attention scores
  *        soft-capped (`softcap`), a softcap op for logits, and a ring of a
  *        windowed decode as short as the window.
+ *   1.13 experts: a mixture's routed experts in one call, from the router's
+ *        logits to the weighted sum added to the residual stream, so that a
+ *        device routes and groups the rows itself and a decode step's
+ *        mixture layers queue without a round trip to the host.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -86,7 +90,7 @@ extern "C" {
 /* The compute ABI of this header: a compute plugin declares
  * `.abi_version = FG_COMPUTE_ABI_VERSION`.  Bumped by additions to this
  * header only (and by a change to what every kind shares, fgcore/plugin.h). */
-#define FG_COMPUTE_ABI_MINOR 12
+#define FG_COMPUTE_ABI_MINOR 13
 #define FG_COMPUTE_ABI_VERSION FG_ABI(FG_ABI_MAJOR, FG_COMPUTE_ABI_MINOR)
 
 struct fg_compute_info {
@@ -149,6 +153,7 @@ enum fg_op {
 	FG_OP_NORM_SHIFT,         /* minor 12: layer_norm with gamma_shift != 0; dtype: x's */
 	FG_OP_ATTENTION_SOFTCAP,  /* minor 12: either attention with softcap > 0; dtype: the cache's */
 	FG_OP_SOFTCAP,            /* minor 12: softcap; dtype: x's */
+	FG_OP_EXPERTS,            /* minor 13: experts; dtype: the experts' weights (all one) */
 };
 
 /* out[i,:] = tok[ids[i],:] + pos[positions[i],:] */
@@ -356,6 +361,36 @@ struct fg_softcap_args {
 	float cap;               /* > 0 */
 };
 
+/* minor 13: a mixture's routed experts, where the logits are.  Exactly the
+ * composition of the generic tier (what the core runs without it):
+ *   route(logits, k, renormalize) -> each row's ids and weights;
+ *   the (row, choice) pairs grouped by expert, experts ascending, rows
+ *   ascending within one (a row whose ids are -1 takes no part);
+ *   gather x's rows into xg in that order;
+ *   linear_grouped: up = xg · w_upᵀ, gate = silu(xg · w_gateᵀ) ⊙ up,
+ *   xg = gate · w_downᵀ (each expert's rows with its weights);
+ *   scatter_add(xg, the pairs' rows, their weights) into out.
+ * A backend computes each step as its own op would (its grouped products
+ * may differ from its plain linear in the order of their sums), queues it
+ * on the stream without returning anything to the host (so it may be
+ * recorded in a graph), and may decline a call with -ENOTSUP (e.g. more
+ * rows than its device path takes) without touching anything: the core
+ * then runs the composition.  xg, gate and up are workspaces of at least
+ * rows * k rows. */
+struct fg_experts_args {
+	struct fg_tensor x;             /* [rows, hidden] act */
+	struct fg_tensor logits;        /* [rows, experts] act */
+	int32_t k;                      /* 1 .. experts, at most FG_ROUTE_TOP_MAX */
+	int renormalize;
+	int32_t experts;
+	const struct fg_tensor *w_gate; /* host arrays of experts entries, one type: [ffn, hidden] */
+	const struct fg_tensor *w_up;   /* [ffn, hidden] */
+	const struct fg_tensor *w_down; /* [hidden, ffn] */
+	struct fg_tensor xg;            /* [>= rows * k, hidden] act */
+	struct fg_tensor gate, up;      /* [>= rows * k, ffn] act */
+	struct fg_tensor out;           /* [rows, hidden] hidden_dtype (or act) */
+};
+
 struct fg_compute_ops {
 	int (*init)(const struct fg_host *host, const void *opts, void **ctx);
 	void (*fini)(void *ctx);
@@ -449,6 +484,10 @@ struct fg_compute_ops {
 
 	/* minor 12, optional (supports(FG_OP_SOFTCAP, ...)): struct fg_softcap_args. */
 	int (*softcap)(void *ctx, void *stream, const struct fg_softcap_args *a);
+
+	/* minor 13, optional (supports(FG_OP_EXPERTS, weights' dtype)):
+	 * struct fg_experts_args; -ENOTSUP declines a call. */
+	int (*experts)(void *ctx, void *stream, const struct fg_experts_args *a);
 };
 
 #ifdef __cplusplus

@@ -152,6 +152,8 @@ static int skeleton_compute_supports(void *ctx, enum fg_op op, enum fg_dtype dty
 	case FG_OP_ATTENTION_SOFTCAP:
 	case FG_OP_SOFTCAP:
 		return 0; /* optional: only Gemma 2 needs them */
+	case FG_OP_EXPERTS:
+		return 0; /* optional: the core composes a mixture from the generic ops */
 	}
 	return 0; /* an op of a newer ABI */
 }

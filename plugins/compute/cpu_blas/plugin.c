@@ -240,6 +240,8 @@ static int cpu_blas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS;
 	case FG_OP_SOFTCAP:
 		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16;
+	case FG_OP_EXPERTS: /* the core's composition of the generic tier is the reference */
+		return 0;
 	}
 	return 0;
 }

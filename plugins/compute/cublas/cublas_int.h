@@ -26,6 +26,7 @@ struct cublas_opts {
 	int64_t fp8_min_rows;
 	uint64_t fp8_scratch;  /* per stream, only with fp8_prefill */
 	int cuda_graphs;
+	int device_experts;
 };
 
 /* Row-wise (outer-vector) scales of fp8 products came with cuBLAS 12.9;
@@ -127,6 +128,7 @@ struct cublas_ctx {
 	size_t fp8_bytes;     /* each stream's fp8 buffer; 0 without fp8 */
 	int fp8_noted;        /* a product that fp8 could not take was reported */
 	int graphs;           /* graph_begin records (cuda_graphs) */
+	int device_experts;   /* supports(FG_OP_EXPERTS) (device_experts) */
 	cublasLtHandle_t lt;
 	cublasHandle_t blas;  /* fallback when cuBLASLt has no algorithm */
 	struct cublas_stream def;
@@ -197,5 +199,6 @@ int cublas_gather(void *ctx, void *stream, const struct fg_gather_args *a);
 int cublas_scatter_add(void *ctx, void *stream, const struct fg_scatter_add_args *a);
 int cublas_linear_grouped(void *ctx, void *stream, const struct fg_linear_grouped_args *a);
 int cublas_softcap(void *ctx, void *stream, const struct fg_softcap_args *a);
+int cublas_experts(void *ctx, void *stream, const struct fg_experts_args *a);
 
 #endif

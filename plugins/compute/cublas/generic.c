@@ -1,6 +1,6 @@
 /* plugins/compute/cublas/generic.c - the generic tier (compute ABI 1.10:
- * add, route, gather, scatter_add, the grouped linear; 1.12: softcap):
- * host arrays staged, kernels launched (k_generic.cu).
+ * add, route, gather, scatter_add, the grouped linear; 1.12: softcap;
+ * 1.13: experts): host arrays staged, kernels launched (k_generic.cu).
  *
  * The grouped linear is cublas_linear once per group on views of the
  * group's rows, so each group is computed exactly as a plain linear.
@@ -10,6 +10,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <fgcore/q4.h>
 
 #include "plugins/compute/cublas/cublas_int.h"
 #include "plugins/compute/cublas/kernels.h"
@@ -231,5 +233,98 @@ int cublas_linear_grouped(void *ctx, void *stream, const struct fg_linear_groupe
 			l.mul = cg_rows(a->mul, r0, nr);
 		rc = cublas_linear(ctx, stream, &l);
 	}
+	return rc;
+}
+
+/* The experts op (compute 1.13) for 4-bit experts: routed, grouped,
+ * gathered, multiplied and summed on the device, in order on the stream
+ * (nothing returns to the host).  The router's choices and the grouping
+ * live in the stream's scratch; the experts' weight addresses are staged.
+ * Declined (the core composes the generic ops, which route on the host):
+ * fp16 experts, more rows an expert on average than the fused kernel
+ * takes (prefill: the composition's per-expert products use cuBLASLt), and
+ * operands the fused kernel cannot read. */
+int cublas_experts(void *ctx, void *stream, const struct fg_experts_args *a)
+{
+	struct cublas_ctx *c = ctx;
+	struct cublas_stream *s = cublas_stream_of(c, stream);
+	const char *op = "experts";
+	int64_t rows = a->x.rows, k = a->k, ne = a->experts, m = rows * k;
+	int64_t hidden = a->x.cols, ffn = a->w_gate[0].rows, mean = (m + ne - 1) / ne;
+	size_t need = (size_t)(5 * m + rows + ne + 1) * sizeof(int32_t);
+	const void **wp;
+	void *dev;
+	int rc;
+
+	if (a->w_gate[0].dtype != FG_DTYPE_Q4_ROWS || mean > c->q4_fused_max_m ||
+	    need > c->scratch_bytes || hidden % 32 || ffn % 32 || a->xg.ld % 8 ||
+	    a->gate.ld % 8 || a->up.ld % 8 ||
+	    (((uintptr_t)a->xg.data | (uintptr_t)a->gate.data | (uintptr_t)a->up.data) & 15) ||
+	    rows > 65535 * 8 || (hidden + FG_Q4_GROUP - 1) / FG_Q4_GROUP > 65535 ||
+	    (ffn + FG_Q4_GROUP - 1) / FG_Q4_GROUP > 65535)
+		return -ENOTSUP;
+	for (int64_t e = 0; e < ne; e++)
+		if (((uintptr_t)a->w_gate[e].data | (uintptr_t)a->w_up[e].data |
+		     (uintptr_t)a->w_down[e].data) & 15)
+			return -ENOTSUP;
+	wp = malloc((size_t)(3 * ne) * sizeof(*wp));
+	if (!wp) {
+		fg_error(c->host, "cublas: %s: out of host memory for %" PRId64 " experts", op, ne);
+		return -ENOMEM;
+	}
+	for (int64_t e = 0; e < ne; e++) {
+		wp[e] = a->w_gate[e].data;
+		wp[ne + e] = a->w_up[e].data;
+		wp[2 * ne + e] = a->w_down[e].data;
+	}
+	if ((rc = cublas_enter(c, op))) {
+		free(wp);
+		return rc;
+	}
+	pthread_mutex_lock(&c->lock);
+	rc = cublas_stage(c, s, op, wp, (size_t)(3 * ne) * sizeof(*wp), NULL, 0, &dev, NULL);
+	if (!rc) {
+		const void *const *dw = dev;
+		int32_t *sc = s->scratch;
+		struct cublas_moe g = {
+			.rows = rows, .k = (int)k, .experts = (int)ne, .ids = sc,
+			.wt = (const float *)(sc + m), .row = sc + 2 * m, .term = sc + 3 * m,
+			.tw = (float *)(sc + 4 * m), .cnt = sc + 5 * m, .off = sc + 5 * m + rows,
+		};
+		struct cublas_epi none = { 0 }, silu = { 0 };
+		int f32 = a->logits.dtype == FG_DTYPE_F32;
+		cudaError_t e;
+
+		silu.act = FG_ACT_SILU;
+		silu.mul = a->up.data;
+		silu.ldm = a->up.ld;
+		e = cublas_k_route(s->s, rows, ne, a->logits.data, a->logits.ld, f32, (int)k,
+				   a->renormalize, (int32_t *)g.ids, (float *)g.wt);
+		if (e == cudaSuccess)
+			e = cublas_k_moe_group(s->s, &g);
+		if (e == cudaSuccess)
+			e = cublas_k_moe_gather(s->s, &g, hidden, a->x.data, a->x.ld,
+						a->x.dtype == FG_DTYPE_F32, a->xg.data, a->xg.ld);
+		/* up = xg w3ᵀ; gate = silu(xg w1ᵀ) ⊙ up; xg = gate w2ᵀ (xg is read by then) */
+		if (e == cudaSuccess)
+			e = cublas_k_q4_grouped(s->s, rows, mean, ffn, hidden, a->xg.data, a->xg.ld,
+						dw + ne, g.off, (int)ne, &none, a->up.data, a->up.ld);
+		if (e == cudaSuccess)
+			e = cublas_k_q4_grouped(s->s, rows, mean, ffn, hidden, a->xg.data, a->xg.ld,
+						dw, g.off, (int)ne, &silu, a->gate.data, a->gate.ld);
+		if (e == cudaSuccess)
+			e = cublas_k_q4_grouped(s->s, rows, mean, hidden, ffn, a->gate.data,
+						a->gate.ld, dw + 2 * ne, g.off, (int)ne, &none,
+						a->xg.data, a->xg.ld);
+		if (e == cudaSuccess)
+			e = cublas_k_moe_combine(s->s, &g, hidden, a->xg.data, a->xg.ld, a->out.data,
+						 a->out.ld, a->out.dtype == FG_DTYPE_F32);
+		if (e != cudaSuccess)
+			rc = cg_launched(c, op, e);
+	}
+	if (cublas_stage_done(c, s, op) && !rc)
+		rc = -EIO;
+	pthread_mutex_unlock(&c->lock);
+	free(wp);
 	return rc;
 }

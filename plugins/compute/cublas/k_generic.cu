@@ -245,3 +245,150 @@ extern "C" cudaError_t cublas_k_scatter_add(cudaStream_t s, const struct cublas_
 			*a, (const uint16_t *)a->y, (uint16_t *)a->out);
 	return cudaGetLastError();
 }
+
+/* ---- experts (compute 1.13): the routed rows grouped on the device ----------------- */
+
+/* One block: each expert's row count (shared-memory atomics: a count is
+ * the same in any order), the offsets, then each expert's rows placed in
+ * row order (a warp an expert, ballots over the choices in order), and
+ * each row's terms listed by expert id (the order the composition's
+ * scatter-add sums them in: grouped position, which is expert-major). */
+__global__ void cg_moe_group_kernel(const struct cublas_moe g)
+{
+	extern __shared__ int32_t cg_off[]; /* experts + 1 */
+	int64_t m = g.rows * g.k;
+	int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
+
+	for (int e = tid; e <= g.experts; e += blockDim.x)
+		cg_off[e] = 0;
+	__syncthreads();
+	for (int64_t i = tid; i < m; i += blockDim.x) {
+		int32_t id = g.ids[i];
+
+		if (id >= 0 && id < g.experts)
+			atomicAdd(&cg_off[id + 1], 1);
+	}
+	__syncthreads();
+	if (tid == 0)
+		for (int e = 0; e < g.experts; e++)
+			cg_off[e + 1] += cg_off[e];
+	__syncthreads();
+	for (int e = tid; e <= g.experts; e += blockDim.x)
+		g.off[e] = cg_off[e];
+	for (int e = warp; e < g.experts; e += warps) {
+		int32_t base = cg_off[e];
+
+		for (int64_t i0 = 0; i0 < m; i0 += 32) {
+			int64_t i = i0 + lane;
+			bool hit = i < m && g.ids[i] == e;
+			unsigned b = __ballot_sync(0xffffffffu, hit);
+
+			if (hit) {
+				int32_t p = base + __popc(b & ((1u << lane) - 1));
+
+				g.row[p] = (int32_t)(i / g.k);
+				g.term[i] = p; /* the choice's grouped position, sorted below */
+			}
+			base += __popc(b);
+		}
+	}
+	__syncthreads(); /* (global writes of the block are visible to it after the barrier) */
+	for (int64_t r = tid; r < g.rows; r += blockDim.x) {
+		int32_t *term = g.term + r * g.k;
+		float *tw = g.tw + r * g.k;
+		int32_t id[FG_ROUTE_TOP_MAX];
+		int n = 0;
+
+		for (int j = 0; j < g.k; j++) {
+			int32_t e = g.ids[r * g.k + j], p = term[j];
+			float w = g.wt[r * g.k + j];
+			int at;
+
+			if (e < 0 || e >= g.experts)
+				continue;
+			for (at = n++; at > 0 && id[at - 1] > e; at--) {
+				id[at] = id[at - 1];
+				term[at] = term[at - 1];
+				tw[at] = tw[at - 1];
+			}
+			id[at] = e;
+			term[at] = p;
+			tw[at] = w;
+		}
+		g.cnt[r] = n;
+	}
+}
+
+extern "C" cudaError_t cublas_k_moe_group(cudaStream_t s, const struct cublas_moe *g)
+{
+	cg_moe_group_kernel<<<1, 1024, (size_t)(g->experts + 1) * sizeof(int32_t), s>>>(*g);
+	return cudaGetLastError();
+}
+
+/* xg[p] = x[row[p]] for the off[experts] grouped positions (read on the device). */
+template <typename T>
+__global__ void cg_moe_gather_kernel(const struct cublas_moe g, int64_t cols, const T *x,
+				     int64_t ldx, T *out, int64_t ldo)
+{
+	int64_t total = (int64_t)g.off[g.experts] * cols;
+
+	for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
+	     e += (int64_t)gridDim.x * blockDim.x) {
+		int64_t p = e / cols, j = e % cols;
+
+		out[p * ldo + j] = x[(int64_t)g.row[p] * ldx + j];
+	}
+}
+
+extern "C" cudaError_t cublas_k_moe_gather(cudaStream_t s, const struct cublas_moe *g,
+					   int64_t cols, const void *x, int64_t ldx, int f32,
+					   void *out, int64_t ldo)
+{
+	unsigned blocks = cg_blocks(g->rows * g->k * cols);
+
+	if (f32)
+		cg_moe_gather_kernel<float><<<blocks, CG_THREADS, 0, s>>>(
+			*g, cols, (const float *)x, ldx, (float *)out, ldo);
+	else
+		cg_moe_gather_kernel<uint16_t><<<blocks, CG_THREADS, 0, s>>>(
+			*g, cols, (const uint16_t *)x, ldx, (uint16_t *)out, ldo);
+	return cudaGetLastError();
+}
+
+/* out[r] += its terms' weighted sum, summed in fp32 in the listed order
+ * and added once, as cg_scatter_kernel does. */
+template <typename TY, typename TO>
+__global__ void cg_moe_combine_kernel(const struct cublas_moe g, int64_t cols, const TY *y,
+				      int64_t ldy, TO *out, int64_t ldo)
+{
+	int64_t total = g.rows * cols;
+
+	for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
+	     e += (int64_t)gridDim.x * blockDim.x) {
+		int64_t r = e / cols, j = e % cols;
+		int32_t n = g.cnt[r];
+		float sum = 0.0f;
+
+		if (n == 0)
+			continue;
+		for (int32_t u = 0; u < n; u++)
+			sum += g.tw[r * g.k + u] * cb_ld(y + (int64_t)g.term[r * g.k + u] * ldy + j);
+		TO *o = out + r * ldo + j;
+		cb_st(o, cb_ld(o) + sum);
+	}
+}
+
+extern "C" cudaError_t cublas_k_moe_combine(cudaStream_t s, const struct cublas_moe *g,
+					    int64_t cols, const void *y, int64_t ldy, void *out,
+					    int64_t ldo, int out_f32)
+{
+	unsigned blocks = cg_blocks(g->rows * cols);
+
+	if (out_f32)
+		cg_moe_combine_kernel<uint16_t, float><<<blocks, CG_THREADS, 0, s>>>(
+			*g, cols, (const uint16_t *)y, ldy, (float *)out, ldo);
+	else
+		cg_moe_combine_kernel<uint16_t, uint16_t><<<blocks, CG_THREADS, 0, s>>>(
+			*g, cols, (const uint16_t *)y, ldy, (uint16_t *)out, ldo);
+	return cudaGetLastError();
+}

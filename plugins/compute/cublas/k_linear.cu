@@ -284,12 +284,24 @@ struct q4_cfg {
 	static_assert(BR % FG_Q4_GROUP == 0 || FG_Q4_GROUP % BR == 0, "blocks on group bounds");
 };
 
-template <int NT, int RT, int WR, int WK, int CW, int MINB>
+/* GRP: blockIdx.z is a group (an expert): rows goff[z] .. goff[z + 1] of x,
+ * mul and out, times the weights at gw[z]; kper is then k. */
+template <int NT, int RT, int WR, int WK, int CW, int MINB, bool GRP>
 __global__ void __launch_bounds__(32 * WR * WK, CB_MINB_BEFORE(900, MINB))
 cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64_t ldx,
 	  const uint8_t *__restrict__ q4, cublas_epi ep, void *out, int64_t ldo, int64_t kper,
-	  float *part)
+	  float *part, const void *const *gw, const int32_t *goff)
 {
+	int64_t ro = 0; /* the group's first row */
+
+	if (GRP) {
+		ro = goff[blockIdx.z];
+		m = goff[blockIdx.z + 1] - ro;
+		if ((int64_t)blockIdx.y * (8 * NT) >= m)
+			return; /* (the whole block: before any barrier) */
+		x += ro * ldx;
+		q4 = (const uint8_t *)gw[blockIdx.z];
+	}
 	typedef q4_cfg<NT, RT, WR, WK, CW> C;
 	extern __shared__ uint4 cb_smem[];
 	uint8_t *sm = (uint8_t *)cb_smem;
@@ -297,7 +309,7 @@ cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64
 	int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
 	int wr = warp % WR, wk = warp / WR;
 	int64_t n0 = (int64_t)blockIdx.x * C::BR, m0 = (int64_t)blockIdx.y * C::M;
-	int64_t kbeg = (int64_t)blockIdx.z * kper, kend = min(k, kbeg + kper);
+	int64_t kbeg = GRP ? 0 : (int64_t)blockIdx.z * kper, kend = min(k, kbeg + kper);
 	int nst = kend > kbeg ? (int)((kend - kbeg + C::SC - 1) / C::SC) : 0;
 	int mrows = (int)min((int64_t)C::M, m - m0);
 	int64_t grp0 = n0 / FG_Q4_GROUP, ngrp = (n + FG_Q4_GROUP - 1) / FG_Q4_GROUP;
@@ -481,7 +493,7 @@ cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64
 			part[((int64_t)blockIdx.z * m + row) * n + col] = v;
 			continue;
 		}
-		cb_epi_store(ep, out, row * ldo + col, cb_epi_apply(ep, row, col, v));
+		cb_epi_store(ep, out, (ro + row) * ldo + col, cb_epi_apply(ep, ro + row, col, v));
 	}
 }
 
@@ -602,8 +614,23 @@ static void cb_q4_launch(cudaStream_t s, int64_t m, int64_t n, int64_t k, const 
 	dim3 grid((unsigned)((n + C::BR - 1) / C::BR), (unsigned)((m + C::M - 1) / C::M),
 		  (unsigned)ksplit);
 
-	cb_q4_mma<NT, RT, WR, WK, CW, MINB><<<grid, C::THREADS, C::SMEM, s>>>(
-		m, n, k, x, ldx, (const uint8_t *)q4, ep, out, ldo, kper, ksplit > 1 ? part : NULL);
+	cb_q4_mma<NT, RT, WR, WK, CW, MINB, false><<<grid, C::THREADS, C::SMEM, s>>>(
+		m, n, k, x, ldx, (const uint8_t *)q4, ep, out, ldo, kper, ksplit > 1 ? part : NULL,
+		NULL, NULL);
+}
+
+template <int NT, int RT, int WR, int WK, int CW, int MINB>
+static void cb_q4_grouped_launch(cudaStream_t s, int64_t max_rows, int64_t n, int64_t k,
+				 const uint16_t *x, int64_t ldx, const void *const *w,
+				 const int32_t *off, int groups, const cublas_epi &ep, void *out,
+				 int64_t ldo)
+{
+	typedef q4_cfg<NT, RT, WR, WK, CW> C;
+	dim3 grid((unsigned)((n + C::BR - 1) / C::BR), (unsigned)((max_rows + C::M - 1) / C::M),
+		  (unsigned)groups);
+
+	cb_q4_mma<NT, RT, WR, WK, CW, MINB, true><<<grid, C::THREADS, C::SMEM, s>>>(
+		max_rows, n, k, x, ldx, NULL, ep, out, ldo, k, NULL, w, off);
 }
 
 extern "C" cudaError_t cublas_k_q4_linear(cudaStream_t s, int64_t m, int64_t n, int64_t k,
@@ -636,19 +663,47 @@ extern "C" cudaError_t cublas_k_q4_linear(cudaStream_t s, int64_t m, int64_t n, 
 	return cudaGetLastError();
 }
 
+extern "C" cudaError_t cublas_k_q4_grouped(cudaStream_t s, int64_t max_rows, int64_t mean_rows,
+					   int64_t n, int64_t k, const uint16_t *x, int64_t ldx,
+					   const void *const *w, const int32_t *off, int groups,
+					   const struct cublas_epi *e, void *out, int64_t ldo)
+{
+	const cublas_epi ep = *e;
+
+	switch (cb_q4_var(mean_rows)) {
+	case 0:
+		cb_q4_grouped_launch<Q4_V0>(s, max_rows, n, k, x, ldx, w, off, groups, ep, out, ldo);
+		break;
+	case 1:
+		cb_q4_grouped_launch<Q4_V1>(s, max_rows, n, k, x, ldx, w, off, groups, ep, out, ldo);
+		break;
+	case 2:
+		cb_q4_grouped_launch<Q4_V2>(s, max_rows, n, k, x, ldx, w, off, groups, ep, out, ldo);
+		break;
+	default:
+		cb_q4_grouped_launch<Q4_V3>(s, max_rows, n, k, x, ldx, w, off, groups, ep, out, ldo);
+		break;
+	}
+	return cudaGetLastError();
+}
+
 /* Opt into the variant's shared memory and note how many of its blocks an SM holds. */
 template <int NT, int RT, int WR, int WK, int CW, int MINB>
 static cudaError_t cb_q4_setup(int v)
 {
 	typedef q4_cfg<NT, RT, WR, WK, CW> C;
 	int bps = 0;
-	cudaError_t e = cudaFuncSetAttribute(cb_q4_mma<NT, RT, WR, WK, CW, MINB>,
+	cudaError_t e = cudaFuncSetAttribute(cb_q4_mma<NT, RT, WR, WK, CW, MINB, false>,
 					     cudaFuncAttributeMaxDynamicSharedMemorySize,
 					     (int)C::SMEM);
 
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(cb_q4_mma<NT, RT, WR, WK, CW, MINB, true>,
+					 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
 	if (e != cudaSuccess)
 		return e;
-	e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, cb_q4_mma<NT, RT, WR, WK, CW, MINB>,
+	e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps,
+							  cb_q4_mma<NT, RT, WR, WK, CW, MINB, false>,
 							  C::THREADS, C::SMEM);
 	if (e == cudaSuccess && bps > 0)
 		q4_bps[v] = bps;

@@ -55,6 +55,15 @@ cudaError_t cublas_k_q4_linear(cudaStream_t s, int64_t m, int64_t n, int64_t k,
 			       const uint16_t *x, int64_t ldx, const void *q4,
 			       const struct cublas_epi *e, void *out, int64_t ldo, int ksplit,
 			       float *part);
+/* The fused 4-bit linear over groups (the experts op): group e (blockIdx.z)
+ * multiplies rows off[e] .. off[e + 1] of x (device offsets) by the
+ * Q4_ROWS [n, k] at w[e] (a device array of pointers), the epilogue's mul
+ * and out indexed by those rows; no residual, no k split.  max_rows bounds
+ * any group's rows; mean_rows picks the variant. */
+cudaError_t cublas_k_q4_grouped(cudaStream_t s, int64_t max_rows, int64_t mean_rows, int64_t n,
+				int64_t k, const uint16_t *x, int64_t ldx, const void *const *w,
+				const int32_t *off, int groups, const struct cublas_epi *e,
+				void *out, int64_t ldo);
 /* Opt the fused kernels into the dynamic shared memory they use. */
 cudaError_t cublas_k_linear_setup(void);
 
@@ -193,6 +202,28 @@ struct cublas_scatter {
 	int y_f32, out_f32;
 };
 cudaError_t cublas_k_scatter_add(cudaStream_t s, const struct cublas_scatter *a);
+
+/* The experts op (compute 1.13): the router's choices ids, wt [rows * k]
+ * (cublas_k_route's) grouped on the device.  cublas_k_moe_group fills
+ * off [experts + 1] (expert e's grouped rows are off[e] .. off[e + 1]),
+ * row [rows * k] (the row of x of each grouped position), and for each row
+ * r its cnt[r] terms term, tw [r * k ..] (grouped positions and weights,
+ * by expert id).  Arrays in device memory; the row count stays there. */
+struct cublas_moe {
+	int64_t rows;
+	int k, experts;
+	const int32_t *ids;
+	const float *wt;
+	int32_t *off, *row, *term, *cnt;
+	float *tw;
+};
+cudaError_t cublas_k_moe_group(cudaStream_t s, const struct cublas_moe *g);
+/* out[p] = x[row[p]] for p < off[experts]. */
+cudaError_t cublas_k_moe_gather(cudaStream_t s, const struct cublas_moe *g, int64_t cols,
+				const void *x, int64_t ldx, int f32, void *out, int64_t ldo);
+/* out[r] += sum over u < cnt[r] of tw[r k + u] y[term[r k + u]] (y fp16). */
+cudaError_t cublas_k_moe_combine(cudaStream_t s, const struct cublas_moe *g, int64_t cols,
+				 const void *y, int64_t ldy, void *out, int64_t ldo, int out_f32);
 
 /* ---- k_sample.cu ------------------------------------------------------------------ */
 

@@ -79,6 +79,12 @@ static const struct fg_option cublas_options[] = {
 		  "back to back instead of idling between hundreds of small launches; false: "
 		  "one launch per kernel.",
 	  .offset = offsetof(struct cublas_opts, cuda_graphs) },
+	{ .key = "device_experts", .type = FG_OPT_BOOL, .def = "true",
+	  .help = "route a mixture's rows to its 4-bit experts, group them and multiply "
+		  "them on the GPU in one op (decode-sized batches: at most q4_fused_max_m "
+		  "rows an expert on average), so that no mixture layer waits for the host; "
+		  "false: the router's choices come to the host, which groups the rows.",
+	  .offset = offsetof(struct cublas_opts, device_experts) },
 	{ .key = NULL },
 };
 
@@ -619,6 +625,7 @@ static int cublas_init(const struct fg_host *host, const void *opts, void **ctx)
 		.device = 0, .workspace = 64 * MiB, .scratch = 64 * MiB, .q4_fused_max_m = 128,
 		.fp32_residual = 1, .device_sampling = 1, .device_logprobs = 1, .fp8_prefill = 0, .fp8_min_rows = 1024,
 		.fp8_scratch = 256 * MiB, .cuda_graphs = 1,
+		.device_experts = 1,
 	};
 	const struct cublas_opts *o = opts ? opts : &defaults;
 	struct cudaDeviceProp prop;
@@ -667,6 +674,7 @@ static int cublas_init(const struct fg_host *host, const void *opts, void **ctx)
 	c->device_sampling = o->device_sampling != 0;
 	c->device_logprobs = o->device_logprobs != 0;
 	c->graphs = o->cuda_graphs != 0;
+	c->device_experts = o->device_experts != 0;
 	if ((rc = cublas_enter(c, "init")))
 		goto fail;
 	e = cudaGetDeviceProperties(&prop, c->device);
@@ -785,6 +793,8 @@ static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 		return dtype == FG_DTYPE_F16 || (dtype == FG_DTYPE_F32 && c->f32_hidden);
 	case FG_OP_ATTENTION_SOFTCAP: /* (k_decode.cu's kernels for a 4-bit cache) */
 		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS;
+	case FG_OP_EXPERTS: /* (the fused 4-bit kernel over groups; fp16 experts: composed) */
+		return dtype == FG_DTYPE_Q4_ROWS && c->device_experts;
 	}
 	return 0;
 }
@@ -837,6 +847,7 @@ static const struct fg_compute_ops cublas_ops = {
 	.scatter_add		= cublas_scatter_add,
 	.linear_grouped		= cublas_linear_grouped,
 	.softcap		= cublas_softcap,
+	.experts		= cublas_experts,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
