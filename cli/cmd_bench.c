@@ -134,6 +134,13 @@ static void host_time_line(const struct fg_engine *e, const struct fg_forward_st
 	       async ? "issuing ops" : "compute", ops, st->wait_weight_s, st->wait_cache_s,
 	       st->wait_hidden_s, st->host_attn_s,
 	       async ? "waiting for the device at read-out" : "logits read-out", st->logits_s);
+	if (st->host_attn_s > 0 && async) /* where the host's attention went */
+		printf("host attention: waiting for the device's q, k, v %.3f s\tappending new rows "
+		       "%.3f s\tattending and copying %.3f s\n", st->host_attn_wait_s,
+		       st->host_append_s, st->host_attn_s - st->host_attn_wait_s - st->host_append_s);
+	else if (st->host_attn_s > 0)
+		printf("host attention: appending new rows %.3f s\tattending %.3f s\n",
+		       st->host_append_s, st->host_attn_s - st->host_append_s);
 	if (async && dev_total(st) <= 0)
 		printf("(host time: the device runs the ops after they are issued, and the host "
 		       "waits for it at the logits read-out and the host's attention; "

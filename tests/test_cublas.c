@@ -3115,6 +3115,72 @@ START_TEST(test_supports)
 }
 END_TEST
 
+/* ---- copy_small (compute 1.13) -------------------------------------------------------- */
+
+/* copy_small moves the same bytes as copy in both directions: between
+ * page-locked host memory (pinned_host's, read and written by a kernel)
+ * and the device, at odd sizes and offsets, past sm_copy_max (a plain
+ * copy), and from pageable memory (a plain copy); bytes around the
+ * destination stay as they were. */
+START_TEST(test_copy_small)
+{
+	static const size_t sizes[] = { 1, 15, 16, 48, 4099, 1 << 20, (17u << 20) + 5 };
+	struct fg_plugin_handle ph;
+	struct fg_tier host;
+	struct fg_region hr;
+	struct dbuf dd;
+	size_t cap = (18u << 20) + 64;
+	void *opts;
+
+	ck_assert_msg(fg_plugin_load("pinned_host", FG_PLUGIN_STORAGE, &ph) == 0, "%s",
+		      fg_last_error());
+	opts = fg_plugin_opts_new(ph.plugin);
+	ck_assert_ptr_nonnull(opts);
+	ck_assert_msg(fg_tier_open(&host, "host", &ph, opts, 0) == 0, "%s", fg_last_error());
+	ck_assert_msg(fg_tier_alloc(&host, cap, &hr) == 0, "%s", fg_last_error());
+	ck_assert_ptr_nonnull(gpu.ops->copy_small);
+	uint8_t *h = hr.addr, *want = xmalloc(cap), *back = xmalloc(cap), *pageable = xmalloc(cap);
+	uint8_t *d = dput(&dd, NULL, cap);
+
+	gpu_seed(907);
+	for (size_t j = 0; j < cap; j++)
+		want[j] = (uint8_t)gpu_next();
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		for (int off = 0; off < 2; off++) {
+			size_t n = sizes[i], o = off ? 3 : 0;
+
+			memset(back, 0xa5, cap);
+			/* host -> device: the device's bytes around [o, o + n) stay 0xa5 */
+			ck_assert(fg_tier_write(&dev, &dd.r, 0, back, cap) == 0);
+			memcpy(h, want, cap);
+			ck_assert_msg(fg_backend_copy_small(&gpu, NULL, d + o, h + 5, n) == 0, "%s",
+				      fg_last_error());
+			dget(&dd, back);
+			ck_assert_msg(memcmp(back + o, want + 5, n) == 0 && (o == 0 || back[o - 1] == 0xa5) &&
+					      back[o + n] == 0xa5,
+				      "copy_small host -> device of %zu bytes at offset %zu", n, o);
+			/* device -> host, into pinned and pageable memory */
+			ck_assert(fg_tier_write(&dev, &dd.r, 0, want, cap) == 0);
+			memset(h, 0x5a, cap);
+			memset(pageable, 0x5a, cap);
+			ck_assert(fg_backend_copy_small(&gpu, NULL, h + o, d + 7, n) == 0);
+			ck_assert(fg_backend_copy_small(&gpu, NULL, pageable + o, d + 7, n) == 0);
+			ck_assert(fg_backend_stream_sync(&gpu, NULL) == 0);
+			ck_assert_msg(memcmp(h + o, want + 7, n) == 0 && h[o + n] == 0x5a &&
+					      (o == 0 || h[o - 1] == 0x5a),
+				      "copy_small device -> pinned host of %zu bytes at offset %zu", n, o);
+			ck_assert_msg(memcmp(pageable + o, want + 7, n) == 0 && pageable[o + n] == 0x5a,
+				      "copy_small device -> pageable host of %zu bytes", n);
+		}
+	dfree(&dd);
+	fg_tier_free(&host, &hr);
+	fg_tier_close(&host);
+	free(want), free(back), free(pageable);
+	printf("copy_small              the bytes of copy both ways, %zu sizes\n",
+	       sizeof(sizes) / sizeof(sizes[0]));
+}
+END_TEST
+
 /* ---- streams and events ---------------------------------------------------------------- */
 
 /* A long product on stream 1, an event, stream 2 waiting on it and reading its
@@ -3537,6 +3603,7 @@ static Suite *cublas_suite(void)
 	tcase_add_test(tc, test_gather_scatter);
 	tcase_add_test(tc, test_linear_grouped);
 	tcase_add_test(tc, test_experts);
+	tcase_add_test(tc, test_copy_small);
 	tcase_add_test(tc, test_supports);
 	tcase_add_test(tc, test_streams_events);
 	tcase_add_test(tc, test_sample);

@@ -244,6 +244,14 @@ int fg_backend_copy(struct fg_backend *b, void *stream, void *dst, const void *s
 	return 0;
 }
 
+int fg_backend_copy_small(struct fg_backend *b, void *stream, void *dst, const void *src,
+			  size_t len)
+{
+	if (b->minor >= 13 && b->ops->copy_small)
+		return b->ops->copy_small(b->ctx, stream, dst, src, len);
+	return fg_backend_copy(b, stream, dst, src, len);
+}
+
 /* ---- codecs ---------------------------------------------------------------- */
 
 int fg_codec_open(struct fg_codec *c, struct fg_plugin_handle *ph)

@@ -45,6 +45,11 @@ int fg_backend_timer_record(struct fg_backend *b, void *timer, void *stream);
 int fg_backend_timer_elapsed(struct fg_backend *b, void *start, void *end, double *seconds);
 /* The plugin's copy on the stream, or memmove at once. */
 int fg_backend_copy(struct fg_backend *b, void *stream, void *dst, const void *src, size_t len);
+/* A copy of a few bytes that the stream's next op waits for (the host's
+ * attention output, an activation reload): a minor-13 backend's copy_small,
+ * which need not queue behind other streams' bulk transfers; else copy. */
+int fg_backend_copy_small(struct fg_backend *b, void *stream, void *dst, const void *src,
+			  size_t len);
 
 /* Whether the backend runs `op` over operands of `dtype` (enum fg_op says
  * which operand): a 1.1 plugin's `supports`, or for a 1.0 plugin the 1.0 op

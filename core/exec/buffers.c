@@ -220,6 +220,10 @@ static int forward_new(struct fg_forward **out, const struct fg_forward_env *env
 	if ((rc = fg_xfer_init(&f->hload, &f->mv, cap)))
 		goto fail;
 	f->hload.stream = f->mv.hidden_stream;
+	/* A decode step's activations are a few rows the compute waits for. */
+	f->hload.small = 1;
+	for (int s = 0; s < SLOTS; s++)
+		f->hstore[s].small = 1;
 	if ((rc = fg_backend_event_create(f->be, &f->hloaded)))
 		goto fail;
 	f->xfer_ready = 1;

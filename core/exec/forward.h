@@ -21,6 +21,8 @@ struct fg_forward_stats {
 	double wait_cache_s;   /* waiting for KV cache loads and stores */
 	double wait_hidden_s;  /* waiting for activations */
 	double host_attn_s;    /* attention delegated to the host (cpu_cache_compute) */
+	double host_attn_wait_s; /* of it: waiting for the device to hand over q, k, v */
+	double host_append_s;  /* of it: appending the new rows to the host cache */
 	double logits_s;       /* copying logits out */
 	double wait_stage_s;   /* pipeline: waiting for other stages (activations, results) */
 	uint64_t weight_bytes, cache_bytes, hidden_bytes; /* moved between tiers */

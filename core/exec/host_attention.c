@@ -27,7 +27,7 @@ static int fg_host_cache_copy(struct fg_forward *f, const struct fg_tensor *src,
 				int64_t to = (s + i) * f->cols + seg[p][0] + j, from = i * n + off + j;
 				char *d = (char *)dst->data + (size_t)(to * dst->ld) * f->asz;
 				const char *sp = (const char *)src->data + (size_t)(from * src->ld) * f->asz;
-				if ((rc = fg_backend_copy(f->be, f->stream, d, sp,
+				if ((rc = fg_backend_copy_small(f->be, f->stream, d, sp,
 							  dense ? row * (size_t)seg[p][1] : row)))
 					return rc;
 			}
@@ -98,23 +98,28 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 		size_t at = 0;
 		if ((rc = fg_backend_stream_sync(f->be, f->stream)))
 			return rc;
+		f->stats.host_attn_wait_s += fg_now() - t0;
 		if (direct && (rc = host_append(f, x, 1, hstream, hk, hv, kc, vc, first, cnt)))
 			return rc;
 		for (int i = 0; i < 3; i++) {
 			size_t sz = (size_t)(src[i].rows * src[i].cols) * f->asz;
 			if ((i == 0 && !decode) || (i > 0 && direct))
 				continue;
-			if ((rc = fg_backend_copy(f->be, f->stream, hs + at, src[i].data, sz)))
+			if ((rc = fg_backend_copy_small(f->be, f->stream, hs + at, src[i].data, sz)))
 				return rc;
 			*dst[i] = fg_view(hs + at, f->act, src[i].rows, src[i].cols);
 			at += sz;
 		}
 		ho = fg_view(hs + at, f->act, ho.rows, ho.cols);
+		double t1 = fg_now();
 		if ((rc = fg_backend_stream_sync(f->be, f->stream)))
 			return rc;
+		f->stats.host_attn_wait_s += fg_now() - t1;
 	}
+	double ta = fg_now();
 	if (!direct && (rc = host_append(f, x, 0, hstream, hk, hv, kc, vc, first, cnt)))
 		return rc;
+	f->stats.host_append_s += fg_now() - ta;
 	if (decode) {
 		struct fg_attention_args at = {
 			.q = hq, .k = kc, .v = vc, .out = ho, .batch = cnt, .seq = 1,
@@ -128,7 +133,7 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 		if ((rc = fg_attend_chunk(f, f->hb, hstream, l, "host attention", &at, n)))
 			return rc;
 		if (f->mv.device &&
-		    (rc = fg_backend_copy(f->be, f->stream, fg_rows(out, first * n, cnt * n).data,
+		    (rc = fg_backend_copy_small(f->be, f->stream, fg_rows(out, first * n, cnt * n).data,
 					  ho.data, (size_t)(ho.rows * ho.cols) * f->asz)))
 			return rc;
 	}

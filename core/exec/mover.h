@@ -53,6 +53,7 @@ struct fg_xfer {
 	void *event;             /* recorded after the group's stream copies */
 	int has_event;
 	int loaded;              /* event is recorded right after its own loads (none pending) */
+	int small;               /* a few bytes the compute waits for: fg_backend_copy_small */
 	void *bounce_event;      /* recorded after the second hops out of bounce buffers */
 	int bounced;
 	int err;                 /* first error of the group, sticky until reset */

@@ -72,7 +72,11 @@
  *   1.13 experts: a mixture's routed experts in one call, from the router's
  *        logits to the weighted sum added to the residual stream, so that a
  *        device routes and groups the rows itself and a decode step's
- *        mixture layers queue without a round trip to the host.
+ *        mixture layers queue without a round trip to the host; and
+ *        copy_small, for the few bytes a stream's next op waits for (the
+ *        host's attention output, an activation reload), which a device may
+ *        move without its copy engines, where they would wait behind other
+ *        streams' bulk transfers.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -488,6 +492,11 @@ struct fg_compute_ops {
 	/* minor 13, optional (supports(FG_OP_EXPERTS, weights' dtype)):
 	 * struct fg_experts_args; -ENOTSUP declines a call. */
 	int (*experts)(void *ctx, void *stream, const struct fg_experts_args *a);
+	/* minor 13, optional: `copy` for a few bytes the stream's next op waits
+	 * for; same contract.  A device backend may move them through its cores
+	 * (not its copy engines, which run other streams' bulk transfers first).
+	 * Default: copy. */
+	int (*copy_small)(void *ctx, void *stream, void *dst, const void *src, size_t len);
 };
 
 #ifdef __cplusplus

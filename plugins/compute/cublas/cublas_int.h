@@ -27,6 +27,7 @@ struct cublas_opts {
 	uint64_t fp8_scratch;  /* per stream, only with fp8_prefill */
 	int cuda_graphs;
 	int device_experts;
+	uint64_t sm_copy_max;
 };
 
 /* Row-wise (outer-vector) scales of fp8 products came with cuBLAS 12.9;
@@ -129,6 +130,7 @@ struct cublas_ctx {
 	int fp8_noted;        /* a product that fp8 could not take was reported */
 	int graphs;           /* graph_begin records (cuda_graphs) */
 	int device_experts;   /* supports(FG_OP_EXPERTS) (device_experts) */
+	size_t sm_copy_max;   /* copies with host memory up to this size run as a kernel */
 	cublasLtHandle_t lt;
 	cublasHandle_t blas;  /* fallback when cuBLASLt has no algorithm */
 	struct cublas_stream def;

@@ -86,6 +86,10 @@ cudaError_t cublas_k_fp8_rows(cudaStream_t s, int64_t rows, int64_t cols, const 
 
 /* ---- k_misc.cu ------------------------------------------------------------------ */
 
+/* dst = src, len bytes, copied by a kernel: one side is page-locked host
+ * memory (its device address), the other device memory. */
+cudaError_t cublas_k_copy(cudaStream_t s, void *dst, const void *src, size_t len);
+
 /* Per row: rms == 0: (x - mean) / sqrt(var + eps) * (gamma + shift) + beta;
  * rms != 0: x / sqrt(mean(x²) + eps) * (gamma + shift) + beta.  beta may be
  * NULL (none).  x is fp32 when x_f32 (the residual stream), else fp16; out

@@ -79,6 +79,13 @@ static const struct fg_option cublas_options[] = {
 		  "back to back instead of idling between hundreds of small launches; false: "
 		  "one launch per kernel.",
 	  .offset = offsetof(struct cublas_opts, cuda_graphs) },
+	{ .key = "sm_copy_max", .type = FG_OPT_SIZE, .def = "16M",
+	  .help = "the small copies the compute waits for (the host's attention output, "
+		  "activation reloads: copy_small), up to this many bytes between page-locked "
+		  "host memory and the GPU, run as a kernel that reads or writes the host memory "
+		  "over PCIe instead of on a copy engine, where they would wait behind other "
+		  "streams' bulk transfers (a layer's weights); 0: on a copy engine.",
+	  .offset = offsetof(struct cublas_opts, sm_copy_max) },
 	{ .key = "device_experts", .type = FG_OPT_BOOL, .def = "true",
 	  .help = "route a mixture's rows to its 4-bit experts, group them and multiply "
 		  "them on the GPU in one op (decode-sized batches: at most q4_fused_max_m "
@@ -442,6 +449,29 @@ static int cublas_event_sync(void *ctx, void *event)
 
 /* Copies between device memory and (preferably page-locked) host memory, in
  * stream order; unified addressing tells the direction. */
+/* The device address of page-locked host memory p (NULL: not such memory). */
+static void *cublas_mapped_host(const void *p)
+{
+	struct cudaPointerAttributes a;
+
+	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return NULL;
+	}
+	return a.type == cudaMemoryTypeHost ? a.devicePointer : NULL;
+}
+
+static int cublas_on_device(const struct cublas_ctx *c, const void *p)
+{
+	struct cudaPointerAttributes a;
+
+	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return a.type == cudaMemoryTypeDevice && a.device == c->device;
+}
+
 static int cublas_copy(void *ctx, void *stream, void *dst, const void *src, size_t len)
 {
 	struct cublas_ctx *c = ctx;
@@ -452,6 +482,33 @@ static int cublas_copy(void *ctx, void *stream, void *dst, const void *src, size
 		return rc;
 	e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, cublas_stream_of(c, stream)->s);
 	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "copy", "cudaMemcpyAsync", e);
+}
+
+/* Up to sm_copy_max bytes between page-locked host memory and the device
+ * go through the SMs (a kernel reading or writing the host memory over
+ * PCIe): a copy engine would run them after the bulk transfers other
+ * streams queued first (a layer's weights), and the compute waiting for
+ * them (the host's attention output, an activation reload) would wait for
+ * those too.  Anything else is a plain copy. */
+static int cublas_copy_small(void *ctx, void *stream, void *dst, const void *src, size_t len)
+{
+	struct cublas_ctx *c = ctx;
+	cudaStream_t s = cublas_stream_of(c, stream)->s;
+	void *hd;
+	cudaError_t e;
+	int rc;
+
+	if (!len || len > c->sm_copy_max)
+		return cublas_copy(ctx, stream, dst, src, len);
+	if ((rc = cublas_enter(c, "copy_small")))
+		return rc;
+	if ((hd = cublas_mapped_host(src)) && cublas_on_device(c, dst))
+		e = cublas_k_copy(s, dst, hd, len);
+	else if ((hd = cublas_mapped_host(dst)) && cublas_on_device(c, src))
+		e = cublas_k_copy(s, hd, src, len);
+	else
+		return cublas_copy(ctx, stream, dst, src, len);
+	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "copy_small", "the copy kernel", e);
 }
 
 /* ---- timers: events that record time ------------------------------------------------ */
@@ -625,7 +682,7 @@ static int cublas_init(const struct fg_host *host, const void *opts, void **ctx)
 		.device = 0, .workspace = 64 * MiB, .scratch = 64 * MiB, .q4_fused_max_m = 128,
 		.fp32_residual = 1, .device_sampling = 1, .device_logprobs = 1, .fp8_prefill = 0, .fp8_min_rows = 1024,
 		.fp8_scratch = 256 * MiB, .cuda_graphs = 1,
-		.device_experts = 1,
+		.device_experts = 1, .sm_copy_max = 16 * MiB,
 	};
 	const struct cublas_opts *o = opts ? opts : &defaults;
 	struct cudaDeviceProp prop;
@@ -675,6 +732,7 @@ static int cublas_init(const struct fg_host *host, const void *opts, void **ctx)
 	c->device_logprobs = o->device_logprobs != 0;
 	c->graphs = o->cuda_graphs != 0;
 	c->device_experts = o->device_experts != 0;
+	c->sm_copy_max = (size_t)o->sm_copy_max;
 	if ((rc = cublas_enter(c, "init")))
 		goto fail;
 	e = cudaGetDeviceProperties(&prop, c->device);
@@ -848,6 +906,7 @@ static const struct fg_compute_ops cublas_ops = {
 	.linear_grouped		= cublas_linear_grouped,
 	.softcap		= cublas_softcap,
 	.experts		= cublas_experts,
+	.copy_small		= cublas_copy_small,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
