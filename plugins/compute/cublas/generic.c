@@ -256,7 +256,8 @@ int cublas_experts(void *ctx, void *stream, const struct fg_experts_args *a)
 	void *dev;
 	int rc;
 
-	if (a->w_gate[0].dtype != FG_DTYPE_Q4_ROWS || mean > c->q4_fused_max_m ||
+	/* (the grouping block keeps experts + 1 offsets in shared memory) */
+	if (a->w_gate[0].dtype != FG_DTYPE_Q4_ROWS || mean > c->q4_fused_max_m || ne > 8192 ||
 	    need > c->scratch_bytes || hidden % 32 || ffn % 32 || a->xg.ld % 8 ||
 	    a->gate.ld % 8 || a->up.ld % 8 ||
 	    (((uintptr_t)a->xg.data | (uintptr_t)a->gate.data | (uintptr_t)a->up.data) & 15) ||
