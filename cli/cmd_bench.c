@@ -92,6 +92,16 @@ static int write_json(const char *path, const struct fg_config *cfg, const struc
 		json_decref(o);
 		o = NULL;
 	}
+	/* where the host's attention went (the host's clock) */
+	if (o && st->host_attn_s > 0 &&
+	    json_object_set_new(o, "host_attention_s",
+				json_pack("{s:f, s:f, s:f}", "waiting_for_device",
+					  st->host_attn_wait_s, "appending", st->host_append_s,
+					  "attending", st->host_attn_s - st->host_attn_wait_s -
+							       st->host_append_s))) {
+		json_decref(o);
+		o = NULL;
+	}
 	if (o && st->disk_read_bytes &&
 	    json_object_set_new(o, "disk_reads", json_pack("{s:I, s:f}", "bytes",
 							   (json_int_t)st->disk_read_bytes,
