@@ -878,7 +878,7 @@ static int moe_mlp(struct fg_block_ctx *x, const struct moe_tabs *t)
 	struct fg_tensor *w = malloc((size_t)(3 * ne) * sizeof(*w));
 	const struct fg_wview *ev[3];
 	int64_t stride = 0;
-	int whole = 1, rc = -ENOTSUP;
+	int whole = 1, rc;
 
 	if (!w) {
 		FG_ERR("layer %lld: out of memory for %lld experts' weights", (long long)x->layer,

@@ -28,7 +28,8 @@ static int fg_host_cache_copy(struct fg_forward *f, const struct fg_tensor *src,
 				char *d = (char *)dst->data + (size_t)(to * dst->ld) * f->asz;
 				const char *sp = (const char *)src->data + (size_t)(from * src->ld) * f->asz;
 				if ((rc = fg_backend_copy_small(f->be, f->stream, d, sp,
-							  dense ? row * (size_t)seg[p][1] : row)))
+								dense ? row * (size_t)seg[p][1]
+								      : row)))
 					return rc;
 			}
 	return 0;
@@ -133,8 +134,9 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 		if ((rc = fg_attend_chunk(f, f->hb, hstream, l, "host attention", &at, n)))
 			return rc;
 		if (f->mv.device &&
-		    (rc = fg_backend_copy_small(f->be, f->stream, fg_rows(out, first * n, cnt * n).data,
-					  ho.data, (size_t)(ho.rows * ho.cols) * f->asz)))
+		    (rc = fg_backend_copy_small(f->be, f->stream,
+						fg_rows(out, first * n, cnt * n).data, ho.data,
+						(size_t)(ho.rows * ho.cols) * f->asz)))
 			return rc;
 	}
 	if (f->hb != f->be && (rc = fg_backend_stream_sync(f->hb, NULL)))

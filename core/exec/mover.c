@@ -147,6 +147,13 @@ static int disk_io(struct fg_xfer *x, enum fg_io_op op, const struct fg_region *
 	return 0;
 }
 
+/* A copy of the group's between memories the backend addresses. */
+static int xfer_copy(const struct fg_xfer *x, void *stream, void *dst, const void *src, size_t len)
+{
+	return x->small ? fg_backend_copy_small(x->mv->be, stream, dst, src, len)
+			: fg_backend_copy(x->mv->be, stream, dst, src, len);
+}
+
 int fg_xfer_load(struct fg_xfer *x, void *dst, enum fg_role role, const struct fg_region *r,
 		 uint64_t off, size_t len, void *bounce)
 {
@@ -159,9 +166,7 @@ int fg_xfer_load(struct fg_xfer *x, void *dst, enum fg_role role, const struct f
 		/* Marked at once: the consumer waits for these copies, not for
 		 * whatever the load stream takes on next (the next unit's weights,
 		 * which would otherwise serialize compute with every transfer). */
-		int rc = x->small ? fg_backend_copy_small(mv->be, x->stream, dst,
-							  (char *)r->addr + off, len)
-				  : fg_backend_copy(mv->be, x->stream, dst, (char *)r->addr + off, len);
+		int rc = xfer_copy(x, x->stream, dst, (char *)r->addr + off, len);
 		if (!rc)
 			rc = fg_backend_event_record(mv->be, x->event, x->stream);
 		x->has_event = 1;
@@ -193,10 +198,7 @@ int fg_xfer_store(struct fg_xfer *x, enum fg_role role, const struct fg_region *
 		return rc;
 	if (role != FG_ROLE_DISK) {
 		x->has_event = 1;
-		return x->small ? fg_backend_copy_small(mv->be, mv->store_stream,
-							(char *)r->addr + off, src, len)
-				: fg_backend_copy(mv->be, mv->store_stream, (char *)r->addr + off,
-						  src, len);
+		return xfer_copy(x, mv->store_stream, (char *)r->addr + off, src, len);
 	}
 	if (!mv->device)
 		return disk_io(x, FG_IO_WRITE, r, off, (void *)src, len);

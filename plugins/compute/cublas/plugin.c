@@ -447,31 +447,20 @@ static int cublas_event_sync(void *ctx, void *event)
 	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "event_sync", "cudaEventSynchronize", e);
 }
 
+/* What memory p is (type cudaMemoryTypeUnregistered where CUDA cannot tell). */
+static struct cudaPointerAttributes cublas_pointer(const void *p)
+{
+	struct cudaPointerAttributes a;
+
+	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		(void)cudaGetLastError();
+		a.type = cudaMemoryTypeUnregistered;
+	}
+	return a;
+}
+
 /* Copies between device memory and (preferably page-locked) host memory, in
  * stream order; unified addressing tells the direction. */
-/* The device address of page-locked host memory p (NULL: not such memory). */
-static void *cublas_mapped_host(const void *p)
-{
-	struct cudaPointerAttributes a;
-
-	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-		(void)cudaGetLastError();
-		return NULL;
-	}
-	return a.type == cudaMemoryTypeHost ? a.devicePointer : NULL;
-}
-
-static int cublas_on_device(const struct cublas_ctx *c, const void *p)
-{
-	struct cudaPointerAttributes a;
-
-	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-		(void)cudaGetLastError();
-		return 0;
-	}
-	return a.type == cudaMemoryTypeDevice && a.device == c->device;
-}
-
 static int cublas_copy(void *ctx, void *stream, void *dst, const void *src, size_t len)
 {
 	struct cublas_ctx *c = ctx;
@@ -494,7 +483,7 @@ static int cublas_copy_small(void *ctx, void *stream, void *dst, const void *src
 {
 	struct cublas_ctx *c = ctx;
 	cudaStream_t s = cublas_stream_of(c, stream)->s;
-	void *hd;
+	struct cudaPointerAttributes d, h;
 	cudaError_t e;
 	int rc;
 
@@ -502,10 +491,13 @@ static int cublas_copy_small(void *ctx, void *stream, void *dst, const void *src
 		return cublas_copy(ctx, stream, dst, src, len);
 	if ((rc = cublas_enter(c, "copy_small")))
 		return rc;
-	if ((hd = cublas_mapped_host(src)) && cublas_on_device(c, dst))
-		e = cublas_k_copy(s, dst, hd, len);
-	else if ((hd = cublas_mapped_host(dst)) && cublas_on_device(c, src))
-		e = cublas_k_copy(s, hd, src, len);
+	/* (page-locked host memory is read or written at its device address) */
+	if ((h = cublas_pointer(src)).type == cudaMemoryTypeHost && h.devicePointer &&
+	    (d = cublas_pointer(dst)).type == cudaMemoryTypeDevice && d.device == c->device)
+		e = cublas_k_copy(s, dst, h.devicePointer, len);
+	else if ((h = cublas_pointer(dst)).type == cudaMemoryTypeHost && h.devicePointer &&
+		 (d = cublas_pointer(src)).type == cudaMemoryTypeDevice && d.device == c->device)
+		e = cublas_k_copy(s, h.devicePointer, src, len);
 	else
 		return cublas_copy(ctx, stream, dst, src, len);
 	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "copy_small", "the copy kernel", e);
