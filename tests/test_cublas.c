@@ -57,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <fgcore/half.h>
 #include <fgcore/q4.h>
@@ -3181,6 +3182,88 @@ START_TEST(test_copy_small)
 }
 END_TEST
 
+/* ---- host_call: host work in a stream's order ------------------------------------------- */
+
+/* A host function that waits (up to 10 s) until the test lets it go, then
+ * checks the bytes the stream copied before it and inverts them. */
+struct host_step {
+	volatile int go, ran, saw_go, bytes_ok;
+	const uint8_t *want;
+	uint8_t *h;
+	size_t n;
+};
+
+static void host_step_run(void *arg)
+{
+	struct host_step *hs = arg;
+	for (int i = 0; i < 10000 && !__atomic_load_n(&hs->go, __ATOMIC_ACQUIRE); i++)
+		usleep(1000);
+	hs->saw_go = __atomic_load_n(&hs->go, __ATOMIC_ACQUIRE);
+	hs->bytes_ok = memcmp(hs->h, hs->want, hs->n) == 0;
+	for (size_t i = 0; i < hs->n; i++)
+		hs->h[i] = (uint8_t)~hs->h[i];
+	__atomic_store_n(&hs->ran, 1, __ATOMIC_RELEASE);
+}
+
+/* host_call returns once queued (its function still waits for the test);
+ * it runs after the stream's copy to the host and before the copy back;
+ * another stream goes on meanwhile. */
+START_TEST(test_host_call)
+{
+	const size_t n = 1 << 20;
+	struct fg_plugin_handle ph;
+	struct fg_tier host;
+	struct fg_region hr;
+	struct dbuf da, db;
+	void *s1, *s2, *opts;
+
+	ck_assert_msg(fg_plugin_load("pinned_host", FG_PLUGIN_STORAGE, &ph) == 0, "%s",
+		      fg_last_error());
+	opts = fg_plugin_opts_new(ph.plugin);
+	ck_assert_ptr_nonnull(opts);
+	ck_assert_msg(fg_tier_open(&host, "host", &ph, opts, 0) == 0, "%s", fg_last_error());
+	ck_assert_msg(fg_tier_alloc(&host, 2 * n, &hr) == 0, "%s", fg_last_error());
+	ck_assert(fg_backend_has_host_call(&gpu));
+	uint8_t *h = hr.addr, *h2 = h + n, *want = xmalloc(n), *back = xmalloc(n);
+	gpu_seed(911);
+	for (size_t i = 0; i < n; i++)
+		want[i] = (uint8_t)gpu_next();
+	uint8_t *d = dput(&da, want, n), *d2 = dput(&db, NULL, n);
+	struct host_step hs = { .want = want, .h = h, .n = n };
+	ck_assert_int_eq(fg_backend_stream_create(&gpu, &s1), 0);
+	ck_assert_int_eq(fg_backend_stream_create(&gpu, &s2), 0);
+	memset(h, 0, n);
+	ck_assert_int_eq(fg_backend_copy_small(&gpu, s1, h, d, n), 0);
+	ck_assert_msg(fg_backend_host_call(&gpu, s1, host_step_run, &hs) == 0, "%s",
+		      fg_last_error());
+	ck_assert_int_eq(fg_backend_copy_small(&gpu, s1, d2, h, n), 0);
+	ck_assert_msg(!__atomic_load_n(&hs.ran, __ATOMIC_ACQUIRE),
+		      "host_call ran its function before returning");
+	/* the other stream is not held by the first one's host function */
+	memset(h2, 0, n);
+	ck_assert_int_eq(fg_backend_copy_small(&gpu, s2, h2, d, n), 0);
+	ck_assert_int_eq(fg_backend_stream_sync(&gpu, s2), 0);
+	ck_assert_msg(memcmp(h2, want, n) == 0 && !__atomic_load_n(&hs.ran, __ATOMIC_ACQUIRE),
+		      "a second stream waited for the first one's host function");
+	__atomic_store_n(&hs.go, 1, __ATOMIC_RELEASE);
+	ck_assert_int_eq(fg_backend_stream_sync(&gpu, s1), 0);
+	ck_assert_msg(hs.ran && hs.saw_go, "the host function did not run after host_call returned");
+	ck_assert_msg(hs.bytes_ok, "the host function ran before the stream's copy to the host");
+	ck_assert(fg_tier_read(&dev, &db.r, 0, back, n) == 0);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(back[i] + want[i] == 255,
+			      "the copy after the host function read byte %zu before it ran", i);
+	fg_backend_stream_destroy(&gpu, s1);
+	fg_backend_stream_destroy(&gpu, s2);
+	dfree(&da);
+	dfree(&db);
+	fg_tier_free(&host, &hr);
+	fg_tier_close(&host);
+	free(want), free(back);
+	printf("host_call               in stream order, queued, another stream free\n");
+}
+END_TEST
+
 /* ---- streams and events ---------------------------------------------------------------- */
 
 /* A long product on stream 1, an event, stream 2 waiting on it and reading its
@@ -3604,6 +3687,7 @@ static Suite *cublas_suite(void)
 	tcase_add_test(tc, test_linear_grouped);
 	tcase_add_test(tc, test_experts);
 	tcase_add_test(tc, test_copy_small);
+	tcase_add_test(tc, test_host_call);
 	tcase_add_test(tc, test_supports);
 	tcase_add_test(tc, test_streams_events);
 	tcase_add_test(tc, test_sample);

@@ -252,6 +252,22 @@ int fg_backend_copy_small(struct fg_backend *b, void *stream, void *dst, const v
 	return fg_backend_copy(b, stream, dst, src, len);
 }
 
+int fg_backend_has_host_call(const struct fg_backend *b)
+{
+	return b->minor >= 14 && b->ops->host_call;
+}
+
+int fg_backend_host_call(struct fg_backend *b, void *stream, void (*fn)(void *arg), void *arg)
+{
+	int rc;
+	if (fg_backend_has_host_call(b))
+		return b->ops->host_call(b->ctx, stream, fn, arg);
+	if ((rc = fg_backend_stream_sync(b, stream)))
+		return rc;
+	fn(arg);
+	return 0;
+}
+
 /* ---- codecs ---------------------------------------------------------------- */
 
 int fg_codec_open(struct fg_codec *c, struct fg_plugin_handle *ph)

@@ -50,6 +50,11 @@ int fg_backend_copy(struct fg_backend *b, void *stream, void *dst, const void *s
  * which need not queue behind other streams' bulk transfers; else copy. */
 int fg_backend_copy_small(struct fg_backend *b, void *stream, void *dst, const void *src,
 			  size_t len);
+/* fn(arg) on the host in the stream's order (a minor-14 backend's
+ * host_call: queued, the caller goes on); else the stream synced, then
+ * fn(arg) at once.  fn calls nothing of the backend. */
+int fg_backend_has_host_call(const struct fg_backend *b);
+int fg_backend_host_call(struct fg_backend *b, void *stream, void (*fn)(void *arg), void *arg);
 
 /* Whether the backend runs `op` over operands of `dtype` (enum fg_op says
  * which operand): a 1.1 plugin's `supports`, or for a 1.0 plugin the 1.0 op

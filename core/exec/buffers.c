@@ -147,6 +147,54 @@ int fg_workspace_views(struct fg_forward *f)
 	return 0;
 }
 
+/* Host attention's decode steps (schedule.c): the second compute stream,
+ * its workspaces (a decode step's: one token a row), the marks the streams
+ * wait for, and the lock that runs one host attention at a time. */
+static int two_streams_init(struct fg_forward *f)
+{
+	const struct fg_arch *a = f->cfg->arch;
+	struct fg_two_streams *t = &f->two;
+	uint64_t at = 0;
+	int rc;
+
+	t->stream[0] = f->mv.compute_stream;
+	if (!f->plan.scratch_alt)
+		return 0;
+	if ((rc = pthread_mutex_init(&t->lock, NULL))) {
+		FG_ERR("forward: cannot make a lock: %s", strerror(rc));
+		return -rc;
+	}
+	t->lock_made = 1;
+	if ((rc = fg_backend_stream_create(f->be, &t->stream[1])) ||
+	    (rc = fg_backend_event_create(f->be, &t->ev[0])) ||
+	    (rc = fg_backend_event_create(f->be, &t->ev[1])) ||
+	    (rc = alloc_on(f, FG_ROLE_COMPUTE, f->plan.scratch_alt, &t->scratch,
+			   "second compute stream's workspace")))
+		return rc;
+	for (int i = 0; i < a->nworkspace; i++) {
+		const struct fg_workspace_def *w = &a->workspace[i];
+		int64_t rows = fg_ws_rows(f->cfg, w, f->bs, 1), cols = fg_dim_value(f->cfg, w->cols);
+		t->ws[i] = fg_view((char *)t->scratch.addr + at, f->act, rows, cols);
+		if (strcmp(w->name, "logits") == 0)
+			t->logits = t->ws[i];
+		at += ((uint64_t)(rows * cols) * f->asz + 63) & ~(uint64_t)63; /* (as the plan) */
+	}
+	return 0;
+}
+
+static void two_streams_free(struct fg_forward *f)
+{
+	struct fg_two_streams *t = &f->two;
+	for (int i = 0; i < 2; i++)
+		if (t->ev[i])
+			fg_backend_event_destroy(f->be, t->ev[i]);
+	if (t->stream[1])
+		fg_backend_stream_destroy(f->be, t->stream[1]);
+	free_on(f, FG_ROLE_COMPUTE, &t->scratch);
+	if (t->lock_made)
+		pthread_mutex_destroy(&t->lock);
+}
+
 static int forward_new(struct fg_forward **out, const struct fg_forward_env *env,
 		       int64_t prompt_len, int64_t gen_len)
 {
@@ -257,7 +305,7 @@ static int forward_new(struct fg_forward **out, const struct fg_forward_env *env
 	if ((rc = alloc_on(f, FG_ROLE_COMPUTE, pl->scratch, &f->scratch, "workspace")))
 		goto fail;
 	f->cap_plen = prompt_len;
-	if ((rc = fg_workspace_views(f)))
+	if ((rc = fg_workspace_views(f)) || (rc = two_streams_init(f)))
 		goto fail;
 	/* Weight slots (and their bounce buffers when disk feeds device memory). */
 	for (int s = 0; s < f->nslots; s++) {
@@ -397,6 +445,7 @@ void fg_forward_free(struct fg_forward *f)
 		free(g->pad);
 	}
 	free_on(f, FG_ROLE_COMPUTE, &f->scratch);
+	two_streams_free(f);
 	if (f->mv.be)
 		fg_mover_fini(&f->mv);
 	free(f->gb);
@@ -420,7 +469,7 @@ void fg_forward_bytes(const struct fg_forward *f, uint64_t bytes[FG_ROLES])
 		bytes[FG_ROLE_HOST] += f->wbounce[s].size + f->cbounce[s].size + f->hbounce[s].size;
 	}
 	bytes[FG_ROLE_HOST] += f->hstage.size + f->out.scratch.size;
-	bytes[FG_ROLE_COMPUTE] += f->scratch.size;
+	bytes[FG_ROLE_COMPUTE] += f->scratch.size + f->two.scratch.size;
 	for (int64_t b = 0; b < f->nb; b++) {
 		const struct gpu_batch *g = &f->gb[b];
 		bytes[g->hidden_role] += g->hidden_home.size;

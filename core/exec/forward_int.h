@@ -11,6 +11,8 @@
 #ifndef FG_EXEC_FORWARD_INT_H
 #define FG_EXEC_FORWARD_INT_H
 
+#include <pthread.h>
+
 #include "core/arch/block.h"
 #include "core/exec/devtime.h"
 #include "core/exec/forward.h"
@@ -75,7 +77,22 @@ struct fg_forward {
 	struct fg_tier **tier;
 	struct fg_plan plan;
 	struct fg_mover mv;
-	void *stream;           /* the compute stream */
+	void *stream;           /* the compute stream (of the item being computed) */
+	/* Decode steps with host attention (policy.host_overlap): GPU batches
+	 * on two compute streams in turn, so that the host attends to one while
+	 * the device computes the other (schedule.c, host_attention.c). */
+	struct fg_two_streams {
+		int on;                 /* this step */
+		int cur;                /* the stream of the item being computed */
+		void *stream[2];        /* [0]: mv.compute_stream */
+		void *ev[2];            /* each stream's mark, for the other to wait for */
+		struct fg_region scratch;       /* the second stream's workspaces */
+		struct fg_tensor ws[FG_WS_MAX], logits;
+		pthread_mutex_t lock;   /* one host attention at a time (the host's pool) */
+		int lock_made;
+		int rc;                 /* the first host attention's failure, */
+		char err[256];          /* and its message (its thread's) */
+	} two;
 	enum fg_dtype act, cdt; /* activations; KV cache (act or Q4_COLS) */
 	enum fg_dtype hid;      /* the residual stream (hidden states) */
 	unsigned asz;

@@ -3,10 +3,14 @@
  * K/V rows and the result cross tiers, never the cache (from a device, the
  * new rows of a plain cache cross straight into it).  A finished row
  * (fg_forward_set_live_rows) attends to no position: it reads no cache. */
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "core/exec/forward_int.h"
 #include "core/util/clock.h"
+#include "core/util/error.h"
 
 /* The new K and V rows of host-cache sequences [s, s + cnt) straight from
  * the device into their cache rows (a plain cache of the activations' type;
@@ -38,11 +42,10 @@ static int fg_host_cache_copy(struct fg_forward *f, const struct fg_tensor *src,
 /* Appends the new K/V rows of the host-cache sequences: all cnt of them,
  * or, for joining rows (join.c), run by run of the live ones: the rows left
  * out keep their cache. */
-static int host_append(struct fg_forward *f, const struct fg_block_ctx *x, int direct,
+static int host_append(struct fg_forward *f, int64_t layer, int64_t n, int direct,
 		       void *hstream, struct fg_tensor hk, struct fg_tensor hv, struct fg_tensor kc,
 		       struct fg_tensor vc, int64_t first, int64_t cnt)
 {
-	int64_t n = x->n;
 	int rc;
 
 	for (int64_t a = 0; a < cnt;) {
@@ -56,14 +59,106 @@ static int host_append(struct fg_forward *f, const struct fg_block_ctx *x, int d
 		struct fg_tensor k = fg_rows(hk, a * n, (b - a) * n), v = fg_rows(hv, a * n, (b - a) * n);
 		if (direct ? (rc = fg_host_cache_copy(f, &k, &kc, a, b - a, n)) ||
 				     (rc = fg_host_cache_copy(f, &v, &vc, a, b - a, n))
-			   : (rc = fg_kv_append_cols(f, f->hb, hstream, x->layer, "host k cache", k,
+			   : (rc = fg_kv_append_cols(f, f->hb, hstream, layer, "host k cache", k,
 						     kc, a, b - a, n)) ||
-				     (rc = fg_kv_append_cols(f, f->hb, hstream, x->layer,
+				     (rc = fg_kv_append_cols(f, f->hb, hstream, layer,
 							     "host v cache", v, vc, a, b - a, n)))
 			return rc;
 		a = b;
 	}
 	return 0;
+}
+
+/* A decode step's host attention queued in the compute stream's order
+ * (two streams, schedule.c): what it reads, taken when it was queued. */
+struct host_job {
+	struct fg_forward *f;
+	struct fg_attention_args at; /* q and out in the staging, the host cache */
+	struct fg_tensor hk, hv;     /* the new rows staged (a 4-bit cache's append) */
+	int64_t layer, first, cnt;
+	int append;
+};
+
+/* On a thread of the device's driver, when the stream reaches it: nothing
+ * of the compute backend is called; the host backend runs one job at a
+ * time.  A failure is kept for the step's end (fg_forward_drain). */
+static void host_job_run(void *arg)
+{
+	struct host_job *j = arg;
+	struct fg_forward *f = j->f;
+	struct fg_two_streams *t = &f->two;
+	int rc = 0;
+
+	pthread_mutex_lock(&t->lock);
+	double t0 = fg_now();
+	if (!t->rc && j->append)
+		rc = host_append(f, j->layer, 1, 0, NULL, j->hk, j->hv, j->at.k, j->at.v, j->first,
+				 j->cnt);
+	double t1 = fg_now();
+	if (!t->rc && !rc)
+		rc = fg_attend_chunk(f, f->hb, NULL, j->layer, "host attention", &j->at, 1);
+	if (rc && !t->rc) {
+		t->rc = rc;
+		snprintf(t->err, sizeof(t->err), "%s", fg_last_error());
+	}
+	f->stats.host_append_s += t1 - t0;
+	f->stats.host_attn_s += fg_now() - t0;
+	pthread_mutex_unlock(&t->lock);
+	free(j);
+}
+
+/* The staging of stream i: the two streams' decode steps take halves. */
+static char *stage_of(const struct fg_forward *f, size_t need)
+{
+	int i = f->two.cur;
+	return need * 2 <= f->hstage.size ? (char *)f->hstage.addr + (size_t)i * need : NULL;
+}
+
+/* Queued: the new rows (into a plain cache, or staged for a 4-bit one's
+ * append) and q to the host, the attention, its result back; the caller
+ * goes on to the next GPU batch. */
+static int host_attention_queued(struct fg_forward *f, const struct fg_block_ctx *x,
+				 struct fg_attention_args *at, struct fg_tensor hk,
+				 struct fg_tensor hv, struct fg_tensor out, int64_t first,
+				 int64_t cnt)
+{
+	int direct = f->cdt == f->act;
+	struct fg_tensor src[3] = { at->q, hk, hv }, *dst[3] = { &at->q, &hk, &hv };
+	size_t sz[3], need = 0, o = 0;
+	char *hs;
+	int rc;
+
+	for (int i = 0; i < 3; i++) {
+		sz[i] = (size_t)(src[i].rows * src[i].cols) * f->asz;
+		need += i == 0 || !direct ? sz[i] : 0;
+	}
+	need += sz[0]; /* the result */
+	if (!(hs = stage_of(f, need))) {
+		FG_ERR("host attention: %zu bytes of staging for each of two streams, %llu in all",
+		       need, (unsigned long long)f->hstage.size);
+		return -EINVAL;
+	}
+	struct host_job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	if (direct && (rc = host_append(f, x->layer, 1, 1, NULL, hk, hv, at->k, at->v, first, cnt)))
+		goto fail;
+	for (int i = 0; i < 3; i++) {
+		if (i > 0 && direct)
+			continue;
+		if ((rc = fg_backend_copy_small(f->be, f->stream, hs + o, src[i].data, sz[i])))
+			goto fail;
+		*dst[i] = fg_view(hs + o, f->act, src[i].rows, src[i].cols);
+		o += sz[i];
+	}
+	at->out = fg_view(hs + o, f->act, out.rows, out.cols);
+	*j = (struct host_job){ f, *at, hk, hv, x->layer, first, cnt, !direct };
+	if ((rc = fg_backend_host_call(f->be, f->stream, host_job_run, j)))
+		goto fail;
+	return fg_backend_copy_small(f->be, f->stream, out.data, at->out.data, sz[0]);
+fail:
+	free(j);
+	return rc;
 }
 
 int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct fg_tensor q,
@@ -91,46 +186,53 @@ int fg_host_attention(struct fg_forward *f, const struct fg_block_ctx *x, struct
 	if (cnt == 0)
 		return 0;
 	fg_kv_views(f, f->gb[f->cur_k].cache[FG_ROLE_HOST][l].addr, nseq, &kc, &vc);
+	/* (a decode step's: q and out are the host's views once staged) */
+	struct fg_attention_args at = {
+		.k = kc, .v = vc, .batch = cnt, .seq = 1, .len = f->step + n,
+		.cache_stride = f->cols, .heads = c->heads, .head_dim = c->head_dim,
+		.scale = fg_attn_scale(c), .softcap = c->attn_softcap,
+		.pad = fg_kv_attend_pad(f, x) + first, .kv_heads = c->kv_heads,
+		.window = fg_layer_window(c, f->m->stage.layer0 + l),
+		/* a window's ring, once the positions pass its columns */
+		.ring = f->step + n > f->cols ? f->cols : 0,
+	};
+	if (f->two.on) {
+		at.q = hq;
+		return host_attention_queued(f, x, &at, hk, hv, ho, first, cnt);
+	}
 	if (f->mv.device) {
 		/* Stage what the host reads (the device finishes first): q in decode,
 		 * the new rows unless they go straight to the cache. */
 		char *hs = f->hstage.addr;
 		struct fg_tensor src[3] = { hq, hk, hv }, *dst[3] = { &hq, &hk, &hv };
-		size_t at = 0;
+		size_t o = 0;
 		if ((rc = fg_backend_stream_sync(f->be, f->stream)))
 			return rc;
 		f->stats.host_attn_wait_s += fg_now() - t0;
-		if (direct && (rc = host_append(f, x, 1, hstream, hk, hv, kc, vc, first, cnt)))
+		if (direct && (rc = host_append(f, l, n, 1, hstream, hk, hv, kc, vc, first, cnt)))
 			return rc;
 		for (int i = 0; i < 3; i++) {
 			size_t sz = (size_t)(src[i].rows * src[i].cols) * f->asz;
 			if ((i == 0 && !decode) || (i > 0 && direct))
 				continue;
-			if ((rc = fg_backend_copy_small(f->be, f->stream, hs + at, src[i].data, sz)))
+			if ((rc = fg_backend_copy_small(f->be, f->stream, hs + o, src[i].data, sz)))
 				return rc;
-			*dst[i] = fg_view(hs + at, f->act, src[i].rows, src[i].cols);
-			at += sz;
+			*dst[i] = fg_view(hs + o, f->act, src[i].rows, src[i].cols);
+			o += sz;
 		}
-		ho = fg_view(hs + at, f->act, ho.rows, ho.cols);
+		ho = fg_view(hs + o, f->act, ho.rows, ho.cols);
 		double t1 = fg_now();
 		if ((rc = fg_backend_stream_sync(f->be, f->stream)))
 			return rc;
 		f->stats.host_attn_wait_s += fg_now() - t1;
 	}
 	double ta = fg_now();
-	if (!direct && (rc = host_append(f, x, 0, hstream, hk, hv, kc, vc, first, cnt)))
+	if (!direct && (rc = host_append(f, l, n, 0, hstream, hk, hv, kc, vc, first, cnt)))
 		return rc;
 	f->stats.host_append_s += fg_now() - ta;
 	if (decode) {
-		struct fg_attention_args at = {
-			.q = hq, .k = kc, .v = vc, .out = ho, .batch = cnt, .seq = 1,
-			.len = f->step + n, .cache_stride = f->cols, .heads = c->heads,
-			.head_dim = c->head_dim, .scale = fg_attn_scale(c), .softcap = c->attn_softcap,
-			.pad = fg_kv_attend_pad(f, x) + first, .kv_heads = c->kv_heads,
-			.window = fg_layer_window(c, f->m->stage.layer0 + l),
-			/* a window's ring, once the positions pass its columns */
-			.ring = f->step + n > f->cols ? f->cols : 0,
-		};
+		at.q = hq;
+		at.out = ho;
 		if ((rc = fg_attend_chunk(f, f->hb, hstream, l, "host attention", &at, n)))
 			return rc;
 		if (f->mv.device &&

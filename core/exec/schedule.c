@@ -325,7 +325,54 @@ int fg_forward_drain(struct fg_forward *f)
 	}
 	if ((r = fg_backend_stream_sync(f->be, f->stream)) && !rc)
 		rc = r;
+	if (f->two.stream[1] && (r = fg_backend_stream_sync(f->be, f->two.stream[1])) && !rc)
+		rc = r;
+	if (f->two.rc) { /* (its host_call ran on another thread: its message is copied) */
+		FG_ERR("%s", f->two.err);
+		rc = rc ? rc : f->two.rc;
+		f->two.rc = 0;
+	}
 	return rc;
+}
+
+/* Two compute streams this step?  A decode step whose host attention is
+ * queued in stream order (host_call): GPU batches take the streams in turn,
+ * so that the host attends to one while the device computes the next.
+ * Kept to the placements whose transfers order against the compute stream
+ * item by item (no slot-held cache, no pipeline); device timing measures
+ * the serial order. */
+static int two_streams_on(const struct fg_forward *f, int64_t n)
+{
+	return f->two.stream[1] && n == 1 && f->step > 0 && !f->joining && !f->sharing &&
+	       !f->pipe && !f->plan.n_off && !f->env.device_timing &&
+	       fg_backend_has_host_call(f->be);
+}
+
+/* The item that runs on stream i (0 between items): the compute stream,
+ * the one the mover orders its copies against, and the workspaces. */
+static void use_stream(struct fg_forward *f, int i)
+{
+	struct fg_two_streams *t = &f->two;
+	if (t->cur == i)
+		return;
+	t->cur = i;
+	for (int w = 0; w < FG_WS_MAX; w++) {
+		struct fg_tensor x = f->ws[w];
+		f->ws[w] = t->ws[w];
+		t->ws[w] = x;
+	}
+	struct fg_tensor lg = f->logits;
+	f->logits = t->logits;
+	t->logits = lg;
+	f->stream = f->mv.compute_stream = t->stream[i];
+}
+
+/* Stream `to` waits for what stream `from` has queued so far. */
+static int stream_follows(struct fg_forward *f, int to, int from)
+{
+	struct fg_two_streams *t = &f->two;
+	int rc = fg_backend_event_record(f->be, t->ev[from], t->stream[from]);
+	return rc ? rc : fg_backend_stream_wait(f->be, t->stream[to], t->ev[from]);
 }
 
 /* GPU batches [k0, k1) of micro-batch gi. */
@@ -424,6 +471,7 @@ int fg_step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logits, 
 
 	f->in.ids = ids; /* whose rows a host-tier token table stages */
 	f->in.n = ids ? f->nb * f->bs * n : 0;
+	f->two.on = two_streams_on(f, n);
 	if ((rc = fg_devtime_mark(f, FG_DEV_COMPUTE))) /* the step's start */
 		goto out;
 	if (f->pipe) {
@@ -466,11 +514,20 @@ int fg_step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logits, 
 					f->stats.wait_weight_s += fg_now() - t0;
 					if (rc || (rc = fg_devtime_mark(f, FG_DEV_WAIT_WEIGHT)))
 						goto out;
+					/* (two streams: the second starts after the first's waits) */
+					if (f->two.on && (rc = stream_follows(f, 1, 0)))
+						goto out;
 				}
 				struct item next = next_item(f, gi, &it);
 				if (overlap && next.u < f->nunits && (rc = cache_prefetch(f, &next)))
 					goto out;
-				if ((rc = run_item(f, &it, ids, n, logits, top)))
+				use_stream(f, f->two.on ? (int)(t % 2) : 0);
+				rc = run_item(f, &it, ids, n, logits, top);
+				use_stream(f, 0);
+				if (rc)
+					goto out;
+				/* (two streams: the run ends when both have done its work) */
+				if (k == klast && f->two.on && (rc = stream_follows(f, 0, 1)))
 					goto out;
 				if (k == klast && stages &&
 				    (rc = fg_backend_event_record(f->be, f->wdone[ws], f->stream)))
@@ -482,6 +539,7 @@ int fg_step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logits, 
 	}
 out:
 	f->in.ids = NULL;
+	f->two.on = 0;
 	{
 		int r = graph_end(f, !rc); /* a step without an output block */
 		if (!rc)

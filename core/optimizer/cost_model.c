@@ -442,12 +442,16 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 	/* Memory, linear in the shares (exact for a concrete policy: core/plan). */
 	double kvs = x.cols * x.kv * x.e; /* one K (or V) of one sequence */
 	double hsz = x.gbs * x.s * x.h * x.hb, nb = x.nb, gbs = x.gbs, l = x.l;
-	double scratch = 0; /* the family's workspaces */
+	/* The family's workspaces, and a decode step's again for the second
+	 * stream of host attention (core/plan) */
+	double scratch = 0, route = c->experts_per_tok > 0 ? (double)c->experts_per_tok : 1;
+	int alt = x.cpu && x.dev && p->host_overlap;
 	for (int i = 0; i < c->arch->nworkspace; i++) {
 		const struct fg_workspace_def *w = &c->arch->workspace[i];
 		double per = w->per_token == FG_WS_PER_SEQ ? 1 : w->per_token == FG_WS_PER_TOKEN ? x.s :
-			     x.s * (double)(c->experts_per_tok > 0 ? c->experts_per_tok : 1);
-		scratch += x.gbs * per * (double)fg_dim_value(c, w->cols) * x.a;
+			     x.s * route;
+		double per1 = w->per_token == FG_WS_PER_ROUTE ? route : 1;
+		scratch += x.gbs * (per + (alt ? per1 : 0)) * (double)fg_dim_value(c, w->cols) * x.a;
 	}
 	double nslots = p->overlap ? 2 : 1;
 	int act_off = p->act[FG_ROLE_COMPUTE] < 100, act_disk = p->act[FG_ROLE_DISK] > 0;

@@ -310,6 +310,12 @@ int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 		o->scratch += ALIGN((uint64_t)fg_ws_rows(c, w, bs, prompt_len) *
 				    (uint64_t)fg_dim_value(c, w->cols) * asz, 64);
 	}
+	/* Delegated attention's decode steps run GPU batches on two streams in
+	 * turn (schedule.c): the second's workspaces, for one token a row. */
+	o->scratch_alt = 0;
+	for (int i = 0; o->delegate && env->device && p->host_overlap && i < a->nworkspace; i++)
+		o->scratch_alt += ALIGN((uint64_t)fg_ws_rows(c, &a->workspace[i], bs, 1) *
+					(uint64_t)fg_dim_value(c, a->workspace[i].cols) * asz, 64);
 	o->hidden = ALIGN(rows * (uint64_t)c->hidden * (env->hidden_bytes ? env->hidden_bytes : asz), 64);
 
 	/* Weight slots: a unit is a layer's attention and MLP block (or one
@@ -355,7 +361,7 @@ int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 	o->host_scratch = o->hs_pos + ALIGN(rows * 4, 64);
 
 	uint64_t *run = o->run;
-	run[FG_ROLE_COMPUTE] = o->scratch + (uint64_t)o->nslots * o->wslot +
+	run[FG_ROLE_COMPUTE] = o->scratch + o->scratch_alt + (uint64_t)o->nslots * o->wslot +
 			       FG_PLAN_SLOTS * (o->cslot + o->hslot);
 	run[FG_ROLE_HOST] = (uint64_t)o->nslots * o->wbounce +
 			    FG_PLAN_SLOTS * (o->cbounce + o->hbounce) + o->hstage + o->host_scratch;

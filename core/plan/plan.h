@@ -115,6 +115,8 @@ struct fg_plan {
 	int nws;                      /* the family's workspaces ... */
 	uint64_t ws_offset[FG_WS_MAX];/* ... at these offsets of the scratch region */
 	uint64_t scratch;             /* compute: the workspaces */
+	uint64_t scratch_alt;         /* compute: a decode step's workspaces again, for
+				       * GPU batches on a second stream (host attention) */
 	uint64_t hidden;              /* one GPU batch's activations */
 	uint64_t stage[FG_BLOCK_KINDS]; /* offset of a block's weights in its unit's slot */
 	uint64_t wslot, wbounce;      /* each weight slot (compute) / its bounce (host) */

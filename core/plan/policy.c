@@ -101,6 +101,7 @@ int fg_policy_from_config(const struct fg_config *c, struct fg_policy *p)
 	p->sep_layer = fg_config_bool(c, "policy", "sep_layer");
 	p->pin_weight = fg_config_bool(c, "policy", "pin_weight");
 	p->cpu_cache_compute = fg_config_bool(c, "policy", "cpu_cache_compute");
+	p->host_overlap = fg_config_bool(c, "policy", "host_overlap");
 	p->attn_sparsity = fg_config_double(c, "policy", "attn_sparsity");
 	p->compress_weight = fg_config_bool(c, "policy", "compress_weight");
 	p->compress_cache = fg_config_bool(c, "policy", "compress_cache");

@@ -24,6 +24,7 @@ struct fg_policy {
 	int sep_layer;          /* attention and MLP are scheduled as separate blocks */
 	int pin_weight;         /* weights on the host tier in page-locked memory */
 	int cpu_cache_compute;  /* decode attention of host-resident cache runs on the host */
+	int host_overlap;       /* ... beside the device's work on the next GPU batch */
 	double attn_sparsity;   /* 1: dense attention */
 	int compress_weight, compress_cache;
 	int exact;              /* placement = exact: split tensors by rows */

@@ -77,6 +77,10 @@
  *        host's attention output, an activation reload), which a device may
  *        move without its copy engines, where they would wait behind other
  *        streams' bulk transfers.
+ *   1.14 host_call: a host function run in a stream's order, so that the
+ *        host's work on one GPU batch (its attention over a host cache)
+ *        runs while the device works on the next, with no thread of the
+ *        core blocked in between.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -94,7 +98,7 @@ extern "C" {
 /* The compute ABI of this header: a compute plugin declares
  * `.abi_version = FG_COMPUTE_ABI_VERSION`.  Bumped by additions to this
  * header only (and by a change to what every kind shares, fgcore/plugin.h). */
-#define FG_COMPUTE_ABI_MINOR 13
+#define FG_COMPUTE_ABI_MINOR 14
 #define FG_COMPUTE_ABI_VERSION FG_ABI(FG_ABI_MAJOR, FG_COMPUTE_ABI_MINOR)
 
 struct fg_compute_info {
@@ -497,6 +501,13 @@ struct fg_compute_ops {
 	 * (not its copy engines, which run other streams' bulk transfers first).
 	 * Default: copy. */
 	int (*copy_small)(void *ctx, void *stream, void *dst, const void *src, size_t len);
+
+	/* minor 14, optional: run fn(arg) on the host once the stream's work
+	 * queued before it is done; the stream's later work waits for it to
+	 * return.  Returns once it is queued.  fn calls nothing of the backend
+	 * (a device runs it on a thread of its driver).  Default: stream_sync,
+	 * then fn(arg). */
+	int (*host_call)(void *ctx, void *stream, void (*fn)(void *arg), void *arg);
 };
 
 #ifdef __cplusplus

@@ -18,7 +18,8 @@
  * engine's tests catch a recorded step that breaks the promise.  Launched,
  * the recorded ops run as late as ever; dropped, they are unqueued.  The
  * generic tier (compute ABI 1.10) is queued the same way, but for route,
- * which hands its choice back on the host and so runs its stream first. */
+ * which hands its choice back on the host and so runs its stream first;
+ * host_call's function (1.14) too. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -46,7 +47,8 @@ static const struct fg_option ls_options[] = {
 };
 
 enum ls_kind { LS_EMBED, LS_NORM, LS_LINEAR, LS_PREFILL, LS_DECODE, LS_APPEND, LS_ROPE,
-	       LS_COPY, LS_WAIT, LS_ADD, LS_GATHER, LS_SCATTER_ADD, LS_GROUPED, LS_SOFTCAP };
+	       LS_COPY, LS_WAIT, LS_ADD, LS_GATHER, LS_SCATTER_ADD, LS_GROUPED, LS_SOFTCAP,
+	       LS_HOST };
 
 struct ls_stream;
 
@@ -66,6 +68,7 @@ struct ls_op {
 		struct fg_linear_grouped_args grouped;
 		struct fg_softcap_args softcap;
 		struct { void *dst; const void *src; size_t len; } copy;
+		struct { void (*fn)(void *); void *arg; } host;
 		struct { struct ls_stream *s; uint64_t pos; } wait;
 	} a;
 	void *arrays; /* the host arrays copied at queueing */
@@ -166,6 +169,9 @@ static int ls_exec(struct ls_ctx *c, struct ls_op *o)
 		return in->linear_grouped(c->in_ctx, NULL, &o->a.grouped);
 	case LS_SOFTCAP:
 		return in->softcap(c->in_ctx, NULL, &o->a.softcap);
+	case LS_HOST:
+		o->a.host.fn(o->a.host.arg);
+		return 0;
 	case LS_WAIT:
 		break;
 	}
@@ -393,6 +399,18 @@ static int ls_copy(void *ctx, void *stream, void *dst, const void *src, size_t l
 	o->a.copy.dst = dst;
 	o->a.copy.src = src;
 	o->a.copy.len = len;
+	return ls_queue(ctx, stream, o, 0, NULL, NULL);
+}
+
+/* host_call (compute ABI 1.14): the function runs in the stream's order, as
+ * late as the rest. */
+static int ls_host_call(void *ctx, void *stream, void (*fn)(void *arg), void *arg)
+{
+	struct ls_op *o = ls_op(LS_HOST);
+	if (!o)
+		return -ENOMEM;
+	o->a.host.fn = fn;
+	o->a.host.arg = arg;
 	return ls_queue(ctx, stream, o, 0, NULL, NULL);
 }
 
@@ -650,6 +668,7 @@ static const struct fg_compute_ops ls_ops = {
 	.scatter_add		= ls_scatter_add,
 	.linear_grouped		= ls_linear_grouped,
 	.softcap		= ls_softcap,
+	.host_call		= ls_host_call,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {

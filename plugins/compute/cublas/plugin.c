@@ -503,6 +503,20 @@ static int cublas_copy_small(void *ctx, void *stream, void *dst, const void *src
 	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "copy_small", "the copy kernel", e);
 }
 
+/* fn runs on a thread of the CUDA driver when the stream reaches it; the
+ * stream's later work waits for it to return. */
+static int cublas_host_call(void *ctx, void *stream, void (*fn)(void *arg), void *arg)
+{
+	struct cublas_ctx *c = ctx;
+	cudaError_t e;
+	int rc;
+
+	if ((rc = cublas_enter(c, "host_call")))
+		return rc;
+	e = cudaLaunchHostFunc(cublas_stream_of(c, stream)->s, fn, arg);
+	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "host_call", "cudaLaunchHostFunc", e);
+}
+
 /* ---- timers: events that record time ------------------------------------------------ */
 
 static int cublas_timer_create(void *ctx, void **timer)
@@ -899,6 +913,7 @@ static const struct fg_compute_ops cublas_ops = {
 	.softcap		= cublas_softcap,
 	.experts		= cublas_experts,
 	.copy_small		= cublas_copy_small,
+	.host_call		= cublas_host_call,
 };
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
