@@ -534,6 +534,27 @@ START_TEST(test_cost_model_sanity)
 	ck_assert_msg(fabs(a.decode_s - longer) < 0.02 * longer + 0.05, "decode %.3f s, rule %.3f s",
 		      a.decode_s, longer);
 	ck_assert(a.decode_s < dl[FG_LINK_CTOG] + dl[FG_LINK_COMP] + dl[FG_LINK_HOST] - 0.1);
+	/* With the host's attention beside the device's (host_overlap: GPU
+	 * batches on two streams), a unit's run takes the longer side plus one
+	 * GPU batch of the other; with one GPU batch, the two in turn. */
+	struct fg_policy hp = p;
+	hp.host_overlap = 1;
+	ck_assert_int_eq(fg_cost_predict(&cc, &hp, &b), 0);
+	double *hl = b.link[FG_STAGE_DECODE], nb = (double)hp.num_gpu_batches;
+	ck_assert(fabs(hl[FG_LINK_HOST1] - hl[FG_LINK_HOST] / nb) < 1e-9 * hl[FG_LINK_HOST]);
+	double beside = fmax(fmax(hl[FG_LINK_CTOG] + hl[FG_LINK_COMP],
+				  hl[FG_LINK_COMP] + hl[FG_LINK_HOST] / nb),
+			     hl[FG_LINK_HOST] + hl[FG_LINK_COMP] / nb);
+	ck_assert_msg(fabs(b.decode_s - beside) < 0.02 * beside + 0.05, "beside: decode %.3f s, rule %.3f s",
+		      b.decode_s, beside);
+	ck_assert(b.decode_s <= a.decode_s + 1e-9);
+	ck_assert(a.link[FG_STAGE_DECODE][FG_LINK_HOST1] == 0); /* (in turn: none) */
+	hp.num_gpu_batches = p.num_gpu_batches = 1;
+	struct fg_cost_prediction one, one_beside;
+	ck_assert_int_eq(fg_cost_predict(&cc, &p, &one), 0);
+	ck_assert_int_eq(fg_cost_predict(&cc, &hp, &one_beside), 0);
+	ck_assert(fabs(one.decode_s - one_beside.decode_s) < 1e-9 * one.decode_s);
+	p.num_gpu_batches = 3;
 	/* with sep_layer the attention block's loads (a third of OPT's layer)
 	 * do not hide behind the host's attention */
 	ck_assert(dl[FG_LINK_ALOAD] == 0);

@@ -20,6 +20,13 @@ double fg_lin_eval(const struct fg_lin *l, const double x[FG_X_N])
 	return v;
 }
 
+static void fg_lin_scale(struct fg_lin *l, double by)
+{
+	l->c *= by;
+	for (int i = 0; i < FG_X_N; i++)
+		l->a[i] *= by;
+}
+
 /* Everything the term builder needs, in doubles. */
 struct ctx {
 	const struct fg_hardware *hw;
@@ -431,6 +438,17 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 		io_terms(&sx, t->t[st][FG_PART_IO], Wi + Wo, st == FG_STAGE_DECODE);
 	}
 	t->serial = !p->overlap || hw->compute_host_memory;
+	/* GPU batches on two streams in turn (core/exec/schedule.c): a run of a
+	 * unit takes the longer side plus one batch of the other (the first
+	 * batch's device work before the host starts, the last one's host work
+	 * before the device ends). */
+	t->host_beside = x.cpu && x.dev && p->host_overlap && !t->serial;
+	for (int part = 0; part < FG_PARTS; part++) {
+		struct fg_lin *L = t->t[FG_STAGE_DECODE][part];
+		L[FG_LINK_COMP1] = L[FG_LINK_COMP], L[FG_LINK_HOST1] = L[FG_LINK_HOST];
+		fg_lin_scale(&L[FG_LINK_COMP1], t->host_beside ? 1 / x.nb : 0);
+		fg_lin_scale(&L[FG_LINK_HOST1], t->host_beside ? 1 / x.nb : 0);
+	}
 	t->layers = layers;
 	t->decode_steps = cc->gen_len - 1;
 	/* A turnover of a refilled batch: every row joins once, join_rows at a
@@ -516,12 +534,18 @@ static const struct fg_cost_rule rule_decode = { 6, {
 	{ FG_LINK_CTOG, FG_LINK_DTOC, -1 }, { FG_LINK_CTOG, FG_LINK_GTOC, -1 },
 	{ FG_LINK_CTOG, FG_LINK_CTOD, -1 }, { FG_LINK_CTOG, FG_LINK_COMP, -1 },
 	{ FG_LINK_COMP, FG_LINK_HOST, FG_LINK_ALOAD, -1 }, { FG_LINK_HMEM, -1 } } };
+static const struct fg_cost_rule rule_decode_beside = { 7, {
+	{ FG_LINK_CTOG, FG_LINK_DTOC, -1 }, { FG_LINK_CTOG, FG_LINK_GTOC, -1 },
+	{ FG_LINK_CTOG, FG_LINK_CTOD, -1 }, { FG_LINK_CTOG, FG_LINK_COMP, -1 },
+	{ FG_LINK_COMP, FG_LINK_HOST1, FG_LINK_ALOAD, -1 },
+	{ FG_LINK_HOST, FG_LINK_COMP1, FG_LINK_ALOAD, -1 }, { FG_LINK_HMEM, -1 } } };
 static const struct fg_cost_rule rule_serial = { 1, {
 	{ FG_LINK_CTOG, FG_LINK_GTOC, FG_LINK_DTOC, FG_LINK_CTOD, FG_LINK_COMP, FG_LINK_HOST, -1 } } };
 
 const struct fg_cost_rule *fg_cost_rule(const struct fg_cost_terms *t, int stage)
 {
-	return t->serial ? &rule_serial : stage == FG_STAGE_PREFILL ? &rule_prefill : &rule_decode;
+	return t->serial ? &rule_serial : stage == FG_STAGE_PREFILL ? &rule_prefill :
+	       t->host_beside ? &rule_decode_beside : &rule_decode;
 }
 
 double fg_cost_combine(const struct fg_cost_terms *t, int stage, const double k[FG_LINKS])
@@ -668,7 +692,7 @@ void fg_cost_print(FILE *out, const struct fg_cost_prediction *pred,
 		fprintf(out, "\n");
 	}
 	static const char *const link[FG_LINKS] = { "ctog", "gtoc", "dtoc", "ctod", "comp", "host",
-						    "hmem", "aload" };
+						    "hmem", "aload", "comp1", "host1" };
 	fprintf(out, "predicted time: prefill %.3f s, decode %.3f s; links (s)", pred->prefill_s,
 		pred->decode_s);
 	for (int st = 0; st < FG_STAGES; st++) {

@@ -87,11 +87,16 @@ int64_t fg_cost_join_rows(const struct fg_cost_case *cc, const struct fg_policy 
  * attention). */
 enum fg_link {
 	FG_LINK_CTOG, FG_LINK_GTOC, FG_LINK_DTOC, FG_LINK_CTOD, FG_LINK_COMP, FG_LINK_HOST,
-	FG_LINK_HMEM, FG_LINK_ALOAD, FG_LINKS
+	FG_LINK_HMEM, FG_LINK_ALOAD,
+	/* With the host's attention beside the device's (policy.host_overlap):
+	 * one GPU batch's share of the device's and of the host's work (comp
+	 * and host over num_gpu_batches), what the other side waits for at a
+	 * run's start or end.  Not more work: derived from comp and host. */
+	FG_LINK_COMP1, FG_LINK_HOST1, FG_LINKS
 };
 /* The overlap rule: a stage's part takes the longest of the sums of link
  * times in its sets (each ends at -1). */
-#define FG_COST_SETS 6
+#define FG_COST_SETS 7
 struct fg_cost_rule {
 	int nsets;
 	int set[FG_COST_SETS][FG_LINKS + 1];
@@ -105,6 +110,7 @@ enum { FG_PART_LAYER, FG_PART_IO, FG_PARTS }; /* one layer; the input + output b
 struct fg_cost_terms {
 	struct fg_lin t[FG_STAGES][FG_PARTS][FG_LINKS]; /* seconds */
 	int serial;             /* links run one after another (no overlap) */
+	int host_beside;        /* decode: the host's attention beside the device's work */
 	int64_t layers, decode_steps;
 	/* Prefill steps a run prices: 1; a refilled steady state's join steps
 	 * per turnover of the batch, batch / join rows (the prefill stage's
