@@ -199,6 +199,10 @@ static inline int64_t fg_rows_computed(const struct fg_forward *f, int64_t k)
 	return n;
 }
 
+/* host_attention.c: does the staging hold two decode steps' (one for each
+ * stream of fg_two_streams)? */
+int fg_host_stage_halves(const struct fg_forward *f);
+
 /* schedule.c: one step of n tokens a row from column f->step on. */
 int fg_step(struct fg_forward *f, const int32_t *ids, int64_t n, float *logits, int32_t *top);
 /* Does the next step run GPU batch k: one with a row to compute, or the

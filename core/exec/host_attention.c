@@ -107,11 +107,18 @@ static void host_job_run(void *arg)
 	free(j);
 }
 
-/* The staging of stream i: the two streams' decode steps take halves. */
-static char *stage_of(const struct fg_forward *f, size_t need)
+/* Bytes a decode step stages for the host's attention of cnt rows: q and
+ * the result, and the new K/V rows where the host encodes them. */
+static size_t stage_bytes(const struct fg_forward *f, int64_t cnt)
 {
-	int i = f->two.cur;
-	return need * 2 <= f->hstage.size ? (char *)f->hstage.addr + (size_t)i * need : NULL;
+	int direct = f->cdt == f->act;
+	return (size_t)cnt * f->asz *
+	       (size_t)(2 * fg_dim_value(f->cfg, FG_DIM_Q) + (direct ? 0 : 2 * f->kvw));
+}
+
+int fg_host_stage_halves(const struct fg_forward *f)
+{
+	return 2 * stage_bytes(f, f->plan.ccount[FG_ROLE_HOST]) <= f->hstage.size;
 }
 
 /* Queued: the new rows (into a plain cache, or staged for a 4-bit one's
@@ -124,20 +131,14 @@ static int host_attention_queued(struct fg_forward *f, const struct fg_block_ctx
 {
 	int direct = f->cdt == f->act;
 	struct fg_tensor src[3] = { at->q, hk, hv }, *dst[3] = { &at->q, &hk, &hv };
-	size_t sz[3], need = 0, o = 0;
-	char *hs;
+	/* (each stream its half of the staging: fg_host_stage_halves) */
+	char *hs = (char *)f->hstage.addr +
+		   (size_t)f->two.cur * stage_bytes(f, f->plan.ccount[FG_ROLE_HOST]);
+	size_t sz[3], o = 0;
 	int rc;
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 3; i++)
 		sz[i] = (size_t)(src[i].rows * src[i].cols) * f->asz;
-		need += i == 0 || !direct ? sz[i] : 0;
-	}
-	need += sz[0]; /* the result */
-	if (!(hs = stage_of(f, need))) {
-		FG_ERR("host attention: %zu bytes of staging for each of two streams, %llu in all",
-		       need, (unsigned long long)f->hstage.size);
-		return -EINVAL;
-	}
 	struct host_job *j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;

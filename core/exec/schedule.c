@@ -345,7 +345,7 @@ static int two_streams_on(const struct fg_forward *f, int64_t n)
 {
 	return f->two.stream[1] && n == 1 && f->step > 0 && !f->joining && !f->sharing &&
 	       !f->pipe && !f->plan.n_off && !f->env.device_timing &&
-	       fg_backend_has_host_call(f->be);
+	       fg_backend_has_host_call(f->be) && fg_host_stage_halves(f);
 }
 
 /* The item that runs on stream i (0 between items): the compute stream,
