@@ -95,11 +95,12 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	KEY("policy", "cpu_cache_compute", FG_CFG_BOOL, "false",
 	    "Compute decode attention on the host for the sequences whose KV cache lives on "
 	    "the host tier; only queries and results cross tiers."),
-	KEY("policy", "host_overlap", FG_CFG_BOOL, "true",
+	KEY("policy", "host_overlap", FG_CFG_BOOL, "false",
 	    "With cpu_cache_compute on a GPU: in decode, run the host's attention of one GPU "
 	    "batch while the GPU computes the next (GPU batches on two compute streams in "
 	    "turn, the host's part queued in stream order); false, and while [bench] "
-	    "device_timing times the phases: the GPU and the host take turns."),
+	    "device_timing times the phases: the GPU and the host take turns.  Off by "
+	    "default until measured on a GPU."),
 	KEY_DOUBLE("policy", "attn_sparsity", "1", 0, 1,
 		   "Fraction of attention scores kept in decode attention; 1: dense (only 1 is "
 		   "implemented)."),

@@ -247,7 +247,7 @@ static void mode_policy(const struct search *s, struct fg_policy *p, int64_t gbs
 	p->sep_layer = ch->sep;
 	p->pin_weight = 1;
 	p->cpu_cache_compute = ch->cpu;
-	p->host_overlap = ch->cpu; /* the engine's default */
+	p->host_overlap = 0; /* the engine's default (not yet measured on a GPU) */
 	p->attn_sparsity = 1;
 	p->compress_weight = ch->cw;
 	p->compress_cache = ch->cq;
