@@ -44,6 +44,8 @@ const char *fg_dtype_name(enum fg_dtype t)
 		return "q4_rows";
 	case FG_DTYPE_Q4_COLS:
 		return "q4_cols";
+	case FG_DTYPE_F8_ROWS:
+		return "f8_rows";
 	}
 	return "an unknown dtype";
 }
@@ -200,7 +202,8 @@ int fg_backend_supports(const struct fg_backend *b, enum fg_op op, enum fg_dtype
 {
 	/* `supports` is a minor-1 member: never read from a 1.0 plugin's table;
 	 * an op of a later minor is never asked of an older plugin. */
-	if (b->minor < (uint32_t)fg_op_minor(op) || !fg_has_hook(b, op))
+	if (b->minor < (uint32_t)fg_op_minor(op) || !fg_has_hook(b, op) ||
+	    (dtype == FG_DTYPE_F8_ROWS && b->minor < 15))
 		return 0;
 	if (b->minor >= 1)
 		return b->ops->supports(b->ctx, op, dtype) != 0;

@@ -5,7 +5,8 @@
  * cublas); small index arrays (token ids, positions, pad counts) are host
  * memory and the backend copies them where it needs them.
  *
- * Element types: weights are FG_DTYPE_F16 (linear also takes FG_DTYPE_Q4_ROWS);
+ * Element types: weights are FG_DTYPE_F16 (linear also takes FG_DTYPE_Q4_ROWS,
+ * and from minor 15 FG_DTYPE_F8_ROWS);
  * activations, the KV cache and outputs use the backend's activation type
  * (fg_compute_info.act_dtype), except the residual stream, which uses
  * fg_compute_info.hidden_dtype (minor 3); the decode attention and kv_append
@@ -81,6 +82,10 @@
  *        host's work on one GPU batch (its attention over a host cache)
  *        runs while the device works on the next, with no thread of the
  *        core blocked in between.
+ *   1.15 fp8 weights: linear (and linear_grouped, experts) also take
+ *        FG_DTYPE_F8_ROWS weights (E4M3 with an fp32 scale per output
+ *        channel, fgcore/f8.h), where the backend answers supports(op,
+ *        FG_DTYPE_F8_ROWS); the core never asks an older backend.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -98,7 +103,7 @@ extern "C" {
 /* The compute ABI of this header: a compute plugin declares
  * `.abi_version = FG_COMPUTE_ABI_VERSION`.  Bumped by additions to this
  * header only (and by a change to what every kind shares, fgcore/plugin.h). */
-#define FG_COMPUTE_ABI_MINOR 14
+#define FG_COMPUTE_ABI_MINOR 15
 #define FG_COMPUTE_ABI_VERSION FG_ABI(FG_ABI_MAJOR, FG_COMPUTE_ABI_MINOR)
 
 struct fg_compute_info {
@@ -192,7 +197,7 @@ struct fg_layer_norm_args {
  * SwiGLU is up = x · w_upᵀ, then out = silu(x · w_gateᵀ) ⊙ up. */
 struct fg_linear_args {
 	struct fg_tensor x;        /* [m, k] act */
-	struct fg_tensor w;        /* [n, k] f16, or FG_DTYPE_Q4_ROWS (the whole encoded tensor) */
+	struct fg_tensor w;        /* [n, k] f16, or FG_DTYPE_Q4_ROWS / F8_ROWS (the whole encoded tensor) */
 	struct fg_tensor bias;     /* [1, n] f16; data NULL: none */
 	enum fg_activation act;
 	struct fg_tensor residual; /* [m, n] act; data NULL: none; may be out */

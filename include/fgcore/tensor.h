@@ -18,9 +18,13 @@ enum fg_dtype {
 	 * A view of either must cover its whole encoded tensor (ld == cols). */
 	FG_DTYPE_Q4_ROWS = 3,
 	FG_DTYPE_Q4_COLS = 4,
+	/* fp8 (E4M3) weights with one fp32 scale per row, an output channel
+	 * (fgcore/f8.h; compute minor 15).  Like the 4-bit types, a view
+	 * covers its whole encoded tensor (ld == cols). */
+	FG_DTYPE_F8_ROWS = 5,
 };
 
-/* Bytes per element of the plain types (0 for the grouped 4-bit ones). */
+/* Bytes per element of the plain types (0 for the encoded ones: 4-bit, fp8). */
 static inline unsigned fg_dtype_size(enum fg_dtype t)
 {
 	switch (t) {
