@@ -192,7 +192,8 @@ static void print_report(const struct fg_engine *e, const struct fg_bench_result
 	for (int i = 0; i < FG_ROLES; i++)
 		stored += e->model.bytes[i];
 	printf("weights as stored: %.3f GB (%s)\n", stored / GB,
-	       e->policy.compress_weight ? "int4_group64" : "fp16");
+	       e->policy.compress_weight ? fg_plan_weight_codec(fg_plan_weight_dtype(&e->policy))
+					 : "fp16");
 	printf("peak memory:");
 	for (int i = FG_ROLES - 1; i >= 0; i--)
 		if (e->tier[i])

@@ -105,7 +105,12 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		   "Fraction of attention scores kept in decode attention; 1: dense (only 1 is "
 		   "implemented)."),
 	KEY("policy", "compress_weight", FG_CFG_BOOL, "false",
-	    "Store weights as 4-bit groups of 64 (int4_group64 codec) on every tier."),
+	    "Store the linear layers' weights compressed on every tier, by weight_codec."),
+	KEY_ENUM("policy", "weight_codec", "int4_group64", "int4_group64|fp8_e4m3_rows",
+		 "How compress_weight stores weights: int4_group64, 4-bit groups of 64 "
+		 "values (FlexGen's); fp8_e4m3_rows, fp8 (E4M3) with one scale per output "
+		 "channel, twice the bytes and a fraction of 4-bit's error (the compute "
+		 "backend must read it: cpu_blas does)."),
 	KEY("policy", "compress_cache", FG_CFG_BOOL, "false",
 	    "Store the KV cache as 4-bit groups of 64 along the head dimension."),
 	KEY("policy", "score_chunk", FG_CFG_SIZE, "256M",

@@ -118,7 +118,7 @@ static int check_ops(const struct fg_backend *be, const char *section,
 		     const struct fg_model_config *c, const struct fg_policy *p, int host_only)
 {
 	enum fg_dtype act = be->info.act_dtype;
-	enum fg_dtype wdt = p->compress_weight ? FG_DTYPE_Q4_ROWS : FG_DTYPE_F16;
+	enum fg_dtype wdt = fg_plan_weight_dtype(p);
 	enum fg_dtype cdt = p->compress_cache ? FG_DTYPE_Q4_COLS : act;
 	enum fg_op ops[16];
 	enum fg_dtype dts[16];
@@ -134,6 +134,9 @@ static int check_ops(const struct fg_backend *be, const char *section,
 			continue;
 		if (dts[i] == FG_DTYPE_Q4_ROWS)
 			FG_ERR("[policy] compress_weight = true, but %s %s does not read 4-bit (int4_group64) weights: set compress_weight = false or use a backend that does (cpu_blas, cublas)",
+			       section, name);
+		else if (dts[i] == FG_DTYPE_F8_ROWS)
+			FG_ERR("[policy] compress_weight = true with weight_codec = fp8_e4m3_rows, but %s %s does not read fp8 weights: use weight_codec = int4_group64, compress_weight = false or a backend that does (cpu_blas)",
 			       section, name);
 		else if (dts[i] == FG_DTYPE_Q4_COLS)
 			FG_ERR("[policy] compress_cache = true, but %s %s does not read a 4-bit (int4_group64) KV cache: set compress_cache = false or use a backend that does (cpu_blas, cublas)",
@@ -196,7 +199,7 @@ static void fingerprint(const struct fg_config *c, const struct fg_engine *e,
 		 "model %s (%s, %lld layers, hidden %lld, vocab %lld, %lld heads, %lld kv heads, ffn %lld)\n"
 		 "[policy] gpu_batch_size %lld\n[policy] num_gpu_batches %lld\n"
 		 "[policy] overlap %d, sep_layer %d, cpu_cache_compute %d\n"
-		 "[policy] compress_weight %d, compress_cache %d\n"
+		 "[policy] compress_weight %d (weight_fp8 %d), compress_cache %d\n"
 		 "activations of %u bytes ([compute] %s)\n"
 		 "[distributed] layers \"%s\"\n[distributed] micro_batches %lld\n"
 		 "[distributed] transport %s\n[distributed] replicas %lld\n",
@@ -205,7 +208,8 @@ static void fingerprint(const struct fg_config *c, const struct fg_engine *e,
 		 (long long)mc->layers, (long long)mc->hidden, (long long)mc->vocab,
 		 (long long)mc->heads, (long long)mc->kv_heads, (long long)mc->ffn,
 		 (long long)p->gpu_batch_size, (long long)p->num_gpu_batches, p->overlap,
-		 p->sep_layer, p->cpu_cache_compute, p->compress_weight, p->compress_cache,
+		 p->sep_layer, p->cpu_cache_compute, p->compress_weight, p->weight_fp8,
+		 p->compress_cache,
 		 fg_dtype_size(e->be.info.act_dtype), e->be.ph.plugin->name,
 		 fg_config_str(c, "distributed", "layers"),
 		 (long long)fg_config_int(c, "distributed", "micro_batches"),
@@ -295,8 +299,9 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 	    (rc = open_host_backend(e)))
 		goto fail;
 	if (e->policy.compress_weight) {
-		if ((rc = fg_plugin_load("int4_group64", FG_PLUGIN_CODEC, &ph)) ||
-		    (rc = fg_codec_open(&e->q4, &ph)))
+		if ((rc = fg_plugin_load(fg_plan_weight_codec(fg_plan_weight_dtype(&e->policy)),
+					 FG_PLUGIN_CODEC, &ph)) ||
+		    (rc = fg_codec_open(&e->wcodec, &ph)))
 			goto fail;
 	}
 	t0 = fg_now();
@@ -321,7 +326,7 @@ int fg_engine_open(const struct fg_config *c, struct fg_engine **out)
 		fg_weights_close(w);
 		goto fail;
 	}
-	rc = fg_model_load_stage(&e->model, &mc, w, e->tier, &e->policy, e->q4.ops ? &e->q4 : NULL,
+	rc = fg_model_load_stage(&e->model, &mc, w, e->tier, &e->policy, e->wcodec.ops ? &e->wcodec : NULL,
 				 &stage);
 	fg_weights_close(w);
 	if (e->world) {
@@ -368,8 +373,8 @@ void fg_engine_close(struct fg_engine *e)
 	fg_tokenizer_free(e->tok);
 	if (e->model.blocks)
 		fg_model_unload(&e->model);
-	if (e->q4.ops)
-		fg_codec_close(&e->q4);
+	if (e->wcodec.ops)
+		fg_codec_close(&e->wcodec);
 	fg_tier_budget_fini(&e->host_mem);
 	for (int r = 0; r < FG_ROLES; r++)
 		if (e->tier[r])

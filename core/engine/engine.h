@@ -27,7 +27,7 @@ struct fg_engine {
 	struct fg_tier tiers[FG_ROLES];
 	struct fg_tier *tier[FG_ROLES]; /* NULL where not opened */
 	struct fg_tier_budget host_mem; /* the host-memory tiers' one RAM */
-	struct fg_codec q4;          /* compress_weight */
+	struct fg_codec wcodec;      /* compress_weight's (weight_codec) */
 	struct fg_model model;
 	struct fg_tokenizer *tok;    /* NULL when the model has no tokenizer files */
 	char tok_error[512];         /* why tok is NULL */

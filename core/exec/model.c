@@ -11,7 +11,7 @@
 
 /* Read the block's tensors from the source and write each piece to its tier. */
 static int fill_block(struct fg_model *m, struct fg_block *b, struct fg_weights *w,
-		      const struct fg_codec *q4, uint16_t *f16, void *enc)
+		      const struct fg_codec *wc, uint16_t *f16, void *enc)
 {
 	const struct fg_plan_block *pb = b->plan;
 	char name[128];
@@ -33,9 +33,10 @@ static int fill_block(struct fg_model *m, struct fg_block *b, struct fg_weights 
 			rc = fg_weights_read_rows_f16(w, name, pp->row0, pp->rows, t->cols, f16);
 			if (rc)
 				return rc;
-			if (t->dtype == FG_DTYPE_Q4_ROWS) {
-				struct fg_codec_shape s = { (uint64_t)pp->rows, (uint64_t)t->cols, 0 };
-				rc = fg_codec_encode_f16(q4, &s, f16, enc);
+			if (t->dtype != FG_DTYPE_F16) { /* 4-bit groups of rows; fp8 scales rows */
+				struct fg_codec_shape s = { (uint64_t)pp->rows, (uint64_t)t->cols,
+							    t->dtype == FG_DTYPE_Q4_ROWS ? 0 : 1 };
+				rc = fg_codec_encode_f16(wc, &s, f16, enc);
 				if (rc)
 					return rc;
 				src = enc;
@@ -51,16 +52,16 @@ static int fill_block(struct fg_model *m, struct fg_block *b, struct fg_weights 
 
 int fg_model_load(struct fg_model *m, const struct fg_model_config *cfg, struct fg_weights *w,
 		  struct fg_tier *tiers[FG_ROLES], const struct fg_policy *p,
-		  const struct fg_codec *q4)
+		  const struct fg_codec *wc)
 {
 	struct fg_stage whole;
 	fg_stage_whole(cfg->layers, &whole);
-	return fg_model_load_stage(m, cfg, w, tiers, p, q4, &whole);
+	return fg_model_load_stage(m, cfg, w, tiers, p, wc, &whole);
 }
 
 int fg_model_load_stage(struct fg_model *m, const struct fg_model_config *cfg,
 			struct fg_weights *w, struct fg_tier *tiers[FG_ROLES],
-			const struct fg_policy *p, const struct fg_codec *q4,
+			const struct fg_policy *p, const struct fg_codec *wc,
 			const struct fg_stage *stage)
 {
 	uint64_t largest = 0;
@@ -85,8 +86,11 @@ int fg_model_load_stage(struct fg_model *m, const struct fg_model_config *cfg,
 			      !(tiers[FG_ROLE_COMPUTE]->info.flags & FG_STORAGE_HOST_MEMORY), &m->kind[k],
 			      m->placed[k]);
 		for (int64_t t = 0; t < n; t++) {
-			uint64_t b = (uint64_t)m->placed[k][t].rows * (uint64_t)m->placed[k][t].cols * 2;
+			const struct fg_plan_tensor *pt = &m->placed[k][t];
+			uint64_t b = (uint64_t)pt->rows * (uint64_t)pt->cols * 2,
+				 e = fg_plan_tensor_bytes(pt, pt->rows);
 			largest = b > largest ? b : largest;
+			largest = e > largest ? e : largest;
 		}
 	}
 	int first = fg_stage_first(stage), last = fg_stage_last(stage);
@@ -134,7 +138,7 @@ int fg_model_load_stage(struct fg_model *m, const struct fg_model_config *cfg,
 		}
 	}
 	for (int64_t i = 0; i < m->nblocks && !rc; i++)
-		rc = fill_block(m, &m->blocks[i], w, q4, f16, enc);
+		rc = fill_block(m, &m->blocks[i], w, wc, f16, enc);
 	free(f16);
 	free(enc);
 	if (rc)

@@ -37,16 +37,17 @@ struct fg_model {
 };
 
 /* Place and read every weight.  `tiers` is indexed by enum fg_role; a tier
- * may be NULL when the policy gives it no share.  `q4` encodes compressed
- * weights (NULL unless p->compress_weight). */
+ * may be NULL when the policy gives it no share.  `wc` encodes compressed
+ * weights: the codec of fg_plan_weight_dtype(p) (NULL unless
+ * p->compress_weight). */
 int fg_model_load(struct fg_model *m, const struct fg_model_config *cfg, struct fg_weights *w,
 		  struct fg_tier *tiers[FG_ROLES], const struct fg_policy *p,
-		  const struct fg_codec *q4);
+		  const struct fg_codec *wc);
 /* The same for one pipeline stage: its layers, the input block on the first
  * stage, the output block on the last. */
 int fg_model_load_stage(struct fg_model *m, const struct fg_model_config *cfg,
 			struct fg_weights *w, struct fg_tier *tiers[FG_ROLES],
-			const struct fg_policy *p, const struct fg_codec *q4,
+			const struct fg_policy *p, const struct fg_codec *wc,
 			const struct fg_stage *stage);
 void fg_model_unload(struct fg_model *m);
 

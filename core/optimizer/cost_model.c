@@ -306,7 +306,7 @@ static int rates_ok(const struct fg_hardware *hw, const struct fg_policy *p)
 		FG_ERR("cost model: cpu_cache_compute with compress_cache needs [hardware] cpu_attn_q4_bdw (host attention over a 4-bit cache); run fgcore profile");
 		return -EINVAL;
 	}
-	if ((p->compress_weight || p->compress_cache) && !(hw->q4_decode_bdw > 0)) {
+	if (((p->compress_weight && !p->weight_fp8) || p->compress_cache) && !(hw->q4_decode_bdw > 0)) {
 		FG_ERR("cost model: compressed weights or cache need [hardware] q4_decode_bdw (the backend's int4 rate); run fgcore profile with a backend that reads int4");
 		return -EINVAL;
 	}
@@ -414,7 +414,10 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 		.gbs_lin = (double)p->gpu_batch_size,
 		.a = hw->act_bytes, .hb = fg_hardware_hidden_bytes(hw),
 		.dev = !hw->compute_host_memory, .cpu = p->cpu_cache_compute,
-		.cw = p->compress_weight, .cq = p->compress_cache, .sep = p->sep_layer,
+		/* fp8 weights: their bytes move (the plan's), their products are
+		 * priced as fp16 ones (no fp8 rate is profiled yet) */
+		.cw = p->compress_weight && !p->weight_fp8, .cq = p->compress_cache,
+		.sep = p->sep_layer,
 		.ctog = hw->ctog_bdw * GBPS, .gtoc = hw->gtoc_bdw * GBPS,
 		/* no disk tier: a rate that makes it useless but keeps the LP finite */
 		.dtoc = (hw->dtoc_bdw > 0 ? hw->dtoc_bdw : 1e-3) * GBPS,

@@ -42,6 +42,7 @@ int fg_optimize_policy_keys(const struct fg_policy *p,
 	KV("policy.pin_weight=%s", BOOL(p->pin_weight));
 	KV("policy.cpu_cache_compute=%s", BOOL(p->cpu_cache_compute));
 	KV("policy.compress_weight=%s", BOOL(p->compress_weight));
+	KV("policy.weight_codec=%s", p->weight_fp8 ? "fp8_e4m3_rows" : "int4_group64");
 	KV("policy.compress_cache=%s", BOOL(p->compress_cache));
 	KV("policy.window_ring=%s", BOOL(p->window_ring));
 #undef BOOL
@@ -250,6 +251,7 @@ static void mode_policy(const struct search *s, struct fg_policy *p, int64_t gbs
 	p->host_overlap = 0; /* the engine's default (not yet measured on a GPU) */
 	p->attn_sparsity = 1;
 	p->compress_weight = ch->cw;
+	p->weight_fp8 = 0; /* the optimizer weighs 4-bit weights only (no fp8 rate profiled) */
 	p->compress_cache = ch->cq;
 	p->exact = 1;
 	p->weight[FG_ROLE_DISK] = ch->dw;
@@ -444,7 +446,8 @@ static int same_policy(const struct fg_policy *a, const struct fg_policy *b)
 	       !memcmp(a->cache, b->cache, sizeof(a->cache)) &&
 	       !memcmp(a->act, b->act, sizeof(a->act)) && a->sep_layer == b->sep_layer &&
 	       a->cpu_cache_compute == b->cpu_cache_compute &&
-	       a->compress_weight == b->compress_weight && a->compress_cache == b->compress_cache;
+	       a->compress_weight == b->compress_weight && a->weight_fp8 == b->weight_fp8 &&
+	       a->compress_cache == b->compress_cache;
 }
 
 /* Better: more throughput; on a tie the larger batch, then the larger GPU batch. */

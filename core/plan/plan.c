@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <fgcore/f8.h>
 #include <fgcore/q4.h>
 #include "core/plan/plan.h"
 #include "core/util/error.h"
@@ -15,7 +16,20 @@ uint64_t fg_plan_tensor_bytes(const struct fg_plan_tensor *t, int64_t rows)
 {
 	if (t->dtype == FG_DTYPE_Q4_ROWS)
 		return fg_q4_bytes((uint64_t)rows, (uint64_t)t->cols, 0);
+	if (t->dtype == FG_DTYPE_F8_ROWS)
+		return fg_f8_bytes((uint64_t)rows, (uint64_t)t->cols);
 	return (uint64_t)rows * (uint64_t)t->cols * 2;
+}
+
+enum fg_dtype fg_plan_weight_dtype(const struct fg_policy *p)
+{
+	return !p->compress_weight ? FG_DTYPE_F16 : p->weight_fp8 ? FG_DTYPE_F8_ROWS
+								 : FG_DTYPE_Q4_ROWS;
+}
+
+const char *fg_plan_weight_codec(enum fg_dtype t)
+{
+	return t == FG_DTYPE_Q4_ROWS ? "int4_group64" : t == FG_DTYPE_F8_ROWS ? "fp8_e4m3_rows" : NULL;
 }
 
 static void fg_plan_add_piece(struct fg_plan_tensor *t, enum fg_role role, int64_t row0,
@@ -135,8 +149,7 @@ void fg_plan_block(const struct fg_model_config *c, const struct fg_policy *p,
 			t->present = fg_arch_present(c, d);
 			t->rows = fg_dim_value(c, d->rows);
 			t->cols = fg_dim_value(c, d->cols);
-			t->dtype = (d->flags & FG_TD_LINEAR) && p->compress_weight ? FG_DTYPE_Q4_ROWS
-										    : FG_DTYPE_F16;
+			t->dtype = d->flags & FG_TD_LINEAR ? fg_plan_weight_dtype(p) : FG_DTYPE_F16;
 			if (!t->present)
 				continue;
 			k.total += (double)t->rows * (double)t->cols * (double)(r == 1 ? l.experts : 1);
@@ -206,6 +219,14 @@ int fg_plan_gather_ranges(const struct fg_plan_tensor *t, int k, uint64_t src[2]
 	uint64_t cols = (uint64_t)t->cols, r0 = (uint64_t)p->row0, nr = (uint64_t)p->rows;
 
 	src[0] = 0;
+	if (t->dtype == FG_DTYPE_F8_ROWS) { /* codes, then a scale per row */
+		at[0] = r0 * cols;
+		len[0] = nr * cols;
+		src[1] = fg_f8_data_bytes(nr, cols);
+		at[1] = fg_f8_data_bytes((uint64_t)t->rows, cols) + r0 * 4;
+		len[1] = nr * 4;
+		return 2;
+	}
 	if (t->dtype != FG_DTYPE_Q4_ROWS) {
 		at[0] = r0 * cols * 2;
 		len[0] = nr * cols * 2;

@@ -82,12 +82,19 @@ void fg_plan_block(const struct fg_model_config *c, const struct fg_policy *p,
 		   struct fg_plan_tensor *t);
 /* Where piece k of a gathered tensor goes in the whole one: n (1 or 2)
  * ranges of len[i] bytes from src[i] in the piece to at[i] in the whole.
- * 4-bit rows are two ranges, codes and group parameters, which the whole
- * tensor keeps apart; pieces start at a group boundary. */
+ * 4-bit and fp8 rows are two ranges, codes and group parameters (row
+ * scales), which the whole tensor keeps apart; 4-bit pieces start at a
+ * group boundary. */
 int fg_plan_gather_ranges(const struct fg_plan_tensor *t, int k, uint64_t src[2], uint64_t at[2],
 			  uint64_t len[2]);
 /* Bytes of rows of a tensor in its encoding. */
 uint64_t fg_plan_tensor_bytes(const struct fg_plan_tensor *t, int64_t rows);
+
+/* The linear weights' dtype under p: fp16, or compress_weight's codec's. */
+enum fg_dtype fg_plan_weight_dtype(const struct fg_policy *p);
+
+/* The codec plugin that encodes weights of dtype t (NULL for fp16). */
+const char *fg_plan_weight_codec(enum fg_dtype t);
 
 /* How the compute tier and backend look to the run. */
 struct fg_plan_env {
