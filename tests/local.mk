@@ -24,6 +24,7 @@ include $(srcdir)/tests/tokenizer.mk
 include $(srcdir)/tests/model.mk
 include $(srcdir)/tests/engine.mk
 include $(srcdir)/tests/int4.mk
+include $(srcdir)/tests/fp8.mk
 include $(srcdir)/tests/nvme.mk
 include $(srcdir)/tests/gpu.mk
 include $(srcdir)/tests/optimizer.mk
