@@ -59,6 +59,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <fgcore/f8.h>
 #include <fgcore/half.h>
 #include <fgcore/q4.h>
 
@@ -398,7 +399,7 @@ struct lin_case {
 	int xpad, opad;
 	int bias, relu;
 	int res; /* 0 none, 1 separate buffer, 2 the same view as out */
-	int q4;
+	int q4; /* 1: 4-bit weights; 2: fp8 (test_linear_f8) */
 };
 
 static const struct lin_case lin_cases[] = {
@@ -433,8 +434,8 @@ static const struct lin_case lin_cases[] = {
 };
 
 /* Random weights [n, k] into wf, and as the backends get them: the 4-bit
- * encoding (returned, when q4; else NULL) and its decoded values in fp16
- * (wh), or wf rounded to fp16. */
+ * encoding (returned, when q4 is 1; fp8's when 2; else NULL) and its decoded
+ * values in fp16 (wh), or wf rounded to fp16. */
 static uint8_t *lin_weights(int64_t n, int64_t k, int q4, float *wf, uint16_t *wh)
 {
 	float ws = 1.0f / sqrtf((float)(k ? k : 1));
@@ -442,7 +443,21 @@ static uint8_t *lin_weights(int64_t n, int64_t k, int q4, float *wf, uint16_t *w
 
 	for (int64_t i = 0; i < n * k; i++)
 		wf[i] = gpu_uniform(-ws, ws);
-	if (q4) {
+	if (q4 == 2) { /* f8.h's rule, row by row */
+		enc = xmalloc((size_t)fg_f8_bytes((uint64_t)n, (uint64_t)k));
+		memset(enc, 0, (size_t)fg_f8_bytes((uint64_t)n, (uint64_t)k));
+		for (int64_t r = 0; r < n; r++) {
+			float scale, inv;
+
+			fg_f8_scale_of(fg_f8_amax(wf + r * k, (size_t)k), &scale, &inv);
+			fg_f8_scale_store(enc + fg_f8_data_bytes((uint64_t)n, (uint64_t)k),
+					  (uint64_t)r, scale);
+			for (int64_t j = 0; j < k; j++) {
+				enc[r * k + j] = fg_f8_code(wf[r * k + j], inv);
+				wh[r * k + j] = fg_float_to_half(fg_f8_value(enc[r * k + j], scale));
+			}
+		}
+	} else if (q4) {
 		float *dec;
 
 		enc = ref_q4_encode(wf, (uint64_t)n, (uint64_t)k, 0);
@@ -458,15 +473,26 @@ static uint8_t *lin_weights(int64_t n, int64_t k, int q4, float *wf, uint16_t *w
 }
 
 /* x [m, k] (ld ldx) and the weight [n, k] on the device as a linear's
- * operands: the 4-bit encoding q4 when not NULL, else the fp16 wh. */
+ * operands: the encoding enc (4-bit, or fp8 when f8) when not NULL, else the
+ * fp16 wh. */
+static void put_xw_as(struct fg_linear_args *ga, struct dbuf *dx, struct dbuf *dw,
+		      const uint16_t *xh, int64_t ldx, const uint8_t *enc, int f8,
+		      const uint16_t *wh, int64_t m, int64_t n, int64_t k)
+{
+	uint64_t eb = f8 ? fg_f8_bytes((uint64_t)n, (uint64_t)k)
+			 : fg_q4_bytes((uint64_t)n, (uint64_t)k, 0);
+
+	ga->x = tens(dput(dx, xh, (size_t)(m * ldx) * 2), FG_DTYPE_F16, m, k, ldx);
+	ga->w = enc ? tens(dput(dw, enc, (size_t)eb), f8 ? FG_DTYPE_F8_ROWS : FG_DTYPE_Q4_ROWS,
+			   n, k, k)
+		    : tens(dput(dw, wh, (size_t)(n * k) * 2), FG_DTYPE_F16, n, k, k);
+}
+
 static void put_xw(struct fg_linear_args *ga, struct dbuf *dx, struct dbuf *dw,
 		   const uint16_t *xh, int64_t ldx, const uint8_t *q4, const uint16_t *wh,
 		   int64_t m, int64_t n, int64_t k)
 {
-	ga->x = tens(dput(dx, xh, (size_t)(m * ldx) * 2), FG_DTYPE_F16, m, k, ldx);
-	ga->w = q4 ? tens(dput(dw, q4, (size_t)fg_q4_bytes((uint64_t)n, (uint64_t)k, 0)),
-			  FG_DTYPE_Q4_ROWS, n, k, k)
-		   : tens(dput(dw, wh, (size_t)(n * k) * 2), FG_DTYPE_F16, n, k, k);
+	put_xw_as(ga, dx, dw, xh, ldx, q4, 0, wh, m, n, k);
 }
 
 static void run_linear(struct fg_backend *g, const char *gname, const struct lin_case *c,
@@ -495,7 +521,7 @@ static void run_linear(struct fg_backend *g, const char *gname, const struct lin
 	}
 
 	memset(&ga, 0, sizeof(ga));
-	put_xw(&ga, &dx, &dw, xh, ldx, q4, wh, m, n, k);
+	put_xw_as(&ga, &dx, &dw, xh, ldx, q4, c->q4 == 2, wh, m, n, k);
 	if (c->bias)
 		ga.bias = tens(dput(&db, bh, (size_t)n * 2), FG_DTYPE_F16, 1, n, n);
 	ga.act = c->relu ? FG_ACT_RELU : FG_ACT_NONE;
@@ -519,7 +545,7 @@ static void run_linear(struct fg_backend *g, const char *gname, const struct lin
 	ck_assert_msg(g->ops->linear(g->ctx, NULL, &ga) == 0, "%s: %s", gname, fg_last_error());
 	dget(&dout, oh);
 	snprintf(label, sizeof(label), "%s m=%" PRId64 " n=%" PRId64 " k=%" PRId64 "%s%s%s%s",
-		 gname, m, n, k, c->q4 ? " q4" : "", c->bias ? " bias" : "",
+		 gname, m, n, k, c->q4 == 2 ? " f8" : c->q4 ? " q4" : "", c->bias ? " bias" : "",
 		 c->relu ? " relu" : "", c->res == 2 ? " res=out" : c->res ? " res" : "");
 	check_padding(label, oh, m, n, ldo);
 	double e = compare(w, label, of, ldo, oh, ldo, m, n);
@@ -554,6 +580,24 @@ START_TEST(test_linear)
 	report("linear q4", &wq, TOL_LINEAR);
 	fg_backend_close(&fused);
 	fg_backend_close(&deq);
+}
+END_TEST
+
+/* fp8 weights (compute 1.15, F8_ROWS): every case with the weight encoded
+ * by f8.h's rule, against cpu_blas over its decoded values in fp16 (what
+ * cublas's dequantized tiles hold), whatever m. */
+START_TEST(test_linear_f8)
+{
+	struct worst w = { 0, "" };
+
+	gpu_seed(107);
+	for (size_t i = 0; i < sizeof(lin_cases) / sizeof(lin_cases[0]); i++) {
+		struct lin_case c = lin_cases[i];
+
+		c.q4 = 2;
+		run_linear(&gpu, "cublas", &c, &w);
+	}
+	report("linear f8", &w, TOL_LINEAR);
 }
 END_TEST
 
@@ -3068,7 +3112,7 @@ END_TEST
 START_TEST(test_supports)
 {
 	static const enum fg_dtype dts[] = { FG_DTYPE_F32, FG_DTYPE_F16, FG_DTYPE_I32,
-					     FG_DTYPE_Q4_ROWS, FG_DTYPE_Q4_COLS };
+					     FG_DTYPE_Q4_ROWS, FG_DTYPE_Q4_COLS, FG_DTYPE_F8_ROWS };
 	/* per op: bit d set when dtype d is supported */
 	static const struct { enum fg_op op; unsigned mask; } want[] = {
 		{ FG_OP_EMBED, 1u << FG_DTYPE_F16 },
@@ -3076,9 +3120,9 @@ START_TEST(test_supports)
 		/* f32: the residual stream (fp32_residual, the default) */
 		{ FG_OP_LAYER_NORM, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
 		{ FG_OP_RMS_NORM, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
-		{ FG_OP_LINEAR, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS },
-		{ FG_OP_LINEAR_SILU, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS },
-		{ FG_OP_LINEAR_MUL, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS },
+		{ FG_OP_LINEAR, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS | 1u << FG_DTYPE_F8_ROWS },
+		{ FG_OP_LINEAR_SILU, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS | 1u << FG_DTYPE_F8_ROWS },
+		{ FG_OP_LINEAR_MUL, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS | 1u << FG_DTYPE_F8_ROWS },
 		{ FG_OP_ROPE, 1u << FG_DTYPE_F16 },
 		{ FG_OP_ATTENTION_PREFILL, 1u << FG_DTYPE_F16 },
 		{ FG_OP_ATTENTION_DECODE, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
@@ -3091,8 +3135,8 @@ START_TEST(test_supports)
 		{ FG_OP_ROUTE, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
 		{ FG_OP_GATHER, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
 		{ FG_OP_SCATTER_ADD, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
-		{ FG_OP_LINEAR_GROUPED, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS },
-		{ FG_OP_LINEAR_GELU, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS },
+		{ FG_OP_LINEAR_GROUPED, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS | 1u << FG_DTYPE_F8_ROWS },
+		{ FG_OP_LINEAR_GELU, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS | 1u << FG_DTYPE_F8_ROWS },
 		{ FG_OP_NORM_SHIFT, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
 		{ FG_OP_ATTENTION_SOFTCAP, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
 		{ FG_OP_SOFTCAP, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
@@ -3662,6 +3706,7 @@ static Suite *cublas_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_q4_reference_vs_codec);
 	tcase_add_test(tc, test_linear);
+	tcase_add_test(tc, test_linear_f8);
 	tcase_add_test(tc, test_residual_f32);
 	tcase_add_test(tc, test_layer_norm);
 	tcase_add_test(tc, test_embed);

@@ -3,14 +3,16 @@
  *
  * The reference uses none of f8.h: per row amax over the non-NaN values
  * clamped to 65504, scale = amax / 448 and inv = 448 / amax as fp32 divisions
- * (a double quotient rounded to float is the fp32 one), t = x * inv (a double
+ * (a double quotient rounded to float is the fp32 one; both 1 for an amax
+ * below 2^-64), t = x * inv (a double
  * product of two floats is exact, rounded to float), the code of t the E4M3
  * value nearest |t| by a search over all 127 finite magnitudes, ties to the
  * even code, above 448 saturating; decoded = E4M3 value * scale.  Codes,
  * scales and decoded values must match it bit for bit on rows of every kind:
  * magnitudes from 2^-20 to beyond 65504, values that land in the subnormals,
- * exact midpoints between codes, +-inf, NaN, -0, zero rows, NaN rows, rows of
- * one element, widths that are not a multiple of 64.
+ * exact midpoints between codes, +-inf, NaN, -0, zero rows, NaN rows, rows
+ * whose amax lies about 2^-64 (fp32 subnormals too), rows of one element,
+ * widths that are not a multiple of 64.
  * Then: sizes, padding and little-endian scales by hand; the fp16 entry
  * points against the fp32 ones; shapes refused (group_dim other than 1,
  * sizes that overflow) with nothing written; and a large tensor, encoded on
@@ -154,8 +156,8 @@ static void ref_row(const float *x, size_t cols, struct ref_row *out)
 		if (!isnan(x[j]))
 			amax = fmax(amax, fmin(fabs((double)x[j]), 65504.0));
 	a = (float)amax; /* a float's magnitude or 65504: exact */
-	out->scale = a > 0 ? (float)((double)a / 448.0) : 1.0f;
-	inv = a > 0 ? (float)(448.0 / (double)a) : 1.0f;
+	out->scale = a >= ldexpf(1, -64) ? (float)((double)a / 448.0) : 1.0f;
+	inv = a >= ldexpf(1, -64) ? (float)(448.0 / (double)a) : 1.0f;
 	for (size_t j = 0; j < cols; j++) {
 		float xc = isnan(x[j]) ? x[j] : (float)clamp16(x[j]);
 		float t = (float)((double)xc * (double)inv);
@@ -228,6 +230,7 @@ enum kind {
 	K_MIDPOINTS, /* 448 and the midpoints between codes, and their neighbours */
 	K_HUGE,      /* all beyond 65504: every value clamped */
 	K_HALF,      /* random fp16 bit patterns widened */
+	K_TINY,      /* gaussian times 2^-62 .. 2^-142 a row: amax on either side of 2^-64 */
 	K_COUNT
 };
 
@@ -280,6 +283,9 @@ static void fill_row(float *x, size_t cols, enum kind k)
 			break;
 		case K_HUGE:
 			x[j] = sign_of_rnd((float)ldexp(1.0 + unif(), 16 + (int)(rnd() % 100)));
+			break;
+		case K_TINY:
+			x[j] = (float)ldexp(gauss(), -62 - 4 * abs(e)); /* 2^-62 .. 2^-142 a row */
 			break;
 		case K_HALF:
 		default:

@@ -10,7 +10,8 @@
  * Per row: amax = the largest |x| over its values, NaN ignored, a magnitude
  * above 65504 (the fp16 limit; infinities too) counted as 65504;
  * scale = amax / 448 and inv = 448 / amax, each one fp32 division (1 and 1
- * when amax is 0); each value x (clamped to +-65504, as amax is) becomes the
+ * when amax is below 2^-64, where 448 / amax could overflow: such a row's
+ * values all code 0, as a row of zeros); each value x (clamped to +-65504, as amax is) becomes the
  * E4M3 code of t = x * inv (one fp32 product), rounded to nearest with ties
  * to even, magnitudes above 448 saturating to 448, NaN coded 0x7f.  A code
  * decodes as its E4M3 value times scale (one fp32 product).  This is the
@@ -56,6 +57,7 @@ extern "C" {
 #define FG_F8_MAX 448.0f    /* the largest finite E4M3 magnitude */
 #define FG_F8_CLAMP 65504.0f /* inputs saturate here first (fp16's largest finite) */
 #define FG_F8_NAN 0x7fu
+#define FG_F8_AMAX_MIN 0x1p-64f /* a smaller amax scales as 0 does */
 
 /* Bytes of the codes, padded so that the scales start 64-byte aligned. */
 FG_F8_FN uint64_t fg_f8_data_bytes(uint64_t rows, uint64_t cols)
@@ -94,11 +96,11 @@ FG_F8_FN float fg_f8_amax(const float *x, size_t n)
 FG_F8_FN void fg_f8_scale_of(float amax, float *scale, float *inv)
 {
 #ifdef __CUDA_ARCH__
-	*scale = amax > 0.0f ? __fdiv_rn(amax, FG_F8_MAX) : 1.0f;
-	*inv = amax > 0.0f ? __fdiv_rn(FG_F8_MAX, amax) : 1.0f;
+	*scale = amax >= FG_F8_AMAX_MIN ? __fdiv_rn(amax, FG_F8_MAX) : 1.0f;
+	*inv = amax >= FG_F8_AMAX_MIN ? __fdiv_rn(FG_F8_MAX, amax) : 1.0f;
 #else
-	*scale = amax > 0.0f ? amax / FG_F8_MAX : 1.0f;
-	*inv = amax > 0.0f ? FG_F8_MAX / amax : 1.0f;
+	*scale = amax >= FG_F8_AMAX_MIN ? amax / FG_F8_MAX : 1.0f;
+	*inv = amax >= FG_F8_AMAX_MIN ? FG_F8_MAX / amax : 1.0f;
 #endif
 }
 

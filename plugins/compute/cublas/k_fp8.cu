@@ -1,5 +1,7 @@
 /* plugins/compute/cublas/k_fp8.cu - row-wise E4M3 quantization, the first
- * half of an fp8 product (fp8_prefill; linear.c does the rest with cuBLASLt).
+ * half of an fp8 product (fp8_prefill; linear.c does the rest with cuBLASLt),
+ * and the dequantization of stored fp8 weights (F8_ROWS, fgcore/f8.h) into
+ * fp16 tiles for the fp16 path.
  *
  * One block per row: a first pass finds the row's largest magnitude, a second
  * pass reads the row again (from L2: a row is at most a few hundred KiB, and
@@ -16,6 +18,8 @@
 #include <stdint.h>
 
 #include <cuda_fp8.h>
+
+#include <fgcore/f8.h>
 
 #include "plugins/compute/cublas/common.cuh"
 #include "plugins/compute/cublas/kernels.h"
@@ -96,5 +100,32 @@ extern "C" cudaError_t cublas_k_fp8_rows(cudaStream_t s, int64_t rows, int64_t c
 	else
 		cb_fp8_rows<false><<<(unsigned)rows, FP8_THREADS, 0, s>>>(cols, src, lds, dst, ldd,
 									  scale);
+	return cudaGetLastError();
+}
+
+/* ---- stored fp8 weights ---------------------------------------------------------------- */
+
+/* One thread a value: the code's E4M3 value times its row's scale (f8.h's
+ * rule, bit for bit), rounded once to fp16. */
+__global__ void cb_f8_dequant(const uint8_t *__restrict__ codes, const uint8_t *__restrict__ scales,
+			      int64_t cols, int64_t r0, int64_t n, uint16_t *__restrict__ dst)
+{
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x) {
+		int64_t r = r0 + i / cols;
+
+		dst[i] = cb_f2h(fg_f8_value(codes[r0 * cols + i], fg_f8_scale_load(scales, (uint64_t)r)));
+	}
+}
+
+extern "C" cudaError_t cublas_k_f8_dequant(cudaStream_t s, const void *f8, int64_t rows,
+					   int64_t cols, int64_t r0, int64_t nr, uint16_t *dst)
+{
+	const uint8_t *p = (const uint8_t *)f8;
+
+	if (nr <= 0 || cols <= 0)
+		return cudaSuccess;
+	cb_f8_dequant<<<cb_blocks(nr * cols, FP8_THREADS, 65535LL * 8), FP8_THREADS, 0, s>>>(
+		p, p + fg_f8_data_bytes((uint64_t)rows, (uint64_t)cols), cols, r0, nr * cols, dst);
 	return cudaGetLastError();
 }

@@ -84,6 +84,12 @@ cudaError_t cublas_k_linear_setup(void);
 cudaError_t cublas_k_fp8_rows(cudaStream_t s, int64_t rows, int64_t cols, const uint16_t *src,
 			      int64_t lds, uint8_t *dst, int64_t ldd, float *scale);
 
+/* Dequantize rows [r0, r0 + nr) of an F8_ROWS weight [rows, cols] (the whole
+ * encoded tensor starts at f8) into dst [nr, cols] fp16 with ld = cols:
+ * fp16(fg_f8_value(code, the row's scale)), one rounding. */
+cudaError_t cublas_k_f8_dequant(cudaStream_t s, const void *f8, int64_t rows, int64_t cols,
+				int64_t r0, int64_t nr, uint16_t *dst);
+
 /* ---- k_misc.cu ------------------------------------------------------------------ */
 
 /* dst = src, len bytes, copied by a kernel: one side is page-locked host

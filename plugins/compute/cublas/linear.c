@@ -18,7 +18,9 @@
  * 4-bit weights (Q4_ROWS): up to q4_fused_max_m rows of x use the fused
  * dequantize-GEMM kernel, which reads each weight byte once; larger products
  * dequantize tiles of weight rows into the stream's scratch and run the fp16
- * path (or the fp8 one) on each tile.
+ * path (or the fp8 one) on each tile.  fp8 weights (F8_ROWS, fgcore/f8.h)
+ * take the tiled path for every m (no fused kernel yet): what they save is
+ * the bytes stored and moved, not the decode product's reads.
  *
  * fp8 (fp8_prefill, products of at least fp8_min_rows rows): x and the
  * weight are quantized row by row to E4M3 with one fp32 scale per row
@@ -698,16 +700,34 @@ static int cb_fp8_quantize(struct cublas_ctx *c, struct cublas_stream *s, int64_
 	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "linear", "the fp8 quantization kernel", e);
 }
 
+/* An encoded weight: the whole tensor, 4-bit (Q4_ROWS) or fp8 (F8_ROWS). */
+struct cb_enc {
+	const void *w;
+	int f8;
+};
+
+/* Rows [n0, n0 + nr) of g's encoded weight into the stream's scratch, fp16. */
+static int cb_dequant(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_gemm *g,
+		      const struct cb_enc *enc, int64_t n0, int64_t nr)
+{
+	cudaError_t e = enc->f8 ? cublas_k_f8_dequant(s->s, enc->w, g->n, g->k, n0, nr, s->scratch)
+				: cublas_k_q4_dequant(s->s, enc->w, g->n, g->k, n0, nr, s->scratch);
+
+	return e == cudaSuccess ? 0 : cublas_cuda_fail(c, "linear", enc->f8 ?
+					"the fp8 dequantization kernel" :
+					"the 4-bit dequantization kernel", e);
+}
+
 /* The fp8 path: for each band of x's rows, quantized once, and each tile of
  * weight rows (one, when its fp8 copy fits: then quantized once for all
  * bands), quantize what is not yet in the buffer and run one fp8 product.
- * A 4-bit weight (q4, tiles of at most nt_q4 rows) is dequantized a tile at
- * a time into the stream's scratch first.  A band and tile cuBLASLt has no
+ * A 4-bit or fp8 weight (enc, tiles of at most nt_enc rows) is dequantized
+ * a tile at a time into the stream's scratch first.  A band and tile cuBLASLt has no
  * fp8 algorithm for runs the fp16 path instead (known from the cached plan
  * before anything is quantized, unless cuBLASLt refuses only when called).
  * 1: fp8 does not apply to g at all (the caller runs fp16). */
 static int cb_linear_fp8(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_gemm *g,
-			 const void *q4, int64_t nt_q4)
+			 const struct cb_enc *enc, int64_t nt_enc)
 {
 	size_t esz = g->f32 ? 4 : 2;
 	int w_once = 0, rc;
@@ -732,7 +752,8 @@ static int cb_linear_fp8(struct cublas_ctx *c, struct cublas_stream *s, const st
 			return 1;
 		}
 	}
-	if ((rc = cb_fp8_carve(c, s, g, q4 ? nt_q4 : g->n, q4 ? FG_Q4_GROUP : 16, &q)))
+	if ((rc = cb_fp8_carve(c, s, g, enc ? nt_enc : g->n,
+			       enc && !enc->f8 ? FG_Q4_GROUP : 16, &q)))
 		return rc;
 	for (int64_t i0 = 0; i0 < g->m; i0 += q.mb) {
 		int band_ready = 0;
@@ -744,13 +765,9 @@ static int cb_linear_fp8(struct cublas_ctx *c, struct cublas_stream *s, const st
 			int w_ready = w_once && q.nt >= g->n;
 			struct cb_fp8_route r;
 
-			if (q4) {
-				cudaError_t e = cublas_k_q4_dequant(s->s, q4, g->n, g->k, n0, b.n,
-								    s->scratch);
-
-				if (e != cudaSuccess)
-					return cublas_cuda_fail(c, "linear",
-								"the 4-bit dequantization kernel", e);
+			if (enc) {
+				if ((rc = cb_dequant(c, s, g, enc, n0, b.n)))
+					return rc;
 				b.w = s->scratch;
 				b.ldw = g->k;
 			}
@@ -798,15 +815,19 @@ static int cb_linear_dense(struct cublas_ctx *c, struct cublas_stream *s,
 	return cb_linear_f16(c, s, g);
 }
 
-static int cb_linear_q4(struct cublas_ctx *c, struct cublas_stream *s, struct cb_gemm *g,
-			const void *q4)
+/* A 4-bit or fp8 weight: the fused 4-bit kernel for small m, else tiles of
+ * weight rows dequantized into the scratch, each multiplied on the fp16 (or
+ * fp8) path. */
+static int cb_linear_enc(struct cublas_ctx *c, struct cublas_stream *s, struct cb_gemm *g,
+			 const struct cb_enc *enc)
 {
+	const void *q4 = enc->w;
 	size_t deq_bytes = c->scratch_bytes;
 	int64_t nt;
 	int rc;
 
 	/* (a bound from the older kernels, whose grid y counted 64-row tiles; harmless) */
-	if (g->m <= c->q4_fused_max_m && cublas_q4_fused_ok(q4, g->k, g->x, g->ldx) &&
+	if (!enc->f8 && g->m <= c->q4_fused_max_m && cublas_q4_fused_ok(q4, g->k, g->x, g->ldx) &&
 	    (g->n + FG_Q4_GROUP - 1) / FG_Q4_GROUP <= 65535) {
 		int ks = cublas_q4_fused_split(g->m, g->n, g->k, c->sms, c->scratch_bytes / 4);
 		struct cublas_epi e = cb_epi_of(g, 0);
@@ -829,7 +850,7 @@ static int cb_linear_q4(struct cublas_ctx *c, struct cublas_stream *s, struct cb
 		}
 	}
 	nt = (int64_t)(deq_bytes / (2 * (size_t)g->k));
-	if (nt >= FG_Q4_GROUP)
+	if (nt >= FG_Q4_GROUP && !enc->f8)
 		nt -= nt % FG_Q4_GROUP;
 	if (nt < 1) {
 		fg_error(c->host, "cublas: linear: scratch of %zu bytes cannot hold one dequantized "
@@ -837,11 +858,10 @@ static int cb_linear_q4(struct cublas_ctx *c, struct cublas_stream *s, struct cb
 		return -ENOMEM;
 	}
 	/* fp8: x is quantized once a band, not once a tile */
-	if (c->fp8 && g->m >= c->fp8_min_rows && (rc = cb_linear_fp8(c, s, g, q4, nt)) <= 0)
+	if (c->fp8 && g->m >= c->fp8_min_rows && (rc = cb_linear_fp8(c, s, g, enc, nt)) <= 0)
 		return rc;
 	for (int64_t n0 = 0; n0 < g->n; n0 += nt) {
 		struct cb_gemm t = *g;
-		cudaError_t e;
 
 		t.n = g->n - n0 < nt ? g->n - n0 : nt;
 		t.w = s->scratch;
@@ -850,10 +870,7 @@ static int cb_linear_q4(struct cublas_ctx *c, struct cublas_stream *s, struct cb
 		t.res = g->res ? cb_at(g, g->res, n0) : NULL;
 		t.mul = g->mul ? g->mul + n0 : NULL;
 		t.out = cb_at(g, g->out, n0);
-		e = cublas_k_q4_dequant(s->s, q4, g->n, g->k, n0, t.n, s->scratch);
-		if (e != cudaSuccess)
-			return cublas_cuda_fail(c, "linear", "the 4-bit dequantization kernel", e);
-		if ((rc = cb_linear_f16(c, s, &t)))
+		if ((rc = cb_dequant(c, s, g, enc, n0, t.n)) || (rc = cb_linear_f16(c, s, &t)))
 			return rc;
 	}
 	return 0;
@@ -894,9 +911,11 @@ int cublas_linear(void *ctx, void *stream, const struct fg_linear_args *a)
 		struct cublas_epi e = cb_epi_of(&g, 0);
 
 		rc = cb_epi(c, cublas_k_epilogue(s->s, g.m, g.n, NULL, 0, 0, &e, g.out, g.ldo));
-	} else if (a->w.dtype == FG_DTYPE_Q4_ROWS)
-		rc = cb_linear_q4(c, s, &g, a->w.data);
-	else
+	} else if (a->w.dtype == FG_DTYPE_Q4_ROWS || a->w.dtype == FG_DTYPE_F8_ROWS) {
+		struct cb_enc enc = { a->w.data, a->w.dtype == FG_DTYPE_F8_ROWS };
+
+		rc = cb_linear_enc(c, s, &g, &enc);
+	} else
 		rc = cb_linear_dense(c, s, &g);
 	pthread_mutex_unlock(&c->lock);
 	return rc;

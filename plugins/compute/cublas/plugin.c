@@ -814,7 +814,8 @@ static void cublas_info(void *ctx, struct fg_compute_info *info)
 }
 
 /* Exactly the ops and operand types the kernels implement: fp16 everywhere,
- * norms of the fp32 residual stream, 4-bit weights (Q4_ROWS) in linear, a
+ * norms of the fp32 residual stream, 4-bit and fp8 weights (Q4_ROWS,
+ * F8_ROWS: dequantized tiles, linear.c) in linear, a
  * 4-bit cache (Q4_COLS) in decode, append and grouped-query decode; prefill
  * over an fp16 cache. */
 static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
@@ -834,7 +835,8 @@ static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 	case FG_OP_LINEAR:
 	case FG_OP_LINEAR_SILU:
 	case FG_OP_LINEAR_MUL:
-		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS;
+		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS ||
+		       dtype == FG_DTYPE_F8_ROWS;
 	case FG_OP_ATTENTION_DECODE:
 	case FG_OP_ATTENTION_GQA:
 	case FG_OP_ATTENTION_RING: /* (k_decode.cu's kernels, not the 4-bit mma one) */
@@ -852,7 +854,8 @@ static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_F32;
 	case FG_OP_LINEAR_GROUPED:
 	case FG_OP_LINEAR_GELU:
-		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS;
+		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS ||
+		       dtype == FG_DTYPE_F8_ROWS;
 	case FG_OP_NORM_SHIFT:
 		return dtype == FG_DTYPE_F16 || (dtype == FG_DTYPE_F32 && c->f32_hidden);
 	case FG_OP_ATTENTION_SOFTCAP: /* (k_decode.cu's kernels for a 4-bit cache) */
