@@ -1,8 +1,8 @@
-/* bench/gemm_bench.c - cpu_blas `linear` (fp32 x, fp16 or 4-bit w) against a
+/* bench/gemm_bench.c - cpu_blas `linear` (fp32 x, fp16, 4-bit or fp8 w) against a
  * plain cblas_sgemm on fp32 operands of the same shape.
  *
  *   gemm_bench [-p PLUGIN.so] [-t THREADS] [-o key=value]... [-s SECONDS] [-q]
- *              [-w f16|q4] [-e] [MxNxK ...]
+ *              [-w f16|q4|f8] [-e] [MxNxK ...]
  *
  * The plugin is loaded from -p, else by name ("cpu_blas") through
  * FGCORE_PLUGIN_PATH and the installed plugin directory.  Each shape is timed
@@ -10,7 +10,8 @@
  * both see the same machine load; sgemm runs on -t threads (default: every
  * online CPU).  GFLOP/s counts 2*m*n*k; "w GB/s" is the
  * bytes of w as stored (fp16, or FG_DTYPE_Q4_ROWS with -w q4: random nibbles
- * and group parameters, the sgemm side gets their decoded values) per linear
+ * and group parameters, or FG_DTYPE_F8_ROWS with -w f8: random finite codes
+ * and row scales; the sgemm side gets their decoded values) per linear
  * call.  -e: linear also adds an fp16 bias, applies ReLU and adds a
  * residual (its epilogue; the sgemm side stays a plain product).  -q: fewer
  * shapes.
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include <cblas.h>
+#include <fgcore/f8.h>
 #include <fgcore/half.h>
 #include <fgcore/q4.h>
 
@@ -84,14 +86,14 @@ struct bench {
 	struct fg_backend b;
 	double seconds;
 	int threads;
-	int q4; /* -w q4 */
+	enum fg_dtype wt; /* -w: FG_DTYPE_F16, Q4_ROWS or F8_ROWS */
 	int epilogue; /* -e */
 };
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: gemm_bench [-p PLUGIN.so] [-t THREADS] [-o key=value]... "
-		"[-s SECONDS] [-q] [-w f16|q4] [-e] [MxNxK ...]\n");
+		"[-s SECONDS] [-q] [-w f16|q4|f8] [-e] [MxNxK ...]\n");
 }
 
 /* Best seconds per call of linear (which = 0) or sgemm (which = 1). */
@@ -128,8 +130,9 @@ static int run_shape(struct bench *B, const struct shape *s, double *ratio)
 	float *wf = malloc((size_t)(n * k) * sizeof(float));
 	float *out = malloc((size_t)(m * n) * sizeof(float));
 	float *ref = malloc((size_t)(m * n) * sizeof(float));
-	size_t wbytes = B->q4 ? (size_t)fg_q4_bytes((uint64_t)n, (uint64_t)k, 0)
-			      : (size_t)(n * k) * sizeof(uint16_t);
+	size_t wbytes = B->wt == FG_DTYPE_Q4_ROWS ? (size_t)fg_q4_bytes((uint64_t)n, (uint64_t)k, 0)
+			: B->wt == FG_DTYPE_F8_ROWS ? (size_t)fg_f8_bytes((uint64_t)n, (uint64_t)k)
+			: (size_t)(n * k) * sizeof(uint16_t);
 	uint8_t *w = malloc(wbytes);
 	uint16_t *bias = malloc((size_t)n * sizeof(uint16_t));
 	float *res = malloc((size_t)(m * n) * sizeof(float));
@@ -144,7 +147,23 @@ static int run_shape(struct bench *B, const struct shape *s, double *ratio)
 	}
 	for (int64_t i = 0; i < m * k; i++)
 		x[i] = urand(&seed);
-	if (B->q4) {
+	if (B->wt == FG_DTYPE_F8_ROWS) {
+		uint8_t *sc = w + fg_f8_data_bytes((uint64_t)n, (uint64_t)k);
+
+		for (int64_t r = 0; r < n; r++) {
+			/* codes up to 448 times a scale: about [-1, 1] / sqrt(k), as the fp16 case */
+			float scale = (1 + 0.1f * urand(&seed)) / (448 * sqrtf((float)k));
+
+			fg_f8_scale_store(sc, (uint64_t)r, scale);
+			for (int64_t c = 0; c < k; c++) {
+				uint8_t q = (uint8_t)rnd8(&seed);
+
+				q = (q & 0x7f) == FG_F8_NAN ? 0 : q;
+				w[r * k + c] = q;
+				wf[r * k + c] = fg_f8_value(q, scale);
+			}
+		}
+	} else if (B->wt == FG_DTYPE_Q4_ROWS) {
 		uint64_t db = fg_q4_data_bytes((uint64_t)n, (uint64_t)k);
 		uint8_t *par = w + db;
 
@@ -179,7 +198,7 @@ static int run_shape(struct bench *B, const struct shape *s, double *ratio)
 	}
 	memset(&a, 0, sizeof(a));
 	a.x = (struct fg_tensor){ x, FG_DTYPE_F32, m, k, k };
-	a.w = (struct fg_tensor){ w, B->q4 ? FG_DTYPE_Q4_ROWS : FG_DTYPE_F16, n, k, k };
+	a.w = (struct fg_tensor){ w, B->wt, n, k, k };
 	a.out = (struct fg_tensor){ out, FG_DTYPE_F32, m, n, n };
 	if (B->epilogue) {
 		for (int64_t j = 0; j < n; j++)
@@ -217,7 +236,7 @@ static int run_shape(struct bench *B, const struct shape *s, double *ratio)
 
 int main(int argc, char **argv)
 {
-	struct bench B = { .seconds = 0.25 };
+	struct bench B = { .seconds = 0.25, .wt = FG_DTYPE_F16 };
 	struct fg_plugin_handle ph;
 	const char *plugin = NULL, *okeys[16], *ovals[16];
 	struct shape custom[64];
@@ -252,11 +271,16 @@ int main(int argc, char **argv)
 			B.seconds = atof(optarg);
 			break;
 		case 'w':
-			if (strcmp(optarg, "q4") != 0 && strcmp(optarg, "f16") != 0) {
+			if (strcmp(optarg, "q4") == 0)
+				B.wt = FG_DTYPE_Q4_ROWS;
+			else if (strcmp(optarg, "f8") == 0)
+				B.wt = FG_DTYPE_F8_ROWS;
+			else if (strcmp(optarg, "f16") == 0)
+				B.wt = FG_DTYPE_F16;
+			else {
 				usage();
 				return 2;
 			}
-			B.q4 = strcmp(optarg, "q4") == 0;
 			break;
 		case 'e':
 			B.epilogue = 1;
@@ -310,7 +334,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("cpu_blas linear (fp32 x, %s w%s) vs cblas_sgemm (fp32 x, fp32 w)\n",
-	       B.q4 ? "4-bit FG_DTYPE_Q4_ROWS" : "fp16",
+	       B.wt == FG_DTYPE_Q4_ROWS ? "4-bit FG_DTYPE_Q4_ROWS" :
+	       B.wt == FG_DTYPE_F8_ROWS ? "fp8 FG_DTYPE_F8_ROWS" : "fp16",
 	       B.epilogue ? ", + bias, ReLU, + residual" : "");
 	printf("plugin %s; online CPUs %ld; threads %s", B.b.ph.path, sysconf(_SC_NPROCESSORS_ONLN),
 	       B.threads > 0 ? tbuf : "auto (plugin default)");

@@ -28,9 +28,11 @@
  * k 1, 2, 8 and up to 64, with and without renormalize; ids exactly, ties to
  * the lower id, NaN rows), gather and scatter_add (repeated indices, rows no
  * index names left bit for bit, weights or none), and the grouped linear
- * (1, 3 and 8 groups, empty ones, f16 and 4-bit weights, every act, bias on
- * some groups, mul), whose rows must also equal, bit for bit, the backend's
- * linear run on each group.  A variant runs where the backend's `supports`
+ * (1, 3 and 8 groups, empty ones, f16, 4-bit and fp8 weights, every act,
+ * bias on some groups, mul), whose rows must also equal, bit for bit, the
+ * backend's linear run on each group; and ABI 1.15's fp8 weights (linear
+ * against references decoded with fgcore/f8.h, every code exactly, and
+ * refused by older plugins).  A variant runs where the backend's `supports`
  * says it runs it (cpu_blas: everything).  Every op goes through the core's
  * wrappers (core/backend/compute_ops.c), which validate the arguments:
  * invalid ones must be refused with -EINVAL and one error line naming the
@@ -63,6 +65,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fgcore/f8.h>
 #include <fgcore/half.h>
 #include <fgcore/logprob.h>
 #include <fgcore/q4.h>
@@ -2225,32 +2228,22 @@ START_TEST(test_attention_window_ring)
 }
 END_TEST
 
-static void linear_q4_case(struct env *e, struct fg_codec *cd, int64_t m, int64_t n, int64_t k,
-			   bool bias, enum fg_activation act, int res, bool mul)
+/* A linear over the encoded weight w (type wt, [n, k]) whose values decode
+ * to wd, against the double reference: random x, bias, mul and residual as
+ * asked. */
+static void linear_decoded_case(struct env *e, enum fg_dtype wt, void *w, const double *wd,
+				int64_t m, int64_t n, int64_t k, bool bias,
+				enum fg_activation act, int res, bool mul)
 {
 	int64_t ldx = k + 1, ldo = n + 2;
 	float *x = f32_new(m, k, ldx, true), *out = f32_new(m, n, ldo, false);
-	float *mulb = mul ? f32_new(m, n, n, true) : NULL;
-	float *wf = malloc((size_t)(n * k + 1) * sizeof(float)), *resid = NULL;
+	float *mulb = mul ? f32_new(m, n, n, true) : NULL, *resid = NULL;
 	uint16_t *bs = bias ? f16_new(1, n, n, 1) : NULL;
 	double *ref = malloc((size_t)(m * n + 1) * sizeof(double));
-	double *wd = malloc((size_t)(n * k + 1) * sizeof(double));
-	uint8_t *w;
-	size_t sz;
 	struct fg_linear_args a;
 	char what[160];
 
-	EXPECT_TRUE(wf && ref && wd);
-	for (int64_t i = 0; i < n * k; i++)
-		wf[i] = urand() * 0.5f;
-	/* some groups far from zero: the min term then dominates the product */
-	for (int64_t c = 0; c < k; c += 5)
-		for (int64_t r = 64; r < n && r < 128; r++)
-			wf[r * k + c] += 3.0f;
-	w = q4_encode(cd, wf, n, k, 0, &sz);
-	for (int64_t j = 0; j < n; j++)
-		for (int64_t c = 0; c < k; c++)
-			wd[j * k + c] = q4_value(w, n, k, 0, j, c);
+	EXPECT_TRUE(ref);
 	if (res == RES_SEPARATE)
 		resid = f32_new(m, n, ldo, true);
 	else if (res == RES_ALIAS)
@@ -2276,7 +2269,7 @@ static void linear_q4_case(struct env *e, struct fg_codec *cd, int64_t m, int64_
 		}
 	memset(&a, 0, sizeof(a));
 	a.x = tview(x, FG_DTYPE_F32, m, k, ldx);
-	a.w = tview(w, FG_DTYPE_Q4_ROWS, n, k, k);
+	a.w = tview(w, wt, n, k, k);
 	if (bias)
 		a.bias = tview(bs, FG_DTYPE_F16, 1, n, n);
 	a.act = act;
@@ -2285,14 +2278,37 @@ static void linear_q4_case(struct env *e, struct fg_codec *cd, int64_t m, int64_
 	if (mulb)
 		a.mul = tview(mulb, FG_DTYPE_F32, m, n, n);
 	a.out = tview(out, FG_DTYPE_F32, m, n, ldo);
-	snprintf(what, sizeof(what), "%s: linear q4 m=%lld n=%lld k=%lld bias=%d act=%s res=%d "
-		 "mul=%d", e->label, (long long)m, (long long)n, (long long)k, bias,
-		 act_name(act), res, mul);
+	snprintf(what, sizeof(what), "%s: linear %s m=%lld n=%lld k=%lld bias=%d act=%s res=%d "
+		 "mul=%d", e->label, fg_dtype_name(wt), (long long)m, (long long)n, (long long)k,
+		 bias, act_name(act), res, mul);
 	EXPECT(op_linear(e, &a) == 0, "%s: %s", what, fg_last_error());
 	expect_close(what, out, ldo, ref, m, n, TOL_F32);
 	if (resid && resid != out)
 		free(resid);
-	free(x), free(out), free(mulb), free(wf), free(bs), free(ref), free(w), free(wd);
+	free(x), free(out), free(mulb), free(bs), free(ref);
+}
+
+static void linear_q4_case(struct env *e, struct fg_codec *cd, int64_t m, int64_t n, int64_t k,
+			   bool bias, enum fg_activation act, int res, bool mul)
+{
+	float *wf = malloc((size_t)(n * k + 1) * sizeof(float));
+	double *wd = malloc((size_t)(n * k + 1) * sizeof(double));
+	uint8_t *w;
+	size_t sz;
+
+	EXPECT_TRUE(wf && wd);
+	for (int64_t i = 0; i < n * k; i++)
+		wf[i] = urand() * 0.5f;
+	/* some groups far from zero: the min term then dominates the product */
+	for (int64_t c = 0; c < k; c += 5)
+		for (int64_t r = 64; r < n && r < 128; r++)
+			wf[r * k + c] += 3.0f;
+	w = q4_encode(cd, wf, n, k, 0, &sz);
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t c = 0; c < k; c++)
+			wd[j * k + c] = q4_value(w, n, k, 0, j, c);
+	linear_decoded_case(e, FG_DTYPE_Q4_ROWS, w, wd, m, n, k, bias, act, res, mul);
+	free(wf), free(w), free(wd);
 }
 
 /* cpu_blas runs m <= fused_max_m (64 by default) through its fused 4-bit
@@ -3341,6 +3357,293 @@ START_TEST(test_scatter_add_invalid)
 }
 END_TEST
 
+/* ---- fp8 weights (compute ABI 1.15) ----------------------------------------------------
+ * linear with a FG_DTYPE_F8_ROWS weight, where the backend's `supports` says
+ * so (cpu_blas: always).  Weights are encoded here by fgcore/f8.h's rule
+ * (this suite needs no fp8 codec plugin), the references decode them with
+ * fg_f8_value: the decoded weights are exact, so the tolerances are the
+ * 4-bit cases' (only the sums' order differs). */
+
+/* Rows of x [rows, cols] encoded by fgcore/f8.h's rule (malloc'ed, *size bytes). */
+static uint8_t *f8_encode(const float *x, int64_t rows, int64_t cols, size_t *size)
+{
+	size_t n = (size_t)fg_f8_bytes((uint64_t)rows, (uint64_t)cols);
+	uint8_t *b = calloc(n + 1, 1), *sc;
+
+	EXPECT_TRUE(b);
+	sc = b + fg_f8_data_bytes((uint64_t)rows, (uint64_t)cols);
+	for (int64_t r = 0; r < rows; r++) {
+		float scale, inv;
+
+		fg_f8_scale_of(fg_f8_amax(x + r * cols, (size_t)cols), &scale, &inv);
+		fg_f8_scale_store(sc, (uint64_t)r, scale);
+		for (int64_t c = 0; c < cols; c++)
+			b[r * cols + c] = fg_f8_code(x[r * cols + c], inv);
+	}
+	*size = n;
+	return b;
+}
+
+/* Element (r, c) of an fp8 [rows, cols] tensor, decoded. */
+static float f8_at(const uint8_t *buf, int64_t rows, int64_t cols, int64_t r, int64_t c)
+{
+	const uint8_t *sc = buf + fg_f8_data_bytes((uint64_t)rows, (uint64_t)cols);
+
+	return fg_f8_value(buf[r * cols + c], fg_f8_scale_load(sc, (uint64_t)r));
+}
+
+/* Random weights [n, k] with the rule's corners on some rows: an outlier
+ * (small codes, subnormals), all zeros (scale 1), tiny values, values the
+ * rule clamps (+-inf, beyond 65504: codes saturate). */
+static float *f8_weights(int64_t n, int64_t k)
+{
+	float *wf = malloc((size_t)(n * k + 1) * sizeof(*wf));
+
+	EXPECT_TRUE(wf);
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t c = 0; c < k; c++) {
+			float v = urand() * 0.5f;
+
+			if (j % 11 == 5)
+				v = 0;
+			else if (j % 13 == 4)
+				v *= 1e-3f;
+			else if (j % 7 == 3 && c == j % k)
+				v = 40.0f;
+			else if (j % 17 == 8 && c == 0) /* one per row: no cancelling pair */
+				v = j % 34 == 8 ? 70000.0f : -INFINITY;
+			wf[j * k + c] = v;
+		}
+	return wf;
+}
+
+static void linear_f8_case(struct env *e, int64_t m, int64_t n, int64_t k, bool bias,
+			   enum fg_activation act, int res, bool mul)
+{
+	float *wf = f8_weights(n, k);
+	double *wd = malloc((size_t)(n * k + 1) * sizeof(double));
+	uint8_t *w;
+	size_t sz;
+
+	EXPECT_TRUE(wd);
+	w = f8_encode(wf, n, k, &sz);
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t c = 0; c < k; c++)
+			wd[j * k + c] = f8_at(w, n, k, j, c);
+	linear_decoded_case(e, FG_DTYPE_F8_ROWS, w, wd, m, n, k, bias, act, res, mul);
+	free(wf), free(w), free(wd);
+}
+
+/* cpu_blas runs m <= fused_max_m (64 by default) through its fused fp8
+ * kernels (4 rows of x per call, 16 codes a step, k cut in blocks of 1024
+ * when m > 4), larger m through fp32 tiles: m = 1, 3, 17 and over 64, k a
+ * multiple of 16 or 64 and not, tails of 1 to 15 codes. */
+START_TEST(test_linear_f8)
+{
+	static const int64_t shapes[][3] = { /* m, n, k */
+		{ 1, 1, 1 }, { 1, 70, 33 }, { 3, 130, 64 }, { 17, 64, 100 }, { 3, 129, 5 },
+		{ 1, 200, 768 }, { 8, 67, 96 }, { 2, 300, 47 }, { 4, 65, 31 }, { 17, 100, 2100 },
+		{ 1, 513, 94 }, { 12, 40, 1041 }, { 33, 64, 63 }, { 64, 70, 1030 },
+		{ 65, 70, 130 }, { 100, 90, 200 }, { 130, 33, 64 }, { 3, 37, 16 }, { 1, 24, 1024 },
+	};
+	struct env e;
+	bool v11, gelu;
+
+	if (!env_open_for(&e, _i, FG_OP_LINEAR, FG_DTYPE_F8_ROWS))
+		return;
+	v11 = supports(&e, FG_OP_LINEAR_SILU, FG_DTYPE_F8_ROWS) &&
+	      supports(&e, FG_OP_LINEAR_MUL, FG_DTYPE_F8_ROWS);
+	gelu = supports(&e, FG_OP_LINEAR_GELU, FG_DTYPE_F8_ROWS);
+	EXPECT(!conf_is_cpu_blas(_i) || (v11 && gelu), "%s: cpu_blas: fp8 without SiLU, mul or "
+	       "GELU", e.label);
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		for (int v = 0; v < 6; v++)
+			linear_f8_case(&e, shapes[s][0], shapes[s][1], shapes[s][2], v & 1,
+				       (v & 2) ? FG_ACT_RELU : FG_ACT_NONE, v % 3, false);
+		/* SiLU, the gating multiplier, both (SwiGLU's gate); GELU */
+		for (int v = 0; v < 3 && v11; v++)
+			linear_f8_case(&e, shapes[s][0], shapes[s][1], shapes[s][2], v & 1,
+				       v ? FG_ACT_SILU : FG_ACT_NONE, (v + (int)s) % 3, v != 1);
+		if (gelu)
+			linear_f8_case(&e, shapes[s][0], shapes[s][1], shapes[s][2], s & 1,
+				       FG_ACT_GELU_TANH, (int)s % 3, false);
+	}
+	linear_f8_case(&e, 3, 5, 0, true, FG_ACT_RELU, RES_ALIAS, false); /* k = 0 */
+	linear_f8_case(&e, 100, 5, 0, true, FG_ACT_NONE, RES_SEPARATE, false);
+	env_close(&e);
+}
+END_TEST
+
+/* Every code decoded exactly: x one-hot, so out[i, j] is w[j, c] itself, the
+ * sum of one product by 1 and zeros, whatever the path or the sums' order.
+ * Rows run over the 254 finite codes from different starts, with scales
+ * from a subnormal (the decode's one rounding) to 1e35 and negative ones
+ * (the bytes are untrusted); two rows hold a NaN code (S.1111.111), which
+ * must make the outputs that select it NaN.  m = 254 and batches of 3
+ * (cpu_blas: its BLAS tiles and its fused kernels). */
+START_TEST(test_linear_f8_decode)
+{
+	static const float scales[] = { 1.0f, 1.0f / 448, 3.3e-3f, 1e-40f, 7e-39f, -0.25f,
+					1e35f, 65504.0f / 448, 0.0f, 2.5e-8f };
+	const int64_t n = 40, k = 254, m = 254;
+	size_t sz = (size_t)fg_f8_bytes((uint64_t)n, (uint64_t)k);
+	uint8_t *w = calloc(sz, 1), *sc = w + fg_f8_data_bytes((uint64_t)n, (uint64_t)k), finite[254];
+	float *x = f32_new(m, k, k, false), *out = f32_new(m, n, n, false);
+	struct fg_linear_args a;
+	struct env e;
+	int nf = 0;
+
+	EXPECT_TRUE(w);
+	if (!env_open_for(&e, _i, FG_OP_LINEAR, FG_DTYPE_F8_ROWS)) {
+		free(w), free(x), free(out);
+		return;
+	}
+	for (int c = 0; c < 256; c++)
+		if ((c & 0x7f) != FG_F8_NAN)
+			finite[nf++] = (uint8_t)c;
+	for (int64_t j = 0; j < n; j++) {
+		for (int64_t c = 0; c < k; c++)
+			w[j * k + c] = finite[(c * (j % 3 ? 1 : 253) + j * 37) % 254];
+		fg_f8_scale_store(sc, (uint64_t)j,
+				  scales[j % (int64_t)(sizeof(scales) / sizeof(scales[0]))]);
+	}
+	w[5 * k + 17] = FG_F8_NAN, w[22 * k + 200] = 0x80 | FG_F8_NAN;
+	for (int64_t i = 0; i < m; i++)
+		x[i * k + i % k] = 1.0f;
+	memset(&a, 0, sizeof(a));
+	a.w = tview(w, FG_DTYPE_F8_ROWS, n, k, k);
+	for (int pass = 0; pass < 2; pass++) {
+		int64_t mb = pass ? 3 : m;
+
+		for (int64_t i0 = 0; i0 < m; i0 += mb) {
+			int64_t rows = m - i0 < mb ? m - i0 : mb;
+
+			a.x = tview(x + i0 * k, FG_DTYPE_F32, rows, k, k);
+			a.out = tview(out + i0 * n, FG_DTYPE_F32, rows, n, n);
+			EXPECT(op_linear(&e, &a) == 0, "%s: %s", e.label, fg_last_error());
+		}
+		for (int64_t i = 0; i < m; i++)
+			for (int64_t j = 0; j < n; j++) {
+				float want = f8_at(w, n, k, j, i % k), got = out[i * n + j];
+				bool nan_row = j == 5 || j == 22;
+
+				if (want != want)
+					EXPECT(got != got, "%s: batches of %lld: [%lld, %lld] = %a, "
+					       "want NaN", e.label, (long long)mb, (long long)i,
+					       (long long)j, (double)got);
+				else if (!nan_row) /* elsewhere 0 x NaN: NaN, unless a BLAS skips 0 */
+					EXPECT(got == want, "%s: batches of %lld: code 0x%02x scale %a: "
+					       "[%lld, %lld] = %a, want %a", e.label, (long long)mb,
+					       w[j * k + i % k], (double)fg_f8_scale_load(sc, (uint64_t)j),
+					       (long long)i, (long long)j, (double)got, (double)want);
+			}
+	}
+	env_close(&e);
+	free(w), free(x), free(out);
+}
+END_TEST
+
+/* cpu_blas, fused fp8 kernels: a row's result is bit-identical whatever m
+ * (1 to 17: the x blocks and k blocking) and the thread count (this
+ * configuration's, and 1 thread on the same isa). */
+START_TEST(test_linear_f8_batch_invariance)
+{
+	static const int64_t ms[] = { 1, 3, 5, 9, 17 };
+	struct env e;
+	struct fg_backend one;
+	int64_t n = 150, k = 2100, M = 19;
+	float *x, *full, *part, *wf;
+	uint16_t *b;
+	uint8_t *w;
+	size_t sz;
+	const char *isa = NULL;
+	struct fg_linear_args a;
+
+	if (!conf_is_cpu_blas(_i) || strstr(confs[_i].label, "fused_max_m=0"))
+		return;
+	env_open(&e, _i);
+	for (int i = 0; i < confs[_i].nopts; i++)
+		if (strcmp(confs[_i].keys[i], "isa") == 0)
+			isa = confs[_i].vals[i];
+	cpu_blas_open(&one, _i, isa, "1");
+	x = f32_new(M, k, k, true), full = f32_new(M, n, n, false), part = f32_new(M, n, n, false);
+	wf = f8_weights(n, k), b = f16_new(1, n, n, 1.0f);
+	w = f8_encode(wf, n, k, &sz);
+	memset(&a, 0, sizeof(a));
+	a.w = tview(w, FG_DTYPE_F8_ROWS, n, k, k);
+	a.bias = tview(b, FG_DTYPE_F16, 1, n, n);
+	a.act = FG_ACT_RELU;
+	a.x = tview(x, FG_DTYPE_F32, M, k, k);
+	a.out = tview(full, FG_DTYPE_F32, M, n, n);
+	ck_assert_int_eq(op_linear(&e, &a), 0);
+	for (size_t t = 0; t < 2 * sizeof(ms) / sizeof(ms[0]); t++) {
+		int64_t m = ms[t / 2];
+		struct fg_backend *be = t & 1 ? &one : &e.b;
+
+		for (int64_t i0 = 0; i0 + m <= M; i0 += m) {
+			a.x = tview(x + i0 * k, FG_DTYPE_F32, m, k, k);
+			a.out = tview(part + i0 * n, FG_DTYPE_F32, m, n, n);
+			EXPECT(fg_backend_linear(be, NULL, TEST_LAYER, "probe", &a) == 0, "%s",
+			       fg_last_error());
+		}
+		for (int64_t i = 0; i < (M / m) * m * n; i++)
+			EXPECT(memcmp(&part[i], &full[i], sizeof(float)) == 0,
+			       "%s: m=%lld threads=%s: element %lld differs: %a vs %a", e.label,
+			       (long long)m, t & 1 ? "1" : "the configuration's", (long long)i,
+			       (double)part[i], (double)full[i]);
+	}
+	fg_backend_close(&one);
+	env_close(&e);
+	free(x), free(full), free(part), free(wf), free(b), free(w);
+}
+END_TEST
+
+/* fp8 weight views the core refuses (-EINVAL, on any backend), and a valid
+ * one that runs or is -ENOTSUP as `supports` says. */
+START_TEST(test_linear_f8_invalid)
+{
+	struct env e;
+	float x[16], out[16];
+	_Alignas(16) uint8_t wq[256]; /* [6, 8]: 64 code bytes, then 6 scales */
+	int64_t off[3] = { 0, 1, 2 };
+	struct fg_tensor ws[2];
+	struct fg_linear_args l, la;
+	struct fg_linear_grouped_args g;
+
+	memset(x, 0, sizeof(x)), memset(wq, 0, sizeof(wq));
+	env_open(&e, _i);
+	memset(&l, 0, sizeof(l));
+	l.x = tview(x, FG_DTYPE_F32, 2, 8, 8);
+	l.w = tview(wq, FG_DTYPE_F8_ROWS, 6, 8, 8);
+	l.out = tview(out, FG_DTYPE_F32, 2, 6, 6);
+	if (supports(&e, FG_OP_LINEAR, FG_DTYPE_F8_ROWS))
+		EXPECT(op_linear(&e, &l) == 0, "%s", fg_last_error());
+	else
+		EXPECT_REFUSED(&e, op_linear(&e, &l), -ENOTSUP, "linear", "f8 weight");
+	la = l, la.w.ld = 10;
+	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "f8 weight ld");
+	la = l, la.w.cols = 7;
+	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "f8 weight cols");
+	la = l, la.w.data = NULL;
+	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "f8 weight NULL");
+	la = l, la.out = tview(wq + 64, FG_DTYPE_F32, 2, 6, 6);
+	EXPECT_EINVAL(&e, op_linear(&e, &la), "linear", "out over the f8 scales");
+	la = l, la.out = tview(wq + 88, FG_DTYPE_F32, 2, 6, 6);
+	EXPECT(op_linear(&e, &la) == 0 || !supports(&e, FG_OP_LINEAR, FG_DTYPE_F8_ROWS),
+	       "%s: out just past the f8 scales: %s", e.label, fg_last_error());
+	/* the grouped linear checks its weights before asking the backend */
+	memset(&g, 0, sizeof(g));
+	ws[0] = l.w, ws[1] = tview(wq + 128, FG_DTYPE_Q4_ROWS, 6, 8, 8);
+	g.x = tview(x, FG_DTYPE_F32, 2, 8, 8);
+	g.w = ws, g.offset = off, g.groups = 2;
+	g.out = tview(out, FG_DTYPE_F32, 2, 6, 6);
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &g), "grouped linear", "f8 and q4 weights");
+	ws[1] = tview(wq + 128, FG_DTYPE_F8_ROWS, 6, 8, 9);
+	EXPECT_EINVAL(&e, op_linear_grouped(&e, &g), "grouped linear", "f8 weight ld");
+	env_close(&e);
+}
+END_TEST
+
 /* ---- grouped linear ---- */
 
 #define LG_MAX_GROUPS 8
@@ -3363,7 +3666,7 @@ static const struct lg_shape lg_shapes[] = {
 };
 
 /* One shape, weights of type wt (a tensor per group: f16 with ld > k in odd
- * groups, or each group's own 4-bit encoding), over act x bias x mul: bias
+ * groups, or each group's own 4-bit or fp8 encoding), over act x bias x mul: bias
  * none (a NULL array), on the even groups, or on the odd ones.  Against the
  * double reference, and bit for bit against the backend's own linear run on
  * each group's rows (the contract: each group as a linear computes it). */
@@ -3401,11 +3704,14 @@ static void linear_grouped_case(struct env *e, struct fg_codec *cd, enum fg_dtyp
 			EXPECT_TRUE(wf);
 			for (int64_t i = 0; i < n * k; i++) /* a few columns far from zero */
 				wf[i] = urand() * 0.5f + (i % k % 5 == g % 5 ? 2.0f : 0.0f);
-			p = q4_encode(cd, wf, n, k, 0, &sz);
+			p = wt == FG_DTYPE_Q4_ROWS ? q4_encode(cd, wf, n, k, 0, &sz) :
+						     f8_encode(wf, n, k, &sz);
 			for (int64_t j = 0; j < n; j++)
 				for (int64_t c = 0; c < k; c++)
-					wd[j * k + c] = q4_value(p, n, k, 0, j, c);
-			w[g] = tview(p, FG_DTYPE_Q4_ROWS, n, k, k);
+					wd[j * k + c] = wt == FG_DTYPE_Q4_ROWS ?
+							q4_value(p, n, k, 0, j, c) :
+							f8_at(p, n, k, j, c);
+			w[g] = tview(p, wt, n, k, k);
 			free(wf);
 		}
 		bs[g] = f16_new(1, n, n, 1.0f);
@@ -3508,6 +3814,14 @@ START_TEST(test_linear_grouped)
 			linear_grouped_case(&e, &cd, FG_DTYPE_Q4_ROWS, &lg_shapes[s]);
 	} else {
 		EXPECT(!conf_is_cpu_blas(_i), "cpu_blas: no grouped linear over q4_rows weights");
+	}
+	if (supports(&e, FG_OP_LINEAR_GROUPED, FG_DTYPE_F8_ROWS) &&
+	    supports(&e, FG_OP_LINEAR, FG_DTYPE_F8_ROWS)) { /* compute ABI 1.15 */
+		for (size_t s = 0; s < sizeof(lg_shapes) / sizeof(lg_shapes[0]); s++)
+			linear_grouped_case(&e, &cd, FG_DTYPE_F8_ROWS, &lg_shapes[s]);
+	} else {
+		EXPECT(!conf_is_cpu_blas(_i), "cpu_blas: no grouped linear over f8_rows weights");
+		printf("%s: not run: grouped linear over f8_rows weights\n", e.label);
 	}
 	fg_codec_close(&cd);
 	env_close(&e);
@@ -3613,7 +3927,7 @@ static void generic_probe(struct env *e)
 {
 	float x[48], out[48], y[48];
 	uint16_t h[48], ho[48], w16[2][24];
-	uint8_t wq[2][128];
+	uint8_t wq[2][128]; /* [4, 6] encoded: 4-bit or fp8 */
 	int32_t index[4] = { 3, 0, 3, 1 }, ids[8];
 	float wts[8];
 	int64_t off[3] = { 0, 1, 4 };
@@ -3647,8 +3961,8 @@ static void generic_probe(struct env *e)
 	struct fg_route_args ro = { tview(x, FG_DTYPE_F32, 4, 6, 6), 2, 1, ids, wts };
 	RUNS_OR_NOTSUP(FG_OP_ROUTE, FG_DTYPE_F32, op_route(e, &ro), "route");
 	/* x [4, 6] in groups of 1 and 3 rows, weights [4, 6] */
-	for (int q = 0; q < 2; q++) {
-		enum fg_dtype wt = q ? FG_DTYPE_Q4_ROWS : FG_DTYPE_F16;
+	for (int q = 0; q < 3; q++) {
+		enum fg_dtype wt = q == 2 ? FG_DTYPE_F8_ROWS : q ? FG_DTYPE_Q4_ROWS : FG_DTYPE_F16;
 		struct fg_linear_grouped_args lg;
 
 		for (int g = 0; g < 2; g++)
@@ -3672,6 +3986,28 @@ START_TEST(test_generic_unsupported)
 }
 END_TEST
 
+/* The plugin built for ABI 1.0 (tests/plugins/compute_abi10) as a backend;
+ * false, with a line, where FGCORE_BUILDDIR does not say where it is. */
+static bool abi10_open(struct env *e)
+{
+	const char *dir = getenv("FGCORE_BUILDDIR");
+	char path[PATH_MAX];
+	struct fg_plugin_handle ph;
+
+	if (!dir || !*dir) {
+		printf("compute_abi10: not run: FGCORE_BUILDDIR is not set (make check sets it)\n");
+		return false;
+	}
+	snprintf(path, sizeof(path), "%s/tests/plugins/.libs/compute_abi10.so", dir);
+	EXPECT(fg_plugin_open_file(path, FG_PLUGIN_COMPUTE, NULL, &ph) == 0, "%s",
+	       fg_last_error());
+	EXPECT(fg_backend_open(&e->b, &ph, fg_plugin_opts_new(ph.plugin)) == 0, "%s",
+	       fg_last_error());
+	e->tol = TOL_F32;
+	e->label = "compute_abi10";
+	return true;
+}
+
 /* A plugin built for ABI 1.0 (tests/plugins/compute_abi10, which has none
  * of the generic hooks): `supports` says no for the core, every generic op
  * is refused with -ENOTSUP and its line. */
@@ -3679,23 +4015,12 @@ START_TEST(test_generic_abi10)
 {
 	static const enum fg_op ops[] = { FG_OP_ADD, FG_OP_ROUTE, FG_OP_GATHER, FG_OP_SCATTER_ADD,
 					  FG_OP_LINEAR_GROUPED };
-	static const enum fg_dtype types[] = { FG_DTYPE_F32, FG_DTYPE_F16, FG_DTYPE_Q4_ROWS };
-	const char *dir = getenv("FGCORE_BUILDDIR");
-	char path[PATH_MAX];
-	struct fg_plugin_handle ph;
+	static const enum fg_dtype types[] = { FG_DTYPE_F32, FG_DTYPE_F16, FG_DTYPE_Q4_ROWS,
+					       FG_DTYPE_F8_ROWS };
 	struct env e;
 
-	if (!dir || !*dir) {
-		printf("compute_abi10: not run: FGCORE_BUILDDIR is not set (make check sets it)\n");
+	if (!abi10_open(&e))
 		return;
-	}
-	snprintf(path, sizeof(path), "%s/tests/plugins/.libs/compute_abi10.so", dir);
-	EXPECT(fg_plugin_open_file(path, FG_PLUGIN_COMPUTE, NULL, &ph) == 0, "%s",
-	       fg_last_error());
-	EXPECT(fg_backend_open(&e.b, &ph, fg_plugin_opts_new(ph.plugin)) == 0, "%s",
-	       fg_last_error());
-	e.tol = TOL_F32;
-	e.label = "compute_abi10";
 	for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
 		for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
 			EXPECT(!supports(&e, ops[o], types[t]), "compute_abi10: supports %s on %s",
@@ -3989,25 +4314,13 @@ END_TEST
  * refused each 1.12 piece with a line naming 1.12, before it is called. */
 START_TEST(test_v12_old_plugin)
 {
-	const char *dir = getenv("FGCORE_BUILDDIR");
-	char path[PATH_MAX];
-	struct fg_plugin_handle ph;
 	struct env e;
 	float x[64], out[64];
 	uint16_t g[8], w[64];
 	int32_t pad[2] = { 0, 0 };
 
-	if (!dir || !*dir) {
-		printf("compute_abi10: not run: FGCORE_BUILDDIR is not set (make check sets it)\n");
+	if (!abi10_open(&e))
 		return;
-	}
-	snprintf(path, sizeof(path), "%s/tests/plugins/.libs/compute_abi10.so", dir);
-	EXPECT(fg_plugin_open_file(path, FG_PLUGIN_COMPUTE, NULL, &ph) == 0, "%s",
-	       fg_last_error());
-	EXPECT(fg_backend_open(&e.b, &ph, fg_plugin_opts_new(ph.plugin)) == 0, "%s",
-	       fg_last_error());
-	e.tol = TOL_F32;
-	e.label = "compute_abi10";
 	memset(x, 0, sizeof(x)), memset(g, 0, sizeof(g)), memset(w, 0, sizeof(w));
 
 	struct fg_layer_norm_args n = {
@@ -4042,6 +4355,29 @@ START_TEST(test_v12_old_plugin)
 }
 END_TEST
 
+/* fp8 weights (compute ABI 1.15) on the 1.0 plugin: `supports` is never
+ * asked, the linear is refused with a line naming 1.15. */
+START_TEST(test_f8_old_plugin)
+{
+	struct env e;
+	float x[16], out[16];
+	_Alignas(16) uint8_t w[128];
+	struct fg_linear_args l;
+
+	if (!abi10_open(&e))
+		return;
+	memset(x, 0, sizeof(x)), memset(w, 0, sizeof(w));
+	memset(&l, 0, sizeof(l));
+	l.x = tview(x, FG_DTYPE_F32, 2, 8, 8);
+	l.w = tview(w, FG_DTYPE_F8_ROWS, 6, 8, 8);
+	l.out = tview(out, FG_DTYPE_F32, 2, 6, 6);
+	EXPECT(!supports(&e, FG_OP_LINEAR, FG_DTYPE_F8_ROWS), "compute_abi10: supports f8");
+	EXPECT_REFUSED(&e, op_linear(&e, &l), -ENOTSUP, "linear", "f8 weight");
+	EXPECT(strstr(fg_last_error(), "compute ABI 1.15"), "%s", fg_last_error());
+	env_close(&e);
+}
+END_TEST
+
 static Suite *compute_conformance_suite(void)
 {
 	Suite *s = suite_create("compute_conformance");
@@ -4068,6 +4404,9 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_attention_window_ring, 0, nconfs);
 	tcase_add_loop_test(tc, test_linear_q4, 0, nconfs);
 	tcase_add_loop_test(tc, test_linear_q4_batch_invariance, 0, nconfs);
+	tcase_add_loop_test(tc, test_linear_f8, 0, nconfs);
+	tcase_add_loop_test(tc, test_linear_f8_decode, 0, nconfs);
+	tcase_add_loop_test(tc, test_linear_f8_batch_invariance, 0, nconfs);
 	tcase_add_loop_test(tc, test_linear_silu_mul, 0, nconfs);
 	tcase_add_loop_test(tc, test_rope, 0, nconfs);
 	tcase_add_loop_test(tc, test_attention_prefill_gqa, 0, nconfs);
@@ -4095,6 +4434,7 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_rope_invalid, 0, nconfs);
 	tcase_add_loop_test(tc, test_v11_invalid, 0, nconfs);
 	tcase_add_loop_test(tc, test_unsupported, 0, nconfs);
+	tcase_add_loop_test(tc, test_linear_f8_invalid, 0, nconfs);
 	tcase_add_loop_test(tc, test_logprob_invalid, 0, nconfs);
 	tcase_add_loop_test(tc, test_add_invalid, 0, nconfs);
 	tcase_add_loop_test(tc, test_route_invalid, 0, nconfs);
@@ -4105,6 +4445,7 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_test(tc, test_generic_abi10);
 	tcase_add_loop_test(tc, test_v12_invalid, 0, nconfs);
 	tcase_add_test(tc, test_v12_old_plugin);
+	tcase_add_test(tc, test_f8_old_plugin);
 	suite_add_tcase(s, tc);
 
 	/* The fused kernel exists on x86-64 with AVX2, FMA and F16C only. */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <fgcore/f8.h>
 #include <fgcore/logprob.h>
 #include <fgcore/q4.h>
 
@@ -239,6 +240,11 @@ static int fg_need(const struct fg_call *c, enum fg_op op, enum fg_dtype dtype)
 				    "this plugin is built for %u.%u: use another backend",
 				    fg_op_name(op), fg_op_minor(op), FG_ABI_MAJOR_OF(v),
 				    FG_ABI_MINOR_OF(v));
+	if (dtype == FG_DTYPE_F8_ROWS && c->b->minor < 15)
+		return fg_call_fail(c, -ENOTSUP, "%s on f8_rows weights needs a backend built for "
+				    "compute ABI 1.15, this plugin is built for %u.%u: use another "
+				    "backend or codec", fg_op_name(op), FG_ABI_MAJOR_OF(v),
+				    FG_ABI_MINOR_OF(v));
 	return fg_call_fail(c, -ENOTSUP, "the backend does not run %s on %s operands (its "
 			    "`supports` says no): use another backend, codec or policy",
 			    fg_op_name(op), fg_dtype_name(dtype));
@@ -281,9 +287,18 @@ static enum fg_op fg_act_op(enum fg_activation act)
 
 /* ---- tensor views --------------------------------------------------------------- */
 
-static int fg_q4(enum fg_dtype t)
+/* The encoded types (4-bit, fp8): no row padding (codes, then their scales
+ * or parameters), no element size, byte-aligned. */
+static int fg_encoded(enum fg_dtype t)
 {
-	return t == FG_DTYPE_Q4_ROWS || t == FG_DTYPE_Q4_COLS;
+	return t == FG_DTYPE_Q4_ROWS || t == FG_DTYPE_Q4_COLS || t == FG_DTYPE_F8_ROWS;
+}
+
+/* The type a linear weight is checked as: an encoded weight type it names,
+ * else f16 (whose check then names what it is). */
+static enum fg_dtype fg_weight_type(enum fg_dtype t)
+{
+	return t == FG_DTYPE_Q4_ROWS || t == FG_DTYPE_F8_ROWS ? t : FG_DTYPE_F16;
 }
 
 /* dtype, shape (rows/cols < 0: any), ld, data and extent of one view. */
@@ -300,10 +315,10 @@ static int fg_check_tensor(const struct fg_call *c, const char *name, const stru
 		return fg_call_fail(c, -EINVAL, "%s is [%" PRId64 ", %" PRId64 "], expected [%"
 				    PRId64 ", %" PRId64 "]", name, t->rows, t->cols,
 				    rows >= 0 ? rows : t->rows, cols >= 0 ? cols : t->cols);
-	/* The grouped 4-bit layout has no row padding: its parameters follow the data. */
-	if (fg_q4(dtype) && t->ld != t->cols)
+	/* The encoded layouts have no row padding: their scales follow the data. */
+	if (fg_encoded(dtype) && t->ld != t->cols)
 		return fg_call_fail(c, -EINVAL, "%s is %s with ld %" PRId64 " != cols %" PRId64
-				    ": a 4-bit view covers its whole encoded tensor", name,
+				    ": an encoded view covers its whole encoded tensor", name,
 				    fg_dtype_name(dtype), t->ld, t->cols);
 	if (t->ld < t->cols)
 		return fg_call_fail(c, -EINVAL, "%s has ld %" PRId64 " < cols %" PRId64
@@ -314,12 +329,12 @@ static int fg_check_tensor(const struct fg_call *c, const char *name, const stru
 		return fg_call_fail(c, -EINVAL, "%s [%" PRId64 ", %" PRId64 "] has a NULL data "
 				    "pointer", name, t->rows, t->cols);
 	/* (rows - 1) * ld + cols elements must be addressable. */
-	if (fg_q4(dtype) ? t->rows > FG_SIZE_MAX / t->cols :
+	if (fg_encoded(dtype) ? t->rows > FG_SIZE_MAX / t->cols :
 			   t->rows - 1 > (FG_SIZE_MAX - t->cols) / t->ld)
 		return fg_call_fail(c, -EINVAL, "%s [%" PRId64 ", %" PRId64 "] with ld %" PRId64
 				    " is larger than the address space", name, t->rows, t->cols,
 				    t->ld);
-	if (!fg_q4(dtype) && (uintptr_t)t->data % fg_dtype_size(dtype))
+	if (!fg_encoded(dtype) && (uintptr_t)t->data % fg_dtype_size(dtype))
 		return fg_call_fail(c, -EINVAL, "%s at %p is not aligned to its %u-byte elements",
 				    name, t->data, fg_dtype_size(dtype));
 	return 0;
@@ -330,7 +345,9 @@ static uint64_t fg_extent(const struct fg_tensor *t)
 {
 	if (t->rows == 0 || t->cols == 0 || !t->data)
 		return 0;
-	if (fg_q4(t->dtype))
+	if (t->dtype == FG_DTYPE_F8_ROWS)
+		return fg_f8_bytes((uint64_t)t->rows, (uint64_t)t->cols);
+	if (fg_encoded(t->dtype))
 		return fg_q4_bytes((uint64_t)t->rows, (uint64_t)t->cols,
 				   t->dtype == FG_DTYPE_Q4_ROWS ? 0 : 1);
 	return (uint64_t)((t->rows - 1) * t->ld + t->cols) * fg_dtype_size(t->dtype);
@@ -471,8 +488,7 @@ int fg_backend_linear(struct fg_backend *b, void *stream, int64_t layer, const c
 	k = a->x.cols;
 	n = a->w.rows;
 	if ((rc = fg_check_tensor(&c, "x", &a->x, act, -1, -1)) ||
-	    (rc = fg_check_tensor(&c, "w", &a->w, a->w.dtype == FG_DTYPE_Q4_ROWS ?
-				  FG_DTYPE_Q4_ROWS : FG_DTYPE_F16, -1, k)) ||
+	    (rc = fg_check_tensor(&c, "w", &a->w, fg_weight_type(a->w.dtype), -1, k)) ||
 	    (rc = fg_check_tensor(&c, "out", &a->out, a->residual.data ? hid : act, m, n)) ||
 	    (a->bias.data && (rc = fg_check_tensor(&c, "bias", &a->bias, FG_DTYPE_F16, 1, n))) ||
 	    (a->residual.data &&
@@ -956,7 +972,7 @@ int fg_backend_linear_grouped(struct fg_backend *b, void *stream, int64_t layer,
 	m = a->x.rows;
 	k = a->x.cols;
 	n = a->w[0].rows;
-	wt = a->w[0].dtype == FG_DTYPE_Q4_ROWS ? FG_DTYPE_Q4_ROWS : FG_DTYPE_F16;
+	wt = fg_weight_type(a->w[0].dtype);
 	if ((rc = fg_check_tensor(&c, "x", &a->x, act, -1, -1)) ||
 	    (rc = fg_check_tensor(&c, "out", &a->out, act, m, n)) ||
 	    (a->mul.data && (rc = fg_check_tensor(&c, "mul", &a->mul, act, m, n))))
@@ -1062,7 +1078,7 @@ int fg_backend_experts(struct fg_backend *b, void *stream, int64_t layer, const 
 	hidden = a->x.cols;
 	ffn = a->w_gate[0].rows;
 	m = rows * a->k;
-	wt = a->w_gate[0].dtype == FG_DTYPE_Q4_ROWS ? FG_DTYPE_Q4_ROWS : FG_DTYPE_F16;
+	wt = fg_weight_type(a->w_gate[0].dtype);
 	if ((rc = fg_check_tensor(&c, "x", &a->x, act, -1, -1)) ||
 	    (rc = check_logits(&c, "logits", &a->logits)))
 		return rc;

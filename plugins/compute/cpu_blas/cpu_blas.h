@@ -106,6 +106,23 @@ void cpu_blas_q4_dot(int isa, int im, int jn, const float *x, int64_t ldx, const
 void cpu_blas_q4_decode(int isa, const uint8_t *w, const float *s, const float *mn, int64_t k,
 			float *dst);
 
+/* ---- fused fp32 x fp8 dot products (fused.c; layout: fgcore/f8.h) ------------------------ */
+
+/* Rows of x one cpu_blas_f8_dot call handles (4), and floats per accumulator
+ * (8 with AVX2 or AVX-512, which run the AVX2 kernels; 16 plain C). */
+int cpu_blas_f8_rows(int isa);
+int cpu_blas_f8_lanes(int isa);
+/* acc[i][j] += x[i,:k] . w_j[:k] for i < im <= cpu_blas_f8_rows(isa), j < jn <= 3,
+ * where w_j[c] = fg_f8_value(code c of the bytes at w + j * ldw, s[j]).  x
+ * rows must hold zeros from k up to the next multiple of 16 (they are read);
+ * flags and state as for cpu_blas_fused_dot (state: 3 * rows * lanes floats).
+ * Lane l sums k = l (mod lanes) in k order: the result depends on the ISA only. */
+void cpu_blas_f8_dot(int isa, int im, int jn, const float *x, int64_t ldx, const uint8_t *w,
+		     int64_t ldw, const float *s, int64_t k, int flags, float *state,
+		     float acc[8][3]);
+/* dst[c] = fg_f8_value(w[c], scale) for c < k: a row of FG_DTYPE_F8_ROWS. */
+void cpu_blas_f8_decode(int isa, const uint8_t *w, float scale, int64_t k, float *dst);
+
 /* dst[0..w) = columns [c0, c0 + w) of row r of a checked fp32 or fp16 view
  * (ops.c).  Returns dst, or the view's own memory for fp32. */
 const float *cpu_blas_load(const struct fg_tensor *t, int64_t r, int64_t c0, int64_t w,

@@ -16,10 +16,22 @@
  * is the tile path's value), the caller having converted the group's fp16
  * (scale, min) pairs to fp32 arrays once.  A plain C version (16 lanes)
  * serves isa = none.
+ *
+ * The fp8 kernels (FG_DTYPE_F8_ROWS, fgcore/f8.h) take 16 codes per step, one
+ * scale per w row.  A code becomes the fp16 pattern of its E4M3 value / 256
+ * (sign kept, the 7 exponent-and-mantissa bits shifted under fp16's wider
+ * exponent; subnormals land on fp16 subnormals; S.1111.111 becomes an fp16
+ * NaN), vcvtph2ps widens it exactly, and (v * 256) * scale is fg_f8_value's
+ * one rounded product (the 256 not folded into the scale, which could
+ * overflow where the product does not).  AVX-512 machines run these AVX2
+ * kernels too (8 lanes, 4 rows of x): an AVX-512 version waits for a machine
+ * to test it on.  A plain C version (16 lanes, fg_f8_value) serves isa =
+ * none.  Lanes past k weigh +0 whatever the scale.
  */
 #include <stdint.h>
 #include <string.h>
 
+#include <fgcore/f8.h>
 #include <fgcore/q4.h>
 
 #include "plugins/compute/cpu_blas/cpu_blas.h"
@@ -477,6 +489,152 @@ static CB_AVX2 int64_t cb_q4_params256(const uint8_t *p, int64_t k, float *s, fl
 	}
 	return c;
 }
+
+/* ---- fp8 weights: 16 codes per step (AVX2, also on AVX-512 machines) -------------------- */
+
+typedef void (*cb_f8dot_fn)(const float *x, int64_t ldx, const uint8_t *w, int64_t ldw,
+			    const float *s, int64_t k, int flags, float *state, float acc[8][3]);
+
+/* 16 E4M3 codes -> the fp16 bits of their values / 256: code << 8 shifted right
+ * arithmetically puts the sign in bits 15 and 14 and the rest in 13..7; bit 14
+ * cleared leaves fp16 exponent e (bias 15 for E4M3's 7) and mantissa m << 7. */
+CB_INLINE CB_AVX2 __m256i cb_f8_halves(__m128i codes)
+{
+	const __m256i em = _mm256_set1_epi16(0x3f80);
+	__m256i h = _mm256_slli_epi16(_mm256_cvtepu8_epi16(codes), 8);
+	__m256i nan;
+
+	h = _mm256_and_si256(_mm256_srai_epi16(h, 1), _mm256_set1_epi16((short)0xbf80));
+	nan = _mm256_cmpeq_epi16(_mm256_and_si256(h, em), em); /* S.1111.111 */
+	return _mm256_or_si256(h, nan);                        /* all ones: an fp16 NaN */
+}
+
+/* Eight of them (half 0 or 1) as fp32 values: (v * 256) * scale, the first
+ * product exact, so one rounding as fg_f8_value. */
+CB_INLINE CB_AVX2 __m256 cb_f8_values(__m256i h, int half, __m256 sv)
+{
+	__m128i q = half ? _mm256_extracti128_si256(h, 1) : _mm256_castsi256_si128(h);
+
+	return _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtph_ps(q), _mm256_set1_ps(256.0f)), sv);
+}
+
+/* Codes [kk, k) of a row (k - kk < 16), zero-padded to 16. */
+CB_INLINE CB_AVX2 __m128i cb_f8_tail(const uint8_t *w, int64_t kk, int64_t k)
+{
+	uint8_t t[16] = { 0 };
+
+	memcpy(t, w + kk, (size_t)(k - kk));
+	return _mm_loadu_si128((const __m128i *)t);
+}
+
+/* acc[i][j] += x[i, kk + lane] * w_j[kk + lane] for 8 lanes (half of h[j]);
+ * lanes at or past `valid` weigh +0 (tails only). */
+CB_INLINE CB_AVX2 void cb_f8step256(const int RM, const int RN, const __m256i h[3], int half,
+				    const __m256 sv[3], const float *x, int64_t ldx, int64_t kk,
+				    int valid, __m256 acc[4][3])
+{
+	__m256 wv[3], xv;
+	int i, j;
+
+	CB_UNROLL
+	for (j = 0; j < RN; j++) {
+		wv[j] = cb_f8_values(h[j], half, sv[j]);
+		if (valid < 8) {
+			__m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(valid),
+							  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+
+			wv[j] = _mm256_and_ps(wv[j], _mm256_castsi256_ps(keep));
+		}
+	}
+	CB_UNROLL
+	for (i = 0; i < RM; i++) {
+		xv = _mm256_loadu_ps(x + i * ldx + kk);
+		CB_UNROLL
+		for (j = 0; j < RN; j++)
+			acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+	}
+}
+
+CB_INLINE CB_AVX2 void cb_f8dot256(const int RM, const int RN, const float *x, int64_t ldx,
+				   const uint8_t *w, int64_t ldw, const float *s, int64_t k,
+				   int flags, float *state, float out[8][3])
+{
+	__m256 acc[4][3], sv[3];
+	__m256i h[3];
+	int64_t kk = 0;
+	int i, j;
+
+	CB_UNROLL
+	for (j = 0; j < RN; j++)
+		sv[j] = _mm256_set1_ps(s[j]);
+	CB_UNROLL
+	for (i = 0; i < RM; i++)
+		CB_UNROLL
+		for (j = 0; j < RN; j++)
+			acc[i][j] = (flags & CPU_BLAS_DOT_FIRST) ? _mm256_setzero_ps()
+				    : _mm256_loadu_ps(state + (i * 3 + j) * 8);
+	for (; kk + 16 <= k; kk += 16) {
+		CB_UNROLL
+		for (j = 0; j < RN; j++)
+			h[j] = cb_f8_halves(_mm_loadu_si128((const __m128i *)(w + j * ldw + kk)));
+		cb_f8step256(RM, RN, h, 0, sv, x, ldx, kk, 8, acc);
+		cb_f8step256(RM, RN, h, 1, sv, x, ldx, kk + 8, 8, acc);
+	}
+	if (kk < k) {
+		/* x holds zeros past k (read); the weights there are masked to +0. */
+		int r = (int)(k - kk);
+
+		CB_UNROLL
+		for (j = 0; j < RN; j++)
+			h[j] = cb_f8_halves(cb_f8_tail(w + j * ldw, kk, k));
+		cb_f8step256(RM, RN, h, 0, sv, x, ldx, kk, r < 8 ? r : 8, acc);
+		if (r > 8)
+			cb_f8step256(RM, RN, h, 1, sv, x, ldx, kk + 8, r - 8, acc);
+	}
+	CB_UNROLL
+	for (i = 0; i < RM; i++)
+		CB_UNROLL
+		for (j = 0; j < RN; j++) {
+			if (flags & CPU_BLAS_DOT_LAST)
+				out[i][j] = cb_hsum256(acc[i][j]);
+			else
+				_mm256_storeu_ps(state + (i * 3 + j) * 8, acc[i][j]);
+		}
+}
+
+#define CB_F8DEF(RM, RN)                                                                    \
+	static CB_AVX2 void cb_f8dot256_##RM##_##RN(const float *x, int64_t ldx,            \
+						     const uint8_t *w, int64_t ldw,           \
+						     const float *s, int64_t k, int flags,    \
+						     float *state, float acc[8][3])           \
+	{                                                                                   \
+		cb_f8dot256(RM, RN, x, ldx, w, ldw, s, k, flags, state, acc);               \
+	}
+#define CB_F8DEF3(RM) CB_F8DEF(RM, 1) CB_F8DEF(RM, 2) CB_F8DEF(RM, 3)
+#define CB_F8REF3(RM) { cb_f8dot256_##RM##_1, cb_f8dot256_##RM##_2, cb_f8dot256_##RM##_3 }
+
+CB_F8DEF3(1)
+CB_F8DEF3(2)
+CB_F8DEF3(3)
+CB_F8DEF3(4)
+
+static const cb_f8dot_fn cb_f8dot256_fns[4][3] = {
+	CB_F8REF3(1), CB_F8REF3(2), CB_F8REF3(3), CB_F8REF3(4),
+};
+
+static CB_AVX2 int64_t cb_f8_decode256(const uint8_t *w, float scale, int64_t k, float *dst)
+{
+	__m256 sv = _mm256_set1_ps(scale);
+	int64_t c = 0;
+
+	for (; c + 16 <= k; c += 16) {
+		__m256i h = cb_f8_halves(_mm_loadu_si128((const __m128i *)(w + c)));
+
+		_mm256_storeu_ps(dst + c, cb_f8_values(h, 0, sv));
+		_mm256_storeu_ps(dst + c + 8, cb_f8_values(h, 1, sv));
+	}
+	return c;
+}
 #endif
 
 /* ---- 4-bit weights, plain C: 16 lanes, up to 4 x 3 ------------------------------------------ */
@@ -511,6 +669,48 @@ static void cb_q4dot_c(int im, int jn, const float *x, int64_t ldx, const uint8_
 						   mn[kk + 2 * l + 1];
 			}
 		}
+		for (i = 0; i < im; i++)
+			for (j = 0; j < jn; j++)
+				for (l = 0; l < 16; l++)
+					acc[i][j][l] += x[i * ldx + kk + l] * wv[j][l];
+	}
+	for (i = 0; i < im; i++)
+		for (j = 0; j < jn; j++) {
+			if (flags & CPU_BLAS_DOT_LAST) {
+				float sum = 0;
+
+				for (l = 0; l < 16; l++)
+					sum += acc[i][j][l];
+				out[i][j] = sum;
+			} else {
+				memcpy(state + (i * 3 + j) * 16, acc[i][j], sizeof(acc[i][j]));
+			}
+		}
+}
+
+/* ---- fp8 weights, plain C: 16 lanes, up to 4 x 3 --------------------------------------- */
+
+static void cb_f8dot_c(int im, int jn, const float *x, int64_t ldx, const uint8_t *w,
+		       int64_t ldw, const float *s, int64_t k, int flags, float *state,
+		       float out[8][3])
+{
+	float acc[4][3][16], wv[3][16];
+	int i, j, l;
+
+	for (i = 0; i < im; i++)
+		for (j = 0; j < jn; j++) {
+			if (flags & CPU_BLAS_DOT_FIRST)
+				memset(acc[i][j], 0, sizeof(acc[i][j]));
+			else
+				memcpy(acc[i][j], state + (i * 3 + j) * 16, sizeof(acc[i][j]));
+		}
+	for (int64_t kk = 0; kk < k; kk += 16) {
+		int valid = k - kk < 16 ? (int)(k - kk) : 16;
+
+		/* Lanes past k see x = 0 (padding) and weigh +0. */
+		for (j = 0; j < jn; j++)
+			for (l = 0; l < 16; l++)
+				wv[j][l] = l < valid ? fg_f8_value(w[j * ldw + kk + l], s[j]) : 0.0f;
 		for (i = 0; i < im; i++)
 			for (j = 0; j < jn; j++)
 				for (l = 0; l < 16; l++)
@@ -637,4 +837,44 @@ void cpu_blas_q4_decode(int isa, const uint8_t *w, const float *s, const float *
 	/* q * s is exact in fp32: with or without a fused multiply-add, one rounding. */
 	for (; c < k; c++)
 		dst[c] = (float)fg_q4_nibble(w, (uint64_t)c) * s[c] + mn[c];
+}
+
+int cpu_blas_f8_rows(int isa)
+{
+	(void)isa;
+	return 4;
+}
+
+int cpu_blas_f8_lanes(int isa)
+{
+	return isa == CPU_BLAS_ISA_NONE ? 16 : 8;
+}
+
+void cpu_blas_f8_dot(int isa, int im, int jn, const float *x, int64_t ldx, const uint8_t *w,
+		     int64_t ldw, const float *s, int64_t k, int flags, float *state,
+		     float acc[8][3])
+{
+#if FG_FP16_SIMD_X86
+	if (isa != CPU_BLAS_ISA_NONE) {
+		cb_f8dot256_fns[im - 1][jn - 1](x, ldx, w, ldw, s, k, flags, state, acc);
+		return;
+	}
+#else
+	(void)isa;
+#endif
+	cb_f8dot_c(im, jn, x, ldx, w, ldw, s, k, flags, state, acc);
+}
+
+void cpu_blas_f8_decode(int isa, const uint8_t *w, float scale, int64_t k, float *dst)
+{
+	int64_t c = 0;
+
+#if FG_FP16_SIMD_X86
+	if (isa != CPU_BLAS_ISA_NONE)
+		c = cb_f8_decode256(w, scale, k, dst);
+#else
+	(void)isa;
+#endif
+	for (; c < k; c++)
+		dst[c] = fg_f8_value(w[c], scale);
 }

@@ -1,17 +1,22 @@
 /* plugins/compute/cpu_blas/linear.c - out = act(x · wᵀ + bias) ⊙ mul + residual
- * with fp32 activations and fp16 or 4-bit weights (act: none, ReLU, SiLU or
- * GELU in its tanh form).
+ * with fp32 activations and fp16, 4-bit or fp8 weights (act: none, ReLU, SiLU
+ * or GELU in its tanh form).
  *
  * Two paths, both bounded in memory:
  *  - BLAS (any m): blocks of w rows are widened to fp32 by the pool into one
  *    tile (option tile_mib), OpenBLAS multiplies it (its own threads), and the pool
  *    applies bias / activation / mul / residual over the tile's output.
- *  - fused (m <= fused_max_m, x86-64 with AVX2 or AVX-512): each pool thread
- *    takes 24 rows of w at a time and computes their dot products with every
- *    row of x (fused.c), widening w in registers as it streams.  Decode-sized
- *    products read half the bytes of an fp32 sgemm and skip OpenBLAS's
- *    packing; widening w again for every block of x rows was measured faster
- *    than widening it once into an L2-resident scratch.
+ *    fp8 weights (FG_DTYPE_F8_ROWS) are widened the same way, each code times
+ *    its row's scale (fg_f8_value's product, bit for bit).
+ *  - fused (m <= fused_max_m, x86-64 with AVX2 or AVX-512; fp8 weights on
+ *    any isa): each pool thread takes 24 rows of w at a time and computes
+ *    their dot products with every row of x (fused.c), widening w in
+ *    registers as it streams.  Decode-sized products read half the bytes of
+ *    an fp32 sgemm and skip OpenBLAS's packing; widening w again for every
+ *    block of x rows was measured faster than widening it once into an
+ *    L2-resident scratch.  fp8 rows stream a byte per weight, decoded as
+ *    E4M3 value times the row's scale in registers (the AVX2 kernels, also
+ *    on AVX-512 machines; plain C for isa = none).
  *  - fused 4-bit (m <= fused_max_m, FG_DTYPE_Q4_ROWS weights, any isa): each
  *    task takes up to one group of 64 w rows, converts the group's fp16
  *    (scale, min) pairs to fp32 once, and streams the nibbles, decoding
@@ -31,6 +36,7 @@
 
 #include <cblas.h>
 
+#include <fgcore/f8.h>
 #include <fgcore/q4.h>
 
 #include "plugins/compute/cpu_blas/cpu_blas.h"
@@ -51,6 +57,8 @@ struct cb_linear {
 	const uint16_t *w;
 	int64_t ldw;
 	const struct fg_tensor *wq; /* FG_DTYPE_Q4_ROWS weight, or NULL */
+	const uint8_t *w8;  /* FG_DTYPE_F8_ROWS codes (row j at j * k), or NULL */
+	const uint8_t *w8s; /* their scales, one per row (fgcore/f8.h) */
 	const float *bias; /* fp32 copy, n values, or NULL */
 	int relu, silu, gelu;
 	const float *mul;  /* gating multiplier, or NULL; never overlaps out */
@@ -126,6 +134,15 @@ static void cb_widen_rows(void *arg, int64_t b, int64_t e, int tid)
 
 	if (L->wq && !(L->k & 1)) {
 		cb_widen_q4_rows(L, b, e, tid);
+		return;
+	}
+	if (L->w8) {
+		for (int64_t r = b; r < e; r++) {
+			int64_t j = L->j0 + r;
+
+			cpu_blas_f8_decode(L->c->isa, L->w8 + j * L->k, fg_f8_scale_load(L->w8s,
+					   (uint64_t)j), L->k, L->c->tile + r * L->k);
+		}
 		return;
 	}
 	for (int64_t r = b; r < e; r++) {
@@ -409,11 +426,22 @@ static void cb_fused_finish(struct cb_linear *L, int64_t i0, int im, int64_t j0,
 	}
 }
 
+/* Rows of x per kernel call and floats per accumulator: the fp16 or fp8 kernels'. */
+static int cb_fused_rm(const struct cb_linear *L)
+{
+	return L->w8 ? cpu_blas_f8_rows(L->c->isa) : cpu_blas_fused_rows(L->c->isa);
+}
+
+static int cb_fused_lanes(const struct cb_linear *L)
+{
+	return L->w8 ? cpu_blas_f8_lanes(L->c->isa) : cpu_blas_fused_lanes(L->c->isa);
+}
+
 static void cb_fused_task(void *arg, int64_t b, int64_t e, int tid)
 {
 	struct cb_linear *L = arg;
-	int isa = L->c->isa, rm = cpu_blas_fused_rows(isa);
-	int64_t vec = 3 * (int64_t)rm * cpu_blas_fused_lanes(isa);
+	int isa = L->c->isa, rm = cb_fused_rm(L);
+	int64_t vec = 3 * (int64_t)rm * cb_fused_lanes(L);
 	float *state = L->c->scratch[tid];
 	/* Blocking k keeps x's rows in cache while they are reused, but costs the
 	 * prefetcher its long streams: only worth it when x has several row blocks. */
@@ -422,7 +450,10 @@ static void cb_fused_task(void *arg, int64_t b, int64_t e, int tid)
 	for (int64_t blk = b; blk < e; blk++) {
 		int64_t j0 = blk * L->task_rows;
 		int64_t jb = L->n - j0 < L->task_rows ? L->n - j0 : L->task_rows;
+		float sc[CB_FUSED_ROWS]; /* fp8: the rows' scales */
 
+		for (int64_t jj = 0; L->w8 && jj < jb; jj++)
+			sc[jj] = fg_f8_scale_load(L->w8s, (uint64_t)(j0 + jj));
 		for (int64_t k0 = 0; k0 < L->k; k0 += kb) {
 			int64_t kl = L->k - k0 < kb ? L->k - k0 : kb;
 			int flags = (k0 == 0 ? CPU_BLAS_DOT_FIRST : 0) |
@@ -436,9 +467,14 @@ static void cb_fused_task(void *arg, int64_t b, int64_t e, int tid)
 					int jn = jb - jj < 3 ? (int)(jb - jj) : 3;
 					float acc[8][3];
 
-					cpu_blas_fused_dot(isa, im, jn, L->x + i0 * L->ldx + k0, L->ldx,
-							   L->w + (j0 + jj) * L->ldw + k0, L->ldw,
-							   kl, flags, st, acc);
+					if (L->w8)
+						cpu_blas_f8_dot(isa, im, jn, L->x + i0 * L->ldx + k0,
+								L->ldx, L->w8 + (j0 + jj) * L->k + k0,
+								L->k, sc + jj, kl, flags, st, acc);
+					else
+						cpu_blas_fused_dot(isa, im, jn, L->x + i0 * L->ldx + k0,
+								   L->ldx, L->w + (j0 + jj) * L->ldw + k0,
+								   L->ldw, kl, flags, st, acc);
 					if (flags & CPU_BLAS_DOT_LAST)
 						cb_fused_finish(L, i0, im, j0 + jj, jn, acc);
 				}
@@ -450,25 +486,28 @@ static void cb_fused_task(void *arg, int64_t b, int64_t e, int tid)
 static int cb_linear_fused(struct cb_linear *L)
 {
 	struct cpu_blas_ctx *c = L->c;
-	int rm = cpu_blas_fused_rows(c->isa);
+	int rm = cb_fused_rm(L);
 	int64_t states = (L->m + rm - 1) / rm * (CB_FUSED_ROWS / 3);
 	int64_t kp = (L->k + 15) & ~(int64_t)15;
 	double flops;
 	int rc, threads;
 
 	/* x is small here (m <= fused_max_m): a copy with 64-byte aligned rows
-	 * spares the kernel a cache-line split on every AVX-512 load. */
+	 * spares the kernel a cache-line split on every AVX-512 load; zeros past
+	 * k, which the fp8 kernels read. */
 	rc = cpu_blas_buffer(c, &c->xpack, &c->xpack_len, (size_t)(L->m * kp), "x copy");
 	if (rc)
 		return rc;
-	for (int64_t i = 0; i < L->m; i++)
+	for (int64_t i = 0; i < L->m; i++) {
 		memcpy(c->xpack + i * kp, L->x + i * L->ldx, (size_t)L->k * sizeof(float));
+		memset(c->xpack + i * kp + L->k, 0, (size_t)(kp - L->k) * sizeof(float));
+	}
 	L->x = c->xpack;
 	L->ldx = kp;
 
 	/* Accumulators parked between k blocks: one set per (x block, w block). */
 	if (L->m > rm && L->k > CB_FUSED_KBLOCK) {
-		rc = cpu_blas_scratch(c, (size_t)(states * 3 * rm * cpu_blas_fused_lanes(c->isa)));
+		rc = cpu_blas_scratch(c, (size_t)(states * 3 * rm * cb_fused_lanes(L)));
 		if (rc)
 			return rc;
 	}
@@ -619,7 +658,7 @@ int cpu_blas_linear(void *ctx, void *stream, const struct fg_linear_args *a)
 	struct cpu_blas_ctx *c = ctx;
 	struct cb_linear L;
 	float *biasf = NULL;
-	int rc;
+	int rc, fused;
 
 	(void)stream;
 	rc = cb_linear_check(c, a);
@@ -635,6 +674,10 @@ int cpu_blas_linear(void *ctx, void *stream, const struct fg_linear_args *a)
 	L.w = a->w.data;
 	L.ldw = a->w.ld;
 	L.wq = a->w.dtype == FG_DTYPE_Q4_ROWS ? &a->w : NULL;
+	if (a->w.dtype == FG_DTYPE_F8_ROWS) {
+		L.w8 = a->w.data;
+		L.w8s = L.w8 + fg_f8_data_bytes((uint64_t)a->w.rows, (uint64_t)a->w.cols);
+	}
 	L.relu = a->act == FG_ACT_RELU;
 	L.silu = a->act == FG_ACT_SILU;
 	L.gelu = a->act == FG_ACT_GELU_TANH;
@@ -660,10 +703,11 @@ int cpu_blas_linear(void *ctx, void *stream, const struct fg_linear_args *a)
 		fg_fp16_simd_to_f32(biasf, a->bias.data, (size_t)L.n);
 		L.bias = biasf;
 	}
-	/* The fused kernels stream fp16 rows (x86-64 only) or 4-bit rows (any isa). */
-	if (L.wq && L.m <= c->fused_max_m && L.k > 0)
+	/* The fused kernels stream fp16 rows (x86-64 only), 4-bit or fp8 rows (any isa). */
+	fused = L.m <= c->fused_max_m && L.k > 0;
+	if (fused && L.wq)
 		rc = cb_linear_q4(&L);
-	else if (c->isa != CPU_BLAS_ISA_NONE && L.m <= c->fused_max_m && L.k > 0 && !L.wq)
+	else if (fused && (L.w8 || c->isa != CPU_BLAS_ISA_NONE))
 		rc = cb_linear_fused(&L);
 	else
 		rc = cb_linear_blas(&L);

@@ -193,7 +193,13 @@ static void cpu_blas_info(void *ctx, struct fg_compute_info *info)
 	info->native_codecs = NULL; /* ABI 1.0 only: `supports` says it */
 }
 
-/* fp32 activations; fp16 or 4-bit weights (fused kernels or tile by tile);
+/* The linear weights it takes: fp16, 4-bit rows, fp8 rows (compute 1.15). */
+static int cpu_blas_weight(enum fg_dtype dtype)
+{
+	return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS || dtype == FG_DTYPE_F8_ROWS;
+}
+
+/* fp32 activations; fp16, 4-bit or fp8 weights (fused kernels or tile by tile);
  * decode attention and kv_append also over fp16 tensors (the attention an
  * fp16 GPU backend delegates) and a 4-bit cache; the generic tier's row ops
  * and softcap on either plain type. */
@@ -212,7 +218,7 @@ static int cpu_blas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 	case FG_OP_LINEAR:
 	case FG_OP_LINEAR_SILU:
 	case FG_OP_LINEAR_MUL:
-		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS;
+		return cpu_blas_weight(dtype);
 	case FG_OP_ATTENTION_DECODE:
 	case FG_OP_ATTENTION_GQA:
 	case FG_OP_ATTENTION_RING:
@@ -230,10 +236,10 @@ static int cpu_blas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 	case FG_OP_ROUTE:
 		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16;
 	case FG_OP_LINEAR_GROUPED:
-		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS; /* linear per group */
+		return cpu_blas_weight(dtype); /* linear per group */
 	/* compute ABI 1.12: Gemma 2's pieces */
 	case FG_OP_LINEAR_GELU:
-		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_ROWS; /* linear and grouped */
+		return cpu_blas_weight(dtype); /* linear and grouped */
 	case FG_OP_NORM_SHIFT:
 		return dtype == FG_DTYPE_F32;
 	case FG_OP_ATTENTION_SOFTCAP: /* prefill (f32) and decode, every cache */
@@ -273,7 +279,8 @@ static const struct fg_compute_ops cpu_blas_ops = {
 
 FG_PLUGIN_EXPORT const struct fg_plugin fg_plugin_entry = {
 	/* 1.1: rope, supports, RMS norm, SiLU, mul, GQA; 1.2: timers; 1.6: logprob;
-	 * 1.10: the generic tier; 1.11: windows; 1.12: GELU, gamma shift, softcaps */
+	 * 1.10: the generic tier; 1.11: windows; 1.12: GELU, gamma shift, softcaps;
+	 * 1.15: fp8 weights */
 	.abi_version	= FG_COMPUTE_ABI_VERSION,
 	.kind		= FG_PLUGIN_COMPUTE,
 	.name		= "cpu_blas",
