@@ -27,9 +27,15 @@ void fg_optimize_out_free(struct fg_optimize_out *out)
 int fg_optimize_policy_keys(const struct fg_policy *p,
 			    int (*set)(void *user, const char *assignment), void *user)
 {
-	char kv[11][96];
-	int n = 0, rc;
-#define KV(...) snprintf(kv[n++], sizeof(kv[0]), __VA_ARGS__)
+	char kv[96];
+	int rc;
+	/* each key set as it is written: no count of them to keep in step */
+#define KV(...)                                             \
+	do {                                                \
+		snprintf(kv, sizeof(kv), __VA_ARGS__);      \
+		if ((rc = set(user, kv)))                   \
+			return rc;                          \
+	} while (0)
 #define BOOL(x) ((x) ? "true" : "false")
 	KV("policy.gpu_batch_size=%lld", (long long)p->gpu_batch_size);
 	KV("policy.num_gpu_batches=%lld", (long long)p->num_gpu_batches);
@@ -47,9 +53,6 @@ int fg_optimize_policy_keys(const struct fg_policy *p,
 	KV("policy.window_ring=%s", BOOL(p->window_ring));
 #undef BOOL
 #undef KV
-	for (int i = 0; i < n; i++)
-		if ((rc = set(user, kv[i])))
-			return rc;
 	return 0;
 }
 
