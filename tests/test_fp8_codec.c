@@ -35,6 +35,7 @@
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
 #include "tests/fp8_threads.h"
+#include "tests/test_rng.h"
 
 /* ck_assert records a checkpoint (a write to Check's pipe) on every pass;
  * checks made per value use this instead. */
@@ -67,22 +68,9 @@ static void teardown(void)
 
 /* ---- PRNG ---------------------------------------------------------------------- */
 
-static uint64_t rng_state;
-
 static void rng_seed(uint64_t s)
 {
 	rng_state = s * 0x9e3779b97f4a7c15ull + 1;
-}
-
-static uint64_t rnd(void)
-{
-	uint64_t x = rng_state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	rng_state = x;
-	return x * 0x2545f4914f6cdd1dull;
 }
 
 /* Uniform in (0, 1). */
