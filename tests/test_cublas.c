@@ -1962,6 +1962,33 @@ static void f8_fill(const struct f8_case *c, uint16_t *xh, int64_t ldx, uint16_t
 	}
 }
 
+/* Set by test_linear_fp8's last loop: the weight goes to the backend as
+ * stored fp8 (F8_ROWS, encoded from wh by f8.h's rule, which is the fp8
+ * path's own quantization of wh: the mirror below still holds). */
+static int f8_stored;
+
+/* wh [n, k] encoded by f8.h (malloc'd). */
+static uint8_t *f8_encode_h(const uint16_t *wh, int64_t n, int64_t k)
+{
+	size_t bytes = (size_t)fg_f8_bytes((uint64_t)n, (uint64_t)k);
+	uint8_t *enc = xmalloc(bytes);
+	float *row = xmalloc((size_t)k * sizeof(float));
+
+	memset(enc, 0, bytes);
+	for (int64_t j = 0; j < n; j++) {
+		float scale, inv;
+
+		for (int64_t l = 0; l < k; l++)
+			row[l] = fg_half_to_float(wh[j * k + l]);
+		fg_f8_scale_of(fg_f8_amax(row, (size_t)k), &scale, &inv);
+		fg_f8_scale_store(enc + fg_f8_data_bytes((uint64_t)n, (uint64_t)k), (uint64_t)j, scale);
+		for (int64_t l = 0; l < k; l++)
+			enc[j * k + l] = fg_f8_code(row[l], inv);
+	}
+	free(row);
+	return enc;
+}
+
 /* Runs case c on backend g and checks it against what `expect` says; returns
  * 1 when the result is the fp8 path's (within the tight bound of the mirror
  * and the loose one of the exact product), 0 when it is the fp16 path's
@@ -1990,6 +2017,8 @@ static int run_fp8(struct fg_backend *g, const char *gname, const struct f8_case
 	int is8;
 
 	f8_fill(c, xh, ldx, wh, &q4);
+	if (f8_stored && !q4)
+		q4 = f8_encode_h(wh, n, k);
 	/* out starts as the residual (aliased) or as NaN */
 	for (size_t i = 0; i < on; i++) {
 		if (c->f32)
@@ -1999,7 +2028,7 @@ static int run_fp8(struct fg_backend *g, const char *gname, const struct f8_case
 							? r16[i] : SENTINEL;
 	}
 	memset(&ga, 0, sizeof(ga));
-	put_xw(&ga, &dx, &dw, xh, ldx, q4, wh, m, n, k);
+	put_xw_as(&ga, &dx, &dw, xh, ldx, q4, f8_stored && !c->q4, wh, m, n, k);
 	if (c->bias)
 		ga.bias = tens((char *)dput(&db, bh, ((size_t)n + 1) * 2) + (c->bias == 2 ? 2 : 0),
 			       FG_DTYPE_F16, 1, n, n);
@@ -2015,7 +2044,8 @@ static int run_fp8(struct fg_backend *g, const char *gname, const struct f8_case
 	ck_assert_msg(g->ops->linear(g->ctx, NULL, &ga) == 0, "%s: %s", gname, fg_last_error());
 	dget(&dout, got);
 	snprintf(label, sizeof(label), "%s m=%" PRId64 " n=%" PRId64 " k=%" PRId64 "%s%s%s%s%s%s%s",
-		 gname, m, n, k, c->q4 ? " q4" : "", c->bias == 2 ? " bias(unaligned)" : c->bias
+		 gname, m, n, k, c->q4 ? " q4" : f8_stored ? " f8-stored" : "",
+		 c->bias == 2 ? " bias(unaligned)" : c->bias
 		 ? " bias" : "", c->act == FG_ACT_SILU ? " silu" : c->act == FG_ACT_RELU ? " relu"
 		 : c->act == FG_ACT_GELU_TANH ? " gelu" : "", c->mul ? " mul" : "",
 		 c->res == 2 ? " res=out" : c->res ? " res" : "",
@@ -2150,6 +2180,20 @@ START_TEST(test_linear_fp8)
 	}
 	/* off by default */
 	run_fp8(&gpu, "cublas", &f8_cases[3], F8_EXPECT_F16, &w);
+	/* stored fp8 weights (compute 1.15) whose rows are 16-byte multiples
+	 * enter the fp8 product as stored: the same codes and scales as the
+	 * quantized fp16 weight, so the same result within the same bounds */
+	f8_stored = 1;
+	for (size_t i = 0; active && i < sizeof(f8_cases) / sizeof(f8_cases[0]); i++) {
+		const struct f8_case *c = &f8_cases[i];
+		static const char *const name[] = { "cublas[fp8]", "cublas[fp8, 1M]",
+						    "cublas[fp8, 1M, scratch 4M]" };
+		struct fg_backend *be[] = { &f8, &f8s, &f8t };
+
+		if (!c->q4 && c->k % 16 == 0 && f8_eligible(c))
+			run_fp8(be[c->small], name[c->small], c, F8_EXPECT_FP8, &w);
+	}
+	f8_stored = 0;
 	printf("linear fp8             worst tight %.3g, loose %.3g of their bounds  %s\n",
 	       w.tight, w.loose, w.where);
 	printf("linear fp8 (fp16 runs) worst |gpu-ref|/(1+|ref|) = %.3g\n", w.f16);

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <fgcore/f8.h>
 #include <fgcore/q4.h>
 
 #include "plugins/compute/cublas/cublas_int.h"
@@ -721,8 +722,10 @@ static int cb_dequant(struct cublas_ctx *c, struct cublas_stream *s, const struc
 /* The fp8 path: for each band of x's rows, quantized once, and each tile of
  * weight rows (one, when its fp8 copy fits: then quantized once for all
  * bands), quantize what is not yet in the buffer and run one fp8 product.
- * A 4-bit or fp8 weight (enc, tiles of at most nt_enc rows) is dequantized
- * a tile at a time into the stream's scratch first.  A band and tile cuBLASLt has no
+ * A 4-bit weight (enc, tiles of at most nt_enc rows) is dequantized a tile
+ * at a time into the stream's scratch first; an fp8 one goes in as stored
+ * where its rows are 16-byte multiples (its codes and scales are f8.h's, the
+ * quantizer's own rule), else dequantized like 4-bit.  A band and tile cuBLASLt has no
  * fp8 algorithm for runs the fp16 path instead (known from the cached plan
  * before anything is quantized, unless cuBLASLt refuses only when called).
  * 1: fp8 does not apply to g at all (the caller runs fp16). */
@@ -732,6 +735,11 @@ static int cb_linear_fp8(struct cublas_ctx *c, struct cublas_stream *s, const st
 	size_t esz = g->f32 ? 4 : 2;
 	int w_once = 0, rc;
 	struct cb_fp8 q;
+	int direct = enc && enc->f8 && g->k % 16 == 0 && ((uintptr_t)enc->w & 15) == 0;
+	uint8_t *codes = direct ? (uint8_t *)(uintptr_t)enc->w : NULL;
+	float *scales = direct ? (float *)(void *)(codes + fg_f8_data_bytes((uint64_t)g->n,
+										(uint64_t)g->k))
+			       : NULL;
 
 	/* cuBLASLt's fp8 kernels want every matrix 16-byte aligned, ld included:
 	 * out's bands and tiles are, when out is (tiles start on 16-row bounds) */
@@ -762,10 +770,14 @@ static int cb_linear_fp8(struct cublas_ctx *c, struct cublas_stream *s, const st
 			struct cb_gemm b = cb_part(g, i0, g->m - i0 < q.mb ? g->m - i0 : q.mb, n0,
 						   g->n - n0 < q.nt ? g->n - n0 : q.nt);
 			/* a single tile is quantized once for all bands */
-			int w_ready = w_once && q.nt >= g->n;
+			int w_ready = (w_once && q.nt >= g->n) || direct;
 			struct cb_fp8_route r;
+			struct cb_fp8 qt = q; /* the tile's operands */
 
-			if (enc) {
+			if (direct) { /* (k == kq: the stored rows are the tile's) */
+				qt.w8 = codes + n0 * g->k;
+				qt.sw = scales + n0;
+			} else if (enc) {
 				if ((rc = cb_dequant(c, s, g, enc, n0, b.n)))
 					return rc;
 				b.w = s->scratch;
@@ -774,24 +786,30 @@ static int cb_linear_fp8(struct cublas_ctx *c, struct cublas_stream *s, const st
 			/* a refusal by cublasLtMatmul itself disables that plan: choose
 			 * again (a band has at most three plans to try) */
 			for (int tries = 0; tries < 4; tries++) {
-				if ((rc = cb_fp8_route(c, &b, &q, &r)))
+				if ((rc = cb_fp8_route(c, &b, &qt, &r)))
 					break;
 				if (!w_ready) {
-					rc = cb_fp8_quantize(c, s, b.n, g->k, b.w, b.ldw, q.w8, q.kq,
-							     q.sw);
+					rc = cb_fp8_quantize(c, s, b.n, g->k, b.w, b.ldw, qt.w8, qt.kq,
+							     qt.sw);
 					w_ready = w_once = 1;
 				}
 				if (rc == 0 && !band_ready) {
-					rc = cb_fp8_quantize(c, s, b.m, g->k, b.x, g->ldx, q.x8, q.kq,
-							     q.sx);
+					rc = cb_fp8_quantize(c, s, b.m, g->k, b.x, g->ldx, qt.x8, qt.kq,
+							     qt.sx);
 					band_ready = 1;
 				}
-				if (rc || (rc = cb_fp8_run(c, s, &b, &q, &r)) != 1)
+				if (rc || (rc = cb_fp8_run(c, s, &b, &qt, &r)) != 1)
 					break;
 			}
 			if (rc == 1) {
 				cb_fp8_note(c, &b, "cuBLASLt has no fp8 algorithm with row-wise scales "
 					    "for it");
+				if (direct && (rc = cb_dequant(c, s, g, enc, n0, b.n)))
+					return rc;
+				if (direct) {
+					b.w = s->scratch;
+					b.ldw = g->k;
+				}
 				rc = cb_linear_f16(c, s, &b);
 			}
 			if (rc)
