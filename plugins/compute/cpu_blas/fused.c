@@ -637,6 +637,48 @@ static CB_AVX2 int64_t cb_f8_decode256(const uint8_t *w, float scale, int64_t k,
 }
 #endif
 
+/* ---- plain C: 16 lanes, up to 4 x 3 (the 4-bit and fp8 kernels' shared parts) ---------- */
+
+/* The accumulators: zero on the first k block, else parked in state. */
+static void cb_acc16_begin(int im, int jn, int flags, const float *state, float acc[4][3][16])
+{
+	for (int i = 0; i < im; i++)
+		for (int j = 0; j < jn; j++) {
+			if (flags & CPU_BLAS_DOT_FIRST)
+				memset(acc[i][j], 0, sizeof(acc[i][j]));
+			else
+				memcpy(acc[i][j], state + (i * 3 + j) * 16, sizeof(acc[i][j]));
+		}
+}
+
+/* acc[i][j][l] += x[i, kk + l] * wv[j][l] for 16 lanes. */
+static void cb_acc16_step(int im, int jn, const float *x, int64_t ldx, int64_t kk,
+			  float wv[3][16], float acc[4][3][16])
+{
+	for (int i = 0; i < im; i++)
+		for (int j = 0; j < jn; j++)
+			for (int l = 0; l < 16; l++)
+				acc[i][j][l] += x[i * ldx + kk + l] * wv[j][l];
+}
+
+/* The last k block sums the lanes into out; others park them in state. */
+static void cb_acc16_end(int im, int jn, int flags, float acc[4][3][16], float *state,
+			 float out[8][3])
+{
+	for (int i = 0; i < im; i++)
+		for (int j = 0; j < jn; j++) {
+			if (flags & CPU_BLAS_DOT_LAST) {
+				float sum = 0;
+
+				for (int l = 0; l < 16; l++)
+					sum += acc[i][j][l];
+				out[i][j] = sum;
+			} else {
+				memcpy(state + (i * 3 + j) * 16, acc[i][j], sizeof(acc[i][j]));
+			}
+		}
+}
+
 /* ---- 4-bit weights, plain C: 16 lanes, up to 4 x 3 ------------------------------------------ */
 
 static void cb_q4dot_c(int im, int jn, const float *x, int64_t ldx, const uint8_t *w,
@@ -644,15 +686,9 @@ static void cb_q4dot_c(int im, int jn, const float *x, int64_t ldx, const uint8_
 		       float *state, float out[8][3])
 {
 	float acc[4][3][16], wv[3][16];
-	int i, j, l;
+	int j, l;
 
-	for (i = 0; i < im; i++)
-		for (j = 0; j < jn; j++) {
-			if (flags & CPU_BLAS_DOT_FIRST)
-				memset(acc[i][j], 0, sizeof(acc[i][j]));
-			else
-				memcpy(acc[i][j], state + (i * 3 + j) * 16, sizeof(acc[i][j]));
-		}
+	cb_acc16_begin(im, jn, flags, state, acc);
 	for (int64_t kk = 0; kk < k; kk += 16) {
 		for (j = 0; j < jn; j++) {
 			const uint8_t *b = w + j * ldw + kk / 2;
@@ -669,23 +705,9 @@ static void cb_q4dot_c(int im, int jn, const float *x, int64_t ldx, const uint8_
 						   mn[kk + 2 * l + 1];
 			}
 		}
-		for (i = 0; i < im; i++)
-			for (j = 0; j < jn; j++)
-				for (l = 0; l < 16; l++)
-					acc[i][j][l] += x[i * ldx + kk + l] * wv[j][l];
+		cb_acc16_step(im, jn, x, ldx, kk, wv, acc);
 	}
-	for (i = 0; i < im; i++)
-		for (j = 0; j < jn; j++) {
-			if (flags & CPU_BLAS_DOT_LAST) {
-				float sum = 0;
-
-				for (l = 0; l < 16; l++)
-					sum += acc[i][j][l];
-				out[i][j] = sum;
-			} else {
-				memcpy(state + (i * 3 + j) * 16, acc[i][j], sizeof(acc[i][j]));
-			}
-		}
+	cb_acc16_end(im, jn, flags, acc, state, out);
 }
 
 /* ---- fp8 weights, plain C: 16 lanes, up to 4 x 3 --------------------------------------- */
@@ -695,15 +717,9 @@ static void cb_f8dot_c(int im, int jn, const float *x, int64_t ldx, const uint8_
 		       float out[8][3])
 {
 	float acc[4][3][16], wv[3][16];
-	int i, j, l;
+	int j, l;
 
-	for (i = 0; i < im; i++)
-		for (j = 0; j < jn; j++) {
-			if (flags & CPU_BLAS_DOT_FIRST)
-				memset(acc[i][j], 0, sizeof(acc[i][j]));
-			else
-				memcpy(acc[i][j], state + (i * 3 + j) * 16, sizeof(acc[i][j]));
-		}
+	cb_acc16_begin(im, jn, flags, state, acc);
 	for (int64_t kk = 0; kk < k; kk += 16) {
 		int valid = k - kk < 16 ? (int)(k - kk) : 16;
 
@@ -711,23 +727,9 @@ static void cb_f8dot_c(int im, int jn, const float *x, int64_t ldx, const uint8_
 		for (j = 0; j < jn; j++)
 			for (l = 0; l < 16; l++)
 				wv[j][l] = l < valid ? fg_f8_value(w[j * ldw + kk + l], s[j]) : 0.0f;
-		for (i = 0; i < im; i++)
-			for (j = 0; j < jn; j++)
-				for (l = 0; l < 16; l++)
-					acc[i][j][l] += x[i * ldx + kk + l] * wv[j][l];
+		cb_acc16_step(im, jn, x, ldx, kk, wv, acc);
 	}
-	for (i = 0; i < im; i++)
-		for (j = 0; j < jn; j++) {
-			if (flags & CPU_BLAS_DOT_LAST) {
-				float sum = 0;
-
-				for (l = 0; l < 16; l++)
-					sum += acc[i][j][l];
-				out[i][j] = sum;
-			} else {
-				memcpy(state + (i * 3 + j) * 16, acc[i][j], sizeof(acc[i][j]));
-			}
-		}
+	cb_acc16_end(im, jn, flags, acc, state, out);
 }
 
 int cpu_blas_isa_supported(int isa)
