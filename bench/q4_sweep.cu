@@ -28,7 +28,7 @@ typedef void (*launch_fn)(cudaStream_t, int64_t, int64_t, int64_t, const uint16_
 
 struct variant {
 	const char *name;
-	q4_shape shape;
+	cb_fused_shape shape;
 	int bps; /* blocks an SM, by the occupancy calculator */
 	launch_fn run;
 };
@@ -173,13 +173,13 @@ static void teardown(problem &p)
 static void run_once(const problem &p, const variant &v, int sms, int copy, uint16_t *out)
 {
 	cublas_epi ep;
-	int z = q4_split(&v.shape, v.bps, p.m, p.n, p.k, sms, p.part_floats);
+	int z = cb_fused_split(&v.shape, v.bps, p.m, p.n, p.k, sms, p.part_floats, 0.5625);
 
 	memset(&ep, 0, sizeof ep);
 	v.run(0, p.m, p.n, p.k, p.x, p.k, p.w + (size_t)copy * p.wstride, ep, out, p.n, z, p.part);
 	CK(cudaGetLastError());
 	if (z > 1)
-		cb_q4_finish<<<cb_blocks(p.m * p.n, CB_THREADS, CB_GRID_CAP), CB_THREADS>>>(
+		cb_fused_finish<<<cb_blocks(p.m * p.n, CB_THREADS, CB_GRID_CAP), CB_THREADS>>>(
 			p.m, p.n, z, p.part, ep, out, p.n);
 	CK(cudaGetLastError());
 }

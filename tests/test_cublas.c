@@ -585,19 +585,30 @@ END_TEST
 
 /* fp8 weights (compute 1.15, F8_ROWS): every case with the weight encoded
  * by f8.h's rule, against cpu_blas over its decoded values in fp16 (what
- * cublas's dequantized tiles hold), whatever m. */
+ * cublas's dequantized tiles hold; the fused kernel multiplies the exact
+ * codes and scales each row's sum, off from that by the weights' fp16
+ * rounding alone), three ways as for 4-bit: the default split at
+ * q4_fused_max_m = 128, every m fused (its four variants, grid rows of x,
+ * k split) and every m dequantized. */
 START_TEST(test_linear_f8)
 {
 	struct worst w = { 0, "" };
+	struct fg_backend fused, deq;
 
 	gpu_seed(107);
+	open_backend(&fused, "cublas", "q4_fused_max_m", "4096");
+	open_backend(&deq, "cublas", "q4_fused_max_m", "0");
 	for (size_t i = 0; i < sizeof(lin_cases) / sizeof(lin_cases[0]); i++) {
 		struct lin_case c = lin_cases[i];
 
 		c.q4 = 2;
 		run_linear(&gpu, "cublas", &c, &w);
+		run_linear(&fused, "cublas[fused]", &c, &w);
+		run_linear(&deq, "cublas[dequant]", &c, &w);
 	}
 	report("linear f8", &w, TOL_LINEAR);
+	fg_backend_close(&fused);
+	fg_backend_close(&deq);
 }
 END_TEST
 
@@ -2135,11 +2146,16 @@ static int f8_eligible(const struct f8_case *c)
 
 START_TEST(test_linear_fp8)
 {
-	static const char *const opts[] = { "fp8_prefill", "true", "fp8_min_rows", "16", NULL };
+	/* (q4_fused_max_m 0: stored fp8 weights of up to 128 rows of x would
+	 * take their fused kernel, which test_linear_f8 checks; the 4-bit cases
+	 * here are past 128 rows anyway) */
+	static const char *const opts[] = { "fp8_prefill", "true", "fp8_min_rows", "16",
+					    "q4_fused_max_m", "0", NULL };
 	static const char *const small[] = { "fp8_prefill", "true", "fp8_min_rows", "16",
-					     "fp8_scratch", "1M", NULL };
+					     "fp8_scratch", "1M", "q4_fused_max_m", "0", NULL };
 	static const char *const tiny[] = { "fp8_prefill", "true", "fp8_min_rows", "16",
-					    "fp8_scratch", "1M", "scratch", "4M", NULL };
+					    "fp8_scratch", "1M", "scratch", "4M",
+					    "q4_fused_max_m", "0", NULL };
 	static const char *const too_small[] = { "fp8_prefill", "true", "fp8_scratch", "512K",
 						 NULL };
 	struct fg_backend f8, f8s, f8t, bad;

@@ -6,6 +6,7 @@
 # sm_90, plus compute_90 PTX for newer GPUs.
 CUBLAS_CU = \
 	plugins/compute/cublas/k_linear.cu \
+	plugins/compute/cublas/k_f8_linear.cu \
 	plugins/compute/cublas/k_misc.cu \
 	plugins/compute/cublas/k_prefill.cu \
 	plugins/compute/cublas/k_decode.cu \
@@ -15,6 +16,7 @@ CUBLAS_CU = \
 	plugins/compute/cublas/k_generic.cu
 CUBLAS_CUH = \
 	plugins/compute/cublas/common.cuh \
+	plugins/compute/cublas/fused.cuh \
 	plugins/compute/cublas/k_decode_mma.cuh \
 	plugins/compute/cublas/kernels.h
 CUBLAS_CU_LO = $(CUBLAS_CU:.cu=.lo)
@@ -22,7 +24,7 @@ CUBLAS_CU_LO = $(CUBLAS_CU:.cu=.lo)
 noinst_HEADERS += \
 	plugins/compute/cublas/cublas_int.h \
 	plugins/compute/cublas/kernels.h
-EXTRA_DIST += $(CUBLAS_CU) plugins/compute/cublas/common.cuh \
+EXTRA_DIST += $(CUBLAS_CU) plugins/compute/cublas/common.cuh plugins/compute/cublas/fused.cuh \
 	plugins/compute/cublas/k_decode_mma.cuh build-aux-cuda/nvcc-wrap
 
 NVCC_ARCH = \

@@ -26,42 +26,13 @@
 #include <fgcore/q4.h>
 
 #include "plugins/compute/cublas/common.cuh"
+#include "plugins/compute/cublas/fused.cuh"
 #include "plugins/compute/cublas/kernels.h"
 
 #define CB_THREADS 256
 #define CB_GRID_CAP 65535LL * 8
 
 /* ---- epilogue ---------------------------------------------------------------------- */
-
-/* bias, activation, mul, residual - in this order, in fp32 (rounded once by the caller). */
-CB_DEV float cb_epi_apply(const cublas_epi &e, int64_t i, int64_t j, float v)
-{
-	if (e.bias)
-		v += cb_h2f(e.bias[j]);
-	if (e.act == FG_ACT_RELU) {
-		if (v < 0.0f)
-			v = 0.0f;
-	} else if (e.act == FG_ACT_SILU) {
-		v = v / (1.0f + expf(-v)); /* v large negative: v / inf = -0 */
-	} else if (e.act == FG_ACT_GELU_TANH) {
-		v = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-	}
-	if (e.mul)
-		v *= cb_h2f(e.mul[i * e.ldm + j]);
-	if (e.res)
-		v += e.f32 ? ((const float *)e.res)[i * e.ldr + j]
-			   : cb_h2f(((const uint16_t *)e.res)[i * e.ldr + j]);
-	return v;
-}
-
-/* out[at] = v in out's type: the fp32 residual stream or fp16. */
-CB_DEV void cb_epi_store(const cublas_epi &e, void *out, int64_t at, float v)
-{
-	if (e.f32)
-		((float *)out)[at] = v;
-	else
-		((uint16_t *)out)[at] = cb_f2h(v);
-}
 
 template <typename TS>
 __global__ void cb_epilogue_kernel(int64_t m, int64_t n, const TS *src, int64_t lds,
@@ -213,21 +184,6 @@ CB_DEV uint32_t q4_whi(uint32_t w, uint32_t s2, uint32_t mn2)
 	__half2 r = __hfma2(q, *(const __half2 *)&s2, *(const __half2 *)&mn2);
 
 	return *(uint32_t *)&r;
-}
-
-/* 16 bytes of weights, read once: no L1 allocation, and L2 fetches the 256
- * bytes around them (the row's next chunks come next). */
-CB_DEV uint4 q4_ldw(const uint8_t *p)
-{
-	uint4 r;
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-	asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-	    : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-#else
-	r = __ldg((const uint4 *)p);
-#endif
-	return r;
 }
 
 /* 8 columns of x (one 16-byte unit) in the products' k-slot order: the
@@ -388,7 +344,7 @@ cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64
 			for (int rt = 0; rt < RT; rt++)
 #pragma unroll
 				for (int h = 0; h < 2; h++)
-					w[c][rt][h] = q4_ldw(wrow[rt][h] + col / 2);
+					w[c][rt][h] = cb_ldw_stream(wrow[rt][h] + col / 2);
 		}
 	};
 	auto compute = [&](int s, const uint4 (&w)[CW][RT][2]) {
@@ -497,22 +453,6 @@ cb_q4_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64
 	}
 }
 
-__global__ void cb_q4_finish(int64_t m, int64_t n, int ksplit, const float *part,
-			     cublas_epi ep, void *out, int64_t ldo)
-{
-	int64_t total = m * n;
-
-	for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
-	     e += (int64_t)gridDim.x * blockDim.x) {
-		int64_t i = e / n, j = e - i * n;
-		float v = 0.0f;
-
-		for (int z = 0; z < ksplit; z++)
-			v += part[z * total + e];
-		cb_epi_store(ep, out, i * ldo + j, cb_epi_apply(ep, i, j, v));
-	}
-}
-
 extern "C" int cublas_q4_fused_ok(const void *q4, int64_t k, const void *x, int64_t ldx)
 {
 	return k % 32 == 0 && ((uintptr_t)q4 & 15) == 0 && ((uintptr_t)x & 15) == 0 &&
@@ -536,20 +476,15 @@ extern "C" int cublas_q4_fused_ok(const void *q4, int64_t k, const void *x, int6
 #define Q4_V3 8, 2, 4, 1, 2, 2
 #define Q4_NV 4
 
-struct q4_shape {
-	int m, br, sc, threads, minb;
-	size_t smem;
-};
-
 template <int NT, int RT, int WR, int WK, int CW, int MINB>
-static constexpr q4_shape q4_shape_of()
+static constexpr cb_fused_shape q4_shape_of()
 {
 	typedef q4_cfg<NT, RT, WR, WK, CW> C;
 
-	return q4_shape{ C::M, C::BR, C::SC, C::THREADS, MINB, C::SMEM };
+	return cb_fused_shape{ C::M, C::BR, C::SC, C::THREADS, MINB, C::SMEM };
 }
 
-static const q4_shape q4_shapes[Q4_NV] = {
+static const cb_fused_shape q4_shapes[Q4_NV] = {
 	q4_shape_of<Q4_V0>(), q4_shape_of<Q4_V1>(), q4_shape_of<Q4_V2>(), q4_shape_of<Q4_V3>(),
 };
 
@@ -563,44 +498,12 @@ static int cb_q4_var(int64_t m)
 	return m <= 8 ? 0 : m <= 16 ? 1 : m <= 32 || !q4_v3_ok ? 2 : 3;
 }
 
-/* The k split that fills the GPU best for variant v (bps of its blocks an
- * SM): whole waves of blocks, each split a whole number of stages, weighed
- * against the partial sums' traffic (16 z m / k of the weight bytes) and the
- * finishing kernel (about 2 us, against the time of the weight bytes at 3
- * TB/s).  bench/q4_sweep.cu applies it to its candidates. */
-static int q4_split(const q4_shape *v, int bps, int64_t m, int64_t n, int64_t k, int sms,
-		    size_t max_part_floats)
-{
-	int64_t tiles = ((n + v->br - 1) / v->br) * ((m + v->m - 1) / v->m);
-	int64_t stages = (k + v->sc - 1) / v->sc, slots = (int64_t)sms * bps;
-	double bytes = (double)n * (double)k * 0.5625, fin = 6e6 / (bytes > 1 ? bytes : 1);
-	double best = 0;
-	int pick = 1;
-
-	if (slots < 1)
-		slots = 1;
-	for (int64_t z = 1; z <= 16 && z <= stages; z++) {
-		int64_t per = (stages + z - 1) / z, zz = (stages + per - 1) / per;
-		int64_t blocks = tiles * zz, waves = (blocks + slots - 1) / slots;
-		double eff = (double)blocks / (double)(waves * slots), score;
-
-		if (zz > 1 && (size_t)(zz * m * n) > max_part_floats)
-			break;
-		score = eff / (zz > 1 ? 1.0 + 16.0 * (double)(zz * m) / (double)k + fin : 1.0);
-		if (score > best * 1.02) { /* a split must pay for itself */
-			best = score;
-			pick = (int)zz;
-		}
-	}
-	return pick;
-}
-
 extern "C" int cublas_q4_fused_split(int64_t m, int64_t n, int64_t k, int sms,
 				     size_t max_part_floats)
 {
 	int v = cb_q4_var(m);
 
-	return q4_split(&q4_shapes[v], q4_bps[v], m, n, k, sms, max_part_floats);
+	return cb_fused_split(&q4_shapes[v], q4_bps[v], m, n, k, sms, max_part_floats, 0.5625);
 }
 
 template <int NT, int RT, int WR, int WK, int CW, int MINB>
@@ -658,7 +561,7 @@ extern "C" cudaError_t cublas_k_q4_linear(cudaStream_t s, int64_t m, int64_t n, 
 	err = cudaGetLastError();
 	if (err != cudaSuccess || ksplit <= 1)
 		return err;
-	cb_q4_finish<<<cb_blocks(m * n, CB_THREADS, CB_GRID_CAP), CB_THREADS, 0, s>>>(
+	cb_fused_finish<<<cb_blocks(m * n, CB_THREADS, CB_GRID_CAP), CB_THREADS, 0, s>>>(
 		m, n, ksplit, part, ep, out, ldo);
 	return cudaGetLastError();
 }

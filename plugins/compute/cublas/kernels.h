@@ -67,6 +67,21 @@ cudaError_t cublas_k_q4_grouped(cudaStream_t s, int64_t max_rows, int64_t mean_r
 /* Opt the fused kernels into the dynamic shared memory they use. */
 cudaError_t cublas_k_linear_setup(void);
 
+/* ---- k_f8_linear.cu ------------------------------------------------------------- */
+
+/* The fused fp8-weight linear for small m: out = epi(x · Wᵀ) with W an
+ * F8_ROWS [n, k] (the whole encoded tensor at f8).  Needs k % 16 == 0, f8
+ * 16-byte aligned, x 16-byte aligned with ldx % 8 == 0 (cublas_f8_fused_ok);
+ * ksplit and part as for the 4-bit kernel. */
+int cublas_f8_fused_ok(const void *f8, int64_t k, const void *x, int64_t ldx);
+int cublas_f8_fused_split(int64_t m, int64_t n, int64_t k, int sms, size_t max_part_floats);
+cudaError_t cublas_k_f8_linear(cudaStream_t s, int64_t m, int64_t n, int64_t k,
+			       const uint16_t *x, int64_t ldx, const void *f8,
+			       const struct cublas_epi *e, void *out, int64_t ldo, int ksplit,
+			       float *part);
+/* Its blocks an SM, from the occupancy calculator. */
+cudaError_t cublas_k_f8_linear_setup(void);
+
 /* ---- k_fp8.cu ------------------------------------------------------------------- */
 
 /* The largest finite E4M3 value: a row's largest magnitude maps to it. */

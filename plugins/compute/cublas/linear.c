@@ -19,8 +19,9 @@
  * dequantize-GEMM kernel, which reads each weight byte once; larger products
  * dequantize tiles of weight rows into the stream's scratch and run the fp16
  * path (or the fp8 one) on each tile.  fp8 weights (F8_ROWS, fgcore/f8.h)
- * take the tiled path for every m (no fused kernel yet): what they save is
- * the bytes stored and moved, not the decode product's reads.
+ * do the same with their own fused kernel (k_f8_linear.cu: the codes read
+ * once, the row's scale applied to its sum) and fp16 tiles decoded by f8.h's
+ * rule.
  *
  * fp8 (fp8_prefill, products of at least fp8_min_rows rows): x and the
  * weight are quantized row by row to E4M3 with one fp32 scale per row
@@ -833,7 +834,7 @@ static int cb_linear_dense(struct cublas_ctx *c, struct cublas_stream *s,
 	return cb_linear_f16(c, s, g);
 }
 
-/* A 4-bit or fp8 weight: the fused 4-bit kernel for small m, else tiles of
+/* A 4-bit or fp8 weight: its fused kernel for small m, else tiles of
  * weight rows dequantized into the scratch, each multiplied on the fp16 (or
  * fp8) path. */
 static int cb_linear_enc(struct cublas_ctx *c, struct cublas_stream *s, struct cb_gemm *g,
@@ -844,6 +845,13 @@ static int cb_linear_enc(struct cublas_ctx *c, struct cublas_stream *s, struct c
 	int64_t nt;
 	int rc;
 
+	if (enc->f8 && g->m <= c->q4_fused_max_m && cublas_f8_fused_ok(q4, g->k, g->x, g->ldx)) {
+		int ks = cublas_f8_fused_split(g->m, g->n, g->k, c->sms, c->scratch_bytes / 4);
+		struct cublas_epi e = cb_epi_of(g, 0);
+
+		return cb_epi(c, cublas_k_f8_linear(s->s, g->m, g->n, g->k, g->x, g->ldx, q4, &e,
+						    g->out, g->ldo, ks, s->scratch));
+	}
 	/* (a bound from the older kernels, whose grid y counted 64-row tiles; harmless) */
 	if (!enc->f8 && g->m <= c->q4_fused_max_m && cublas_q4_fused_ok(q4, g->k, g->x, g->ldx) &&
 	    (g->n + FG_Q4_GROUP - 1) / FG_Q4_GROUP <= 65535) {

@@ -35,9 +35,9 @@ static const struct fg_option cublas_options[] = {
 		  "sums and split attention (allocated at init; at least 4M).",
 	  .offset = offsetof(struct cublas_opts, scratch) },
 	{ .key = "q4_fused_max_m", .type = FG_OPT_INT, .def = "128",
-	  .help = "linear with 4-bit weights and at most this many rows uses the fused "
-		  "dequantize-GEMM kernel; more rows dequantize to fp16 and use cuBLASLt "
-		  "(on an H200 the fused kernel is faster up to 128 rows).",
+	  .help = "linear with 4-bit or fp8 weights and at most this many rows uses the "
+		  "fused kernel that reads each weight byte once; more rows dequantize to fp16 "
+		  "and use cuBLASLt (on an H200 the fused 4-bit kernel is faster up to 128 rows).",
 	  .offset = offsetof(struct cublas_opts, q4_fused_max_m), .min = 0, .max = 65536 },
 	{ .key = "fp32_residual", .type = FG_OPT_BOOL, .def = "true",
 	  .help = "keep the residual stream (the hidden states between layers) in fp32, as "
@@ -788,6 +788,7 @@ static int cublas_init(const struct fg_host *host, const void *opts, void **ctx)
 	if ((rc = cublas_stage_grow(c, "init", 4 << 20))) /* ids and positions of 500k tokens */
 		goto fail;
 	if ((e = cublas_k_linear_setup()) != cudaSuccess ||
+	    (e = cublas_k_f8_linear_setup()) != cudaSuccess ||
 	    (e = cublas_k_prefill_setup()) != cudaSuccess ||
 	    (e = cublas_k_decode_setup()) != cudaSuccess) {
 		rc = cublas_cuda_fail(c, "init", "configuring the kernels' shared memory", e);
