@@ -816,7 +816,7 @@ static void cublas_info(void *ctx, struct fg_compute_info *info)
 
 /* Exactly the ops and operand types the kernels implement: fp16 everywhere,
  * norms of the fp32 residual stream, 4-bit and fp8 weights (Q4_ROWS,
- * F8_ROWS: dequantized tiles, linear.c) in linear, a
+ * F8_ROWS: fused kernels for small m, else dequantized tiles, linear.c) in linear, a
  * 4-bit cache (Q4_COLS) in decode, append and grouped-query decode; prefill
  * over an fp16 cache. */
 static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
