@@ -16,10 +16,12 @@
  *   adding into the fp32 residual stream; fc1 with ReLU), in TFLOP/s; the fp8
  *   time includes quantizing x and the weight, whose bytes are printed.
  *
- * Usage: gpu_ops_bench [quick|q4|decode|sample|fp8]   ("quick": fewer and
+ * Usage: gpu_ops_bench [quick|q4|decode|sample|fp8|f8w]   ("quick": fewer and
  * smaller shapes; "q4": only the 4-bit linear at decode shapes; "decode": that
  * and attention decode, the memory-bound kernels; "sample": only sampling;
- * "fp8": only fp16 against fp8)
+ * "fp8": only fp16 against fp8 products; "f8w": only fp8 weights at decode
+ * shapes (OPT-6.7B's and Llama-3-8B's), fp16 beside them, in GB/s of weight
+ * bytes, each path forced in turn)
  * Ops run on the backend's default stream, which is a blocking stream, so
  * events recorded on the legacy stream bracket them.  Inputs are random fp16
  * (4-bit weights: random codes with a sane scale and min).
@@ -34,6 +36,7 @@
 #include <cuda_runtime_api.h>
 
 #include <fgcore/half.h>
+#include <fgcore/f8.h>
 #include <fgcore/q4.h>
 
 #include "core/backend/backend.h"
@@ -41,9 +44,11 @@
 #include "core/util/error.h"
 
 static struct fg_tier dev;
-static int quick, only_q4, only_decode, only_sample, only_fp8;
+static int quick, only_q4, only_decode, only_sample, only_fp8, only_f8w;
 
-static int open_backend(struct fg_backend *b, const char *key, const char *val)
+/* cublas with up to two options set (key2 NULL: one). */
+static int open_backend2(struct fg_backend *b, const char *key, const char *val,
+			 const char *key2, const char *val2)
 {
 	struct fg_plugin_handle ph;
 	void *opts;
@@ -51,12 +56,18 @@ static int open_backend(struct fg_backend *b, const char *key, const char *val)
 	if (fg_plugin_load("cublas", FG_PLUGIN_COMPUTE, &ph) != 0)
 		return -1;
 	opts = fg_plugin_opts_new(ph.plugin);
-	if (!opts || (key && fg_plugin_opts_set(ph.plugin, opts, key, val, "bench") != 0)) {
+	if (!opts || (key && fg_plugin_opts_set(ph.plugin, opts, key, val, "bench") != 0) ||
+	    (key2 && fg_plugin_opts_set(ph.plugin, opts, key2, val2, "bench") != 0)) {
 		free(opts);
 		fg_plugin_close(&ph);
 		return -1;
 	}
 	return fg_backend_open(b, &ph, opts);
+}
+
+static int open_backend(struct fg_backend *b, const char *key, const char *val)
+{
+	return open_backend2(b, key, val, NULL, NULL);
 }
 
 /* Device memory filled with random fp16 values in [-1, 1) (repeating 1 MiB). */
@@ -184,17 +195,44 @@ static double op_time(struct op *o)
 	return ms / iters;
 }
 
+/* An fp8 [n, k] weight (F8_ROWS): random finite codes (no NaN), scale 1/256 a row. */
+static void *dev_f8(struct fg_region *r, int64_t n, int64_t k)
+{
+	uint64_t data = fg_f8_data_bytes((uint64_t)n, (uint64_t)k);
+	uint64_t total = fg_f8_bytes((uint64_t)n, (uint64_t)k);
+	uint8_t *h = calloc(1, (size_t)total);
+
+	for (uint64_t i = 0; i < (uint64_t)(n * k); i++) {
+		h[i] = (uint8_t)rand();
+		if ((h[i] & 0x7fu) == FG_F8_NAN)
+			h[i] ^= 1u;
+	}
+	for (int64_t j = 0; j < n; j++)
+		fg_f8_scale_store(h + data, (uint64_t)j, 1.0f / 256);
+	if (fg_tier_alloc(&dev, total, r) != 0 || fg_tier_write(&dev, r, 0, h, total) != 0) {
+		fprintf(stderr, "gpu_ops_bench: %s\n", fg_last_error());
+		exit(1);
+	}
+	free(h);
+	return r->addr;
+}
+
 /* ---- linear ------------------------------------------------------------------------- */
 
+/* q4: the weight's kind, 0 fp16, 1 4-bit (Q4_ROWS), 2 fp8 (F8_ROWS). */
 static void bench_linear(struct fg_backend *be, const char *tag, int64_t m, int64_t n,
 			 int64_t k, int q4, int relu, int residual)
 {
+	static const char *const kind[] = { "f16", "q4", "f8" };
 	struct fg_region rx, rw, rb, ro;
 	struct op o = { .kind = OP_LINEAR, .be = be };
 	double ms, flops = 2.0 * (double)m * (double)n * (double)k, wbytes;
 
 	o.lin.x = T(dev_alloc(&rx, (uint64_t)(m * k) * 2, 1), FG_DTYPE_F16, m, k);
-	if (q4) {
+	if (q4 == 2) {
+		o.lin.w = T(dev_f8(&rw, n, k), FG_DTYPE_F8_ROWS, n, k);
+		wbytes = (double)fg_f8_bytes((uint64_t)n, (uint64_t)k);
+	} else if (q4) {
 		o.lin.w = T(dev_q4(&rw, n, k), FG_DTYPE_Q4_ROWS, n, k);
 		wbytes = (double)fg_q4_bytes((uint64_t)n, (uint64_t)k, 0);
 	} else {
@@ -209,7 +247,7 @@ static void bench_linear(struct fg_backend *be, const char *tag, int64_t m, int6
 	ms = op_time(&o);
 	if (ms > 0)
 		printf("linear %-5s %-14s m=%-6" PRId64 " n=%-5" PRId64 " k=%-5" PRId64
-		       " %s%s: %9.4f ms %8.1f TFLOP/s %8.1f GB/s of weights\n", q4 ? "q4" : "f16",
+		       " %s%s: %9.4f ms %8.1f TFLOP/s %8.1f GB/s of weights\n", kind[q4],
 		       tag, m, n, k, relu ? "bias+relu" : "bias", residual ? "+res" : "", ms,
 		       flops / ms / 1e9, wbytes / ms / 1e6);
 	fflush(stdout);
@@ -454,7 +492,7 @@ out:
 int main(int argc, char **argv)
 {
 	struct fg_plugin_handle ph;
-	struct fg_backend be, fused, deq, be8;
+	struct fg_backend be, fused, deq, be8, be8d;
 	void *opts;
 	int n = 0;
 
@@ -463,6 +501,7 @@ int main(int argc, char **argv)
 	only_decode = argc > 1 && strcmp(argv[1], "decode") == 0;
 	only_sample = argc > 1 && strcmp(argv[1], "sample") == 0;
 	only_fp8 = argc > 1 && strcmp(argv[1], "fp8") == 0;
+	only_f8w = argc > 1 && strcmp(argv[1], "f8w") == 0;
 	if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
 		printf("gpu_ops_bench: no CUDA device, nothing to measure\n");
 		return 77;
@@ -475,7 +514,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (open_backend(&be, NULL, NULL) || open_backend(&fused, "q4_fused_max_m", "65536") ||
-	    open_backend(&deq, "q4_fused_max_m", "0") || open_backend(&be8, "fp8_prefill", "true")) {
+	    open_backend(&deq, "q4_fused_max_m", "0") || open_backend(&be8, "fp8_prefill", "true") ||
+	    open_backend2(&be8d, "fp8_prefill", "true", "fp8_min_rows", "1")) {
 		fprintf(stderr, "gpu_ops_bench: cublas: %s\n", fg_last_error());
 		return 1;
 	}
@@ -512,6 +552,8 @@ int main(int argc, char **argv)
 
 	if (only_sample)
 		goto sample;
+	if (only_f8w)
+		goto f8w;
 	if (only_q4 || only_decode)
 		goto q4;
 	if (only_fp8)
@@ -543,6 +585,35 @@ fp8:
 		for (int i = 0; i < 6; i++)
 			bench_linear(&be, tags67[s], decode_m[i], shapes67[s][0], shapes67[s][1], 0,
 				     shapes67[s][2] == 1, shapes67[s][2] == 2);
+
+f8w:
+	/* fp8 weights at decode shapes: OPT-6.7B's, then Llama-3-8B's gate (or
+	 * up) and down; be8d takes every m >= 1 to the fp8 tensor cores as
+	 * stored (x quantized a row at a time) when not fused */
+	printf("## linear f8 weights, decode: fp16, default (fused up to m = 128), fused forced, "
+	       "dequant forced, fp8 tensor cores (fp8_prefill from 1 row, past 128)\n");
+	{
+		static const int64_t sh[][3] = { { 4096, 4096, 2 }, { 16384, 4096, 1 },
+						 { 4096, 16384, 2 }, { 14336, 4096, 0 },
+						 { 4096, 14336, 2 } };
+		static const char *const tg[] = { "6.7b-proj", "6.7b-fc1", "6.7b-fc2", "8b-gate",
+						  "8b-down" };
+
+		for (int s = 0; s < 5; s++)
+			for (int i = 0; i < 6; i++) {
+				int64_t m = decode_m[i], r = sh[s][2] == 1, res = sh[s][2] == 2;
+
+				bench_linear(&be, tg[s], m, sh[s][0], sh[s][1], 0, r, res);
+				bench_linear(&be, tg[s], m, sh[s][0], sh[s][1], 2, r, res);
+				bench_linear(&fused, "[fused]", m, sh[s][0], sh[s][1], 2, r, res);
+				bench_linear(&deq, "[dequant]", m, sh[s][0], sh[s][1], 2, r, res);
+				if (m > 128)
+					bench_linear(&be8d, "[fp8 cores]", m, sh[s][0], sh[s][1], 2, r,
+						     res);
+			}
+	}
+	if (only_f8w)
+		goto done;
 
 q4:
 	printf("## linear q4, decode: default (fused up to m = 128), fused forced, dequant forced\n");
@@ -599,6 +670,7 @@ sample:
 	printf("## sampling: the tokens back on the host\n");
 	bench_sample(&be, 256, 50272);
 done:
+	fg_backend_close(&be8d);
 	fg_backend_close(&be8);
 	fg_backend_close(&deq);
 	fg_backend_close(&fused);
