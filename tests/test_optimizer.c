@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <fgcore/fgcore.h>
+#include <fgcore/f8.h>
 #include <fgcore/q4.h>
 #include "core/config/config.h"
 #include "core/engine/engine.h"
@@ -216,6 +217,35 @@ START_TEST(test_t4_opt175b_compressed)
 		      "weights %d%%, cache %d%% on the host: FlexGen puts all of both there",
 		      b->weight[FG_ROLE_HOST], b->cache[FG_ROLE_HOST]);
 	ck_assert_msg(batch >= 64, "effective batch %lld: FlexGen's is 144", (long long)batch);
+	fg_optimize_out_free(&o);
+}
+END_TEST
+
+/* With only an fp8 rate profiled (a backend that reads fp8 weights, no
+ * int4), OPT-175B's 325 GB of fp16 weights would spill to the T4's disk;
+ * in fp8 (about 175 GB) they fit its host memory: the optimizer stores them
+ * so, and cannot compress the cache (no int4 rate). */
+START_TEST(test_t4_opt175b_fp8)
+{
+	struct fg_optimize_params p;
+	struct fg_optimize_out o;
+	t4_params(&p, "opt-175b");
+	p.cc.hw.f8_decode_bdw = 158;
+	ck_assert_msg(fg_optimize(&p, &o) == 0, "%s", fg_last_error_text());
+	show("OPT-175B on FlexGen's T4, fp8 weights allowed", &o);
+	const struct fg_policy *b = &o.best[0].policy;
+	ck_assert_msg(b->compress_weight && b->weight_fp8, "weights stored %s",
+		      b->compress_weight ? "in 4-bit" : "in fp16");
+	ck_assert_msg(!b->compress_cache, "a 4-bit cache with no int4 rate");
+	ck_assert_msg(b->weight[FG_ROLE_DISK] == 0, "%d%% of the fp8 weights on disk",
+		      b->weight[FG_ROLE_DISK]);
+	fg_optimize_out_free(&o);
+	/* --no-compress keeps them fp16 */
+	t4_params(&p, "opt-175b");
+	p.cc.hw.f8_decode_bdw = 158;
+	p.no_compress = 1;
+	ck_assert_msg(fg_optimize(&p, &o) == 0, "%s", fg_last_error_text());
+	ck_assert_int_eq(o.best[0].policy.compress_weight, 0);
 	fg_optimize_out_free(&o);
 }
 END_TEST
@@ -818,6 +848,27 @@ START_TEST(test_small_products)
 	p.gpu_batch_size = 64;
 	ck_assert_int_eq(fg_cost_predict(&cc, &p, &q4a), 0);
 	ck_assert_double_eq_tol(q4a.decode_s, flat[2].decode_s, 1e-9 * flat[2].decode_s);
+	/* fp8 weights: the same with their stored bytes over f8_decode_bdw; with
+	 * no fp8 rate profiled they are priced as fp16 products (flat[0]) */
+	double stored = 0;
+	p.weight_fp8 = 1;
+	p.gpu_batch_size = 1;
+	for (int i = 0; i < m->layers; i++)
+		stored += 4.0 * (double)fg_f8_bytes((uint64_t)m->hidden, (uint64_t)m->hidden) +
+			  (double)fg_f8_bytes((uint64_t)m->ffn, (uint64_t)m->hidden) +
+			  (double)fg_f8_bytes((uint64_t)m->hidden, (uint64_t)m->ffn);
+	stored += (double)fg_f8_bytes((uint64_t)m->vocab, (uint64_t)m->hidden);
+	cc.hw.f8_decode_bdw = 0;
+	ck_assert_int_eq(fg_cost_predict(&cc, &p, &q4a), 0);
+	ck_assert_double_eq_tol(q4a.decode_s, flat[0].decode_s, 1e-9 * flat[0].decode_s);
+	cc.hw.f8_decode_bdw = 100;
+	ck_assert_int_eq(fg_cost_predict(&cc, &p, &q4a), 0);
+	cc.hw.f8_decode_bdw = 200;
+	ck_assert_int_eq(fg_cost_predict(&cc, &p, &q4b), 0);
+	want = stored / 200e9;
+	ck_assert_double_eq_tol(q4a.decode_s - q4b.decode_s, want, 1e-6 * want);
+	cc.hw.f8_decode_bdw = 0;
+	p.weight_fp8 = 0;
 	p.compress_weight = 0;
 
 	/* a one-row rate above the 64-row one is capped: never cheaper per row than 64 rows */
@@ -955,6 +1006,8 @@ START_TEST(test_hardware_round_trip)
 	hw.gtoc_bdw_pageable = 7.89;
 	hw.attn_decode_q4_bdw = 3.21;
 	hw.cpu_attn_q4_bdw = 0.654;
+	hw.f8_decode_bdw = 987.6;
+	hw.f8_batch_bdw = 54.3;
 	hw.compute_host_memory = 1;
 	snprintf(path, sizeof(path), "%s/hw.ini", tmpdir);
 	FILE *f = fopen(path, "w");
@@ -970,12 +1023,13 @@ START_TEST(test_hardware_round_trip)
 	double *a[] = { &hw.ctog_bdw, &hw.gtoc_bdw, &hw.dtoc_bdw, &hw.ctod_bdw, &hw.mm_flops_prefill,
 			&hw.mm_flops_decode, &hw.attn_flops, &hw.attn_decode_bdw, &hw.cpu_attn_bdw,
 			&hw.q4_decode_bdw, &hw.mm_gemv_bdw, &hw.gtoc_bdw_pageable,
-			&hw.attn_decode_q4_bdw, &hw.cpu_attn_q4_bdw };
+			&hw.attn_decode_q4_bdw, &hw.cpu_attn_q4_bdw, &hw.f8_decode_bdw,
+			&hw.f8_batch_bdw };
 	double *b[] = { &back.ctog_bdw, &back.gtoc_bdw, &back.dtoc_bdw, &back.ctod_bdw,
 			&back.mm_flops_prefill, &back.mm_flops_decode, &back.attn_flops,
 			&back.attn_decode_bdw, &back.cpu_attn_bdw, &back.q4_decode_bdw,
 			&back.mm_gemv_bdw, &back.gtoc_bdw_pageable, &back.attn_decode_q4_bdw,
-			&back.cpu_attn_q4_bdw };
+			&back.cpu_attn_q4_bdw, &back.f8_decode_bdw, &back.f8_batch_bdw };
 	for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++)
 		ck_assert_msg(fabs(*a[i] - *b[i]) <= 1e-5 * *a[i], "key %zu: %g != %g", i, *a[i], *b[i]);
 	ck_assert_int_eq(back.act_bytes, 2);
@@ -1270,6 +1324,7 @@ int main(void)
 	tcase_add_test(tc, test_t4_opt175b);
 	tcase_add_test(tc, test_t4_llama2_70b);
 	tcase_add_test(tc, test_t4_opt175b_compressed);
+	tcase_add_test(tc, test_t4_opt175b_fp8);
 	tcase_add_test(tc, test_infeasible);
 	tcase_add_test(tc, test_monotone_gpu_memory);
 	tcase_add_test(tc, test_lp_against_grid);

@@ -354,6 +354,13 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	KEY_DOUBLE("hardware", "attn_decode_q4_bdw", "0", 0, 1e6,
 		   "Decode attention of the compute backend over a 4-bit cache "
 		   "(compress_cache), GB/s of packed cache read; 0: priced at q4_decode_bdw."),
+	KEY_DOUBLE("hardware", "f8_decode_bdw", "0", 0, 1e6,
+		   "Matrix-vector product with fp8 weights (weight_codec = fp8_e4m3_rows), GB/s "
+		   "of stored bytes; 0: unknown (fp8 weights are priced as fp16 products and "
+		   "the optimizer does not consider them)."),
+	KEY_DOUBLE("hardware", "f8_batch_bdw", "0", 0, 1e6,
+		   "Matrix product with fp8 weights and mm_batch_rows rows, GB/s of stored "
+		   "bytes; 0: priced from f8_decode_bdw."),
 	KEY_INT("hardware", "act_bytes", "0", 0, 4,
 		"Bytes of the compute backend's activations and KV cache elements (2: fp16, "
 		"4: fp32); 0: ask the backend."),

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <fgcore/f8.h>
 #include <fgcore/q4.h>
 #include "core/optimizer/cost_model.h"
 #include "core/util/error.h"
@@ -38,7 +39,8 @@ struct ctx {
 	double gbs_lin;
 	int ring_load;               /* a decode step loads a slot-held cache's whole ring */
 	double hb; /* bytes of a residual-stream element (the hidden states) */
-	int dev, cpu, cw, cq, sep;
+	int dev, cpu, cq, sep;
+	int cw;                      /* weights priced as encoded: 0 fp16, 1 4-bit, 2 fp8 */
 	double ctog_w, ctog, gtoc, dtoc, ctod; /* bytes per second */
 	double hmem;                 /* host memory under copies and host attention; 0: no bound */
 	int hl;                      /* the link of the host's work (FG_LINK_HOST on a device) */
@@ -70,17 +72,20 @@ static void host_mem(const struct ctx *x, struct fg_lin *L, int share, double by
 /* Seconds of a linear layer of m rows, K inputs and N outputs (hardware.h):
  * straight lines between the measured points — one row, 64 rows and, when
  * profiled, the policy's GPU batch rows — and above the last the larger of
- * its time and the prefill rate's.  With 4-bit weights the points are the
- * packed bytes over the int4 rates, and no product is faster than reading
- * them. */
+ * its time and the prefill rate's.  With 4-bit or fp8 weights the points are
+ * their stored bytes over their own rates (int4's, fp8's), and no product is
+ * faster than reading them. */
 static double t_lin(const struct ctx *x, double m, double K, double N)
 {
 	const struct fg_hardware *hw = x->hw;
 	double kn2 = 2 * K * N, R = hw->mm_batch_rows;
 	double t64 = FG_HW_DECODE_ROWS * kn2 / (hw->mm_flops_decode * TFLOPS);
 	double t1 = hw->mm_gemv_bdw > 0 ? kn2 / (hw->mm_gemv_bdw * GBPS) : t64;
-	double q4 = x->cw ? (double)fg_q4_bytes((uint64_t)N, (uint64_t)K, 0) : 0;
-	double packed = x->cw ? q4 / (hw->q4_decode_bdw * GBPS) : 0;
+	double q4 = x->cw == 1 ? (double)fg_q4_bytes((uint64_t)N, (uint64_t)K, 0)
+		  : x->cw == 2 ? (double)fg_f8_bytes((uint64_t)N, (uint64_t)K) : 0;
+	double one = x->cw == 1 ? hw->q4_decode_bdw : hw->f8_decode_bdw;
+	double batch = x->cw == 1 ? hw->q4_batch_bdw : hw->f8_batch_bdw;
+	double packed = x->cw ? q4 / (one * GBPS) : 0;
 	double pr[3], pt[3], t;
 	int n = 0;
 
@@ -90,9 +95,9 @@ static double t_lin(const struct ctx *x, double m, double K, double N)
 		pr[n] = FG_HW_DECODE_ROWS, pt[n++] = t64;
 		if (R > FG_HW_DECODE_ROWS && hw->mm_flops_batch > 0)
 			pr[n] = R, pt[n++] = R * kn2 / (hw->mm_flops_batch * TFLOPS);
-	} else if (R > 1 && hw->q4_batch_bdw > 0) {
+	} else if (R > 1 && batch > 0) {
 		pr[n] = 1, pt[n++] = packed;
-		pr[n] = R, pt[n++] = q4 / (hw->q4_batch_bdw * GBPS);
+		pr[n] = R, pt[n++] = q4 / (batch * GBPS);
 	} else {
 		pr[n] = 1, pt[n++] = packed;
 		pr[n] = FG_HW_DECODE_ROWS, pt[n++] = t64 > packed ? t64 : packed;
@@ -414,9 +419,10 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 		.gbs_lin = (double)p->gpu_batch_size,
 		.a = hw->act_bytes, .hb = fg_hardware_hidden_bytes(hw),
 		.dev = !hw->compute_host_memory, .cpu = p->cpu_cache_compute,
-		/* fp8 weights: their bytes move (the plan's), their products are
-		 * priced as fp16 ones (no fp8 rate is profiled yet) */
-		.cw = p->compress_weight && !p->weight_fp8, .cq = p->compress_cache,
+		/* fp8 weights: their bytes move (the plan's), their products at
+		 * the profiled fp8 rate, as fp16 ones where none was profiled */
+		.cw = !p->compress_weight ? 0 : !p->weight_fp8 ? 1 : hw->f8_decode_bdw > 0 ? 2 : 0,
+		.cq = p->compress_cache,
 		.sep = p->sep_layer,
 		.ctog = hw->ctog_bdw * GBPS, .gtoc = hw->gtoc_bdw * GBPS,
 		/* no disk tier: a rate that makes it useless but keeps the LP finite */

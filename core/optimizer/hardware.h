@@ -42,6 +42,8 @@ struct fg_hardware {
 	double cpu_mem_bdw;                  /* host memory shared by host attention and copies, GB/s; 0: unlimited */
 	double q4_decode_bdw;                /* int4 weight GEMV, GB/s of packed weights; 0: no int4 */
 	double attn_decode_q4_bdw;           /* decode attention over a 4-bit cache, GB/s packed; 0: unknown */
+	double f8_decode_bdw;                /* fp8 weight GEMV, GB/s of stored bytes; 0: unknown */
+	double f8_batch_bdw;                 /* fp8-weight linear, mm_batch_rows rows, GB/s stored; 0: unknown */
 	int act_bytes;                       /* the backend's activation size (2 or 4); 0: unknown */
 	int hidden_bytes;                    /* its residual stream's (2 or 4); 0: act_bytes */
 	int compute_host_memory;             /* 1: the compute tier is host memory (CPU run) */

@@ -67,7 +67,8 @@ static void print_result(FILE *f, const struct fg_optimize_result *r, double sca
 		 p->weight[FG_ROLE_HOST], p->cache[FG_ROLE_COMPUTE], p->cache[FG_ROLE_HOST],
 		 p->act[FG_ROLE_COMPUTE], p->act[FG_ROLE_HOST]);
 	fprintf(f, "%-11s %-20s %-4s %-4s %-4s %-4s %12.3f %12.3f %12.3f %7.2f GB %7.2f GB %7.2f GB\n",
-		batch, pct, p->cpu_cache_compute ? "yes" : "no", p->compress_weight ? "yes" : "no",
+		batch, pct, p->cpu_cache_compute ? "yes" : "no",
+		!p->compress_weight ? "no" : p->weight_fp8 ? "fp8" : "int4",
 		p->compress_cache ? "yes" : "no", p->sep_layer ? "yes" : "no",
 		scale * r->pred.prefill_tps, scale * r->pred.decode_tps, scale * r->pred.total_tps,
 		(double)r->pred.mem.total[FG_ROLE_COMPUTE] / GB,
@@ -206,7 +207,7 @@ int fg_optimize(const struct fg_optimize_params *p, struct fg_optimize_out *out)
 
 #else
 
-/* The discrete part of a policy. */
+/* The discrete part of a policy; cw: the weights' codec, 0 none, 1 4-bit, 2 fp8. */
 struct choice {
 	int cpu, cw, cq, sep, act_off, dw, dc, overlap;
 };
@@ -253,8 +254,8 @@ static void mode_policy(const struct search *s, struct fg_policy *p, int64_t gbs
 	p->cpu_cache_compute = ch->cpu;
 	p->host_overlap = 0; /* the engine's default (not yet measured on a GPU) */
 	p->attn_sparsity = 1;
-	p->compress_weight = ch->cw;
-	p->weight_fp8 = 0; /* the optimizer weighs 4-bit weights only (no fp8 rate profiled) */
+	p->compress_weight = ch->cw != 0;
+	p->weight_fp8 = ch->cw == 2;
 	p->compress_cache = ch->cq;
 	p->exact = 1;
 	p->weight[FG_ROLE_DISK] = ch->dw;
@@ -654,19 +655,28 @@ static int nchoices(const struct search *s, int any_disk, int overlap, struct ch
 {
 	const struct fg_hardware *hw = &s->cc->hw;
 	int q4 = hw->q4_decode_bdw > 0 && !s->prm->no_compress;
+	/* fp8 weights where their rate was profiled: fewer bytes than fp16, more than 4-bit */
+	int f8 = hw->f8_decode_bdw > 0 && !s->prm->no_compress;
 	int cpu = hw->cpu_attn_bdw > 0 && !s->prm->no_cpu_attention;
 	int disk = any_disk || s->cap[FG_ROLE_DISK] > 0;
 	int dev = !hw->compute_host_memory;
-	int n = 0;
+	int codecs[3], ncodecs = 0, n = 0;
+
+	codecs[ncodecs++] = 0;
+	if (q4)
+		codecs[ncodecs++] = 1;
+	if (f8)
+		codecs[ncodecs++] = 2;
 	for (int c = 0; c <= cpu; c++)
-		for (int cw = 0; cw <= q4; cw++)
+		for (int w = 0; w < ncodecs; w++)
 			for (int cq = 0; cq <= (q4 && (!c || hw->cpu_attn_q4_bdw > 0)); cq++)
 				for (int sep = 0; sep <= 1; sep++)
 					for (int act = 0; act <= 1; act++)
 						for (int dw = dev ? 0 : disk; dw <= disk; dw++)
 							for (int dc = dev ? 0 : disk; dc <= disk; dc++)
-								out[n++] = (struct choice){ c, cw, cq, sep, act,
-											    dw, dc, overlap };
+								out[n++] = (struct choice){ c, codecs[w], cq,
+											    sep, act, dw, dc,
+											    overlap };
 	return n;
 }
 

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include <fgcore/half.h>
+#include <fgcore/f8.h>
 #include <fgcore/q4.h>
 #include "core/arch/arch.h"
 #include "core/arch/block.h"
@@ -455,7 +456,8 @@ static int linear_time(struct prof *p, const struct shapes *sh, int64_t m, enum 
 
 	for (int j = 0; j < sh->nlin; j++) {
 		wb[j] = wdt == FG_DTYPE_Q4_ROWS ? fg_q4_bytes((uint64_t)sh->n[j], (uint64_t)sh->k[j], 0)
-						: (uint64_t)(sh->n[j] * sh->k[j]) * fg_dtype_size(wdt);
+			: wdt == FG_DTYPE_F8_ROWS ? fg_f8_bytes((uint64_t)sh->n[j], (uint64_t)sh->k[j])
+						  : (uint64_t)(sh->n[j] * sh->k[j]) * fg_dtype_size(wdt);
 		layer += wb[j];
 		kmax = sh->k[j] > kmax ? sh->k[j] : kmax;
 		nmax = sh->n[j] > nmax ? sh->n[j] : nmax;
@@ -571,6 +573,19 @@ static int compute(struct prof *p, const struct shapes *sh, int32_t *pad, struct
 			hw->q4_batch_bdw = wbytes / secs / 1e9;
 			say(p, "int4 matrix product, the GPU batch rows (GB/s of packed weights)",
 			    hw->q4_batch_bdw, "GB/s");
+		}
+	}
+	if (fg_backend_supports(&p->be, FG_OP_LINEAR, FG_DTYPE_F8_ROWS)) {
+		if ((rc = linear_time(p, sh, 1, FG_DTYPE_F8_ROWS, &secs, &wbytes)))
+			return rc;
+		hw->f8_decode_bdw = wbytes / secs / 1e9;
+		say(p, "fp8 matrix-vector product (GB/s of stored weights)", hw->f8_decode_bdw, "GB/s");
+		if (hw->mm_batch_rows) {
+			if ((rc = linear_time(p, sh, sh->batch, FG_DTYPE_F8_ROWS, &secs, &wbytes)))
+				return rc;
+			hw->f8_batch_bdw = wbytes / secs / 1e9;
+			say(p, "fp8 matrix product, the GPU batch rows (GB/s of stored weights)",
+			    hw->f8_batch_bdw, "GB/s");
 		}
 	}
 
