@@ -57,6 +57,73 @@ CB_DEV uint4 cb_ldw_stream(const uint8_t *p)
 	return r;
 }
 
+/* The stage loop of a fused kernel, two buffers deep: stage s waits for its
+ * shared memory (cp.async), issues stage s + 1's (issue) and its weights
+ * into the other register set (load), runs prep(s) (a pass over stage s's
+ * shared memory ordered by its own barrier, or nothing), then multiplies s
+ * (compute).  At the end the stages' shared memory is free. */
+template <typename W, typename I, typename L, typename P, typename C>
+CB_DEV void cb_fused_stages(int nst, W &wa, W &wb, I issue, L load, P prep, C compute)
+{
+	auto step = [&](int s, const W &cur, W &nxt) {
+		cb_cp_wait<0>();
+		__syncthreads(); /* stage s landed; everyone is done with s - 1's buffer */
+		if (s + 1 < nst) {
+			issue(s + 1);
+			load(s + 1, nxt);
+		}
+		cb_cp_commit();
+		prep(s);
+		compute(s, cur);
+	};
+
+	if (nst > 0) {
+		issue(0);
+		load(0, wa);
+	}
+	cb_cp_commit();
+	for (int s = 0; s < nst; s += 2) {
+		step(s, wa, wb);
+		if (s + 1 < nst)
+			step(s + 1, wb, wa);
+	}
+	cb_cp_wait<0>();
+	__syncthreads(); /* the stages' shared memory becomes the reduction buffer */
+}
+
+/* The m16n8k16 accumulators of WK warps side by side in columns, summed
+ * through shared memory red[wk][row of x][weight row of the block] (rows
+ * BR + 4 floats apart: 8 mod 32 words), then done(b, r, v) for every row b
+ * of x (of M) and weight row r (of BR) with its sum v.  Accumulator (rt, nt,
+ * e) of the warp whose rows start at wrow is weight row wrow + 16 rt + g
+ * (+8 for e >= 2), row of x 8 nt + 2t (+1 for odd e). */
+template <int RT, int NT, int WK, int M, int BR, int THREADS, typename D>
+CB_DEV void cb_fused_sums(const float (&acc)[RT][NT][4], int wk, int wrow, int g, int t, D done)
+{
+	constexpr int BRP = BR + 4;
+	extern __shared__ uint4 cb_smem[];
+	float *red = (float *)cb_smem;
+
+#pragma unroll
+	for (int rt = 0; rt < RT; rt++)
+#pragma unroll
+		for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				red[(wk * M + 8 * nt + 2 * t + (e & 1)) * BRP + wrow + 16 * rt + g +
+				    (e >= 2 ? 8 : 0)] = acc[rt][nt][e];
+	__syncthreads();
+	for (int idx = threadIdx.x; idx < M * BR; idx += THREADS) {
+		int b = idx / BR, r = idx % BR;
+		float v = 0.0f;
+
+#pragma unroll
+		for (int j = 0; j < WK; j++)
+			v += red[(j * M + b) * BRP + r];
+		done(b, r, v);
+	}
+}
+
 /* out = epi(the sum of the ksplit partial sums part[z][m][n]). */
 static __global__ void cb_fused_finish(int64_t m, int64_t n, int ksplit, const float *part,
 				       cublas_epi ep, void *out, int64_t ldo)

@@ -57,10 +57,8 @@ struct f8_cfg {
 	 * (rows g, g + 1; t = 0..3, 32 bytes apart) read distinct banks */
 	static constexpr int XROW = 2 * SC + 16;
 	static constexpr int STAGE = M * XROW;
-	static constexpr int BRP = BR + 4;      /* reduction row: 8 mod 32 words apart */
-	static constexpr size_t SMEM = 2 * (size_t)STAGE > (size_t)WK * M * BRP * 4
-					       ? 2 * (size_t)STAGE
-					       : (size_t)WK * M * BRP * 4;
+	static constexpr size_t RED = (size_t)WK * M * (BR + 4) * 4; /* cb_fused_sums' */
+	static constexpr size_t SMEM = 2 * (size_t)STAGE > RED ? 2 * (size_t)STAGE : RED;
 	static_assert(SC % 64 == 0, "XROW's bank spread needs whole 64-column chunks");
 };
 
@@ -162,61 +160,21 @@ cb_f8_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64
 			}
 		}
 	};
-	/* Stage s: wait for its x, start x and the weights of s + 1 (into the
-	 * other register set), multiply s. */
-	auto step = [&](int s, const uint4 (&cur)[CW][RT][2], uint4 (&nxt)[CW][RT][2]) {
-		cb_cp_wait<0>();
-		__syncthreads(); /* stage s landed; everyone is done with s - 1's buffer */
-		if (s + 1 < nst) {
-			issue(s + 1);
-			load(s + 1, nxt);
-		}
-		cb_cp_commit();
-		compute(s, cur);
-	};
 	uint4 wa[CW][RT][2], wb[CW][RT][2];
 
-	if (nst > 0) {
-		issue(0);
-		load(0, wa);
-	}
-	cb_cp_commit();
-	for (int s = 0; s < nst; s += 2) {
-		step(s, wa, wb);
-		if (s + 1 < nst)
-			step(s + 1, wb, wa);
-	}
-	cb_cp_wait<0>();
-	__syncthreads(); /* the stages' shared memory becomes the reduction buffer */
-
-	/* red[wk][row of x][weight row of the block]; accumulator (rt, nt, e) is
-	 * weight row wr R + 16 rt + g (+8 for e >= 2), row of x 8 nt + 2t (+1). */
-	float *red = (float *)cb_smem;
-#pragma unroll
-	for (int rt = 0; rt < RT; rt++)
-#pragma unroll
-		for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-			for (int e = 0; e < 4; e++)
-				red[(wk * C::M + 8 * nt + 2 * t + (e & 1)) * C::BRP + wr * C::R +
-				    16 * rt + g + (e >= 2 ? 8 : 0)] = acc[rt][nt][e];
-	__syncthreads();
-	for (int idx = tid; idx < C::M * C::BR; idx += C::THREADS) {
-		int b = idx / C::BR, r = idx % C::BR;
+	cb_fused_stages(nst, wa, wb, issue, load, [](int) {}, compute);
+	cb_fused_sums<RT, NT, WK, C::M, C::BR, C::THREADS>(acc, wk, wr * C::R, g, t,
+							    [&](int b, int r, float v) {
 		int64_t row = m0 + b, col = n0 + r;
-		float v = 0.0f;
 
 		if (row >= m || col >= n)
-			continue;
-#pragma unroll
-		for (int j = 0; j < WK; j++)
-			v += red[(j * C::M + b) * C::BRP + r];
+			return;
 		v *= scales[col];
 		if (part)
 			part[((int64_t)blockIdx.z * m + row) * n + col] = v;
 		else
 			cb_epi_store(ep, out, row * ldo + col, cb_epi_apply(ep, row, col, v));
-	}
+	});
 }
 
 extern "C" int cublas_f8_fused_ok(const void *f8, int64_t k, const void *x, int64_t ldx)
