@@ -41,7 +41,7 @@ static void optimize_usage(FILE *f)
 		"  --num-gpu-batches N    only this number of GPU batches\n"
 		"  --max-batch N          largest effective batch tried (default 4096)\n"
 		"  --margin F             fraction of every tier left free (default 0.05)\n"
-		"  --no-compress          never compress weights or cache\n"
+		"  --no-compress          never compress weights (4-bit or fp8) or cache\n"
 		"  --no-cpu-attention     never compute attention on the host\n"
 		"  --top N                policies printed (default 5)\n"
 		"  --refill               rank by the steady state of a stream of requests\n"
