@@ -11,7 +11,7 @@ AM_TESTS_ENVIRONMENT = \
 	UBSAN_OPTIONS='print_stacktrace=1:halt_on_error=1'; export UBSAN_OPTIONS;
 
 # the tests' shared pseudo-random generator and temporary folders
-noinst_HEADERS += tests/test_rng.h tests/test_tmpdir.h tests/logprob_ref.h tests/test_engine.h \
+noinst_HEADERS += tests/test_rng.h tests/codec_test.h tests/test_tmpdir.h tests/logprob_ref.h tests/test_engine.h \
 	tests/window_model.h tests/argmax.h
 
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)

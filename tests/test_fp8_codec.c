@@ -34,55 +34,20 @@
 #include "core/backend/backend.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
+#include "tests/codec_test.h"
 #include "tests/fp8_threads.h"
-#include "tests/test_rng.h"
-
-/* ck_assert records a checkpoint (a write to Check's pipe) on every pass;
- * checks made per value use this instead. */
-#define EXPECT(expr, ...)                          \
-	do {                                       \
-		if (!(expr))                       \
-			ck_abort_msg(__VA_ARGS__); \
-	} while (0)
-#define GUARD 64 /* bytes past encoded_size that must stay untouched */
-
-static struct fg_plugin_handle ph;
-static const struct fg_codec_ops *ops;
-static uint64_t seed = 4242;
 
 static void setup(void)
 {
-	int rc = fg_plugin_load("fp8_e4m3_rows", FG_PLUGIN_CODEC, &ph);
-
-	ck_assert_msg(rc == 0, "cannot load fp8_e4m3_rows (FGCORE_PLUGIN_PATH=%s): %s",
-		      getenv("FGCORE_PLUGIN_PATH"), fg_last_error());
-	ops = ph.plugin->ops;
-	ck_assert_ptr_nonnull(ops->encode_f16);
-	ck_assert_ptr_nonnull(ops->decode_f16);
+	codec_load("fp8_e4m3_rows");
 }
 
 static void teardown(void)
 {
-	fg_plugin_close(&ph);
+	codec_unload();
 }
 
 /* ---- PRNG ---------------------------------------------------------------------- */
-
-static void rng_seed(uint64_t s)
-{
-	rng_state = s * 0x9e3779b97f4a7c15ull + 1;
-}
-
-/* Uniform in (0, 1). */
-static double unif(void)
-{
-	return ((double)(rnd() >> 11) + 0.5) / 9007199254740992.0;
-}
-
-static double gauss(void)
-{
-	return sqrt(-2.0 * log(unif())) * cos(2.0 * M_PI * unif());
-}
 
 static float sign_of_rnd(float v)
 {

@@ -33,69 +33,22 @@
 #include "core/backend/backend.h"
 #include "core/plugin/loader.h"
 #include "core/util/error.h"
+#include "tests/codec_test.h"
 #include "tests/int4_threads.h"
 
 #define F16_MAX 65504.0f
 
-/* ck_assert records a checkpoint (a write to Check's pipe) on every pass;
- * checks made per value use this instead. */
-#define EXPECT(expr, ...)                        \
-	do {                                     \
-		if (!(expr))                     \
-			ck_abort_msg(__VA_ARGS__); \
-	} while (0)
-#define GUARD 64 /* bytes past encoded_size that must stay untouched */
-
-static struct fg_plugin_handle ph;
-static const struct fg_codec_ops *ops;
-static uint64_t seed = 4242;
-
 static void setup(void)
 {
-	int rc = fg_plugin_load("int4_group64", FG_PLUGIN_CODEC, &ph);
-
-	ck_assert_msg(rc == 0, "cannot load int4_group64 (FGCORE_PLUGIN_PATH=%s): %s",
-		      getenv("FGCORE_PLUGIN_PATH"), fg_last_error());
-	ops = ph.plugin->ops;
-	ck_assert_ptr_nonnull(ops->encode_f16);
-	ck_assert_ptr_nonnull(ops->decode_f16);
+	codec_load("int4_group64");
 }
 
 static void teardown(void)
 {
-	fg_plugin_close(&ph);
+	codec_unload();
 }
 
-/* ---- PRNG and distributions ----------------------------------------------- */
-
-static uint64_t rng_state;
-
-static void rng_seed(uint64_t s)
-{
-	rng_state = s * 0x9e3779b97f4a7c15ull + 1;
-}
-
-static uint64_t rnd(void)
-{
-	uint64_t x = rng_state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	rng_state = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
-
-/* Uniform in (0, 1). */
-static double unif(void)
-{
-	return ((double)(rnd() >> 11) + 0.5) / 9007199254740992.0;
-}
-
-static double gauss(void)
-{
-	return sqrt(-2.0 * log(unif())) * cos(2.0 * M_PI * unif());
-}
+/* ---- distributions ---------------------------------------------------------- */
 
 /* Student-t with 3 degrees of freedom: finite variance, heavy tails. */
 static double student3(void)
