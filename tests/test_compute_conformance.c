@@ -1521,6 +1521,66 @@ static uint8_t *q4_encode(struct fg_codec *cd, const float *x, int64_t rows, int
 	return b;
 }
 
+/* ---- the fp8 cache (compute 1.16, FG_DTYPE_F8_COLS) --------------------------------
+ * Each group of 64 values of a row is encoded as the fp8_e4m3_rows codec
+ * encodes a one-row tensor (fgcore/f8.h: the cache layout's rule); the
+ * references decode the bytes themselves (f8c_value), and kv_append into an
+ * fp8 cache must give those bytes exactly. */
+
+static void codec_open_fp8(struct fg_codec *cd)
+{
+	struct fg_plugin_handle ph;
+
+	EXPECT(fg_plugin_load("fp8_e4m3_rows", FG_PLUGIN_CODEC, &ph) == 0, "fp8_e4m3_rows: %s",
+	       fg_last_error());
+	EXPECT(fg_codec_open(cd, &ph) == 0, "fp8_e4m3_rows: %s", fg_last_error());
+}
+
+/* The F8_COLS encoding of a dense fp32 [rows, cols], group by group through
+ * the codec (malloc'ed, *size bytes; the layout by hand: codes row-major
+ * padded to 64, then a 4-byte scale a group, row-major). */
+static uint8_t *f8c_encode(struct fg_codec *cd, const float *x, int64_t rows, int64_t cols,
+			   size_t *size)
+{
+	uint64_t gc = (uint64_t)(cols + 63) / 64, data = ((uint64_t)(rows * cols) + 63) / 64 * 64;
+	size_t n = (size_t)(data + 4 * (uint64_t)rows * gc);
+	uint8_t *b = calloc(1, n + 1), one[64 + 4];
+
+	EXPECT_TRUE(b);
+	EXPECT(n == fg_f8c_bytes((uint64_t)rows, (uint64_t)cols), "f8 cache size");
+	for (int64_t r = 0; r < rows; r++)
+		for (uint64_t g = 0; g < gc; g++) {
+			int64_t c0 = (int64_t)g * 64, w = cols - c0 < 64 ? cols - c0 : 64;
+			struct fg_codec_shape sh = { 1, (uint64_t)w, 1 };
+
+			EXPECT(fg_codec_encoded_size(cd, &sh) == 64 + 4, "one-row fp8 size");
+			EXPECT(fg_codec_encode_f32(cd, &sh, x + r * cols + c0, one) == 0, "encode: %s",
+			       fg_last_error());
+			memcpy(b + r * cols + c0, one, (size_t)w);
+			memcpy(b + data + 4 * ((uint64_t)r * gc + g), one + 64, 4);
+		}
+	*size = n;
+	return b;
+}
+
+/* Element (r, c) of an F8_COLS [rows, cols] tensor, decoded in double: the
+ * E4M3 code's value from its fields times its group's little-endian scale. */
+static double f8c_value(const uint8_t *buf, int64_t rows, int64_t cols, int64_t r, int64_t c)
+{
+	uint64_t gc = (uint64_t)(cols + 63) / 64, data = ((uint64_t)(rows * cols) + 63) / 64 * 64;
+	const uint8_t *s = buf + data + 4 * ((uint64_t)r * gc + (uint64_t)c / 64);
+	uint32_t u = (uint32_t)s[0] | (uint32_t)s[1] << 8 | (uint32_t)s[2] << 16 |
+		     (uint32_t)s[3] << 24;
+	unsigned code = buf[r * cols + c], e = (code >> 3) & 15u, m = code & 7u;
+	double v = e ? ldexp(8.0 + m, (int)e - 10) : ldexp(m, -9);
+	float scale;
+
+	memcpy(&scale, &u, 4);
+	if ((code & 0x7fu) == 0x7fu)
+		return NAN;
+	return (code & 0x80u ? -v : v) * scale;
+}
+
 /* Random values with the encoder's special cases mixed in. */
 static float special_value(void)
 {
@@ -1530,8 +1590,9 @@ static float special_value(void)
 	return rnd() % 5 == 0 ? sp[irand(sizeof(sp) / sizeof(sp[0]))] : urand() * 2;
 }
 
-static void kv_append_q4_case(struct env *e, struct fg_codec *cd, int64_t B, int64_t n,
-			      int64_t start, int64_t stride, int64_t C, bool f16src)
+/* cd: int4_group64 for a Q4_COLS cache, fp8_e4m3_rows for F8_COLS. */
+static void kv_append_q4_case(struct env *e, struct fg_codec *cd, enum fg_dtype cdt, int64_t B,
+			      int64_t n, int64_t start, int64_t stride, int64_t C, bool f16src)
 {
 	int64_t R = B * stride + 2; /* the view covers rows past batch * cache_stride */
 	float *full = malloc((size_t)(R * C + 1) * sizeof(float));
@@ -1552,19 +1613,21 @@ static void kv_append_q4_case(struct env *e, struct fg_codec *cd, int64_t B, int
 			src[i] = fg_half_to_float(src16[i]);
 		}
 	}
-	cache = q4_encode(cd, full, R, C, 1, &sz);
+	cache = cdt == FG_DTYPE_F8_COLS ? f8c_encode(cd, full, R, C, &sz)
+				       : q4_encode(cd, full, R, C, 1, &sz);
 	for (int64_t b = 0; b < B; b++)
 		for (int64_t i = 0; i < n; i++)
 			memcpy(full + (b * stride + start + i) * C, src + (b * n + i) * C,
 			       (size_t)C * sizeof(float));
-	want = q4_encode(cd, full, R, C, 1, &wsz);
+	want = cdt == FG_DTYPE_F8_COLS ? f8c_encode(cd, full, R, C, &wsz)
+				       : q4_encode(cd, full, R, C, 1, &wsz);
 	memset(&a, 0, sizeof(a));
 	a.src = f16src ? tview(src16, FG_DTYPE_F16, B * n, C, C) : tview(src, FG_DTYPE_F32, B * n, C, C);
-	a.cache = tview(cache, FG_DTYPE_Q4_COLS, R, C, C);
+	a.cache = tview(cache, cdt, R, C, C);
 	a.batch = B, a.n = n, a.start = start, a.cache_stride = stride;
-	snprintf(what, sizeof(what), "%s: kv_append q4 B=%lld n=%lld start=%lld stride=%lld C=%lld %s",
-		 e->label, (long long)B, (long long)n, (long long)start, (long long)stride,
-		 (long long)C, f16src ? "f16" : "f32");
+	snprintf(what, sizeof(what), "%s: kv_append %s B=%lld n=%lld start=%lld stride=%lld C=%lld %s",
+		 e->label, fg_dtype_name(cdt), (long long)B, (long long)n, (long long)start,
+		 (long long)stride, (long long)C, f16src ? "f16" : "f32");
 	EXPECT(op_kv_append(e, &a) == 0, "%s: %s", what, fg_last_error());
 	for (size_t i = 0; i < sz; i++)
 		EXPECT(cache[i] == want[i], "%s: byte %zu of %zu is %#x, the codec wrote %#x",
@@ -1590,8 +1653,35 @@ START_TEST(test_kv_append_q4)
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
 		for (int f = 0; f < 2; f++)
 			if (!f || supports(&e, FG_OP_KV_APPEND, FG_DTYPE_F16))
-				kv_append_q4_case(&e, &cd, shapes[s][0], shapes[s][1],
-						  shapes[s][2], shapes[s][3], shapes[s][4], f);
+				kv_append_q4_case(&e, &cd, FG_DTYPE_Q4_COLS, shapes[s][0],
+						  shapes[s][1], shapes[s][2], shapes[s][3],
+						  shapes[s][4], f);
+	fg_codec_close(&cd);
+	env_close(&e);
+}
+END_TEST
+
+/* kv_append into an fp8 cache (compute 1.16): the bytes of each group
+ * encoded as the fp8_e4m3_rows codec encodes a row, with the encoder's
+ * special values (NaN, infinities, values past 65504) and widths off 64. */
+START_TEST(test_kv_append_f8)
+{
+	static const int64_t shapes[][5] = { /* batch, n, start, cache_stride, cols */
+		{ 1, 1, 0, 1, 1 }, { 3, 2, 4, 9, 33 }, { 2, 5, 0, 5, 64 }, { 4, 1, 7, 8, 129 },
+		{ 2, 3, 1, 6, 7 }, { 1, 2, 2, 4, 200 }, { 3, 70, 5, 80, 256 }, { 2, 300, 0, 301, 72 },
+	};
+	struct env e;
+	struct fg_codec cd;
+
+	if (!env_open_for(&e, _i, FG_OP_KV_APPEND, FG_DTYPE_F8_COLS))
+		return;
+	codec_open_fp8(&cd);
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (int f = 0; f < 2; f++)
+			if (!f || supports(&e, FG_OP_KV_APPEND, FG_DTYPE_F16))
+				kv_append_q4_case(&e, &cd, FG_DTYPE_F8_COLS, shapes[s][0],
+						  shapes[s][1], shapes[s][2], shapes[s][3],
+						  shapes[s][4], f);
 	fg_codec_close(&cd);
 	env_close(&e);
 }
@@ -1664,7 +1754,8 @@ static void attend_ref_d(const double *q, const double *k, const double *v, int6
  * 8: softmax weights spread over orders of magnitude). */
 static double q_gain = 1;
 
-/* act: F32 or F16 (q, out); cache: F16 or Q4_COLS (k, v). */
+/* act: F32 or F16 (q, out); cache: F16, Q4_COLS or F8_COLS (k, v); cd: the
+ * codec of an encoded cache (int4_group64, fp8_e4m3_rows). */
 /* wrap > 0 (ABI 1.9): the cache a ring of `stride` rows, the call's positions
  * wrap more: len + wrap of them, each row's pad + wrap, position j at row
  * j % stride; the reference reads the rows in position order. */
@@ -1723,6 +1814,16 @@ static void decode_mixed_case(struct env *e, struct fg_codec *cd, int64_t B, int
 				}
 			}
 		k = kk, v = vv;
+	} else if (cache == FG_DTYPE_F8_COLS) {
+		uint8_t *kk = f8c_encode(cd, kf, R, KC, &sz);
+		uint8_t *vv = f8c_encode(cd, vf, R, KC, &sz);
+
+		for (int64_t r = 0; r < R; r++)
+			for (int64_t c = 0; c < KC; c++) {
+				kd[r * KC + c] = f8c_value(kk, R, KC, r, c);
+				vd[r * KC + c] = f8c_value(vv, R, KC, r, c);
+			}
+		k = kk, v = vv;
 	} else {
 		uint8_t *kk = q4_encode(cd, kf, R, KC, 1, &sz);
 		uint8_t *vv = q4_encode(cd, vf, R, KC, 1, &sz);
@@ -1771,7 +1872,7 @@ static void decode_mixed_case(struct env *e, struct fg_codec *cd, int64_t B, int
 	a.softcap = (float)score_cap;
 	snprintf(what, sizeof(what), "%s: attention_decode %s/%s B=%lld H=%lld KVH=%lld hd=%lld "
 		 "len=%lld stride=%lld pad=%d%s wrap=%lld window=%lld softcap=%g", e->label,
-		 act == FG_DTYPE_F16 ? "f16" : "f32", cache == FG_DTYPE_F16 ? "f16" : "q4",
+		 act == FG_DTYPE_F16 ? "f16" : "f32", fg_dtype_name(cache),
 		 (long long)B, (long long)H, (long long)KVH, (long long)hd, (long long)len,
 		 (long long)stride, padkind, out_is_q ? " out=q" : "", (long long)wrap,
 		 (long long)window, score_cap);
@@ -1809,8 +1910,9 @@ START_TEST(test_attention_decode_mixed)
 		{ 1, 3, 7, 70, 70 }, { 2, 1, 100, 9, 12 },
 	};
 	static const enum fg_dtype kinds[][2] = {
-		{ FG_DTYPE_F16, FG_DTYPE_F16 }, { FG_DTYPE_F32, FG_DTYPE_Q4_COLS },
-		{ FG_DTYPE_F16, FG_DTYPE_Q4_COLS },
+		{ FG_DTYPE_F16, FG_DTYPE_F16 },	    { FG_DTYPE_F32, FG_DTYPE_Q4_COLS },
+		{ FG_DTYPE_F16, FG_DTYPE_Q4_COLS }, { FG_DTYPE_F32, FG_DTYPE_F8_COLS },
+		{ FG_DTYPE_F16, FG_DTYPE_F8_COLS },
 	};
 	/* ABI 1.1, grouped-query: batch, heads, kv_heads, head_dim, len, cache_stride */
 	static const int64_t gqa[][6] = {
@@ -1821,12 +1923,14 @@ START_TEST(test_attention_decode_mixed)
 		{ 2, 16, 2, 128, 150, 160 }, { 3, 6, 2, 72, 40, 41 }, { 1, 8, 1, 40, 90, 90 },
 	};
 	struct env e;
-	struct fg_codec cd;
+	struct fg_codec q4, f8;
 
 	env_open(&e, _i);
-	codec_open_int4(&cd);
-	for (size_t t = 0; t < 3; t++) {
+	codec_open_int4(&q4);
+	codec_open_fp8(&f8);
+	for (size_t t = 0; t < sizeof(kinds) / sizeof(kinds[0]); t++) {
 		enum fg_dtype act = kinds[t][0], cache = kinds[t][1];
+		struct fg_codec *cd = cache == FG_DTYPE_F8_COLS ? &f8 : &q4;
 
 		/* fp16 q/out on an fp32 backend: delegated attention, when it runs it */
 		if ((act != e.b.info.act_dtype && !supports(&e, FG_OP_ATTENTION_DECODE, act)) ||
@@ -1837,15 +1941,15 @@ START_TEST(test_attention_decode_mixed)
 		}
 		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
 			for (int p = 0; p < PAD_KINDS; p++)
-				decode_mixed_case(&e, &cd, shapes[s][0], shapes[s][1], 0,
+				decode_mixed_case(&e, cd, shapes[s][0], shapes[s][1], 0,
 						  shapes[s][2], shapes[s][3], shapes[s][4], p, act,
 						  cache, false, 0);
-		decode_mixed_case(&e, &cd, 3, 2, 0, 8, 6, 8, PAD_RANDOM, act, cache, true, 0);
+		decode_mixed_case(&e, cd, 3, 2, 0, 8, 6, 8, PAD_RANDOM, act, cache, true, 0);
 		/* ABI 1.9: the cache a ring, positions wrapped once and more */
 		for (size_t s = 0; supports(&e, FG_OP_ATTENTION_RING, cache) &&
 				   s < sizeof(shapes) / sizeof(shapes[0]); s++)
 			for (int p = 0; p < PAD_KINDS; p++)
-				decode_mixed_case(&e, &cd, shapes[s][0], shapes[s][1], 0,
+				decode_mixed_case(&e, cd, shapes[s][0], shapes[s][1], 0,
 						  shapes[s][2], shapes[s][3], shapes[s][4], p, act,
 						  cache, false, p % 2 ? 3 * shapes[s][4] - 1 : shapes[s][4] + 2);
 		EXPECT(!conf_is_cpu_blas(_i) || supports(&e, FG_OP_ATTENTION_RING, cache),
@@ -1856,16 +1960,17 @@ START_TEST(test_attention_decode_mixed)
 		}
 		for (size_t s = 0; s < sizeof(gqa) / sizeof(gqa[0]); s++)
 			for (int p = 0; p < PAD_KINDS; p++)
-				decode_mixed_case(&e, &cd, gqa[s][0], gqa[s][1], gqa[s][2], gqa[s][3],
+				decode_mixed_case(&e, cd, gqa[s][0], gqa[s][1], gqa[s][2], gqa[s][3],
 						  gqa[s][4], gqa[s][5], p, act, cache, false, 0);
-		decode_mixed_case(&e, &cd, 3, 4, 2, 8, 6, 8, PAD_RANDOM, act, cache, true, 0);
+		decode_mixed_case(&e, cd, 3, 4, 2, 8, 6, 8, PAD_RANDOM, act, cache, true, 0);
 		for (size_t s = 0; supports(&e, FG_OP_ATTENTION_RING, cache) &&
 				   s < sizeof(gqa) / sizeof(gqa[0]); s++)
-			decode_mixed_case(&e, &cd, gqa[s][0], gqa[s][1], gqa[s][2], gqa[s][3],
+			decode_mixed_case(&e, cd, gqa[s][0], gqa[s][1], gqa[s][2], gqa[s][3],
 					  gqa[s][4], gqa[s][5], PAD_RANDOM, act, cache, false,
 					  2 * gqa[s][5] + 1);
 	}
-	fg_codec_close(&cd);
+	fg_codec_close(&q4);
+	fg_codec_close(&f8);
 	env_close(&e);
 }
 END_TEST
@@ -4149,17 +4254,18 @@ START_TEST(test_attention_softcap)
 	static const int64_t windows[] = { 0, 3 };
 	static const enum fg_dtype kinds[][2] = {
 		{ FG_DTYPE_F16, FG_DTYPE_F16 }, { FG_DTYPE_F32, FG_DTYPE_Q4_COLS },
-		{ FG_DTYPE_F16, FG_DTYPE_Q4_COLS },
+		{ FG_DTYPE_F16, FG_DTYPE_Q4_COLS }, { FG_DTYPE_F16, FG_DTYPE_F8_COLS },
 	};
 	struct env e;
-	struct fg_codec cd;
+	struct fg_codec q4, f8;
 
 	env_open(&e, _i);
 	if (!v12_runs(&e, _i, FG_OP_ATTENTION_SOFTCAP, FG_DTYPE_F32)) {
 		env_close(&e);
 		return;
 	}
-	codec_open_int4(&cd);
+	codec_open_int4(&q4);
+	codec_open_fp8(&f8);
 	for (size_t c = 0; c < sizeof(caps) / sizeof(caps[0]); c++)
 		for (size_t w = 0; w < sizeof(windows) / sizeof(windows[0]); w++) {
 			score_cap = caps[c];
@@ -4172,8 +4278,9 @@ START_TEST(test_attention_softcap)
 			}
 			prefill_case(&e, 2, 6, 4, 2, 8, PAD_RANDOM, 1, true);
 			decode_case(&e, 3, 4, 2, 8, 6, 8, PAD_RANDOM, true);
-			for (size_t t = 0; t < 3; t++) {
+			for (size_t t = 0; t < sizeof(kinds) / sizeof(kinds[0]); t++) {
 				enum fg_dtype act = kinds[t][0], cache = kinds[t][1];
+				struct fg_codec *cd = cache == FG_DTYPE_F8_COLS ? &f8 : &q4;
 
 				if (!supports(&e, FG_OP_ATTENTION_SOFTCAP, cache) ||
 				    !supports(&e, FG_OP_ATTENTION_DECODE, act) ||
@@ -4182,18 +4289,19 @@ START_TEST(test_attention_softcap)
 					       fg_dtype_name(act), fg_dtype_name(cache));
 					continue;
 				}
-				decode_mixed_case(&e, &cd, 3, 4, 2, 48, 17, 20, PAD_RANDOM, act, cache,
+				decode_mixed_case(&e, cd, 3, 4, 2, 48, 17, 20, PAD_RANDOM, act, cache,
 						  false, 0);
-				decode_mixed_case(&e, &cd, 2, 3, 0, 8, 5, 9, PAD_ZERO, act, cache, false,
+				decode_mixed_case(&e, cd, 2, 3, 0, 8, 5, 9, PAD_ZERO, act, cache, false,
 						  0);
 				if (supports(&e, FG_OP_ATTENTION_RING, cache))
-					decode_mixed_case(&e, &cd, 2, 8, 2, 64, 33, 40, PAD_RANDOM, act,
+					decode_mixed_case(&e, cd, 2, 8, 2, 64, 33, 40, PAD_RANDOM, act,
 							  cache, false, 41);
 			}
 		}
 	score_cap = 0;
 	window = 0;
-	fg_codec_close(&cd);
+	fg_codec_close(&q4);
+	fg_codec_close(&f8);
 	env_close(&e);
 }
 END_TEST
@@ -4398,6 +4506,7 @@ static Suite *compute_conformance_suite(void)
 	tcase_add_loop_test(tc, test_kv_append, 0, nconfs);
 	tcase_add_loop_test(tc, test_streams, 0, nconfs);
 	tcase_add_loop_test(tc, test_kv_append_q4, 0, nconfs);
+	tcase_add_loop_test(tc, test_kv_append_f8, 0, nconfs);
 	tcase_add_loop_test(tc, test_kv_append_f16, 0, nconfs);
 	tcase_add_loop_test(tc, test_attention_decode_mixed, 0, nconfs);
 	tcase_add_loop_test(tc, test_attention_decode_q4, 0, nconfs);

@@ -47,6 +47,8 @@ const char *fg_dtype_name(enum fg_dtype t)
 		return "q4_cols";
 	case FG_DTYPE_F8_ROWS:
 		return "f8_rows";
+	case FG_DTYPE_F8_COLS:
+		return "f8_cols";
 	}
 	return "an unknown dtype";
 }
@@ -204,7 +206,7 @@ int fg_backend_supports(const struct fg_backend *b, enum fg_op op, enum fg_dtype
 	/* `supports` is a minor-1 member: never read from a 1.0 plugin's table;
 	 * an op of a later minor is never asked of an older plugin. */
 	if (b->minor < (uint32_t)fg_op_minor(op) || !fg_has_hook(b, op) ||
-	    (dtype == FG_DTYPE_F8_ROWS && b->minor < 15))
+	    (dtype == FG_DTYPE_F8_ROWS && b->minor < 15) || (dtype == FG_DTYPE_F8_COLS && b->minor < 16))
 		return 0;
 	if (b->minor >= 1)
 		return b->ops->supports(b->ctx, op, dtype) != 0;
@@ -291,7 +293,15 @@ static enum fg_op fg_act_op(enum fg_activation act)
  * or parameters), no element size, byte-aligned. */
 static int fg_encoded(enum fg_dtype t)
 {
-	return t == FG_DTYPE_Q4_ROWS || t == FG_DTYPE_Q4_COLS || t == FG_DTYPE_F8_ROWS;
+	return t == FG_DTYPE_Q4_ROWS || t == FG_DTYPE_Q4_COLS || t == FG_DTYPE_F8_ROWS ||
+	       t == FG_DTYPE_F8_COLS;
+}
+
+/* The type a KV cache is checked as: an encoded cache type it names, else
+ * the activations' (whose check then names what it is). */
+static enum fg_dtype fg_cache_type(enum fg_dtype t, enum fg_dtype act)
+{
+	return t == FG_DTYPE_Q4_COLS || t == FG_DTYPE_F8_COLS ? t : act;
 }
 
 /* The type a linear weight is checked as: an encoded weight type it names,
@@ -347,6 +357,8 @@ static uint64_t fg_extent(const struct fg_tensor *t)
 		return 0;
 	if (t->dtype == FG_DTYPE_F8_ROWS)
 		return fg_f8_bytes((uint64_t)t->rows, (uint64_t)t->cols);
+	if (t->dtype == FG_DTYPE_F8_COLS)
+		return fg_f8c_bytes((uint64_t)t->rows, (uint64_t)t->cols);
 	if (fg_encoded(t->dtype))
 		return fg_q4_bytes((uint64_t)t->rows, (uint64_t)t->cols,
 				   t->dtype == FG_DTYPE_Q4_ROWS ? 0 : 1);
@@ -630,7 +642,7 @@ static int fg_attention_check(const struct fg_call *c, const struct fg_attention
 			keys = a->start + a->seq;
 		}
 	}
-	cache = decode && a->k.dtype == FG_DTYPE_Q4_COLS ? FG_DTYPE_Q4_COLS : act;
+	cache = decode ? fg_cache_type(a->k.dtype, act) : act;
 	if ((rc = fg_check_tensor(c, "q", &a->q, act, qrows, hcols)) ||
 	    (rc = fg_check_tensor(c, "out", &a->out, act, qrows, hcols)) ||
 	    (rc = fg_check_tensor(c, "k", &a->k, cache, -1, kvcols)) ||
@@ -714,8 +726,8 @@ int fg_backend_kv_append(struct fg_backend *b, void *stream, int64_t layer, cons
 	act = fg_act_of(b, FG_OP_KV_APPEND, a->src.dtype);
 	h = a->src.cols;
 	if ((rc = fg_check_tensor(&c, "src", &a->src, act, a->batch * a->n, -1)) ||
-	    (rc = fg_check_tensor(&c, "cache", &a->cache, a->cache.dtype == FG_DTYPE_Q4_COLS ?
-				  FG_DTYPE_Q4_COLS : act, -1, h)))
+	    (rc = fg_check_tensor(&c, "cache", &a->cache, fg_cache_type(a->cache.dtype, act), -1,
+				  h)))
 		return rc;
 	if (a->cache.rows < a->batch * a->cache_stride)
 		return fg_call_fail(&c, -EINVAL, "cache has %" PRId64 " rows, fewer than batch * "

@@ -119,7 +119,7 @@ static int check_ops(const struct fg_backend *be, const char *section,
 {
 	enum fg_dtype act = be->info.act_dtype;
 	enum fg_dtype wdt = fg_plan_weight_dtype(p);
-	enum fg_dtype cdt = p->compress_cache ? FG_DTYPE_Q4_COLS : act;
+	enum fg_dtype cdt = fg_plan_cache_dtype(p, act);
 	enum fg_op ops[16];
 	enum fg_dtype dts[16];
 	int n = c->arch->ops(c, wdt, act, cdt, ops, dts);
@@ -140,6 +140,9 @@ static int check_ops(const struct fg_backend *be, const char *section,
 			       section, name);
 		else if (dts[i] == FG_DTYPE_Q4_COLS)
 			FG_ERR("[policy] compress_cache = true, but %s %s does not read a 4-bit (int4_group64) KV cache: set compress_cache = false or use a backend that does (cpu_blas, cublas)",
+			       section, name);
+		else if (dts[i] == FG_DTYPE_F8_COLS)
+			FG_ERR("[policy] compress_cache = true with cache_codec = fp8_e4m3_group64, but %s %s does not read an fp8 KV cache: use cache_codec = int4_group64, compress_cache = false or a backend that does (cpu_blas)",
 			       section, name);
 		else if (be->minor < (uint32_t)fg_op_minor(ops[i]))
 			FG_ERR("model %s (%s family): %s %s is built for compute ABI 1.%u, and the family needs %s (compute ABI 1.%d): use a backend built for 1.%d or later (cpu_blas)",
@@ -199,7 +202,7 @@ static void fingerprint(const struct fg_config *c, const struct fg_engine *e,
 		 "model %s (%s, %lld layers, hidden %lld, vocab %lld, %lld heads, %lld kv heads, ffn %lld)\n"
 		 "[policy] gpu_batch_size %lld\n[policy] num_gpu_batches %lld\n"
 		 "[policy] overlap %d, sep_layer %d, cpu_cache_compute %d\n"
-		 "[policy] compress_weight %d (weight_fp8 %d), compress_cache %d\n"
+		 "[policy] compress_weight %d (weight_fp8 %d), compress_cache %d (cache_fp8 %d)\n"
 		 "activations of %u bytes ([compute] %s)\n"
 		 "[distributed] layers \"%s\"\n[distributed] micro_batches %lld\n"
 		 "[distributed] transport %s\n[distributed] replicas %lld\n",
@@ -209,7 +212,7 @@ static void fingerprint(const struct fg_config *c, const struct fg_engine *e,
 		 (long long)mc->heads, (long long)mc->kv_heads, (long long)mc->ffn,
 		 (long long)p->gpu_batch_size, (long long)p->num_gpu_batches, p->overlap,
 		 p->sep_layer, p->cpu_cache_compute, p->compress_weight, p->weight_fp8,
-		 p->compress_cache,
+		 p->compress_cache, p->cache_fp8,
 		 fg_dtype_size(e->be.info.act_dtype), e->be.ph.plugin->name,
 		 fg_config_str(c, "distributed", "layers"),
 		 (long long)fg_config_int(c, "distributed", "micro_batches"),

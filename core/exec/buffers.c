@@ -41,7 +41,7 @@ static void plan_env(const struct fg_forward_env *env, struct fg_plan_env *out)
 	/* A ring of the window's length: every backend that reads the cache
 	 * runs one (the host's too, with cpu_cache_compute); one process only,
 	 * a pipeline's stages keep every position. */
-	enum fg_dtype cdt = env->policy.compress_cache ? FG_DTYPE_Q4_COLS : env->be->info.act_dtype;
+	enum fg_dtype cdt = fg_plan_cache_dtype(&env->policy, env->be->info.act_dtype);
 	const struct fg_backend *hb = env->host_be ? env->host_be : env->be;
 	out->window_ring = !env->dist && fg_backend_window_ring(env->be, cdt) &&
 			   (!env->policy.cpu_cache_compute || fg_backend_window_ring(hb, cdt));
@@ -223,7 +223,7 @@ static int forward_new(struct fg_forward **out, const struct fg_forward_env *env
 	f->act = f->be->info.act_dtype;
 	f->asz = fg_dtype_size(f->act);
 	f->hid = f->be->info.hidden_dtype;
-	f->cdt = p->compress_cache ? FG_DTYPE_Q4_COLS : f->act;
+	f->cdt = fg_plan_cache_dtype(p, f->act);
 	f->kvw = fg_dim_value(c, FG_DIM_KV);
 	if ((rc = fg_plan_make(&sc, p, &pe, prompt_len, gen_len, &f->plan)))
 		goto fail;

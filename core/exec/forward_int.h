@@ -93,7 +93,7 @@ struct fg_forward {
 		int rc;                 /* the first host attention's failure, */
 		char err[256];          /* and its message (its thread's) */
 	} two;
-	enum fg_dtype act, cdt; /* activations; KV cache (act or Q4_COLS) */
+	enum fg_dtype act, cdt; /* activations; KV cache (act, Q4_COLS or F8_COLS) */
 	enum fg_dtype hid;      /* the residual stream (hidden states) */
 	unsigned asz;
 	int64_t bs, nb, plen, total, step;

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include <fgcore/f8.h>
 #include <fgcore/q4.h>
 #include "core/exec/forward_int.h"
 
@@ -44,7 +45,7 @@ int64_t fg_kv_columns(const struct fg_forward *f, int64_t p0, int64_t n, int64_t
 
 uint64_t fg_kv_bytes(const struct fg_forward *f, int64_t nseq)
 {
-	return fg_plan_kv_bytes(f->cfg, nseq, f->cols, f->asz, f->cdt == FG_DTYPE_Q4_COLS);
+	return fg_plan_kv_bytes(f->cfg, nseq, f->cols, f->asz, f->cdt);
 }
 
 void fg_kv_views(const struct fg_forward *f, void *base, int64_t nseq, struct fg_tensor *k,
@@ -56,20 +57,29 @@ void fg_kv_views(const struct fg_forward *f, void *base, int64_t nseq, struct fg
 }
 
 /* Byte ranges of rows [r0, r0 + nr) of sequence s in a K or V tensor of nseq
- * sequences: one range for plain types, data and parameters for int4. */
+ * sequences: one range for plain types; for the encoded caches (the width a
+ * whole number of groups of 64, fg_plan_make) the codes, then the groups'
+ * 4 bytes each (int4's scale and minimum, fp8's scale). */
 static int fg_kv_ranges(const struct fg_forward *f, int64_t nseq, int64_t s, int64_t r0,
 			int64_t nr, uint64_t off[2], uint64_t len[2])
 {
 	uint64_t w = (uint64_t)f->kvw, row = (uint64_t)(s * f->cols + r0);
-	if (f->cdt != FG_DTYPE_Q4_COLS) {
+	uint64_t rows = (uint64_t)(nseq * f->cols), groups = w / FG_Q4_GROUP;
+	if (f->cdt != FG_DTYPE_Q4_COLS && f->cdt != FG_DTYPE_F8_COLS) {
 		off[0] = row * w * f->asz;
 		len[0] = (uint64_t)nr * w * f->asz;
 		return 1;
 	}
-	uint64_t groups = w / FG_Q4_GROUP;
-	off[0] = row * w / 2;
-	len[0] = (uint64_t)nr * w / 2;
-	off[1] = fg_q4_data_bytes((uint64_t)(nseq * f->cols), w) + row * groups * 4;
+	if (f->cdt == FG_DTYPE_Q4_COLS) {
+		off[0] = row * w / 2;
+		len[0] = (uint64_t)nr * w / 2;
+		off[1] = fg_q4_data_bytes(rows, w);
+	} else {
+		off[0] = row * w;
+		len[0] = (uint64_t)nr * w;
+		off[1] = fg_f8_data_bytes(rows, w);
+	}
+	off[1] += row * groups * 4;
 	len[1] = (uint64_t)nr * groups * 4;
 	return 2;
 }
@@ -240,7 +250,7 @@ int fg_kv_append_cols(struct fg_forward *f, struct fg_backend *be, void *stream,
 		      int64_t seqs, int64_t n)
 {
 	int64_t seg[2][2], skip, parts = fg_kv_columns(f, f->step, n, seg, &skip);
-	int q4 = c.dtype == FG_DTYPE_Q4_COLS, rc;
+	int q4 = c.dtype == FG_DTYPE_Q4_COLS || c.dtype == FG_DTYPE_F8_COLS, rc;
 
 	if (parts == 1 && !skip && (!q4 || s == 0)) {
 		struct fg_tensor cs = c;

@@ -307,11 +307,12 @@ static int rates_ok(const struct fg_hardware *hw, const struct fg_policy *p)
 		FG_ERR("cost model: cpu_cache_compute needs [hardware] cpu_attn_bdw (host attention rate); run fgcore profile");
 		return -EINVAL;
 	}
-	if (p->cpu_cache_compute && p->compress_cache && !(hw->cpu_attn_q4_bdw > 0)) {
+	if (p->cpu_cache_compute && p->compress_cache && !p->cache_fp8 && !(hw->cpu_attn_q4_bdw > 0)) {
 		FG_ERR("cost model: cpu_cache_compute with compress_cache needs [hardware] cpu_attn_q4_bdw (host attention over a 4-bit cache); run fgcore profile");
 		return -EINVAL;
 	}
-	if (((p->compress_weight && !p->weight_fp8) || p->compress_cache) && !(hw->q4_decode_bdw > 0)) {
+	if (((p->compress_weight && !p->weight_fp8) || (p->compress_cache && !p->cache_fp8)) &&
+	    !(hw->q4_decode_bdw > 0)) {
 		FG_ERR("cost model: compressed weights or cache need [hardware] q4_decode_bdw (the backend's int4 rate); run fgcore profile with a backend that reads int4");
 		return -EINVAL;
 	}
@@ -422,14 +423,16 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 		/* fp8 weights: their bytes move (the plan's), their products at
 		 * the profiled fp8 rate, as fp16 ones where none was profiled */
 		.cw = !p->compress_weight ? 0 : !p->weight_fp8 ? 1 : hw->f8_decode_bdw > 0 ? 2 : 0,
-		.cq = p->compress_cache,
+		/* an fp8 cache: its bytes, at the plain cache's rates (none profiled) */
+		.cq = p->compress_cache && !p->cache_fp8,
 		.sep = p->sep_layer,
 		.ctog = hw->ctog_bdw * GBPS, .gtoc = hw->gtoc_bdw * GBPS,
 		/* no disk tier: a rate that makes it useless but keeps the LP finite */
 		.dtoc = (hw->dtoc_bdw > 0 ? hw->dtoc_bdw : 1e-3) * GBPS,
 		.ctod = (hw->ctod_bdw > 0 ? hw->ctod_bdw : 1e-3) * GBPS,
 	};
-	x.e = p->compress_cache ? 0.5 + 4.0 / FG_Q4_GROUP : x.a;
+	/* bytes a cached element: 4-bit codes or fp8 ones, with 4 bytes a group of 64 */
+	x.e = !p->compress_cache ? x.a : (p->cache_fp8 ? 1.0 : 0.5) + 4.0 / FG_Q4_GROUP;
 	x.hmem = hw->cpu_mem_bdw * GBPS;
 	x.hl = x.dev ? FG_LINK_HOST : FG_LINK_COMP;
 	x.ctog_w = !p->pin_weight && hw->ctog_bdw_pageable > 0 ? hw->ctog_bdw_pageable * GBPS : x.ctog;

@@ -50,6 +50,7 @@ int fg_optimize_policy_keys(const struct fg_policy *p,
 	KV("policy.compress_weight=%s", BOOL(p->compress_weight));
 	KV("policy.weight_codec=%s", p->weight_fp8 ? "fp8_e4m3_rows" : "int4_group64");
 	KV("policy.compress_cache=%s", BOOL(p->compress_cache));
+	KV("policy.cache_codec=%s", p->cache_fp8 ? "fp8_e4m3_group64" : "int4_group64");
 	KV("policy.window_ring=%s", BOOL(p->window_ring));
 #undef BOOL
 #undef KV
@@ -257,6 +258,7 @@ static void mode_policy(const struct search *s, struct fg_policy *p, int64_t gbs
 	p->compress_weight = ch->cw != 0;
 	p->weight_fp8 = ch->cw == 2;
 	p->compress_cache = ch->cq;
+	p->cache_fp8 = 0; /* the optimizer weighs a 4-bit cache only (no fp8-cache rate profiled) */
 	p->exact = 1;
 	p->weight[FG_ROLE_DISK] = ch->dw;
 	p->weight[FG_ROLE_COMPUTE] = 100 - ch->dw;
@@ -451,7 +453,7 @@ static int same_policy(const struct fg_policy *a, const struct fg_policy *b)
 	       !memcmp(a->act, b->act, sizeof(a->act)) && a->sep_layer == b->sep_layer &&
 	       a->cpu_cache_compute == b->cpu_cache_compute &&
 	       a->compress_weight == b->compress_weight && a->weight_fp8 == b->weight_fp8 &&
-	       a->compress_cache == b->compress_cache;
+	       a->compress_cache == b->compress_cache && a->cache_fp8 == b->cache_fp8;
 }
 
 /* Better: more throughput; on a tie the larger batch, then the larger GPU batch. */

@@ -27,6 +27,11 @@ enum fg_dtype fg_plan_weight_dtype(const struct fg_policy *p)
 								 : FG_DTYPE_Q4_ROWS;
 }
 
+enum fg_dtype fg_plan_cache_dtype(const struct fg_policy *p, enum fg_dtype act)
+{
+	return !p->compress_cache ? act : p->cache_fp8 ? FG_DTYPE_F8_COLS : FG_DTYPE_Q4_COLS;
+}
+
 const char *fg_plan_weight_codec(enum fg_dtype t)
 {
 	return t == FG_DTYPE_Q4_ROWS ? "int4_group64" : t == FG_DTYPE_F8_ROWS ? "fp8_e4m3_rows" : NULL;
@@ -241,11 +246,13 @@ int fg_plan_gather_ranges(const struct fg_plan_tensor *t, int k, uint64_t src[2]
 }
 
 uint64_t fg_plan_kv_bytes(const struct fg_model_config *c, int64_t nseq, int64_t total,
-			  unsigned act_bytes, int compress)
+			  unsigned act_bytes, enum fg_dtype cdt)
 {
 	uint64_t rows = (uint64_t)(nseq * total), w = (uint64_t)fg_dim_value(c, FG_DIM_KV);
-	if (compress)
+	if (cdt == FG_DTYPE_Q4_COLS)
 		return ALIGN(fg_q4_bytes(rows, w, 1), 64);
+	if (cdt == FG_DTYPE_F8_COLS)
+		return ALIGN(fg_f8c_bytes(rows, w), 64);
 	return ALIGN(rows * w * act_bytes, 64);
 }
 
@@ -277,6 +284,7 @@ int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 	const struct fg_arch *a = c->arch;
 	unsigned asz = env->act_bytes;
 	int compress = p->compress_cache;
+	enum fg_dtype cdt = fg_plan_cache_dtype(p, asz == 4 ? FG_DTYPE_F32 : FG_DTYPE_F16);
 
 	memset(o, 0, sizeof(*o));
 	if (bs < 1 || nb < 1 || prompt_len < 1 || gen_len < 0 || (asz != 2 && asz != 4)) {
@@ -296,7 +304,7 @@ int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 		return -EINVAL;
 	}
 	if (compress && fg_dim_value(c, FG_DIM_KV) % FG_Q4_GROUP) {
-		FG_ERR("compress_cache needs a key/value width that is a multiple of %d; %s has %lld",
+		FG_ERR("compress_cache needs a key/value width that is a multiple of %d (its groups); %s has %lld",
 		       FG_Q4_GROUP, c->name, (long long)fg_dim_value(c, FG_DIM_KV));
 		return -EINVAL;
 	}
@@ -357,11 +365,11 @@ int fg_plan_make(const struct fg_model_config *c, const struct fg_policy *p,
 	 * home; o->cols columns a sequence (a ring of the window's, or every
 	 * position). */
 	for (int r = 0; r < FG_ROLES; r++) {
-		o->kv[r] = o->ccount[r] ? fg_plan_kv_bytes(c, o->ccount[r], o->cols, asz, compress) : 0;
+		o->kv[r] = o->ccount[r] ? fg_plan_kv_bytes(c, o->ccount[r], o->cols, asz, cdt) : 0;
 		o->cache[r] = 2 * o->kv[r];
 	}
 	if (o->n_off) {
-		o->kv_slot = fg_plan_kv_bytes(c, o->n_off, o->cols, asz, compress);
+		o->kv_slot = fg_plan_kv_bytes(c, o->n_off, o->cols, asz, cdt);
 		o->cslot = 2 * o->kv_slot;
 		o->cbounce = env->device && o->ccount[FG_ROLE_DISK] ? o->cslot : 0;
 	}

@@ -93,6 +93,10 @@ uint64_t fg_plan_tensor_bytes(const struct fg_plan_tensor *t, int64_t rows);
 /* The linear weights' dtype under p: fp16, or compress_weight's codec's. */
 enum fg_dtype fg_plan_weight_dtype(const struct fg_policy *p);
 
+/* The KV cache's dtype under p: the activations' (act), or compress_cache's
+ * codec's (Q4_COLS, F8_COLS). */
+enum fg_dtype fg_plan_cache_dtype(const struct fg_policy *p, enum fg_dtype act);
+
 /* The codec plugin that encodes weights of dtype t (NULL for fp16). */
 const char *fg_plan_weight_codec(enum fg_dtype t);
 
@@ -161,9 +165,10 @@ int64_t fg_plan_ring_window(const struct fg_model_config *c);
 int64_t fg_plan_cache_cols(const struct fg_model_config *c, const struct fg_policy *p,
 			   const struct fg_plan_env *env, int64_t total);
 
-/* Bytes of one K (or V) tensor of nseq sequences of `total` positions. */
+/* Bytes of one K (or V) tensor of nseq sequences of `total` positions in
+ * the cache's dtype cdt (plain elements of act_bytes, Q4_COLS or F8_COLS). */
 uint64_t fg_plan_kv_bytes(const struct fg_model_config *c, int64_t nseq, int64_t total,
-			  unsigned act_bytes, int compress);
+			  unsigned act_bytes, enum fg_dtype cdt);
 
 /* Would the run buffers fit `avail[r]` free bytes on each tier (UINT64_MAX:
  * unbounded)?  0, or -ENOSPC with a line naming the tier, the bytes asked

@@ -106,6 +106,7 @@ int fg_policy_from_config(const struct fg_config *c, struct fg_policy *p)
 	p->compress_weight = fg_config_bool(c, "policy", "compress_weight");
 	p->compress_cache = fg_config_bool(c, "policy", "compress_cache");
 	p->weight_fp8 = !strcmp(fg_config_str(c, "policy", "weight_codec"), "fp8_e4m3_rows");
+	p->cache_fp8 = !strcmp(fg_config_str(c, "policy", "cache_codec"), "fp8_e4m3_group64");
 	p->score_chunk = fg_config_size(c, "policy", "score_chunk");
 	p->share_prefix = fg_config_int(c, "policy", "share_prefix");
 	p->window_ring = fg_config_bool(c, "policy", "window_ring");

@@ -28,6 +28,7 @@ struct fg_policy {
 	double attn_sparsity;   /* 1: dense attention */
 	int compress_weight, compress_cache;
 	int weight_fp8;         /* compressed weights are fp8_e4m3_rows, not int4_group64 */
+	int cache_fp8;          /* a compressed cache is fp8_e4m3_group64, not int4_group64 */
 	int exact;              /* placement = exact: split tensors by rows */
 	uint64_t score_chunk;   /* bytes of compute tier for scored positions' logits */
 	int64_t share_prefix;   /* shortest prompt prefix worth sharing (0: off) */

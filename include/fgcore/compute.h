@@ -10,7 +10,7 @@
  * activations, the KV cache and outputs use the backend's activation type
  * (fg_compute_info.act_dtype), except the residual stream, which uses
  * fg_compute_info.hidden_dtype (minor 3); the decode attention and kv_append
- * also take a FG_DTYPE_Q4_COLS cache.  Accumulation is always in fp32 or wider.
+ * also take a FG_DTYPE_Q4_COLS cache, and from minor 16 FG_DTYPE_F8_COLS.  Accumulation is always in fp32 or wider.
  * attention_decode and kv_append also run on activations (q, out, src) of the
  * other plain type t, with a cache of t or FG_DTYPE_Q4_COLS, when the backend
  * answers supports(op, t): that is how the CPU backend (fp32) computes the
@@ -86,6 +86,11 @@
  *        FG_DTYPE_F8_ROWS weights (E4M3 with an fp32 scale per output
  *        channel, fgcore/f8.h), where the backend answers supports(op,
  *        FG_DTYPE_F8_ROWS); the core never asks an older backend.
+ *   1.16 fp8 KV cache: attention_decode (and its GQA, ring and softcap
+ *        variants) and kv_append also take an FG_DTYPE_F8_COLS cache
+ *        (E4M3, an fp32 scale per group of 64 values of a row, fgcore/f8.h)
+ *        where the backend answers supports(op, FG_DTYPE_F8_COLS); the
+ *        core never asks an older backend.
  */
 #ifndef FGCORE_COMPUTE_H
 #define FGCORE_COMPUTE_H
@@ -103,7 +108,7 @@ extern "C" {
 /* The compute ABI of this header: a compute plugin declares
  * `.abi_version = FG_COMPUTE_ABI_VERSION`.  Bumped by additions to this
  * header only (and by a change to what every kind shares, fgcore/plugin.h). */
-#define FG_COMPUTE_ABI_MINOR 15
+#define FG_COMPUTE_ABI_MINOR 16
 #define FG_COMPUTE_ABI_VERSION FG_ABI(FG_ABI_MAJOR, FG_COMPUTE_ABI_MINOR)
 
 struct fg_compute_info {
@@ -150,7 +155,7 @@ enum fg_op {
 	FG_OP_LINEAR_MUL,         /* minor 1: linear with a `mul` operand; dtype: w's */
 	FG_OP_ROPE,               /* minor 1: rope; dtype: x's */
 	FG_OP_ATTENTION_PREFILL,  /* dtype: act */
-	FG_OP_ATTENTION_DECODE,   /* dtype: the cache's (act, or FG_DTYPE_Q4_COLS) */
+	FG_OP_ATTENTION_DECODE,   /* dtype: the cache's (act, FG_DTYPE_Q4_COLS or F8_COLS) */
 	FG_OP_ATTENTION_GQA,      /* minor 1: either attention with kv_heads < heads; dtype: the cache's */
 	FG_OP_KV_APPEND,          /* dtype: the cache's */
 	FG_OP_SAMPLE,             /* minor 4: sample; dtype: the logits' (act) */

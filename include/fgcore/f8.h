@@ -1,5 +1,7 @@
-/* fgcore/f8.h - the byte layout of fp8 weights with a scale per row (codec
- * fp8_e4m3_rows, tensor dtype FG_DTYPE_F8_ROWS).
+/* fgcore/f8.h - the byte layouts of fp8 weights with a scale per row (codec
+ * fp8_e4m3_rows, tensor dtype FG_DTYPE_F8_ROWS) and of an fp8 KV cache with a
+ * scale per group of 64 values along a row (FG_DTYPE_F8_COLS, [policy]
+ * cache_codec = fp8_e4m3_group64; at the end of this file).
  *
  * A logical [rows, cols] tensor of reals (a weight stored [out, in]: a row
  * is an output channel) keeps one fp32 scale per row and one E4M3 code per
@@ -180,6 +182,60 @@ FG_F8_FN float fg_f8_scale_load(const uint8_t *scales, uint64_t r)
 
 	return fg_bits_to_float((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
 				(uint32_t)b[3] << 24);
+}
+
+/* ---- the KV cache: FG_DTYPE_F8_COLS ----------------------------------------
+ * A logical [rows, cols] cache (a row is one position's keys or values over
+ * the key/value heads) is cut into groups of FG_F8_GROUP consecutive values
+ * of a row (the last group of a row may be shorter), the grid [rows,
+ * ceil(cols / 64)]: with heads of 64 or 128 values, one or two scales a head
+ * and position.  Each group is encoded by the rule above as if it were a
+ * row: its amax, scale and inv, its values' codes.  Bytes: the codes
+ * row-major, one a value, padded to 64 (fg_f8_data_bytes), then one
+ * little-endian fp32 scale per group, row-major over the grid: group g of
+ * row r is scale r * ceil(cols / 64) + g. */
+#define FG_F8_GROUP 64
+
+FG_F8_FN uint64_t fg_f8c_grid_cols(uint64_t cols)
+{
+	return (cols + FG_F8_GROUP - 1) / FG_F8_GROUP;
+}
+
+FG_F8_FN uint64_t fg_f8c_bytes(uint64_t rows, uint64_t cols)
+{
+	return fg_f8_data_bytes(rows, cols) + 4 * rows * fg_f8c_grid_cols(cols);
+}
+
+/* Encode x[0..cols) as row r of a [rows, cols] F8_COLS tensor at base. */
+FG_F8_FN void fg_f8c_store_row(uint8_t *base, uint64_t rows, uint64_t cols, uint64_t r,
+			       const float *x)
+{
+	uint8_t *codes = base + r * cols, *scales = base + fg_f8_data_bytes(rows, cols);
+	uint64_t gc = fg_f8c_grid_cols(cols);
+
+	for (uint64_t g = 0; g < gc; g++) {
+		uint64_t c0 = g * FG_F8_GROUP, w = cols - c0 < FG_F8_GROUP ? cols - c0 : FG_F8_GROUP;
+		float scale, inv;
+
+		fg_f8_scale_of(fg_f8_amax(x + c0, (size_t)w), &scale, &inv);
+		fg_f8_scale_store(scales, r * gc + g, scale);
+		for (uint64_t j = 0; j < w; j++)
+			codes[c0 + j] = fg_f8_code(x[c0 + j], inv);
+	}
+}
+
+/* Decode columns [c0, c0 + n) of row r of a [rows, cols] F8_COLS tensor. */
+FG_F8_FN void fg_f8c_load(const uint8_t *base, uint64_t rows, uint64_t cols, uint64_t r,
+			  uint64_t c0, uint64_t n, float *y)
+{
+	const uint8_t *codes = base + r * cols, *scales = base + fg_f8_data_bytes(rows, cols);
+	uint64_t gc = fg_f8c_grid_cols(cols);
+
+	for (uint64_t j = 0; j < n; j++) {
+		uint64_t c = c0 + j;
+
+		y[j] = fg_f8_value(codes[c], fg_f8_scale_load(scales, r * gc + c / FG_F8_GROUP));
+	}
 }
 
 #ifdef __cplusplus

@@ -22,6 +22,9 @@ enum fg_dtype {
 	 * (fgcore/f8.h; compute minor 15).  Like the 4-bit types, a view
 	 * covers its whole encoded tensor (ld == cols). */
 	FG_DTYPE_F8_ROWS = 5,
+	/* An fp8 (E4M3) KV cache, one fp32 scale per group of 64 values along a
+	 * row (fgcore/f8.h; compute minor 16); whole views, as above. */
+	FG_DTYPE_F8_COLS = 6,
 };
 
 /* Bytes per element of the plain types (0 for the encoded ones: 4-bit, fp8). */

@@ -13,8 +13,9 @@
  * then runs the same kernel; on an AVX2 + F16C machine the cache is read in
  * place instead, each row converted in registers (the cache crosses memory
  * once, not three times).  Both paths widen to the same fp32 values and make
- * the same sums in the same order per head: the same results.  A 4-bit cache
- * is attention_q4.c's.
+ * the same sums in the same order per head: the same results.  An fp8 cache
+ * (FG_DTYPE_F8_COLS) takes the widening path, each row decoded by f8.h's
+ * rule; a 4-bit cache is attention_q4.c's.
  */
 #include <errno.h>
 #include <inttypes.h>

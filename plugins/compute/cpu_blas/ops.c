@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fgcore/f8.h>
 #include <fgcore/half.h>
 #include <fgcore/q4.h>
 
@@ -161,7 +162,11 @@ const float *cpu_blas_load(const struct fg_tensor *t, int64_t r, int64_t c0, int
 {
 	if (t->dtype == FG_DTYPE_F32)
 		return (const float *)t->data + r * t->ld + c0;
-	fg_fp16_simd_to_f32(dst, (const uint16_t *)t->data + r * t->ld + c0, (size_t)w);
+	if (t->dtype == FG_DTYPE_F8_COLS)
+		fg_f8c_load(t->data, (uint64_t)t->rows, (uint64_t)t->cols, (uint64_t)r, (uint64_t)c0,
+			    (uint64_t)w, dst);
+	else
+		fg_fp16_simd_to_f32(dst, (const uint16_t *)t->data + r * t->ld + c0, (size_t)w);
 	return dst;
 }
 
@@ -316,8 +321,21 @@ static void cb_append_q4_rows(void *arg, int64_t i0, int64_t i1, int tid)
 						     A->c->scratch[tid]));
 }
 
-/* The core checked the arguments: src fp32 or fp16, the cache the same type or
- * FG_DTYPE_Q4_COLS, separate buffers. */
+/* The same into an fp8 cache: rows are whole bytes, any thread any row. */
+static void cb_append_f8_rows(void *arg, int64_t i0, int64_t i1, int tid)
+{
+	struct cb_append *A = arg;
+	const struct fg_kv_append_args *a = A->a;
+	const struct fg_tensor *t = &a->cache;
+
+	for (int64_t i = i0; i < i1; i++)
+		fg_f8c_store_row(t->data, (uint64_t)t->rows, (uint64_t)t->cols,
+				 (uint64_t)(i / a->n * a->cache_stride + a->start + i % a->n),
+				 cpu_blas_load(&a->src, i, 0, a->src.cols, A->c->scratch[tid]));
+}
+
+/* The core checked the arguments: src fp32 or fp16, the cache the same type,
+ * FG_DTYPE_Q4_COLS or FG_DTYPE_F8_COLS, separate buffers. */
 int cpu_blas_kv_append(void *ctx, void *stream, const struct fg_kv_append_args *a)
 {
 	struct cpu_blas_ctx *c = ctx;
@@ -328,6 +346,15 @@ int cpu_blas_kv_append(void *ctx, void *stream, const struct fg_kv_append_args *
 	(void)stream;
 	if (h == 0 || a->n == 0 || a->batch == 0)
 		return 0;
+	if (a->cache.dtype == FG_DTYPE_F8_COLS) {
+		pthread_mutex_lock(&c->lock);
+		rc = cpu_blas_scratch(c, (size_t)h);
+		if (!rc)
+			cpu_blas_pool_run(c->pool, a->batch * a->n, 1 + 16384 / h, cb_append_f8_rows,
+					  &A);
+		pthread_mutex_unlock(&c->lock);
+		return rc;
+	}
 	if (a->cache.dtype != FG_DTYPE_Q4_COLS) {
 		size_t es = fg_dtype_size(a->src.dtype);
 

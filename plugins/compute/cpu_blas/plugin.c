@@ -223,7 +223,8 @@ static int cpu_blas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 	case FG_OP_ATTENTION_GQA:
 	case FG_OP_ATTENTION_RING:
 	case FG_OP_KV_APPEND:
-		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS;
+		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS ||
+		       dtype == FG_DTYPE_F8_COLS;
 	case FG_OP_SAMPLE:
 		return 0; /* the core samples host memory the same way */
 	case FG_OP_LOGPROB:
@@ -243,7 +244,8 @@ static int cpu_blas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 	case FG_OP_NORM_SHIFT:
 		return dtype == FG_DTYPE_F32;
 	case FG_OP_ATTENTION_SOFTCAP: /* prefill (f32) and decode, every cache */
-		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS;
+		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS ||
+		       dtype == FG_DTYPE_F8_COLS;
 	case FG_OP_SOFTCAP:
 		return dtype == FG_DTYPE_F32 || dtype == FG_DTYPE_F16;
 	case FG_OP_EXPERTS: /* the core's composition of the generic tier is the reference */
