@@ -71,16 +71,18 @@ START_TEST(test_compress_needs_backend)
 {
 	static const char *const keys[] = { "policy.compress_weight=true",
 					    "policy.compress_cache=true",
-					    "policy.weight_codec=fp8_e4m3_rows" };
-	static const char *const named[] = { "compress_weight", "compress_cache", "fp8 weights" };
+					    "policy.weight_codec=fp8_e4m3_rows",
+					    "policy.cache_codec=fp8_e4m3_group64" };
+	static const char *const named[] = { "compress_weight", "compress_cache", "fp8 weights",
+					     "fp8 KV cache" };
 	struct fg_config *c = config("compute_abi10", "pinned_host");
 	struct fg_engine *e = NULL;
 
 	set(c, "model.path=dummy:opt-175b");
 	set(c, "tier.compute.capacity=1G");
 	set(c, keys[_i]);
-	if (_i == 2) /* fp8: a 1.0 backend is never asked about it */
-		set(c, keys[0]);
+	if (_i >= 2) /* fp8: a 1.0 backend is never asked about it */
+		set(c, keys[_i - 2]);
 	ck_assert_int_eq(fg_engine_open(c, &e), -ENOTSUP);
 	const char *msg = fg_last_error_text();
 	ck_assert_msg(strstr(msg, named[_i]) && strstr(msg, "compute_abi10"), "%s", msg);
@@ -129,7 +131,7 @@ int main(void)
 	TCase *tc = tcase_create("pairings");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_device_tier_host_backend);
-	tcase_add_loop_test(tc, test_compress_needs_backend, 0, 3);
+	tcase_add_loop_test(tc, test_compress_needs_backend, 0, 4);
 	tcase_add_test(tc, test_plain_backend_accepted);
 	tcase_add_test(tc, test_sliding_window);
 	suite_add_tcase(s, tc);
