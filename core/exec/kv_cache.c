@@ -242,7 +242,7 @@ const int32_t *fg_kv_attend_pad(const struct fg_forward *f, const struct fg_bloc
 /* One op where it can; else one a sequence and run of columns: where the
  * positions wrap past the cache's columns (joining prompts, a window's
  * ring), where only the last of them stay (a prompt longer than the ring),
- * and for a 4-bit cache after its first sequence (its rows are addressed
+ * and for an encoded cache (4-bit, fp8) after its first sequence (its rows are addressed
  * from the tensor's start: the sequence is named by `start` over a stride
  * of the whole tensor). */
 int fg_kv_append_cols(struct fg_forward *f, struct fg_backend *be, void *stream, int64_t layer,
@@ -250,11 +250,11 @@ int fg_kv_append_cols(struct fg_forward *f, struct fg_backend *be, void *stream,
 		      int64_t seqs, int64_t n)
 {
 	int64_t seg[2][2], skip, parts = fg_kv_columns(f, f->step, n, seg, &skip);
-	int q4 = c.dtype == FG_DTYPE_Q4_COLS || c.dtype == FG_DTYPE_F8_COLS, rc;
+	int enc = c.dtype == FG_DTYPE_Q4_COLS || c.dtype == FG_DTYPE_F8_COLS, rc;
 
-	if (parts == 1 && !skip && (!q4 || s == 0)) {
+	if (parts == 1 && !skip && (!enc || s == 0)) {
 		struct fg_tensor cs = c;
-		if (!q4) {
+		if (!enc) {
 			cs.data = (char *)c.data + (size_t)(s * f->cols * c.ld) * fg_dtype_size(c.dtype);
 			cs.rows = seqs * f->cols;
 		}
