@@ -272,8 +272,15 @@ static void cb_attn_widened(struct cb_attn *A, int64_t t, float *sc, float *acc)
 	for (int64_t j = lo; j <= hi; j++) {
 		int64_t row = krow + (int64_t)cpu_blas_key_row(j, a->ring);
 		float *kd = kb + (j - lo) * hd, *vd = vb + (j - lo) * hd;
-		const float *kr = cpu_blas_load(&a->k, row, kc, hd, kd);
-		const float *vr = cpu_blas_load(&a->v, row, kc, hd, vd);
+		const float *kr = kd, *vr = vd;
+
+		if (a->k.dtype == FG_DTYPE_F8_COLS) {
+			cpu_blas_f8c_load(A->c->isa, &a->k, row, kc, hd, kd);
+			cpu_blas_f8c_load(A->c->isa, &a->v, row, kc, hd, vd);
+		} else {
+			kr = cpu_blas_load(&a->k, row, kc, hd, kd);
+			vr = cpu_blas_load(&a->v, row, kc, hd, vd);
+		}
 
 		/* fp32 k or v: pointers into the cache itself, copied for one layout */
 		if (kr != kd)

@@ -123,11 +123,14 @@ void cpu_blas_f8_dot(int isa, int im, int jn, const float *x, int64_t ldx, const
 /* dst[c] = fg_f8_value(w[c], scale) for c < k: a row of FG_DTYPE_F8_ROWS. */
 void cpu_blas_f8_decode(int isa, const uint8_t *w, float scale, int64_t k, float *dst);
 
-/* dst[0..w) = columns [c0, c0 + w) of row r of a checked fp32, fp16 or
- * FG_DTYPE_F8_COLS view (ops.c).  Returns dst, or the view's own memory for
- * fp32. */
+/* dst[0..w) = columns [c0, c0 + w) of row r of a checked fp32 or fp16 view
+ * (ops.c).  Returns dst, or the view's own memory for fp32. */
 const float *cpu_blas_load(const struct fg_tensor *t, int64_t r, int64_t c0, int64_t w,
 			   float *dst);
+/* The same for a checked FG_DTYPE_F8_COLS view (an fp8 cache), decoded by
+ * f8.h's rule (cpu_blas_f8_decode, a group's columns at a time). */
+void cpu_blas_f8c_load(int isa, const struct fg_tensor *t, int64_t r, int64_t c0, int64_t w,
+		       float *dst);
 
 /* ---- 4-bit groups (ops.c; layout: fgcore/q4.h) ------------------------------------- */
 /* dst[0..cols) = row r of a checked FG_DTYPE_Q4_ROWS view, decoded. */
