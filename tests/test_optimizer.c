@@ -240,6 +240,20 @@ START_TEST(test_t4_opt175b_fp8)
 	ck_assert_msg(b->weight[FG_ROLE_DISK] == 0, "%d%% of the fp8 weights on disk",
 		      b->weight[FG_ROLE_DISK]);
 	fg_optimize_out_free(&o);
+	/* with an fp8 cache's attention as fast a byte as fp16's, the host's
+	 * room left beside 175 GB of weights holds twice the sequences in fp8:
+	 * the optimizer stores the cache so */
+	t4_params(&p, "opt-175b");
+	p.cc.hw.f8_decode_bdw = 158;
+	p.cc.hw.attn_decode_f8_bdw = p.cc.hw.attn_decode_bdw;
+	p.cc.hw.cpu_attn_f8_bdw = p.cc.hw.cpu_attn_bdw;
+	ck_assert_msg(fg_optimize(&p, &o) == 0, "%s", fg_last_error_text());
+	show("OPT-175B on FlexGen's T4, fp8 weights and cache allowed", &o);
+	b = &o.best[0].policy;
+	ck_assert_msg(b->compress_weight && b->weight_fp8 && b->compress_cache && b->cache_fp8,
+		      "weights %s, cache %s", b->weight_fp8 ? "fp8" : "not fp8",
+		      !b->compress_cache ? "plain" : b->cache_fp8 ? "fp8" : "int4");
+	fg_optimize_out_free(&o);
 	/* --no-compress keeps them fp16 */
 	t4_params(&p, "opt-175b");
 	p.cc.hw.f8_decode_bdw = 158;
@@ -634,6 +648,22 @@ START_TEST(test_cost_model_sanity)
 	q.cpu_cache_compute = 0;
 	ck_assert_int_eq(fg_cost_predict(&cc, &q, &b), 0);
 	ck_assert(b.mem.total[FG_ROLE_HOST] < a.mem.total[FG_ROLE_HOST] * 0.6);
+	/* an fp8 cache: 1 + 4/64 bytes a value (the host tier's cache bytes,
+	 * against fp16's 2, within the plan's 64-byte alignment), its host
+	 * attention priced at cpu_attn_f8_bdw (at cpu_attn_bdw where none was
+	 * profiled), in proportion to it */
+	struct fg_cost_prediction f8a, f8b;
+	q = p;
+	q.compress_cache = 1;
+	q.cache_fp8 = 1;
+	ck_assert_msg(fg_cost_predict(&cc, &q, &f8a) == 0, "%s", fg_last_error_text());
+	ratio = (double)f8a.mem.cache[FG_ROLE_HOST] / (double)a.mem.cache[FG_ROLE_HOST];
+	printf("fp8 / fp16 host cache: %.4f\n", ratio);
+	ck_assert(ratio > 1.0625 / 2 * 0.999 && ratio < 1.0625 / 2 * 1.001);
+	cc.hw.cpu_attn_f8_bdw = cc.hw.cpu_attn_bdw / 2;
+	ck_assert_int_eq(fg_cost_predict(&cc, &q, &f8b), 0);
+	ck_assert(f8b.decode_s > f8a.decode_s);
+	cc.hw.cpu_attn_f8_bdw = 0;
 }
 END_TEST
 

@@ -367,6 +367,16 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 	KEY_DOUBLE("hardware", "f8_batch_bdw", "0", 0, 1e6,
 		   "Matrix product with fp8 weights and mm_batch_rows rows, GB/s of stored "
 		   "bytes; 0: priced from f8_decode_bdw."),
+	KEY_DOUBLE("hardware", "attn_decode_f8_bdw", "0", 0, 1e6,
+		   "Decode attention of the compute backend over an fp8 cache (cache_codec = "
+		   "fp8_e4m3_group64), GB/s of stored cache read; 0: unknown (priced at "
+		   "attn_decode_bdw; the optimizer does not consider an fp8 cache)."),
+	KEY_DOUBLE("hardware", "cpu_attn_f8_bdw", "0", 0, 1e6,
+		   "Decode attention on the host over an fp8 cache, GB/s of stored cache read; "
+		   "0: unknown (priced at cpu_attn_bdw; never chosen with cpu_cache_compute)."),
+	KEY_DOUBLE("hardware", "cpu_append_f8_bdw", "0", 0, 1e6,
+		   "Appending prefill rows to an fp8 host cache, encoding included, GB/s of "
+		   "stored cache written; 0: priced at cpu_append_bdw."),
 	KEY_INT("hardware", "act_bytes", "0", 0, 4,
 		"Bytes of the compute backend's activations and KV cache elements (2: fp16, "
 		"4: fp32); 0: ask the backend."),

@@ -39,8 +39,9 @@ struct ctx {
 	double gbs_lin;
 	int ring_load;               /* a decode step loads a slot-held cache's whole ring */
 	double hb; /* bytes of a residual-stream element (the hidden states) */
-	int dev, cpu, cq, sep;
+	int dev, cpu, sep;
 	int cw;                      /* weights priced as encoded: 0 fp16, 1 4-bit, 2 fp8 */
+	int cq;                      /* the cache: 0 plain, 1 4-bit, 2 fp8 */
 	double ctog_w, ctog, gtoc, dtoc, ctod; /* bytes per second */
 	double hmem;                 /* host memory under copies and host attention; 0: no bound */
 	int hl;                      /* the link of the host's work (FG_LINK_HOST on a device) */
@@ -60,6 +61,12 @@ static double mean_min(double a, double b, double w)
 	/* a .. w - 1 as they are, w .. b capped at w */
 	double below = (a + w - 1) / 2 * (w - a);
 	return (below + w * (b - w + 1)) / (b - a + 1);
+}
+
+/* A rate of the fp8 cache's, or where none was profiled the plain cache's. */
+static double f8c_rate(double f8, double plain)
+{
+	return f8 > 0 ? f8 : plain;
 }
 
 /* Bytes through host memory by a copy or the host's own work: the shared bound. */
@@ -232,9 +239,12 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, double 
 	double cache_tok = seqs * (tok < x->cols ? tok : x->cols) * kvrow;
 	/* Appends that run on the host, waited for: the delegated sequences'
 	 * (the whole prompt in prefill) and, on a CPU run, every one.  From a
-	 * device, a plain cache takes the rows by copy (below), and only a 4-bit
-	 * one is appended (encoded) by the host. */
-	double app_bdw = (x->cq ? x->hw->cpu_append_q4_bdw : x->hw->cpu_append_bdw) * GBPS;
+	 * device, a plain cache takes the rows by copy (below), and only an
+	 * encoded one (4-bit, fp8) is appended (encoded) by the host. */
+	const struct fg_hardware *hw = x->hw;
+	double app_bdw = (x->cq == 1 ? hw->cpu_append_q4_bdw
+			  : x->cq == 2 ? f8c_rate(hw->cpu_append_f8_bdw, hw->cpu_append_bdw)
+				       : hw->cpu_append_bdw) * GBPS;
 	if (app_bdw > 0 && ((x->cpu && x->cq) || !x->dev)) {
 		L[x->hl].a[FG_X_CC] += cache_tok / app_bdw;
 		host_mem(x, L, FG_X_CC, cache_tok);
@@ -260,12 +270,16 @@ static void layer_terms(const struct ctx *x, struct fg_lin *L, double W, double 
 	}
 	double q4_attn = x->hw->attn_decode_q4_bdw > 0 ? x->hw->attn_decode_q4_bdw
 						       : x->hw->q4_decode_bdw;
-	double attn_bdw = (x->cq ? q4_attn : x->hw->attn_decode_bdw) * GBPS;
+	double attn_bdw = (x->cq == 1 ? q4_attn
+			   : x->cq == 2 ? f8c_rate(hw->attn_decode_f8_bdw, hw->attn_decode_bdw)
+					: hw->attn_decode_bdw) * GBPS;
 	double attn = seqs * attn_len * kvrow;
 	L[FG_LINK_COMP].a[FG_X_CG] += attn / attn_bdw;
 	L[FG_LINK_COMP].a[FG_X_CN] += attn / attn_bdw;
 	if (x->cpu) {
-		double host_bdw = x->cq ? x->hw->cpu_attn_q4_bdw : x->hw->cpu_attn_bdw;
+		double host_bdw = x->cq == 1 ? hw->cpu_attn_q4_bdw
+				  : x->cq == 2 ? f8c_rate(hw->cpu_attn_f8_bdw, hw->cpu_attn_bdw)
+					       : hw->cpu_attn_bdw;
 		L[x->hl].a[FG_X_CC] += attn / (host_bdw * GBPS);
 		host_mem(x, L, FG_X_CC, attn);
 		if (x->dev) /* q, k, v out and the result back, synchronously */
@@ -423,8 +437,9 @@ int fg_cost_terms(const struct fg_cost_case *cc, const struct fg_policy *p,
 		/* fp8 weights: their bytes move (the plan's), their products at
 		 * the profiled fp8 rate, as fp16 ones where none was profiled */
 		.cw = !p->compress_weight ? 0 : !p->weight_fp8 ? 1 : hw->f8_decode_bdw > 0 ? 2 : 0,
-		/* an fp8 cache: its bytes, at the plain cache's rates (none profiled) */
-		.cq = p->compress_cache && !p->cache_fp8,
+		/* an fp8 cache: its bytes at its own rates, the plain cache's where
+		 * none was profiled */
+		.cq = !p->compress_cache ? 0 : p->cache_fp8 ? 2 : 1,
 		.sep = p->sep_layer,
 		.ctog = hw->ctog_bdw * GBPS, .gtoc = hw->gtoc_bdw * GBPS,
 		/* no disk tier: a rate that makes it useless but keeps the LP finite */

@@ -44,6 +44,9 @@ struct fg_hardware {
 	double attn_decode_q4_bdw;           /* decode attention over a 4-bit cache, GB/s packed; 0: unknown */
 	double f8_decode_bdw;                /* fp8 weight GEMV, GB/s of stored bytes; 0: unknown */
 	double f8_batch_bdw;                 /* fp8-weight linear, mm_batch_rows rows, GB/s stored; 0: unknown */
+	double attn_decode_f8_bdw;           /* decode attention over an fp8 cache, GB/s stored; 0: unknown */
+	double cpu_attn_f8_bdw;              /* the same on the host; 0: unknown */
+	double cpu_append_f8_bdw;            /* prefill rows into an fp8 host cache, GB/s stored; 0: unknown */
 	int act_bytes;                       /* the backend's activation size (2 or 4); 0: unknown */
 	int hidden_bytes;                    /* its residual stream's (2 or 4); 0: act_bytes */
 	int compute_host_memory;             /* 1: the compute tier is host memory (CPU run) */

@@ -70,7 +70,7 @@ static void print_result(FILE *f, const struct fg_optimize_result *r, double sca
 	fprintf(f, "%-11s %-20s %-4s %-4s %-4s %-4s %12.3f %12.3f %12.3f %7.2f GB %7.2f GB %7.2f GB\n",
 		batch, pct, p->cpu_cache_compute ? "yes" : "no",
 		!p->compress_weight ? "no" : p->weight_fp8 ? "fp8" : "int4",
-		p->compress_cache ? "yes" : "no", p->sep_layer ? "yes" : "no",
+		!p->compress_cache ? "no" : p->cache_fp8 ? "fp8" : "int4", p->sep_layer ? "yes" : "no",
 		scale * r->pred.prefill_tps, scale * r->pred.decode_tps, scale * r->pred.total_tps,
 		(double)r->pred.mem.total[FG_ROLE_COMPUTE] / GB,
 		(double)r->pred.mem.total[FG_ROLE_HOST] / GB,
@@ -208,7 +208,9 @@ int fg_optimize(const struct fg_optimize_params *p, struct fg_optimize_out *out)
 
 #else
 
-/* The discrete part of a policy; cw: the weights' codec, 0 none, 1 4-bit, 2 fp8. */
+/* The discrete part of a policy; cw, cq: the weights' and the cache's codec,
+ * 0 none, 1 4-bit, 2 fp8 (at most 2 x 3 x 3 x 2^4 = 288 choices). */
+#define MAX_CHOICES 288
 struct choice {
 	int cpu, cw, cq, sep, act_off, dw, dc, overlap;
 };
@@ -257,8 +259,8 @@ static void mode_policy(const struct search *s, struct fg_policy *p, int64_t gbs
 	p->attn_sparsity = 1;
 	p->compress_weight = ch->cw != 0;
 	p->weight_fp8 = ch->cw == 2;
-	p->compress_cache = ch->cq;
-	p->cache_fp8 = 0; /* the optimizer weighs a 4-bit cache only (no fp8-cache rate profiled) */
+	p->compress_cache = ch->cq != 0;
+	p->cache_fp8 = ch->cq == 2;
 	p->exact = 1;
 	p->weight[FG_ROLE_DISK] = ch->dw;
 	p->weight[FG_ROLE_COMPUTE] = 100 - ch->dw;
@@ -662,6 +664,8 @@ static int nchoices(const struct search *s, int any_disk, int overlap, struct ch
 	int cpu = hw->cpu_attn_bdw > 0 && !s->prm->no_cpu_attention;
 	int disk = any_disk || s->cap[FG_ROLE_DISK] > 0;
 	int dev = !hw->compute_host_memory;
+	/* an fp8 cache where its attention rates were profiled (the host's too with cpu) */
+	int f8c = hw->attn_decode_f8_bdw > 0 && !s->prm->no_compress;
 	int codecs[3], ncodecs = 0, n = 0;
 
 	codecs[ncodecs++] = 0;
@@ -669,23 +673,32 @@ static int nchoices(const struct search *s, int any_disk, int overlap, struct ch
 		codecs[ncodecs++] = 1;
 	if (f8)
 		codecs[ncodecs++] = 2;
-	for (int c = 0; c <= cpu; c++)
+	for (int c = 0; c <= cpu; c++) {
+		int caches[3], ncaches = 0;
+
+		caches[ncaches++] = 0;
+		if (q4 && (!c || hw->cpu_attn_q4_bdw > 0))
+			caches[ncaches++] = 1;
+		if (f8c && (!c || hw->cpu_attn_f8_bdw > 0))
+			caches[ncaches++] = 2;
 		for (int w = 0; w < ncodecs; w++)
-			for (int cq = 0; cq <= (q4 && (!c || hw->cpu_attn_q4_bdw > 0)); cq++)
+			for (int q = 0; q < ncaches; q++)
 				for (int sep = 0; sep <= 1; sep++)
 					for (int act = 0; act <= 1; act++)
 						for (int dw = dev ? 0 : disk; dw <= disk; dw++)
 							for (int dc = dev ? 0 : disk; dc <= disk; dc++)
-								out[n++] = (struct choice){ c, codecs[w], cq,
-											    sep, act, dw, dc,
+								out[n++] = (struct choice){ c, codecs[w],
+											    caches[q], sep,
+											    act, dw, dc,
 											    overlap };
+	}
 	return n;
 }
 
 /* Where memory is missing for the smallest run, spread to need the least. */
 static void report_missing(struct search *s, struct fg_optimize_out *out)
 {
-	struct choice ch[256];
+	struct choice ch[MAX_CHOICES];
 	int n = nchoices(s, 1, 0, ch);
 	double best = INFINITY, x[FG_X_N], obj, miss[FG_ROLES];
 	int64_t gbs = s->prm->gpu_batch_size > 0 ? s->prm->gpu_batch_size : 1;
@@ -757,7 +770,7 @@ int fg_optimize(const struct fg_optimize_params *prm, struct fg_optimize_out *ou
 {
 	const struct fg_cost_case *cc = &prm->cc;
 	struct search s = { .prm = prm, .cc = cc, .top = prm->top > 0 ? prm->top : 5 };
-	struct choice ch[256];
+	struct choice ch[MAX_CHOICES];
 	int64_t max_batch = prm->max_batch > 0 ? prm->max_batch : 4096;
 	int rc;
 

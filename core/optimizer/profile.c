@@ -619,15 +619,25 @@ static int compute(struct prof *p, const struct shapes *sh, int32_t *pad, struct
 		return rc;
 	hw->attn_decode_bdw = 2.0 * (double)(b * sh->len * kvw) * fg_dtype_size(act) / secs / 1e9;
 	say(p, "decode attention (GB/s of cache read)", hw->attn_decode_bdw, "GB/s");
-	if (!q4)
+	if (q4) {
+		/* The same over a 4-bit cache (compress_cache): groups along the head dimension. */
+		uint64_t kvq = fg_q4_bytes((uint64_t)(b * sh->total), (uint64_t)kvw, 1);
+		if ((rc = decode_attention_time(p, &t, FG_DTYPE_Q4_COLS, kvq, &secs)))
+			return rc;
+		/* the bytes read: sh->len of sh->total rows per sequence */
+		hw->attn_decode_q4_bdw =
+			2.0 * (double)kvq * (double)sh->len / (double)sh->total / secs / 1e9;
+		say(p, "decode attention, 4-bit cache (GB/s of packed cache read)",
+		    hw->attn_decode_q4_bdw, "GB/s");
+	}
+	if (!fg_backend_supports(&p->be, FG_OP_ATTENTION_DECODE, FG_DTYPE_F8_COLS))
 		return 0;
-	/* The same over a 4-bit cache (compress_cache): groups along the head dimension. */
-	uint64_t kvq = fg_q4_bytes((uint64_t)(b * sh->total), (uint64_t)kvw, 1);
-	if ((rc = decode_attention_time(p, &t, FG_DTYPE_Q4_COLS, kvq, &secs)))
+	/* And over an fp8 cache (cache_codec = fp8_e4m3_group64). */
+	uint64_t kv8 = fg_f8c_bytes((uint64_t)(b * sh->total), (uint64_t)kvw);
+	if ((rc = decode_attention_time(p, &t, FG_DTYPE_F8_COLS, kv8, &secs)))
 		return rc;
-	/* the bytes read: sh->len of sh->total rows per sequence */
-	hw->attn_decode_q4_bdw = 2.0 * (double)kvq * (double)sh->len / (double)sh->total / secs / 1e9;
-	say(p, "decode attention, 4-bit cache (GB/s of packed cache read)", hw->attn_decode_q4_bdw,
+	hw->attn_decode_f8_bdw = 2.0 * (double)kv8 * (double)sh->len / (double)sh->total / secs / 1e9;
+	say(p, "decode attention, fp8 cache (GB/s of stored cache read)", hw->attn_decode_f8_bdw,
 	    "GB/s");
 	return 0;
 }
@@ -921,6 +931,25 @@ static int host_attention(struct prof *p, const struct shapes *sh, int32_t *pad,
 		hw->cpu_append_q4_bdw = 2.0 * (double)kvq * (double)sh->seq / (double)sh->total / secs / 1e9;
 		say(p, "host cache append into a 4-bit cache (GB/s of packed cache written)",
 		    hw->cpu_append_q4_bdw, "GB/s");
+	}
+	/* And over an fp8 cache (codes 0x3c: 1.5; scales 0x3c3c3c3c: 0.0115),
+	 * where the host backend reads one. */
+	uint64_t kv8 = fg_f8c_bytes((uint64_t)(b * sh->total), (uint64_t)kvw);
+	if (kv8 <= sz[1] && fg_backend_supports(hb, FG_OP_ATTENTION_DECODE, FG_DTYPE_F8_COLS)) {
+		t.a.k = (struct fg_tensor){ mem[1].addr, FG_DTYPE_F8_COLS, b * sh->total, kvw, kvw };
+		t.a.v = (struct fg_tensor){ mem[2].addr, FG_DTYPE_F8_COLS, b * sh->total, kvw, kvw };
+		if ((rc = timed(p, do_attention, &t, &secs)))
+			goto out;
+		hw->cpu_attn_f8_bdw = 2.0 * (double)kv8 * (double)sh->len / (double)sh->total / secs / 1e9;
+		say(p, "host decode attention, fp8 cache (GB/s of stored cache read)",
+		    hw->cpu_attn_f8_bdw, "GB/s");
+		ap.a[0].cache = t.a.k;
+		ap.a[1].cache = t.a.v;
+		if ((rc = timed(p, do_append, &ap, &secs)))
+			goto out;
+		hw->cpu_append_f8_bdw = 2.0 * (double)kv8 * (double)sh->seq / (double)sh->total / secs / 1e9;
+		say(p, "host cache append into an fp8 cache (GB/s of stored cache written)",
+		    hw->cpu_append_f8_bdw, "GB/s");
 	}
 out:
 	for (int i = 0; i < 4; i++)
