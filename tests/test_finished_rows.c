@@ -189,9 +189,10 @@ static struct counts expected(const struct fg_engine *e, int64_t plen, const int
 	const struct fg_policy *p = &e->policy;
 	int64_t first[FG_ROLES], count[FG_ROLES], kvw = cfg->kv_heads * cfg->head_dim;
 	/* K and V of every layer, per position: fp32 (cpu_blas), or 4-bit codes
-	 * and an fp16 (scale, min) per group of 64 */
-	uint64_t row = p->compress_cache ? (uint64_t)(kvw / 2 + kvw / 64 * 4)
-					 : (uint64_t)kvw * sizeof(float);
+	 * and an fp16 (scale, min) per group of 64, or fp8 codes and an fp32
+	 * scale per group of 64 */
+	uint64_t row = !p->compress_cache ? (uint64_t)kvw * sizeof(float)
+		       : (uint64_t)((p->cache_fp8 ? kvw : kvw / 2) + kvw / 64 * 4);
 	uint64_t pos_bytes = 2 * (uint64_t)cfg->layers * row;
 	struct counts c = { RROWS * (uint64_t)plen, 0, 0, 0 };
 	int mmax = 0, slot[RBS], m[RROWS], req_of[RROWS];
