@@ -842,6 +842,34 @@ out:
 	return rc;
 }
 
+/* Host attention and appends over an encoded cache (dt, `bytes` each for K
+ * and V) in t's K and V buffers: their rates in GB/s of the stored bytes
+ * read (the cache's len of total rows) and written (the prompt's rows). */
+static int host_encoded(struct prof *p, const struct shapes *sh, struct attn_arg *t,
+			struct append_arg *ap, enum fg_dtype dt, uint64_t bytes, const char *what,
+			double *attn, double *append)
+{
+	double secs, per_row = 2.0 * (double)bytes / (double)sh->total;
+	char label[120];
+	int rc;
+
+	t->a.k.dtype = t->a.v.dtype = dt;
+	if ((rc = timed(p, do_attention, t, &secs)))
+		return rc;
+	*attn = per_row * (double)sh->len / secs / 1e9;
+	snprintf(label, sizeof(label), "host decode attention, %s (GB/s of stored cache read)", what);
+	say(p, label, *attn, "GB/s");
+	ap->a[0].cache = t->a.k;
+	ap->a[1].cache = t->a.v;
+	if ((rc = timed(p, do_append, ap, &secs)))
+		return rc;
+	*append = per_row * (double)sh->seq / secs / 1e9;
+	snprintf(label, sizeof(label), "host cache append into %s (GB/s of stored cache written)",
+		 what);
+	say(p, label, *append, "GB/s");
+	return 0;
+}
+
 /* Host attention as cpu_cache_compute runs it: the host backend over a cache
  * in the host tier's memory (page-locked, where the engine keeps it), in the
  * compute backend's activation type (the engine's host cache holds the
@@ -913,44 +941,18 @@ static int host_attention(struct prof *p, const struct shapes *sh, int32_t *pad,
 	hw->cpu_append_bdw = 2.0 * (double)src / secs / 1e9;
 	say(p, "host cache append of the prompt's rows (GB/s written)", hw->cpu_append_bdw, "GB/s");
 
-	/* The same over a 4-bit cache, in the first bytes of the K and V buffers
-	 * (a 4-bit cache is smaller than any other); 0x3c bytes are finite groups. */
+	/* The same over a 4-bit cache and an fp8 one, in the first bytes of the
+	 * K and V buffers (each smaller than a plain cache): 0x3c bytes are
+	 * finite 4-bit groups, and fp8 codes of 1.5 with scales of 0.0115. */
 	uint64_t kvq = fg_q4_bytes((uint64_t)(b * sh->total), (uint64_t)kvw, 1);
-	if (kvq <= sz[1]) {
-		t.a.k = (struct fg_tensor){ mem[1].addr, FG_DTYPE_Q4_COLS, b * sh->total, kvw, kvw };
-		t.a.v = (struct fg_tensor){ mem[2].addr, FG_DTYPE_Q4_COLS, b * sh->total, kvw, kvw };
-		if ((rc = timed(p, do_attention, &t, &secs)))
-			goto out;
-		hw->cpu_attn_q4_bdw = 2.0 * (double)kvq * (double)sh->len / (double)sh->total / secs / 1e9;
-		say(p, "host decode attention, 4-bit cache (GB/s of packed cache read)",
-		    hw->cpu_attn_q4_bdw, "GB/s");
-		ap.a[0].cache = t.a.k;
-		ap.a[1].cache = t.a.v;
-		if ((rc = timed(p, do_append, &ap, &secs)))
-			goto out;
-		hw->cpu_append_q4_bdw = 2.0 * (double)kvq * (double)sh->seq / (double)sh->total / secs / 1e9;
-		say(p, "host cache append into a 4-bit cache (GB/s of packed cache written)",
-		    hw->cpu_append_q4_bdw, "GB/s");
-	}
-	/* And over an fp8 cache (codes 0x3c: 1.5; scales 0x3c3c3c3c: 0.0115),
-	 * where the host backend reads one. */
 	uint64_t kv8 = fg_f8c_bytes((uint64_t)(b * sh->total), (uint64_t)kvw);
-	if (kv8 <= sz[1] && fg_backend_supports(hb, FG_OP_ATTENTION_DECODE, FG_DTYPE_F8_COLS)) {
-		t.a.k = (struct fg_tensor){ mem[1].addr, FG_DTYPE_F8_COLS, b * sh->total, kvw, kvw };
-		t.a.v = (struct fg_tensor){ mem[2].addr, FG_DTYPE_F8_COLS, b * sh->total, kvw, kvw };
-		if ((rc = timed(p, do_attention, &t, &secs)))
-			goto out;
-		hw->cpu_attn_f8_bdw = 2.0 * (double)kv8 * (double)sh->len / (double)sh->total / secs / 1e9;
-		say(p, "host decode attention, fp8 cache (GB/s of stored cache read)",
-		    hw->cpu_attn_f8_bdw, "GB/s");
-		ap.a[0].cache = t.a.k;
-		ap.a[1].cache = t.a.v;
-		if ((rc = timed(p, do_append, &ap, &secs)))
-			goto out;
-		hw->cpu_append_f8_bdw = 2.0 * (double)kv8 * (double)sh->seq / (double)sh->total / secs / 1e9;
-		say(p, "host cache append into an fp8 cache (GB/s of stored cache written)",
-		    hw->cpu_append_f8_bdw, "GB/s");
-	}
+	if (kvq <= sz[1] &&
+	    (rc = host_encoded(p, sh, &t, &ap, FG_DTYPE_Q4_COLS, kvq, "a 4-bit cache",
+			       &hw->cpu_attn_q4_bdw, &hw->cpu_append_q4_bdw)))
+		goto out;
+	if (kv8 <= sz[1] && fg_backend_supports(hb, FG_OP_ATTENTION_DECODE, FG_DTYPE_F8_COLS))
+		rc = host_encoded(p, sh, &t, &ap, FG_DTYPE_F8_COLS, kv8, "an fp8 cache",
+				  &hw->cpu_attn_f8_bdw, &hw->cpu_append_f8_bdw);
 out:
 	for (int i = 0; i < 4; i++)
 		if (mem[i].size)
