@@ -532,6 +532,51 @@ static int decode_attention_time(struct prof *p, struct attn_arg *t, enum fg_dty
 	return rc;
 }
 
+/* A layer's products with encoded weights (dt: 4-bit or fp8, named `what`)
+ * at one row and, where the fp16 batch rate was measured, at the GPU batch's
+ * rows: GB/s of the stored weights. */
+static int encoded_linear(struct prof *p, const struct shapes *sh, const struct fg_hardware *hw,
+			  enum fg_dtype dt, const char *what, double *one, double *batch)
+{
+	double secs, wbytes;
+	char label[120];
+	int rc;
+
+	if ((rc = linear_time(p, sh, 1, dt, &secs, &wbytes)))
+		return rc;
+	*one = wbytes / secs / 1e9;
+	snprintf(label, sizeof(label), "%s matrix-vector product (GB/s of stored weights)", what);
+	say(p, label, *one, "GB/s");
+	if (!hw->mm_batch_rows)
+		return 0;
+	if ((rc = linear_time(p, sh, sh->batch, dt, &secs, &wbytes)))
+		return rc;
+	*batch = wbytes / secs / 1e9;
+	snprintf(label, sizeof(label), "%s matrix product, the GPU batch rows (GB/s of stored "
+		 "weights)", what);
+	say(p, label, *batch, "GB/s");
+	return 0;
+}
+
+/* t's decode attention over an encoded cache (dt, `bytes` each for K and
+ * V, named `what`): GB/s of the stored bytes read, sh->len of sh->total
+ * rows a sequence. */
+static int encoded_decode_attention(struct prof *p, struct attn_arg *t, const struct shapes *sh,
+				    enum fg_dtype dt, uint64_t bytes, const char *what,
+				    double *rate)
+{
+	double secs;
+	char label[120];
+	int rc;
+
+	if ((rc = decode_attention_time(p, t, dt, bytes, &secs)))
+		return rc;
+	*rate = 2.0 * (double)bytes * (double)sh->len / (double)sh->total / secs / 1e9;
+	snprintf(label, sizeof(label), "decode attention, %s (GB/s of stored cache read)", what);
+	say(p, label, *rate, "GB/s");
+	return 0;
+}
+
 static int compute(struct prof *p, const struct shapes *sh, int32_t *pad, struct fg_hardware *hw)
 {
 	enum fg_dtype act = p->be.info.act_dtype;
@@ -562,32 +607,13 @@ static int compute(struct prof *p, const struct shapes *sh, int32_t *pad, struct
 		    "TFLOP/s");
 	}
 	int q4 = fg_backend_supports(&p->be, FG_OP_LINEAR, FG_DTYPE_Q4_ROWS);
-	if (q4) {
-		if ((rc = linear_time(p, sh, 1, FG_DTYPE_Q4_ROWS, &secs, &wbytes)))
-			return rc;
-		hw->q4_decode_bdw = wbytes / secs / 1e9;
-		say(p, "int4 matrix-vector product (GB/s of packed weights)", hw->q4_decode_bdw, "GB/s");
-		if (hw->mm_batch_rows) {
-			if ((rc = linear_time(p, sh, sh->batch, FG_DTYPE_Q4_ROWS, &secs, &wbytes)))
-				return rc;
-			hw->q4_batch_bdw = wbytes / secs / 1e9;
-			say(p, "int4 matrix product, the GPU batch rows (GB/s of packed weights)",
-			    hw->q4_batch_bdw, "GB/s");
-		}
-	}
-	if (fg_backend_supports(&p->be, FG_OP_LINEAR, FG_DTYPE_F8_ROWS)) {
-		if ((rc = linear_time(p, sh, 1, FG_DTYPE_F8_ROWS, &secs, &wbytes)))
-			return rc;
-		hw->f8_decode_bdw = wbytes / secs / 1e9;
-		say(p, "fp8 matrix-vector product (GB/s of stored weights)", hw->f8_decode_bdw, "GB/s");
-		if (hw->mm_batch_rows) {
-			if ((rc = linear_time(p, sh, sh->batch, FG_DTYPE_F8_ROWS, &secs, &wbytes)))
-				return rc;
-			hw->f8_batch_bdw = wbytes / secs / 1e9;
-			say(p, "fp8 matrix product, the GPU batch rows (GB/s of stored weights)",
-			    hw->f8_batch_bdw, "GB/s");
-		}
-	}
+	if (q4 && (rc = encoded_linear(p, sh, hw, FG_DTYPE_Q4_ROWS, "int4", &hw->q4_decode_bdw,
+				       &hw->q4_batch_bdw)))
+		return rc;
+	if (fg_backend_supports(&p->be, FG_OP_LINEAR, FG_DTYPE_F8_ROWS) &&
+	    (rc = encoded_linear(p, sh, hw, FG_DTYPE_F8_ROWS, "fp8", &hw->f8_decode_bdw,
+				 &hw->f8_batch_bdw)))
+		return rc;
 
 	/* Prefill attention over the prompt. */
 	struct fg_region r[4] = { 0 };
@@ -619,27 +645,17 @@ static int compute(struct prof *p, const struct shapes *sh, int32_t *pad, struct
 		return rc;
 	hw->attn_decode_bdw = 2.0 * (double)(b * sh->len * kvw) * fg_dtype_size(act) / secs / 1e9;
 	say(p, "decode attention (GB/s of cache read)", hw->attn_decode_bdw, "GB/s");
-	if (q4) {
-		/* The same over a 4-bit cache (compress_cache): groups along the head dimension. */
-		uint64_t kvq = fg_q4_bytes((uint64_t)(b * sh->total), (uint64_t)kvw, 1);
-		if ((rc = decode_attention_time(p, &t, FG_DTYPE_Q4_COLS, kvq, &secs)))
-			return rc;
-		/* the bytes read: sh->len of sh->total rows per sequence */
-		hw->attn_decode_q4_bdw =
-			2.0 * (double)kvq * (double)sh->len / (double)sh->total / secs / 1e9;
-		say(p, "decode attention, 4-bit cache (GB/s of packed cache read)",
-		    hw->attn_decode_q4_bdw, "GB/s");
-	}
-	if (!fg_backend_supports(&p->be, FG_OP_ATTENTION_DECODE, FG_DTYPE_F8_COLS))
-		return 0;
-	/* And over an fp8 cache (cache_codec = fp8_e4m3_group64). */
-	uint64_t kv8 = fg_f8c_bytes((uint64_t)(b * sh->total), (uint64_t)kvw);
-	if ((rc = decode_attention_time(p, &t, FG_DTYPE_F8_COLS, kv8, &secs)))
+	/* The same over a 4-bit cache (compress_cache; groups along the head
+	 * dimension) and an fp8 one (cache_codec = fp8_e4m3_group64). */
+	if (q4 && (rc = encoded_decode_attention(p, &t, sh, FG_DTYPE_Q4_COLS,
+			fg_q4_bytes((uint64_t)(b * sh->total), (uint64_t)kvw, 1), "a 4-bit cache",
+			&hw->attn_decode_q4_bdw)))
 		return rc;
-	hw->attn_decode_f8_bdw = 2.0 * (double)kv8 * (double)sh->len / (double)sh->total / secs / 1e9;
-	say(p, "decode attention, fp8 cache (GB/s of stored cache read)", hw->attn_decode_f8_bdw,
-	    "GB/s");
-	return 0;
+	if (fg_backend_supports(&p->be, FG_OP_ATTENTION_DECODE, FG_DTYPE_F8_COLS))
+		rc = encoded_decode_attention(p, &t, sh, FG_DTYPE_F8_COLS,
+					      fg_f8c_bytes((uint64_t)(b * sh->total), (uint64_t)kvw),
+					      "an fp8 cache", &hw->attn_decode_f8_bdw);
+	return rc;
 }
 
 /* ---- a whole prefill layer, through the family's own block bodies ----------------

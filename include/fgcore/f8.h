@@ -206,19 +206,25 @@ FG_F8_FN uint64_t fg_f8c_bytes(uint64_t rows, uint64_t cols)
 	return fg_f8_data_bytes(rows, cols) + 4 * rows * fg_f8c_grid_cols(cols);
 }
 
+/* Where group g of row r of a [rows, cols] F8_COLS tensor keeps its scale
+ * (in the scales area at base + fg_f8_data_bytes: its index there). */
+FG_F8_FN uint64_t fg_f8c_scale_index(uint64_t cols, uint64_t r, uint64_t g)
+{
+	return r * fg_f8c_grid_cols(cols) + g;
+}
+
 /* Encode x[0..cols) as row r of a [rows, cols] F8_COLS tensor at base. */
 FG_F8_FN void fg_f8c_store_row(uint8_t *base, uint64_t rows, uint64_t cols, uint64_t r,
 			       const float *x)
 {
 	uint8_t *codes = base + r * cols, *scales = base + fg_f8_data_bytes(rows, cols);
-	uint64_t gc = fg_f8c_grid_cols(cols);
 
-	for (uint64_t g = 0; g < gc; g++) {
+	for (uint64_t g = 0; g < fg_f8c_grid_cols(cols); g++) {
 		uint64_t c0 = g * FG_F8_GROUP, w = cols - c0 < FG_F8_GROUP ? cols - c0 : FG_F8_GROUP;
 		float scale, inv;
 
 		fg_f8_scale_of(fg_f8_amax(x + c0, (size_t)w), &scale, &inv);
-		fg_f8_scale_store(scales, r * gc + g, scale);
+		fg_f8_scale_store(scales, fg_f8c_scale_index(cols, r, g), scale);
 		for (uint64_t j = 0; j < w; j++)
 			codes[c0 + j] = fg_f8_code(x[c0 + j], inv);
 	}
@@ -229,13 +235,10 @@ FG_F8_FN void fg_f8c_load(const uint8_t *base, uint64_t rows, uint64_t cols, uin
 			  uint64_t c0, uint64_t n, float *y)
 {
 	const uint8_t *codes = base + r * cols, *scales = base + fg_f8_data_bytes(rows, cols);
-	uint64_t gc = fg_f8c_grid_cols(cols);
 
-	for (uint64_t j = 0; j < n; j++) {
-		uint64_t c = c0 + j;
-
-		y[j] = fg_f8_value(codes[c], fg_f8_scale_load(scales, r * gc + c / FG_F8_GROUP));
-	}
+	for (uint64_t c = c0; c < c0 + n; c++)
+		y[c - c0] = fg_f8_value(codes[c], fg_f8_scale_load(scales, fg_f8c_scale_index(
+								     cols, r, c / FG_F8_GROUP)));
 }
 
 #ifdef __cplusplus

@@ -172,16 +172,17 @@ void cpu_blas_f8c_load(int isa, const struct fg_tensor *t, int64_t r, int64_t c0
 	const uint8_t *codes = (const uint8_t *)t->data + r * t->cols;
 	const uint8_t *scales = (const uint8_t *)t->data +
 				fg_f8_data_bytes((uint64_t)t->rows, (uint64_t)t->cols);
-	uint64_t gc = fg_f8c_grid_cols((uint64_t)t->cols);
 
-	/* a group's columns at a time, each at its scale (f8.h's fg_f8c_load) */
+	/* fg_f8c_load, a group's columns at a time at its scale */
 	for (int64_t c = c0, end = c0 + w; c < end;) {
 		int64_t g = c / FG_F8_GROUP, n = (g + 1) * FG_F8_GROUP;
 
 		n = (n < end ? n : end) - c;
 		cpu_blas_f8_decode(isa, codes + c,
-				   fg_f8_scale_load(scales, (uint64_t)r * gc + (uint64_t)g), n,
-				   dst + (c - c0));
+				   fg_f8_scale_load(scales, fg_f8c_scale_index((uint64_t)t->cols,
+									       (uint64_t)r,
+									       (uint64_t)g)),
+				   n, dst + (c - c0));
 		c += n;
 	}
 }
