@@ -7,7 +7,8 @@
  *   linear with 4-bit weights at decode shapes, in GB/s of 4-bit bytes, for
  *   the default split, the fused kernel forced and dequantization forced;
  *   attention prefill at seq 512 in TFLOP/s (causal: only the visible half);
- *   attention decode over fp16 and 4-bit caches in GB/s of cache read;
+ *   attention decode over fp16, 4-bit and fp8 caches (OPT's heads and
+ *   Llama-3-8B's grouped ones) in GB/s of cache read;
  *   layer norm and KV append in GB/s;
  *   sampling 256 rows of OPT's 50272 logits (the sample op, top_p and top_k,
  *   next to the argmax op on the same rows; both return the tokens);
@@ -16,9 +17,10 @@
  *   adding into the fp32 residual stream; fc1 with ReLU), in TFLOP/s; the fp8
  *   time includes quantizing x and the weight, whose bytes are printed.
  *
- * Usage: gpu_ops_bench [quick|q4|decode|sample|fp8|f8w]   ("quick": fewer and
+ * Usage: gpu_ops_bench [quick|q4|decode|attn|sample|fp8|f8w]   ("quick": fewer and
  * smaller shapes; "q4": only the 4-bit linear at decode shapes; "decode": that
- * and attention decode, the memory-bound kernels; "sample": only sampling;
+ * and attention decode, the memory-bound kernels; "attn": only attention
+ * decode; "sample": only sampling;
  * "fp8": only fp16 against fp8 products; "f8w": only fp8 weights at decode
  * shapes (OPT-6.7B's and Llama-3-8B's), fp16 beside them, in GB/s of weight
  * bytes, each path forced in turn)
@@ -44,7 +46,7 @@
 #include "core/util/error.h"
 
 static struct fg_tier dev;
-static int quick, only_q4, only_decode, only_sample, only_fp8, only_f8w;
+static int quick, only_q4, only_decode, only_sample, only_fp8, only_f8w, only_attn;
 
 /* cublas with up to two options set (key2 NULL: one). */
 static int open_backend2(struct fg_backend *b, const char *key, const char *val,
@@ -196,10 +198,12 @@ static double op_time(struct op *o)
 }
 
 /* An fp8 [n, k] weight (F8_ROWS): random finite codes (no NaN), scale 1/256 a row. */
-static void *dev_f8(struct fg_region *r, int64_t n, int64_t k)
+/* Random finite E4M3 codes [n, k], then nscales scales of 1/256: an
+ * F8_ROWS weight (n scales) or an F8_COLS cache (n * ceil(k / 64)). */
+static void *dev_f8(struct fg_region *r, int64_t n, int64_t k, int64_t nscales)
 {
 	uint64_t data = fg_f8_data_bytes((uint64_t)n, (uint64_t)k);
-	uint64_t total = fg_f8_bytes((uint64_t)n, (uint64_t)k);
+	uint64_t total = data + 4 * (uint64_t)nscales;
 	uint8_t *h = calloc(1, (size_t)total);
 
 	for (uint64_t i = 0; i < (uint64_t)(n * k); i++) {
@@ -207,7 +211,7 @@ static void *dev_f8(struct fg_region *r, int64_t n, int64_t k)
 		if ((h[i] & 0x7fu) == FG_F8_NAN)
 			h[i] ^= 1u;
 	}
-	for (int64_t j = 0; j < n; j++)
+	for (int64_t j = 0; j < nscales; j++)
 		fg_f8_scale_store(h + data, (uint64_t)j, 1.0f / 256);
 	if (fg_tier_alloc(&dev, total, r) != 0 || fg_tier_write(&dev, r, 0, h, total) != 0) {
 		fprintf(stderr, "gpu_ops_bench: %s\n", fg_last_error());
@@ -230,7 +234,7 @@ static void bench_linear(struct fg_backend *be, const char *tag, int64_t m, int6
 
 	o.lin.x = T(dev_alloc(&rx, (uint64_t)(m * k) * 2, 1), FG_DTYPE_F16, m, k);
 	if (q4 == 2) {
-		o.lin.w = T(dev_f8(&rw, n, k), FG_DTYPE_F8_ROWS, n, k);
+		o.lin.w = T(dev_f8(&rw, n, k, n), FG_DTYPE_F8_ROWS, n, k);
 		wbytes = (double)fg_f8_bytes((uint64_t)n, (uint64_t)k);
 	} else if (q4) {
 		o.lin.w = T(dev_q4(&rw, n, k), FG_DTYPE_Q4_ROWS, n, k);
@@ -331,27 +335,36 @@ static void bench_prefill(struct fg_backend *be, int64_t batch, int64_t seq, int
 	free(pad);
 }
 
-static void bench_decode(struct fg_backend *be, int64_t batch, int64_t heads, int64_t hd,
-			 int64_t len, int q4)
+/* cache: 0 fp16, 1 4-bit (Q4_COLS), 2 fp8 (F8_COLS); kvh key/value heads
+ * (grouped-query attention when below heads). */
+static void bench_decode(struct fg_backend *be, int64_t batch, int64_t heads, int64_t kvh,
+			 int64_t hd, int64_t len, int cache)
 {
+	static const char *const names[] = { "f16", "q4", "f8" };
 	struct fg_region rq, rk, rv, ro;
 	struct op o = { .kind = OP_DECODE, .be = be };
-	int64_t hc = heads * hd, krows = batch * len;
+	int64_t hc = heads * hd, kc = kvh * hd, krows = batch * len;
 	int32_t *pad = calloc((size_t)batch, sizeof(int32_t));
 	double ms, bytes;
 
 	o.at.q = T(dev_alloc(&rq, (uint64_t)(batch * hc) * 2, 1), FG_DTYPE_F16, batch, hc);
-	if (q4) {
-		uint64_t nb = fg_q4_bytes((uint64_t)krows, (uint64_t)hc, 1);
+	if (cache == 1) {
+		uint64_t nb = fg_q4_bytes((uint64_t)krows, (uint64_t)kc, 1);
 
 		/* any bytes are valid codes; the scale and min here are random fp16 */
-		o.at.k = T(dev_alloc(&rk, nb, 1), FG_DTYPE_Q4_COLS, krows, hc);
-		o.at.v = T(dev_alloc(&rv, nb, 1), FG_DTYPE_Q4_COLS, krows, hc);
+		o.at.k = T(dev_alloc(&rk, nb, 1), FG_DTYPE_Q4_COLS, krows, kc);
+		o.at.v = T(dev_alloc(&rv, nb, 1), FG_DTYPE_Q4_COLS, krows, kc);
 		bytes = 2.0 * (double)nb;
+	} else if (cache == 2) {
+		int64_t ns = krows * (int64_t)fg_f8c_grid_cols((uint64_t)kc);
+
+		o.at.k = T(dev_f8(&rk, krows, kc, ns), FG_DTYPE_F8_COLS, krows, kc);
+		o.at.v = T(dev_f8(&rv, krows, kc, ns), FG_DTYPE_F8_COLS, krows, kc);
+		bytes = 2.0 * (double)fg_f8c_bytes((uint64_t)krows, (uint64_t)kc);
 	} else {
-		o.at.k = T(dev_alloc(&rk, (uint64_t)(krows * hc) * 2, 1), FG_DTYPE_F16, krows, hc);
-		o.at.v = T(dev_alloc(&rv, (uint64_t)(krows * hc) * 2, 1), FG_DTYPE_F16, krows, hc);
-		bytes = 4.0 * (double)krows * (double)hc;
+		o.at.k = T(dev_alloc(&rk, (uint64_t)(krows * kc) * 2, 1), FG_DTYPE_F16, krows, kc);
+		o.at.v = T(dev_alloc(&rv, (uint64_t)(krows * kc) * 2, 1), FG_DTYPE_F16, krows, kc);
+		bytes = 4.0 * (double)krows * (double)kc;
 	}
 	o.at.out = T(dev_alloc(&ro, (uint64_t)(batch * hc) * 2, 0), FG_DTYPE_F16, batch, hc);
 	o.at.batch = batch;
@@ -359,14 +372,15 @@ static void bench_decode(struct fg_backend *be, int64_t batch, int64_t heads, in
 	o.at.len = len;
 	o.at.cache_stride = len;
 	o.at.heads = heads;
+	o.at.kv_heads = kvh;
 	o.at.head_dim = hd;
 	o.at.scale = 1.0f / sqrtf((float)hd);
 	o.at.pad = pad;
 	ms = op_time(&o);
 	if (ms > 0)
-		printf("attention_decode %-3s batch=%-4" PRId64 " heads=%-3" PRId64 " hd=%-4" PRId64
-		       " len=%-5" PRId64 ": %9.4f ms %8.1f GB/s of cache\n", q4 ? "q4" : "f16", batch,
-		       heads, hd, len, ms, bytes / ms / 1e6);
+		printf("attention_decode %-3s batch=%-4" PRId64 " heads=%-3" PRId64 "/%-2" PRId64
+		       " hd=%-4" PRId64 " len=%-5" PRId64 ": %9.4f ms %8.1f GB/s of cache\n",
+		       names[cache], batch, heads, kvh, hd, len, ms, bytes / ms / 1e6);
 	fflush(stdout);
 	fg_tier_free(&dev, &rq);
 	fg_tier_free(&dev, &rk);
@@ -397,16 +411,21 @@ static void bench_ln(struct fg_backend *be, int64_t n, int64_t h)
 	fg_tier_free(&dev, &rb);
 }
 
-static void bench_kv(struct fg_backend *be, int64_t batch, int64_t n, int64_t h, int q4)
+/* cache: as bench_decode's. */
+static void bench_kv(struct fg_backend *be, int64_t batch, int64_t n, int64_t h, int cache)
 {
+	static const char *const names[] = { "f16", "q4", "f8" };
+	static const enum fg_dtype dts[] = { FG_DTYPE_F16, FG_DTYPE_Q4_COLS, FG_DTYPE_F8_COLS };
 	struct fg_region rs, rc;
 	struct op o = { .kind = OP_KV, .be = be };
 	int64_t rows = batch * n;
-	uint64_t cbytes = q4 ? fg_q4_bytes((uint64_t)rows, (uint64_t)h, 1) : (uint64_t)(rows * h) * 2;
+	uint64_t cbytes = cache == 1 ? fg_q4_bytes((uint64_t)rows, (uint64_t)h, 1)
+			: cache == 2 ? fg_f8c_bytes((uint64_t)rows, (uint64_t)h)
+				     : (uint64_t)(rows * h) * 2;
 	double ms;
 
 	o.kv.src = T(dev_alloc(&rs, (uint64_t)(rows * h) * 2, 1), FG_DTYPE_F16, rows, h);
-	o.kv.cache = T(dev_alloc(&rc, cbytes, 0), q4 ? FG_DTYPE_Q4_COLS : FG_DTYPE_F16, rows, h);
+	o.kv.cache = T(dev_alloc(&rc, cbytes, 0), dts[cache], rows, h);
 	o.kv.batch = batch;
 	o.kv.n = n;
 	o.kv.start = 0;
@@ -414,7 +433,7 @@ static void bench_kv(struct fg_backend *be, int64_t batch, int64_t n, int64_t h,
 	ms = op_time(&o);
 	if (ms > 0)
 		printf("kv_append %-3s rows=%-7" PRId64 " h=%-5" PRId64 ": %9.4f ms %8.1f GB/s\n",
-		       q4 ? "q4" : "f16", rows, h, ms,
+		       names[cache], rows, h, ms,
 		       ((double)(rows * h) * 2 + (double)cbytes) / ms / 1e6);
 	fg_tier_free(&dev, &rs);
 	fg_tier_free(&dev, &rc);
@@ -502,6 +521,7 @@ int main(int argc, char **argv)
 	only_sample = argc > 1 && strcmp(argv[1], "sample") == 0;
 	only_fp8 = argc > 1 && strcmp(argv[1], "fp8") == 0;
 	only_f8w = argc > 1 && strcmp(argv[1], "f8w") == 0;
+	only_attn = argc > 1 && strcmp(argv[1], "attn") == 0;
 	if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
 		printf("gpu_ops_bench: no CUDA device, nothing to measure\n");
 		return 77;
@@ -554,6 +574,8 @@ int main(int argc, char **argv)
 		goto sample;
 	if (only_f8w)
 		goto f8w;
+	if (only_attn)
+		goto decode;
 	if (only_q4 || only_decode)
 		goto q4;
 	if (only_fp8)
@@ -650,21 +672,26 @@ q4:
 
 decode:
 	printf("## attention decode\n");
-	for (int q4 = 0; q4 < 2; q4++) {
-		bench_decode(&be, 64, 32, 128, 544, q4);
-		bench_decode(&be, 256, 32, 128, 544, q4);
-		bench_decode(&be, 1, 32, 128, 2048, q4);
-		bench_decode(&be, 8, 32, 128, 2048, q4);
-		bench_decode(&be, 64, 56, 128, 544, q4); /* OPT-30B */
-		bench_decode(&be, 32, 96, 128, 544, q4); /* OPT-175B */
+	for (int cache = 0; cache < 3; cache++) {
+		bench_decode(&be, 64, 32, 32, 128, 544, cache);
+		bench_decode(&be, 256, 32, 32, 128, 544, cache);
+		bench_decode(&be, 1, 32, 32, 128, 2048, cache);
+		bench_decode(&be, 8, 32, 32, 128, 2048, cache);
+		bench_decode(&be, 64, 56, 56, 128, 544, cache); /* OPT-30B */
+		bench_decode(&be, 32, 96, 96, 128, 544, cache); /* OPT-175B */
+		bench_decode(&be, 256, 32, 8, 128, 544, cache); /* Llama-3-8B */
+		bench_decode(&be, 512, 32, 8, 128, 544, cache);
 	}
+	if (only_attn)
+		goto done;
 
 	printf("## layer norm, kv append\n");
 	bench_ln(&be, 131072, 4096);
 	bench_ln(&be, 256, 4096);
-	bench_kv(&be, 256, 512, 4096, 0);
-	bench_kv(&be, 256, 512, 4096, 1);
+	for (int cache = 0; cache < 3; cache++)
+		bench_kv(&be, 256, 512, 4096, cache);
 	bench_kv(&be, 256, 1, 4096, 1);
+	bench_kv(&be, 256, 1, 4096, 2);
 
 sample:
 	printf("## sampling: the tokens back on the host\n");

@@ -17,7 +17,8 @@
  *   attention 4e-3   probabilities rounded to fp16 for the P·V product, the
  *                    output rounded to fp16
  * kv_append is exact: fp16 rows are copied; 4-bit rows must equal the
- * reference encoder's bytes.  Columns between cols and ld, cache rows outside
+ * reference encoder's bytes, fp8 rows fgcore/f8.h's (decode over an fp8
+ * cache is compared on the values those bytes stand for, fg_f8c_load).  Columns between cols and ld, cache rows outside
  * the append and rows before a left pad (zeros) are checked exactly.
  * The worst error of each op is printed.
  *
@@ -1008,6 +1009,95 @@ START_TEST(test_kv_append_q4)
 }
 END_TEST
 
+/* kv_append into an fp8 cache: each appended row's groups of 64 must equal
+ * fgcore/f8.h's encoder's bytes (the rule the fp8_e4m3_rows codec and
+ * cpu_blas encode by; test_compute_conformance ties the two together), with
+ * NaN, infinities, -0 and values past 448 and near fp16's largest. */
+START_TEST(test_kv_append_f8)
+{
+	gpu_seed(515);
+	for (size_t ci = 0; ci < sizeof(kv_cases) / sizeof(kv_cases[0]); ci++) {
+		const struct kv_case *c = &kv_cases[ci];
+		int64_t rows = c->batch * c->stride, srows = c->batch * c->n;
+		uint64_t bytes = fg_f8c_bytes((uint64_t)rows, (uint64_t)c->h);
+		uint16_t *src = rand_h((size_t)(srows * c->ldsrc), -4, 4);
+		uint8_t *cache = xmalloc((size_t)bytes), *want, *got = xmalloc((size_t)bytes);
+		float *row = xmalloc((size_t)c->h * 4);
+		struct dbuf ds, dc;
+		struct fg_kv_append_args a;
+		static const uint16_t special[] = { 0x7e00, 0x7c00, 0xfc00, 0x8000, 0x7bff, 0x5f00,
+						    0x0001, 0xd400 };
+
+		for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++)
+			src[(i * 37) % (size_t)(srows * c->ldsrc)] = special[i];
+		for (uint64_t i = 0; i < bytes; i++)
+			cache[i] = (uint8_t)gpu_next();
+		want = xmalloc((size_t)bytes);
+		memcpy(want, cache, (size_t)bytes);
+		for (int64_t b = 0; b < c->batch; b++)
+			for (int64_t i = 0; i < c->n; i++) {
+				for (int64_t j = 0; j < c->h; j++)
+					row[j] = fg_half_to_float(src[(b * c->n + i) * c->ldsrc + j]);
+				fg_f8c_store_row(want, (uint64_t)rows, (uint64_t)c->h,
+						 (uint64_t)(b * c->stride + c->start + i), row);
+			}
+		a.src = tens(dput(&ds, src, (size_t)(srows * c->ldsrc) * 2), FG_DTYPE_F16, srows, c->h,
+			     c->ldsrc);
+		a.cache = tens(dput(&dc, cache, (size_t)bytes), FG_DTYPE_F8_COLS, rows, c->h, c->h);
+		a.batch = c->batch;
+		a.n = c->n;
+		a.start = c->start;
+		a.cache_stride = c->stride;
+		ck_assert_msg(gpu.ops->kv_append(gpu.ctx, NULL, &a) == 0, "%s", fg_last_error());
+		dget(&dc, got);
+		for (uint64_t i = 0; i < bytes; i++)
+			ck_assert_msg(got[i] == want[i], "kv_append f8 case %zu (h %" PRId64 "): byte %"
+				      PRIu64 " of %" PRIu64 " (%s) is 0x%02x, expected 0x%02x", ci, c->h,
+				      i, bytes, i < fg_f8_data_bytes((uint64_t)rows, (uint64_t)c->h)
+				      ? "codes" : "scales", got[i], want[i]);
+		dfree(&ds), dfree(&dc);
+		free(src), free(cache), free(want), free(got), free(row);
+	}
+	printf("kv_append f8           byte-exact on %zu cases\n",
+	       sizeof(kv_cases) / sizeof(kv_cases[0]));
+}
+END_TEST
+
+/* A cache of fp16 rows [rows, cols] (ld apart) encoded as the kind says
+ * (CACHE_Q4: the reference 4-bit encoder; CACHE_F8: fgcore/f8.h's rule),
+ * its bytes in *bytes; *decoded gets the values the encoding stands for,
+ * [rows, cols] dense, for the reference. */
+enum { CACHE_F16, CACHE_Q4, CACHE_F8 };
+static const char *const cache_names[] = { "f16", "q4", "f8" };
+
+static uint8_t *enc_cache(int kind, const uint16_t *h, int64_t ld, int64_t rows, int64_t cols,
+			  float **decoded, uint64_t *bytes)
+{
+	float *v = xmalloc((size_t)(rows * cols + 1) * 4);
+	uint8_t *e;
+
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t j = 0; j < cols; j++)
+			v[r * cols + j] = fg_half_to_float(h[r * ld + j]);
+	if (kind == CACHE_Q4) {
+		*bytes = fg_q4_bytes((uint64_t)rows, (uint64_t)cols, 1);
+		e = ref_q4_encode(v, (uint64_t)rows, (uint64_t)cols, 1);
+		*decoded = ref_q4_decode(e, (uint64_t)rows, (uint64_t)cols, 1);
+		free(v);
+		return e;
+	}
+	*bytes = fg_f8c_bytes((uint64_t)rows, (uint64_t)cols);
+	e = calloc(1, (size_t)*bytes);
+	ck_assert_ptr_nonnull(e);
+	for (int64_t r = 0; r < rows; r++)
+		fg_f8c_store_row(e, (uint64_t)rows, (uint64_t)cols, (uint64_t)r, v + r * cols);
+	for (int64_t r = 0; r < rows; r++)
+		fg_f8c_load(e, (uint64_t)rows, (uint64_t)cols, (uint64_t)r, 0, (uint64_t)cols,
+			    v + r * cols);
+	*decoded = v;
+	return e;
+}
+
 /* The reference encoder above against the int4_group64 codec, when it is built. */
 START_TEST(test_q4_reference_vs_codec)
 {
@@ -1153,7 +1243,7 @@ static const struct dc_case {
 	{ 3, 8, 32, 700, 700, 1, 0 },      { 2, 4, 64, 150, 160, 1, 4 },
 };
 
-static void run_decode(const struct dc_case *c, int q4, struct worst *w)
+static void run_decode(const struct dc_case *c, int cache, struct worst *w)
 {
 	int64_t hc = c->heads * c->hd, ld = hc + c->ldpad, krows = c->batch * c->stride;
 	size_t nq = (size_t)(c->batch * ld), nk = (size_t)(krows * ld);
@@ -1172,24 +1262,16 @@ static void run_decode(const struct dc_case *c, int q4, struct worst *w)
 		oh[i] = SENTINEL;
 	memset(&ga, 0, sizeof(ga));
 	ga.q = tens(dput(&dq, qh, nq * 2), FG_DTYPE_F16, c->batch, hc, ld);
-	if (q4) {
-		/* the cache as 4-bit rows of hc values; the reference sees it decoded */
-		uint64_t bytes = fg_q4_bytes((uint64_t)krows, (uint64_t)hc, 1);
-		float *kv = xmalloc((size_t)(krows * hc) * 4), *vv = xmalloc((size_t)(krows * hc) * 4);
+	if (cache != CACHE_F16) {
+		/* the cache as encoded rows of hc values; the reference sees it decoded */
+		enum fg_dtype dt = cache == CACHE_Q4 ? FG_DTYPE_Q4_COLS : FG_DTYPE_F8_COLS;
+		uint64_t bytes;
 
-		for (int64_t r = 0; r < krows; r++)
-			for (int64_t j = 0; j < hc; j++) {
-				kv[r * hc + j] = fg_half_to_float(kh[r * ld + j]);
-				vv[r * hc + j] = fg_half_to_float(vh[r * ld + j]);
-			}
-		kq = ref_q4_encode(kv, (uint64_t)krows, (uint64_t)hc, 1);
-		vq = ref_q4_encode(vv, (uint64_t)krows, (uint64_t)hc, 1);
-		kf = ref_q4_decode(kq, (uint64_t)krows, (uint64_t)hc, 1);
-		vf = ref_q4_decode(vq, (uint64_t)krows, (uint64_t)hc, 1);
+		kq = enc_cache(cache, kh, ld, krows, hc, &kf, &bytes);
+		vq = enc_cache(cache, vh, ld, krows, hc, &vf, &bytes);
 		kld = hc;
-		ga.k = tens(dput(&dk, kq, (size_t)bytes), FG_DTYPE_Q4_COLS, krows, hc, hc);
-		ga.v = tens(dput(&dv, vq, (size_t)bytes), FG_DTYPE_Q4_COLS, krows, hc, hc);
-		free(kv), free(vv);
+		ga.k = tens(dput(&dk, kq, (size_t)bytes), dt, krows, hc, hc);
+		ga.v = tens(dput(&dv, vq, (size_t)bytes), dt, krows, hc, hc);
 	} else {
 		kf = to_f32(kh, nk);
 		vf = to_f32(vh, nk);
@@ -1214,7 +1296,7 @@ static void run_decode(const struct dc_case *c, int q4, struct worst *w)
 	ck_assert_msg(gpu.ops->attention_decode(gpu.ctx, NULL, &ga) == 0, "%s", fg_last_error());
 	dget(&dout, oh);
 	snprintf(label, sizeof(label), "%s b=%" PRId64 " heads=%" PRId64 " hd=%" PRId64 " len=%"
-		 PRId64 " stride=%" PRId64, q4 ? "q4" : "f16", c->batch, c->heads, c->hd, c->len,
+		 PRId64 " stride=%" PRId64, cache_names[cache], c->batch, c->heads, c->hd, c->len,
 		 c->stride);
 	check_padding(label, oh, c->batch, hc, ld);
 	for (int64_t b = 0; b < c->batch; b++)
@@ -1231,15 +1313,17 @@ static void run_decode(const struct dc_case *c, int q4, struct worst *w)
 
 START_TEST(test_attention_decode)
 {
-	struct worst w = { 0, "" }, wq = { 0, "" };
+	struct worst w = { 0, "" }, wq = { 0, "" }, w8 = { 0, "" };
 
 	gpu_seed(808);
 	for (size_t ci = 0; ci < sizeof(dc_cases) / sizeof(dc_cases[0]); ci++) {
-		run_decode(&dc_cases[ci], 0, &w);
-		run_decode(&dc_cases[ci], 1, &wq);
+		run_decode(&dc_cases[ci], CACHE_F16, &w);
+		run_decode(&dc_cases[ci], CACHE_Q4, &wq);
+		run_decode(&dc_cases[ci], CACHE_F8, &w8);
 	}
 	report("attention_decode f16", &w, TOL_ATTN);
 	report("attention_decode q4", &wq, TOL_ATTN);
+	report("attention_decode f8", &w8, TOL_ATTN);
 }
 END_TEST
 
@@ -2488,7 +2572,7 @@ static const struct gqa_dc_case {
 	{ 2, 32, 8, 128, 2048, 2048, 1, 0, 0 }, /* Llama-like: 4 heads per block, split */
 };
 
-static void run_gqa_decode(const struct gqa_dc_case *c, int q4, struct worst *w)
+static void run_gqa_decode(const struct gqa_dc_case *c, int cache, struct worst *w)
 {
 	int64_t hc = c->heads * c->hd, kc = c->kvh * c->hd, ldq = hc + c->ldpad;
 	int64_t ldk = kc + c->ldpad, krows = c->batch * c->stride;
@@ -2507,23 +2591,15 @@ static void run_gqa_decode(const struct gqa_dc_case *c, int q4, struct worst *w)
 	for (size_t i = 0; i < nq; i++)
 		oh[i] = SENTINEL;
 	memset(&ga, 0, sizeof(ga));
-	if (q4) {
-		uint64_t bytes = fg_q4_bytes((uint64_t)krows, (uint64_t)kc, 1);
-		float *kv = xmalloc((size_t)(krows * kc) * 4), *vv = xmalloc((size_t)(krows * kc) * 4);
+	if (cache != CACHE_F16) {
+		enum fg_dtype dt = cache == CACHE_Q4 ? FG_DTYPE_Q4_COLS : FG_DTYPE_F8_COLS;
+		uint64_t bytes;
 
-		for (int64_t r = 0; r < krows; r++)
-			for (int64_t j = 0; j < kc; j++) {
-				kv[r * kc + j] = fg_half_to_float(kh[r * ldk + j]);
-				vv[r * kc + j] = fg_half_to_float(vh[r * ldk + j]);
-			}
-		kq = ref_q4_encode(kv, (uint64_t)krows, (uint64_t)kc, 1);
-		vq = ref_q4_encode(vv, (uint64_t)krows, (uint64_t)kc, 1);
-		kf = ref_q4_decode(kq, (uint64_t)krows, (uint64_t)kc, 1);
-		vf = ref_q4_decode(vq, (uint64_t)krows, (uint64_t)kc, 1);
+		kq = enc_cache(cache, kh, ldk, krows, kc, &kf, &bytes);
+		vq = enc_cache(cache, vh, ldk, krows, kc, &vf, &bytes);
 		kld = kc;
-		ga.k = tens(dput(&dk, kq, (size_t)bytes), FG_DTYPE_Q4_COLS, krows, kc, kc);
-		ga.v = tens(dput(&dv, vq, (size_t)bytes), FG_DTYPE_Q4_COLS, krows, kc, kc);
-		free(kv), free(vv);
+		ga.k = tens(dput(&dk, kq, (size_t)bytes), dt, krows, kc, kc);
+		ga.v = tens(dput(&dv, vq, (size_t)bytes), dt, krows, kc, kc);
 	} else {
 		kf = to_f32(kh, nk);
 		vf = to_f32(vh, nk);
@@ -2571,7 +2647,7 @@ static void run_gqa_decode(const struct gqa_dc_case *c, int q4, struct worst *w)
 	dget(&dout, oh);
 	snprintf(label, sizeof(label), "%s decode %s b=%" PRId64 " heads=%" PRId64 "/%" PRId64
 		 " hd=%" PRId64 " len=%" PRId64 " stride=%" PRId64 " wrap=%" PRId64 " window %"
-		 PRId64 " softcap %g", c->wrap ? "ring" : "gqa", q4 ? "q4" : "f16", c->batch,
+		 PRId64 " softcap %g", c->wrap ? "ring" : "gqa", cache_names[cache], c->batch,
 		 c->heads, c->kvh, c->hd, c->len, c->stride, c->wrap, ref_window, ref_softcap);
 	check_padding(label, oh, c->batch, hc, ldq);
 	for (int64_t b = 0; b < c->batch; b++)
@@ -2590,15 +2666,17 @@ static void run_gqa_decode(const struct gqa_dc_case *c, int q4, struct worst *w)
 
 START_TEST(test_gqa_decode)
 {
-	struct worst w = { 0, "" }, wq = { 0, "" };
+	struct worst w = { 0, "" }, wq = { 0, "" }, w8 = { 0, "" };
 
 	gpu_seed(818);
 	for (size_t ci = 0; ci < sizeof(gqa_dc_cases) / sizeof(gqa_dc_cases[0]); ci++) {
-		run_gqa_decode(&gqa_dc_cases[ci], 0, &w);
-		run_gqa_decode(&gqa_dc_cases[ci], 1, &wq);
+		run_gqa_decode(&gqa_dc_cases[ci], CACHE_F16, &w);
+		run_gqa_decode(&gqa_dc_cases[ci], CACHE_Q4, &wq);
+		run_gqa_decode(&gqa_dc_cases[ci], CACHE_F8, &w8);
 	}
 	report("gqa decode f16", &w, TOL_ATTN);
 	report("gqa decode q4", &wq, TOL_ATTN);
+	report("gqa decode f8", &w8, TOL_ATTN);
 }
 END_TEST
 
@@ -2618,17 +2696,20 @@ static const struct gqa_dc_case ring_cases[] = {
 
 START_TEST(test_ring_decode)
 {
-	struct worst w = { 0, "" }, wq = { 0, "" };
+	struct worst w = { 0, "" }, wq = { 0, "" }, w8 = { 0, "" };
 
 	gpu_seed(828);
 	ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_RING, FG_DTYPE_F16));
 	ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_RING, FG_DTYPE_Q4_COLS));
+	ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_RING, FG_DTYPE_F8_COLS));
 	for (size_t ci = 0; ci < sizeof(ring_cases) / sizeof(ring_cases[0]); ci++) {
-		run_gqa_decode(&ring_cases[ci], 0, &w);
-		run_gqa_decode(&ring_cases[ci], 1, &wq);
+		run_gqa_decode(&ring_cases[ci], CACHE_F16, &w);
+		run_gqa_decode(&ring_cases[ci], CACHE_Q4, &wq);
+		run_gqa_decode(&ring_cases[ci], CACHE_F8, &w8);
 	}
 	report("ring decode f16", &w, TOL_ATTN);
 	report("ring decode q4", &wq, TOL_ATTN);
+	report("ring decode f8", &w8, TOL_ATTN);
 }
 END_TEST
 
@@ -3129,11 +3210,12 @@ START_TEST(test_window_softcap)
 	static const struct { int64_t window; double softcap; } modes[] = {
 		{ 1, 0 }, { 8, 0 }, { 100, 0 }, { 0, 5.0 }, { 0, 0.5 }, { 64, 50.0 }, { 37, 2.0 },
 	};
-	struct worst wp = { 0, "" }, wc = { 0, "" }, wd = { 0, "" }, wq = { 0, "" };
+	struct worst wp = { 0, "" }, wc = { 0, "" }, wd = { 0, "" }, wq = { 0, "" }, w8 = { 0, "" };
 
 	gpu_seed(838);
 	ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_SOFTCAP, FG_DTYPE_F16));
 	ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_SOFTCAP, FG_DTYPE_Q4_COLS));
+	ck_assert(gpu.ops->supports(gpu.ctx, FG_OP_ATTENTION_SOFTCAP, FG_DTYPE_F8_COLS));
 	for (size_t mi = 0; mi < sizeof(modes) / sizeof(modes[0]); mi++) {
 		ref_window = modes[mi].window;
 		ref_softcap = modes[mi].softcap;
@@ -3144,18 +3226,21 @@ START_TEST(test_window_softcap)
 		for (size_t ci = 0; ci < sizeof(cached_pf_cases) / sizeof(cached_pf_cases[0]); ci++)
 			run_cached_prefill(&cached_pf_cases[ci], &wc);
 		for (size_t ci = 0; ci < sizeof(gqa_dc_cases) / sizeof(gqa_dc_cases[0]); ci++) {
-			run_gqa_decode(&gqa_dc_cases[ci], 0, &wd);
-			run_gqa_decode(&gqa_dc_cases[ci], 1, &wq);
+			run_gqa_decode(&gqa_dc_cases[ci], CACHE_F16, &wd);
+			run_gqa_decode(&gqa_dc_cases[ci], CACHE_Q4, &wq);
+			run_gqa_decode(&gqa_dc_cases[ci], CACHE_F8, &w8);
 		}
 		for (size_t ci = 0; ci < sizeof(ring_cases) / sizeof(ring_cases[0]); ci++) {
-			run_gqa_decode(&ring_cases[ci], 0, &wd);
-			run_gqa_decode(&ring_cases[ci], 1, &wq);
+			run_gqa_decode(&ring_cases[ci], CACHE_F16, &wd);
+			run_gqa_decode(&ring_cases[ci], CACHE_Q4, &wq);
+			run_gqa_decode(&ring_cases[ci], CACHE_F8, &w8);
 		}
 		for (size_t ci = 0; ci < sizeof(win_ring_cases) / sizeof(win_ring_cases[0]); ci++) {
 			if (!ref_window || ref_window > win_ring_cases[ci].stride)
 				continue;
-			run_gqa_decode(&win_ring_cases[ci], 0, &wd);
-			run_gqa_decode(&win_ring_cases[ci], 1, &wq);
+			run_gqa_decode(&win_ring_cases[ci], CACHE_F16, &wd);
+			run_gqa_decode(&win_ring_cases[ci], CACHE_Q4, &wq);
+			run_gqa_decode(&win_ring_cases[ci], CACHE_F8, &w8);
 		}
 	}
 	ref_window = 0;
@@ -3164,6 +3249,7 @@ START_TEST(test_window_softcap)
 	report("window/softcap cached", &wc, TOL_ATTN);
 	report("window/softcap dec f16", &wd, TOL_ATTN);
 	report("window/softcap dec q4", &wq, TOL_ATTN);
+	report("window/softcap dec f8", &w8, TOL_ATTN);
 }
 END_TEST
 
@@ -3172,7 +3258,8 @@ END_TEST
 START_TEST(test_supports)
 {
 	static const enum fg_dtype dts[] = { FG_DTYPE_F32, FG_DTYPE_F16, FG_DTYPE_I32,
-					     FG_DTYPE_Q4_ROWS, FG_DTYPE_Q4_COLS, FG_DTYPE_F8_ROWS };
+					     FG_DTYPE_Q4_ROWS, FG_DTYPE_Q4_COLS, FG_DTYPE_F8_ROWS,
+					     FG_DTYPE_F8_COLS };
 	/* per op: bit d set when dtype d is supported */
 	static const struct { enum fg_op op; unsigned mask; } want[] = {
 		{ FG_OP_EMBED, 1u << FG_DTYPE_F16 },
@@ -3185,11 +3272,11 @@ START_TEST(test_supports)
 		{ FG_OP_LINEAR_MUL, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS | 1u << FG_DTYPE_F8_ROWS },
 		{ FG_OP_ROPE, 1u << FG_DTYPE_F16 },
 		{ FG_OP_ATTENTION_PREFILL, 1u << FG_DTYPE_F16 },
-		{ FG_OP_ATTENTION_DECODE, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
-		{ FG_OP_ATTENTION_GQA, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
-		{ FG_OP_KV_APPEND, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
+		{ FG_OP_ATTENTION_DECODE, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS | 1u << FG_DTYPE_F8_COLS },
+		{ FG_OP_ATTENTION_GQA, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS | 1u << FG_DTYPE_F8_COLS },
+		{ FG_OP_KV_APPEND, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS | 1u << FG_DTYPE_F8_COLS },
 		{ FG_OP_SAMPLE, 1u << FG_DTYPE_F16 },
-		{ FG_OP_ATTENTION_RING, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
+		{ FG_OP_ATTENTION_RING, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS | 1u << FG_DTYPE_F8_COLS },
 		/* ABI 1.10's generic tier; 1.12 */
 		{ FG_OP_ADD, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
 		{ FG_OP_ROUTE, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
@@ -3198,7 +3285,7 @@ START_TEST(test_supports)
 		{ FG_OP_LINEAR_GROUPED, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS | 1u << FG_DTYPE_F8_ROWS },
 		{ FG_OP_LINEAR_GELU, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_ROWS | 1u << FG_DTYPE_F8_ROWS },
 		{ FG_OP_NORM_SHIFT, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
-		{ FG_OP_ATTENTION_SOFTCAP, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS },
+		{ FG_OP_ATTENTION_SOFTCAP, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_Q4_COLS | 1u << FG_DTYPE_F8_COLS },
 		{ FG_OP_SOFTCAP, 1u << FG_DTYPE_F16 | 1u << FG_DTYPE_F32 },
 		{ FG_OP_EXPERTS, 1u << FG_DTYPE_Q4_ROWS }, /* 1.13; fp16 experts: composed */
 	};
@@ -3772,6 +3859,7 @@ static Suite *cublas_suite(void)
 	tcase_add_test(tc, test_embed);
 	tcase_add_test(tc, test_kv_append_f16);
 	tcase_add_test(tc, test_kv_append_q4);
+	tcase_add_test(tc, test_kv_append_f8);
 	tcase_add_test(tc, test_attention_prefill);
 	tcase_add_test(tc, test_attention_decode);
 	tcase_add_test(tc, test_norm_variants);

@@ -111,7 +111,7 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		 "How compress_weight stores weights: int4_group64, 4-bit groups of 64 "
 		 "values (FlexGen's); fp8_e4m3_rows, fp8 (E4M3) with one scale per output "
 		 "channel, twice the bytes and a fraction of 4-bit's error (the compute "
-		 "backend must read it: cpu_blas does)."),
+		 "backend must read it: cpu_blas and cublas do)."),
 	KEY("policy", "compress_cache", FG_CFG_BOOL, "false",
 	    "Store the KV cache compressed, by cache_codec."),
 	KEY_ENUM("policy", "cache_codec", "int4_group64", "int4_group64|fp8_e4m3_group64",
@@ -119,7 +119,7 @@ const struct fg_cfg_key fg_cfg_keys[] = {
 		 "values along the head dimension (FlexGen's); fp8_e4m3_group64, fp8 (E4M3) "
 		 "with one scale per 64 values along it, twice the bytes and a fraction of "
 		 "4-bit's error (the compute backend, and with cpu_cache_compute the host's, "
-		 "must read it: cpu_blas does)."),
+		 "must read it: cpu_blas and cublas do)."),
 	KEY("policy", "score_chunk", FG_CFG_SIZE, "256M",
 	    "Compute-tier memory for the logits of scored prompt positions (echo with "
 	    "logprobs, `score`): positions are scored as many at a time as fit, and only "

@@ -142,7 +142,7 @@ static int check_ops(const struct fg_backend *be, const char *section,
 			FG_ERR("[policy] compress_cache = true, but %s %s does not read a 4-bit (int4_group64) KV cache: set compress_cache = false or use a backend that does (cpu_blas, cublas)",
 			       section, name);
 		else if (dts[i] == FG_DTYPE_F8_COLS)
-			FG_ERR("[policy] compress_cache = true with cache_codec = fp8_e4m3_group64, but %s %s does not read an fp8 KV cache: use cache_codec = int4_group64, compress_cache = false or a backend that does (cpu_blas)",
+			FG_ERR("[policy] compress_cache = true with cache_codec = fp8_e4m3_group64, but %s %s does not read an fp8 KV cache: use cache_codec = int4_group64, compress_cache = false or a backend that does (cpu_blas, cublas)",
 			       section, name);
 		else if (be->minor < (uint32_t)fg_op_minor(ops[i]))
 			FG_ERR("model %s (%s family): %s %s is built for compute ABI 1.%u, and the family needs %s (compute ABI 1.%d): use a backend built for 1.%d or later (cpu_blas)",

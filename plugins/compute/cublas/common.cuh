@@ -1,5 +1,5 @@
 /* plugins/compute/cublas/common.cuh - device helpers shared by the kernels:
- * fp16 bit casts, tensor-core mma (m16n8k16, split in two k8 on sm_75),
+ * fp16 bit casts, E4M3 pairs as fp16, tensor-core mma (m16n8k16, split in two k8 on sm_75),
  * ldmatrix, and cp.async with a synchronous fallback before sm_80. */
 #ifndef FG_CUBLAS_COMMON_CUH
 #define FG_CUBLAS_COMMON_CUH
@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #define CB_DEV static __device__ __forceinline__
@@ -30,6 +31,15 @@ CB_DEV uint32_t cb_pack2(float lo, float hi)
 CB_DEV float2 cb_unpack2(uint32_t u)
 {
 	return make_float2(cb_h2f((uint16_t)(u & 0xffffu)), cb_h2f((uint16_t)(u >> 16)));
+}
+
+/* The E4M3 codes in bits 0-15 of w (the lower column in the low byte) as an
+ * fp16 pair, exactly (one cvt on sm_89 and later). */
+CB_DEV uint32_t cb_f8_pair(uint32_t w)
+{
+	__half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), __NV_E4M3);
+
+	return (uint32_t)h.x | (uint32_t)h.y << 16;
 }
 
 /* One element of either type the kernels read and write: fp16 activations

@@ -1,5 +1,5 @@
 /* plugins/compute/cublas/k_decode.cu - attention of one new token over the KV
- * cache (fp16 or 4-bit groups along the row), flash-decoding style.  A 4-bit
+ * cache (fp16, or 4-bit or fp8 groups along the row), flash-decoding style.  A 4-bit
  * cache of head size 64 or 128 runs on the tensor cores instead
  * (k_decode_mma.cuh); this file's 4-bit paths take the other head sizes.
  *
@@ -8,8 +8,8 @@
  * one k/v head (G > 1 only for grouped-query attention over fp16: the k/v
  * bytes are read once for the G heads) and one chunk of the key positions.
  * Within a warp, lpp lanes (a power of two) share a key position, each owning
- * C consecutive columns of the head: 8 fp16 values or 32 4-bit codes per
- * 16-byte load; the warp's 32 / lpp slots each take their own position.  A
+ * C consecutive columns of the head: 8 fp16 values, 16 fp8 or 32 4-bit codes
+ * per 16-byte load; the warp's 32 / lpp slots each take their own position.  A
  * warp walks tiles of DC_U positions per slot, copied with cp.async into a
  * private ring of DC_STAGES tiles in shared memory (each lane reads back only
  * what it copied, so no barrier in the loop), k and v of a tile together,
@@ -25,13 +25,17 @@
  * 4-bit codes are made floats by one byte permute each (x = 0.5 + code /
  * 256); code · scale + min = 256 · scale · x + (min - 128 · scale), so the
  * scale goes on the dot product (or the probability) and the min on the sum
- * of q (or of the probabilities) once per lane and position.  Heads whose
+ * of q (or of the probabilities) once per lane and position.  fp8 codes become
+ * fp16 pairs exactly (cb_f8_pair) and their group's scale goes on the dot
+ * product or the probability the same way (16 columns of a lane lie in one
+ * group of 64).  Heads whose
  * size or alignment rule out 16-byte loads take 4-byte codes, or scalar
  * loads (the correct fallback).
  */
 #include <math.h>
 #include <stdint.h>
 
+#include <fgcore/f8.h>
 #include <fgcore/q4.h>
 
 #include "plugins/compute/cublas/common.cuh"
@@ -49,19 +53,21 @@ enum {
 	DC_F16,  /* 16-byte fp16 loads through the ring, C = 8 */
 	DC_Q4X,  /* 16 bytes of codes (C = 32, half a group) and the (scale, min) pair */
 	DC_Q4W,  /* 4 bytes of codes (C = 8), the pair */
+	DC_F8X,  /* 16 bytes of codes (C = 16, a quarter group) and the group's scale */
 	DC_F16S, /* scalar loads, any head_dim or alignment */
 	DC_Q4S,
+	DC_F8S,
 };
 
 struct dc_src {
-	const uint8_t *p; /* fp16 rows, or the encoded Q4_COLS tensor */
-	const uint8_t *prm;
+	const uint8_t *p; /* fp16 rows, or the encoded Q4_COLS / F8_COLS tensor */
+	const uint8_t *prm; /* encoded: the (scale, min) pairs or the scales */
 	int64_t ld;       /* fp16: elements between rows */
 	int64_t cols, groups;
 };
 
 /* Scalar path: values [c, c + 8) of row r (those at or past `lim` read as 0). */
-template <bool Q4>
+template <int KIND>
 CB_DEV void dc_load8(const dc_src &s, int64_t r, int64_t c, int64_t lim, float v[8])
 {
 	const uint16_t *row = (const uint16_t *)s.p + r * s.ld;
@@ -73,8 +79,11 @@ CB_DEV void dc_load8(const dc_src &s, int64_t r, int64_t c, int64_t lim, float v
 
 		if (col >= lim) {
 			v[j] = 0.0f;
-		} else if (!Q4) {
+		} else if (KIND == DC_F16S) {
 			v[j] = cb_h2f(row[col]);
+		} else if (KIND == DC_F8S) {
+			v[j] = fg_f8_value(s.p[el], fg_f8_scale_load(s.prm, (uint64_t)(r * s.groups +
+									   col / FG_F8_GROUP)));
 		} else {
 			byte = s.p[el >> 1];
 			q = (el & 1) ? (byte & 15u) : (byte >> 4);
@@ -189,7 +198,8 @@ CB_DEV void dc_issue(const dc_lane &ln, const dc_src &ks, const dc_src &vs, bool
 }
 
 /* The lane's C values of one row: fp16 and scalar paths the values themselves
- * (0 when !ok); 4-bit ring paths x (dc_x8) and the (scale, min) pair in *sm. */
+ * (0 when !ok); 4-bit ring paths x (dc_x8) and the (scale, min) pair in *sm;
+ * the fp8 ring path the codes' E4M3 values and the group's scale in sm->x. */
 template <int KIND>
 CB_DEV void dc_vals(const dc_src &s, const uint8_t *dat, const uint32_t *prm, int i, int64_t r,
 		    int64_t c, int64_t lim, bool ok, float *v, float2 *sm)
@@ -212,8 +222,19 @@ CB_DEV void dc_vals(const dc_src &s, const uint8_t *dat, const uint32_t *prm, in
 	} else if (KIND == DC_Q4W) {
 		dc_x8(*(const uint32_t *)(dat + i * 4), v);
 		*sm = cb_unpack2(prm[i]);
+	} else if (KIND == DC_F8X) {
+		uint4 w = *(const uint4 *)(dat + i * 16);
+		uint32_t wj[4] = { w.x, w.y, w.z, w.w };
+
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			float2 lo = cb_unpack2(cb_f8_pair(wj[j])), hi = cb_unpack2(cb_f8_pair(wj[j] >> 16));
+
+			v[4 * j] = lo.x, v[4 * j + 1] = lo.y, v[4 * j + 2] = hi.x, v[4 * j + 3] = hi.y;
+		}
+		*sm = make_float2(__uint_as_float(prm[i]), 0.0f);
 	} else if (ok) {
-		dc_load8<KIND == DC_Q4S>(s, r, c, lim, v);
+		dc_load8<KIND>(s, r, c, lim, v);
 	} else {
 		for (int j = 0; j < 8; j++)
 			v[j] = 0.0f;
@@ -265,9 +286,11 @@ cb_decode_kernel(struct cublas_attn a, float sl2, float cap2, int64_t chunk, int
 		 float *part)
 {
 	constexpr bool Q4 = KIND == DC_Q4X || KIND == DC_Q4W || KIND == DC_Q4S;
-	constexpr bool RING = KIND == DC_F16 || KIND == DC_Q4X || KIND == DC_Q4W;
+	constexpr bool F8 = KIND == DC_F8X || KIND == DC_F8S;
+	constexpr bool RING = KIND == DC_F16 || KIND == DC_Q4X || KIND == DC_Q4W || KIND == DC_F8X;
 	constexpr bool AFFINE = KIND == DC_Q4X || KIND == DC_Q4W; /* one pair per lane chunk */
-	constexpr int C = KIND == DC_Q4X ? 32 : 8, SB = dc_slot_bytes(KIND);
+	constexpr bool SCALED = KIND == DC_F8X;                   /* one scale per lane chunk */
+	constexpr int C = KIND == DC_Q4X ? 32 : KIND == DC_F8X ? 16 : 8, SB = dc_slot_bytes(KIND);
 	constexpr int RSLOTS = DC_STAGES * DC_U * 2 * 32; /* ring slots of a warp */
 	extern __shared__ uint4 dsm[];
 	int lane = threadIdx.x % 32, warp = threadIdx.x / 32, P = 32 / lpp;
@@ -293,6 +316,9 @@ cb_decode_kernel(struct cublas_attn a, float sl2, float cap2, int64_t chunk, int
 	if (Q4) {
 		ks.prm = ks.p + cb_q4_data_bytes(a.kv_rows, cols);
 		vs.prm = vs.p + cb_q4_data_bytes(a.kv_rows, cols);
+	} else if (F8) {
+		ks.prm = ks.p + fg_f8_data_bytes((uint64_t)a.kv_rows, (uint64_t)cols);
+		vs.prm = vs.p + fg_f8_data_bytes((uint64_t)a.kv_rows, (uint64_t)cols);
 	}
 #pragma unroll
 	for (int g = 0; g < G; g++) {
@@ -322,6 +348,13 @@ cb_decode_kernel(struct cublas_attn a, float sl2, float cap2, int64_t chunk, int
 			ln.v = vs.p + (r * a.ldv + c) * 2;
 			ln.rk = a.ldk * 2;
 			ln.rv = a.ldv * 2;
+		} else if (F8) {
+			ln.k = ks.p + r * cols + c;
+			ln.v = vs.p + r * cols + c;
+			ln.kp = ks.prm + (r * groups + c / FG_F8_GROUP) * 4;
+			ln.vp = vs.prm + (r * groups + c / FG_F8_GROUP) * 4;
+			ln.rk = ln.rv = cols;
+			ln.rp = groups * 4;
 		} else {
 			/* cols is even here: r * cols / 2 + c / 2 */
 			ln.k = ks.p + r * (cols / 2) + c / 2;
@@ -373,6 +406,8 @@ cb_decode_kernel(struct cublas_attn a, float sl2, float cap2, int64_t chunk, int
 				dot = (dp[0] + dp[1]) + (dp[2] + dp[3]);
 				if (AFFINE)
 					dot = 256.0f * sm.x * dot + (sm.y - 128.0f * sm.x) * qsum[g];
+				else if (SCALED)
+					dot *= sm.x;
 				dot = cb_sum_xor(dot, lpp);
 				if (cap2 > 0.0f) /* softcap, in the log2 domain: cap2 = cap log2(e) */
 					dot = cap2 * tanhf(dot / cap2);
@@ -420,6 +455,8 @@ cb_decode_kernel(struct cublas_attn a, float sl2, float cap2, int64_t chunk, int
 				if (AFFINE) {
 					corr[g] += pv * (sm.y - 128.0f * sm.x);
 					pv *= 256.0f * sm.x;
+				} else if (SCALED) {
+					pv *= sm.x;
 				}
 #pragma unroll
 				for (int i = 0; i < C; i++)
@@ -451,7 +488,7 @@ cb_decode_kernel(struct cublas_attn a, float sl2, float cap2, int64_t chunk, int
 	}
 
 	/* merge the warps; red overlays the rings, so wait until all are done */
-	int64_t dn = nvec * C, ring = RING ? DC_WARPS * RSLOTS * (SB + (Q4 ? 4 : 0)) / 4 : 0;
+	int64_t dn = nvec * C, ring = RING ? DC_WARPS * RSLOTS * (SB + (KIND == DC_F16 ? 0 : 4)) / 4 : 0;
 	float *red = (float *)dsm, *wm = red + max(ring, DC_WARPS * G * dn), *wl = wm + DC_WARPS * G;
 
 	if (RING)
@@ -513,6 +550,12 @@ static bool dc_aligned(const void *p, unsigned bytes)
 	return ((uintptr_t)p & (bytes - 1)) == 0;
 }
 
+/* Columns of a lane's chunk (the kernel's C). */
+static int dc_cols(int kind)
+{
+	return kind == DC_Q4X ? 32 : kind == DC_F8X ? 16 : 8;
+}
+
 /* The launch of one attention: path, query heads per block, lanes per position. */
 struct dc_plan {
 	int kind, g, lpp;
@@ -529,19 +572,23 @@ static struct dc_plan dc_plan_of(const struct cublas_attn *a)
 		p.kind = DC_Q4W;
 	else if (a->q4)
 		p.kind = DC_Q4S;
+	else if (a->f8 && d % 16 == 0 && dc_aligned(a->k, 16) && dc_aligned(a->v, 16))
+		p.kind = DC_F8X; /* (a lane's 16 columns start at a multiple of 16: one group) */
+	else if (a->f8)
+		p.kind = DC_F8S;
 	else if (d % 8 == 0 && a->ldk % 8 == 0 && a->ldv % 8 == 0 && dc_aligned(a->k, 16) &&
 		 dc_aligned(a->v, 16))
 		p.kind = DC_F16;
 	else
 		p.kind = DC_F16S;
-	/* k/v read once for G query heads: fp16 only (q and the output of the
+	/* k/v read once for G query heads: fp16 and fp8 (q and the output of the
 	 * 4-bit path's 32 columns per lane would not fit G times in registers) */
 	p.g = 1;
-	if (p.kind == DC_F16 && a->group % 4 == 0)
+	if ((p.kind == DC_F16 || p.kind == DC_F8X) && a->group % 4 == 0)
 		p.g = 4;
-	else if (p.kind == DC_F16 && a->group % 2 == 0)
+	else if ((p.kind == DC_F16 || p.kind == DC_F8X) && a->group % 2 == 0)
 		p.g = 2;
-	nvec = (d + (p.kind == DC_Q4X ? 31 : 7)) / (p.kind == DC_Q4X ? 32 : 8);
+	nvec = (d + dc_cols(p.kind) - 1) / dc_cols(p.kind);
 	for (p.lpp = 1; p.lpp < nvec; p.lpp *= 2)
 		;
 	return p;
@@ -549,10 +596,10 @@ static struct dc_plan dc_plan_of(const struct cublas_attn *a)
 
 static size_t dc_smem(const struct dc_plan *p, int64_t d)
 {
-	int64_t c = p->kind == DC_Q4X ? 32 : 8, nvec = (d + c - 1) / c;
+	int64_t c = dc_cols(p->kind), nvec = (d + c - 1) / c;
 	int64_t red = (int64_t)DC_WARPS * p->g * nvec * c * 4, ring = 0;
 
-	if (p->kind == DC_F16 || p->kind == DC_Q4X || p->kind == DC_Q4W)
+	if (p->kind == DC_F16 || p->kind == DC_Q4X || p->kind == DC_Q4W || p->kind == DC_F8X)
 		ring = (int64_t)DC_WARPS * DC_STAGES * DC_U * 2 * 32 *
 		       (dc_slot_bytes(p->kind) + (p->kind == DC_F16 ? 0 : 4));
 	/* red overlays the ring; the warps' maxima and sums follow (as in the kernel) */
@@ -628,6 +675,17 @@ static cudaError_t dc_attention(cudaStream_t s, const struct cublas_attn *a, int
 		break;
 	case DC_Q4S:
 		dc_launch<DC_Q4S, 1>(s, a, &p, sl2, chunk, splits, part);
+		break;
+	case DC_F8X:
+		if (p.g == 4)
+			dc_launch<DC_F8X, 4>(s, a, &p, sl2, chunk, splits, part);
+		else if (p.g == 2)
+			dc_launch<DC_F8X, 2>(s, a, &p, sl2, chunk, splits, part);
+		else
+			dc_launch<DC_F8X, 1>(s, a, &p, sl2, chunk, splits, part);
+		break;
+	case DC_F8S:
+		dc_launch<DC_F8S, 1>(s, a, &p, sl2, chunk, splits, part);
 		break;
 	default:
 		dc_launch<DC_F16S, 1>(s, a, &p, sl2, chunk, splits, part);

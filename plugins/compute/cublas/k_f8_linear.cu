@@ -36,15 +36,6 @@
 #define F8_THREADS 256
 #define F8_GRID_CAP 65535LL * 8
 
-/* The codes in bits 0-15 of w (the lower column in the low byte) as an fp16
- * pair, exactly. */
-CB_DEV uint32_t f8_pair(uint32_t w)
-{
-	__half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), __NV_E4M3);
-
-	return (uint32_t)h.x | (uint32_t)h.y << 16;
-}
-
 template <int NT, int RT, int WR, int WK, int CW>
 struct f8_cfg {
 	static constexpr int M = 8 * NT;        /* rows of x in a tile */
@@ -149,8 +140,8 @@ cb_f8_mma(int64_t m, int64_t n, int64_t k, const uint16_t *__restrict__ x, int64
 #pragma unroll
 				for (int i = 0; i < 4; i++) {
 					/* rows g and g + 8, columns 4 i + (0, 1) then 4 i + (2, 3) */
-					uint32_t a[4] = { f8_pair(r0[i]), f8_pair(r1[i]),
-							  f8_pair(r0[i] >> 16), f8_pair(r1[i] >> 16) };
+					uint32_t a[4] = { cb_f8_pair(r0[i]), cb_f8_pair(r1[i]),
+							  cb_f8_pair(r0[i] >> 16), cb_f8_pair(r1[i] >> 16) };
 
 #pragma unroll
 					for (int nt = 0; nt < NT; nt++)

@@ -1,6 +1,6 @@
 /* plugins/compute/cublas/k_misc.cu - layer norm and RMS norm, embedding
  * gather, rotary position embedding and KV cache append (fp16, or encoded to
- * 4-bit groups along the row).
+ * 4-bit or fp8 groups along the row).
  *
  * Each kernel has a vector path (8 halves per 16-byte access, taken when
  * widths, leading dimensions and addresses allow) and a scalar path for
@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <fgcore/f8.h>
 #include <fgcore/q4.h>
 
 #include "plugins/compute/cublas/common.cuh"
@@ -413,6 +414,88 @@ extern "C" cudaError_t cublas_k_kv_append_q4(cudaStream_t s, int64_t batch, int6
 	else
 		cb_kv_append_q4_scalar<<<cb_blocks(items, 128, CB_ROWS_CAP), 128, 0, s>>>(
 			items, n, start, stride, h, groups, src, lds, data, prm);
+	return cudaGetLastError();
+}
+
+/* Into an F8_COLS cache (fgcore/f8.h): each group of 64 values of a row
+ * encoded as if it were a row, by the header's own rule, so the bytes equal
+ * the host's.  Vector path: 8 lanes a group, each 8 columns (h % 8 == 0,
+ * src as cb_vec8, the cache 8-byte aligned); the group's amax by shuffles. */
+__global__ void cb_kv_append_f8_vec(int64_t items, int64_t n, int64_t start, int64_t stride,
+				    int64_t h, int64_t groups, const uint16_t *src, int64_t lds,
+				    uint8_t *codes, uint8_t *scales)
+{
+	int64_t lanes = (items * 8 + 31) / 32 * 32;
+
+	for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < lanes;
+	     e += (int64_t)gridDim.x * blockDim.x) {
+		int64_t item = e / 8, i = item / groups, g = item - i * groups;
+		int64_t col = g * FG_F8_GROUP + (e % 8) * 8;
+		bool on = item < items && col < h;
+		float v[8], amax = 0.0f, scale, inv;
+		uint32_t lo = 0, hi = 0;
+
+		if (on) {
+			cb_load8(src + i * lds + col, v);
+			amax = fg_f8_amax(v, 8);
+		}
+		amax = cb_max_xor(amax, 8); /* (NaN never enters: fg_f8_amax skips it) */
+		if (!on)
+			continue;
+		fg_f8_scale_of(amax, &scale, &inv);
+		for (int j = 0; j < 4; j++) {
+			lo |= (uint32_t)fg_f8_code(v[j], inv) << (8 * j);
+			hi |= (uint32_t)fg_f8_code(v[j + 4], inv) << (8 * j);
+		}
+		int64_t r = (i / n) * stride + start + i % n;
+		*(uint2 *)(codes + r * h + col) = make_uint2(lo, hi);
+		if (e % 8 == 0)
+			*(float *)(scales + fg_f8c_scale_index((uint64_t)h, (uint64_t)r, (uint64_t)g) * 4) =
+				scale;
+	}
+}
+
+/* Scalar path: one thread a group, any width (codes are whole bytes). */
+__global__ void cb_kv_append_f8_scalar(int64_t items, int64_t n, int64_t start,
+				       int64_t stride, int64_t h, int64_t groups,
+				       const uint16_t *src, int64_t lds, uint8_t *codes,
+				       uint8_t *scales)
+{
+	for (int64_t item = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; item < items;
+	     item += (int64_t)gridDim.x * blockDim.x) {
+		int64_t i = item / groups, g = item - i * groups;
+		int64_t c0 = g * FG_F8_GROUP, c1 = min(h, c0 + FG_F8_GROUP);
+		int64_t r = (i / n) * stride + start + i % n;
+		const uint16_t *a = src + i * lds;
+		float amax = 0.0f, scale, inv;
+
+		for (int64_t c = c0; c < c1; c++) {
+			float m = fg_f8_mag(cb_h2f(a[c]));
+
+			amax = m > amax ? m : amax;
+		}
+		fg_f8_scale_of(amax, &scale, &inv);
+		for (int64_t c = c0; c < c1; c++)
+			codes[r * h + c] = fg_f8_code(cb_h2f(a[c]), inv);
+		fg_f8_scale_store(scales, fg_f8c_scale_index((uint64_t)h, (uint64_t)r, (uint64_t)g),
+				  scale);
+	}
+}
+
+extern "C" cudaError_t cublas_k_kv_append_f8(cudaStream_t s, int64_t batch, int64_t n,
+					     int64_t start, int64_t stride, int64_t h,
+					     const uint16_t *src, int64_t lds, void *f8,
+					     int64_t rows)
+{
+	int64_t groups = (int64_t)fg_f8c_grid_cols((uint64_t)h), items = batch * n * groups;
+	uint8_t *codes = (uint8_t *)f8, *scales = codes + fg_f8_data_bytes((uint64_t)rows, (uint64_t)h);
+
+	if (cb_vec8(h, src, lds) && ((uintptr_t)f8 & 7) == 0)
+		cb_kv_append_f8_vec<<<cb_blocks(items * 8, 256, CB_ROWS_CAP), 256, 0, s>>>(
+			items, n, start, stride, h, groups, src, lds, codes, scales);
+	else
+		cb_kv_append_f8_scalar<<<cb_blocks(items, 128, CB_ROWS_CAP), 128, 0, s>>>(
+			items, n, start, stride, h, groups, src, lds, codes, scales);
 	return cudaGetLastError();
 }
 

@@ -147,14 +147,20 @@ cudaError_t cublas_k_kv_append_q4(cudaStream_t s, int64_t batch, int64_t n, int6
 				  int64_t stride, int64_t h, const uint16_t *src, int64_t lds,
 				  void *q4, int64_t rows);
 
+/* The same into an F8_COLS cache [rows, h] (fgcore/f8.h: codes, then a scale
+ * per group of 64 along a row), the whole encoded tensor starting at f8. */
+cudaError_t cublas_k_kv_append_f8(cudaStream_t s, int64_t batch, int64_t n, int64_t start,
+				  int64_t stride, int64_t h, const uint16_t *src, int64_t lds,
+				  void *f8, int64_t rows);
+
 /* ---- k_prefill.cu / k_decode.cu --------------------------------------------------- */
 
 struct cublas_attn {
 	const uint16_t *q;
-	const void *k, *v;  /* fp16, or Q4_COLS encoded tensors (decode) */
+	const void *k, *v;  /* fp16, or Q4_COLS / F8_COLS encoded tensors (decode) */
 	uint16_t *out;
 	int64_t ldq, ldk, ldv, ldo;
-	int64_t kv_rows;    /* Q4_COLS: rows of the encoded k and v tensors (equal) */
+	int64_t kv_rows;    /* encoded: rows of the k and v tensors (equal) */
 	int64_t batch, seq, len, stride, heads, head_dim;
 	int64_t start;      /* prefill over the cache: positions before the queries (0: none) */
 	int64_t kv_heads;   /* heads of k and v, dividing heads; rows kv_heads * head_dim wide */
@@ -162,6 +168,7 @@ struct cublas_attn {
 	float scale;
 	const int32_t *pad; /* device, batch entries */
 	int q4;             /* decode: k and v are Q4_COLS */
+	int f8;             /* decode: k and v are F8_COLS */
 	int64_t ring;       /* decode: 0, or stride: position j of a sequence at its row j % ring */
 	int64_t lo;         /* decode: the first position any row reads (len - ring in a
 			     * ring, len - window in a window) */

@@ -102,7 +102,7 @@ int cublas_kv_append(void *ctx, void *stream, const struct fg_kv_append_args *a)
 	struct cublas_ctx *c = ctx;
 	struct cublas_stream *s = cublas_stream_of(c, stream);
 	const char *op = "kv_append";
-	int q4 = a->cache.dtype == FG_DTYPE_Q4_COLS;
+	int q4 = a->cache.dtype == FG_DTYPE_Q4_COLS, f8 = a->cache.dtype == FG_DTYPE_F8_COLS;
 	int64_t h = a->src.cols;
 	int rc;
 
@@ -115,6 +115,11 @@ int cublas_kv_append(void *ctx, void *stream, const struct fg_kv_append_args *a)
 		return rc;
 	if (q4)
 		return cb_launched(c, op, cublas_k_kv_append_q4(s->s, a->batch, a->n, a->start,
+								a->cache_stride, h, a->src.data,
+								a->src.ld, a->cache.data,
+								a->cache.rows));
+	if (f8) /* (byte stores; 4-byte scales where aligned, else bytes) */
+		return cb_launched(c, op, cublas_k_kv_append_f8(s->s, a->batch, a->n, a->start,
 								a->cache_stride, h, a->src.data,
 								a->src.ld, a->cache.data,
 								a->cache.rows));
@@ -132,6 +137,7 @@ static int cb_attention(struct cublas_ctx *c, void *stream, const struct fg_atte
 	struct cublas_stream *s = cublas_stream_of(c, stream);
 	int64_t kvh = a->kv_heads ? a->kv_heads : a->heads;
 	int q4 = decode && a->k.dtype == FG_DTYPE_Q4_COLS;
+	int f8 = decode && a->k.dtype == FG_DTYPE_F8_COLS;
 	int64_t maxd = decode ? CUBLAS_DECODE_MAX_D : CUBLAS_PREFILL_MAX_D;
 	struct cublas_attn k;
 	void *dpad;
@@ -156,11 +162,11 @@ static int cb_attention(struct cublas_ctx *c, void *stream, const struct fg_atte
 	if (q4 && ((rc = cublas_need_align(c, op, "the 4-bit k cache", a->k.data, 4)) ||
 		   (rc = cublas_need_align(c, op, "the 4-bit v cache", a->v.data, 4))))
 		return rc;
-	/* one layout for both: where the (scale, min) pairs start depends on rows */
-	if (q4 && a->k.rows != a->v.rows) {
-		fg_error(c->host, "cublas: %s: the 4-bit k cache has %" PRId64 " rows and v %"
-			 PRId64 "; allocate both caches with the same shape", op, a->k.rows,
-			 a->v.rows);
+	/* one layout for both: where the (scale, min) pairs or scales start depends on rows */
+	if ((q4 || f8) && a->k.rows != a->v.rows) {
+		fg_error(c->host, "cublas: %s: the %s k cache has %" PRId64 " rows and v %"
+			 PRId64 "; allocate both caches with the same shape", op,
+			 q4 ? "4-bit" : "fp8", a->k.rows, a->v.rows);
 		return -ENOTSUP;
 	}
 	if ((rc = cublas_enter(c, op)))
@@ -186,6 +192,7 @@ static int cb_attention(struct cublas_ctx *c, void *stream, const struct fg_atte
 	k.head_dim = a->head_dim;
 	k.scale = a->scale;
 	k.q4 = q4;
+	k.f8 = f8;
 	k.ring = decode ? a->ring : 0;
 	k.lo = k.ring && a->len > k.ring ? a->len - k.ring : 0;
 	k.window = a->window;

@@ -817,8 +817,8 @@ static void cublas_info(void *ctx, struct fg_compute_info *info)
 /* Exactly the ops and operand types the kernels implement: fp16 everywhere,
  * norms of the fp32 residual stream, 4-bit and fp8 weights (Q4_ROWS,
  * F8_ROWS: fused kernels for small m, else dequantized tiles, linear.c) in linear, a
- * 4-bit cache (Q4_COLS) in decode, append and grouped-query decode; prefill
- * over an fp16 cache. */
+ * 4-bit or fp8 cache (Q4_COLS, F8_COLS) in decode, append and grouped-query decode;
+ * prefill over an fp16 cache. */
 static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 {
 	const struct cublas_ctx *c = ctx;
@@ -842,7 +842,8 @@ static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 	case FG_OP_ATTENTION_GQA:
 	case FG_OP_ATTENTION_RING: /* (k_decode.cu's kernels, not the 4-bit mma one) */
 	case FG_OP_KV_APPEND:
-		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS;
+		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS ||
+		       dtype == FG_DTYPE_F8_COLS;
 	case FG_OP_SAMPLE:
 		return dtype == FG_DTYPE_F16 && c->device_sampling;
 	case FG_OP_LOGPROB:
@@ -859,8 +860,9 @@ static int cublas_supports(void *ctx, enum fg_op op, enum fg_dtype dtype)
 		       dtype == FG_DTYPE_F8_ROWS;
 	case FG_OP_NORM_SHIFT:
 		return dtype == FG_DTYPE_F16 || (dtype == FG_DTYPE_F32 && c->f32_hidden);
-	case FG_OP_ATTENTION_SOFTCAP: /* (k_decode.cu's kernels for a 4-bit cache) */
-		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS;
+	case FG_OP_ATTENTION_SOFTCAP: /* (k_decode.cu's kernels for an encoded cache) */
+		return dtype == FG_DTYPE_F16 || dtype == FG_DTYPE_Q4_COLS ||
+		       dtype == FG_DTYPE_F8_COLS;
 	case FG_OP_EXPERTS: /* (the fused 4-bit kernel over groups; fp16 experts: composed) */
 		return dtype == FG_DTYPE_Q4_ROWS && c->device_experts;
 	}
