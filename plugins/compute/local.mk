@@ -1,5 +1,5 @@
 # plugins/compute
-noinst_HEADERS += plugins/compute/cpu_blas/cpu_blas.h
+noinst_HEADERS += plugins/compute/cpu_blas/cpu_blas.h plugins/compute/cpu_blas/f8_avx2.h
 
 pkglib_LTLIBRARIES += plugins/compute/cpu_blas.la
 plugins_compute_cpu_blas_la_SOURCES = \

@@ -14,8 +14,11 @@
  * place instead, each row converted in registers (the cache crosses memory
  * once, not three times).  Both paths widen to the same fp32 values and make
  * the same sums in the same order per head: the same results.  An fp8 cache
- * (FG_DTYPE_F8_COLS) takes the widening path, each row decoded by f8.h's
- * rule; a 4-bit cache is attention_q4.c's.
+ * (FG_DTYPE_F8_COLS) is read in place the same way (codes decoded exactly in
+ * registers, f8_avx2.h, each 16 columns at their group's scale) where AVX2
+ * runs and a head starts on a group of 64 with a multiple of 16 columns;
+ * elsewhere it takes the widening path, each row decoded by f8.h's rule.
+ * A 4-bit cache is attention_q4.c's.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,6 +26,8 @@
 #include <string.h>
 
 #include "plugins/compute/cpu_blas/cpu_blas.h"
+#include "plugins/compute/cpu_blas/f8_avx2.h"
+#include <fgcore/f8.h>
 #include <fgcore/fp16_simd.h>
 
 struct cb_attn {
@@ -31,19 +36,24 @@ struct cb_attn {
 	int decode;
 	int widen; /* decode with fp16 tensors: widen each task's rows first */
 	int f16_direct; /* ... except an fp16 cache with AVX2 and F16C: read in place */
+	int f8_direct;  /* ... and an fp8 cache where its heads start on a group */
 	int64_t group; /* query heads per key/value head */
 };
 
 /* ---- vector helpers: AVX2+FMA where available, plain C otherwise --------------------- */
 
 /* q · row and y += alpha * row over a row of keys or values, fp32 or (the
- * _f16 ones) fp16 read in place: the same operations in the same order. */
-typedef float (*cb_dot_fn)(const float *a, const void *b, int64_t n);
-typedef void (*cb_axpy_fn)(float *y, float alpha, const void *x, int64_t n);
+ * _f16 and _f8 ones) fp16 or fp8 read in place: the same operations in the
+ * same order.  s: an fp8 row's scales, one a group of 64 columns from the
+ * row's first (the others ignore it). */
+typedef float (*cb_dot_fn)(const float *a, const void *b, const void *s, int64_t n);
+typedef void (*cb_axpy_fn)(float *y, float alpha, const void *x, const void *s, int64_t n);
 
-static float cb_dot_c(const float *a, const void *bv, int64_t n)
+static float cb_dot_c(const float *a, const void *bv, const void *sv, int64_t n)
 {
 	const float *b = bv;
+
+	(void)sv;
 	float s[4] = { 0, 0, 0, 0 };
 	int64_t i = 0;
 
@@ -55,9 +65,11 @@ static float cb_dot_c(const float *a, const void *bv, int64_t n)
 	return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-static void cb_axpy_c(float *y, float alpha, const void *xv, int64_t n)
+static void cb_axpy_c(float *y, float alpha, const void *xv, const void *sv, int64_t n)
 {
 	const float *x = xv;
+
+	(void)sv;
 
 	for (int64_t i = 0; i < n; i++)
 		y[i] += alpha * x[i];
@@ -78,13 +90,14 @@ static inline float cb_hsum_avx2(__m256 s0, __m256 s1, float t)
 }
 
 __attribute__((target("avx2,fma")))
-static float cb_dot_avx2(const float *a, const void *bv, int64_t n)
+static float cb_dot_avx2(const float *a, const void *bv, const void *sv, int64_t n)
 {
 	const float *b = bv;
 	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
 	int64_t i = 0;
 	float t = 0;
 
+	(void)sv;
 	for (; i + 16 <= n; i += 16) {
 		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
 		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
@@ -97,12 +110,13 @@ static float cb_dot_avx2(const float *a, const void *bv, int64_t n)
 }
 
 __attribute__((target("avx2,fma")))
-static void cb_axpy_avx2(float *y, float alpha, const void *xv, int64_t n)
+static void cb_axpy_avx2(float *y, float alpha, const void *xv, const void *sv, int64_t n)
 {
 	const float *x = xv;
 	__m256 av = _mm256_set1_ps(alpha);
 	int64_t i = 0;
 
+	(void)sv;
 	for (; i + 8 <= n; i += 8)
 		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i),
 							 _mm256_loadu_ps(y + i)));
@@ -118,13 +132,14 @@ static inline __m256 cb_load8_f16(const uint16_t *p)
 }
 
 __attribute__((target("avx2,fma,f16c")))
-static float cb_dot_f16_avx2(const float *a, const void *bv, int64_t n)
+static float cb_dot_f16_avx2(const float *a, const void *bv, const void *sv, int64_t n)
 {
 	const uint16_t *b = bv;
 	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
 	int64_t i = 0;
 	float t = 0;
 
+	(void)sv;
 	for (; i + 16 <= n; i += 16) {
 		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), cb_load8_f16(b + i), s0);
 		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), cb_load8_f16(b + i + 8), s1);
@@ -137,12 +152,13 @@ static float cb_dot_f16_avx2(const float *a, const void *bv, int64_t n)
 }
 
 __attribute__((target("avx2,fma,f16c")))
-static void cb_axpy_f16_avx2(float *y, float alpha, const void *xv, int64_t n)
+static void cb_axpy_f16_avx2(float *y, float alpha, const void *xv, const void *sv, int64_t n)
 {
 	const uint16_t *x = xv;
 	__m256 av = _mm256_set1_ps(alpha);
 	int64_t i = 0;
 
+	(void)sv;
 	for (; i + 8 <= n; i += 8)
 		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, cb_load8_f16(x + i),
 							 _mm256_loadu_ps(y + i)));
@@ -150,14 +166,53 @@ static void cb_axpy_f16_avx2(float *y, float alpha, const void *xv, int64_t n)
 		y[i] += alpha * fg_half_to_float(x[i]);
 }
 
+/* 16 columns of an fp8 row from column i (i % 16 == 0) at their group's scale. */
+__attribute__((target("avx2,fma,f16c")))
+static inline __m256i cb_f8_load16(const uint8_t *b, const uint8_t *s, int64_t i, __m256 *sv)
+{
+	*sv = _mm256_set1_ps(fg_f8_scale_load(s, (uint64_t)(i / FG_F8_GROUP)));
+	return cb_f8_halves(_mm_loadu_si128((const __m128i *)(b + i)));
+}
+
+/* cb_dot_avx2's and cb_axpy_avx2's operations on the values fg_f8_value
+ * gives: the widening path's results bit for bit (n % 16 == 0). */
+__attribute__((target("avx2,fma,f16c")))
+static float cb_dot_f8_avx2(const float *a, const void *bv, const void *s, int64_t n)
+{
+	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), sv;
+
+	for (int64_t i = 0; i + 16 <= n; i += 16) {
+		__m256i h = cb_f8_load16(bv, s, i, &sv);
+
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), cb_f8_values(h, 0, sv), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), cb_f8_values(h, 1, sv), s1);
+	}
+	return cb_hsum_avx2(s0, s1, 0);
+}
+
+__attribute__((target("avx2,fma,f16c")))
+static void cb_axpy_f8_avx2(float *y, float alpha, const void *xv, const void *s, int64_t n)
+{
+	__m256 av = _mm256_set1_ps(alpha), sv;
+
+	for (int64_t i = 0; i + 16 <= n; i += 16) {
+		__m256i h = cb_f8_load16(xv, s, i, &sv);
+
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, cb_f8_values(h, 0, sv),
+							 _mm256_loadu_ps(y + i)));
+		_mm256_storeu_ps(y + i + 8, _mm256_fmadd_ps(av, cb_f8_values(h, 1, sv),
+							     _mm256_loadu_ps(y + i + 8)));
+	}
+}
+
 #endif
 
 /* scale * q · k, soft-capped when cap > 0 (cap * tanh(s / cap), compute ABI
  * 1.12: Gemma 2). */
-static inline float cb_score(cb_dot_fn dot, const float *q, const void *k, int64_t hd,
-			     float scale, float cap)
+static inline float cb_score(cb_dot_fn dot, const float *q, const void *k, const void *ks,
+			     int64_t hd, float scale, float cap)
 {
-	float s = scale * dot(q, k, hd);
+	float s = scale * dot(q, k, ks, hd);
 
 	return cap > 0 ? tanhf(s / cap) * cap : s;
 }
@@ -185,12 +240,28 @@ static void cb_finish(const float *acc, float sum, int64_t hd, float *out)
 		out[j] = acc[j] * inv;
 }
 
+/* Rows of keys or values as dot and axpy read them: row r at p + r * ld
+ * bytes; an fp8 cache's scales of the row's groups at s + r * lds. */
+struct cb_rows {
+	const char *p, *s;
+	size_t ld, lds;
+};
+
+static inline const void *cb_row(const struct cb_rows *r, int64_t j)
+{
+	return r->p + (size_t)j * r->ld;
+}
+
+static inline const void *cb_row_scales(const struct cb_rows *r, int64_t j)
+{
+	return r->s ? r->s + (size_t)j * r->lds : NULL;
+}
+
 /* out = softmax(s_j) · v[j] over key positions j in [lo, hi], s_j =
- * cb_score(q, k[j]); position j at row cpu_blas_key_row(j, ring); rows are ldk and
- * ldv bytes apart, their elements what dot and axpy read.  sc: hi - lo + 1
- * floats; acc: hd floats. */
-static void cb_attend_rows(cb_dot_fn dot, cb_axpy_fn axpy, const float *q, const void *k,
-			   size_t ldk, const void *v, size_t ldv, int64_t lo, int64_t hi,
+ * cb_score(q, k[j]); position j at row cpu_blas_key_row(j, ring).  sc:
+ * hi - lo + 1 floats; acc: hd floats. */
+static void cb_attend_rows(cb_dot_fn dot, cb_axpy_fn axpy, const float *q,
+			   const struct cb_rows *k, const struct cb_rows *v, int64_t lo, int64_t hi,
 			   int64_t ring, int64_t hd, float scale, float cap, float *sc, float *acc,
 			   float *out)
 {
@@ -202,8 +273,8 @@ static void cb_attend_rows(cb_dot_fn dot, cb_axpy_fn axpy, const float *q, const
 		return;
 	}
 	for (j = lo; j <= hi; j++) {
-		float s = cb_score(dot, q, (const char *)k + cpu_blas_key_row(j, ring) * ldk, hd, scale,
-				   cap);
+		int64_t r = cpu_blas_key_row(j, ring);
+		float s = cb_score(dot, q, cb_row(k, r), cb_row_scales(k, r), hd, scale, cap);
 
 		sc[j - lo] = s;
 		if (s > mx)
@@ -211,8 +282,11 @@ static void cb_attend_rows(cb_dot_fn dot, cb_axpy_fn axpy, const float *q, const
 	}
 	sum = cb_exp_sum(sc, hi - lo + 1, mx);
 	memset(acc, 0, (size_t)hd * sizeof(float));
-	for (j = lo; j <= hi; j++)
-		axpy(acc, sc[j - lo], (const char *)v + cpu_blas_key_row(j, ring) * ldv, hd);
+	for (j = lo; j <= hi; j++) {
+		int64_t r = cpu_blas_key_row(j, ring);
+
+		axpy(acc, sc[j - lo], cb_row(v, r), cb_row_scales(v, r), hd);
+	}
 	cb_finish(acc, sum, hd, out);
 }
 
@@ -236,12 +310,28 @@ static void cb_attend(const struct cpu_blas_ctx *c, const float *q, const float 
 		      const float *v, int64_t ldv, int64_t lo, int64_t hi, int64_t ring,
 		      int64_t hd, float scale, float cap, float *sc, float *acc, float *out)
 {
+	struct cb_rows kr = { (const char *)k, NULL, (size_t)ldk * sizeof(float), 0 };
+	struct cb_rows vr = { (const char *)v, NULL, (size_t)ldv * sizeof(float), 0 };
 	cb_dot_fn dot;
 	cb_axpy_fn axpy;
 
 	cb_f32_kernels(c, &dot, &axpy);
-	cb_attend_rows(dot, axpy, q, k, (size_t)ldk * sizeof(float), v, (size_t)ldv * sizeof(float),
-		       lo, hi, ring, hd, scale, cap, sc, acc, out);
+	cb_attend_rows(dot, axpy, q, &kr, &vr, lo, hi, ring, hd, scale, cap, sc, acc, out);
+}
+
+/* Columns kc.. of an F8_COLS cache from row krow on, as cb_rows (kc on a
+ * group's start: the head's groups are consecutive scales of a row). */
+static void cb_f8_rows(const struct fg_tensor *t, int64_t krow, int64_t kc, struct cb_rows *r)
+{
+	uint64_t grid = fg_f8c_grid_cols((uint64_t)t->cols);
+	const char *scales = (const char *)t->data +
+			     fg_f8_data_bytes((uint64_t)t->rows, (uint64_t)t->cols);
+
+	r->p = (const char *)t->data + krow * t->cols + kc;
+	r->ld = (size_t)t->cols;
+	r->s = scales + 4 * fg_f8c_scale_index((uint64_t)t->cols, (uint64_t)krow,
+					       (uint64_t)kc / FG_F8_GROUP);
+	r->lds = 4 * (size_t)grid;
 }
 
 /* One (batch, head) decode task over fp16 tensors: q and the cache
@@ -257,11 +347,21 @@ static void cb_attn_widened(struct cb_attn *A, int64_t t, float *sc, float *acc)
 	float *o = a->out.dtype == FG_DTYPE_F32 ? (float *)a->out.data + b * a->out.ld + h * hd : ob;
 
 #if FG_FP16_SIMD_X86
-	if (A->f16_direct) {
-		cb_attend_rows(cb_dot_f16_avx2, cb_axpy_f16_avx2, q,
-			       (const uint16_t *)a->k.data + krow * a->k.ld + kc, (size_t)a->k.ld * 2,
-			       (const uint16_t *)a->v.data + krow * a->v.ld + kc, (size_t)a->v.ld * 2,
-			       lo, hi, a->ring, hd, a->scale, a->softcap, sc, acc, o);
+	if (A->f16_direct || A->f8_direct) {
+		struct cb_rows kr, vr;
+
+		if (A->f16_direct) {
+			kr = (struct cb_rows){ (const char *)((const uint16_t *)a->k.data + krow * a->k.ld + kc),
+					       NULL, (size_t)a->k.ld * 2, 0 };
+			vr = (struct cb_rows){ (const char *)((const uint16_t *)a->v.data + krow * a->v.ld + kc),
+					       NULL, (size_t)a->v.ld * 2, 0 };
+		} else {
+			cb_f8_rows(&a->k, krow, kc, &kr);
+			cb_f8_rows(&a->v, krow, kc, &vr);
+		}
+		cb_attend_rows(A->f16_direct ? cb_dot_f16_avx2 : cb_dot_f8_avx2,
+			       A->f16_direct ? cb_axpy_f16_avx2 : cb_axpy_f8_avx2, q, &kr, &vr, lo,
+			       hi, a->ring, hd, a->scale, a->softcap, sc, acc, o);
 		if (o == ob)
 			fg_fp16_simd_from_f32((uint16_t *)a->out.data + b * a->out.ld + h * hd, ob,
 					      (size_t)hd);
@@ -348,6 +448,10 @@ static int cb_attention(struct cpu_blas_ctx *c, const struct fg_attention_args *
 #if FG_FP16_SIMD_X86
 	A.f16_direct = decode && a->k.dtype == FG_DTYPE_F16 && c->isa != CPU_BLAS_ISA_NONE &&
 		       fg_fp16_simd_have_f16c();
+	/* every head's columns from a group's start (kc = h' * hd), 16 at a time */
+	A.f8_direct = decode && a->k.dtype == FG_DTYPE_F8_COLS && c->isa != CPU_BLAS_ISA_NONE &&
+		      fg_fp16_simd_have_f16c() && a->head_dim % 16 == 0 &&
+		      (a->head_dim % FG_F8_GROUP == 0 || kvh == 1);
 #endif
 	need = (size_t)(keys + 16 + a->head_dim);
 	if (A.widen) /* q, out, then keys rows of k and of v (cb_attn_widened) */

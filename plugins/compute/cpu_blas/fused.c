@@ -18,12 +18,7 @@
  * serves isa = none.
  *
  * The fp8 kernels (FG_DTYPE_F8_ROWS, fgcore/f8.h) take 16 codes per step, one
- * scale per w row.  A code becomes the fp16 pattern of its E4M3 value / 256
- * (sign kept, the 7 exponent-and-mantissa bits shifted under fp16's wider
- * exponent; subnormals land on fp16 subnormals; S.1111.111 becomes an fp16
- * NaN), vcvtph2ps widens it exactly, and (v * 256) * scale is fg_f8_value's
- * one rounded product (the 256 not folded into the scale, which could
- * overflow where the product does not).  AVX-512 machines run these AVX2
+ * scale per w row, decoded in registers exactly (f8_avx2.h).  AVX-512 machines run these AVX2
  * kernels too (8 lanes, 4 rows of x): an AVX-512 version waits for a machine
  * to test it on.  A plain C version (16 lanes, fg_f8_value) serves isa =
  * none.  Lanes past k weigh +0 whatever the scale.
@@ -35,6 +30,7 @@
 #include <fgcore/q4.h>
 
 #include "plugins/compute/cpu_blas/cpu_blas.h"
+#include "plugins/compute/cpu_blas/f8_avx2.h"
 #include <fgcore/fp16_simd.h>
 
 #if FG_FP16_SIMD_X86
@@ -494,29 +490,6 @@ static CB_AVX2 int64_t cb_q4_params256(const uint8_t *p, int64_t k, float *s, fl
 
 typedef void (*cb_f8dot_fn)(const float *x, int64_t ldx, const uint8_t *w, int64_t ldw,
 			    const float *s, int64_t k, int flags, float *state, float acc[8][3]);
-
-/* 16 E4M3 codes -> the fp16 bits of their values / 256: code << 8 shifted right
- * arithmetically puts the sign in bits 15 and 14 and the rest in 13..7; bit 14
- * cleared leaves fp16 exponent e (bias 15 for E4M3's 7) and mantissa m << 7. */
-CB_INLINE CB_AVX2 __m256i cb_f8_halves(__m128i codes)
-{
-	const __m256i em = _mm256_set1_epi16(0x3f80);
-	__m256i h = _mm256_slli_epi16(_mm256_cvtepu8_epi16(codes), 8);
-	__m256i nan;
-
-	h = _mm256_and_si256(_mm256_srai_epi16(h, 1), _mm256_set1_epi16((short)0xbf80));
-	nan = _mm256_cmpeq_epi16(_mm256_and_si256(h, em), em); /* S.1111.111 */
-	return _mm256_or_si256(h, nan);                        /* all ones: an fp16 NaN */
-}
-
-/* Eight of them (half 0 or 1) as fp32 values: (v * 256) * scale, the first
- * product exact, so one rounding as fg_f8_value. */
-CB_INLINE CB_AVX2 __m256 cb_f8_values(__m256i h, int half, __m256 sv)
-{
-	__m128i q = half ? _mm256_extracti128_si256(h, 1) : _mm256_castsi256_si128(h);
-
-	return _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtph_ps(q), _mm256_set1_ps(256.0f)), sv);
-}
 
 /* Codes [kk, k) of a row (k - kk < 16), zero-padded to 16. */
 CB_INLINE CB_AVX2 __m128i cb_f8_tail(const uint8_t *w, int64_t kk, int64_t k)

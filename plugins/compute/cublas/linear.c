@@ -761,7 +761,9 @@ static int cb_linear_fp8(struct cublas_ctx *c, struct cublas_stream *s, const st
 			return 1;
 		}
 	}
-	if ((rc = cb_fp8_carve(c, s, g, enc ? nt_enc : g->n,
+	/* (stored fp8 codes need no dequantized tile: tiles as for fp16, on
+	 * 16-row bounds that keep out and the scales aligned) */
+	if ((rc = cb_fp8_carve(c, s, g, enc && !direct ? nt_enc : g->n,
 			       enc && !enc->f8 ? FG_Q4_GROUP : 16, &q)))
 		return rc;
 	for (int64_t i0 = 0; i0 < g->m; i0 += q.mb) {
