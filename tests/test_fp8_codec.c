@@ -16,7 +16,8 @@
  * Then: sizes, padding and little-endian scales by hand; the fp16 entry
  * points against the fp32 ones; shapes refused (group_dim other than 1,
  * sizes that overflow) with nothing written; and a large tensor, encoded on
- * several threads, giving the bytes of its rows encoded one at a time.
+ * several threads, giving the bytes of its rows encoded one at a time; and
+ * fgcore/f8_simd.h's bulk encoder against f8.h's one-value functions.
  * FGCORE_TEST_SEED changes the PRNG seed (default 4242). */
 #define _GNU_SOURCE
 #include <check.h>
@@ -29,6 +30,7 @@
 
 #include <fgcore/codec.h>
 #include <fgcore/f8.h>
+#include <fgcore/f8_simd.h>
 #include <fgcore/half.h>
 
 #include "core/backend/backend.h"
@@ -664,6 +666,48 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/* fgcore/f8_simd.h, the bulk encoder the codec and cpu_blas use, against
+ * f8.h's one-value functions: every fp16 value and 2^22 random fp32 bit
+ * patterns (all exponents, NaNs, infinities), each times inv values that
+ * send them to E4M3's normals, subnormals, ties and saturation; lengths off
+ * 8 (the tails); amax over runs holding NaN. */
+START_TEST(test_simd_encoder)
+{
+	static const float invs[] = { 1.0f, 448.0f / 65504.0f, 3.0f, 0.0625f, 1e-5f, 7.0f / 9.0f,
+				      0x1p-60f, 0x1p60f };
+	enum { N = 1 << 16 };
+	float *x = malloc(N * sizeof(float));
+	uint8_t *got = malloc(N + 1);
+
+	ck_assert(x && got);
+	rng_seed(seed + 700);
+	for (int round = 0; round < 65; round++) {
+		for (size_t i = 0; i < N; i++)
+			x[i] = round == 0 ? fg_half_to_float((uint16_t)i) : fg_bits_to_float((uint32_t)rnd());
+		for (size_t v = 0; v < sizeof(invs) / sizeof(invs[0]); v++) {
+			size_t n = N - (size_t)(round + v) % 8; /* tails of 0..7 */
+
+			got[n] = 0xa5;
+			fg_f8_simd_codes(got, x, invs[v], n);
+			for (size_t i = 0; i < n; i++)
+				ck_assert_msg(got[i] == fg_f8_code(x[i], invs[v]),
+					      "bits %#x times %g: code %#x, f8.h %#x",
+					      fg_float_to_bits(x[i]), (double)invs[v], got[i],
+					      fg_f8_code(x[i], invs[v]));
+			ck_assert_uint_eq(got[n], 0xa5);
+		}
+		for (size_t i = 0; i + 67 <= N; i += 67) {
+			float a = fg_f8_simd_amax(x + i, 67 - i % 9);
+
+			ck_assert_uint_eq(fg_float_to_bits(a), fg_float_to_bits(fg_f8_amax(x + i, 67 - i % 9)));
+		}
+	}
+	printf("f8_simd.h: codes and amax equal f8.h's (AVX2 path: %s)\n",
+	       fg_f8_simd_have_avx2() ? "yes" : "no, the scalar one");
+	free(x), free(got);
+}
+END_TEST
+
 static Suite *fp8_suite(void)
 {
 	Suite *s = suite_create("fp8_e4m3_rows");
@@ -680,6 +724,7 @@ static Suite *fp8_suite(void)
 	tcase_add_test(tc, test_bad_shapes);
 	tcase_add_test(tc, test_core_error_line);
 	tcase_add_test(tc, test_threads);
+	tcase_add_test(tc, test_simd_encoder);
 	suite_add_tcase(s, tc);
 	return s;
 }

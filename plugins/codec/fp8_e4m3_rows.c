@@ -2,7 +2,8 @@
  * one fp32 scale per row, the byte layout of fgcore/f8.h.
  *
  * The rule is f8.h's, through its helpers only (fg_f8_amax, fg_f8_scale_of,
- * fg_f8_code, fg_f8_value, fg_f8_scale_store/load): the codec, the compute
+ * fg_f8_code, fg_f8_value, fg_f8_scale_store/load; amax and codes in bulk by
+ * fgcore/f8_simd.h, the same bytes on 8 lanes): the codec, the compute
  * backends and out-of-tree readers then agree to the bit, and the codes a
  * weight gets here are those cublas's fp8 products would give it.
  *  - A row is an output channel of a weight [out, in] and has one scale:
@@ -31,6 +32,7 @@
 
 #include <fgcore/codec.h>
 #include <fgcore/f8.h>
+#include <fgcore/f8_simd.h>
 #include <fgcore/fanout.h>
 #include <fgcore/half.h>
 #include <fgcore/plugin.h>
@@ -105,17 +107,14 @@ static void f8_encode_row(const struct f8_dims *d, const struct f8_in *in, uint8
 
 	for (size_t c = 0; c < d->cols; c += F8_TILE) {
 		size_t w = d->cols - c < F8_TILE ? d->cols - c : F8_TILE;
-		float a = fg_f8_amax(f8_load(in, e0 + c, w, buf), w);
+		float a = fg_f8_simd_amax(f8_load(in, e0 + c, w, buf), w);
 
 		amax = a > amax ? a : amax;
 	}
 	fg_f8_scale_of(amax, &scale, &inv);
 	for (size_t c = 0; c < d->cols; c += F8_TILE) {
 		size_t w = d->cols - c < F8_TILE ? d->cols - c : F8_TILE;
-		const float *x = f8_load(in, e0 + c, w, buf);
-
-		for (size_t j = 0; j < w; j++)
-			dst[e0 + c + j] = fg_f8_code(x[j], inv);
+		fg_f8_simd_codes(dst + e0 + c, f8_load(in, e0 + c, w, buf), inv, w);
 	}
 	fg_f8_scale_store(dst + d->data, r, scale);
 }
