@@ -955,41 +955,56 @@ START_TEST(test_kv_append_f16)
 }
 END_TEST
 
-START_TEST(test_kv_append_q4)
+enum { CACHE_F16, CACHE_Q4, CACHE_F8 };
+static const char *const cache_names[] = { "f16", "q4", "f8" };
+
+/* kv_append into an encoded cache (CACHE_Q4 or CACHE_F8) over kv_cases: the
+ * bytes must be the reference encoding of each appended row (4-bit: the
+ * reference encoder here; fp8: fgcore/f8.h's, the rule the fp8_e4m3_rows
+ * codec and cpu_blas encode by, which test_compute_conformance ties
+ * together), every other byte untouched; with NaN, infinities, -0 and (fp8)
+ * values past 448 and near fp16's largest. */
+static void kv_append_encoded(int kind)
 {
-	gpu_seed(505);
+	static const uint16_t special[] = { 0x7e00, 0x7c00, 0xfc00, 0x8000, 0x7bff, 0x5f00,
+					    0x0001, 0xd400 };
+	size_t nsp = kind == CACHE_F8 ? sizeof(special) / sizeof(special[0]) : 3;
+
 	for (size_t ci = 0; ci < sizeof(kv_cases) / sizeof(kv_cases[0]); ci++) {
 		const struct kv_case *c = &kv_cases[ci];
 		int64_t rows = c->batch * c->stride, srows = c->batch * c->n;
-		uint64_t bytes = fg_q4_bytes((uint64_t)rows, (uint64_t)c->h, 1);
+		uint64_t h = (uint64_t)c->h, urows = (uint64_t)rows;
+		uint64_t bytes = kind == CACHE_F8 ? fg_f8c_bytes(urows, h) : fg_q4_bytes(urows, h, 1);
+		uint64_t data = kind == CACHE_F8 ? fg_f8_data_bytes(urows, h) : fg_q4_data_bytes(urows, h);
 		uint16_t *src = rand_h((size_t)(srows * c->ldsrc), -4, 4);
 		uint8_t *cache = xmalloc((size_t)bytes), *want, *got = xmalloc((size_t)bytes);
 		float *full = xmalloc((size_t)(rows * c->h) * 4);
 		struct dbuf ds, dc;
 		struct fg_kv_append_args a;
 
-		/* special values the encoder must handle */
-		src[0] = 0x7e00;                /* NaN */
-		src[1 % (srows * c->ldsrc)] = 0x7c00; /* +inf */
-		if (c->h > 3)
-			src[3] = 0x8000;        /* -0 */
+		for (size_t i = 0; i < nsp; i++) /* (4-bit: NaN, +inf, -0 in the first row) */
+			src[(kind == CACHE_F8 ? i * 37 : i * i) % (size_t)(srows * c->ldsrc)] =
+				special[kind == CACHE_F8 || i < 2 ? i : 3];
 		for (uint64_t i = 0; i < bytes; i++)
 			cache[i] = (uint8_t)gpu_next();
 		want = xmalloc((size_t)bytes);
 		memcpy(want, cache, (size_t)bytes);
-		/* expected: the reference encoding of each appended row, nothing else */
 		for (int64_t b = 0; b < c->batch; b++)
 			for (int64_t i = 0; i < c->n; i++) {
 				int64_t r = b * c->stride + c->start + i;
 
 				for (int64_t j = 0; j < c->h; j++)
 					full[r * c->h + j] = fg_half_to_float(src[(b * c->n + i) * c->ldsrc + j]);
-				ref_q4_encode_rows(full, (uint64_t)rows, (uint64_t)c->h, 1, (uint64_t)r,
-						   (uint64_t)r + 1, want);
+				if (kind == CACHE_F8)
+					fg_f8c_store_row(want, urows, h, (uint64_t)r, full + r * c->h);
+				else
+					ref_q4_encode_rows(full, urows, h, 1, (uint64_t)r, (uint64_t)r + 1,
+							   want);
 			}
 		a.src = tens(dput(&ds, src, (size_t)(srows * c->ldsrc) * 2), FG_DTYPE_F16, srows, c->h,
 			     c->ldsrc);
-		a.cache = tens(dput(&dc, cache, (size_t)bytes), FG_DTYPE_Q4_COLS, rows, c->h, c->h);
+		a.cache = tens(dput(&dc, cache, (size_t)bytes),
+			       kind == CACHE_F8 ? FG_DTYPE_F8_COLS : FG_DTYPE_Q4_COLS, rows, c->h, c->h);
 		a.batch = c->batch;
 		a.n = c->n;
 		a.start = c->start;
@@ -997,69 +1012,28 @@ START_TEST(test_kv_append_q4)
 		ck_assert_msg(gpu.ops->kv_append(gpu.ctx, NULL, &a) == 0, "%s", fg_last_error());
 		dget(&dc, got);
 		for (uint64_t i = 0; i < bytes; i++)
-			ck_assert_msg(got[i] == want[i], "kv_append q4 case %zu (h %" PRId64 "): byte %"
-				      PRIu64 " of %" PRIu64 " (%s) is 0x%02x, expected 0x%02x", ci, c->h,
-				      i, bytes, i < fg_q4_data_bytes((uint64_t)rows, (uint64_t)c->h)
-				      ? "codes" : "params", got[i], want[i]);
+			ck_assert_msg(got[i] == want[i], "kv_append %s case %zu (h %" PRId64 "): byte %"
+				      PRIu64 " of %" PRIu64 " (%s) is 0x%02x, expected 0x%02x",
+				      cache_names[kind], ci, c->h, i, bytes,
+				      i < data ? "codes" : "scales", got[i], want[i]);
 		dfree(&ds), dfree(&dc);
 		free(src), free(cache), free(want), free(got), free(full);
 	}
-	printf("kv_append q4           byte-exact on %zu cases\n",
+	printf("kv_append %-12s byte-exact on %zu cases\n", cache_names[kind],
 	       sizeof(kv_cases) / sizeof(kv_cases[0]));
+}
+
+START_TEST(test_kv_append_q4)
+{
+	gpu_seed(505);
+	kv_append_encoded(CACHE_Q4);
 }
 END_TEST
 
-/* kv_append into an fp8 cache: each appended row's groups of 64 must equal
- * fgcore/f8.h's encoder's bytes (the rule the fp8_e4m3_rows codec and
- * cpu_blas encode by; test_compute_conformance ties the two together), with
- * NaN, infinities, -0 and values past 448 and near fp16's largest. */
 START_TEST(test_kv_append_f8)
 {
 	gpu_seed(515);
-	for (size_t ci = 0; ci < sizeof(kv_cases) / sizeof(kv_cases[0]); ci++) {
-		const struct kv_case *c = &kv_cases[ci];
-		int64_t rows = c->batch * c->stride, srows = c->batch * c->n;
-		uint64_t bytes = fg_f8c_bytes((uint64_t)rows, (uint64_t)c->h);
-		uint16_t *src = rand_h((size_t)(srows * c->ldsrc), -4, 4);
-		uint8_t *cache = xmalloc((size_t)bytes), *want, *got = xmalloc((size_t)bytes);
-		float *row = xmalloc((size_t)c->h * 4);
-		struct dbuf ds, dc;
-		struct fg_kv_append_args a;
-		static const uint16_t special[] = { 0x7e00, 0x7c00, 0xfc00, 0x8000, 0x7bff, 0x5f00,
-						    0x0001, 0xd400 };
-
-		for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++)
-			src[(i * 37) % (size_t)(srows * c->ldsrc)] = special[i];
-		for (uint64_t i = 0; i < bytes; i++)
-			cache[i] = (uint8_t)gpu_next();
-		want = xmalloc((size_t)bytes);
-		memcpy(want, cache, (size_t)bytes);
-		for (int64_t b = 0; b < c->batch; b++)
-			for (int64_t i = 0; i < c->n; i++) {
-				for (int64_t j = 0; j < c->h; j++)
-					row[j] = fg_half_to_float(src[(b * c->n + i) * c->ldsrc + j]);
-				fg_f8c_store_row(want, (uint64_t)rows, (uint64_t)c->h,
-						 (uint64_t)(b * c->stride + c->start + i), row);
-			}
-		a.src = tens(dput(&ds, src, (size_t)(srows * c->ldsrc) * 2), FG_DTYPE_F16, srows, c->h,
-			     c->ldsrc);
-		a.cache = tens(dput(&dc, cache, (size_t)bytes), FG_DTYPE_F8_COLS, rows, c->h, c->h);
-		a.batch = c->batch;
-		a.n = c->n;
-		a.start = c->start;
-		a.cache_stride = c->stride;
-		ck_assert_msg(gpu.ops->kv_append(gpu.ctx, NULL, &a) == 0, "%s", fg_last_error());
-		dget(&dc, got);
-		for (uint64_t i = 0; i < bytes; i++)
-			ck_assert_msg(got[i] == want[i], "kv_append f8 case %zu (h %" PRId64 "): byte %"
-				      PRIu64 " of %" PRIu64 " (%s) is 0x%02x, expected 0x%02x", ci, c->h,
-				      i, bytes, i < fg_f8_data_bytes((uint64_t)rows, (uint64_t)c->h)
-				      ? "codes" : "scales", got[i], want[i]);
-		dfree(&ds), dfree(&dc);
-		free(src), free(cache), free(want), free(got), free(row);
-	}
-	printf("kv_append f8           byte-exact on %zu cases\n",
-	       sizeof(kv_cases) / sizeof(kv_cases[0]));
+	kv_append_encoded(CACHE_F8);
 }
 END_TEST
 
@@ -1067,9 +1041,6 @@ END_TEST
  * (CACHE_Q4: the reference 4-bit encoder; CACHE_F8: fgcore/f8.h's rule),
  * its bytes in *bytes; *decoded gets the values the encoding stands for,
  * [rows, cols] dense, for the reference. */
-enum { CACHE_F16, CACHE_Q4, CACHE_F8 };
-static const char *const cache_names[] = { "f16", "q4", "f8" };
-
 static uint8_t *enc_cache(int kind, const uint16_t *h, int64_t ld, int64_t rows, int64_t cols,
 			  float **decoded, uint64_t *bytes)
 {
