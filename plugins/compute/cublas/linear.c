@@ -720,6 +720,26 @@ static int cb_dequant(struct cublas_ctx *c, struct cublas_stream *s, const struc
 					"the 4-bit dequantization kernel", e);
 }
 
+/* A tile b of stored fp8 rows (from row n0 of g's weight) that runs in fp16
+ * after all: dequantized nt_enc rows at a time, what the scratch holds. */
+static int cb_f8_tile_f16(struct cublas_ctx *c, struct cublas_stream *s, const struct cb_gemm *g,
+			  const struct cb_enc *enc, int64_t nt_enc, const struct cb_gemm *b,
+			  int64_t n0)
+{
+	for (int64_t n1 = 0; n1 < b->n; n1 += nt_enc) {
+		struct cb_gemm p = cb_part(b, 0, b->m, n1, b->n - n1 < nt_enc ? b->n - n1 : nt_enc);
+		int rc = cb_dequant(c, s, g, enc, n0 + n1, p.n);
+
+		if (rc)
+			return rc;
+		p.w = s->scratch;
+		p.ldw = g->k;
+		if ((rc = cb_linear_f16(c, s, &p)))
+			return rc;
+	}
+	return 0;
+}
+
 /* The fp8 path: for each band of x's rows, quantized once, and each tile of
  * weight rows (one, when its fp8 copy fits: then quantized once for all
  * bands), quantize what is not yet in the buffer and run one fp8 product.
@@ -807,13 +827,8 @@ static int cb_linear_fp8(struct cublas_ctx *c, struct cublas_stream *s, const st
 			if (rc == 1) {
 				cb_fp8_note(c, &b, "cuBLASLt has no fp8 algorithm with row-wise scales "
 					    "for it");
-				if (direct && (rc = cb_dequant(c, s, g, enc, n0, b.n)))
-					return rc;
-				if (direct) {
-					b.w = s->scratch;
-					b.ldw = g->k;
-				}
-				rc = cb_linear_f16(c, s, &b);
+				rc = direct ? cb_f8_tile_f16(c, s, g, enc, nt_enc, &b, n0)
+					    : cb_linear_f16(c, s, &b);
 			}
 			if (rc)
 				return rc;
