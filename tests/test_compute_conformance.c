@@ -1592,7 +1592,7 @@ static float special_value(void)
 
 /* cd: int4_group64 for a Q4_COLS cache, fp8_e4m3_rows for F8_COLS. */
 static void kv_append_enc_case(struct env *e, struct fg_codec *cd, enum fg_dtype cdt, int64_t B,
-			      int64_t n, int64_t start, int64_t stride, int64_t C, bool f16src)
+			       int64_t n, int64_t start, int64_t stride, int64_t C, bool f16src)
 {
 	int64_t R = B * stride + 2; /* the view covers rows past batch * cache_stride */
 	float *full = malloc((size_t)(R * C + 1) * sizeof(float));
@@ -1654,8 +1654,8 @@ START_TEST(test_kv_append_q4)
 		for (int f = 0; f < 2; f++)
 			if (!f || supports(&e, FG_OP_KV_APPEND, FG_DTYPE_F16))
 				kv_append_enc_case(&e, &cd, FG_DTYPE_Q4_COLS, shapes[s][0],
-						  shapes[s][1], shapes[s][2], shapes[s][3],
-						  shapes[s][4], f);
+						   shapes[s][1], shapes[s][2], shapes[s][3],
+						   shapes[s][4], f);
 	fg_codec_close(&cd);
 	env_close(&e);
 }
@@ -1680,8 +1680,8 @@ START_TEST(test_kv_append_f8)
 		for (int f = 0; f < 2; f++)
 			if (!f || supports(&e, FG_OP_KV_APPEND, FG_DTYPE_F16))
 				kv_append_enc_case(&e, &cd, FG_DTYPE_F8_COLS, shapes[s][0],
-						  shapes[s][1], shapes[s][2], shapes[s][3],
-						  shapes[s][4], f);
+						   shapes[s][1], shapes[s][2], shapes[s][3],
+						   shapes[s][4], f);
 	fg_codec_close(&cd);
 	env_close(&e);
 }

@@ -11,6 +11,7 @@
  *
  *  fg_f8_simd_amax(x, n)             fg_f8_amax(x, n)
  *  fg_f8_simd_codes(dst, x, inv, n)  dst[i] = fg_f8_code(x[i], inv)
+ *  fg_f8c_simd_store_row(...)        fg_f8c_store_row (an fp8 KV cache's row)
  *  fg_f8_simd_have_avx2()            whether this CPU takes the AVX2 path
  */
 #ifndef FGCORE_F8_SIMD_H
@@ -136,6 +137,23 @@ static inline void fg_f8_simd_codes(uint8_t *dst, const float *x, float inv, siz
 #endif
 	for (size_t i = 0; i < n; i++)
 		dst[i] = fg_f8_code(x[i], inv);
+}
+
+/* fg_f8c_store_row with the group's amax and codes in bulk. */
+static inline void fg_f8c_simd_store_row(uint8_t *base, uint64_t rows, uint64_t cols, uint64_t r,
+					 const float *x)
+{
+	uint8_t *codes = base + r * cols, *scales = base + fg_f8_data_bytes(rows, cols);
+
+	for (uint64_t g = 0; g < fg_f8c_grid_cols(cols); g++) {
+		uint64_t c0 = g * FG_F8_GROUP;
+		size_t w = (size_t)(cols - c0 < FG_F8_GROUP ? cols - c0 : FG_F8_GROUP);
+		float scale, inv;
+
+		fg_f8_scale_of(fg_f8_simd_amax(x + c0, w), &scale, &inv);
+		fg_f8_scale_store(scales, fg_f8c_scale_index(cols, r, g), scale);
+		fg_f8_simd_codes(codes + c0, x + c0, inv, w);
+	}
 }
 
 #ifdef __cplusplus

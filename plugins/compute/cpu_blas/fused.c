@@ -18,10 +18,10 @@
  * serves isa = none.
  *
  * The fp8 kernels (FG_DTYPE_F8_ROWS, fgcore/f8.h) take 16 codes per step, one
- * scale per w row, decoded in registers exactly (f8_avx2.h).  AVX-512 machines run these AVX2
- * kernels too (8 lanes, 4 rows of x): an AVX-512 version waits for a machine
- * to test it on.  A plain C version (16 lanes, fg_f8_value) serves isa =
- * none.  Lanes past k weigh +0 whatever the scale.
+ * scale per w row, decoded in registers exactly (f8_avx2.h).  AVX-512
+ * machines run these AVX2 kernels too (8 lanes, 4 rows of x): an AVX-512
+ * version waits for a machine to test it on.  A plain C version (16 lanes,
+ * fg_f8_value) serves isa = none.  Lanes past k weigh +0 whatever the scale.
  */
 #include <stdint.h>
 #include <string.h>

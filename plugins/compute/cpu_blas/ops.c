@@ -346,24 +346,10 @@ static void cb_append_f8_rows(void *arg, int64_t i0, int64_t i1, int tid)
 	const struct fg_kv_append_args *a = A->a;
 	const struct fg_tensor *t = &a->cache;
 
-	uint64_t cols = (uint64_t)t->cols;
-	uint8_t *scales = (uint8_t *)t->data + fg_f8_data_bytes((uint64_t)t->rows, cols);
-
-	/* fg_f8c_store_row's groups, their amax and codes in bulk (f8_simd.h) */
-	for (int64_t i = i0; i < i1; i++) {
-		uint64_t r = (uint64_t)(i / a->n * a->cache_stride + a->start + i % a->n);
-		const float *x = cpu_blas_load(&a->src, i, 0, a->src.cols, A->c->scratch[tid]);
-
-		for (uint64_t g = 0; g < fg_f8c_grid_cols(cols); g++) {
-			uint64_t c0 = g * FG_F8_GROUP;
-			size_t w = (size_t)(cols - c0 < FG_F8_GROUP ? cols - c0 : FG_F8_GROUP);
-			float scale, inv;
-
-			fg_f8_scale_of(fg_f8_simd_amax(x + c0, w), &scale, &inv);
-			fg_f8_scale_store(scales, fg_f8c_scale_index(cols, r, g), scale);
-			fg_f8_simd_codes((uint8_t *)t->data + r * cols + c0, x + c0, inv, w);
-		}
-	}
+	for (int64_t i = i0; i < i1; i++)
+		fg_f8c_simd_store_row(t->data, (uint64_t)t->rows, (uint64_t)t->cols,
+				      (uint64_t)(i / a->n * a->cache_stride + a->start + i % a->n),
+				      cpu_blas_load(&a->src, i, 0, a->src.cols, A->c->scratch[tid]));
 }
 
 /* The core checked the arguments: src fp32 or fp16, the cache the same type,

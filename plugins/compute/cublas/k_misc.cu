@@ -281,6 +281,12 @@ extern "C" cudaError_t cublas_k_rope(cudaStream_t s, int64_t n, int64_t heads,
 
 /* ---- KV append, fp16 ----------------------------------------------------------------- */
 
+/* The cache row of source row i: sequence i / n, position start + i % n. */
+CB_DEV int64_t cb_kv_row(int64_t i, int64_t n, int64_t start, int64_t stride)
+{
+	return (i / n) * stride + start + i % n;
+}
+
 template <bool VEC>
 __global__ void cb_kv_append_kernel(int64_t rows, int64_t n, int64_t start, int64_t stride,
 				    int64_t h, const uint16_t *src, int64_t lds,
@@ -290,7 +296,7 @@ __global__ void cb_kv_append_kernel(int64_t rows, int64_t n, int64_t start, int6
 
 	for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
 		const uint16_t *a = src + i * lds;
-		uint16_t *o = cache + ((i / n) * stride + start + i % n) * ldc;
+		uint16_t *o = cache + cb_kv_row(i, n, start, stride) * ldc;
 
 		for (int64_t j = threadIdx.x * step; j < h; j += blockDim.x * step) {
 			if (VEC)
@@ -357,7 +363,7 @@ __global__ void cb_kv_append_q4_vec(int64_t items, int64_t n, int64_t start, int
 		for (int j = 0; j < 4; j++)
 			word |= ((fg_q4_code(v[2 * j], p.m, p.inv) << 4) |
 				 fg_q4_code(v[2 * j + 1], p.m, p.inv)) << (8 * j);
-		int64_t r = (i / n) * stride + start + i % n;
+		int64_t r = cb_kv_row(i, n, start, stride);
 		*(uint32_t *)(q4 + ((r * h + col) >> 1)) = word;
 		if (e % 8 == 0)
 			*(uint32_t *)(prm + (r * groups + g) * 4) =
@@ -376,7 +382,7 @@ __global__ void cb_kv_append_q4_scalar(int64_t items, int64_t n, int64_t start,
 	     item += (int64_t)gridDim.x * blockDim.x) {
 		int64_t i = item / groups, g = item - i * groups;
 		int64_t c0 = g * FG_Q4_GROUP, c1 = min(h, c0 + FG_Q4_GROUP);
-		int64_t r = (i / n) * stride + start + i % n;
+		int64_t r = cb_kv_row(i, n, start, stride);
 		const uint16_t *a = src + i * lds;
 		float mn = INFINITY, mx = -INFINITY;
 		struct fg_q4_param p;
@@ -447,7 +453,7 @@ __global__ void cb_kv_append_f8_vec(int64_t items, int64_t n, int64_t start, int
 			lo |= (uint32_t)fg_f8_code(v[j], inv) << (8 * j);
 			hi |= (uint32_t)fg_f8_code(v[j + 4], inv) << (8 * j);
 		}
-		int64_t r = (i / n) * stride + start + i % n;
+		int64_t r = cb_kv_row(i, n, start, stride);
 		*(uint2 *)(codes + r * h + col) = make_uint2(lo, hi);
 		if (e % 8 == 0)
 			*(float *)(scales + fg_f8c_scale_index((uint64_t)h, (uint64_t)r, (uint64_t)g) * 4) =
@@ -465,7 +471,7 @@ __global__ void cb_kv_append_f8_scalar(int64_t items, int64_t n, int64_t start,
 	     item += (int64_t)gridDim.x * blockDim.x) {
 		int64_t i = item / groups, g = item - i * groups;
 		int64_t c0 = g * FG_F8_GROUP, c1 = min(h, c0 + FG_F8_GROUP);
-		int64_t r = (i / n) * stride + start + i % n;
+		int64_t r = cb_kv_row(i, n, start, stride);
 		const uint16_t *a = src + i * lds;
 		float amax = 0.0f, scale, inv;
 
